@@ -1,0 +1,495 @@
+"""The `aten` dialect: the imported torch graph, one op per FX node, nothing lost.
+
+Every `call_function` node of the ATen graph becomes an `aten.call` that carries its target (an
+ATen overload, a higher-order op, or a Python function such as `operator.mul` on sizes) and its
+arguments as written: tensors and symbolic sizes are operands, everything else (ints, floats,
+bools, strings, dtypes, devices, lists, None, op references) is kept in an argument template, so
+emit can rebuild the exact call. A call whose FX node returned a tuple or list has one result per
+element (the FX `getitem` nodes map to those results) and is marked `tuple`.
+
+```mlir
+%view = aten.call "aten::view.default"(%x, [%s0, 4096]) : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 4096], bf16>
+%mean = aten.call "aten::mean.dim"(%pow, [-1], true) : (!irfuse.tensor<[s0, 4096], f32>) -> !irfuse.tensor<[s0, 1], f32>
+%q, %s = aten.call tuple "irfuse::quant_fp8_per_token.default"(%x, none, out_dtype = f8E4M3FN) : (!irfuse.tensor<[s0, 4096], bf16>) -> (!irfuse.tensor<[s0, 4096], f8E4M3FN>, !irfuse.tensor<[s0, 1], f32>)
+%w = aten.get_attr "_tensor_constant0" : !irfuse.tensor<[4096], bf16>
+```
+
+`irfuse.targets` resolves target strings to callables.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    FloatData,
+    IntAttr,
+    NoneAttr,
+    StringAttr,
+    UnitAttr,
+)
+from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_attr_definition,
+    irdl_op_definition,
+    opt_prop_def,
+    prop_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.parser import AttrParser, Parser, UnresolvedOperand
+from xdsl.printer import Printer
+from xdsl.traits import Pure
+from xdsl.utils.exceptions import VerifyException
+
+from irfuse.dialects.irfuse import IR_DTYPES
+
+# --- template attributes -------------------------------------------------------------------
+
+
+@irdl_attr_definition
+class OperandRefAttr(ParametrizedAttribute):
+    """In an argument template: "the op's operand number `index` goes here" (never printed
+    by the custom format, which writes the operand itself)."""
+
+    name = "aten.operand"
+
+    index: IntAttr
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_int(self.index.data)
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> tuple[IntAttr]:
+        with parser.in_angle_brackets():
+            return (IntAttr(parser.parse_integer()),)
+
+
+class _TextAttr(ParametrizedAttribute):
+    """A torch constant kept as text: `#aten.device<"cuda:0">`."""
+
+    text: StringAttr
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string_literal(self.text.data)
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> tuple[StringAttr]:
+        with parser.in_angle_brackets():
+            return (StringAttr(parser.parse_str_literal()),)
+
+
+@irdl_attr_definition
+class DeviceAttr(_TextAttr):
+    """A `torch.device` argument: `#aten.device<"cpu">`."""
+
+    name = "aten.device"
+
+
+@irdl_attr_definition
+class LayoutAttr(_TextAttr):
+    """A `torch.layout` argument: `#aten.layout<"torch.strided">`."""
+
+    name = "aten.layout"
+
+
+@irdl_attr_definition
+class MemoryFormatAttr(_TextAttr):
+    """A `torch.memory_format` argument: `#aten.memory_format<"torch.contiguous_format">`."""
+
+    name = "aten.memory_format"
+
+
+@irdl_attr_definition
+class TargetAttr(_TextAttr):
+    """An op passed as an argument (to higher-order ops such as `auto_functionalized`):
+    `#aten.target<"irfuse::rms_norm.default">`."""
+
+    name = "aten.target"
+
+
+@irdl_attr_definition
+class TupleAttr(ParametrizedAttribute):
+    """A tuple argument, kept apart from lists so emit rebuilds the same Python value:
+    `#aten.tuple<[1, 2]>` (printed inline as `(1, 2)` by `aten.call`)."""
+
+    name = "aten.tuple"
+
+    items: ArrayAttr
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_attribute(self.items)
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> tuple[ArrayAttr]:
+        with parser.in_angle_brackets():
+            items = parser.parse_attribute()
+        if not isinstance(items, ArrayAttr):
+            parser.raise_error("expected an array in #aten.tuple")
+        return (items,)
+
+
+NONE = NoneAttr()
+
+
+@irdl_attr_definition
+class BoolArgAttr(ParametrizedAttribute):
+    """A bool argument (`true` / `false` inline)."""
+
+    name = "aten.bool"
+
+    value: IntAttr
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string("true" if self.value.data else "false")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> tuple[IntAttr]:
+        with parser.in_angle_brackets():
+            return (IntAttr(int(parser.parse_keyword_in(("true", "false")) == "true")),)
+
+
+TRUE = BoolArgAttr(IntAttr(1))
+FALSE = BoolArgAttr(IntAttr(0))
+
+_SPECIAL_FLOATS = {"inf": math.inf, "ninf": -math.inf, "nan": math.nan}
+_DTYPE_NAMES: dict[str, Attribute] = {
+    str(t): t for t in IR_DTYPES if str(t).replace("_", "").isalnum()
+}
+_KEYWORD_VALUES: dict[str, Attribute] = {"none": NONE, "true": TRUE, "false": FALSE}
+
+
+def _float_text(value: float) -> str:
+    if math.isinf(value):
+        return "inf" if value > 0 else "ninf"
+    if math.isnan(value):
+        return "nan"
+    text = repr(value)
+    mantissa, sep, exponent = text.partition("e")
+    if "." not in mantissa:
+        mantissa += ".0"
+    return mantissa + sep + exponent
+
+
+# --- printing and parsing the inline argument syntax ------------------------------------------
+
+
+def print_template_value(printer: Printer, value: Attribute, operands: Sequence[SSAValue]) -> None:
+    """Print one template entry with operand references replaced by the operands."""
+    if isinstance(value, OperandRefAttr):
+        printer.print_operand(operands[value.index.data])
+    elif isinstance(value, IntAttr):
+        printer.print_int(value.data)
+    elif isinstance(value, FloatData):
+        printer.print_string(_float_text(value.data))
+    elif isinstance(value, BoolArgAttr):
+        printer.print_string("true" if value.value.data else "false")
+    elif isinstance(value, NoneAttr):
+        printer.print_string("none")
+    elif isinstance(value, StringAttr):
+        printer.print_string_literal(value.data)
+    elif isinstance(value, ArrayAttr):
+        printer.print_string("[")
+        printer.print_list(value.data, lambda v: print_template_value(printer, v, operands))
+        printer.print_string("]")
+    elif isinstance(value, TupleAttr):
+        printer.print_string("(")
+        printer.print_list(value.items.data, lambda v: print_template_value(printer, v, operands))
+        if len(value.items.data) == 1:
+            printer.print_string(",")
+        printer.print_string(")")
+    else:
+        printer.print_attribute(value)
+
+
+def _parse_template_value(parser: Parser, operands: list[UnresolvedOperand]) -> Attribute:
+    unresolved = parser.parse_optional_unresolved_operand()
+    if unresolved is not None:
+        operands.append(unresolved)
+        return OperandRefAttr(IntAttr(len(operands) - 1))
+    if parser.parse_optional_punctuation("["):
+        items: list[Attribute] = []
+        if not parser.parse_optional_punctuation("]"):
+            items.append(_parse_template_value(parser, operands))
+            while parser.parse_optional_punctuation(","):
+                items.append(_parse_template_value(parser, operands))
+            parser.parse_punctuation("]")
+        return ArrayAttr(items)
+    if parser.parse_optional_punctuation("("):
+        items = []
+        while not parser.parse_optional_punctuation(")"):
+            items.append(_parse_template_value(parser, operands))
+            if not parser.parse_optional_punctuation(","):
+                parser.parse_punctuation(")")
+                break
+        return TupleAttr(ArrayAttr(items))
+    number = parser.parse_optional_number()
+    if number is not None:
+        if isinstance(number, bool):
+            return TRUE if number else FALSE
+        return IntAttr(number) if isinstance(number, int) else FloatData(number)
+    text = parser.parse_optional_str_literal()
+    if text is not None:
+        return StringAttr(text)
+    ident = parser.parse_optional_identifier()
+    if ident is not None:
+        return _identifier_value(parser, ident)
+    return parser.parse_attribute()
+
+
+def _identifier_value(parser: Parser, ident: str) -> Attribute:
+    if ident in _KEYWORD_VALUES:
+        return _KEYWORD_VALUES[ident]
+    if ident in _SPECIAL_FLOATS:
+        return FloatData(_SPECIAL_FLOATS[ident])
+    if ident in _DTYPE_NAMES:
+        return _DTYPE_NAMES[ident]
+    parser.raise_error(f"unexpected '{ident}' in an argument list")
+
+
+def _parse_call_arguments(
+    parser: Parser,
+) -> tuple[list[Attribute], dict[str, Attribute], list[UnresolvedOperand]]:
+    positional: list[Attribute] = []
+    keywords: dict[str, Attribute] = {}
+    operands: list[UnresolvedOperand] = []
+    parser.parse_punctuation("(")
+    if parser.parse_optional_punctuation(")"):
+        return positional, keywords, operands
+    while True:
+        ident = parser.parse_optional_identifier()
+        if ident is not None and parser.parse_optional_punctuation("="):
+            keywords[ident] = _parse_template_value(parser, operands)
+        else:
+            if keywords:
+                parser.raise_error("positional argument after a keyword argument")
+            if ident is not None:
+                positional.append(_identifier_value(parser, ident))
+            else:
+                positional.append(_parse_template_value(parser, operands))
+        if not parser.parse_optional_punctuation(","):
+            break
+    parser.parse_punctuation(")")
+    return positional, keywords, operands
+
+
+def _check_template(value: Attribute, num_operands: int, seen: list[int]) -> None:
+    if isinstance(value, OperandRefAttr):
+        if not 0 <= value.index.data < num_operands:
+            raise VerifyException(f"template refers to operand {value.index.data} out of range")
+        seen.append(value.index.data)
+    elif isinstance(value, ArrayAttr):
+        for item in value.data:
+            _check_template(item, num_operands, seen)
+    elif isinstance(value, TupleAttr):
+        _check_template(value.items, num_operands, seen)
+
+
+class CallLikeOp(IRDLOperation):
+    """Shared print/parse/verify of ops that call a torch callable with an argument template."""
+
+    inputs = var_operand_def()
+    res = var_result_def()
+    target = prop_def(StringAttr)
+    template = prop_def(ArrayAttr)
+    kw_template = opt_prop_def(DictionaryAttr)
+    tuple_result = opt_prop_def(UnitAttr)
+
+    EXTRA_PROPS: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(
+        self,
+        target: str,
+        operands: Sequence[SSAValue | Operation],
+        template: Sequence[Attribute],
+        result_types: Sequence[Attribute],
+        *,
+        kw_template: Mapping[str, Attribute] | None = None,
+        tuple_result: bool = False,
+        extra: Mapping[str, Attribute] | None = None,
+    ):
+        props: dict[str, Attribute] = {
+            "target": StringAttr(target),
+            "template": ArrayAttr(template),
+        }
+        if kw_template:
+            props["kw_template"] = DictionaryAttr(dict(kw_template))
+        if tuple_result:
+            props["tuple_result"] = UnitAttr()
+        if extra:
+            props.update(extra)
+        super().__init__(operands=[operands], result_types=[result_types], properties=props)
+
+    @property
+    def keywords(self) -> dict[str, Attribute]:
+        return dict(self.kw_template.data) if self.kw_template is not None else {}
+
+    def verify_(self) -> None:
+        seen: list[int] = []
+        _check_template(self.template, len(self.inputs), seen)
+        for value in self.keywords.values():
+            _check_template(value, len(self.inputs), seen)
+        if sorted(seen) != list(range(len(self.inputs))):
+            raise VerifyException(
+                f"every operand of {self.name} must appear once in its arguments "
+                f"({len(self.inputs)} operands, template uses {sorted(seen)})"
+            )
+
+    def print(self, printer: Printer) -> None:
+        for prop in self.EXTRA_PROPS:
+            if prop in self.properties:
+                printer.print_string(f" {prop} ")
+                printer.print_attribute(self.properties[prop])
+        if self.tuple_result is not None:
+            printer.print_string(" tuple")
+        printer.print_string(" ")
+        printer.print_string_literal(self.target.data)
+        printer.print_string("(")
+        operands = self.operands
+        printer.print_list(
+            self.template.data, lambda v: print_template_value(printer, v, operands)
+        )
+        keywords = self.keywords
+        if keywords:
+            if self.template.data:
+                printer.print_string(", ")
+            printer.print_list(
+                keywords.items(),
+                lambda kv: (
+                    printer.print_string(f"{kv[0]} = "),
+                    print_template_value(printer, kv[1], operands),
+                ),
+            )
+        printer.print_string(")")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_function_type(self.operand_types, self.result_types)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> CallLikeOp:
+        extra: dict[str, Attribute] = {}
+        for prop in cls.EXTRA_PROPS:
+            if parser.parse_optional_keyword(prop):
+                extra[prop] = parser.parse_attribute()
+        tuple_result = parser.parse_optional_keyword("tuple") is not None
+        target = parser.parse_str_literal("expected the call target as a string")
+        positional, keywords, unresolved = _parse_call_arguments(parser)
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        pos = parser.pos
+        func_type = parser.parse_function_type()
+        if len(func_type.inputs.data) != len(unresolved):
+            parser.raise_error(
+                f"{len(unresolved)} operands but the type lists {len(func_type.inputs.data)}",
+                pos,
+                parser.pos,
+            )
+        operands = parser.resolve_operands(unresolved, func_type.inputs.data, pos)
+        op = cls(
+            target,
+            operands,
+            positional,
+            func_type.outputs.data,
+            kw_template=keywords,
+            tuple_result=tuple_result,
+            extra=extra,
+        )
+        op.attributes |= attributes
+        return op
+
+
+@irdl_op_definition
+class CallOp(CallLikeOp):
+    """An imported call: an ATen op (or Python size arithmetic) with its arguments as written.
+
+    ```mlir
+    %y = aten.call "aten::mul.Tensor"(%x, 2.0) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], f32>
+    ```
+    """
+
+    name = "aten.call"
+
+
+@irdl_op_definition
+class GetAttrOp(IRDLOperation):
+    """A constant tensor owned by the graph module (an FX `get_attr` node).
+
+    ```mlir
+    %c = aten.get_attr "_tensor_constant0" : !irfuse.tensor<[], f32>
+    ```
+    """
+
+    name = "aten.get_attr"
+
+    attr_name = prop_def(StringAttr)
+    result = result_def()
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$attr_name attr-dict `:` type($result)"
+
+    def __init__(self, attr_name: str, result_type: Attribute):
+        super().__init__(properties={"attr_name": StringAttr(attr_name)}, result_types=[result_type])
+
+
+def decode_template(template: Attribute, operands: Sequence[Any]) -> Any:
+    """The Python value an argument template stands for, with operands substituted."""
+    import torch
+
+    from irfuse import dtypes
+
+    if isinstance(template, OperandRefAttr):
+        return operands[template.index.data]
+    if isinstance(template, IntAttr):
+        return template.data
+    if isinstance(template, FloatData):
+        return template.data
+    if isinstance(template, BoolArgAttr):
+        return bool(template.value.data)
+    if isinstance(template, NoneAttr):
+        return None
+    if isinstance(template, StringAttr):
+        return template.data
+    if isinstance(template, ArrayAttr):
+        return [decode_template(t, operands) for t in template.data]
+    if isinstance(template, TupleAttr):
+        return tuple(decode_template(t, operands) for t in template.items.data)
+    if isinstance(template, DeviceAttr):
+        return torch.device(template.text.data)
+    if isinstance(template, LayoutAttr):
+        return getattr(torch, template.text.data.removeprefix("torch."))
+    if isinstance(template, MemoryFormatAttr):
+        return getattr(torch, template.text.data.removeprefix("torch."))
+    if isinstance(template, TargetAttr):
+        from irfuse import targets
+
+        return targets.resolve(template.text.data)
+    if dtypes.is_ir_dtype(template):
+        return dtypes.to_torch(template)
+    raise ValueError(f"cannot decode the argument template {template}")
+
+
+ATen = Dialect(
+    "aten",
+    [CallOp, GetAttrOp],
+    [
+        OperandRefAttr,
+        DeviceAttr,
+        LayoutAttr,
+        MemoryFormatAttr,
+        TargetAttr,
+        TupleAttr,
+        BoolArgAttr,
+    ],
+)

@@ -1,0 +1,251 @@
+"""The `irfuse` dialect: the types every other irfuse dialect uses, and the region terminator.
+
+Types keep what a torch value is, so that a graph survives FX -> IR -> text -> IR -> FX:
+
+- `!irfuse.tensor<[s0, 4096], bf16>`: a tensor with a dtype and a shape whose dims are integers or
+  symbolic sizes (sympy expressions as Dynamo names them: `s0`, `"2*s0"`). The symbol names are kept
+  through printing and parsing, so a verifier can tell that two `s0` dims agree.
+- `!irfuse.sym<s0>`: a symbolic integer (a SymInt graph input or a size computed in the graph);
+  `!irfuse.sym<"s0 > 4", bool>` for the rarer SymBool / SymFloat values.
+- `!irfuse.opaque<"what">`: any other non-tensor value an imported op yields (kept, never inspected).
+
+Dtypes are xDSL's builtin element types (`bf16`, `f8E4M3FN`, `i64`, `ui8`, `i1` for bool, ...);
+`irfuse.dtypes` maps them to and from torch dtypes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from xdsl.dialects import builtin
+from xdsl.dialects.builtin import ArrayAttr, IntAttr, StringAttr
+from xdsl.ir import Attribute, Dialect, ParametrizedAttribute, TypeAttribute
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_attr_definition,
+    irdl_op_definition,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
+from xdsl.traits import IsTerminator, Pure
+from xdsl.utils.exceptions import VerifyException
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+Dim = int | str
+"""A tensor dimension: a static size or a symbolic size expression."""
+
+
+def _print_dim(printer: Printer, dim: Attribute) -> None:
+    if isinstance(dim, IntAttr):
+        printer.print_int(dim.data)
+    else:
+        assert isinstance(dim, StringAttr)
+        if _IDENT.match(dim.data):
+            printer.print_string(dim.data)
+        else:
+            printer.print_string_literal(dim.data)
+
+
+def _parse_dim(parser: AttrParser) -> IntAttr | StringAttr:
+    value = parser.parse_optional_integer(allow_boolean=False, allow_negative=False)
+    if value is not None:
+        return IntAttr(value)
+    text = parser.parse_optional_identifier_or_str_literal()
+    if text is None:
+        parser.raise_error("expected a dimension: an integer, a symbol or a quoted expression")
+    return StringAttr(text)
+
+
+def _dim_attr(dim: Dim) -> IntAttr | StringAttr:
+    if isinstance(dim, int):
+        return IntAttr(dim)
+    return StringAttr(str(dim))
+
+
+@irdl_attr_definition
+class TensorType(ParametrizedAttribute, TypeAttribute):
+    """A torch tensor: shape (static or symbolic dims) and dtype.
+
+    ```mlir
+    !irfuse.tensor<[s0, 4096], bf16>
+    !irfuse.tensor<["2*s0", 128], f8E4M3FN>
+    !irfuse.tensor<[], f32>
+    ```
+    """
+
+    name = "irfuse.tensor"
+
+    shape: ArrayAttr[IntAttr | StringAttr]
+    dtype: Attribute
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string("[")
+            printer.print_list(self.shape.data, lambda d: _print_dim(printer, d))
+            printer.print_string("], ")
+            printer.print_attribute(self.dtype)
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> tuple[ArrayAttr, Attribute]:
+        with parser.in_angle_brackets():
+            dims = parser.parse_comma_separated_list(
+                parser.Delimiter.SQUARE, lambda: _parse_dim(parser)
+            )
+            parser.parse_punctuation(",")
+            dtype = parser.parse_type()
+        return ArrayAttr(dims), dtype
+
+    def verify(self) -> None:
+        if not isinstance(self.dtype, TypeAttribute):
+            raise VerifyException(f"tensor dtype must be a type, got {self.dtype}")
+        for dim in self.shape.data:
+            if isinstance(dim, IntAttr) and dim.data < 0:
+                raise VerifyException(f"tensor dims must be >= 0, got {dim.data}")
+
+    @property
+    def dims(self) -> tuple[Dim, ...]:
+        """The shape as Python values: ints for static dims, strings for symbolic ones."""
+        return tuple(d.data for d in self.shape.data)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape.data)
+
+
+_TENSOR_TYPES: dict[tuple[tuple[Dim, ...], Attribute], TensorType] = {}
+
+
+def tensor_type(shape: Sequence[Dim], dtype: Attribute) -> TensorType:
+    """A (cached) `!irfuse.tensor`; building types is hot on the import path."""
+    key = (tuple(shape), dtype)
+    found = _TENSOR_TYPES.get(key)
+    if found is None:
+        found = TensorType(ArrayAttr([_dim_attr(d) for d in shape]), dtype)
+        _TENSOR_TYPES[key] = found
+    return found
+
+
+@irdl_attr_definition
+class SymType(ParametrizedAttribute, TypeAttribute):
+    """A symbolic scalar: its sympy expression and its kind (int, float or bool).
+
+    ```mlir
+    !irfuse.sym<s0>
+    !irfuse.sym<"2*s0">
+    !irfuse.sym<"Eq(s0, 1)", bool>
+    ```
+    """
+
+    name = "irfuse.sym"
+
+    expr: StringAttr
+    kind: StringAttr
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            _print_dim(printer, self.expr)
+            if self.kind.data != "int":
+                printer.print_string(", ")
+                printer.print_string(self.kind.data)
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> tuple[StringAttr, StringAttr]:
+        with parser.in_angle_brackets():
+            expr = _parse_dim(parser)
+            if isinstance(expr, IntAttr):
+                expr = StringAttr(str(expr.data))
+            kind = "int"
+            if parser.parse_optional_punctuation(","):
+                kind = parser.parse_keyword_in(("int", "float", "bool"))
+        return expr, StringAttr(kind)
+
+    def verify(self) -> None:
+        if self.kind.data not in ("int", "float", "bool"):
+            raise VerifyException(f"sym kind must be int, float or bool, got {self.kind.data}")
+
+
+_SYM_TYPES: dict[tuple[str, str], SymType] = {}
+
+
+def sym_type(expr: str, kind: str = "int") -> SymType:
+    """A (cached) `!irfuse.sym`."""
+    found = _SYM_TYPES.get((expr, kind))
+    if found is None:
+        found = SymType(StringAttr(expr), StringAttr(kind))
+        _SYM_TYPES[(expr, kind)] = found
+    return found
+
+
+@irdl_attr_definition
+class OpaqueType(ParametrizedAttribute, TypeAttribute):
+    """A non-tensor value that irfuse carries through unchanged.
+
+    ```mlir
+    !irfuse.opaque<"list">
+    ```
+    """
+
+    name = "irfuse.opaque"
+
+    what: StringAttr
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string_literal(self.what.data)
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> tuple[StringAttr]:
+        with parser.in_angle_brackets():
+            return (StringAttr(parser.parse_str_literal()),)
+
+
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """Ends the decomposition region of a raised op, yielding what the op returns.
+
+    ```mlir
+    irfuse.yield %out, %residual : !irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>
+    ```
+    """
+
+    name = "irfuse.yield"
+
+    values = var_operand_def()
+
+    traits = traits_def(IsTerminator(), Pure())
+
+    assembly_format = "attr-dict ($values^ `:` type($values))?"
+
+    def __init__(self, *values):
+        super().__init__(operands=[values])
+
+
+IR_DTYPES: tuple[Attribute, ...] = (
+    builtin.f32,
+    builtin.f64,
+    builtin.f16,
+    builtin.bf16,
+    builtin.Float8E4M3FNType(),
+    builtin.Float8E4M3FNUZType(),
+    builtin.Float8E5M2Type(),
+    builtin.Float8E5M2FNUZType(),
+    builtin.Float8E8M0FNUType(),
+    builtin.Float4E2M1FNType(),
+    builtin.i64,
+    builtin.i32,
+    builtin.IntegerType(16),
+    builtin.IntegerType(8),
+    builtin.IntegerType(8, builtin.Signedness.UNSIGNED),
+    builtin.IntegerType(16, builtin.Signedness.UNSIGNED),
+    builtin.IntegerType(32, builtin.Signedness.UNSIGNED),
+    builtin.IntegerType(64, builtin.Signedness.UNSIGNED),
+    builtin.i1,
+)
+"""The element types that stand for torch dtypes (`irfuse.dtypes` maps them to torch)."""
+
+
+IRFuse = Dialect("irfuse", [YieldOp], [TensorType, SymType, OpaqueType])

@@ -1,0 +1,47 @@
+"""The `kernel` dialect: a fused op after kernel selection, a call to one irfuse custom op.
+
+Emit's first step lowers every fused op to the `torch.ops.irfuse.*` custom op that implements it
+and records which implementation the platform runs (`triton`, `flashinfer`, `reference`); the
+custom op dispatches to that implementation at run time. The call carries its arguments like
+`aten.call` does (tensors as operands, everything else inline).
+
+```mlir
+%q, %r = kernel.call impl "triton" tuple "irfuse::add_rms_norm_quant_fp8_static.default"(%x, %res, %w, [%s], 1.0e-06, 0.0, f8E4M3FN) : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[4096], bf16>, !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 4096], f8E4M3FN>, !irfuse.tensor<[s0, 4096], bf16>)
+```
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from xdsl.dialects.builtin import StringAttr
+from xdsl.ir import Dialect
+from xdsl.irdl import irdl_op_definition, prop_def
+from xdsl.utils.exceptions import VerifyException
+
+from irfuse.dialects.aten import CallLikeOp
+
+IMPLS = ("triton", "flashinfer", "cuda", "reference")
+
+
+@irdl_op_definition
+class CallOp(CallLikeOp):
+    """A call to an irfuse kernel (a `torch.ops.irfuse.*` custom op) with its implementation."""
+
+    name = "kernel.call"
+
+    impl = prop_def(StringAttr)
+
+    EXTRA_PROPS: ClassVar[tuple[str, ...]] = ("impl",)
+
+    def verify_(self) -> None:
+        super().verify_()
+        if not self.target.data.startswith("irfuse::"):
+            raise VerifyException(
+                f"kernel.call must call an irfuse custom op, got '{self.target.data}'"
+            )
+        if self.impl.data not in IMPLS:
+            raise VerifyException(f"unknown kernel implementation '{self.impl.data}'")
+
+
+Kernel = Dialect("kernel", [CallOp], [])

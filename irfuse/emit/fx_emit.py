@@ -1,0 +1,136 @@
+"""IR -> FX: a new torch graph built from the IR alone.
+
+`aten.call` and `kernel.call` become `call_function` nodes with their arguments rebuilt from the
+templates; a raised op that was not fused is replaced by its decomposition region, inlined, so
+the ATen code it came from runs unchanged; `func.return` becomes the output node. Nodes of
+imported ops get the FX metadata their original node had; nodes of new ops (kernel calls) get
+their fake value by running the op's fake implementation, which is what Inductor and CUDA graphs
+need to accept them.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+import torch.fx
+from torch._guards import detect_fake_mode
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+
+from irfuse import targets
+from irfuse.dialects import aten, kernel
+from irfuse.dialects.irfuse import YieldOp
+from irfuse.lowering.fx_import import decode_outputs
+
+
+class EmitError(RuntimeError):
+    """The IR holds an op that has no torch lowering (a fused op whose kernel was not selected)."""
+
+
+class _Emitter:
+    def __init__(
+        self,
+        graph: torch.fx.Graph,
+        meta: dict[Operation | BlockArgument, dict[str, Any]],
+    ):
+        self.graph = graph
+        self.meta = meta
+        self.nodes: dict[SSAValue, Any] = {}
+        self.fake_mode: Any = None
+
+    def emit_block(self, block: Block) -> list[Any] | None:
+        """Emit the ops of a block; return the values its terminator yields or returns."""
+        for op in block.ops:
+            if isinstance(op, ReturnOp | YieldOp):
+                return [self.nodes[v] for v in op.operands]
+            self.emit_op(op)
+        return None
+
+    def emit_op(self, op: Operation) -> None:
+        if isinstance(op, aten.CallOp | kernel.CallOp):
+            self._emit_call(op)
+        elif isinstance(op, aten.GetAttrOp):
+            node = self.graph.get_attr(op.attr_name.data)
+            self._set_meta(node, op)
+            self.nodes[op.result] = node
+        else:
+            region = getattr(op, "decomposition", None)
+            if region is None or not region.blocks:
+                raise EmitError(
+                    f"'{op.name}' at {op.location} has no torch lowering: its kernel was not "
+                    "selected and it carries no decomposition"
+                )
+            block = region.blocks[0]
+            for arg, operand in zip(block.args, op.operands, strict=True):
+                self.nodes[arg] = self.nodes[operand]
+            yielded = self.emit_block(block)
+            assert yielded is not None, f"{op.name}: decomposition without irfuse.yield"
+            for res, node in zip(op.results, yielded, strict=True):
+                self.nodes[res] = node
+
+    def _emit_call(self, op: aten.CallLikeOp) -> None:
+        target = targets.resolve(op.target.data)
+        operand_nodes = [self.nodes[v] for v in op.operands]
+        args = tuple(aten.decode_template(t, operand_nodes) for t in op.template.data)
+        kwargs = {k: aten.decode_template(t, operand_nodes) for k, t in op.keywords.items()}
+        hint = op.results[0].name_hint if op.results and op.tuple_result is None else None
+        node = self.graph.create_node("call_function", target, args, kwargs, name=hint)
+        self._set_meta(node, op)
+        if op.tuple_result is None:
+            if op.results:
+                self.nodes[op.results[0]] = node
+            return
+        val = node.meta.get("val")
+        for i, res in enumerate(op.results):
+            if not res.uses:
+                continue
+            item = self.graph.create_node(
+                "call_function", operator.getitem, (node, i), name=res.name_hint
+            )
+            if val is not None:
+                item.meta["val"] = val[i]
+            self.nodes[res] = item
+
+    def _set_meta(self, node: torch.fx.Node, op: Operation) -> None:
+        original = self.meta.get(op)
+        if original is not None:
+            node.meta.update(original)
+            return
+        fake = self._fake_value(node)
+        if fake is not None:
+            node.meta["val"] = fake
+
+    def _fake_value(self, node: torch.fx.Node) -> Any:
+        if self.fake_mode is None:
+            return None
+        args, kwargs = torch.fx.node.map_arg(
+            (node.args, node.kwargs), lambda n: n.meta.get("val")
+        )
+        with self.fake_mode:
+            return node.target(*args, **kwargs)
+
+
+def emit_graph(
+    func: FuncOp,
+    source: torch.fx.GraphModule,
+    meta: dict[Operation | BlockArgument, dict[str, Any]],
+) -> torch.fx.GraphModule:
+    """Build a GraphModule that computes what `func` describes (constants come from `source`)."""
+    graph = torch.fx.Graph()
+    emitter = _Emitter(graph, meta)
+    block = func.body.blocks[0]
+    fakes = []
+    for arg in block.args:
+        node = graph.placeholder(arg.name_hint or f"arg{arg.index}")
+        original = meta.get(arg)
+        if original is not None:
+            node.meta.update(original)
+            fakes.append(original.get("val"))
+        emitter.nodes[arg] = node
+    emitter.fake_mode = detect_fake_mode(fakes)
+    returned = emitter.emit_block(block)
+    assert returned is not None, "func.func without func.return"
+    graph.output(decode_outputs(func, returned))
+    return torch.fx.GraphModule(source, graph)

@@ -1,0 +1,239 @@
+"""FX (ATen) -> IR: one op per FX node, nothing lost.
+
+The ATen graph that aot_autograd hands the backend becomes a `func.func` in a `builtin.module`:
+placeholders are block arguments (tensors and SymInts, typed from their fake values), `get_attr`
+nodes are `aten.get_attr`, every `call_function` is an `aten.call` (its target and every
+non-tensor argument kept), `getitem` on a multi-result call maps to that call's results, and the
+output node is `func.return`. Each op keeps the node's name and source line as its location.
+
+The FX metadata of every imported node (its fake value above all) is kept beside the IR in
+`ImportedGraph.meta`, keyed by op or block argument, so that emit can give the rebuilt graph the
+metadata Inductor needs without re-running fake propagation.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    FileLineColLoc,
+    FloatData,
+    IntAttr,
+    ModuleOp,
+    NameLoc,
+    StringAttr,
+    UnknownLoc,
+)
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
+
+from irfuse import dtypes, targets
+from irfuse.dialects import aten
+from irfuse.dialects.irfuse import OpaqueType, sym_type, tensor_type
+
+OUTPUTS_ATTR = "irfuse.outputs"
+"""Function attribute holding the output template when the FX output is not a flat tuple."""
+
+
+class ImportError_(ValueError):
+    """A graph that irfuse cannot represent faithfully (the pipeline then leaves it alone)."""
+
+
+@dataclass
+class ImportedGraph:
+    """The IR of one FX graph and what emit needs besides it."""
+
+    module: ModuleOp
+    func: FuncOp
+    source: torch.fx.GraphModule
+    meta: dict[Operation | BlockArgument, dict[str, Any]] = field(default_factory=dict)
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def _location(node: torch.fx.Node) -> NameLoc:
+    trace = node.meta.get("stack_trace")
+    inner: Attribute = UnknownLoc()
+    if trace:
+        frames = _FRAME.findall(trace[-600:])
+        if frames:
+            path, line = frames[-1]
+            inner = FileLineColLoc(StringAttr(path), IntAttr(int(line)), IntAttr(0))
+    return NameLoc(StringAttr(node.name), inner)
+
+
+def _dim(d: int | torch.SymInt) -> int | str:
+    if isinstance(d, int):
+        return d
+    expr = d.node.expr
+    return int(expr) if expr.is_number else str(expr)
+
+
+def value_type(val: Any) -> Attribute:
+    """The IR type of an FX node's value (`node.meta["val"]`)."""
+    if isinstance(val, torch.Tensor):
+        return tensor_type([_dim(d) for d in val.shape], dtypes.to_ir(val.dtype))
+    if isinstance(val, torch.SymInt):
+        return sym_type(str(val.node.expr))
+    if isinstance(val, torch.SymFloat):
+        return sym_type(str(val.node.expr), "float")
+    if isinstance(val, torch.SymBool):
+        return sym_type(str(val.node.expr), "bool")
+    if isinstance(val, bool):
+        return sym_type(str(val), "bool")
+    if isinstance(val, int):
+        return sym_type(str(val))
+    if isinstance(val, float):
+        return sym_type(repr(val), "float")
+    return OpaqueType(StringAttr(type(val).__name__))
+
+
+class _Encoder:
+    """Encodes an FX call's arguments as a template plus the operand list it refers to."""
+
+    def __init__(self, values: dict[torch.fx.Node, SSAValue | tuple[SSAValue, ...]]):
+        self.values = values
+        self.operands: list[SSAValue] = []
+
+    def encode(self, arg: Any) -> Attribute:
+        if isinstance(arg, torch.fx.Node):
+            value = self.values[arg]
+            if isinstance(value, tuple):
+                return aten.TupleAttr(ArrayAttr([self._operand(v) for v in value]))
+            return self._operand(value)
+        if isinstance(arg, bool):
+            return aten.TRUE if arg else aten.FALSE
+        if isinstance(arg, int):
+            return IntAttr(arg)
+        if isinstance(arg, float):
+            return FloatData(arg)
+        if arg is None:
+            return aten.NONE
+        if isinstance(arg, str):
+            return StringAttr(arg)
+        if isinstance(arg, list):
+            return ArrayAttr([self.encode(a) for a in arg])
+        if isinstance(arg, tuple):
+            return aten.TupleAttr(ArrayAttr([self.encode(a) for a in arg]))
+        if isinstance(arg, torch.dtype):
+            return dtypes.to_ir(arg)
+        if isinstance(arg, torch.device):
+            return aten.DeviceAttr(StringAttr(str(arg)))
+        if isinstance(arg, torch.layout):
+            return aten.LayoutAttr(StringAttr(str(arg)))
+        if isinstance(arg, torch.memory_format):
+            return aten.MemoryFormatAttr(StringAttr(str(arg)))
+        if isinstance(arg, torch._ops.OpOverload | torch._ops.HigherOrderOperator):
+            return aten.TargetAttr(StringAttr(targets.name_of(arg)))
+        raise ImportError_(f"cannot represent the argument {arg!r} ({type(arg).__name__})")
+
+    def _operand(self, value: SSAValue) -> aten.OperandRefAttr:
+        self.operands.append(value)
+        return aten.OperandRefAttr(IntAttr(len(self.operands) - 1))
+
+
+def _result_types(val: Any) -> tuple[list[Attribute], bool]:
+    if isinstance(val, list | tuple):
+        return [value_type(v) for v in val], True
+    if val is None:
+        return [], False
+    return [value_type(val)], False
+
+
+def import_graph(gm: torch.fx.GraphModule, name: str = "forward") -> ImportedGraph:
+    """Build the IR of an ATen FX graph."""
+    block = Block()
+    values: dict[torch.fx.Node, SSAValue | tuple[SSAValue, ...]] = {}
+    meta: dict[Operation | BlockArgument, dict[str, Any]] = {}
+    ops: list[Operation] = []
+    output_node: torch.fx.Node | None = None
+
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            arg = block.insert_arg(value_type(node.meta.get("val")), len(block.args))
+            arg.name_hint = node.name
+            values[node] = arg
+            meta[arg] = node.meta
+        elif node.op == "get_attr":
+            attr = _fetch_attr(gm, node.target)
+            op = aten.GetAttrOp(node.target, value_type(attr))
+            op.result.name_hint = node.name
+            op.location = _location(node)
+            values[node] = op.result
+            meta[op] = node.meta
+            ops.append(op)
+        elif node.op == "call_function":
+            if node.target is operator.getitem and isinstance(values.get(node.args[0]), tuple):
+                values[node] = values[node.args[0]][node.args[1]]
+                continue
+            encoder = _Encoder(values)
+            template = [encoder.encode(a) for a in node.args]
+            kw_template = {k: encoder.encode(v) for k, v in node.kwargs.items()}
+            result_types, is_tuple = _result_types(node.meta.get("val"))
+            op = aten.CallOp(
+                targets.name_of(node.target),
+                encoder.operands,
+                template,
+                result_types,
+                kw_template=kw_template,
+                tuple_result=is_tuple,
+            )
+            op.location = _location(node)
+            for i, res in enumerate(op.results):
+                res.name_hint = node.name if not is_tuple else f"{node.name}_{i}"
+            values[node] = tuple(op.results) if is_tuple else (op.results[0] if op.results else None)
+            meta[op] = node.meta
+            ops.append(op)
+        elif node.op == "output":
+            output_node = node
+        else:
+            raise ImportError_(f"unsupported FX node kind '{node.op}' ({node.name})")
+
+    if output_node is None:
+        raise ImportError_("the graph has no output node")
+    result = output_node.args[0]
+    encoder = _Encoder(values)
+    out_template = encoder.encode(result)
+    ret = ReturnOp(*encoder.operands)
+    ops.append(ret)
+    block.add_ops(ops)
+    func = FuncOp(
+        name,
+        ([a.type for a in block.args], [v.type for v in encoder.operands]),
+        Region(block),
+    )
+    if not _is_flat_tuple(out_template, len(encoder.operands)):
+        func.attributes[OUTPUTS_ATTR] = out_template
+    return ImportedGraph(ModuleOp([func]), func, gm, meta)
+
+
+def _is_flat_tuple(template: Attribute, n: int) -> bool:
+    if not isinstance(template, aten.TupleAttr):
+        return False
+    items = template.items.data
+    return len(items) == n and all(
+        isinstance(t, aten.OperandRefAttr) and t.index.data == i for i, t in enumerate(items)
+    )
+
+
+def _fetch_attr(gm: torch.fx.GraphModule, target: str) -> Any:
+    obj: Any = gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def decode_outputs(func: FuncOp, values: Sequence[Any]) -> Any:
+    """Rebuild the FX output structure from the returned values (the inverse of import)."""
+    template = func.attributes.get(OUTPUTS_ATTR)
+    if template is None:
+        return tuple(values)
+    return aten.decode_template(template, values)

@@ -1,0 +1,36 @@
+"""Every pass irfuse-opt and the pipeline know, by name, loaded lazily.
+
+Names are the CLI names (kebab case; fusion passes are their PassConfig flag in kebab case).
+A pass module is imported only when the pass is asked for, so `irfuse-opt --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from xdsl.passes import ModulePass
+
+PASS_MODULES: dict[str, tuple[str, str]] = {
+    # xDSL's generic clean-ups.
+    "cse": ("xdsl.transforms.common_subexpression_elimination", "CommonSubexpressionElimination"),
+    "dce": ("xdsl.transforms.dead_code_elimination", "DeadCodeElimination"),
+}
+"""Pass name -> (module, class). Raising and fusion passes register themselves below."""
+
+
+class UnknownPass(KeyError):
+    def __str__(self) -> str:
+        return f"unknown pass '{self.args[0]}'; known passes: {', '.join(sorted(PASS_MODULES))}"
+
+
+def pass_class(name: str) -> type[ModulePass]:
+    if name not in PASS_MODULES:
+        raise UnknownPass(name)
+    module, cls = PASS_MODULES[name]
+    return getattr(importlib.import_module(module), cls)
+
+
+def factories() -> dict[str, Callable[[], type[ModulePass]]]:
+    """Lazy factories, the form xDSL's pass pipeline parser takes."""
+    return {name: (lambda n=name: pass_class(n)) for name in PASS_MODULES}
