@@ -1,0 +1,125 @@
+"""The support matrix: its rows are complete and consistent, and can_apply says why not."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+import pytest
+
+from irfuse import support_matrix as sm
+from irfuse.config import PassConfig
+from irfuse.platform import Platform
+
+MISSION_FUSION_FLAGS = {"fuse_norm_quant", "fuse_act_quant", "fuse_attn_quant",
+                        "fuse_allreduce_rms", "fuse_rope_kvcache", "enable_qk_norm_rope_fusion",
+                        "enable_sp", "fuse_gemm_comms", "fuse_act_padding"}
+
+
+def test_rows_cover_the_mission_flags_plus_noop_elimination() -> None:
+    rows = sm.passes()
+    assert len(rows) == 10
+    assert {r.flag for r in rows if r.kind == "fusion"} == MISSION_FUSION_FLAGS
+    assert [r.flag for r in rows if r.kind == "utility"] == ["eliminate_noops"]
+    assert set(sm.FUSION_FLAGS) == MISSION_FUSION_FLAGS
+
+
+def test_rows_are_consistent() -> None:
+    passconfig_fields = {f.name for f in fields(PassConfig)}
+    for row in sm.passes():
+        assert row.name == row.flag.replace("_", "-")
+        assert row.flag in passconfig_fields
+        assert row.range_rule in sm.RANGE_RULES
+        assert set(row.platforms) <= set(sm.PLATFORM_CLASSES) and row.platforms
+        assert set(row.schemes) <= set(sm.SCHEMES)
+        for sup in row.platforms.values():
+            assert sup.default_level in (None, 1, 2, 3)
+            assert sup.schemes is None or set(sup.schemes) <= set(row.schemes)
+        assert row.quant != "required" or row.schemes
+        assert row.fuses and row.unsupported
+        assert row.implemented is False  # the lead flips these as passes land
+
+
+def test_pipeline_order_follows_vllm() -> None:
+    names = [r.name for r in sm.passes()]
+    assert names.index("eliminate-noops") < names.index("enable-sp") < \
+        names.index("fuse-gemm-comms") < names.index("fuse-allreduce-rms") < \
+        names.index("fuse-norm-quant") < names.index("fuse-act-quant") < \
+        names.index("fuse-rope-kvcache") < names.index("fuse-attn-quant") < \
+        names.index("enable-qk-norm-rope-fusion")
+
+
+def test_info_by_name_or_flag() -> None:
+    assert sm.info("fuse-norm-quant") is sm.info("fuse_norm_quant")
+    with pytest.raises(ValueError, match="unknown pass 'fuse-everything'; known passes: "
+                                         "eliminate-noops, enable-sp"):
+        sm.info("fuse-everything")
+
+
+@pytest.mark.parametrize(
+    ("capability", "cls"),
+    [(75, None), (80, "cuda:sm80"), (86, "cuda:sm80"), (89, "cuda:sm80"), (90, "cuda:sm90"),
+     (100, "cuda:sm100"), (103, "cuda:sm100"), (120, "cuda:sm100")],
+)
+def test_platform_class(capability: int, cls: str | None) -> None:
+    assert sm.platform_class(Platform("cuda", capability=capability)) == cls
+
+
+def test_platform_class_cpu_rocm() -> None:
+    assert sm.platform_class(Platform("cpu")) == "cpu"
+    assert sm.platform_class(Platform("rocm", arch="gfx942")) == "rocm"
+
+
+P = Platform.parse
+
+
+@pytest.mark.parametrize(
+    ("name", "platform", "scheme", "ok", "fragment"),
+    [
+        ("fuse-act-padding", "cuda:sm90", None, False, "needs ROCm AITER kernels"),
+        ("fuse-act-padding", "rocm", None, True, ""),
+        ("fuse-norm-quant", "cuda:sm90", "fp8-static-tensor", True, ""),
+        ("fuse-norm-quant", "cuda:sm90", "nvfp4", False, "does not fuse nvfp4"),
+        ("fuse-norm-quant", "cuda:sm90", "none", False, "not quantized"),
+        ("fuse-norm-quant", "cuda:sm80", "fp8-static-tensor", False, "sm89 or newer"),
+        ("fuse-norm-quant", "cuda:sm89", "fp8-dynamic-token", True, ""),
+        ("fuse-norm-quant", "rocm:gfx90a", "fp8-group-128", False, "gfx942, gfx950"),
+        ("fuse-norm-quant", "rocm:gfx942", "fp8-group-64", True, ""),
+        ("fuse-norm-quant", "cpu", "fp8-group-64", True, ""),
+        ("fuse-norm-quant", "cuda:sm75", None, False, "supports CUDA from sm80"),
+        ("fuse-act-quant", "cuda:sm100", "nvfp4", True, ""),
+        ("fuse-act-quant", "rocm", "nvfp4", False, "not supported on ROCm"),
+        ("fuse-act-quant", "cuda:sm90", "fp8-dynamic-token", False, "does not fuse"),
+        ("fuse-allreduce-rms", "rocm", None, False, "sm90 and sm100 only"),
+        ("fuse-allreduce-rms", "cuda:sm80", "none", False, "sm90 and sm100 only"),
+        ("fuse-allreduce-rms", "cuda:sm90", "nvfp4", True, "leaves the nvfp4 quant unfused"),
+        ("fuse-allreduce-rms", "cuda:sm100", "nvfp4", True, ""),
+        ("fuse-allreduce-rms", "cuda:sm90", "fp8-group-128", True, "unfused"),
+        ("fuse-allreduce-rms", "cuda:sm90", "none", True, ""),
+        ("fuse-gemm-comms", "cpu", None, False, "peer-to-peer"),
+        ("enable-sp", "cpu", "fp8-static-tensor", True, ""),
+        ("enable-qk-norm-rope-fusion", "cpu", "nvfp4", True, ""),
+        ("fuse-attn-quant", "cuda:sm90", "none", False, "not quantized"),
+        ("eliminate-noops", "cuda:sm80", "fp8-static-tensor", True, ""),
+    ],
+)
+def test_can_apply(name: str, platform: str, scheme: str | None, ok: bool, fragment: str) -> None:
+    got, why = sm.can_apply(name, P(platform), scheme)
+    assert got is ok
+    if fragment:
+        assert fragment in why
+    else:
+        assert why == ""
+
+
+def test_can_apply_rejects_unknown_schemes() -> None:
+    with pytest.raises(ValueError, match="unknown quant scheme 'int4'; known schemes: none"):
+        sm.can_apply("fuse-norm-quant", P("cpu"), "int4")
+
+
+def test_default_level_lookup() -> None:
+    assert sm.default_level("fuse-norm-quant", P("cpu")) == 1
+    assert sm.default_level("fuse-allreduce-rms", P("cuda:sm90")) == 2
+    assert sm.default_level("fuse-allreduce-rms", P("cpu")) is None
+    assert sm.default_level("fuse-allreduce-rms", P("rocm")) is None
+    assert sm.support("fuse-allreduce-rms", P("cuda:sm100")).backend == "flashinfer"
+    assert sm.support("fuse-norm-quant", P("cpu")).backend == "reference"
