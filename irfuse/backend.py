@@ -1,0 +1,361 @@
+"""The `irfuse` torch.compile backend: aot_autograd -> irfuse pipeline -> Inductor (or not).
+
+`torch.compile(model, backend="irfuse", options={...})` (found through the package's
+`torch_dynamo_backends` entry point) calls `irfuse_backend` with Dynamo's FX graph. aot_autograd
+turns it into a functional ATen graph for inference, with no decomposition table, so the ops the
+passes look for stay whole where torch keeps them (silu, SDPA, `_scaled_mm`; `F.rms_norm` is
+decomposed by torch itself). Input mutations (KV-cache writes) stay in the graph as `copy_`.
+
+Compile ranges: the graph's num_tokens is the first symbolic dimension of its inputs (what
+`mark_dynamic` marked; in a static graph, dim 0 of the first tensor input). The config splits
+num_tokens into ranges (`irfuse.ranges`); ranges in which the same passes run share one compile.
+Each group compiles at its first call (the group holding the traced size compiles at once) and a
+call is dispatched by its num_tokens; with a single group there is no dispatch at all.
+
+Failures: a pipeline failure warns with the reason and where, and the graph runs without irfuse's
+rewrites (through Inductor, or as it is); `strict: True` raises instead. A wrong result is never
+an option: every rewrite is verified and the fused kernels are tested against references.
+
+Backward: irfuse targets inference. Under autograd the forward graph still goes through the
+pipeline and the backward graph goes to Inductor (or runs as it is) untouched.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import threading
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.fx
+from torch._dynamo.backends.common import aot_autograd
+from torch._guards import TracingContext, detect_fake_mode, tracing
+
+from irfuse import config as config_mod
+from irfuse import pipeline, ranges
+from irfuse.config import CompilationConfig
+from irfuse.dump import DumpWriter
+from irfuse.platform import Platform, detect
+from irfuse.report import Report
+
+log = logging.getLogger("irfuse")
+
+_GRAPH_IDS = itertools.count()
+_REPORTS: list[Report] = []
+
+BoxedFn = Callable[[list[Any]], Any]
+
+
+def reports() -> list[Report]:
+    """The reports of every graph (and range) compiled in this process, oldest first."""
+    return list(_REPORTS)
+
+
+def clear_reports() -> None:
+    _REPORTS.clear()
+
+
+def irfuse_backend(
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    options: dict[str, Any] | CompilationConfig | None = None,
+    **kwargs: Any,
+) -> Callable[..., Any]:
+    """The torch.compile backend. `options` are CompilationConfig fields (see irfuse.config)."""
+    if kwargs:
+        raise config_mod.ConfigError(
+            f"unknown argument(s) {sorted(kwargs)} to the irfuse backend; pass settings as "
+            "torch.compile(..., options={...})"
+        )
+    config = CompilationConfig.from_options(options)
+    graph_name = f"graph_{next(_GRAPH_IDS):03d}"
+    dynamo_code = gm.code
+
+    def fw_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence[Any]) -> BoxedFn:
+        return _GraphCompiler(aten_gm, aten_inputs, config, graph_name, dynamo_code).entry()
+
+    def bw_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence[Any]) -> BoxedFn:
+        return _to_inductor(aten_gm, aten_inputs) if config.inductor else _boxed(aten_gm)
+
+    return aot_autograd(
+        fw_compiler=fw_compiler,
+        bw_compiler=bw_compiler,
+        keep_inference_input_mutations=True,
+    )(gm, example_inputs)
+
+
+def _boxed(gm: torch.fx.GraphModule) -> BoxedFn:
+    forward = gm.forward
+
+    def run(args: list[Any]) -> Any:
+        return forward(*args)
+
+    run._boxed_call = True  # type: ignore[attr-defined]
+    return run
+
+
+def _to_inductor(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> BoxedFn:
+    from torch._inductor.compile_fx import compile_fx
+
+    compiled = compile_fx(gm, list(example_inputs))
+
+    def run(args: list[Any]) -> Any:
+        return compiled(*args)
+
+    run._boxed_call = True  # type: ignore[attr-defined]
+    return run
+
+
+@dataclass(frozen=True)
+class _TokenLocator:
+    """Where num_tokens is in the compiled function's arguments."""
+
+    index: int
+    dim: int | None  # None: the argument is the SymInt itself
+    symbol: str | None  # None: a static graph
+
+    def read(self, args: Sequence[Any]) -> int:
+        value = args[self.index]
+        return int(value) if self.dim is None else int(value.shape[self.dim])
+
+
+def _locate_num_tokens(gm: torch.fx.GraphModule) -> tuple[_TokenLocator, int] | None:
+    """The num_tokens locator and its traced value (the size hint)."""
+    placeholders = list(gm.graph.find_nodes(op="placeholder"))
+    vals = [p.meta.get("val") for p in placeholders]
+    first_tensor: tuple[int, Any] | None = None
+    for i, val in enumerate(vals):
+        if not isinstance(val, torch.Tensor):
+            continue
+        if first_tensor is None and val.dim() > 0:
+            first_tensor = (i, val)
+        for d, size in enumerate(val.shape):
+            if isinstance(size, torch.SymInt) and size.node.expr.is_symbol:
+                symbol = str(size.node.expr)
+                hint = size.node.hint
+                for j, other in enumerate(vals):
+                    if isinstance(other, torch.SymInt) and str(other.node.expr) == symbol:
+                        return _TokenLocator(j, None, symbol), int(hint)
+                return _TokenLocator(i, d, symbol), int(hint)
+    if first_tensor is None:
+        return None
+    i, val = first_tensor
+    return _TokenLocator(i, 0, None), int(val.shape[0])
+
+
+class _GraphCompiler:
+    """Compiles one ATen graph: its compile ranges, lazily, and the dispatch between them."""
+
+    def __init__(
+        self,
+        gm: torch.fx.GraphModule,
+        inputs: Sequence[Any],
+        config: CompilationConfig,
+        graph_name: str,
+        dynamo_code: str,
+    ):
+        self.gm = gm
+        self.inputs = list(inputs)
+        self.graph_name = graph_name
+        self.config = config
+        self.platform = (
+            Platform.parse(config.platform) if config.platform else _detect_platform(inputs)
+        )
+        self.debug = config.debug or os.environ.get("IRFUSE_DEBUG", "") not in ("", "0")
+        dump_root = config.dump_dir or os.environ.get("IRFUSE_DUMP_DIR")
+        self.dump = DumpWriter(dump_root, graph_name) if dump_root else None
+        if self.dump:
+            self.dump.python("dynamo", dynamo_code)
+            self.dump.python("aten", gm.code)
+        self.locator, self.hint = _locate_num_tokens(gm) or (None, None)
+        self.fake_mode = detect_fake_mode(self.inputs)
+        self.device = _first_device(inputs)
+        self._lock = threading.Lock()
+        self._compiled_groups: dict[int, BoxedFn] = {}
+        self._prepared: pipeline.Prepared | None = None
+        self._plan()
+
+    # -- planning ---------------------------------------------------------------------------
+
+    def _plan(self) -> None:
+        """Resolve the config for this graph and group its ranges by the passes that run."""
+        self.resolved = self.config
+        self.groups: list[tuple[list[ranges.Range], list[str]]] = []
+        try:
+            self._prepared = self._prepare(dump=self.dump)
+            facts = pipeline.graph_facts(self._prepared.imported.module)
+            resolution = config_mod.resolve_explained(
+                self.config, platform=self.platform, **facts
+            )
+            for warning in resolution.warnings:
+                warnings.warn(f"irfuse: {warning}", stacklevel=2)
+            self.resolved = resolution.config
+            self.facts = facts
+        except Exception as err:  # noqa: BLE001
+            self._fail("prepare", err)
+            self._prepared = None
+            self.facts = {}
+            return
+        hidden, tp, itemsize = facts["hidden_size"], facts["tp_size"], facts["itemsize"]
+        if self.locator is None or self.locator.symbol is None:
+            size = self.hint or 1
+            all_ranges = [ranges.Range(size, size)]
+        else:
+            all_ranges = ranges.compile_ranges(self.resolved, self.platform, hidden, tp, itemsize)
+            top = max(r.hi for r in all_ranges)
+            all_ranges.append(ranges.Range(top + 1, ranges.UNBOUNDED))
+        by_passes: dict[tuple[str, ...], list[ranges.Range]] = {}
+        for rng in all_ranges:
+            steps = ranges.plan(self.resolved, rng, hidden, tp, itemsize)
+            key = tuple(s["name"] for s in steps if s["runs"])
+            by_passes.setdefault(key, []).append(rng)
+        self.groups = [(rngs, list(names)) for names, rngs in by_passes.items()]
+
+    def _prepare(self, dump: DumpWriter | None) -> pipeline.Prepared:
+        return pipeline.prepare(self.gm, self._options(None, (), dump))
+
+    def _options(
+        self, rng: tuple[int, int] | None, passes: Sequence[str], dump: DumpWriter | None
+    ) -> pipeline.PipelineOptions:
+        return pipeline.PipelineOptions(
+            platform=str(self.platform),
+            range=rng,
+            fusion_passes=passes,
+            debug=self.debug,
+            dump=dump,
+            graph_name=self.graph_name,
+            config=self.resolved.pass_config.to_dict() if self.resolved else {},
+        )
+
+    # -- compiling --------------------------------------------------------------------------
+
+    def entry(self) -> BoxedFn:
+        """The function aot_autograd calls."""
+        if not self.groups:
+            return self._fallback()
+        if len(self.groups) == 1:
+            return self._compile_group(0)
+        locator = self.locator
+        assert locator is not None and self.hint is not None
+        # The group of the traced size compiles now; the rest at their first call.
+        self._compile_group(self._group_of(self.hint))
+
+        def dispatch(args: list[Any]) -> Any:
+            index = self._group_of(locator.read(args))
+            fn = self._compiled_groups.get(index)
+            if fn is None:
+                with self._lock:
+                    fn = self._compiled_groups.get(index) or self._compile_group(index, lazy=True)
+            return fn(args)
+
+        dispatch._boxed_call = True  # type: ignore[attr-defined]
+        return dispatch
+
+    def _group_of(self, num_tokens: int) -> int:
+        all_ranges = [r for rngs, _ in self.groups for r in rngs]
+        rng = ranges.range_for(num_tokens, all_ranges)
+        for i, (rngs, _) in enumerate(self.groups):
+            if rng in rngs:
+                return i
+        return len(self.groups) - 1
+
+    def _compile_group(self, index: int, lazy: bool = False) -> BoxedFn:
+        rngs, passes = self.groups[index]
+        span = (min(r.lo for r in rngs), max(r.hi for r in rngs))
+        dump = None
+        if self.dump is not None:
+            dump = self.dump if len(self.groups) == 1 else self.dump.fork(_range_folder(span))
+        prepared, self._prepared = self._prepared, None
+        try:
+            if prepared is None:
+                prepared = pipeline.prepare(self.gm, self._options(span, passes, None))
+            emitted, report = pipeline.finish(prepared, self._options(span, passes, dump))
+        except Exception as err:  # noqa: BLE001
+            report = self._fail("compile", err, span)
+            fn = self._backend_compile(self.gm, lazy)
+        else:
+            fn = self._backend_compile(emitted, lazy)
+        _REPORTS.append(report)
+        if dump is not None:
+            dump.text("report.json", report.to_json())
+        self._compiled_groups[index] = fn
+        return fn
+
+    def _backend_compile(self, gm: torch.fx.GraphModule, lazy: bool) -> BoxedFn:
+        if not self.config.inductor:
+            return _boxed(gm)
+        if not lazy:
+            return _to_inductor(gm, self.inputs)
+        # At run time the compiled function runs under aot_autograd's dispatch modes; a fresh
+        # thread compiles from a clean state, with the fake inputs of the original trace.
+        result: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                if self.device is not None and self.device.type == "cuda":
+                    torch.cuda.set_device(self.device)
+                with tracing(TracingContext(self.fake_mode)):
+                    result["fn"] = _to_inductor(gm, self.inputs)
+            except BaseException as err:  # noqa: BLE001 (re-raised in the caller's thread)
+                result["error"] = err
+
+        thread = threading.Thread(target=work, name="irfuse-compile")
+        thread.start()
+        thread.join()
+        if "error" in result:
+            raise result["error"]
+        return result["fn"]
+
+    def _fallback(self) -> BoxedFn:
+        fn = self._backend_compile(self.gm, lazy=False)
+        self._compiled_groups[0] = fn
+        return fn
+
+    def _fail(self, stage: str, err: Exception, span: tuple[int, int] | None = None) -> Report:
+        where = f"{self.graph_name}" + (f" range {_span_list(span)}" if span else "")
+        reason = str(err) if isinstance(err, pipeline.PipelineError) else f"{stage}: {err!r}"
+        if self.config.strict:
+            raise RuntimeError(f"irfuse failed on {where}: {reason}") from err
+        warnings.warn(
+            f"irfuse: {where}: {reason}; running this graph without irfuse's rewrites",
+            stacklevel=2,
+        )
+        log.debug("irfuse pipeline failure", exc_info=err)
+        report = Report(
+            graph=self.graph_name,
+            range=_span_list(span),
+            platform=str(self.platform),
+            config=self.config.pass_config.to_dict(),
+            error=reason,
+        )
+        if span is None:
+            _REPORTS.append(report)
+        return report
+
+
+def _span_list(span: tuple[int, int] | None) -> list[int | None] | None:
+    if span is None:
+        return None
+    return ranges.Range(*span).as_list()
+
+
+def _range_folder(span: tuple[int, int]) -> str:
+    hi = "inf" if span[1] == ranges.UNBOUNDED else str(span[1])
+    return f"range-{span[0]}-{hi}"
+
+
+def _first_device(inputs: Sequence[Any]) -> torch.device | None:
+    for value in inputs:
+        if isinstance(value, torch.Tensor):
+            return value.device
+    return None
+
+
+def _detect_platform(inputs: Sequence[Any]) -> Platform:
+    device = _first_device(inputs)
+    return detect(device) if device is not None else Platform("cpu")

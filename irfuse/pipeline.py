@@ -1,0 +1,222 @@
+"""The irfuse pipeline on one ATen graph: import -> raise -> fuse -> select kernels -> emit.
+
+Each stage is timed and counted; with a dump writer each stage and pass writes its file; every
+pass records what it fused and why the rest did not (see `irfuse.remarks`) into the report. The IR
+is verified after every pass in debug runs (`debug` option, `IRFUSE_DEBUG=1`, the test suite) and
+once before emit otherwise: verification is not free and printing or parsing never happens on the
+compile path unless a dump was asked for.
+
+The platform and the compile range are module attributes (`irfuse.platform`, `irfuse.range`), so
+that a pass's behaviour depends on the IR alone and `irfuse-opt` reproduces any dumped step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch.fx
+from xdsl.context import Context
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.utils.exceptions import DiagnosticException
+
+from irfuse import dtypes, passes, remarks
+from irfuse.context import make_context
+from irfuse.dump import DumpWriter
+from irfuse.emit.fx_emit import emit_graph
+from irfuse.lowering.fx_import import ImportedGraph, import_graph
+from irfuse.ranges import Range
+from irfuse.report import KIND_OF_OP, RAISED_KINDS, PassRecord, Report, StageRecord
+
+PLATFORM_ATTR = "irfuse.platform"
+RANGE_ATTR = "irfuse.range"
+
+RAISE_PASSES: tuple[str, ...] = ()
+"""The raising passes, in order (registered in `irfuse.passes` as they land)."""
+
+SELECT_KERNELS = "select-kernels"
+
+
+class PipelineError(RuntimeError):
+    """The pipeline failed on a graph: which stage or pass, and why."""
+
+    def __init__(self, stage: str, reason: str):
+        super().__init__(f"{stage}: {reason}")
+        self.stage = stage
+        self.reason = reason
+
+
+@dataclass
+class PipelineOptions:
+    """What one run of the pipeline compiles for and with."""
+
+    platform: str
+    range: tuple[int, int] | None = None
+    fusion_passes: Sequence[str] = ()
+    raise_passes: Sequence[str] | None = None  # None: RAISE_PASSES
+    debug: bool = False
+    dump: DumpWriter | None = None
+    graph_name: str = "graph"
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+def set_target(module: ModuleOp, platform: str, rng: tuple[int, int] | None) -> None:
+    module.attributes[PLATFORM_ATTR] = StringAttr(platform)
+    if rng is not None:
+        module.attributes[RANGE_ATTR] = ArrayAttr([IntegerAttr(rng[0], i64), IntegerAttr(rng[1], i64)])
+
+
+def module_platform(module: ModuleOp) -> str:
+    """The platform string a module is compiled for (`cpu` when the IR does not say)."""
+    attr = module.attributes.get(PLATFORM_ATTR)
+    return attr.data if isinstance(attr, StringAttr) else "cpu"
+
+
+def module_range(module: ModuleOp) -> tuple[int, int] | None:
+    attr = module.attributes.get(RANGE_ATTR)
+    if not isinstance(attr, ArrayAttr):
+        return None
+    lo, hi = (a.value.data for a in attr.data)
+    return lo, hi
+
+
+def count_ops(module: ModuleOp) -> int:
+    return sum(1 for _ in module.walk())
+
+
+def count_raised(module: ModuleOp) -> dict[str, int]:
+    """How many semantic ops of each kind the top level of each function holds."""
+    counts = dict.fromkeys(RAISED_KINDS, 0)
+    for func in module.ops:
+        for op in func.regions[0].blocks[0].ops if func.regions else ():
+            kind = KIND_OF_OP.get(op.name)
+            if kind is not None:
+                counts[kind] += 1
+    return counts
+
+
+def graph_facts(module: ModuleOp) -> dict[str, Any]:
+    """What the config resolution needs to know of a model, read off its raised IR: hidden
+    size and dtype itemsize of its first norm, TP size of its first collective, quant scheme
+    of its first quant (None where the graph has no such op)."""
+    from irfuse.dialects.irfuse import TensorType
+
+    facts: dict[str, Any] = {
+        "hidden_size": None, "itemsize": None, "tp_size": None, "quant_scheme": None,
+    }
+    for op in module.walk():
+        if facts["hidden_size"] is None and op.name in ("norm.rms_norm", "norm.add_rms_norm"):
+            x = op.operands[0].type
+            if isinstance(x, TensorType) and x.rank >= 2 and isinstance(x.dims[-1], int):
+                facts["hidden_size"] = x.dims[-1]
+                facts["itemsize"] = dtypes.to_torch(x.dtype).itemsize
+        elif facts["tp_size"] is None and op.name.startswith("coll."):
+            facts["tp_size"] = op.properties["world_size"].value.data
+        elif facts["quant_scheme"] is None and op.name in ("quant.fp8", "quant.nvfp4"):
+            facts["quant_scheme"] = op.properties["scheme"].support_matrix_name()
+    return facts
+
+
+@dataclass
+class Prepared:
+    """A graph imported and raised: the IR every compile range starts from."""
+
+    imported: ImportedGraph
+    report: Report
+    ctx: Context
+
+
+def prepare(gm: torch.fx.GraphModule, options: PipelineOptions) -> Prepared:
+    """Import an ATen graph and raise it (stages 2 and 3)."""
+    report = Report(
+        graph=options.graph_name,
+        range=Range(*options.range).as_list() if options.range else None,
+        platform=options.platform,
+        config=options.config,
+    )
+    start = time.perf_counter()
+    try:
+        imported = import_graph(gm)
+    except Exception as err:
+        raise PipelineError("import", f"{type(err).__name__}: {err}") from err
+    set_target(imported.module, options.platform, options.range)
+    report.stages.append(StageRecord("import", _ms(start), count_ops(imported.module)))
+    if options.dump:
+        options.dump.mlir("import", imported.module)
+    prepared = Prepared(imported, report, make_context())
+
+    start = time.perf_counter()
+    raise_names = RAISE_PASSES if options.raise_passes is None else options.raise_passes
+    for name in raise_names:
+        report.raise_passes.append(_run_pass(prepared, name, options))
+    report.raised = count_raised(imported.module)
+    report.stages.append(StageRecord("raise", _ms(start), count_ops(imported.module)))
+    return prepared
+
+
+def finish(prepared: Prepared, options: PipelineOptions) -> tuple[torch.fx.GraphModule, Report]:
+    """Fuse, select kernels and emit (stages 4 and 5); return the new graph and the report."""
+    module = prepared.imported.module
+    report = prepared.report
+    report.range = Range(*options.range).as_list() if options.range else None
+    report.config = options.config
+    set_target(module, options.platform, options.range)
+
+    start = time.perf_counter()
+    for name in options.fusion_passes:
+        report.passes.append(_run_pass(prepared, name, options))
+    report.stages.append(StageRecord("fuse", _ms(start), count_ops(module)))
+
+    start = time.perf_counter()
+    _run_pass(prepared, SELECT_KERNELS, options, dump_stem="emit")
+    if not options.debug:
+        try:
+            module.verify()
+        except DiagnosticException as err:
+            raise PipelineError("verify", str(err)) from err
+    report.stages.append(StageRecord("select-kernels", _ms(start), count_ops(module)))
+
+    start = time.perf_counter()
+    imported = prepared.imported
+    try:
+        emitted = emit_graph(imported.func, imported.source, imported.meta)
+    except Exception as err:
+        raise PipelineError("emit", f"{type(err).__name__}: {err}") from err
+    report.stages.append(StageRecord("emit", _ms(start), len(emitted.graph.nodes)))
+    if options.dump:
+        options.dump.python("emitted", emitted.code)
+    return emitted, report
+
+
+def run(
+    gm: torch.fx.GraphModule, options: PipelineOptions
+) -> tuple[torch.fx.GraphModule, Report]:
+    """The whole pipeline on an ATen graph: the emitted graph and the report."""
+    return finish(prepare(gm, options), options)
+
+
+def _run_pass(
+    prepared: Prepared, name: str, options: PipelineOptions, dump_stem: str | None = None
+) -> PassRecord:
+    module = prepared.imported.module
+    pass_ = passes.pass_class(name)()
+    start = time.perf_counter()
+    with remarks.collecting() as sink:
+        try:
+            pass_.apply(prepared.ctx, module)
+            if options.debug:
+                module.verify()
+        except DiagnosticException as err:
+            raise PipelineError(name, f"the IR is invalid after the pass: {err}") from err
+        except Exception as err:
+            raise PipelineError(name, f"{type(err).__name__}: {err}") from err
+    record = PassRecord(name, sink.fused, sink.missed, _ms(start))
+    if options.dump:
+        options.dump.mlir(dump_stem or name, module, pass_spec=name)
+    return record
+
+
+def _ms(start: float) -> float:
+    return (time.perf_counter() - start) * 1e3

@@ -1,0 +1,145 @@
+"""The compile report: what was raised, what each pass fused and why the rest did not, timings.
+
+One report per compiled graph and compile range, written as `report.json` in the dump folder and
+kept in memory (`irfuse.reports()`). Schema:
+
+    {"graph": str, "range": [lo, hi] | null, "platform": str, "config": {resolved PassConfig},
+     "raised": {kind: count},
+     "raise": [{"name": str, "raised": int, "not_raised": [{"reason", "location"}], "ms": float}],
+     "passes": [{"name": str, "fused": int, "not_fused": [{"reason", "location"}], "ms": float}],
+     "stages": [{"name": str, "ms": float, "ops": int}],
+     "error": str | null}
+
+`error` is set when the pipeline failed and the graph ran without irfuse's rewrites.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from irfuse.remarks import Remark
+
+RAISED_KINDS: tuple[str, ...] = (
+    "rms_norm",
+    "add_rms_norm",
+    "quant_fp8",
+    "quant_nvfp4",
+    "silu_mul",
+    "rope",
+    "attention",
+    "mla_attention",
+    "kv_cache_write",
+    "all_reduce",
+    "reduce_scatter",
+    "all_gather",
+    "gemm",
+    "scaled_gemm",
+    "pad",
+)
+
+KIND_OF_OP: dict[str, str] = {
+    "norm.rms_norm": "rms_norm",
+    "norm.add_rms_norm": "add_rms_norm",
+    "quant.fp8": "quant_fp8",
+    "quant.nvfp4": "quant_nvfp4",
+    "act.silu_mul": "silu_mul",
+    "attn.rope": "rope",
+    "attn.attention": "attention",
+    "attn.mla_attention": "mla_attention",
+    "attn.kv_cache_write": "kv_cache_write",
+    "coll.all_reduce": "all_reduce",
+    "coll.reduce_scatter": "reduce_scatter",
+    "coll.all_gather": "all_gather",
+    "gemm.matmul": "gemm",
+    "gemm.scaled_matmul": "scaled_gemm",
+    "act.pad": "pad",
+}
+"""Semantic op name -> the `raised` kind it counts as."""
+
+
+@dataclass
+class PassRecord:
+    name: str
+    count: int
+    missed: list[Remark]
+    ms: float
+
+    def to_dict(self, count_key: str, missed_key: str) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            count_key: self.count,
+            missed_key: [r.to_dict() for r in self.missed],
+            "ms": round(self.ms, 3),
+        }
+
+
+@dataclass
+class StageRecord:
+    name: str
+    ms: float
+    ops: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "ms": round(self.ms, 3), "ops": self.ops}
+
+
+@dataclass
+class Report:
+    graph: str
+    range: list[int] | None
+    platform: str
+    config: dict[str, Any]
+    raised: dict[str, int] = field(default_factory=dict)
+    raise_passes: list[PassRecord] = field(default_factory=list)
+    passes: list[PassRecord] = field(default_factory=list)
+    stages: list[StageRecord] = field(default_factory=list)
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "graph": self.graph,
+            "range": self.range,
+            "platform": self.platform,
+            "config": self.config,
+            "raised": self.raised,
+            "raise": [p.to_dict("raised", "not_raised") for p in self.raise_passes],
+            "passes": [p.to_dict("fused", "not_fused") for p in self.passes],
+            "stages": [s.to_dict() for s in self.stages],
+            "error": self.error,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def fused(self, pass_name: str) -> int:
+        """How many sites a pass fused (0 if it did not run)."""
+        return sum(p.count for p in self.passes if p.name == pass_name)
+
+    def format_table(self) -> str:
+        """The report as text tables, for the CLI and the demo."""
+        lines = [f"graph {self.graph}  range {self.range or 'all'}  platform {self.platform}"]
+        if self.error:
+            lines.append(f"  irfuse did not rewrite this graph: {self.error}")
+        raised = ", ".join(f"{k} {v}" for k, v in self.raised.items() if v)
+        lines.append(f"  raised: {raised or 'nothing'}")
+        lines.append(f"  {'pass':<28}{'fused':>7}{'ms':>9}  not fused (why)")
+        for record in self.passes:
+            reasons = _summarize(record.missed)
+            lines.append(f"  {record.name:<28}{record.count:>7}{record.ms:>9.1f}  {reasons}")
+        misses = [r for p in self.raise_passes for r in p.missed]
+        if misses:
+            lines.append(f"  not raised: {_summarize(misses)}")
+        stages = "  ".join(f"{s.name} {s.ms:.0f}ms" for s in self.stages)
+        lines.append(f"  stages: {stages}")
+        return "\n".join(lines)
+
+
+def _summarize(remarks: list[Remark]) -> str:
+    if not remarks:
+        return "-"
+    counts: dict[str, int] = {}
+    for r in remarks:
+        counts[r.reason] = counts.get(r.reason, 0) + 1
+    return "; ".join(f"{reason} (x{n})" if n > 1 else reason for reason, n in counts.items())
