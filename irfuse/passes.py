@@ -15,6 +15,8 @@ PASS_MODULES: dict[str, tuple[str, str]] = {
     # xDSL's generic clean-ups.
     "cse": ("xdsl.transforms.common_subexpression_elimination", "CommonSubexpressionElimination"),
     "dce": ("xdsl.transforms.dead_code_elimination", "DeadCodeElimination"),
+    # Raising (stage 3): ATen chains -> semantic ops.
+    "raise-rms-norm": ("irfuse.lowering.raise_rms_norm", "RaiseRmsNorm"),
     # Emit: fused ops -> kernel calls.
     "select-kernels": ("irfuse.emit.select_kernels", "SelectKernels"),
 }

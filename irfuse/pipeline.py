@@ -33,7 +33,7 @@ from irfuse.report import KIND_OF_OP, RAISED_KINDS, PassRecord, Report, StageRec
 PLATFORM_ATTR = "irfuse.platform"
 RANGE_ATTR = "irfuse.range"
 
-RAISE_PASSES: tuple[str, ...] = ()
+RAISE_PASSES: tuple[str, ...] = ("raise-rms-norm",)
 """The raising passes, in order (registered in `irfuse.passes` as they land)."""
 
 SELECT_KERNELS = "select-kernels"
