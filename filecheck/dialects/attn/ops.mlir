@@ -1,0 +1,58 @@
+// RUN: irfuse-opt %s | irfuse-opt | filecheck %s
+// RUN: irfuse-opt %s --print-op-generic | irfuse-opt | filecheck %s
+
+// CHECK-LABEL: func.func @attention
+func.func @attention(%q: !irfuse.tensor<[1, 32, s0, 128], bf16>, %k: !irfuse.tensor<[1, 8, s0, 128], bf16>, %v: !irfuse.tensor<[1, 8, s0, 128], bf16>, %mask: !irfuse.tensor<[1, 1, s0, s0], i1>, %q3: !irfuse.tensor<[4, 16, 64], f32>, %k3: !irfuse.tensor<[4, 24, 64], f32>, %v3: !irfuse.tensor<[4, 24, 32], f32>) {
+  // Causal GQA (32 query heads on 8 kv heads) with a symbolic length.
+  // CHECK: attn.attention %{{.*}}, %{{.*}}, %{{[^ ]+}} {scale = 6.250000e-02 : f64, causal = true} : (!irfuse.tensor<[1, 32, s0, 128], bf16>, !irfuse.tensor<[1, 8, s0, 128], bf16>, !irfuse.tensor<[1, 8, s0, 128], bf16>) -> !irfuse.tensor<[1, 32, s0, 128], bf16>
+  %o = attn.attention %q, %k, %v {scale = 0.0625 : f64, causal = true} : (!irfuse.tensor<[1, 32, s0, 128], bf16>, !irfuse.tensor<[1, 8, s0, 128], bf16>, !irfuse.tensor<[1, 8, s0, 128], bf16>) -> !irfuse.tensor<[1, 32, s0, 128], bf16>
+  // A broadcast bool mask; causal = false is the default and is not printed.
+  // CHECK-NEXT: attn.attention %{{.*}}, %{{.*}}, %{{.*}}, mask %{{[^ ]+}} {scale = 6.250000e-02 : f64} : (!irfuse.tensor<[1, 32, s0, 128], bf16>, !irfuse.tensor<[1, 8, s0, 128], bf16>, !irfuse.tensor<[1, 8, s0, 128], bf16>, !irfuse.tensor<[1, 1, s0, s0], i1>) -> !irfuse.tensor<[1, 32, s0, 128], bf16>
+  %om = attn.attention %q, %k, %v, mask %mask {scale = 0.0625 : f64, causal = false} : (!irfuse.tensor<[1, 32, s0, 128], bf16>, !irfuse.tensor<[1, 8, s0, 128], bf16>, !irfuse.tensor<[1, 8, s0, 128], bf16>, !irfuse.tensor<[1, 1, s0, s0], i1>) -> !irfuse.tensor<[1, 32, s0, 128], bf16>
+  // Rank 3 (no batch), cross-attention lengths, a v head dim of its own.
+  // CHECK-NEXT: attn.attention %{{.*}}, %{{.*}}, %{{[^ ]+}} {scale = 1.250000e-01 : f64} : (!irfuse.tensor<[4, 16, 64], f32>, !irfuse.tensor<[4, 24, 64], f32>, !irfuse.tensor<[4, 24, 32], f32>) -> !irfuse.tensor<[4, 16, 32], f32>
+  %o3 = attn.attention %q3, %k3, %v3 {scale = 0.125 : f64} : (!irfuse.tensor<[4, 16, 64], f32>, !irfuse.tensor<[4, 24, 64], f32>, !irfuse.tensor<[4, 24, 32], f32>) -> !irfuse.tensor<[4, 16, 32], f32>
+  func.return
+}
+
+// CHECK-LABEL: func.func @mla
+func.func @mla(%q: !irfuse.tensor<[s0, 16, 192], bf16>, %kv_c: !irfuse.tensor<[s0, 512], bf16>, %k_pe: !irfuse.tensor<[s0, 1, 64], bf16>, %w: !irfuse.tensor<[4096, 512], bf16>) {
+  // CHECK: attn.mla_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{[^ ]+}} {num_heads = 16 : i64, qk_nope_head_dim = 128 : i64, qk_rope_head_dim = 64 : i64, v_head_dim = 128 : i64, kv_lora_rank = 512 : i64, scale = 6.250000e-02 : f64, causal = true} : (!irfuse.tensor<[s0, 16, 192], bf16>, !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>) -> !irfuse.tensor<[s0, 16, 128], bf16>
+  %o = attn.mla_attention %q, %kv_c, %k_pe, %w {num_heads = 16 : i64, qk_nope_head_dim = 128 : i64, qk_rope_head_dim = 64 : i64, v_head_dim = 128 : i64, kv_lora_rank = 512 : i64, scale = 0.0625 : f64, causal = true} : (!irfuse.tensor<[s0, 16, 192], bf16>, !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>) -> !irfuse.tensor<[s0, 16, 128], bf16>
+  func.return
+}
+
+// CHECK-LABEL: func.func @rope
+func.func @rope(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse.tensor<[s0, 8, 128], bf16>, %pos: !irfuse.tensor<[s0], i64>, %cache: !irfuse.tensor<[4096, 64], bf16>, %qh: !irfuse.tensor<[1, 4, s0, 64], f32>, %kh: !irfuse.tensor<[1, 2, s0, 64], f32>, %cos: !irfuse.tensor<[1, 1, s0, 64], f32>, %sin: !irfuse.tensor<[1, 1, s0, 64], f32>) {
+  // vLLM's form: positions and a cos/sin cache; a partial rotary dim (64 of 128), GPT-J style.
+  // CHECK: %{{.*}}, %{{.*}} = attn.rope %{{.*}}, k %{{.*}}, positions %{{.*}}, cos_sin_cache %{{[^ ]+}} {is_neox = false, rotary_dim = 64 : i64, head_dim = 128 : i64} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 64], bf16>) -> (!irfuse.tensor<[s0, 32, 128], bf16>, k_out !irfuse.tensor<[s0, 8, 128], bf16>)
+  %qo, %ko = attn.rope %q, k %k, positions %pos, cos_sin_cache %cache {is_neox = false, rotary_dim = 64 : i64, head_dim = 128 : i64} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 64], bf16>) -> (!irfuse.tensor<[s0, 32, 128], bf16>, k_out !irfuse.tensor<[s0, 8, 128], bf16>)
+  // q only.
+  // CHECK-NEXT: attn.rope %{{.*}}, positions %{{.*}}, cos_sin_cache %{{[^ ]+}} {is_neox = true, rotary_dim = 64 : i64, head_dim = 128 : i64} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 64], bf16>) -> !irfuse.tensor<[s0, 32, 128], bf16>
+  %qo2 = attn.rope %q, positions %pos, cos_sin_cache %cache {is_neox = true, rotary_dim = 64 : i64, head_dim = 128 : i64} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 64], bf16>) -> !irfuse.tensor<[s0, 32, 128], bf16>
+  // Hugging Face's form: cos and sin, in the SDPA layout.
+  // CHECK-NEXT: attn.rope %{{.*}}, k %{{.*}}, cos %{{.*}}, sin %{{[^ ]+}} {is_neox = true, rotary_dim = 64 : i64, head_dim = 64 : i64} : (!irfuse.tensor<[1, 4, s0, 64], f32>, !irfuse.tensor<[1, 2, s0, 64], f32>, !irfuse.tensor<[1, 1, s0, 64], f32>, !irfuse.tensor<[1, 1, s0, 64], f32>) -> (!irfuse.tensor<[1, 4, s0, 64], f32>, k_out !irfuse.tensor<[1, 2, s0, 64], f32>)
+  %qo3, %ko3 = attn.rope %qh, k %kh, cos %cos, sin %sin {is_neox = true, rotary_dim = 64 : i64, head_dim = 64 : i64} : (!irfuse.tensor<[1, 4, s0, 64], f32>, !irfuse.tensor<[1, 2, s0, 64], f32>, !irfuse.tensor<[1, 1, s0, 64], f32>, !irfuse.tensor<[1, 1, s0, 64], f32>) -> (!irfuse.tensor<[1, 4, s0, 64], f32>, k_out !irfuse.tensor<[1, 2, s0, 64], f32>)
+  func.return
+}
+
+// CHECK-LABEL: func.func @kv_cache_write
+func.func @kv_cache_write(%k: !irfuse.tensor<[s0, 8, 128], bf16>, %v: !irfuse.tensor<[s0, 8, 128], bf16>, %kc: !irfuse.tensor<[1024, 16, 8, 128], bf16>, %vc: !irfuse.tensor<[1024, 16, 8, 128], bf16>, %slots: !irfuse.tensor<[s0], i64>) {
+  // CHECK: %{{.*}}, %{{.*}} = attn.kv_cache_write %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{[^ ]+}} : (!irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[1024, 16, 8, 128], bf16>, !irfuse.tensor<[1024, 16, 8, 128], bf16>, !irfuse.tensor<[s0], i64>) -> (!irfuse.tensor<[1024, 16, 8, 128], bf16>, !irfuse.tensor<[1024, 16, 8, 128], bf16>)
+  %kc2, %vc2 = attn.kv_cache_write %k, %v, %kc, %vc, %slots : (!irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[1024, 16, 8, 128], bf16>, !irfuse.tensor<[1024, 16, 8, 128], bf16>, !irfuse.tensor<[s0], i64>) -> (!irfuse.tensor<[1024, 16, 8, 128], bf16>, !irfuse.tensor<[1024, 16, 8, 128], bf16>)
+  func.return
+}
+
+// CHECK-LABEL: func.func @decomposed
+func.func @decomposed(%q: !irfuse.tensor<[1, 4, s0, 16], f32>, %k: !irfuse.tensor<[1, 2, s0, 16], f32>, %v: !irfuse.tensor<[1, 2, s0, 16], f32>) -> !irfuse.tensor<[1, 4, s0, 16], f32> {
+  // CHECK: %[[O:.+]] = attn.attention %{{.*}}, %{{.*}}, %{{[^ ]+}} {scale = 2.500000e-01 : f64, causal = true} : {{.*}} decomposition {
+  // CHECK-NEXT: ^{{.*}}(%[[A:[^:]+]]: {{.*}}, %[[B:[^:]+]]: {{.*}}, %[[C:[^:]+]]: {{.*}}):
+  // CHECK-NEXT: %[[S:.+]] = aten.call "aten::scaled_dot_product_attention.default"(%[[A]], %[[B]], %[[C]], none, 0, true, enable_gqa = true)
+  // CHECK-NEXT: irfuse.yield %[[S]]
+  %o = attn.attention %q, %k, %v {scale = 0.25 : f64, causal = true} : (!irfuse.tensor<[1, 4, s0, 16], f32>, !irfuse.tensor<[1, 2, s0, 16], f32>, !irfuse.tensor<[1, 2, s0, 16], f32>) -> !irfuse.tensor<[1, 4, s0, 16], f32> decomposition {
+  ^bb0(%a: !irfuse.tensor<[1, 4, s0, 16], f32>, %b: !irfuse.tensor<[1, 2, s0, 16], f32>, %c: !irfuse.tensor<[1, 2, s0, 16], f32>):
+    %s = aten.call "aten::scaled_dot_product_attention.default"(%a, %b, %c, none, 0, true, enable_gqa = true) : (!irfuse.tensor<[1, 4, s0, 16], f32>, !irfuse.tensor<[1, 2, s0, 16], f32>, !irfuse.tensor<[1, 2, s0, 16], f32>) -> !irfuse.tensor<[1, 4, s0, 16], f32>
+    irfuse.yield %s : !irfuse.tensor<[1, 4, s0, 16], f32>
+  }
+  func.return %o : !irfuse.tensor<[1, 4, s0, 16], f32>
+}

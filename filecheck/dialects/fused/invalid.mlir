@@ -1,0 +1,306 @@
+// RUN: irfuse-opt %s --verify-diagnostics --split-input-file | filecheck %s
+
+func.func @rnq_no_scales(%x: !irfuse.tensor<[s0, 4096], bf16>, %w: !irfuse.tensor<[4096], bf16>) {
+  %q = fused.rms_norm_quant %x, weight %w {eps = 1.0e-06 : f64, scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[4096], bf16>) -> (qs [!irfuse.tensor<[s0, 4096], f8E4M3FN>])
+  func.return
+}
+// CHECK: a static scheme needs at least one scale
+
+// -----
+
+func.func @rnq_count(%x: !irfuse.tensor<[s0, 4096], bf16>, %w: !irfuse.tensor<[4096], bf16>, %s: !irfuse.tensor<[], f32>) {
+  %q1, %q2 = fused.rms_norm_quant %x, weight %w, scales [%s] {eps = 1.0e-06 : f64, scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[4096], bf16>, !irfuse.tensor<[], f32>) -> (qs [!irfuse.tensor<[s0, 4096], f8E4M3FN>, !irfuse.tensor<[s0, 4096], f8E4M3FN>])
+  func.return
+}
+// CHECK: 1 scales but 2 quantized results (qs)
+
+// -----
+
+func.func @rnq_dynamic_scales(%x: !irfuse.tensor<[s0, 4096], bf16>, %s: !irfuse.tensor<[], f32>) {
+  %q, %so = fused.rms_norm_quant %x, scales [%s] {eps = 1.0e-06 : f64, scheme = #quant.scheme<dynamic_token>} : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[], f32>) -> (qs [!irfuse.tensor<[s0, 4096], f8E4M3FN>], scale_out !irfuse.tensor<[s0, 1], f32>)
+  func.return
+}
+// CHECK: a dynamic_token scheme computes its scale: no scales operands
+
+// -----
+
+// vLLM has no fused norm + dynamic per-tensor quant.
+func.func @rnq_kind(%x: !irfuse.tensor<[s0, 4096], bf16>) {
+  %q, %so = fused.rms_norm_quant %x {eps = 1.0e-06 : f64, scheme = #quant.scheme<dynamic_tensor>} : (!irfuse.tensor<[s0, 4096], bf16>) -> (qs [!irfuse.tensor<[s0, 4096], f8E4M3FN>], scale_out !irfuse.tensor<[1], f32>)
+  func.return
+}
+// CHECK: fused.rms_norm_quant fuses static_tensor, dynamic_token or group quantization, not dynamic_tensor
+
+// -----
+
+func.func @rnq_residual_out(%x: !irfuse.tensor<[s0, 4096], bf16>, %s: !irfuse.tensor<[], f32>) {
+  %q, %r = fused.rms_norm_quant %x, scales [%s] {eps = 1.0e-06 : f64, scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[], f32>) -> (qs [!irfuse.tensor<[s0, 4096], f8E4M3FN>], residual_out !irfuse.tensor<[s0, 4096], bf16>)
+  func.return
+}
+// CHECK: residual_out exists exactly when residual does
+
+// -----
+
+func.func @rnq_scale_ub(%x: !irfuse.tensor<[s0, 4096], bf16>, %s: !irfuse.tensor<[], f32>) {
+  %q = fused.rms_norm_quant %x, scales [%s], scale_ub %s {eps = 1.0e-06 : f64, scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[], f32>, !irfuse.tensor<[], f32>) -> (qs [!irfuse.tensor<[s0, 4096], f8E4M3FN>])
+  func.return
+}
+// CHECK: scale_ub applies to the dynamic_token scheme only
+
+// -----
+
+func.func @rnq_q_dtype(%x: !irfuse.tensor<[s0, 4096], bf16>, %s: !irfuse.tensor<[], f32>) {
+  %q = fused.rms_norm_quant %x, scales [%s] {eps = 1.0e-06 : f64, scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[], f32>) -> (qs [!irfuse.tensor<[s0, 4096], bf16>])
+  func.return
+}
+// CHECK: qs[0] must have dtype f8E4M3FN or f8E4M3FNUZ, got bf16
+
+// -----
+
+func.func @rnq_group(%x: !irfuse.tensor<[s0, 4000], bf16>) {
+  %q, %so = fused.rms_norm_quant %x {eps = 1.0e-06 : f64, scheme = #quant.scheme<group 128>} : (!irfuse.tensor<[s0, 4000], bf16>) -> (qs [!irfuse.tensor<[s0, 4000], f8E4M3FN>], scale_out !irfuse.tensor<[s0, 31], f32>)
+  func.return
+}
+// CHECK: group size 128 does not divide the hidden size 4000
+
+// -----
+
+func.func @rnq_weight(%x: !irfuse.tensor<[s0, 4096], bf16>, %w: !irfuse.tensor<[1024], bf16>, %s: !irfuse.tensor<[], f32>) {
+  %q = fused.rms_norm_quant %x, weight %w, scales [%s] {eps = 1.0e-06 : f64, scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[1024], bf16>, !irfuse.tensor<[], f32>) -> (qs [!irfuse.tensor<[s0, 4096], f8E4M3FN>])
+  func.return
+}
+// CHECK: weight has shape [1024] but x's last dim is 4096
+
+// -----
+
+func.func @smq_kind(%x: !irfuse.tensor<[s0, 8192], bf16>, %s: !irfuse.tensor<[], f32>) {
+  %q, %b = fused.silu_mul_quant %x, scale %s {scheme = #quant.scheme<nvfp4>} : (!irfuse.tensor<[s0, 8192], bf16>, !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 2048], ui8>, scale_out !irfuse.tensor<[s1, 256], f8E4M3FN>)
+  func.return
+}
+// CHECK: fused.silu_mul_quant fuses static_tensor or group quantization, not nvfp4
+
+// -----
+
+func.func @smq_shape(%x: !irfuse.tensor<[s0, 8192], bf16>, %s: !irfuse.tensor<[], f32>) {
+  %q = fused.silu_mul_quant %x, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 8192], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 8192], f8E4M3FN>
+  func.return
+}
+// CHECK: q has shape [s0, 8192], expected [s0, 4096]
+
+// -----
+
+func.func @smq_scale(%x: !irfuse.tensor<[s0, 8192], bf16>) {
+  %q = fused.silu_mul_quant %x {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 8192], bf16>) -> !irfuse.tensor<[s0, 4096], f8E4M3FN>
+  func.return
+}
+// CHECK: a static_tensor scheme needs the scale operand
+
+// -----
+
+func.func @smq_nvfp4_block(%x: !irfuse.tensor<[128, 40], bf16>, %s: !irfuse.tensor<[], f32>) {
+  %q, %b = fused.silu_mul_quant_nvfp4 %x, %s : (!irfuse.tensor<[128, 40], bf16>, !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[128, 10], ui8>, !irfuse.tensor<[128, 4], f8E4M3FN>)
+  func.return
+}
+// CHECK: silu_mul(x) has shape [128, 20]: NVFP4 needs [M, N] with a static N divisible by 16
+
+// -----
+
+func.func @arn_scale_no_scheme(%x: !irfuse.tensor<[s0, 4096], bf16>, %w: !irfuse.tensor<[4096], bf16>, %s: !irfuse.tensor<[], f32>) {
+  %o, %r = fused.all_reduce_rms_norm %x, %w, scale %s {group = "tp", world_size = 2 : i64, eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[4096], bf16>, !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>)
+  func.return
+}
+// CHECK: scale and scale_out need a quant scheme
+
+// -----
+
+func.func @arn_world_size(%x: !irfuse.tensor<[s0, 4096], bf16>, %w: !irfuse.tensor<[4096], bf16>) {
+  %o, %r = fused.all_reduce_rms_norm %x, %w {group = "tp", world_size = 0 : i64, eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[4096], bf16>) -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>)
+  func.return
+}
+// CHECK: world_size must be >= 1, got 0
+
+// -----
+
+func.func @arn_kind(%x: !irfuse.tensor<[s0, 4096], bf16>, %w: !irfuse.tensor<[4096], bf16>) {
+  %o, %so, %r = fused.all_reduce_rms_norm %x, %w {group = "tp", world_size = 2 : i64, eps = 1.0e-06 : f64, scheme = #quant.scheme<group 128>} : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[4096], bf16>) -> (!irfuse.tensor<[s0, 4096], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 32], f32>, !irfuse.tensor<[s0, 4096], bf16>)
+  func.return
+}
+// CHECK: fused.all_reduce_rms_norm fuses static_tensor or nvfp4 quantization, not group
+
+// -----
+
+func.func @arn_residual_out(%x: !irfuse.tensor<[s0, 4096], bf16>, %w: !irfuse.tensor<[4096], bf16>) {
+  %o, %r = fused.all_reduce_rms_norm %x, %w {group = "tp", world_size = 2 : i64, eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[4096], bf16>) -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], f32>)
+  func.return
+}
+// CHECK: residual_out has dtype f32, expected x's bf16
+
+// -----
+
+func.func @arn_nvfp4(%x: !irfuse.tensor<[s0, 4096], bf16>, %w: !irfuse.tensor<[4096], bf16>, %s: !irfuse.tensor<[], f32>) {
+  %o, %so, %r = fused.all_reduce_rms_norm %x, %w, scale %s {group = "tp", world_size = 2 : i64, eps = 1.0e-06 : f64, scheme = #quant.scheme<nvfp4>} : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[4096], bf16>, !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 4096], ui8>, scale_out !irfuse.tensor<[s1, 256], f8E4M3FN>, !irfuse.tensor<[s0, 4096], bf16>)
+  func.return
+}
+// CHECK: out has shape [s0, 4096], expected [s0, 2048]
+
+// -----
+
+func.func @qk_qkv(%qkv: !irfuse.tensor<[s0, 5120], bf16>, %w: !irfuse.tensor<[128], bf16>, %p: !irfuse.tensor<[s0], i64>, %c: !irfuse.tensor<[40960, 128], bf16>) {
+  %q, %k, %v = fused.qk_norm_rope %qkv, %w, %w, %p, %c {num_heads_q = 32 : i64, num_heads_kv = 8 : i64, head_dim = 128 : i64, eps = 1.0e-06 : f64, is_neox = true} : (!irfuse.tensor<[s0, 5120], bf16>, !irfuse.tensor<[128], bf16>, !irfuse.tensor<[128], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[40960, 128], bf16>) -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 1024], bf16>, !irfuse.tensor<[s0, 1024], bf16>)
+  func.return
+}
+// CHECK: qkv's last dim ((num_heads_q + 2 * num_heads_kv) * head_dim) is 5120, expected 6144
+
+// -----
+
+func.func @qk_weight(%qkv: !irfuse.tensor<[s0, 6144], bf16>, %w: !irfuse.tensor<[64], bf16>, %p: !irfuse.tensor<[s0], i64>, %c: !irfuse.tensor<[40960, 128], bf16>) {
+  %q, %k, %v = fused.qk_norm_rope %qkv, %w, %w, %p, %c {num_heads_q = 32 : i64, num_heads_kv = 8 : i64, head_dim = 128 : i64, eps = 1.0e-06 : f64, is_neox = true} : (!irfuse.tensor<[s0, 6144], bf16>, !irfuse.tensor<[64], bf16>, !irfuse.tensor<[64], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[40960, 128], bf16>) -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 1024], bf16>, !irfuse.tensor<[s0, 1024], bf16>)
+  func.return
+}
+// CHECK: q_weight has shape [64], expected [128]
+
+// -----
+
+func.func @qk_positions(%qkv: !irfuse.tensor<[s0, 6144], bf16>, %w: !irfuse.tensor<[128], bf16>, %p: !irfuse.tensor<[s1], i64>, %c: !irfuse.tensor<[40960, 128], bf16>) {
+  %q, %k, %v = fused.qk_norm_rope %qkv, %w, %w, %p, %c {num_heads_q = 32 : i64, num_heads_kv = 8 : i64, head_dim = 128 : i64, eps = 1.0e-06 : f64, is_neox = true} : (!irfuse.tensor<[s0, 6144], bf16>, !irfuse.tensor<[128], bf16>, !irfuse.tensor<[128], bf16>, !irfuse.tensor<[s1], i64>, !irfuse.tensor<[40960, 128], bf16>) -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 1024], bf16>, !irfuse.tensor<[s0, 1024], bf16>)
+  func.return
+}
+// CHECK: positions has shape [s1], expected [s0]
+
+// -----
+
+// The fused kernel rotates the whole head: rotary_dim is head_dim.
+func.func @qk_cache(%qkv: !irfuse.tensor<[s0, 6144], bf16>, %w: !irfuse.tensor<[128], bf16>, %p: !irfuse.tensor<[s0], i64>, %c: !irfuse.tensor<[40960, 64], bf16>) {
+  %q, %k, %v = fused.qk_norm_rope %qkv, %w, %w, %p, %c {num_heads_q = 32 : i64, num_heads_kv = 8 : i64, head_dim = 128 : i64, eps = 1.0e-06 : f64, is_neox = true} : (!irfuse.tensor<[s0, 6144], bf16>, !irfuse.tensor<[128], bf16>, !irfuse.tensor<[128], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[40960, 64], bf16>) -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 1024], bf16>, !irfuse.tensor<[s0, 1024], bf16>)
+  func.return
+}
+// CHECK: cos_sin_cache's last dim (rotary_dim) is 64, expected 128
+
+// -----
+
+func.func @rkv_cache_heads(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse.tensor<[s0, 8, 128], bf16>, %p: !irfuse.tensor<[s0], i64>, %c: !irfuse.tensor<[40960, 128], bf16>, %kc: !irfuse.tensor<[64, 16, 4, 128], bf16>) {
+  %qo, %a, %b = fused.rope_kv_cache_write %q, %k, %k, %p, %c, %kc, %kc, %p {is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[40960, 128], bf16>, !irfuse.tensor<[64, 16, 4, 128], bf16>, !irfuse.tensor<[64, 16, 4, 128], bf16>, !irfuse.tensor<[s0], i64>) -> (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[64, 16, 4, 128], bf16>, !irfuse.tensor<[64, 16, 4, 128], bf16>)
+  func.return
+}
+// CHECK: k_cache has shape [64, 16, 4, 128], expected [?, ?, 8, 128]
+
+// -----
+
+func.func @rkv_q_out(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse.tensor<[s0, 8, 128], bf16>, %p: !irfuse.tensor<[s0], i64>, %c: !irfuse.tensor<[40960, 128], bf16>, %kc: !irfuse.tensor<[64, 16, 8, 128], bf16>) {
+  %qo, %a, %b = fused.rope_kv_cache_write %q, %k, %k, %p, %c, %kc, %kc, %p {is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[40960, 128], bf16>, !irfuse.tensor<[64, 16, 8, 128], bf16>, !irfuse.tensor<[64, 16, 8, 128], bf16>, !irfuse.tensor<[s0], i64>) -> (!irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[64, 16, 8, 128], bf16>, !irfuse.tensor<[64, 16, 8, 128], bf16>)
+  func.return
+}
+// CHECK: q_out has shape [s0, 8, 128], expected [s0, 32, 128]
+
+// -----
+
+func.func @aq_hidden(%q: !irfuse.tensor<[1, 32, s0, 128], bf16>, %k: !irfuse.tensor<[1, 8, s0, 128], bf16>, %s: !irfuse.tensor<[], f32>) {
+  %o = fused.attention_quant %q, %k, %k, output_scale %s {scale = 0.0625 : f64, causal = true, scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[1, 32, s0, 128], bf16>, !irfuse.tensor<[1, 8, s0, 128], bf16>, !irfuse.tensor<[1, 8, s0, 128], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 1024], f8E4M3FN>
+  func.return
+}
+// CHECK: out's last dim (heads * v_head_dim) is 1024, expected 4096
+
+// -----
+
+func.func @aq_tokens(%q: !irfuse.tensor<[2, 4, 8, 64], bf16>, %s: !irfuse.tensor<[], f32>) {
+  %o = fused.attention_quant %q, %q, %q, output_scale %s {scale = 0.125 : f64, scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[2, 4, 8, 64], bf16>, !irfuse.tensor<[2, 4, 8, 64], bf16>, !irfuse.tensor<[2, 4, 8, 64], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[32, 256], f8E4M3FN>
+  func.return
+}
+// CHECK: out has shape [32, 256]: its leading dims must hold the 16 query positions
+
+// -----
+
+func.func @aq_kind(%q: !irfuse.tensor<[1, 32, s0, 128], bf16>, %k: !irfuse.tensor<[1, 8, s0, 128], bf16>) {
+  %o, %so = fused.attention_quant %q, %k, %k {scale = 0.0625 : f64, causal = true, scheme = #quant.scheme<dynamic_token>} : (!irfuse.tensor<[1, 32, s0, 128], bf16>, !irfuse.tensor<[1, 8, s0, 128], bf16>, !irfuse.tensor<[1, 8, s0, 128], bf16>) -> (!irfuse.tensor<[s0, 4096], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 1], f32>)
+  func.return
+}
+// CHECK: fused.attention_quant fuses static_tensor, group or nvfp4 quantization, not dynamic_token
+
+// -----
+
+func.func @aq_output_scale(%q: !irfuse.tensor<[1, 32, s0, 128], bf16>, %k: !irfuse.tensor<[1, 8, s0, 128], bf16>) {
+  %o = fused.attention_quant %q, %k, %k {scale = 0.0625 : f64, causal = true, scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[1, 32, s0, 128], bf16>, !irfuse.tensor<[1, 8, s0, 128], bf16>, !irfuse.tensor<[1, 8, s0, 128], bf16>) -> !irfuse.tensor<[s0, 4096], f8E4M3FN>
+  func.return
+}
+// CHECK: a static_tensor scheme needs the output_scale operand
+
+// -----
+
+func.func @mlaq_out(%q: !irfuse.tensor<[s0, 16, 192], bf16>, %c: !irfuse.tensor<[s0, 512], bf16>, %p: !irfuse.tensor<[s0, 1, 64], bf16>, %w: !irfuse.tensor<[4096, 512], bf16>, %s: !irfuse.tensor<[], f32>) {
+  %o = fused.mla_attention_quant %q, %c, %p, %w, output_scale %s {num_heads = 16 : i64, qk_nope_head_dim = 128 : i64, qk_rope_head_dim = 64 : i64, v_head_dim = 128 : i64, kv_lora_rank = 512 : i64, scale = 0.0625 : f64, scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 16, 192], bf16>, !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 16, 128], f8E4M3FN>
+  func.return
+}
+// CHECK: out must be [T, num_heads * v_head_dim], got [s0, 16, 128]
+
+// -----
+
+func.func @grs_scales(%a: !irfuse.tensor<[256, 4096], f8E4M3FN>, %b: !irfuse.tensor<[4096, 1024], f8E4M3FN>, %s: !irfuse.tensor<[], f32>) {
+  %c = fused.gemm_reduce_scatter %a, %b, scale_a %s {group = "tp", world_size = 4 : i64, out_dtype = bf16} : (!irfuse.tensor<[256, 4096], f8E4M3FN>, !irfuse.tensor<[4096, 1024], f8E4M3FN>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[64, 1024], bf16>
+  func.return
+}
+// CHECK: scale_a and scale_b come together (a scaled GEMM) or not at all
+
+// -----
+
+func.func @grs_out_dtype(%a: !irfuse.tensor<[256, 4096], f8E4M3FN>, %b: !irfuse.tensor<[4096, 1024], f8E4M3FN>, %s: !irfuse.tensor<[], f32>) {
+  %c = fused.gemm_reduce_scatter %a, %b, scale_a %s, scale_b %s {group = "tp", world_size = 4 : i64} : (!irfuse.tensor<[256, 4096], f8E4M3FN>, !irfuse.tensor<[4096, 1024], f8E4M3FN>, !irfuse.tensor<[], f32>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[64, 1024], bf16>
+  func.return
+}
+// CHECK: a scaled GEMM needs out_dtype
+
+// -----
+
+func.func @grs_divides(%a: !irfuse.tensor<[250, 4096], bf16>, %b: !irfuse.tensor<[4096, 4096], bf16>) {
+  %c = fused.gemm_reduce_scatter %a, %b {group = "tp", world_size = 4 : i64} : (!irfuse.tensor<[250, 4096], bf16>, !irfuse.tensor<[4096, 4096], bf16>) -> !irfuse.tensor<[62, 4096], bf16>
+  func.return
+}
+// CHECK: dim 0 of size 250 is not divisible by world_size 4
+
+// -----
+
+func.func @grs_shape(%a: !irfuse.tensor<[256, 4096], bf16>, %b: !irfuse.tensor<[4096, 4096], bf16>) {
+  %c = fused.gemm_reduce_scatter %a, %b {group = "tp", world_size = 4 : i64} : (!irfuse.tensor<[256, 4096], bf16>, !irfuse.tensor<[4096, 4096], bf16>) -> !irfuse.tensor<[256, 4096], bf16>
+  func.return
+}
+// CHECK: c has shape [256, 4096], expected [64, 4096]
+
+// -----
+
+func.func @agg_dim(%a: !irfuse.tensor<[64, 4096], bf16>, %b: !irfuse.tensor<[4096, 4096], bf16>) {
+  %c = fused.all_gather_gemm %a, %b {group = "tp", world_size = 4 : i64, dim = 1 : i64} : (!irfuse.tensor<[64, 4096], bf16>, !irfuse.tensor<[4096, 4096], bf16>) -> !irfuse.tensor<[256, 4096], bf16>
+  func.return
+}
+// CHECK: all_gather_gemm gathers a along dim 0, got dim 1
+
+// -----
+
+func.func @agg_rows(%a: !irfuse.tensor<[64, 4096], bf16>, %b: !irfuse.tensor<[4096, 4096], bf16>) {
+  %c = fused.all_gather_gemm %a, %b {group = "tp", world_size = 4 : i64} : (!irfuse.tensor<[64, 4096], bf16>, !irfuse.tensor<[4096, 4096], bf16>) -> !irfuse.tensor<[64, 4096], bf16>
+  func.return
+}
+// CHECK: c has shape [64, 4096], expected [256, 4096]
+
+// -----
+
+// Row-wise scales are the local shard's, gathered with a.
+func.func @agg_scale_rows(%a: !irfuse.tensor<[64, 4096], f8E4M3FN>, %b: !irfuse.tensor<[4096, 1024], f8E4M3FN>, %sa: !irfuse.tensor<[256, 1], f32>, %s: !irfuse.tensor<[], f32>) {
+  %c = fused.all_gather_gemm %a, %b, scale_a %sa, scale_b %s {group = "tp", world_size = 4 : i64, out_dtype = bf16} : (!irfuse.tensor<[64, 4096], f8E4M3FN>, !irfuse.tensor<[4096, 1024], f8E4M3FN>, !irfuse.tensor<[256, 1], f32>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[256, 1024], bf16>
+  func.return
+}
+// CHECK: scale_a (per-tensor [1] or row-wise [M, 1]) has shape [256, 1], expected [64, 1]
+
+// -----
+
+func.func @pad_out(%x: !irfuse.tensor<[s0, 2880], bf16>, %w: !irfuse.tensor<[2880], bf16>) {
+  %p, %r = fused.add_rms_norm_pad %x, %x, %w {eps = 1.0e-05 : f64, pad_multiple = 256 : i64} : (!irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[2880], bf16>) -> (!irfuse.tensor<[s0, 2944], bf16>, !irfuse.tensor<[s0, 2880], bf16>)
+  func.return
+}
+// CHECK: out has shape [s0, 2944], expected [s0, 3072]
+
+// -----
+
+func.func @pad_multiple(%x: !irfuse.tensor<[s0, 2880], bf16>, %w: !irfuse.tensor<[2880], bf16>) {
+  %p, %r = fused.add_rms_norm_pad %x, %x, %w {eps = 1.0e-05 : f64, pad_multiple = 0 : i64} : (!irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[2880], bf16>) -> (!irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[s0, 2880], bf16>)
+  func.return
+}
+// CHECK: pad_multiple must be >= 1, got 0

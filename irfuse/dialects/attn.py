@@ -1,0 +1,538 @@
+"""The `attn` dialect: attention, MLA attention, rotary embedding and the paged KV-cache write.
+
+- `attn.attention` is scaled dot-product attention in SDPA's layout, `[..., H, L, D]`, with
+  grouped-query attention (query heads a multiple of key/value heads). Raising finds SDPA (and
+  its CPU/flash spellings) and vLLM's attention calls.
+- `attn.mla_attention` is vLLM's multi-head latent attention interface (DeepSeek-V2/V3): the
+  query, the normed latent `kv_c`, the roped shared key part `k_pe` and the `kv_b_proj` weight
+  that expands the latent into per-head keys and values.
+- `attn.rope` rotates q (and k) by position: either from `positions` and a `cos_sin_cache`
+  (vLLM's form) or from precomputed `cos` and `sin` (Hugging Face's form). NeoX style rotates the
+  two halves of the rotary part, GPT-J style (even, odd) pairs; dims past `rotary_dim` pass.
+- `attn.kv_cache_write` stores k and v into a paged cache `[num_blocks, block_size, kv_heads,
+  head_dim]` at `slot_mapping`, and returns the updated caches (SSA form; emit writes in place).
+
+Head counts, head dims and the softmax scale are properties, so one rewrite matches every layer.
+The `check_*` helpers are shared with the fused attention ops.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from xdsl.dialects.builtin import I64, BoolAttr, Float64Type, FloatAttr, IntegerAttr
+from xdsl.ir import Attribute, Dialect, Region, SSAValue
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    opt_result_def,
+    prop_def,
+    result_def,
+    traits_def,
+)
+from xdsl.traits import Pure
+from xdsl.utils.exceptions import VerifyException
+
+from irfuse.dialects.irfuse import Dim, TensorType, tensor_type
+from irfuse.dialects.raised import RaisedOperation, bool_attr, f64_attr, i64_attr, opt_type
+from irfuse.dialects.shapes import (
+    check_dim,
+    check_float,
+    check_integer,
+    check_min_rank,
+    check_rank,
+    check_same_type,
+    check_shape,
+    dims_agree,
+    is_bool,
+    is_float,
+    shape_str,
+)
+
+# --- checks shared with the fused ops -----------------------------------------------------------
+
+
+def check_scale(scale: FloatAttr) -> None:
+    value = scale.value.data
+    if not (math.isfinite(value) and value > 0.0):
+        raise VerifyException(f"scale must be a finite value > 0, got {value}")
+
+
+def check_positive(what: str, value: IntegerAttr) -> int:
+    v = value.value.data
+    if v < 1:
+        raise VerifyException(f"{what} must be >= 1, got {v}")
+    return v
+
+
+def check_attention(
+    q: TensorType,
+    k: TensorType,
+    v: TensorType,
+    mask: TensorType | None,
+    causal: bool,
+) -> tuple[Dim, ...]:
+    """SDPA-layout attention with GQA; returns the output dims `[..., Hq, Lq, Dv]`."""
+    check_float("q", q)
+    for what, t in (("k", k), ("v", v)):
+        if t.dtype != q.dtype:
+            raise VerifyException(f"{what} has dtype {t.dtype}, expected q's {q.dtype}")
+    check_min_rank("q", q, 3)
+    for what, t in (("k", k), ("v", v)):
+        if t.rank != q.rank:
+            raise VerifyException(f"{what} has rank {t.rank}, expected q's rank {q.rank}")
+    qd, kd, vd = q.dims, k.dims, v.dims
+    batch = qd[:-3]
+    for what, t in (("k", kd), ("v", vd)):
+        if not all(map(dims_agree, t[:-3], batch)):
+            raise VerifyException(
+                f"{what} has batch dims {shape_str(t[:-3])}, expected q's {shape_str(batch)}"
+            )
+    hq, lq, d = qd[-3:]
+    hkv, lk, dk = kd[-3:]
+    check_dim("k's head dim", dk, d)
+    check_dim("v's head count", vd[-3], hkv)
+    check_dim("v's length", vd[-2], lk)
+    if isinstance(hq, int) and isinstance(hkv, int) and (hkv == 0 or hq % hkv):
+        raise VerifyException(
+            f"q's {hq} heads are not a multiple of k/v's {hkv} heads (grouped-query attention)"
+        )
+    if mask is not None:
+        if causal:
+            raise VerifyException("a causal attention takes no mask")
+        if not (is_bool(mask.dtype) or is_float(mask.dtype)):
+            raise VerifyException(f"mask must be bool or float, got {mask.dtype}")
+        full = (*batch, hq, lq, lk)
+        md = mask.dims
+        if len(md) > len(full) or not all(
+            m == 1 or dims_agree(m, f) for m, f in zip(md[::-1], full[::-1], strict=False)
+        ):
+            raise VerifyException(
+                f"mask of shape {shape_str(md)} does not broadcast to {shape_str(full)}"
+            )
+    return (*qd[:-1], vd[-1])
+
+
+def check_mla(
+    q: TensorType,
+    kv_c: TensorType,
+    k_pe: TensorType,
+    kv_b_weight: TensorType,
+    heads: int,
+    nope: int,
+    rope: int,
+    v_dim: int,
+    rank: int,
+) -> tuple[Dim, ...]:
+    """vLLM's MLA interface; returns the output dims `[T, H, v_head_dim]`."""
+    check_float("q", q)
+    for what, t in (("kv_c", kv_c), ("k_pe", k_pe)):
+        if t.dtype != q.dtype:
+            raise VerifyException(f"{what} has dtype {t.dtype}, expected q's {q.dtype}")
+    check_float("kv_b_weight", kv_b_weight)
+    check_rank("q", q, 3)
+    t = q.dims[0]
+    check_shape(
+        "q ([T, num_heads, qk_nope_head_dim + qk_rope_head_dim])", q, (t, heads, nope + rope)
+    )
+    check_shape("kv_c ([T, kv_lora_rank])", kv_c, (t, rank))
+    check_shape("k_pe ([T, 1, qk_rope_head_dim])", k_pe, (t, 1, rope))
+    check_shape(
+        "kv_b_weight ([num_heads * (qk_nope_head_dim + v_head_dim), kv_lora_rank])",
+        kv_b_weight,
+        (heads * (nope + v_dim), rank),
+    )
+    return (t, heads, v_dim)
+
+
+def check_rotary(rotary_dim: int, head_dim: int) -> None:
+    if head_dim < 1:
+        raise VerifyException(f"head_dim must be >= 1, got {head_dim}")
+    if rotary_dim < 2 or rotary_dim % 2 or rotary_dim > head_dim:
+        raise VerifyException(
+            f"rotary_dim must be even, >= 2 and <= head_dim {head_dim}, got {rotary_dim}"
+        )
+
+
+def check_cos_sin_cache(positions: TensorType, cache: TensorType, rotary_dim: int) -> None:
+    """Integer positions and a float `[max_position, rotary_dim]` cache of `[cos | sin]`."""
+    check_integer("positions", positions)
+    check_min_rank("positions", positions, 1)
+    check_float("cos_sin_cache", cache)
+    check_rank("cos_sin_cache", cache, 2)
+    check_dim("cos_sin_cache's last dim (rotary_dim)", cache.dims[1], rotary_dim)
+
+
+def check_paged_cache_write(
+    k: TensorType,
+    v: TensorType,
+    k_cache: TensorType,
+    v_cache: TensorType,
+    slot_mapping: TensorType,
+) -> None:
+    """k/v `[T, kv_heads, head_dim]` into caches `[num_blocks, block_size, kv_heads, head_dim]`."""
+    check_rank("k", k, 3)
+    check_rank("v", v, 3)
+    check_rank("k_cache", k_cache, 4)
+    check_rank("v_cache", v_cache, 4)
+    t, hkv, d = k.dims
+    check_dim("v's token count", v.dims[0], t)
+    check_dim("v's head count", v.dims[1], hkv)
+    check_shape("k_cache", k_cache, (None, None, hkv, d))
+    check_shape("v_cache", v_cache, (*k_cache.dims[:2], hkv, v.dims[2]))
+    for what, val, cache in (("k", k, k_cache), ("v", v, v_cache)):
+        if val.dtype != cache.dtype:
+            raise VerifyException(f"{what} has dtype {val.dtype} but its cache holds {cache.dtype}")
+    check_integer("slot_mapping", slot_mapping)
+    check_shape("slot_mapping", slot_mapping, (t,))
+
+
+def _int(attr: IntegerAttr) -> int:
+    return attr.value.data
+
+
+# --- ops ----------------------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class AttentionOp(RaisedOperation):
+    """`softmax(q @ k^T * scale (+ mask | causal)) @ v` in SDPA layout, with GQA.
+
+    ```mlir
+    %o = attn.attention %q, %k, %v {scale = 8.838835e-02 : f64, causal = true}
+        : (!irfuse.tensor<[1, 32, s0, 128], bf16>, !irfuse.tensor<[1, 8, s0, 128], bf16>,
+           !irfuse.tensor<[1, 8, s0, 128], bf16>) -> !irfuse.tensor<[1, 32, s0, 128], bf16>
+    ```
+    q `[..., Hq, Lq, D]`, k `[..., Hkv, Lk, D]`, v `[..., Hkv, Lk, Dv]`; Hq is a multiple of Hkv;
+    the output is `[..., Hq, Lq, Dv]` in q's dtype. A mask (bool or additive float) broadcasts to
+    `[..., Hq, Lq, Lk]` and excludes `causal`.
+    """
+
+    name = "attn.attention"
+
+    q = operand_def(TensorType)
+    k = operand_def(TensorType)
+    v = operand_def(TensorType)
+    mask = opt_operand_def(TensorType)
+
+    out = result_def(TensorType)
+
+    scale = prop_def(FloatAttr[Float64Type])
+    causal = prop_def(BoolAttr, default_value=bool_attr(False))
+
+    traits = traits_def(Pure())
+
+    def __init__(
+        self,
+        q: SSAValue,
+        k: SSAValue,
+        v: SSAValue,
+        mask: SSAValue | None = None,
+        *,
+        scale: float,
+        causal: bool = False,
+        result_type: Attribute | None = None,
+        decomposition: Region | None = None,
+        attributes: Mapping[str, Attribute] | None = None,
+    ):
+        if result_type is None:
+            qt: TensorType = q.type  # type: ignore[assignment]
+            result_type = tensor_type((*qt.dims[:-1], v.type.dims[-1]), qt.dtype)  # type: ignore[attr-defined]
+        super().__init__(
+            operands=[q, k, v, mask],
+            result_types=[result_type],
+            properties={"scale": f64_attr(scale), "causal": bool_attr(causal)},
+            attributes=attributes,
+            regions=[decomposition],
+        )
+
+    def verify_(self) -> None:
+        check_scale(self.scale)
+        mask = None if self.mask is None else self.mask.type
+        q = self.q.type
+        dims = check_attention(q, self.k.type, self.v.type, mask, bool(self.causal.value.data))
+        check_shape("out", self.out.type, dims)
+        if self.out.type.dtype != q.dtype:
+            raise VerifyException(f"out has dtype {self.out.type.dtype}, expected q's {q.dtype}")
+
+
+_MLA_PROPS = ("num_heads", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "kv_lora_rank")
+
+
+@irdl_op_definition
+class MlaAttentionOp(RaisedOperation):
+    """Multi-head latent attention, vLLM's interface (DeepSeek-V2/V3).
+
+    ```mlir
+    %o = attn.mla_attention %q, %kv_c, %k_pe, %w {num_heads = 16 : i64,
+            qk_nope_head_dim = 128 : i64, qk_rope_head_dim = 64 : i64, v_head_dim = 128 : i64,
+            kv_lora_rank = 512 : i64, scale = 7.216878e-02 : f64, causal = true}
+        : (!irfuse.tensor<[s0, 16, 192], bf16>, !irfuse.tensor<[s0, 512], bf16>,
+           !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>)
+        -> !irfuse.tensor<[s0, 16, 128], bf16>
+    ```
+    q `[T, H, nope + rope]`, the normed latent kv_c `[T, kv_lora_rank]`, the roped key part k_pe
+    `[T, 1, rope]` (shared by all heads), the kv_b_proj weight `[H * (nope + v), kv_lora_rank]`;
+    the output is `[T, H, v]` in q's dtype.
+    """
+
+    name = "attn.mla_attention"
+
+    q = operand_def(TensorType)
+    kv_c = operand_def(TensorType)
+    k_pe = operand_def(TensorType)
+    kv_b_weight = operand_def(TensorType)
+
+    out = result_def(TensorType)
+
+    num_heads = prop_def(IntegerAttr[I64])
+    qk_nope_head_dim = prop_def(IntegerAttr[I64])
+    qk_rope_head_dim = prop_def(IntegerAttr[I64])
+    v_head_dim = prop_def(IntegerAttr[I64])
+    kv_lora_rank = prop_def(IntegerAttr[I64])
+    scale = prop_def(FloatAttr[Float64Type])
+    causal = prop_def(BoolAttr, default_value=bool_attr(False))
+
+    traits = traits_def(Pure())
+
+    def __init__(
+        self,
+        q: SSAValue,
+        kv_c: SSAValue,
+        k_pe: SSAValue,
+        kv_b_weight: SSAValue,
+        *,
+        num_heads: int,
+        qk_nope_head_dim: int,
+        qk_rope_head_dim: int,
+        v_head_dim: int,
+        kv_lora_rank: int,
+        scale: float,
+        causal: bool = False,
+        result_type: Attribute | None = None,
+        decomposition: Region | None = None,
+        attributes: Mapping[str, Attribute] | None = None,
+    ):
+        if result_type is None:
+            qt: TensorType = q.type  # type: ignore[assignment]
+            result_type = tensor_type((qt.dims[0], num_heads, v_head_dim), qt.dtype)
+        super().__init__(
+            operands=[q, kv_c, k_pe, kv_b_weight],
+            result_types=[result_type],
+            properties=mla_properties(
+                num_heads,
+                qk_nope_head_dim,
+                qk_rope_head_dim,
+                v_head_dim,
+                kv_lora_rank,
+                scale,
+                causal,
+            ),
+            attributes=attributes,
+            regions=[decomposition],
+        )
+
+    def verify_(self) -> None:
+        q = self.q.type
+        dims = verify_mla_properties(self, q, self.kv_c.type, self.k_pe.type, self.kv_b_weight.type)
+        check_shape("out", self.out.type, dims)
+        if self.out.type.dtype != q.dtype:
+            raise VerifyException(f"out has dtype {self.out.type.dtype}, expected q's {q.dtype}")
+
+
+def mla_properties(
+    num_heads: int,
+    qk_nope_head_dim: int,
+    qk_rope_head_dim: int,
+    v_head_dim: int,
+    kv_lora_rank: int,
+    scale: float,
+    causal: bool,
+) -> dict[str, Attribute]:
+    """The MLA properties (shared with `fused.mla_attention_quant`)."""
+    values = (num_heads, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, kv_lora_rank)
+    props: dict[str, Attribute] = {n: i64_attr(v) for n, v in zip(_MLA_PROPS, values, strict=True)}
+    props["scale"] = f64_attr(scale)
+    props["causal"] = bool_attr(causal)
+    return props
+
+
+def verify_mla_properties(
+    op: object, q: TensorType, kv_c: TensorType, k_pe: TensorType, kv_b_weight: TensorType
+) -> tuple[Dim, ...]:
+    """Check an MLA op's properties and operands; returns the output dims."""
+    heads, nope, rope, v_dim, rank = (check_positive(n, getattr(op, n)) for n in _MLA_PROPS)
+    check_scale(op.scale)  # type: ignore[attr-defined]
+    return check_mla(q, kv_c, k_pe, kv_b_weight, heads, nope, rope, v_dim, rank)
+
+
+@irdl_op_definition
+class RopeOp(RaisedOperation):
+    """Rotary position embedding of q (and k), NeoX or GPT-J style.
+
+    ```mlir
+    %qr, %kr = attn.rope %q, k %k, positions %pos, cos_sin_cache %cache
+            {is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64}
+        : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>,
+           !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 128], bf16>)
+        -> (!irfuse.tensor<[s0, 32, 128], bf16>, k_out !irfuse.tensor<[s0, 8, 128], bf16>)
+    %qh = attn.rope %q, cos %cos, sin %sin
+            {is_neox = true, rotary_dim = 64 : i64, head_dim = 64 : i64}
+        : (!irfuse.tensor<[1, 4, s0, 64], f32>, !irfuse.tensor<[1, 1, s0, 64], f32>,
+           !irfuse.tensor<[1, 1, s0, 64], f32>) -> !irfuse.tensor<[1, 4, s0, 64], f32>
+    ```
+    Exactly one of {`positions` + `cos_sin_cache` `[max_pos, rotary_dim]`} or {`cos` + `sin`
+    (last dim rotary_dim or rotary_dim / 2)}. rotary_dim is even and <= head_dim; q's and k's
+    last dim is head_dim. `q_out` is typed like q; `k_out` exists iff k does, typed like k.
+    """
+
+    name = "attn.rope"
+
+    q = operand_def(TensorType)
+    k = opt_operand_def(TensorType)
+    positions = opt_operand_def(TensorType)
+    cos_sin_cache = opt_operand_def(TensorType)
+    cos = opt_operand_def(TensorType)
+    sin = opt_operand_def(TensorType)
+
+    q_out = result_def(TensorType)
+    k_out = opt_result_def(TensorType)
+
+    is_neox = prop_def(BoolAttr)
+    rotary_dim = prop_def(IntegerAttr[I64])
+    head_dim = prop_def(IntegerAttr[I64])
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    traits = traits_def(Pure())
+
+    def __init__(
+        self,
+        q: SSAValue,
+        k: SSAValue | None = None,
+        *,
+        positions: SSAValue | None = None,
+        cos_sin_cache: SSAValue | None = None,
+        cos: SSAValue | None = None,
+        sin: SSAValue | None = None,
+        is_neox: bool,
+        rotary_dim: int,
+        head_dim: int,
+        result_types: Sequence[Attribute | None] | None = None,
+        decomposition: Region | None = None,
+        attributes: Mapping[str, Attribute] | None = None,
+    ):
+        if result_types is None:
+            result_types = [q.type, None if k is None else k.type]
+        super().__init__(
+            operands=[q, k, positions, cos_sin_cache, cos, sin],
+            result_types=list(result_types),
+            properties={
+                "is_neox": bool_attr(is_neox),
+                "rotary_dim": i64_attr(rotary_dim),
+                "head_dim": i64_attr(head_dim),
+            },
+            attributes=attributes,
+            regions=[decomposition],
+        )
+
+    def verify_(self) -> None:
+        rotary_dim, head_dim = _int(self.rotary_dim), _int(self.head_dim)
+        check_rotary(rotary_dim, head_dim)
+        # Each accessor decodes the segment sizes: read every operand once.
+        positions, cache = opt_type(self.positions), opt_type(self.cos_sin_cache)
+        cos, sin = opt_type(self.cos), opt_type(self.sin)
+        k, k_out = opt_type(self.k), opt_type(self.k_out)
+        cached = positions is not None or cache is not None
+        direct = cos is not None or sin is not None
+        if cached and direct:
+            raise VerifyException(
+                "rope takes either positions and cos_sin_cache or cos and sin, not both"
+            )
+        if cached:
+            if positions is None or cache is None:
+                raise VerifyException("rope needs both positions and cos_sin_cache")
+            check_cos_sin_cache(positions, cache, rotary_dim)
+        elif cos is not None and sin is not None:
+            check_float("cos", cos)
+            check_same_type("sin", sin, cos, "cos")
+            if cos.dims[-1:] not in ((rotary_dim,), (rotary_dim // 2,)):
+                raise VerifyException(
+                    f"cos has shape {shape_str(cos.dims)}: its last dim must be rotary_dim "
+                    f"{rotary_dim} or rotary_dim / 2"
+                )
+        else:
+            raise VerifyException("rope needs positions and cos_sin_cache, or cos and sin")
+        q = self.q.type
+        check_float("q", q)
+        check_min_rank("q", q, 2)
+        check_dim("q's last dim (head_dim)", q.dims[-1], head_dim)
+        check_same_type("q_out", self.q_out.type, q, "q")
+        if k is None:
+            if k_out is not None:
+                raise VerifyException("k_out needs a k operand")
+            return
+        if k.dtype != q.dtype:
+            raise VerifyException(f"k has dtype {k.dtype}, expected q's {q.dtype}")
+        check_min_rank("k", k, 2)
+        check_dim("k's last dim (head_dim)", k.dims[-1], head_dim)
+        if k_out is None:
+            raise VerifyException("rope with a k operand returns k_out")
+        check_same_type("k_out", k_out, k, "k")
+
+
+@irdl_op_definition
+class KvCacheWriteOp(RaisedOperation):
+    """Store k and v `[T, kv_heads, head_dim]` into the paged caches at `slot_mapping`.
+
+    ```mlir
+    %kc2, %vc2 = attn.kv_cache_write %k, %v, %kc, %vc, %slots
+        : (!irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>,
+           !irfuse.tensor<[1024, 16, 8, 128], bf16>, !irfuse.tensor<[1024, 16, 8, 128], bf16>,
+           !irfuse.tensor<[s0], i64>)
+        -> (!irfuse.tensor<[1024, 16, 8, 128], bf16>, !irfuse.tensor<[1024, 16, 8, 128], bf16>)
+    ```
+    Caches are `[num_blocks, block_size, kv_heads, head_dim]` of k's / v's dtype; slot `s` is
+    block `s // block_size`, row `s % block_size`. The results are typed like the caches.
+    """
+
+    name = "attn.kv_cache_write"
+
+    k = operand_def(TensorType)
+    v = operand_def(TensorType)
+    k_cache = operand_def(TensorType)
+    v_cache = operand_def(TensorType)
+    slot_mapping = operand_def(TensorType)
+
+    k_cache_out = result_def(TensorType)
+    v_cache_out = result_def(TensorType)
+
+    def __init__(
+        self,
+        k: SSAValue,
+        v: SSAValue,
+        k_cache: SSAValue,
+        v_cache: SSAValue,
+        slot_mapping: SSAValue,
+        *,
+        decomposition: Region | None = None,
+        attributes: Mapping[str, Attribute] | None = None,
+    ):
+        super().__init__(
+            operands=[k, v, k_cache, v_cache, slot_mapping],
+            result_types=[k_cache.type, v_cache.type],
+            attributes=attributes,
+            regions=[decomposition],
+        )
+
+    def verify_(self) -> None:
+        k_cache, v_cache = self.k_cache.type, self.v_cache.type
+        check_paged_cache_write(self.k.type, self.v.type, k_cache, v_cache, self.slot_mapping.type)
+        check_same_type("k_cache_out", self.k_cache_out.type, k_cache, "k_cache")
+        check_same_type("v_cache_out", self.v_cache_out.type, v_cache, "v_cache")
+
+
+Attn = Dialect("attn", [AttentionOp, MlaAttentionOp, RopeOp, KvCacheWriteOp], [])

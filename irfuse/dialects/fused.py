@@ -1,0 +1,1205 @@
+"""The `fused` dialect: the ops the fusion passes produce, one per fused kernel family.
+
+Each op replaces a chain of semantic ops (named in its docstring) and is lowered to one kernel by
+emit. Fused ops have no decomposition region: their numerics are defined by the reference
+implementation beside the kernel (`shared/NUMERICS.md`). Results stay in SSA form (vLLM's fused
+ops mutate output buffers; here every output is a result).
+
+Their verifiers are the semantic ops' checks, reused: a fused op is held to the rules of each op
+it replaced (norm weights, quant scheme shapes, attention head counts, world sizes, ...).
+
+| op | replaces | pass |
+|---|---|---|
+| `fused.rms_norm_quant` | (add_)rms_norm -> quant.fp8 (one or more) | fuse-norm-quant |
+| `fused.silu_mul_quant` | act.silu_mul -> quant.fp8 (static, group) | fuse-act-quant |
+| `fused.silu_mul_quant_nvfp4` | act.silu_mul -> quant.nvfp4 | fuse-act-quant |
+| `fused.all_reduce_rms_norm` | coll.all_reduce -> (add_)rms_norm (-> quant) | fuse-allreduce-rms |
+| `fused.qk_norm_rope` | split, per-head rms_norm of q, k, attn.rope | enable-qk-norm-rope-fusion |
+| `fused.rope_kv_cache_write` | attn.rope -> attn.kv_cache_write | fuse-rope-kvcache |
+| `fused.attention_quant` | attn.attention -> quant | fuse-attn-quant |
+| `fused.mla_attention_quant` | attn.mla_attention -> quant | fuse-attn-quant |
+| `fused.gemm_reduce_scatter` | gemm.(scaled_)matmul -> coll.reduce_scatter | fuse-gemm-comms |
+| `fused.all_gather_gemm` | coll.all_gather -> gemm.(scaled_)matmul | fuse-gemm-comms |
+| `fused.add_rms_norm_pad` | norm.add_rms_norm -> act.pad | fuse-act-padding |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from xdsl.dialects.builtin import (
+    I64,
+    BoolAttr,
+    Float64Type,
+    FloatAttr,
+    IntegerAttr,
+    StringAttr,
+    f32,
+)
+from xdsl.ir import Attribute, Dialect, SSAValue, TypeAttribute
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    AttrSizedResultSegments,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    opt_result_def,
+    prop_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.traits import Pure
+from xdsl.utils.exceptions import VerifyException
+
+from irfuse.dialects.act import silu_mul_dims
+from irfuse.dialects.attn import (
+    check_attention,
+    check_cos_sin_cache,
+    check_paged_cache_write,
+    check_positive,
+    check_rotary,
+    check_scale,
+    mla_properties,
+    verify_mla_properties,
+)
+from irfuse.dialects.coll import check_reduce_op, check_world_size, scattered_dims
+from irfuse.dialects.gemm import check_matmul, check_scaled_matmul
+from irfuse.dialects.irfuse import Dim, TensorType, tensor_type
+from irfuse.dialects.norm import check_eps, check_norm_dtype, check_norm_result, check_norm_weight
+from irfuse.dialects.quant import (
+    GROUP,
+    NVFP4,
+    STATIC_TENSOR,
+    QuantScheme,
+    check_fp8_results,
+    check_nvfp4_results,
+    check_static_scale,
+    nvfp4_result_dims,
+)
+from irfuse.dialects.raised import NamedOperandSyntax, bool_attr, f64_attr, i64_attr, opt_type
+from irfuse.dialects.shapes import (
+    F8E4M3FN,
+    UI8,
+    MaybeDim,
+    check_dim,
+    check_float,
+    check_min_rank,
+    check_rank,
+    check_same_type,
+    check_shape,
+    mul_dim,
+    normalize_dim,
+    round_up_dim,
+    shape_str,
+    static_numel,
+)
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def _int(attr: IntegerAttr) -> int:
+    return attr.value.data
+
+
+def _check_kind(op_name: str, scheme: QuantScheme, kinds: Sequence[str]) -> str:
+    kind = scheme.kind.data
+    if kind not in kinds:
+        allowed = ", ".join(kinds[:-1]) + f" or {kinds[-1]}"
+        raise VerifyException(f"{op_name} fuses {allowed} quantization, not {kind}")
+    return kind
+
+
+def _check_quant_scale_operand(kind: str, scale: TensorType | None, what: str) -> None:
+    """Static FP8 takes its scale, NVFP4 its global scale; dynamic schemes take none."""
+    if kind in (STATIC_TENSOR, NVFP4):
+        if scale is None:
+            raise VerifyException(f"a {kind} scheme needs the {what} operand")
+        check_static_scale(what, scale)
+    elif scale is not None:
+        raise VerifyException(f"a {kind} scheme computes its scale: no {what} operand")
+
+
+def _check_nvfp4_dims(what: str, dims: Sequence[MaybeDim]) -> None:
+    if len(dims) != 2 or not isinstance(dims[1], int) or dims[1] % 16:
+        raise VerifyException(
+            f"{what} has shape {shape_str(dims)}: NVFP4 needs [M, N] with a static N divisible "
+            "by 16"
+        )
+
+
+def _check_quantized(
+    kind: str,
+    scheme: QuantScheme,
+    x_dims: Sequence[MaybeDim],
+    out: TensorType,
+    scale_out: TensorType | None,
+    what: str,
+) -> None:
+    """`out` (and `scale_out`) quantize a tensor of `x_dims` under `scheme`."""
+    if kind == NVFP4:
+        _check_nvfp4_dims(f"the quantized {what}", x_dims)
+        check_nvfp4_results(x_dims, out, scale_out, what, "scale_out")  # type: ignore[arg-type]
+    else:
+        check_fp8_results(scheme, x_dims, out, scale_out, what)  # type: ignore[arg-type]
+
+
+def _quant_result_types(
+    scheme: QuantScheme | None, dims: Sequence[MaybeDim], dtype: Attribute
+) -> list[Attribute | None]:
+    """Default (out, scale_out) types for quantizing a tensor of `dims` (`dtype` if unquantized)."""
+    if None in dims:
+        raise ValueError(f"give result_types: {shape_str(dims)} has a symbolic derived dim")
+    if scheme is None:
+        return [tensor_type(dims, dtype), None]  # type: ignore[arg-type]
+    if scheme.is_nvfp4:
+        m = dims[0]
+        q_dims, s_dims = nvfp4_result_dims(dims)  # type: ignore[arg-type]
+        rows = s_dims[0] if s_dims[0] is not None else f"128*ceiling({m}/128)"
+        return [tensor_type(q_dims, UI8), tensor_type((rows, s_dims[1]), F8E4M3FN)]  # type: ignore[arg-type]
+    scale = scheme.scale_dims(dims)  # type: ignore[arg-type]
+    if scale is not None and None in scale:
+        raise ValueError(f"give result_types: the scale shape for {shape_str(dims)} is symbolic")
+    return [
+        tensor_type(dims, F8E4M3FN),  # type: ignore[arg-type]
+        None if scale is None else tensor_type(scale, f32),  # type: ignore[arg-type]
+    ]
+
+
+# --- norm + quant -------------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class RmsNormQuantOp(NamedOperandSyntax):
+    """(Residual add +) RMSNorm + FP8 quantization of the normed value, in one kernel.
+
+    Replaces `norm.rms_norm` or `norm.add_rms_norm` followed by `quant.fp8` (vLLM's
+    `rms_norm_static_fp8_quant`, `fused_add_rms_norm_static_fp8_quant`,
+    `rms_norm_dynamic_per_token_quant`, `rms_norm_per_block_quant`).
+
+    ```mlir
+    %q, %r = fused.rms_norm_quant %x, residual %res, weight %w, scales [%s]
+            {eps = 1.000000e-05 : f64, scheme = #quant.scheme<static_tensor>}
+        : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>,
+           !irfuse.tensor<[4096], bf16>, !irfuse.tensor<[], f32>)
+        -> (qs [!irfuse.tensor<[s0, 4096], f8E4M3FN>],
+            residual_out !irfuse.tensor<[s0, 4096], bf16>)
+    ```
+    - static_tensor: one or more `scales` (one element each), one `qs` result per scale (several
+      static quants of one norm), no `scale_out`.
+    - dynamic_token / group: no `scales`, one `qs` result and `scale_out` shaped by the scheme;
+      `scale_ub` only with dynamic_token.
+    `residual_out` exists iff `residual` does.
+    """
+
+    name = "fused.rms_norm_quant"
+
+    x = operand_def(TensorType)
+    residual = opt_operand_def(TensorType)
+    weight = opt_operand_def(TensorType)
+    scales = var_operand_def(TensorType)
+    scale_ub = opt_operand_def(TensorType)
+
+    qs = var_result_def(TensorType)
+    scale_out = opt_result_def(TensorType)
+    residual_out = opt_result_def(TensorType)
+
+    eps = prop_def(FloatAttr[Float64Type])
+    weight_offset = prop_def(FloatAttr[Float64Type], default_value=f64_attr(0.0))
+    scheme = prop_def(QuantScheme)
+
+    irdl_options = (
+        AttrSizedOperandSegments(as_property=True),
+        AttrSizedResultSegments(as_property=True),
+    )
+
+    traits = traits_def(Pure())
+
+    def __init__(
+        self,
+        x: SSAValue,
+        residual: SSAValue | None = None,
+        weight: SSAValue | None = None,
+        scales: Sequence[SSAValue] = (),
+        scale_ub: SSAValue | None = None,
+        *,
+        eps: float,
+        weight_offset: float = 0.0,
+        scheme: QuantScheme,
+        fp8_dtype: Attribute = F8E4M3FN,
+        result_types: Sequence[Attribute | Sequence[Attribute] | None] | None = None,
+        attributes: Mapping[str, Attribute] | None = None,
+    ):
+        if result_types is None:
+            xt: TensorType = x.type  # type: ignore[assignment]
+            q, scale = _quant_result_types(scheme, xt.dims, xt.dtype)
+            if fp8_dtype != F8E4M3FN:
+                q = tensor_type(xt.dims, fp8_dtype)
+            result_types = [[q] * max(1, len(scales)), scale, None if residual is None else xt]  # type: ignore[list-item]
+        super().__init__(
+            operands=[x, residual, weight, list(scales), scale_ub],
+            result_types=list(result_types),
+            properties={
+                "eps": f64_attr(eps),
+                "weight_offset": f64_attr(weight_offset),
+                "scheme": scheme,
+            },
+            attributes=attributes,
+        )
+
+    def verify_(self) -> None:
+        x = self.x.type
+        weight = opt_type(self.weight)
+        residual = opt_type(self.residual)
+        check_eps(self.eps)
+        check_norm_weight(x, weight)
+        if residual is not None:
+            check_float("residual", residual)
+            check_shape("residual", residual, x.dims)
+        scheme = self.scheme
+        kind = _check_kind(self.name, scheme, (STATIC_TENSOR, "dynamic_token", GROUP))
+        n_scales, n_qs = len(self.scales), len(self.qs)
+        if kind == STATIC_TENSOR:
+            if not n_scales:
+                raise VerifyException("a static scheme needs at least one scale")
+            if n_qs != n_scales:
+                raise VerifyException(f"{n_scales} scales but {n_qs} quantized results (qs)")
+            for i, s in enumerate(self.scales):
+                check_static_scale(f"scales[{i}]", s.type)
+        else:
+            if n_scales:
+                raise VerifyException(f"a {kind} scheme computes its scale: no scales operands")
+            if n_qs != 1:
+                raise VerifyException(f"a {kind} scheme yields one quantized result, got {n_qs}")
+        if self.scale_ub is not None:
+            if not scheme.is_per_token:
+                raise VerifyException("scale_ub applies to the dynamic_token scheme only")
+            check_static_scale("scale_ub", self.scale_ub.type)
+        scale_out = opt_type(self.scale_out)
+        for i, q in enumerate(self.qs):
+            check_fp8_results(scheme, x.dims, q.type, scale_out, f"qs[{i}]")
+        if (residual is None) != (self.residual_out is None):
+            raise VerifyException("residual_out exists exactly when residual does")
+        if residual is not None:
+            check_norm_result("residual_out", self.residual_out.type, x, residual)  # type: ignore[union-attr]
+
+
+# --- activation + quant -------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class SiluMulQuantOp(NamedOperandSyntax):
+    """SiLU·Mul + FP8 quantization of its result, in one kernel.
+
+    Replaces `act.silu_mul` (one-operand form) followed by `quant.fp8` (vLLM's
+    `silu_and_mul_quant`, and the per-group variant).
+
+    ```mlir
+    %q = fused.silu_mul_quant %x, scale %s {scheme = #quant.scheme<static_tensor>}
+        : (!irfuse.tensor<[s0, 28672], bf16>, !irfuse.tensor<[], f32>)
+        -> !irfuse.tensor<[s0, 14336], f8E4M3FN>
+    %q2, %s2 = fused.silu_mul_quant %x {scheme = #quant.scheme<group 128>}
+        : (!irfuse.tensor<[s0, 28672], bf16>)
+        -> (!irfuse.tensor<[s0, 14336], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 112], f32>)
+    ```
+    x `[..., 2d]` gives q `[..., d]`; static_tensor takes `scale`, group yields `scale_out
+    [..., d/g]` (g divides d).
+    """
+
+    name = "fused.silu_mul_quant"
+
+    x = operand_def(TensorType)
+    scale = opt_operand_def(TensorType)
+
+    q = result_def(TensorType)
+    scale_out = opt_result_def(TensorType)
+
+    scheme = prop_def(QuantScheme)
+
+    traits = traits_def(Pure())
+
+    def __init__(
+        self,
+        x: SSAValue,
+        scale: SSAValue | None = None,
+        *,
+        scheme: QuantScheme,
+        result_types: Sequence[Attribute | None] | None = None,
+        attributes: Mapping[str, Attribute] | None = None,
+    ):
+        if result_types is None:
+            xt: TensorType = x.type  # type: ignore[assignment]
+            result_types = _quant_result_types(scheme, silu_mul_dims(xt), xt.dtype)
+        super().__init__(
+            operands=[x, scale],
+            result_types=list(result_types),
+            properties={"scheme": scheme},
+            attributes=attributes,
+        )
+
+    def verify_(self) -> None:
+        dims = silu_mul_dims(self.x.type)
+        kind = _check_kind(self.name, self.scheme, (STATIC_TENSOR, GROUP))
+        _check_quant_scale_operand(kind, opt_type(self.scale), "scale")
+        check_fp8_results(self.scheme, dims, self.q.type, opt_type(self.scale_out))  # type: ignore[arg-type]
+
+
+@irdl_op_definition
+class SiluMulQuantNvfp4Op(NamedOperandSyntax):
+    """SiLU·Mul + NVFP4 quantization of its result, in one kernel.
+
+    Replaces `act.silu_mul` followed by `quant.nvfp4` (vLLM's `silu_and_mul_nvfp4_quant`).
+
+    ```mlir
+    %q, %bs = fused.silu_mul_quant_nvfp4 %x, %gs
+        : (!irfuse.tensor<[256, 28672], bf16>, !irfuse.tensor<[], f32>)
+        -> (!irfuse.tensor<[256, 7168], ui8>, !irfuse.tensor<[256, 896], f8E4M3FN>)
+    ```
+    x `[M, 2d]` (d static, divisible by 16); q ui8 `[M, d/2]`; block_scale f8E4M3FN swizzled
+    `[round_up(M, 128), round_up(d/16, 4)]`.
+    """
+
+    name = "fused.silu_mul_quant_nvfp4"
+
+    x = operand_def(TensorType)
+    global_scale = operand_def(TensorType)
+
+    q = result_def(TensorType)
+    block_scale = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    def __init__(
+        self,
+        x: SSAValue,
+        global_scale: SSAValue,
+        *,
+        result_types: Sequence[Attribute] | None = None,
+        attributes: Mapping[str, Attribute] | None = None,
+    ):
+        if result_types is None:
+            xt: TensorType = x.type  # type: ignore[assignment]
+            result_types = _quant_result_types(  # type: ignore[assignment]
+                QuantScheme.nvfp4(), silu_mul_dims(xt), xt.dtype
+            )
+        super().__init__(
+            operands=[x, global_scale],
+            result_types=list(result_types),  # type: ignore[arg-type]
+            attributes=attributes,
+        )
+
+    def verify_(self) -> None:
+        dims = silu_mul_dims(self.x.type)
+        _check_nvfp4_dims("silu_mul(x)", dims)
+        check_static_scale("global_scale", self.global_scale.type)
+        check_nvfp4_results(dims, self.q.type, self.block_scale.type)  # type: ignore[arg-type]
+
+
+# --- all-reduce + norm --------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class AllReduceRmsNormOp(NamedOperandSyntax):
+    """All-reduce + (residual add +) RMSNorm (+ static FP8 or NVFP4 quant), in one kernel.
+
+    Replaces `coll.all_reduce` followed by `norm.rms_norm` / `norm.add_rms_norm` (and
+    `quant.fp8` static or `quant.nvfp4`); FlashInfer's `trtllm` all-reduce fusion.
+
+    ```mlir
+    %o, %r = fused.all_reduce_rms_norm %x, residual %res, %w
+            {group = "tp", world_size = 2 : i64, eps = 1.000000e-05 : f64}
+        : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>,
+           !irfuse.tensor<[4096], bf16>)
+        -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>)
+    %q, %r2 = fused.all_reduce_rms_norm %x, residual %res, %w, scale %s
+            {group = "tp", world_size = 2 : i64, eps = 1.000000e-05 : f64,
+             scheme = #quant.scheme<static_tensor>}
+        : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>,
+           !irfuse.tensor<[4096], bf16>, !irfuse.tensor<[], f32>)
+        -> (!irfuse.tensor<[s0, 4096], f8E4M3FN>, !irfuse.tensor<[s0, 4096], bf16>)
+    ```
+    `residual_out` is `all_reduce(x) + residual` (or `all_reduce(x)` without a residual). Without
+    a scheme `out` is the norm; static_tensor quantizes it with `scale` to fp8; nvfp4 with the
+    global `scale` to ui8 `out` and swizzled block scales in `scale_out`.
+    """
+
+    name = "fused.all_reduce_rms_norm"
+
+    x = operand_def(TensorType)
+    residual = opt_operand_def(TensorType)
+    weight = operand_def(TensorType)
+    scale = opt_operand_def(TensorType)
+
+    out = result_def(TensorType)
+    scale_out = opt_result_def(TensorType)
+    residual_out = result_def(TensorType)
+
+    group = prop_def(StringAttr)
+    world_size = prop_def(IntegerAttr[I64])
+    eps = prop_def(FloatAttr[Float64Type])
+    scheme = opt_prop_def(QuantScheme)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    def __init__(
+        self,
+        x: SSAValue,
+        residual: SSAValue | None,
+        weight: SSAValue,
+        scale: SSAValue | None = None,
+        *,
+        group: str,
+        world_size: int,
+        eps: float,
+        scheme: QuantScheme | None = None,
+        result_types: Sequence[Attribute | None] | None = None,
+        attributes: Mapping[str, Attribute] | None = None,
+    ):
+        if result_types is None:
+            xt: TensorType = x.type  # type: ignore[assignment]
+            result_types = [*_quant_result_types(scheme, xt.dims, xt.dtype), xt]
+        super().__init__(
+            operands=[x, residual, weight, scale],
+            result_types=list(result_types),
+            properties={
+                "group": StringAttr(group),
+                "world_size": i64_attr(world_size),
+                "eps": f64_attr(eps),
+                "scheme": scheme,
+            },
+            attributes=attributes,
+        )
+
+    def verify_(self) -> None:
+        check_world_size(self.world_size)
+        check_eps(self.eps)
+        x = self.x.type
+        weight = self.weight.type
+        residual = opt_type(self.residual)
+        check_norm_weight(x, weight)
+        if residual is not None:
+            check_float("residual", residual)
+            check_shape("residual", residual, x.dims)
+            check_norm_result("residual_out", self.residual_out.type, x, residual)
+        else:
+            check_same_type("residual_out", self.residual_out.type, x, "x")
+        scale = opt_type(self.scale)
+        scale_out = opt_type(self.scale_out)
+        if self.scheme is None:
+            if scale is not None or scale_out is not None:
+                raise VerifyException("scale and scale_out need a quant scheme")
+            check_norm_result("out", self.out.type, x, weight)
+            return
+        kind = _check_kind(self.name, self.scheme, (STATIC_TENSOR, NVFP4))
+        _check_quant_scale_operand(kind, scale, "scale")
+        _check_quantized(kind, self.scheme, x.dims, self.out.type, scale_out, "out")
+
+
+# --- QK norm + RoPE, RoPE + KV cache ------------------------------------------------------------
+
+
+@irdl_op_definition
+class QkNormRopeOp(NamedOperandSyntax):
+    """Split qkv, per-head RMSNorm of q and k, RoPE of q and k, in one kernel.
+
+    Replaces the split of `qkv` into q, k, v, `norm.rms_norm` on the `[T, heads, head_dim]` views
+    of q and k and `attn.rope` with a cos/sin cache (vLLM's `fused_qk_norm_rope`; Qwen3).
+
+    ```mlir
+    %q, %k, %v = fused.qk_norm_rope %qkv, %qw, %kw, %pos, %cache
+            {num_heads_q = 32 : i64, num_heads_kv = 8 : i64, head_dim = 128 : i64,
+             eps = 1.000000e-06 : f64, is_neox = true}
+        : (!irfuse.tensor<[s0, 6144], bf16>, !irfuse.tensor<[128], bf16>,
+           !irfuse.tensor<[128], bf16>, !irfuse.tensor<[s0], i64>,
+           !irfuse.tensor<[40960, 128], bf16>)
+        -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 1024], bf16>,
+            !irfuse.tensor<[s0, 1024], bf16>)
+    ```
+    qkv `[T, (Hq + 2 Hkv) * D]`; weights `[D]`; rotary_dim is head_dim (cache `[P, D]`);
+    results q `[T, Hq * D]`, k and v `[T, Hkv * D]` in qkv's dtype.
+    """
+
+    name = "fused.qk_norm_rope"
+
+    qkv = operand_def(TensorType)
+    q_weight = operand_def(TensorType)
+    k_weight = operand_def(TensorType)
+    positions = operand_def(TensorType)
+    cos_sin_cache = operand_def(TensorType)
+
+    q = result_def(TensorType)
+    k = result_def(TensorType)
+    v = result_def(TensorType)
+
+    num_heads_q = prop_def(IntegerAttr[I64])
+    num_heads_kv = prop_def(IntegerAttr[I64])
+    head_dim = prop_def(IntegerAttr[I64])
+    eps = prop_def(FloatAttr[Float64Type])
+    is_neox = prop_def(BoolAttr)
+
+    traits = traits_def(Pure())
+
+    def __init__(
+        self,
+        qkv: SSAValue,
+        q_weight: SSAValue,
+        k_weight: SSAValue,
+        positions: SSAValue,
+        cos_sin_cache: SSAValue,
+        *,
+        num_heads_q: int,
+        num_heads_kv: int,
+        head_dim: int,
+        eps: float,
+        is_neox: bool,
+        attributes: Mapping[str, Attribute] | None = None,
+    ):
+        qt: TensorType = qkv.type  # type: ignore[assignment]
+        t = qt.dims[0]
+        super().__init__(
+            operands=[qkv, q_weight, k_weight, positions, cos_sin_cache],
+            result_types=[
+                tensor_type((t, num_heads_q * head_dim), qt.dtype),
+                tensor_type((t, num_heads_kv * head_dim), qt.dtype),
+                tensor_type((t, num_heads_kv * head_dim), qt.dtype),
+            ],
+            properties={
+                "num_heads_q": i64_attr(num_heads_q),
+                "num_heads_kv": i64_attr(num_heads_kv),
+                "head_dim": i64_attr(head_dim),
+                "eps": f64_attr(eps),
+                "is_neox": bool_attr(is_neox),
+            },
+            attributes=attributes,
+        )
+
+    def verify_(self) -> None:
+        hq = check_positive("num_heads_q", self.num_heads_q)
+        hkv = check_positive("num_heads_kv", self.num_heads_kv)
+        d = check_positive("head_dim", self.head_dim)
+        check_rotary(d, d)
+        check_eps(self.eps)
+        qkv = self.qkv.type
+        check_float("qkv", qkv)
+        check_rank("qkv", qkv, 2)
+        t = qkv.dims[0]
+        check_dim(
+            "qkv's last dim ((num_heads_q + 2 * num_heads_kv) * head_dim)",
+            qkv.dims[1],
+            (hq + 2 * hkv) * d,
+        )
+        for what, w in (("q_weight", self.q_weight.type), ("k_weight", self.k_weight.type)):
+            check_float(what, w)
+            check_shape(what, w, (d,))
+        check_cos_sin_cache(self.positions.type, self.cos_sin_cache.type, d)
+        check_shape("positions", self.positions.type, (t,))
+        for what, r, h in (("q", self.q, hq), ("k", self.k, hkv), ("v", self.v, hkv)):
+            check_shape(what, r.type, (t, h * d))
+            if r.type.dtype != qkv.dtype:
+                raise VerifyException(
+                    f"{what} has dtype {r.type.dtype}, expected qkv's {qkv.dtype}"
+                )
+
+
+@irdl_op_definition
+class RopeKvCacheWriteOp(NamedOperandSyntax):
+    """RoPE of q and k + the paged KV-cache write of (roped) k and v, in one kernel.
+
+    Replaces `attn.rope` (positions + cos_sin_cache form) followed by `attn.kv_cache_write` of
+    its k (vLLM's `fused_rope_and_unified_kv_cache_update`, ROCm).
+
+    ```mlir
+    %qr, %kc2, %vc2 = fused.rope_kv_cache_write %q, %k, %v, %pos, %cache, %kc, %vc, %slots
+            {is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64}
+        : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>,
+           !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0], i64>,
+           !irfuse.tensor<[4096, 128], bf16>, !irfuse.tensor<[64, 16, 8, 128], bf16>,
+           !irfuse.tensor<[64, 16, 8, 128], bf16>, !irfuse.tensor<[s0], i64>)
+        -> (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[64, 16, 8, 128], bf16>,
+            !irfuse.tensor<[64, 16, 8, 128], bf16>)
+    ```
+    q `[T, Hq, D]`, k and v `[T, Hkv, D]`; caches and results as for `attn.kv_cache_write`;
+    `q_out` is typed like q.
+    """
+
+    name = "fused.rope_kv_cache_write"
+
+    q = operand_def(TensorType)
+    k = operand_def(TensorType)
+    v = operand_def(TensorType)
+    positions = operand_def(TensorType)
+    cos_sin_cache = operand_def(TensorType)
+    k_cache = operand_def(TensorType)
+    v_cache = operand_def(TensorType)
+    slot_mapping = operand_def(TensorType)
+
+    q_out = result_def(TensorType)
+    k_cache_out = result_def(TensorType)
+    v_cache_out = result_def(TensorType)
+
+    is_neox = prop_def(BoolAttr)
+    rotary_dim = prop_def(IntegerAttr[I64])
+    head_dim = prop_def(IntegerAttr[I64])
+
+    def __init__(
+        self,
+        q: SSAValue,
+        k: SSAValue,
+        v: SSAValue,
+        positions: SSAValue,
+        cos_sin_cache: SSAValue,
+        k_cache: SSAValue,
+        v_cache: SSAValue,
+        slot_mapping: SSAValue,
+        *,
+        is_neox: bool,
+        rotary_dim: int,
+        head_dim: int,
+        attributes: Mapping[str, Attribute] | None = None,
+    ):
+        super().__init__(
+            operands=[q, k, v, positions, cos_sin_cache, k_cache, v_cache, slot_mapping],
+            result_types=[q.type, k_cache.type, v_cache.type],
+            properties={
+                "is_neox": bool_attr(is_neox),
+                "rotary_dim": i64_attr(rotary_dim),
+                "head_dim": i64_attr(head_dim),
+            },
+            attributes=attributes,
+        )
+
+    def verify_(self) -> None:
+        rotary_dim, head_dim = _int(self.rotary_dim), _int(self.head_dim)
+        check_rotary(rotary_dim, head_dim)
+        q, k = self.q.type, self.k.type
+        check_float("q", q)
+        check_rank("q", q, 3)
+        check_dim("q's last dim (head_dim)", q.dims[2], head_dim)
+        check_dim("k's last dim (head_dim)", k.dims[-1], head_dim)
+        if k.dtype != q.dtype:
+            raise VerifyException(f"k has dtype {k.dtype}, expected q's {q.dtype}")
+        check_cos_sin_cache(self.positions.type, self.cos_sin_cache.type, rotary_dim)
+        check_shape("positions", self.positions.type, (q.dims[0],))
+        k_cache, v_cache = self.k_cache.type, self.v_cache.type
+        check_paged_cache_write(k, self.v.type, k_cache, v_cache, self.slot_mapping.type)
+        check_dim("k's token count", k.dims[0], q.dims[0])
+        check_same_type("q_out", self.q_out.type, q, "q")
+        check_same_type("k_cache_out", self.k_cache_out.type, k_cache, "k_cache")
+        check_same_type("v_cache_out", self.v_cache_out.type, v_cache, "v_cache")
+
+
+# --- attention + quant --------------------------------------------------------------------------
+
+
+def _check_attention_output(
+    op_name: str,
+    scheme: QuantScheme,
+    output_scale: TensorType | None,
+    out: TensorType,
+    scale_out: TensorType | None,
+    tokens: int | None,
+    hidden: MaybeDim,
+) -> None:
+    """The quantized attention output, token-major and flattened: `[..., heads * v_head_dim]`.
+
+    `tokens` is the number of query positions (batch * length) when static; the leading dims of
+    `out` must hold that many when they are static too.
+    """
+    kind = _check_kind(op_name, scheme, (STATIC_TENSOR, GROUP, NVFP4))
+    _check_quant_scale_operand(kind, output_scale, "output_scale")
+    check_min_rank("out", out, 2)
+    lead = out.dims[:-1]
+    n = static_numel(lead)
+    if tokens is not None and n is not None and n != tokens:
+        raise VerifyException(
+            f"out has shape {shape_str(out.dims)}: its leading dims must hold the {tokens} query "
+            "positions"
+        )
+    x_dims = (*lead, hidden)
+    if kind == NVFP4:
+        _check_quantized(kind, scheme, x_dims, out, scale_out, "out")
+    else:
+        check_dim("out's last dim (heads * v_head_dim)", out.dims[-1], hidden)
+        check_fp8_results(scheme, (*lead, out.dims[-1]), out, scale_out, "out")
+
+
+@irdl_op_definition
+class AttentionQuantOp(NamedOperandSyntax):
+    """Attention whose kernel writes its output quantized.
+
+    Replaces `attn.attention` -> (transpose, reshape to `[tokens, H * Dv]`) -> `quant.fp8` static
+    or group, or `quant.nvfp4` (vLLM's attention with `output_scale` / `output_block_scale`).
+
+    ```mlir
+    %o = fused.attention_quant %q, %k, %v, output_scale %s
+            {scale = 8.838835e-02 : f64, causal = true, scheme = #quant.scheme<static_tensor>}
+        : (!irfuse.tensor<[1, 32, s0, 128], bf16>, !irfuse.tensor<[1, 8, s0, 128], bf16>,
+           !irfuse.tensor<[1, 8, s0, 128], bf16>, !irfuse.tensor<[], f32>)
+        -> !irfuse.tensor<[s0, 4096], f8E4M3FN>
+    ```
+    Operands and properties as `attn.attention`; `out` is the output in token-major order,
+    flattened to `[..., Hq * Dv]` (the layout the quant saw). static_tensor takes
+    `output_scale`; group yields `scale_out [..., Hq * Dv / g]`; nvfp4 takes the global scale as
+    `output_scale` and yields ui8 `out [M, Hq * Dv / 2]` and swizzled `scale_out`.
+    """
+
+    name = "fused.attention_quant"
+
+    q = operand_def(TensorType)
+    k = operand_def(TensorType)
+    v = operand_def(TensorType)
+    mask = opt_operand_def(TensorType)
+    output_scale = opt_operand_def(TensorType)
+
+    out = result_def(TensorType)
+    scale_out = opt_result_def(TensorType)
+
+    scale = prop_def(FloatAttr[Float64Type])
+    causal = prop_def(BoolAttr, default_value=bool_attr(False))
+    scheme = prop_def(QuantScheme)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    traits = traits_def(Pure())
+
+    def __init__(
+        self,
+        q: SSAValue,
+        k: SSAValue,
+        v: SSAValue,
+        mask: SSAValue | None = None,
+        output_scale: SSAValue | None = None,
+        *,
+        scale: float,
+        causal: bool = False,
+        scheme: QuantScheme,
+        result_types: Sequence[Attribute | None] | None = None,
+        attributes: Mapping[str, Attribute] | None = None,
+    ):
+        if result_types is None:
+            qt: TensorType = q.type  # type: ignore[assignment]
+            vt: TensorType = v.type  # type: ignore[assignment]
+            *batch, hq, lq, _ = qt.dims
+            tokens: Dim = lq if all(b == 1 for b in batch) else _static_product((*batch, lq))
+            hidden = mul_dim(vt.dims[-1], hq) if isinstance(hq, int) else None
+            result_types = _quant_result_types(scheme, (tokens, hidden), qt.dtype)
+        super().__init__(
+            operands=[q, k, v, mask, output_scale],
+            result_types=list(result_types),
+            properties={
+                "scale": f64_attr(scale),
+                "causal": bool_attr(causal),
+                "scheme": scheme,
+            },
+            attributes=attributes,
+        )
+
+    def verify_(self) -> None:
+        check_scale(self.scale)
+        dims = check_attention(
+            self.q.type,
+            self.k.type,
+            self.v.type,
+            opt_type(self.mask),
+            bool(self.causal.value.data),
+        )
+        *batch, hq, lq, dv = dims
+        tokens = static_numel((*batch, lq))
+        hidden = mul_dim(dv, hq) if isinstance(hq, int) else None
+        _check_attention_output(
+            self.name,
+            self.scheme,
+            opt_type(self.output_scale),
+            self.out.type,
+            opt_type(self.scale_out),
+            tokens,
+            hidden,
+        )
+
+
+def _static_product(dims: Sequence[Dim]) -> Dim:
+    n = static_numel(dims)
+    if n is None:
+        raise ValueError(f"give result_types: cannot flatten {shape_str(dims)}")
+    return n
+
+
+@irdl_op_definition
+class MlaAttentionQuantOp(NamedOperandSyntax):
+    """MLA attention whose kernel writes its output quantized.
+
+    Replaces `attn.mla_attention` -> (reshape to `[T, H * v]`) -> `quant.fp8` static or group, or
+    `quant.nvfp4` (vLLM's `MLAAttnQuantFusionPass`).
+
+    ```mlir
+    %o, %s = fused.mla_attention_quant %q, %kv_c, %k_pe, %w
+            {num_heads = 16 : i64, qk_nope_head_dim = 128 : i64, qk_rope_head_dim = 64 : i64,
+             v_head_dim = 128 : i64, kv_lora_rank = 512 : i64, scale = 7.216878e-02 : f64,
+             causal = true, scheme = #quant.scheme<group 128>}
+        : (!irfuse.tensor<[s0, 16, 192], bf16>, !irfuse.tensor<[s0, 512], bf16>,
+           !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>)
+        -> (!irfuse.tensor<[s0, 2048], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 16], f32>)
+    ```
+    Operands and properties as `attn.mla_attention`, plus `output_scale` (static_tensor scale or
+    nvfp4 global scale); `out` is `[T, H * v_head_dim]`.
+    """
+
+    name = "fused.mla_attention_quant"
+
+    q = operand_def(TensorType)
+    kv_c = operand_def(TensorType)
+    k_pe = operand_def(TensorType)
+    kv_b_weight = operand_def(TensorType)
+    output_scale = opt_operand_def(TensorType)
+
+    out = result_def(TensorType)
+    scale_out = opt_result_def(TensorType)
+
+    num_heads = prop_def(IntegerAttr[I64])
+    qk_nope_head_dim = prop_def(IntegerAttr[I64])
+    qk_rope_head_dim = prop_def(IntegerAttr[I64])
+    v_head_dim = prop_def(IntegerAttr[I64])
+    kv_lora_rank = prop_def(IntegerAttr[I64])
+    scale = prop_def(FloatAttr[Float64Type])
+    causal = prop_def(BoolAttr, default_value=bool_attr(False))
+    scheme = prop_def(QuantScheme)
+
+    traits = traits_def(Pure())
+
+    def __init__(
+        self,
+        q: SSAValue,
+        kv_c: SSAValue,
+        k_pe: SSAValue,
+        kv_b_weight: SSAValue,
+        output_scale: SSAValue | None = None,
+        *,
+        num_heads: int,
+        qk_nope_head_dim: int,
+        qk_rope_head_dim: int,
+        v_head_dim: int,
+        kv_lora_rank: int,
+        scale: float,
+        causal: bool = False,
+        scheme: QuantScheme,
+        result_types: Sequence[Attribute | None] | None = None,
+        attributes: Mapping[str, Attribute] | None = None,
+    ):
+        if result_types is None:
+            qt: TensorType = q.type  # type: ignore[assignment]
+            result_types = _quant_result_types(
+                scheme, (qt.dims[0], num_heads * v_head_dim), qt.dtype
+            )
+        props = mla_properties(
+            num_heads, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, kv_lora_rank, scale, causal
+        )
+        props["scheme"] = scheme
+        super().__init__(
+            operands=[q, kv_c, k_pe, kv_b_weight, output_scale],
+            result_types=list(result_types),
+            properties=props,
+            attributes=attributes,
+        )
+
+    def verify_(self) -> None:
+        t, heads, v_dim = verify_mla_properties(
+            self, self.q.type, self.kv_c.type, self.k_pe.type, self.kv_b_weight.type
+        )
+        out = self.out.type
+        if out.rank != 2 or not isinstance(heads, int):
+            raise VerifyException(
+                f"out must be [T, num_heads * v_head_dim], got {shape_str(out.dims)}"
+            )
+        check_dim("out's token count", out.dims[0], t)
+        _check_attention_output(
+            self.name,
+            self.scheme,
+            opt_type(self.output_scale),
+            out,
+            opt_type(self.scale_out),
+            None,
+            mul_dim(v_dim, heads),
+        )
+
+
+# --- GEMM + collectives (async TP) --------------------------------------------------------------
+
+
+def _check_gemm(op: GemmReduceScatterOp | AllGatherGemmOp) -> tuple[tuple[Dim, Dim], Attribute]:
+    """The product of a fused GEMM op, plain or scaled; returns its (local) dims and dtype."""
+    a, b = op.a.type, op.b.type
+    bias = opt_type(op.bias)
+    scale_a, scale_b = opt_type(op.scale_a), opt_type(op.scale_b)
+    out_dtype = op.out_dtype
+    if (scale_a is None) != (scale_b is None):
+        raise VerifyException("scale_a and scale_b come together (a scaled GEMM) or not at all")
+    if scale_a is None:
+        dims, dtype = check_matmul(a, b, bias)
+        if out_dtype is not None and out_dtype != dtype:
+            raise VerifyException(f"out_dtype {out_dtype} differs from a's dtype {dtype}")
+        return dims, dtype
+    if out_dtype is None:
+        raise VerifyException("a scaled GEMM needs out_dtype")
+    dims = check_scaled_matmul(a, b, scale_a, scale_b, bias, out_dtype)  # type: ignore[arg-type]
+    return dims, out_dtype
+
+
+def _check_c(c: TensorType, dims: Sequence[MaybeDim], dtype: Attribute) -> None:
+    check_shape("c", c, dims)
+    if c.dtype != dtype:
+        raise VerifyException(f"c has dtype {c.dtype}, expected {dtype}")
+
+
+@irdl_op_definition
+class GemmReduceScatterOp(NamedOperandSyntax):
+    """A GEMM whose result is reduce-scattered over the TP group, overlapped (async TP).
+
+    Replaces `gemm.matmul` or `gemm.scaled_matmul` followed by `coll.reduce_scatter` (torch's
+    `symm_mem.fused_matmul_reduce_scatter` and the scaled variant).
+
+    ```mlir
+    %c = fused.gemm_reduce_scatter %a, %b {group = "tp", world_size = 4 : i64}
+        : (!irfuse.tensor<[256, 4096], bf16>, !irfuse.tensor<[4096, 4096], bf16>)
+        -> !irfuse.tensor<[64, 4096], bf16>
+    %c2 = fused.gemm_reduce_scatter %a8, %b8, scale_a %sa, scale_b %sb
+            {group = "tp", world_size = 4 : i64, out_dtype = bf16}
+        : (!irfuse.tensor<[256, 4096], f8E4M3FN>, !irfuse.tensor<[4096, 4096], f8E4M3FN>,
+           !irfuse.tensor<[], f32>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[64, 4096], bf16>
+    ```
+    The product follows `gemm.matmul` (no scales) or `gemm.scaled_matmul` (both scales and
+    `out_dtype`); `c` is its shard along `dim` (0 or 1), which world_size must divide.
+    """
+
+    name = "fused.gemm_reduce_scatter"
+
+    a = operand_def(TensorType)
+    b = operand_def(TensorType)
+    scale_a = opt_operand_def(TensorType)
+    scale_b = opt_operand_def(TensorType)
+    bias = opt_operand_def(TensorType)
+
+    c = result_def(TensorType)
+
+    group = prop_def(StringAttr)
+    world_size = prop_def(IntegerAttr[I64])
+    dim = prop_def(IntegerAttr[I64], default_value=i64_attr(0))
+    reduce_op = prop_def(StringAttr, default_value=StringAttr("sum"))
+    out_dtype = opt_prop_def(TypeAttribute)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    def __init__(
+        self,
+        a: SSAValue,
+        b: SSAValue,
+        scale_a: SSAValue | None = None,
+        scale_b: SSAValue | None = None,
+        bias: SSAValue | None = None,
+        *,
+        group: str,
+        world_size: int,
+        dim: int = 0,
+        reduce_op: str = "sum",
+        out_dtype: Attribute | None = None,
+        result_type: Attribute | None = None,
+        attributes: Mapping[str, Attribute] | None = None,
+    ):
+        if result_type is None:
+            at: TensorType = a.type  # type: ignore[assignment]
+            dims = scattered_dims((at.dims[0], b.type.dims[1]), dim % 2, world_size)  # type: ignore[attr-defined]
+            if None in dims:
+                raise ValueError("give result_type: the scattered dim is symbolic")
+            result_type = tensor_type(dims, out_dtype or at.dtype)  # type: ignore[arg-type]
+        super().__init__(
+            operands=[a, b, scale_a, scale_b, bias],
+            result_types=[result_type],
+            properties={
+                "group": StringAttr(group),
+                "world_size": i64_attr(world_size),
+                "dim": i64_attr(dim),
+                "reduce_op": StringAttr(reduce_op),
+                "out_dtype": out_dtype,
+            },
+            attributes=attributes,
+        )
+
+    def verify_(self) -> None:
+        ws = check_world_size(self.world_size)
+        check_reduce_op(self.reduce_op)
+        dims, dtype = _check_gemm(self)
+        d = normalize_dim(_int(self.dim), 2, "dim")
+        _check_c(self.c.type, scattered_dims(dims, d, ws), dtype)
+
+
+@irdl_op_definition
+class AllGatherGemmOp(NamedOperandSyntax):
+    """A GEMM on a row-sharded a that is all-gathered first, overlapped (async TP).
+
+    Replaces `coll.all_gather` (dim 0) of a followed by `gemm.matmul` or `gemm.scaled_matmul`
+    (torch's `symm_mem.fused_all_gather_matmul` and the scaled variant).
+
+    ```mlir
+    %c = fused.all_gather_gemm %a, %b {group = "tp", world_size = 4 : i64}
+        : (!irfuse.tensor<[64, 4096], bf16>, !irfuse.tensor<[4096, 1024], bf16>)
+        -> !irfuse.tensor<[256, 1024], bf16>
+    ```
+    a is this rank's shard `[M / world_size, K]`; row-wise `scale_a` is the shard's `[M /
+    world_size, 1]` (gathered with a); `c` is `[M, N]`. Only `dim = 0` is a GEMM gather.
+    """
+
+    name = "fused.all_gather_gemm"
+
+    a = operand_def(TensorType)
+    b = operand_def(TensorType)
+    scale_a = opt_operand_def(TensorType)
+    scale_b = opt_operand_def(TensorType)
+    bias = opt_operand_def(TensorType)
+
+    c = result_def(TensorType)
+
+    group = prop_def(StringAttr)
+    world_size = prop_def(IntegerAttr[I64])
+    dim = prop_def(IntegerAttr[I64], default_value=i64_attr(0))
+    out_dtype = opt_prop_def(TypeAttribute)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    def __init__(
+        self,
+        a: SSAValue,
+        b: SSAValue,
+        scale_a: SSAValue | None = None,
+        scale_b: SSAValue | None = None,
+        bias: SSAValue | None = None,
+        *,
+        group: str,
+        world_size: int,
+        out_dtype: Attribute | None = None,
+        result_type: Attribute | None = None,
+        attributes: Mapping[str, Attribute] | None = None,
+    ):
+        if result_type is None:
+            at: TensorType = a.type  # type: ignore[assignment]
+            rows = mul_dim(at.dims[0], world_size)
+            if rows is None:
+                raise ValueError("give result_type: a's row count is symbolic")
+            result_type = tensor_type((rows, b.type.dims[1]), out_dtype or at.dtype)  # type: ignore[attr-defined]
+        super().__init__(
+            operands=[a, b, scale_a, scale_b, bias],
+            result_types=[result_type],
+            properties={
+                "group": StringAttr(group),
+                "world_size": i64_attr(world_size),
+                "dim": i64_attr(0),
+                "out_dtype": out_dtype,
+            },
+            attributes=attributes,
+        )
+
+    def verify_(self) -> None:
+        ws = check_world_size(self.world_size)
+        if _int(self.dim) != 0:
+            raise VerifyException(
+                f"all_gather_gemm gathers a along dim 0, got dim {_int(self.dim)}"
+            )
+        (m, n), dtype = _check_gemm(self)
+        _check_c(self.c.type, (mul_dim(m, ws), n), dtype)
+
+
+# --- add + norm + pad ---------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class AddRmsNormPadOp(NamedOperandSyntax):
+    """Residual add + RMSNorm + zero padding of the last dim to a multiple, in one kernel.
+
+    Replaces `norm.add_rms_norm` followed by `act.pad` of its `y` (AITER's
+    `triton_add_rmsnorm_pad`, ROCm; GPT-OSS pads hidden 2880 for the router GEMM).
+
+    ```mlir
+    %p, %r = fused.add_rms_norm_pad %x, %res, %w
+            {eps = 1.000000e-05 : f64, pad_multiple = 256 : i64}
+        : (!irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[s0, 2880], bf16>,
+           !irfuse.tensor<[2880], bf16>)
+        -> (!irfuse.tensor<[s0, 3072], bf16>, !irfuse.tensor<[s0, 2880], bf16>)
+    ```
+    `out` is the norm padded with zeros to `round_up(H, pad_multiple)`; `residual_out` is
+    `x + residual`, typed like x.
+    """
+
+    name = "fused.add_rms_norm_pad"
+
+    x = operand_def(TensorType)
+    residual = operand_def(TensorType)
+    weight = operand_def(TensorType)
+
+    out = result_def(TensorType)
+    residual_out = result_def(TensorType)
+
+    eps = prop_def(FloatAttr[Float64Type])
+    weight_offset = prop_def(FloatAttr[Float64Type], default_value=f64_attr(0.0))
+    pad_multiple = prop_def(IntegerAttr[I64])
+
+    traits = traits_def(Pure())
+
+    def __init__(
+        self,
+        x: SSAValue,
+        residual: SSAValue,
+        weight: SSAValue,
+        *,
+        eps: float,
+        pad_multiple: int,
+        weight_offset: float = 0.0,
+        result_types: Sequence[Attribute] | None = None,
+        attributes: Mapping[str, Attribute] | None = None,
+    ):
+        if result_types is None:
+            xt: TensorType = x.type  # type: ignore[assignment]
+            last = round_up_dim(xt.dims[-1], pad_multiple)
+            if last is None:
+                raise ValueError(f"give result_types: the last dim of {xt} is symbolic")
+            result_types = [tensor_type((*xt.dims[:-1], last), xt.dtype), xt]
+        super().__init__(
+            operands=[x, residual, weight],
+            result_types=list(result_types),
+            properties={
+                "eps": f64_attr(eps),
+                "weight_offset": f64_attr(weight_offset),
+                "pad_multiple": i64_attr(pad_multiple),
+            },
+            attributes=attributes,
+        )
+
+    def verify_(self) -> None:
+        check_eps(self.eps)
+        multiple = check_positive("pad_multiple", self.pad_multiple)
+        x, residual, weight = self.x.type, self.residual.type, self.weight.type
+        check_norm_weight(x, weight)
+        check_float("residual", residual)
+        check_shape("residual", residual, x.dims)
+        check_norm_result("residual_out", self.residual_out.type, x, residual)
+        out = self.out.type
+        check_shape("out", out, (*x.dims[:-1], round_up_dim(x.dims[-1], multiple)))
+        check_norm_dtype("out", out, x, weight)
+
+
+Fused = Dialect(
+    "fused",
+    [
+        RmsNormQuantOp,
+        SiluMulQuantOp,
+        SiluMulQuantNvfp4Op,
+        AllReduceRmsNormOp,
+        QkNormRopeOp,
+        RopeKvCacheWriteOp,
+        AttentionQuantOp,
+        MlaAttentionQuantOp,
+        GemmReduceScatterOp,
+        AllGatherGemmOp,
+        AddRmsNormPadOp,
+    ],
+    [],
+)

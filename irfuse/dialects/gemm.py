@@ -1,0 +1,211 @@
+"""The `gemm` dialect: matrix products, plain and FP8-scaled.
+
+Raising turns `aten.mm` / `aten.addmm` / `aten.linear` into `gemm.matmul`, and `aten._scaled_mm`
+(or vLLM's `cutlass_scaled_mm`) into `gemm.scaled_matmul`. The operand layout is `aten.mm`'s:
+`a [M, K] @ b [K, N]`, so a linear layer's weight appears as its transposed `[K, N]` view.
+The async-TP fusions (`fused.gemm_reduce_scatter`, `fused.all_gather_gemm`) start from these ops
+and reuse their checks (`check_matmul`, `check_scaled_matmul`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from xdsl.dialects.builtin import f32
+from xdsl.ir import Attribute, Dialect, Region, SSAValue, TypeAttribute
+from xdsl.irdl import (
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    prop_def,
+    result_def,
+    traits_def,
+)
+from xdsl.traits import Pure
+from xdsl.utils.exceptions import VerifyException
+
+from irfuse.dialects.irfuse import Dim, TensorType, tensor_type
+from irfuse.dialects.raised import RaisedOperation
+from irfuse.dialects.shapes import (
+    check_dim,
+    check_dtype,
+    check_float,
+    check_rank,
+    check_shape,
+    is_float,
+    is_fp8,
+    is_one_element,
+)
+
+
+def _check_operands(a: TensorType, b: TensorType) -> tuple[Dim, Dim]:
+    """a [M, K] and b [K, N] with agreeing K; returns (M, N)."""
+    check_rank("a", a, 2)
+    check_rank("b", b, 2)
+    check_dim("b's dim 0 (K)", b.dims[0], a.dims[1])
+    return a.dims[0], b.dims[1]
+
+
+def _check_bias(bias: TensorType | None, n: Dim, dtype: Attribute) -> None:
+    if bias is not None:
+        check_shape("bias", bias, (n,))
+        check_dtype("bias", bias, dtype)
+
+
+def check_matmul(
+    a: TensorType, b: TensorType, bias: TensorType | None
+) -> tuple[tuple[Dim, Dim], Attribute]:
+    """A plain product: float a and b of one dtype; returns the result dims and dtype."""
+    m, n = _check_operands(a, b)
+    check_float("a", a)
+    if b.dtype != a.dtype:
+        raise VerifyException(f"b has dtype {b.dtype}, expected a's {a.dtype}")
+    _check_bias(bias, n, a.dtype)
+    return (m, n), a.dtype
+
+
+def check_scaled_matmul(
+    a: TensorType,
+    b: TensorType,
+    scale_a: TensorType,
+    scale_b: TensorType,
+    bias: TensorType | None,
+    out_dtype: Attribute,
+    a_rows: Dim | None = None,
+) -> tuple[Dim, Dim]:
+    """An FP8 product `(a * scale_a) @ (b * scale_b)`; returns the result dims.
+
+    a and b are fp8; scale_a is f32 per-tensor (one element) or row-wise `[M, 1]`, scale_b
+    per-tensor or column-wise `[1, N]`; the result and bias have `out_dtype`. `a_rows` overrides
+    M for the row-wise check (an all-gathered a is scaled before the gather).
+    """
+    m, n = _check_operands(a, b)
+    for what, t in (("a", a), ("b", b)):
+        if not is_fp8(t.dtype):
+            raise VerifyException(f"{what} of a scaled matmul must be fp8, got {t.dtype}")
+    if not is_float(out_dtype):
+        raise VerifyException(f"out_dtype must be a float dtype, got {out_dtype}")
+    check_dtype("scale_a", scale_a, f32)
+    check_dtype("scale_b", scale_b, f32)
+    rows = m if a_rows is None else a_rows
+    if not is_one_element(scale_a.dims):
+        check_shape("scale_a (per-tensor [1] or row-wise [M, 1])", scale_a, (rows, 1))
+    if not is_one_element(scale_b.dims):
+        check_shape("scale_b (per-tensor [1] or column-wise [1, N])", scale_b, (1, n))
+    _check_bias(bias, n, out_dtype)
+    return m, n
+
+
+@irdl_op_definition
+class MatmulOp(RaisedOperation):
+    """`c = a @ b (+ bias)` on `a [M, K]`, `b [K, N]`.
+
+    ```mlir
+    %c = gemm.matmul %a, %b, bias %bias
+        : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[4096, 14336], bf16>,
+           !irfuse.tensor<[14336], bf16>) -> !irfuse.tensor<[s0, 14336], bf16>
+    ```
+    a and b are floats of one dtype; c (and bias) have that dtype.
+    """
+
+    name = "gemm.matmul"
+
+    a = operand_def(TensorType)
+    b = operand_def(TensorType)
+    bias = opt_operand_def(TensorType)
+
+    c = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    def __init__(
+        self,
+        a: SSAValue,
+        b: SSAValue,
+        bias: SSAValue | None = None,
+        *,
+        result_type: Attribute | None = None,
+        decomposition: Region | None = None,
+        attributes: Mapping[str, Attribute] | None = None,
+    ):
+        if result_type is None:
+            result_type = tensor_type((a.type.dims[0], b.type.dims[1]), a.type.dtype)  # type: ignore[attr-defined]
+        super().__init__(
+            operands=[a, b, bias],
+            result_types=[result_type],
+            attributes=attributes,
+            regions=[decomposition],
+        )
+
+    def verify_(self) -> None:
+        bias = None if self.bias is None else self.bias.type
+        dims, dtype = check_matmul(self.a.type, self.b.type, bias)
+        check_shape("c", self.c.type, dims)
+        check_dtype("c", self.c.type, dtype)
+
+
+@irdl_op_definition
+class ScaledMatmulOp(RaisedOperation):
+    """`c = (a * scale_a) @ (b * scale_b) (+ bias)` in `out_dtype`, on fp8 a and b.
+
+    ```mlir
+    %c = gemm.scaled_matmul %a, %b, %sa, %sb {out_dtype = bf16}
+        : (!irfuse.tensor<[s0, 4096], f8E4M3FN>, !irfuse.tensor<[4096, 6144], f8E4M3FN>,
+           !irfuse.tensor<[], f32>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 6144], bf16>
+    %r = gemm.scaled_matmul %a, %b, %sa_tok, %sb_ch {out_dtype = bf16}
+        : (!irfuse.tensor<[s0, 4096], f8E4M3FN>, !irfuse.tensor<[4096, 6144], f8E4M3FN>,
+           !irfuse.tensor<[s0, 1], f32>, !irfuse.tensor<[1, 6144], f32>)
+        -> !irfuse.tensor<[s0, 6144], bf16>
+    ```
+    Scales are f32: per-tensor (one element) or row-wise (`[M, 1]` for a, `[1, N]` for b).
+    """
+
+    name = "gemm.scaled_matmul"
+
+    a = operand_def(TensorType)
+    b = operand_def(TensorType)
+    scale_a = operand_def(TensorType)
+    scale_b = operand_def(TensorType)
+    bias = opt_operand_def(TensorType)
+
+    c = result_def(TensorType)
+
+    out_dtype = prop_def(TypeAttribute)
+
+    traits = traits_def(Pure())
+
+    def __init__(
+        self,
+        a: SSAValue,
+        b: SSAValue,
+        scale_a: SSAValue,
+        scale_b: SSAValue,
+        bias: SSAValue | None = None,
+        *,
+        out_dtype: Attribute,
+        result_type: Attribute | None = None,
+        decomposition: Region | None = None,
+        attributes: Mapping[str, Attribute] | None = None,
+    ):
+        if result_type is None:
+            result_type = tensor_type((a.type.dims[0], b.type.dims[1]), out_dtype)  # type: ignore[attr-defined]
+        super().__init__(
+            operands=[a, b, scale_a, scale_b, bias],
+            result_types=[result_type],
+            properties={"out_dtype": out_dtype},
+            attributes=attributes,
+            regions=[decomposition],
+        )
+
+    def verify_(self) -> None:
+        bias = None if self.bias is None else self.bias.type
+        dims = check_scaled_matmul(
+            self.a.type, self.b.type, self.scale_a.type, self.scale_b.type, bias, self.out_dtype
+        )
+        c = self.c.type
+        check_shape("c", c, dims)
+        if c.dtype != self.out_dtype:
+            raise VerifyException(f"c has dtype {c.dtype} but out_dtype is {self.out_dtype}")
+
+
+Gemm = Dialect("gemm", [MatmulOp, ScaledMatmulOp], [])

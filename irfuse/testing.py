@@ -1,0 +1,95 @@
+"""Helpers for tests of irfuse on whole models: compile, run, compare, read the reports."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from irfuse import backend
+from irfuse.report import Report
+
+
+@dataclass
+class Compiled:
+    """A model compiled with irfuse, what it returned and the reports of its graphs."""
+
+    outputs: Any
+    eager: Any
+    reports: list[Report]
+
+    def raised(self) -> dict[str, int]:
+        """Raised-op counts summed over the compiled graphs (one range each)."""
+        total: dict[str, int] = {}
+        for report in _one_report_per_graph(self.reports):
+            for kind, n in report.raised.items():
+                total[kind] = total.get(kind, 0) + n
+        return total
+
+    def fused(self, pass_name: str) -> int:
+        return sum(r.fused(pass_name) for r in _one_report_per_graph(self.reports))
+
+
+def _one_report_per_graph(reports: list[Report]) -> list[Report]:
+    seen: dict[str, Report] = {}
+    for report in reports:
+        seen.setdefault(report.graph, report)
+    return list(seen.values())
+
+
+def compile_and_run(
+    model: torch.nn.Module,
+    inputs: Sequence[Any],
+    *,
+    dynamic_dims: Sequence[tuple[int, int]] = ((0, 0),),
+    options: dict[str, Any] | None = None,
+) -> Compiled:
+    """Compile `model` with irfuse (Inductor off and O0 unless `options` say otherwise), run it
+    on `inputs` (cloned, so in-place updates do not leak) and run eager on other clones."""
+    torch._dynamo.reset()
+    backend.clear_reports()
+    opts = {"inductor": False, "optimization_level": 0, "strict": True, "debug": True}
+    opts.update(options or {})
+    compiled_inputs = [_clone(x) for x in inputs]
+    eager_inputs = [_clone(x) for x in inputs]
+    for index, dim in dynamic_dims:
+        if index < len(compiled_inputs) and isinstance(compiled_inputs[index], torch.Tensor):
+            torch._dynamo.mark_dynamic(compiled_inputs[index], dim)
+    compiled = torch.compile(model, backend="irfuse", options=opts)
+    with torch.no_grad():
+        outputs = compiled(*compiled_inputs)
+        eager = model(*eager_inputs)
+    return Compiled(
+        (outputs, compiled_inputs), (eager, eager_inputs), backend.reports()
+    )
+
+
+def _clone(x: Any) -> Any:
+    return x.clone() if isinstance(x, torch.Tensor) else x
+
+
+def assert_bit_exact(actual: Any, expected: Any, path: str = "output") -> None:
+    """Every tensor in `actual` equals the one in `expected` bit for bit (NaNs included)."""
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(actual, torch.Tensor), f"{path}: expected a tensor, got {type(actual)}"
+        assert actual.shape == expected.shape, f"{path}: shape {actual.shape} != {expected.shape}"
+        assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"
+        same = torch.equal(actual.view(torch.uint8) if actual.dtype.itemsize == 1 else actual,
+                           expected.view(torch.uint8) if expected.dtype.itemsize == 1 else expected)
+        if not same and actual.is_floating_point():
+            same = bool(((actual == expected) | (actual.isnan() & expected.isnan())).all())
+        assert same, f"{path}: values differ (max abs diff {(actual.float() - expected.float()).abs().max()})"
+    elif isinstance(expected, list | tuple):
+        assert len(actual) == len(expected), f"{path}: {len(actual)} items != {len(expected)}"
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            assert_bit_exact(a, e, f"{path}[{i}]")
+    elif isinstance(expected, dict):
+        assert actual.keys() == expected.keys(), f"{path}: keys differ"
+        for k in expected:
+            assert_bit_exact(actual[k], expected[k], f"{path}[{k!r}]")
+    elif hasattr(expected, "to_tuple"):
+        assert_bit_exact(actual.to_tuple(), expected.to_tuple(), path)
+    else:
+        assert actual == expected, f"{path}: {actual!r} != {expected!r}"
