@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, f32
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -46,6 +46,7 @@ from irfuse.lowering.match import (
     rank,
     scalar_of,
     tensor_type,
+    users,
 )
 
 RSQRT = "aten::rsqrt.default"
@@ -243,32 +244,27 @@ def _match_residual(norm: _Norm) -> None:
     if tensor_type(a) != x_type or tensor_type(b) != x_type:
         return
     cast_a, cast_b = as_cast(a), as_cast(b)
-    if x_type.dtype == _f32() and cast_a and cast_b and tensor_type(cast_a[0]) == tensor_type(
-        cast_b[0]
+    if (
+        x_type.dtype == f32
+        and cast_a is not None
+        and cast_b is not None
+        and tensor_type(cast_a[0]) == tensor_type(cast_b[0])
+        and only_user(a) is not None
+        and only_user(b) is not None
     ):
-        # vLLM: x.float() + residual.float(); the new residual is the sum rounded back.
-        back = [
-            u for u in _users_of(norm.x) if (c := as_cast(u.results[0])) and c[0] is norm.x
-        ] if norm.x.uses else []
+        # vLLM: x.float() + residual.float(); the new residual is the sum rounded back (or
+        # nothing, in the last layer, where that residual is dead).
+        back = [u for u in users(norm.x) if (c := as_cast(u.results[0])) and c[0] is norm.x]
+        norm.ops[:0] = [a.owner, b.owner, add.op]  # type: ignore[list-item]
+        norm.residual_out = norm.x
         if len(back) == 1 and back[0].results[0].type == tensor_type(cast_a[0]):
-            norm.ops[:0] = [a.owner, b.owner, add.op]  # type: ignore[list-item]
             norm.ops.append(back[0])
-            norm.x, norm.residual = cast_a[0], cast_b[0]
             norm.residual_out = back[0].results[0]
-            return
+        norm.x, norm.residual = cast_a[0], cast_b[0]
+        return
     norm.ops.insert(0, add.op)
     norm.residual_out = norm.x
     norm.x, norm.residual = a, b
-
-
-def _users_of(value: SSAValue) -> list[Operation]:
-    return list({use.operation: None for use in value.uses})
-
-
-def _f32():
-    from xdsl.dialects.builtin import f32
-
-    return f32
 
 
 def _match_whole(found: Call) -> _Norm:
