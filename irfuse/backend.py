@@ -75,9 +75,12 @@ def irfuse_backend(
     config = CompilationConfig.from_options(options)
     graph_name = f"graph_{next(_GRAPH_IDS):03d}"
     dynamo_code = gm.code
+    user_inputs = _user_input_indices(gm)
 
     def fw_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence[Any]) -> BoxedFn:
-        return _GraphCompiler(aten_gm, aten_inputs, config, graph_name, dynamo_code).entry()
+        return _GraphCompiler(
+            aten_gm, aten_inputs, config, graph_name, dynamo_code, user_inputs
+        ).entry()
 
     def bw_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence[Any]) -> BoxedFn:
         return _to_inductor(aten_gm, aten_inputs) if config.inductor else _boxed(aten_gm)
@@ -87,6 +90,17 @@ def irfuse_backend(
         bw_compiler=bw_compiler,
         keep_inference_input_mutations=True,
     )(gm, example_inputs)
+
+
+def _user_input_indices(gm: torch.fx.GraphModule) -> list[int]:
+    """Which of Dynamo's graph inputs the caller passed (not parameters or buffers, which
+    Dynamo also lifts to inputs); aot_autograd keeps their order."""
+    found = []
+    for i, node in enumerate(gm.graph.find_nodes(op="placeholder")):
+        grapharg = node.meta.get("grapharg")
+        if grapharg is not None and getattr(grapharg.source, "is_input", False):
+            found.append(i)
+    return found
 
 
 def _boxed(gm: torch.fx.GraphModule) -> BoxedFn:
@@ -124,12 +138,18 @@ class _TokenLocator:
         return int(value) if self.dim is None else int(value.shape[self.dim])
 
 
-def _locate_num_tokens(gm: torch.fx.GraphModule) -> tuple[_TokenLocator, int] | None:
-    """The num_tokens locator and its traced value (the size hint)."""
+def _locate_num_tokens(
+    gm: torch.fx.GraphModule, user_inputs: Sequence[int]
+) -> tuple[_TokenLocator, int] | None:
+    """The num_tokens locator and its traced value (the size hint). The caller's inputs are
+    searched first, then the lifted parameters and buffers."""
     placeholders = list(gm.graph.find_nodes(op="placeholder"))
     vals = [p.meta.get("val") for p in placeholders]
     first_tensor: tuple[int, Any] | None = None
-    for i, val in enumerate(vals):
+    order = [i for i in user_inputs if i < len(vals)]
+    order += [i for i in range(len(vals)) if i not in order]
+    for i in order:
+        val = vals[i]
         if not isinstance(val, torch.Tensor):
             continue
         if first_tensor is None and val.dim() > 0:
@@ -158,6 +178,7 @@ class _GraphCompiler:
         config: CompilationConfig,
         graph_name: str,
         dynamo_code: str,
+        user_inputs: Sequence[int] = (),
     ):
         self.gm = gm
         self.inputs = list(inputs)
@@ -172,7 +193,7 @@ class _GraphCompiler:
         if self.dump:
             self.dump.python("dynamo", dynamo_code)
             self.dump.python("aten", gm.code)
-        self.locator, self.hint = _locate_num_tokens(gm) or (None, None)
+        self.locator, self.hint = _locate_num_tokens(gm, user_inputs) or (None, None)
         self.fake_mode = detect_fake_mode(self.inputs)
         self.device = _first_device(inputs)
         self._lock = threading.Lock()
@@ -276,7 +297,8 @@ class _GraphCompiler:
                 prepared = pipeline.prepare(self.gm, self._options(span, passes, None))
             emitted, report = pipeline.finish(prepared, self._options(span, passes, dump))
         except Exception as err:  # noqa: BLE001
-            report = self._fail("compile", err, span)
+            partial = prepared.report if prepared is not None else None
+            report = self._fail("compile", err, span, partial)
             fn = self._backend_compile(self.gm, lazy)
         else:
             fn = self._backend_compile(emitted, lazy)
@@ -316,7 +338,15 @@ class _GraphCompiler:
         self._compiled_groups[0] = fn
         return fn
 
-    def _fail(self, stage: str, err: Exception, span: tuple[int, int] | None = None) -> Report:
+    def _fail(
+        self,
+        stage: str,
+        err: Exception,
+        span: tuple[int, int] | None = None,
+        partial: Report | None = None,
+    ) -> Report:
+        """Warn (or raise, when strict) that irfuse leaves this graph alone; the report keeps
+        what the stages that ran found, and the error."""
         where = f"{self.graph_name}" + (f" range {_span_list(span)}" if span else "")
         reason = str(err) if isinstance(err, pipeline.PipelineError) else f"{stage}: {err!r}"
         if self.config.strict:
@@ -326,13 +356,13 @@ class _GraphCompiler:
             stacklevel=2,
         )
         log.debug("irfuse pipeline failure", exc_info=err)
-        report = Report(
+        report = partial or Report(
             graph=self.graph_name,
             range=_span_list(span),
             platform=str(self.platform),
             config=self.config.pass_config.to_dict(),
-            error=reason,
         )
+        report.error = reason
         if span is None:
             _REPORTS.append(report)
         return report

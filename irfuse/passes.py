@@ -16,7 +16,18 @@ PASS_MODULES: dict[str, tuple[str, str]] = {
     "cse": ("xdsl.transforms.common_subexpression_elimination", "CommonSubexpressionElimination"),
     "dce": ("xdsl.transforms.dead_code_elimination", "DeadCodeElimination"),
     # Raising (stage 3): ATen chains -> semantic ops.
+    "raise-collectives": ("irfuse.lowering.raise_collectives", "RaiseCollectives"),
+    "raise-attention": ("irfuse.lowering.raise_attention", "RaiseAttention"),
+    "raise-kv-cache-write": ("irfuse.lowering.raise_kv_cache_write", "RaiseKvCacheWrite"),
     "raise-rms-norm": ("irfuse.lowering.raise_rms_norm", "RaiseRmsNorm"),
+    "raise-gemm": ("irfuse.lowering.raise_gemm", "RaiseGemm"),
+    "raise-quant": ("irfuse.lowering.raise_quant", "RaiseQuant"),
+    "raise-silu-mul": ("irfuse.lowering.raise_silu_mul", "RaiseSiluMul"),
+    "raise-rope": ("irfuse.lowering.raise_rope", "RaiseRope"),
+    "raise-pad": ("irfuse.lowering.raise_pad", "RaisePad"),
+    # Fusion (stage 4): one pass per PassConfig flag.
+    "fuse-norm-quant": ("irfuse.rewrites.fuse_norm_quant", "FuseNormQuant"),
+    "fuse-act-quant": ("irfuse.rewrites.fuse_act_quant", "FuseActQuant"),
     # Emit: fused ops -> kernel calls.
     "select-kernels": ("irfuse.emit.select_kernels", "SelectKernels"),
 }

@@ -33,7 +33,7 @@ from irfuse.report import KIND_OF_OP, RAISED_KINDS, PassRecord, Report, StageRec
 PLATFORM_ATTR = "irfuse.platform"
 RANGE_ATTR = "irfuse.range"
 
-RAISE_PASSES: tuple[str, ...] = ("raise-rms-norm",)
+RAISE_PASSES: tuple[str, ...] = ("raise-collectives", "raise-rms-norm", "raise-gemm", "raise-quant", "raise-silu-mul", "raise-rope", "raise-pad", "raise-attention", "raise-kv-cache-write")
 """The raising passes, in order (registered in `irfuse.passes` as they land)."""
 
 SELECT_KERNELS = "select-kernels"
@@ -115,7 +115,9 @@ def graph_facts(module: ModuleOp) -> dict[str, Any]:
         elif facts["tp_size"] is None and op.name.startswith("coll."):
             facts["tp_size"] = op.properties["world_size"].value.data
         elif facts["quant_scheme"] is None and op.name in ("quant.fp8", "quant.nvfp4"):
-            facts["quant_scheme"] = op.properties["scheme"].support_matrix_name()
+            from irfuse.lowering.raise_quant import quant_op_scheme, support_matrix_scheme
+
+            facts["quant_scheme"] = support_matrix_scheme(quant_op_scheme(op))
     return facts
 
 

@@ -214,6 +214,7 @@ _PASSES: tuple[PassInfo, ...] = (
         platforms=_everywhere("triton", 1),
         unsupported=_ALL_PLATFORMS_UNSUPPORTED,
         vllm_pass="RMSNormQuantFusionPass",
+        implemented=True,
     ),
     PassInfo(
         name="fuse-act-quant",
@@ -226,6 +227,7 @@ _PASSES: tuple[PassInfo, ...] = (
         platforms=_everywhere("triton", 1),
         unsupported=_ALL_PLATFORMS_UNSUPPORTED,
         vllm_pass="ActivationQuantFusionPass",
+        implemented=True,
     ),
     PassInfo(
         name="fuse-act-padding",

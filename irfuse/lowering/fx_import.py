@@ -57,6 +57,13 @@ class ImportedGraph:
 
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+_NUMBERED = re.compile(r"(_\d+)+$")
+
+
+def name_hint(name: str) -> str:
+    """An SSA name hint for an FX name: `add_16` -> `add` (the printer numbers values itself;
+    a hint that still ended in `_N` could collide with a number the printer adds)."""
+    return _NUMBERED.sub("", name) or "v"
 
 
 def _location(node: torch.fx.Node) -> NameLoc:
@@ -159,13 +166,13 @@ def import_graph(gm: torch.fx.GraphModule, name: str = "forward") -> ImportedGra
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             arg = block.insert_arg(value_type(node.meta.get("val")), len(block.args))
-            arg.name_hint = node.name
+            arg.name_hint = name_hint(node.name)
             values[node] = arg
             meta[arg] = node.meta
         elif node.op == "get_attr":
             attr = _fetch_attr(gm, node.target)
             op = aten.GetAttrOp(node.target, value_type(attr))
-            op.result.name_hint = node.name
+            op.result.name_hint = name_hint(node.name)
             op.location = _location(node)
             values[node] = op.result
             meta[op] = node.meta
@@ -187,8 +194,9 @@ def import_graph(gm: torch.fx.GraphModule, name: str = "forward") -> ImportedGra
                 tuple_result=is_tuple,
             )
             op.location = _location(node)
-            for i, res in enumerate(op.results):
-                res.name_hint = node.name if not is_tuple else f"{node.name}_{i}"
+            hint = name_hint(node.name)
+            for res in op.results:
+                res.name_hint = hint
             values[node] = tuple(op.results) if is_tuple else (op.results[0] if op.results else None)
             meta[op] = node.meta
             ops.append(op)

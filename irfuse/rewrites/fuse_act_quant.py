@@ -1,0 +1,114 @@
+"""fuse-act-quant: SiLU·Mul followed by FP8 or NVFP4 quantization -> one kernel.
+
+Matches `act.silu_mul` (the one-operand form, x = [gate | up]) whose output feeds only quants
+(directly or through a flattening view): `quant.fp8` static per-tensor or per-group 128/64 (row-
+or column-major scales, UE8M0), or `quant.nvfp4`. Identical quants merge first.
+
+Produces `fused.silu_mul_quant` (x, scale?) -> (q, scale_out?) or `fused.silu_mul_quant_nvfp4`
+(x, global_scale) -> (q, block_scale), inserted where the quant was (on the flattened input when
+the quant saw a flattened view).
+
+Does not fuse, with a remark: an output also used unquantized; several different quants of one
+activation; a dynamic per-token or per-tensor quant (no kernel; vLLM has none either); the
+two-operand form (separate gate and up tensors: the kernel reads one [.., 2d] row); an input
+dtype the kernels do not take; a platform where Inductor's code was measured faster.
+"""
+
+from __future__ import annotations
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from irfuse import remarks
+from irfuse.dialects.act import SiluMulOp
+from irfuse.dialects.fused import SiluMulQuantNvfp4Op, SiluMulQuantOp
+from irfuse.dialects.irfuse import TensorType
+from irfuse.dialects.quant import QuantFp8Op
+from irfuse.dialects.raised import in_decomposition
+from irfuse.lowering.match import NoMatch, block_ops, func_blocks
+from irfuse.pipeline import module_platform
+from irfuse.rewrites.fuse_norm_quant import KERNEL_DTYPES
+from irfuse.rewrites.kernel_gate import check_kernel
+from irfuse.rewrites.quant_consumers import flatten_leading, merge_identical, quant_consumers
+
+
+def kernel_name(quant: Operation) -> str:
+    """The custom op that implements SiLU·Mul fused with this quant."""
+    if not isinstance(quant, QuantFp8Op):
+        return "silu_mul_quant_nvfp4"
+    kind = quant.scheme.kind.data
+    if kind == "static_tensor":
+        return "silu_mul_quant_fp8_static"
+    if kind == "group":
+        return "silu_mul_quant_fp8_group"
+    raise NoMatch(f"SiLU·Mul + {kind} FP8 quant has no fused kernel (vLLM has none either)")
+
+
+def _fuse(act: SiluMulOp, platform: str) -> bool:
+    consumers = quant_consumers(act.y)
+    if not consumers:
+        return False
+    consumers = merge_identical(consumers)
+    if len(consumers) > 1:
+        raise NoMatch("the activation feeds several different quants")
+    if act.up is not None:
+        raise NoMatch(
+            "gate and up are separate tensors; the fused kernel reads one [.., 2d] row"
+        )
+    x_type = act.x.type
+    assert isinstance(x_type, TensorType)
+    if x_type.dtype not in KERNEL_DTYPES:
+        raise NoMatch(f"the fused kernels take bf16, f16 or f32 inputs, not {x_type.dtype}")
+    consumer = consumers[0]
+    quant = consumer.quant
+    name = kernel_name(quant)
+    if isinstance(quant, QuantFp8Op) and quant.scheme.is_group and quant.scheme.is_tma_aligned:
+        raise NoMatch("tma-aligned group scales are not produced by the fused kernel")
+    check_kernel(name, platform)
+
+    x = act.x
+    if consumer.view is not None:
+        rows = consumer.view.results[0].type.dims[0]  # type: ignore[union-attr]
+        x = flatten_leading(act.x, rows, quant)
+    if isinstance(quant, QuantFp8Op):
+        fused: Operation = SiluMulQuantOp(
+            x,
+            quant.scale,
+            scheme=quant.scheme,
+            result_types=[quant.q.type, None if quant.scale_out is None else quant.scale_out.type],
+        )
+    else:
+        fused = SiluMulQuantNvfp4Op(
+            x, quant.global_scale, result_types=[quant.q.type, quant.block_scale.type]
+        )
+    fused.location = act.location
+    Rewriter.insert_op(fused, InsertPoint.before(quant))
+    for old, new in zip(quant.results, fused.results, strict=True):
+        new.name_hint = old.name_hint
+        old.replace_all_uses_with(new)
+    Rewriter.erase_op(quant)
+    if consumer.view is not None and not consumer.view.results[0].uses:
+        Rewriter.erase_op(consumer.view)
+    Rewriter.erase_op(act)
+    return True
+
+
+class FuseActQuant(ModulePass):
+    """SiLU·Mul -> FP8 / NVFP4 quant into `fused.silu_mul_quant(_nvfp4)`. No options."""
+
+    name = "fuse-act-quant"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        platform = module_platform(op)
+        for block in func_blocks(op):
+            for act in block_ops(block):
+                if not isinstance(act, SiluMulOp) or in_decomposition(act):
+                    continue
+                try:
+                    if _fuse(act, platform):
+                        remarks.fused()
+                except NoMatch as miss:
+                    remarks.missed(act, str(miss))

@@ -1,0 +1,171 @@
+"""fuse-norm-quant: (residual add +) RMSNorm followed by FP8 quantization -> one kernel.
+
+Matches `norm.rms_norm` or `norm.add_rms_norm` whose output feeds only `quant.fp8` ops (directly
+or through the `view(-1, H)` a linear layer adds), for the schemes static per-tensor, dynamic
+per-token (with its optional scale upper bound) and per-group 128/64 (row- or column-major
+scales, UE8M0). Identical quants merge first; several static quants with different scales fuse
+into one kernel with one output each. Eps, hidden size and group size are attributes: one rewrite
+for every value. The last layer's form (the residual output dead) fuses the same way.
+
+Produces `fused.rms_norm_quant` (x, residual?, weight, scales, scale_ub?) -> (qs, scale_out?,
+residual_out?), inserted where the last fused quant was; when the quants saw a flattened view,
+the fused op runs on the flattened inputs and the residual is reshaped back for its users.
+
+Does not fuse, with a remark: a norm output that is also used unquantized; quants of different
+schemes (or two dynamic ones) on one norm; dynamic per-tensor quant (its amax spans the whole
+tensor, vLLM does not fuse it either); a norm without a weight; tma-aligned group scales; an
+input dtype the kernels do not take; a platform where Inductor's code for this pattern was
+measured faster (`irfuse.emit.kernel_choice`), in which case the pattern is left to Inductor.
+"""
+
+from __future__ import annotations
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, bf16, f16, f32
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from irfuse import remarks
+from irfuse.dialects.fused import RmsNormQuantOp
+from irfuse.dialects.irfuse import TensorType, tensor_type
+from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
+from irfuse.dialects.quant import QuantFp8Op
+from irfuse.dialects.raised import in_decomposition
+from irfuse.lowering.match import NoMatch, block_ops, func_blocks
+from irfuse.pipeline import module_platform
+from irfuse.rewrites.kernel_gate import check_kernel
+from irfuse.rewrites.quant_consumers import (
+    Consumer,
+    flatten_leading,
+    merge_identical,
+    quant_consumers,
+    reshape_as,
+)
+
+KERNEL_DTYPES = (bf16, f16, f32)
+
+
+def kernel_name(residual: bool, scheme_kind: str) -> str:
+    """The custom op that implements a fused norm + quant of this form."""
+    suffix = {"static_tensor": "static", "dynamic_token": "per_token", "group": "group"}
+    return f"{'add_' if residual else ''}rms_norm_quant_fp8_{suffix[scheme_kind]}"
+
+
+def _check_schemes(consumers: list[Consumer]) -> str:
+    if not all(isinstance(c.quant, QuantFp8Op) for c in consumers):
+        raise NoMatch("NVFP4 quant after a norm has no fused kernel (vLLM has none either)")
+    kinds = {c.quant.scheme.kind.data for c in consumers}
+    if len(kinds) != 1:
+        raise NoMatch("the norm feeds quants of different schemes; one kernel writes one scheme")
+    kind = kinds.pop()
+    if kind == "dynamic_tensor":
+        raise NoMatch(
+            "dynamic per-tensor quant is not fused with the norm: its amax spans the whole tensor"
+        )
+    if kind != "static_tensor" and len(consumers) > 1:
+        raise NoMatch("the norm feeds several dynamic quants with different settings")
+    scheme = consumers[0].quant.scheme
+    if scheme.is_group and scheme.is_tma_aligned:
+        raise NoMatch("tma-aligned group scales are not produced by the fused kernel")
+    dtypes = {c.quant.q.type.dtype for c in consumers}
+    if len(dtypes) != 1:
+        raise NoMatch("the quants produce different fp8 dtypes")
+    if len({c.view is None for c in consumers}) != 1:
+        raise NoMatch("some quants see the norm output flattened and some do not")
+    return kind
+
+
+def _fuse(norm: RmsNormOp | AddRmsNormOp, platform: str, order: dict[Operation, int]) -> bool:
+    consumers = quant_consumers(norm.y)
+    if not consumers:
+        return False
+    consumers = merge_identical(consumers)
+    kind = _check_schemes(consumers)
+    if norm.weight is None:
+        raise NoMatch("a norm without a weight has no fused kernel")
+    x_type = norm.x.type
+    assert isinstance(x_type, TensorType)
+    if x_type.dtype not in KERNEL_DTYPES:
+        raise NoMatch(f"the fused kernels take bf16, f16 or f32 inputs, not {x_type.dtype}")
+    residual = norm.residual if isinstance(norm, AddRmsNormOp) else None
+    check_kernel(kernel_name(residual is not None, kind), platform)
+
+    # The fused op goes where the last quant was: every scale is defined by then.
+    last = max((c.quant for c in consumers), key=lambda q: order.get(q, -1))
+    if residual is not None:
+        early = [u.operation for u in norm.residual_out.uses if order.get(u.operation, 1 << 62)
+                 < order[last]]
+        if early:
+            raise NoMatch(
+                f"the new residual is used (by {early[0].name}) before the quants that follow "
+                "the norm"
+            )
+    view = consumers[0].view
+    x, res = norm.x, residual
+    if view is not None:
+        rows = view.results[0].type.dims[0]  # type: ignore[union-attr]
+        x = flatten_leading(norm.x, rows, last)
+        res = None if residual is None else flatten_leading(residual, rows, last)
+    quant = consumers[0].quant
+    scales = [c.quant.scale for c in consumers] if kind == "static_tensor" else []
+    fused = RmsNormQuantOp(
+        x,
+        res,
+        norm.weight,
+        scales,  # type: ignore[arg-type]
+        quant.scale_ub if kind == "dynamic_token" else None,
+        eps=norm.eps.value.data,
+        weight_offset=norm.weight_offset.value.data,
+        scheme=quant.scheme,
+        result_types=[
+            [c.quant.q.type for c in consumers],
+            None if quant.scale_out is None else quant.scale_out.type,
+            None if res is None else tensor_type(res.type.dims, norm.residual_out.type.dtype),  # type: ignore[union-attr]
+        ],
+    )
+    fused.location = norm.location
+    Rewriter.insert_op(fused, InsertPoint.before(last))
+    for consumer, q in zip(consumers, fused.qs, strict=True):
+        q.name_hint = consumer.quant.q.name_hint
+        consumer.quant.q.replace_all_uses_with(q)
+    if quant.scale_out is not None:
+        quant.scale_out.replace_all_uses_with(fused.scale_out)  # type: ignore[arg-type]
+    if residual is not None:
+        new_residual: SSAValue = fused.residual_out  # type: ignore[assignment]
+        if view is not None:
+            new_residual = reshape_as(new_residual, norm.x, _after(fused))
+        new_residual.name_hint = norm.residual_out.name_hint
+        norm.residual_out.replace_all_uses_with(new_residual)
+    for consumer in consumers:
+        Rewriter.erase_op(consumer.quant)
+        if consumer.view is not None and not consumer.view.results[0].uses:
+            Rewriter.erase_op(consumer.view)
+    Rewriter.erase_op(norm)
+    return True
+
+
+def _after(op: Operation) -> Operation:
+    nxt = op.next_op
+    assert nxt is not None, "a fused op is never the block terminator"
+    return nxt
+
+
+class FuseNormQuant(ModulePass):
+    """(Residual add +) RMSNorm -> FP8 quant into `fused.rms_norm_quant`. No options."""
+
+    name = "fuse-norm-quant"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        platform = module_platform(op)
+        for block in func_blocks(op):
+            ops = block_ops(block)
+            order = {o: i for i, o in enumerate(ops)}
+            for norm in ops:
+                if not isinstance(norm, RmsNormOp | AddRmsNormOp) or in_decomposition(norm):
+                    continue
+                try:
+                    if _fuse(norm, platform, order):
+                        remarks.fused()
+                except NoMatch as miss:
+                    remarks.missed(norm, str(miss))
