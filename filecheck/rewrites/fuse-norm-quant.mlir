@@ -1,0 +1,110 @@
+// RUN: irfuse-opt %s -p fuse-norm-quant | filecheck %s
+// RUN: irfuse-opt %s -p fuse-norm-quant,select-kernels | filecheck %s --check-prefix=KERNEL
+
+// Residual add + RMSNorm -> static FP8: one fused op; eps 3e-06 is an attribute like any other.
+// CHECK-LABEL: func.func @add_static
+// CHECK:       %[[Q:.+]], %[[R:.+]] = fused.rms_norm_quant %[[X:.+]], residual %[[RES:.+]], weight %[[W:.+]], scales [%[[S:.+]]] {eps = 3.000000e-06 : f64, scheme = #quant.scheme<static_tensor>}
+// CHECK-NOT:   norm.add_rms_norm
+// CHECK-NOT:   quant.fp8
+// CHECK:       func.return %[[Q]], %[[R]]
+// KERNEL-LABEL: func.func @add_static
+// KERNEL:      kernel.call impl "reference" tuple "irfuse::add_rms_norm_quant_fp8_static.default"(%{{.*}}, %{{.*}}, %{{.*}}, [%{{.*}}], 3.0e-06, 0.0, f8E4M3FN)
+func.func @add_static(%x: !irfuse.tensor<[s0, 64], bf16>, %res: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>, %s: !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], bf16>) {
+  %y, %r = norm.add_rms_norm %x, %res, weight %w {eps = 3.0e-06 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>)
+  %q = quant.fp8 %y, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
+  func.return %q, %r : !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], bf16>
+}
+
+// The last layer's form: the new residual is dead; the plain norm has no residual at all.
+// CHECK-LABEL: func.func @dead_residual
+// CHECK:       %[[Q:.+]], %{{.+}} = fused.rms_norm_quant %{{.*}}, residual %{{.*}}, weight %{{.*}}, scales [%{{.*}}] {eps = 1.000000e-05 : f64, scheme = #quant.scheme<static_tensor>}
+// CHECK:       func.return %[[Q]]
+func.func @dead_residual(%x: !irfuse.tensor<[s0, 64], bf16>, %res: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>, %s: !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN> {
+  %y, %r = norm.add_rms_norm %x, %res, weight %w {eps = 1.0e-05 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>)
+  %q = quant.fp8 %y, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
+  func.return %q : !irfuse.tensor<[s0, 64], f8E4M3FN>
+}
+
+// Identical quants merge; quants with different scales share one kernel, one output each.
+// CHECK-LABEL: func.func @multi
+// CHECK:       %[[Q1:.+]], %[[Q2:.+]] = fused.rms_norm_quant %{{.*}}, weight %{{.*}}, scales [%[[S1:.+]], %[[S2:.+]]] {eps = 1.000000e-06 : f64, scheme = #quant.scheme<static_tensor>}
+// CHECK:       func.return %[[Q1]], %[[Q2]], %[[Q1]]
+// KERNEL-LABEL: func.func @multi
+// KERNEL:      kernel.call impl "reference" tuple "irfuse::rms_norm_quant_fp8_static.default"(%{{.*}}, %{{.*}}, [%{{.*}}, %{{.*}}], 1.0e-06, 0.0, f8E4M3FN)
+func.func @multi(%x: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>, %s1: !irfuse.tensor<[], f32>, %s2: !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], f8E4M3FN>) {
+  %y = norm.rms_norm %x, weight %w {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %a = quant.fp8 %y, scale %s1 {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
+  %b = quant.fp8 %y, scale %s2 {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
+  %c = quant.fp8 %y, scale %s1 {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
+  func.return %a, %b, %c : !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], f8E4M3FN>
+}
+
+// Dynamic per-token with a scale upper bound, and Gemma's (1 + w).
+// CHECK-LABEL: func.func @per_token
+// CHECK:       %[[Q:.+]], %[[SC:.+]] = fused.rms_norm_quant %{{.*}}, weight %{{.*}}, scale_ub %[[UB:.+]] {eps = 1.000000e-06 : f64, weight_offset = 1.000000e+00 : f64, scheme = #quant.scheme<dynamic_token>}
+// CHECK-SAME:  scale_out !irfuse.tensor<[s0, 1], f32>
+// KERNEL-LABEL: func.func @per_token
+// KERNEL:      "irfuse::rms_norm_quant_fp8_per_token.default"(%{{.*}}, %{{.*}}, %{{.*}}, 1.0e-06, 1.0, f8E4M3FN)
+func.func @per_token(%x: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>, %ub: !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 1], f32>) {
+  %y = norm.rms_norm %x, weight %w {eps = 1.0e-06 : f64, weight_offset = 1.0 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %q, %sc = quant.fp8 %y, scale_ub %ub {scheme = #quant.scheme<dynamic_token>} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 1], f32>)
+  func.return %q, %sc : !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 1], f32>
+}
+
+// Per-group 64 with column-major UE8M0 scales, reached through the view(-1, H) of a linear:
+// the fused op runs on the flattened input; the new residual is reshaped back.
+// CHECK-LABEL: func.func @group_view
+// CHECK:       %[[FX:.+]] = aten.call "aten::flatten.using_ints"(%{{.*}}, 0, 1)
+// CHECK:       %[[FR:.+]] = aten.call "aten::flatten.using_ints"(%{{.*}}, 0, 1)
+// CHECK:       %[[Q:.+]], %[[SC:.+]], %[[R:.+]] = fused.rms_norm_quant %[[FX]], residual %[[FR]], weight %{{.*}} {eps = 1.000000e-06 : f64, scheme = #quant.scheme<group 64, col_major, ue8m0>}
+// CHECK:       %[[BACK:.+]] = aten.call "aten::reshape_as.default"(%[[R]], %{{.*}})
+// CHECK:       func.return %[[Q]], %[[SC]], %[[BACK]]
+// KERNEL-LABEL: func.func @group_view
+// KERNEL:      "irfuse::add_rms_norm_quant_fp8_group.default"(%{{.*}}, %{{.*}}, %{{.*}}, 1.0e-06, 0.0, 64, true, true, f8E4M3FN)
+func.func @group_view(%x: !irfuse.tensor<[2, s0, 128], bf16>, %res: !irfuse.tensor<[2, s0, 128], bf16>, %w: !irfuse.tensor<[128], bf16>) -> (!irfuse.tensor<["2*s0", 128], f8E4M3FN>, !irfuse.tensor<["2*s0", 2], f32>, !irfuse.tensor<[2, s0, 128], bf16>) {
+  %y, %r = norm.add_rms_norm %x, %res, weight %w {eps = 1.0e-06 : f64} : (!irfuse.tensor<[2, s0, 128], bf16>, !irfuse.tensor<[2, s0, 128], bf16>, !irfuse.tensor<[128], bf16>) -> (!irfuse.tensor<[2, s0, 128], bf16>, !irfuse.tensor<[2, s0, 128], bf16>)
+  %v = aten.call "aten::view.default"(%y, [-1, 128]) : (!irfuse.tensor<[2, s0, 128], bf16>) -> !irfuse.tensor<["2*s0", 128], bf16>
+  %q, %sc = quant.fp8 %v {scheme = #quant.scheme<group 64, col_major, ue8m0>} : (!irfuse.tensor<["2*s0", 128], bf16>) -> (!irfuse.tensor<["2*s0", 128], f8E4M3FN>, scale_out !irfuse.tensor<["2*s0", 2], f32>)
+  func.return %q, %sc, %r : !irfuse.tensor<["2*s0", 128], f8E4M3FN>, !irfuse.tensor<["2*s0", 2], f32>, !irfuse.tensor<[2, s0, 128], bf16>
+}
+
+// Negative: the norm output has another, unquantized user.
+// CHECK-LABEL: func.func @other_user
+// CHECK:       norm.rms_norm
+// CHECK:       quant.fp8
+// CHECK-NOT:   fused.rms_norm_quant
+func.func @other_user(%x: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>, %s: !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], bf16>) {
+  %y = norm.rms_norm %x, weight %w {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %q = quant.fp8 %y, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
+  func.return %q, %y : !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], bf16>
+}
+
+// Negative: a quant whose input is not the norm; a static and a dynamic quant on one norm.
+// CHECK-LABEL: func.func @not_the_norm
+// CHECK-NOT:   fused.rms_norm_quant
+// CHECK:       func.return
+func.func @not_the_norm(%x: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>, %s: !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], bf16>) {
+  %y = norm.rms_norm %x, weight %w {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %q = quant.fp8 %x, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
+  func.return %q, %y : !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], bf16>
+}
+
+// CHECK-LABEL: func.func @mixed_schemes
+// CHECK-NOT:   fused.rms_norm_quant
+// CHECK:       func.return
+func.func @mixed_schemes(%x: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>, %s: !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], f8E4M3FN>) {
+  %y = norm.rms_norm %x, weight %w {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %a = quant.fp8 %y, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
+  %b, %bs = quant.fp8 %y {scheme = #quant.scheme<dynamic_token>} : (!irfuse.tensor<[s0, 64], bf16>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 1], f32>)
+  func.return %a, %b : !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], f8E4M3FN>
+}
+
+// Negative: dynamic per-tensor quant (its amax spans the whole tensor).
+// CHECK-LABEL: func.func @dynamic_tensor
+// CHECK-NOT:   fused.rms_norm_quant
+// CHECK:       func.return
+func.func @dynamic_tensor(%x: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], f8E4M3FN> {
+  %y = norm.rms_norm %x, weight %w {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %q, %qs = quant.fp8 %y {scheme = #quant.scheme<dynamic_tensor>} : (!irfuse.tensor<[s0, 64], bf16>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, scale_out !irfuse.tensor<[1], f32>)
+  func.return %q : !irfuse.tensor<[s0, 64], f8E4M3FN>
+}
