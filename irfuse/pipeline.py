@@ -6,8 +6,10 @@ is verified after every pass in debug runs (`debug` option, `IRFUSE_DEBUG=1`, th
 once before emit otherwise: verification is not free and printing or parsing never happens on the
 compile path unless a dump was asked for.
 
-The platform and the compile range are module attributes (`irfuse.platform`, `irfuse.range`), so
-that a pass's behaviour depends on the IR alone and `irfuse-opt` reproduces any dumped step.
+The platform is a module attribute (`irfuse.platform`), so that a pass's behaviour depends on
+the IR alone and `irfuse-opt` reproduces any dumped step. The compile range decides which passes
+run (the backend's plan), not what a pass does, so it is in the report and the dump folder's
+name rather than in the IR.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 import torch.fx
 from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.utils.exceptions import DiagnosticException
 
 from irfuse import dtypes, passes, remarks
@@ -31,7 +33,6 @@ from irfuse.ranges import Range
 from irfuse.report import KIND_OF_OP, RAISED_KINDS, PassRecord, Report, StageRecord
 
 PLATFORM_ATTR = "irfuse.platform"
-RANGE_ATTR = "irfuse.range"
 
 RAISE_PASSES: tuple[str, ...] = ("raise-collectives", "raise-rms-norm", "raise-gemm", "raise-quant", "raise-silu-mul", "raise-rope", "raise-pad", "raise-attention", "raise-kv-cache-write")
 """The raising passes, in order (registered in `irfuse.passes` as they land)."""
@@ -62,24 +63,14 @@ class PipelineOptions:
     config: dict[str, Any] = field(default_factory=dict)
 
 
-def set_target(module: ModuleOp, platform: str, rng: tuple[int, int] | None) -> None:
+def set_target(module: ModuleOp, platform: str) -> None:
     module.attributes[PLATFORM_ATTR] = StringAttr(platform)
-    if rng is not None:
-        module.attributes[RANGE_ATTR] = ArrayAttr([IntegerAttr(rng[0], i64), IntegerAttr(rng[1], i64)])
 
 
 def module_platform(module: ModuleOp) -> str:
     """The platform string a module is compiled for (`cpu` when the IR does not say)."""
     attr = module.attributes.get(PLATFORM_ATTR)
     return attr.data if isinstance(attr, StringAttr) else "cpu"
-
-
-def module_range(module: ModuleOp) -> tuple[int, int] | None:
-    attr = module.attributes.get(RANGE_ATTR)
-    if not isinstance(attr, ArrayAttr):
-        return None
-    lo, hi = (a.value.data for a in attr.data)
-    return lo, hi
 
 
 def count_ops(module: ModuleOp) -> int:
@@ -143,7 +134,7 @@ def prepare(gm: torch.fx.GraphModule, options: PipelineOptions) -> Prepared:
         imported = import_graph(gm)
     except Exception as err:
         raise PipelineError("import", f"{type(err).__name__}: {err}") from err
-    set_target(imported.module, options.platform, options.range)
+    set_target(imported.module, options.platform)
     report.stages.append(StageRecord("import", _ms(start), count_ops(imported.module)))
     if options.dump:
         options.dump.mlir("import", imported.module)
@@ -164,7 +155,6 @@ def finish(prepared: Prepared, options: PipelineOptions) -> tuple[torch.fx.Graph
     report = prepared.report
     report.range = Range(*options.range).as_list() if options.range else None
     report.config = options.config
-    set_target(module, options.platform, options.range)
 
     start = time.perf_counter()
     for name in options.fusion_passes:

@@ -1,0 +1,166 @@
+"""Which implementation runs each fused (and library) op on each platform, and why.
+
+This is the one place that records the choice. Implementations:
+
+- `reference`: the torch reference (`irfuse/emit/kernels/*_ref.py`), always right, never fast;
+- `triton`: irfuse's Triton kernel;
+- `flashinfer`: FlashInfer's kernel (optional package, imported lazily; where it is absent the
+  Triton kernel runs and `flashinfer_status()` says why);
+- `inductor`: the fusion pass must leave this pattern to Inductor on that platform, because
+  Inductor's generated code was measured faster there. (If the fused op is called anyway, its
+  Triton kernel runs.)
+
+Platforms are strings: `cpu`, `cuda:sm90` (compute capability), `rocm`. A lookup tries the exact
+platform, then its family (`cuda`, `rocm`); other platforms get the reference. An entry may
+change with the token count (a step from some number of tokens on), because Inductor's code and
+irfuse's kernels cross over with size. Every CUDA entry carries the measurement that justifies
+it (docs/benchmarks.md, produced by `benchmarks/bench_norm_act_quant.py`); entries not measured
+yet say so.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from dataclasses import dataclass
+
+import torch
+
+IMPLS = ("reference", "triton", "flashinfer", "inductor")
+
+FUSED_OPS = (
+    "rms_norm_quant_fp8_static", "add_rms_norm_quant_fp8_static",
+    "rms_norm_quant_fp8_per_token", "add_rms_norm_quant_fp8_per_token",
+    "rms_norm_quant_fp8_group", "add_rms_norm_quant_fp8_group",
+    "silu_mul_quant_fp8_static", "silu_mul_quant_fp8_group", "silu_mul_quant_nvfp4",
+)
+LIBRARY_OPS = (
+    "rms_norm", "add_rms_norm", "silu_mul", "quant_fp8_static", "quant_fp8_per_token",
+    "quant_fp8_per_tensor", "quant_fp8_group", "quant_nvfp4",
+)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """An implementation (one of IMPLS) and the measurement or rule that justifies it."""
+
+    impl: str
+    reason: str
+
+    def __post_init__(self) -> None:
+        if self.impl not in IMPLS:
+            raise ValueError(f"irfuse: unknown implementation {self.impl!r}")
+
+
+_CPU = Choice("reference", "the CPU runs the torch reference (Triton needs a GPU)")
+_NOT_MEASURED = Choice("triton", "not measured yet")
+_NOT_MEASURED_ROCM = Choice("triton", "not measured yet (Triton emits float8_e4m3fnuz on ROCm)")
+
+# Measured on one H200 (torch 2.11, Triton 3.6, CUDA-graph replay, static-shape Inductor on the
+# unfused torch code), bf16, H 4096/8192 (SiLU·Mul I 14336/28672), T 1..16384:
+# docs/bench_norm_act_quant.md (merged into docs/benchmarks.md). Ratios are irfuse / Inductor
+# with the launch shapes the kernels now use by default (the sweep's best).
+_BENCH = "docs/bench_norm_act_quant.md"
+_SM90: dict[str, tuple[tuple[int, Choice], ...]] = {
+    "add_rms_norm_quant_fp8_static": (
+        (1, Choice("triton", f"{_BENCH}: 0.81-0.90x Inductor's time below 4096 tokens "
+                             "(e.g. 2.8 vs 3.5 us at H 8192, T 16)")),
+        (4096, Choice("inductor", f"{_BENCH}: from 4096 tokens Inductor's kernel is as fast "
+                                  "or faster (0.99-1.03x at T 4096, 1.05-1.06x at T 16384: "
+                                  "117 vs 111 us at H 4096; Inductor reaches ~4.2 TB/s)")),
+    ),
+    "rms_norm_quant_fp8_static": (
+        (1, Choice("triton", f"{_BENCH}: 0.67-0.97x Inductor's time at every size "
+                             "(50.5 vs 73.9 us at H 4096, T 16384)")),),
+    "add_rms_norm_quant_fp8_per_token": (
+        (1, Choice("triton", f"{_BENCH}: 0.75-0.97x Inductor's time, 1.01x at T 1 (H 8192, 3.7 us "
+                             "both) and 1.02x at T 128 (H 4096: 3.3 vs 3.2 us)")),),
+    "rms_norm_quant_fp8_per_token": (
+        (1, Choice("triton", f"{_BENCH}: the residual form's kernel without the residual "
+                             "(measured there: 0.75-1.02x Inductor); not measured alone")),),
+    "add_rms_norm_quant_fp8_group": (
+        (1, Choice("triton", f"{_BENCH}: 0.51-0.97x Inductor's time at every size "
+                             "(group 128; 121.9 vs 203.8 us at H 4096, T 16384)")),),
+    "rms_norm_quant_fp8_group": (
+        (1, Choice("triton", f"{_BENCH}: the residual form's kernel without the residual "
+                             "(measured there: 0.51-0.97x Inductor); not measured alone")),),
+    "silu_mul_quant_fp8_static": (
+        (1, Choice("triton", f"{_BENCH}: 0.74-0.93x Inductor's time from 16 tokens, equal "
+                             "(1.3 us, 1.00-1.03x) at T 1")),),
+    "silu_mul_quant_fp8_group": (
+        (1, Choice("triton", f"{_BENCH}: 0.45-0.58x Inductor's time from 128 tokens; at "
+                             "T 1-16 0.40-1.10x (1.7 vs 1.5 us at I 28672, T 1)")),),
+    "silu_mul_quant_nvfp4": (
+        (1, Choice("triton", f"{_BENCH}: 0.43-0.81x Inductor's time at every size "
+                             "(measured before the e2m1 rewrite)")),),
+}
+
+
+def _entry(op: str) -> dict[str, tuple[tuple[int, Choice], ...]]:
+    entries = {"cpu": ((1, _CPU),), "cuda": ((1, _NOT_MEASURED),),
+               "rocm": ((1, _NOT_MEASURED_ROCM),)}
+    if op in _SM90:
+        entries["cuda:sm90"] = _SM90[op]
+    return entries
+
+
+_TABLE = {op: _entry(op) for op in (*FUSED_OPS, *LIBRARY_OPS)}
+
+
+def choose(op_name: str, platform_str: str, num_tokens: int | None = None) -> Choice:
+    """The implementation of `op_name` (with or without `irfuse::`) on `platform_str`.
+
+    Where the measurements split by size, `num_tokens` (the largest token count a compiled
+    graph serves, e.g. the top of its compile range) picks the step; without it the choice
+    for few tokens (decode) is returned, its reason naming the split.
+    """
+    name = op_name.removeprefix("irfuse::")
+    if name not in _TABLE:
+        raise KeyError(f"irfuse: no kernel choice recorded for op {op_name!r}")
+    entries = _TABLE[name]
+    steps = entries.get(platform_str) or entries.get(platform_str.split(":", 1)[0])
+    if steps is None:
+        return Choice("reference", f"platform {platform_str!r} has no kernels; the reference "
+                                   "runs")
+    if num_tokens is None:
+        first = steps[0][1]
+        if len(steps) == 1:
+            return first
+        split = "; ".join(f"from {t} tokens: {c.impl}" for t, c in steps[1:])
+        return Choice(first.impl, f"{first.reason} [{split}]")
+    chosen = steps[0][1]
+    for min_tokens, choice in steps:
+        if num_tokens >= min_tokens:
+            chosen = choice
+    return chosen
+
+
+def platform_of(device: torch.device | str) -> str:
+    """The platform string of a device: `cpu`, `cuda:sm90`, `rocm`, ..."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return device.type
+    return _cuda_platform(device.index if device.index is not None else
+                          torch.cuda.current_device())
+
+
+@functools.cache
+def _cuda_platform(index: int) -> str:
+    if torch.version.hip is not None:
+        return "rocm"
+    major, minor = torch.cuda.get_device_capability(index)
+    return f"cuda:sm{major}{minor}"
+
+
+def flashinfer_status() -> tuple[bool, str]:
+    """Whether FlashInfer can be used here, and why not (without importing it)."""
+    if importlib.util.find_spec("flashinfer") is None:
+        return False, "flashinfer is not installed (optional extra irfuse[gpu])"
+    if not torch.cuda.is_available():
+        return False, "flashinfer is installed but there is no CUDA device"
+    return True, "flashinfer is installed"
+
+
+def table() -> dict[str, dict[str, tuple[tuple[int, Choice], ...]]]:
+    """The whole choice table, e.g. for the CLI: op → platform → ((min_tokens, Choice), ...)."""
+    return {op: dict(entries) for op, entries in _TABLE.items()}

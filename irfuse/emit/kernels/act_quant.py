@@ -1,0 +1,203 @@
+"""Triton kernels for SiLU·Mul and elementwise FP8 quantization, fused or alone.
+
+`_act_quant_kernel` needs no reduction over a whole row, so it tiles the columns: program
+(row, column block) handles a [GPP, GROUP] tile, GPP groups of GROUP contiguous columns, which
+keeps every SM busy even at one token. ACT=1 reads `a = x[:, :d]` and `b = x[:, d:]` and forms
+`silu(a) * b` as eager PyTorch does (silu rounded to the model dtype, then the product rounded);
+ACT=0 takes `x` itself. The result is stored as is, quantized with a static FP8 scale, or
+quantized per group (each tile row is one group). Numerics: `act_quant_ref` and `quant_ref`.
+
+Dynamic per-tensor FP8 (not a fused op) is the static kernel fed with a scale computed by torch
+from the tensor's amax, exactly as the reference computes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from irfuse.emit.kernels import quant_ref
+from irfuse.emit.kernels.norm_quant import Steps, group_scales, tuned
+from irfuse.emit.kernels.triton_support import check_device, next_pow2, rows_2d
+
+QUANT_NONE = 0
+QUANT_STATIC = 1
+QUANT_GROUP = 3
+CHUNK = 128  # tile width for the modes without groups
+
+
+@dataclass(frozen=True)
+class ActConfig:
+    """Launch shape of `_act_quant_kernel`: tile rows (groups/chunks) per program, warps."""
+
+    groups_per_program: int
+    num_warps: int
+
+
+# Launch shapes that measured fastest on the H200 (the sweep in docs/bench_norm_act_quant.md):
+# (kind, width) -> steps of (from this many tokens, (tile columns, warps)). Widths up to 20000
+# use the I 14336 steps, wider ones the I 28672 steps.
+_ACT_TUNED: dict[tuple[str, int], Steps] = {
+    ("static", 14336): ((1, (512, 2)), (16, (2048, 8))),
+    ("static", 28672): ((1, (512, 2)), (16, (2048, 8)), (128, (2048, 4)), (4096, (2048, 8))),
+    ("group", 14336): ((1, (512, 2)), (16, (2048, 8)), (1024, (2048, 4))),
+    ("group", 28672): ((1, (512, 2)), (16, (2048, 8)), (128, (2048, 4))),
+}
+
+
+def act_config(tokens: int, width: int, group: int, quant: int = QUANT_STATIC) -> ActConfig:
+    """Default launch shape for `tokens` rows of `width` output elements in tiles of `group`
+    columns (the quant group, or CHUNK)."""
+    kind = "group" if quant == QUANT_GROUP else "static"
+    columns, warps = tuned(_ACT_TUNED[(kind, 14336 if width <= 20000 else 28672)], tokens)
+    per_program = min(max(1, columns // group), next_pow2(triton.cdiv(width, group)))
+    return ActConfig(groups_per_program=per_program,
+                     num_warps=max(1, min(warps, per_program * group // 64)))
+
+
+@triton.jit
+def _act_quant_kernel(
+    x_ptr, out_ptr, s_ptr, D, stride_x, stride_s_row, stride_s_group,
+    ACT: tl.constexpr, QUANT: tl.constexpr, UE8M0: tl.constexpr, FP8_MAX: tl.constexpr,
+    MIN_SCALE: tl.constexpr, GPP: tl.constexpr, GROUP: tl.constexpr,
+):
+    DT = x_ptr.dtype.element_ty
+    row = tl.program_id(0).to(tl.int64)
+    groups = tl.program_id(1) * GPP + tl.arange(0, GPP)
+    cols = groups[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
+    mask = cols < D
+    base = x_ptr + row * stride_x
+    a = tl.load(base + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    if ACT:
+        b = tl.load(base + D + cols, mask=mask, other=0.0,
+                    eviction_policy="evict_first").to(tl.float32)
+        act = (a / (1.0 + tl.exp(-a))).to(DT).to(tl.float32)
+        y = (act * b).to(DT).to(tl.float32)
+    else:
+        y = a
+    out_offs = row * D + cols
+    if QUANT == 0:
+        tl.store(out_ptr + out_offs, y.to(DT), mask=mask)
+    elif QUANT == 1:
+        inv = tl.math.div_rn(1.0, tl.load(s_ptr).to(tl.float32))
+        v = tl.minimum(tl.maximum(y * inv, -FP8_MAX), FP8_MAX)
+        tl.store(out_ptr + out_offs, v.to(out_ptr.dtype.element_ty), mask=mask)
+    else:
+        s = group_scales(tl.max(tl.abs(y), axis=1), FP8_MAX, MIN_SCALE, UE8M0)
+        v = tl.minimum(tl.maximum(tl.math.div_rn(y, s[:, None]), -FP8_MAX), FP8_MAX)
+        tl.store(out_ptr + out_offs, v.to(out_ptr.dtype.element_ty), mask=mask)
+        tl.store(s_ptr + row * stride_s_row + groups * stride_s_group, s,
+                 mask=groups * GROUP < D)
+
+
+def _launch(x: torch.Tensor, act: bool, quant: int, out: torch.Tensor,
+            scale: torch.Tensor | None, group: int, ue8m0: bool, out_dtype: torch.dtype,
+            config: ActConfig | None) -> None:
+    x2 = rows_2d(x)
+    tokens = x2.shape[0]
+    width = x2.shape[1] // 2 if act else x2.shape[1]
+    if tokens == 0 or width == 0:
+        return
+    cfg = config or act_config(tokens, width, group, quant)
+    s2 = scale if scale is not None else x2
+    strides = (0, 0)
+    if quant == QUANT_GROUP:
+        s2 = scale.reshape(tokens, width // group)
+        assert s2.data_ptr() == scale.data_ptr()
+        strides = (s2.stride(0), s2.stride(1))
+    fp8 = out_dtype if quant != QUANT_NONE else torch.float8_e4m3fn
+    grid = (tokens, triton.cdiv(triton.cdiv(width, group), cfg.groups_per_program))
+    _act_quant_kernel[grid](
+        x2, out, s2, width, x2.stride(0), *strides,
+        ACT=act, QUANT=quant, UE8M0=ue8m0, FP8_MAX=quant_ref.fp8_max(fp8),
+        MIN_SCALE=quant_ref.fp8_min_scale(fp8), GPP=cfg.groups_per_program, GROUP=group,
+        num_warps=cfg.num_warps,
+    )
+
+
+def _check_act_input(x: torch.Tensor) -> None:
+    quant_ref.check_model_dtype(x)
+    if x.shape[-1] % 2 != 0:
+        raise ValueError(f"irfuse: SiLU·Mul needs an even last dimension, got {x.shape[-1]}")
+    check_device(x)
+
+
+def silu_mul(x: torch.Tensor, config: ActConfig | None = None) -> torch.Tensor:
+    """`silu(x[..., :d]) * x[..., d:]` in x's dtype."""
+    _check_act_input(x)
+    out = torch.empty((*x.shape[:-1], x.shape[-1] // 2), dtype=x.dtype, device=x.device)
+    _launch(x, True, QUANT_NONE, out, None, CHUNK, False, x.dtype, config)
+    return out
+
+
+def _static(x: torch.Tensor, act: bool, scale: torch.Tensor, out_dtype: torch.dtype,
+            config: ActConfig | None) -> torch.Tensor:
+    quant_ref.check_fp8_dtype(out_dtype)
+    if scale.numel() != 1:
+        raise ValueError("irfuse: a static FP8 scale must have one element")
+    width = x.shape[-1] // 2 if act else x.shape[-1]
+    out = torch.empty((*x.shape[:-1], width), dtype=out_dtype, device=x.device)
+    _launch(x, act, QUANT_STATIC, out, scale, CHUNK, False, out_dtype, config)
+    return out
+
+
+def _group(x: torch.Tensor, act: bool, group_size: int, col_major: bool, ue8m0: bool,
+           out_dtype: torch.dtype, config: ActConfig | None,
+           ) -> tuple[torch.Tensor, torch.Tensor]:
+    quant_ref.check_fp8_dtype(out_dtype)
+    width = x.shape[-1] // 2 if act else x.shape[-1]
+    quant_ref.check_group_size(width, group_size)
+    if group_size & (group_size - 1):
+        raise ValueError(f"irfuse: the Triton kernels need a power-of-two group size, "
+                         f"got {group_size}")
+    out = torch.empty((*x.shape[:-1], width), dtype=out_dtype, device=x.device)
+    s = quant_ref.empty_group_scales(out, group_size, col_major)
+    _launch(x, act, QUANT_GROUP, out, s, group_size, ue8m0, out_dtype, config)
+    return out, s
+
+
+def silu_mul_quant_fp8_static(x: torch.Tensor, scale: torch.Tensor, out_dtype: torch.dtype,
+                              config: ActConfig | None = None) -> torch.Tensor:
+    """SiLU·Mul → static per-tensor FP8."""
+    _check_act_input(x)
+    return _static(x, True, scale, out_dtype, config)
+
+
+def silu_mul_quant_fp8_group(x: torch.Tensor, group_size: int, col_major: bool, ue8m0: bool,
+                             out_dtype: torch.dtype, config: ActConfig | None = None,
+                             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """SiLU·Mul → per-group FP8: (q, scales)."""
+    _check_act_input(x)
+    return _group(x, True, group_size, col_major, ue8m0, out_dtype, config)
+
+
+def quant_fp8_static(x: torch.Tensor, scale: torch.Tensor,
+                     out_dtype: torch.dtype = torch.float8_e4m3fn,
+                     config: ActConfig | None = None) -> torch.Tensor:
+    """Static per-tensor FP8 of `x`."""
+    quant_ref.check_model_dtype(x)
+    check_device(x)
+    return _static(x, False, scale, out_dtype, config)
+
+
+def quant_fp8_per_tensor(x: torch.Tensor, out_dtype: torch.dtype = torch.float8_e4m3fn,
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dynamic per-tensor FP8 of `x`: (q, scale [1])."""
+    quant_ref.check_model_dtype(x)
+    check_device(x)
+    m = quant_ref.fp8_max(out_dtype)
+    # The amax of bf16/fp16 values is exact in that dtype, so no float32 copy of x is needed.
+    s = (x.abs().amax().float() / m).clamp(min=quant_ref.fp8_min_scale(out_dtype)).reshape(1)
+    return _static(x, False, s, out_dtype, None), s
+
+
+def quant_fp8_group(x: torch.Tensor, group_size: int, col_major: bool = False,
+                    ue8m0: bool = False, out_dtype: torch.dtype = torch.float8_e4m3fn,
+                    config: ActConfig | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dynamic per-group FP8 of `x`: (q, scales)."""
+    quant_ref.check_model_dtype(x)
+    check_device(x)
+    return _group(x, False, group_size, col_major, ue8m0, out_dtype, config)

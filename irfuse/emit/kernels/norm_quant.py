@@ -1,0 +1,357 @@
+"""Triton kernels for RMSNorm, residual add + RMSNorm, and their fused FP8 quantization.
+
+Two kernels, both one pass over the row held in registers (read once, fp32 accumulation):
+
+- `_norm_rows_kernel`: a [ROWS, BLOCK_H] tile, ROWS rows per program. Optional residual add
+  (writes residual_out), optional RMSNorm (off: a plain quantizer), then: no quant (writes y),
+  static FP8 with up to four scales (one output each: a norm feeding several quants is one
+  kernel), or dynamic per-token FP8 (optional scale upper bound).
+- `_norm_group_kernel`: one row per program, tiled [BLOCK_G, GROUP] so that each tile row is one
+  quantization group; per-group FP8 with row- or column-major scales and optional UE8M0.
+
+Numerics are those of `norm_quant_ref` / `quant_ref` (`shared/NUMERICS.md`); the divisions that
+define a quantized value use `div_rn` so they round as torch's do. Launch shapes (rows per
+program, warps) come from `row_config` / `group_config`, tuned on the H200 (docs/benchmarks.md);
+every launcher takes `config=` to override them (the benchmark's sweep does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from irfuse.emit.kernels import quant_ref
+from irfuse.emit.kernels.triton_support import check_device, next_pow2, rows_2d
+
+QUANT_NONE = 0
+QUANT_STATIC = 1
+QUANT_PER_TOKEN = 2
+MAX_STATIC_OUTPUTS = 4  # static quants fused into one launch; more are chunked
+MAX_HIDDEN = 65536  # the row must fit in registers
+
+
+@dataclass(frozen=True)
+class RowConfig:
+    """Launch shape of `_norm_rows_kernel`: rows per program and warps per program."""
+
+    rows: int
+    num_warps: int
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    """Launch shape of `_norm_group_kernel` (one row per program)."""
+
+    num_warps: int
+
+
+Steps = tuple[tuple[int, object], ...]
+
+
+def tuned(steps: Steps, tokens: int) -> object:
+    """The config of the last step whose token count is <= `tokens` (steps ascend)."""
+    chosen = steps[0][1]
+    for from_tokens, cfg in steps:
+        if tokens >= from_tokens:
+            chosen = cfg
+    return chosen
+
+
+# Launch shapes that measured fastest on the H200 (the sweep in docs/bench_norm_act_quant.md),
+# as (kind, hidden) -> steps of (from this many tokens, config). A hidden size of 4096 or more
+# uses the nearer measured one (4096 up to 6144, else 8192); smaller ones the rule in
+# `row_config`. Unmeasured kinds borrow: a plain norm or a quantizer alone uses "static", a
+# residual add without quant uses "residual_static".
+_ROW_TUNED: dict[tuple[str, int], Steps] = {
+    ("residual_static", 4096): ((1, RowConfig(1, 16)),),
+    ("residual_static", 8192): ((1, RowConfig(1, 16)), (1024, RowConfig(1, 8)),
+                                (4096, RowConfig(1, 16))),
+    ("static", 4096): ((1, RowConfig(1, 16)), (1024, RowConfig(1, 4))),
+    ("static", 8192): ((1, RowConfig(1, 8)), (16384, RowConfig(1, 4))),
+    ("residual_per_token", 4096): ((1, RowConfig(1, 16)), (16384, RowConfig(1, 4))),
+    ("residual_per_token", 8192): ((1, RowConfig(1, 16)), (1024, RowConfig(1, 8))),
+}
+_GROUP_TUNED: dict[int, Steps] = {
+    4096: ((1, GroupConfig(16)), (1024, GroupConfig(8)), (4096, GroupConfig(16))),
+    8192: ((1, GroupConfig(16)), (4096, GroupConfig(8))),
+}
+
+
+def _bucket(hidden: int) -> int:
+    return 4096 if hidden <= 6144 else 8192
+
+
+def row_config(tokens: int, hidden: int, residual: bool = True,
+               quant: int = QUANT_STATIC) -> RowConfig:
+    """Default launch shape of `_norm_rows_kernel` for `tokens` rows of `hidden` elements."""
+    block = next_pow2(hidden)
+    if block >= 4096:
+        kind = ("residual_per_token" if residual and quant == QUANT_PER_TOKEN
+                else "residual_static" if residual else "static")
+        return tuned(_ROW_TUNED[(kind, _bucket(hidden))], tokens)
+    # Small rows (tests, small models): several rows per program, ~16 elements a thread.
+    rows = min(next_pow2(tokens), max(1, 4096 // block))
+    return RowConfig(rows=rows, num_warps=max(1, min(8, rows * block // 512)))
+
+
+def group_config(tokens: int, hidden: int) -> GroupConfig:
+    """Default launch shape of the per-group kernel (one row per program)."""
+    if hidden >= 4096:
+        return tuned(_GROUP_TUNED[_bucket(hidden)], tokens)
+    return GroupConfig(num_warps=max(1, min(8, next_pow2(hidden) // 512)))
+
+
+@triton.jit
+def _apply_weight(normed, w, weight_offset, x_ptr, GEMMA: tl.constexpr):
+    """RMSNorm's weight product, rounded to the model dtype (x's), returned as float32."""
+    DT = x_ptr.dtype.element_ty
+    if GEMMA:
+        y = (normed * (w.to(tl.float32) + weight_offset)).to(DT)
+    else:
+        y = (normed.to(DT).to(tl.float32) * w.to(DT).to(tl.float32)).to(DT)
+    return y.to(tl.float32)
+
+
+@triton.jit
+def _store_fp8_static(y, q_ptr, s_ptr, offs, mask, FP8_MAX: tl.constexpr):
+    inv = tl.math.div_rn(1.0, tl.load(s_ptr).to(tl.float32))
+    v = tl.minimum(tl.maximum(y * inv, -FP8_MAX), FP8_MAX)
+    tl.store(q_ptr + offs, v.to(q_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def group_scales(amax, FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, UE8M0: tl.constexpr):
+    """Per-group scales from group amaxes (UE8M0: round up to a power of two on the bits)."""
+    s = tl.math.div_rn(tl.maximum(amax, 1e-10), FP8_MAX)
+    if UE8M0:
+        bits = s.to(tl.int32, bitcast=True)
+        exp_bits = bits & 0x7F800000
+        exp_bits = tl.where((bits & 0x007FFFFF) != 0, exp_bits + 0x00800000, exp_bits)
+        s = exp_bits.to(tl.float32, bitcast=True)
+    return tl.maximum(s, MIN_SCALE)
+
+
+@triton.jit(do_not_specialize=["T"])
+def _norm_rows_kernel(
+    x_ptr, res_ptr, w_ptr, y_ptr, res_out_ptr,
+    q0_ptr, q1_ptr, q2_ptr, q3_ptr, s0_ptr, s1_ptr, s2_ptr, s3_ptr, ub_ptr,
+    T, H, stride_x, stride_res, eps, weight_offset,
+    HAS_RES: tl.constexpr, NORM: tl.constexpr, GEMMA: tl.constexpr, QUANT: tl.constexpr,
+    NUM_OUT: tl.constexpr, HAS_UB: tl.constexpr, FP8_MAX: tl.constexpr,
+    MIN_SCALE: tl.constexpr, ROWS: tl.constexpr, BLOCK_H: tl.constexpr,
+):
+    DT = x_ptr.dtype.element_ty
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK_H)
+    rmask = rows < T
+    cmask = cols < H
+    mask = rmask[:, None] & cmask[None, :]
+    rows64 = rows.to(tl.int64)
+    out_offs = rows64[:, None] * H + cols[None, :]
+    x = tl.load(x_ptr + rows64[:, None] * stride_x + cols[None, :], mask=mask, other=0.0,
+                eviction_policy="evict_first").to(tl.float32)
+    if HAS_RES:
+        r = tl.load(res_ptr + rows64[:, None] * stride_res + cols[None, :], mask=mask,
+                    other=0.0, eviction_policy="evict_first").to(tl.float32)
+        x = x + r
+        tl.store(res_out_ptr + out_offs, x.to(DT), mask=mask)
+    if NORM:
+        rstd = tl.math.rsqrt(tl.sum(x * x, axis=1) / H + eps)
+        w = tl.load(w_ptr + cols, mask=cmask, other=0.0, eviction_policy="evict_last")
+        y = _apply_weight(x * rstd[:, None], w[None, :], weight_offset, x_ptr, GEMMA)
+    else:
+        y = x
+    if QUANT == 0:
+        tl.store(y_ptr + out_offs, y.to(DT), mask=mask)
+    elif QUANT == 1:
+        _store_fp8_static(y, q0_ptr, s0_ptr, out_offs, mask, FP8_MAX)
+        if NUM_OUT > 1:
+            _store_fp8_static(y, q1_ptr, s1_ptr, out_offs, mask, FP8_MAX)
+        if NUM_OUT > 2:
+            _store_fp8_static(y, q2_ptr, s2_ptr, out_offs, mask, FP8_MAX)
+        if NUM_OUT > 3:
+            _store_fp8_static(y, q3_ptr, s3_ptr, out_offs, mask, FP8_MAX)
+    else:
+        amax = tl.max(tl.abs(y), axis=1)
+        if HAS_UB:
+            amax = tl.minimum(amax, tl.load(ub_ptr).to(tl.float32))
+        s = tl.maximum(tl.math.div_rn(amax, FP8_MAX), MIN_SCALE)
+        v = tl.minimum(tl.maximum(tl.math.div_rn(y, s[:, None]), -FP8_MAX), FP8_MAX)
+        tl.store(q0_ptr + out_offs, v.to(q0_ptr.dtype.element_ty), mask=mask)
+        tl.store(s0_ptr + rows64, s, mask=rmask)
+
+
+@triton.jit(do_not_specialize=["T"])
+def _norm_group_kernel(
+    x_ptr, res_ptr, w_ptr, res_out_ptr, q_ptr, s_ptr,
+    T, H, stride_x, stride_res, stride_s_row, stride_s_group, eps, weight_offset,
+    HAS_RES: tl.constexpr, GEMMA: tl.constexpr, UE8M0: tl.constexpr,
+    FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, BLOCK_G: tl.constexpr, GROUP: tl.constexpr,
+):
+    DT = x_ptr.dtype.element_ty
+    row = tl.program_id(0).to(tl.int64)
+    groups = tl.arange(0, BLOCK_G)
+    cols = groups[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
+    mask = cols < H
+    out_offs = row * H + cols
+    x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0,
+                eviction_policy="evict_first").to(tl.float32)
+    if HAS_RES:
+        r = tl.load(res_ptr + row * stride_res + cols, mask=mask, other=0.0,
+                    eviction_policy="evict_first").to(tl.float32)
+        x = x + r
+        tl.store(res_out_ptr + out_offs, x.to(DT), mask=mask)
+    rstd = tl.math.rsqrt(tl.sum(tl.sum(x * x, axis=1), axis=0) / H + eps)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last")
+    y = _apply_weight(x * rstd, w, weight_offset, x_ptr, GEMMA)
+    s = group_scales(tl.max(tl.abs(y), axis=1), FP8_MAX, MIN_SCALE, UE8M0)
+    v = tl.minimum(tl.maximum(tl.math.div_rn(y, s[:, None]), -FP8_MAX), FP8_MAX)
+    tl.store(q_ptr + out_offs, v.to(q_ptr.dtype.element_ty), mask=mask)
+    tl.store(s_ptr + row * stride_s_row + groups * stride_s_group, s,
+             mask=groups * GROUP < H)
+
+
+# ---------------------------------------------------------------------------------------------
+# Launchers
+
+
+def _prepare(x: torch.Tensor, weight: torch.Tensor | None,
+             residual: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    quant_ref.check_model_dtype(x)
+    hidden = x.shape[-1]
+    if hidden > MAX_HIDDEN:
+        raise ValueError(f"irfuse: hidden size {hidden} exceeds the kernels' {MAX_HIDDEN}")
+    if weight is not None and weight.shape != (hidden,):
+        raise ValueError(f"irfuse: RMSNorm weight shape {tuple(weight.shape)} does not match "
+                         f"the hidden size {hidden}")
+    if residual is not None and (residual.shape != x.shape or residual.dtype != x.dtype):
+        raise ValueError("irfuse: the residual must have the input's shape and dtype")
+    check_device(x, *(t for t in (weight, residual) if t is not None))
+    x2 = rows_2d(x)
+    return x2, (rows_2d(residual) if residual is not None else None)
+
+
+def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.Tensor | None,
+                 eps: float, weight_offset: float, quant: int,
+                 qs: Sequence[torch.Tensor], scales: Sequence[torch.Tensor],
+                 y: torch.Tensor | None, scale_ub: torch.Tensor | None,
+                 out_dtype: torch.dtype, config: RowConfig | None,
+                 ) -> torch.Tensor | None:
+    """Launch `_norm_rows_kernel` once; returns residual_out (or None)."""
+    x2, r2 = _prepare(x, weight, residual)
+    tokens, hidden = x2.shape
+    res_out = torch.empty_like(x) if residual is not None else None
+    if tokens == 0:
+        return res_out
+    cfg = config or row_config(tokens, hidden, residual is not None, quant)
+    dummy = x2
+    q = [*qs, *([dummy] * (MAX_STATIC_OUTPUTS - len(qs)))]
+    s = [*scales, *([dummy] * (MAX_STATIC_OUTPUTS - len(scales)))]
+    fp8 = out_dtype if quant != QUANT_NONE else torch.float8_e4m3fn
+    _norm_rows_kernel[(triton.cdiv(tokens, cfg.rows),)](
+        x2, r2 if r2 is not None else dummy, weight if weight is not None else dummy,
+        y if y is not None else dummy, res_out if res_out is not None else dummy,
+        *q, *s, scale_ub if scale_ub is not None else dummy,
+        tokens, hidden, x2.stride(0), r2.stride(0) if r2 is not None else 0,
+        float(eps), float(weight_offset),
+        HAS_RES=residual is not None, NORM=weight is not None, GEMMA=weight_offset != 0.0,
+        QUANT=quant, NUM_OUT=max(1, len(qs)), HAS_UB=scale_ub is not None,
+        FP8_MAX=quant_ref.fp8_max(fp8), MIN_SCALE=quant_ref.fp8_min_scale(fp8),
+        ROWS=cfg.rows, BLOCK_H=next_pow2(hidden), num_warps=cfg.num_warps,
+    )
+    return res_out
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, weight_offset: float = 0.0,
+             residual: torch.Tensor | None = None, config: RowConfig | None = None,
+             ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(Residual add +) RMSNorm: returns (y, residual_out or None)."""
+    y = torch.empty_like(x)
+    res_out = _launch_rows(x, weight, residual, eps, weight_offset, QUANT_NONE, (), (), y,
+                           None, x.dtype, config)
+    return y, res_out
+
+
+def rms_norm_quant_fp8_static(x: torch.Tensor, weight: torch.Tensor,
+                              scales: Sequence[torch.Tensor], eps: float, weight_offset: float,
+                              out_dtype: torch.dtype, residual: torch.Tensor | None = None,
+                              config: RowConfig | None = None,
+                              ) -> tuple[list[torch.Tensor], torch.Tensor | None]:
+    """(Residual add +) RMSNorm → static FP8, one output per scale: (qs, residual_out)."""
+    quant_ref.check_fp8_dtype(out_dtype)
+    if not scales:
+        raise ValueError("irfuse: rms_norm_quant_fp8_static needs at least one scale")
+    for s in scales:
+        if s.numel() != 1:
+            raise ValueError("irfuse: a static FP8 scale must have one element")
+    qs = [torch.empty(x.shape, dtype=out_dtype, device=x.device) for _ in scales]
+    res_out = None
+    for start in range(0, len(scales), MAX_STATIC_OUTPUTS):
+        # Beyond four outputs, later launches recompute the norm from the same inputs.
+        part = _launch_rows(x, weight, residual, eps, weight_offset, QUANT_STATIC,
+                            qs[start:start + MAX_STATIC_OUTPUTS],
+                            scales[start:start + MAX_STATIC_OUTPUTS], None, None, out_dtype,
+                            config)
+        res_out = part if res_out is None else res_out
+    return qs, res_out
+
+
+def rms_norm_quant_fp8_per_token(x: torch.Tensor, weight: torch.Tensor | None,
+                                 scale_ub: torch.Tensor | None, eps: float, weight_offset: float,
+                                 out_dtype: torch.dtype, residual: torch.Tensor | None = None,
+                                 config: RowConfig | None = None,
+                                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(Residual add +) RMSNorm → per-token FP8: (q, scale [..., 1], residual_out).
+
+    With `weight=None` there is no norm: a plain per-token quantizer of `x`.
+    """
+    quant_ref.check_fp8_dtype(out_dtype)
+    q = torch.empty(x.shape, dtype=out_dtype, device=x.device)
+    s = torch.empty((*x.shape[:-1], 1), dtype=torch.float32, device=x.device)
+    res_out = _launch_rows(x, weight, residual, eps, weight_offset, QUANT_PER_TOKEN, (q,), (s,),
+                           None, scale_ub, out_dtype, config)
+    return q, s, res_out
+
+
+def quant_fp8_per_token(x: torch.Tensor, scale_ub: torch.Tensor | None = None,
+                        out_dtype: torch.dtype = torch.float8_e4m3fn,
+                        config: RowConfig | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dynamic per-token FP8 of `x`: (q, scale [..., 1])."""
+    q, s, _ = rms_norm_quant_fp8_per_token(x, None, scale_ub, 0.0, 0.0, out_dtype, None, config)
+    return q, s
+
+
+def rms_norm_quant_fp8_group(x: torch.Tensor, weight: torch.Tensor, eps: float,
+                             weight_offset: float, group_size: int, col_major: bool,
+                             ue8m0: bool, out_dtype: torch.dtype,
+                             residual: torch.Tensor | None = None,
+                             config: GroupConfig | None = None,
+                             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(Residual add +) RMSNorm → per-group FP8: (q, scales, residual_out)."""
+    quant_ref.check_fp8_dtype(out_dtype)
+    quant_ref.check_group_size(x.shape[-1], group_size)
+    if group_size & (group_size - 1):
+        raise ValueError(f"irfuse: the Triton kernels need a power-of-two group size, "
+                         f"got {group_size}")
+    x2, r2 = _prepare(x, weight, residual)
+    tokens, hidden = x2.shape
+    q = torch.empty(x.shape, dtype=out_dtype, device=x.device)
+    s = quant_ref.empty_group_scales(x, group_size, col_major)
+    res_out = torch.empty_like(x) if residual is not None else None
+    if tokens == 0:
+        return q, s, res_out
+    s2 = s.reshape(tokens, hidden // group_size)  # a view in either layout
+    cfg = config or group_config(tokens, hidden)
+    _norm_group_kernel[(tokens,)](
+        x2, r2 if r2 is not None else x2, weight, res_out if res_out is not None else x2, q, s2,
+        tokens, hidden, x2.stride(0), r2.stride(0) if r2 is not None else 0,
+        s2.stride(0), s2.stride(1), float(eps), float(weight_offset),
+        HAS_RES=residual is not None, GEMMA=weight_offset != 0.0, UE8M0=ue8m0,
+        FP8_MAX=quant_ref.fp8_max(out_dtype), MIN_SCALE=quant_ref.fp8_min_scale(out_dtype),
+        BLOCK_G=next_pow2(hidden // group_size), GROUP=group_size, num_warps=cfg.num_warps,
+    )
+    return q, s, res_out

@@ -1,0 +1,81 @@
+"""Torch references of RMSNorm, residual add + RMSNorm, and the fused norm → FP8 quant ops.
+
+These define the numerics the Triton kernels in `norm_quant.py` follow (`shared/NUMERICS.md`):
+
+- `x32 = x.float()`; with a residual, `x32 = x32 + residual.float()` and the new residual is
+  `x32.to(dtype)` (the norm itself uses the unrounded float32 sum);
+- `y = (x32 * rsqrt(mean(x32²) + eps)).to(dtype) * weight`, the weight product in the model
+  dtype (the weight is cast to the model dtype first);
+- `weight_offset != 0` selects Gemma's form instead, as Gemma's RMSNorm computes it:
+  `y = (x32 * rsqrt(mean(x32²) + eps) * (weight.float() + weight_offset)).to(dtype)`;
+- a fused norm + quant quantizes the model-dtype-rounded `y` with the rules of `quant_ref`.
+
+The fused references are literally the composition norm → quant, so a fused op agrees with its
+unfused chain by construction on the CPU; the kernels are held to these functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from irfuse.emit.kernels import quant_ref
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, weight_offset: float = 0.0,
+             residual: torch.Tensor | None = None,
+             ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """RMSNorm over the last dim, optionally after a residual add.
+
+    Returns (y in x's dtype, residual_out = (x + residual) in x's dtype, or None).
+    """
+    quant_ref.check_model_dtype(x)
+    if weight.shape != x.shape[-1:]:
+        raise ValueError(f"irfuse: RMSNorm weight shape {tuple(weight.shape)} does not match "
+                         f"the hidden size {x.shape[-1]}")
+    dtype = x.dtype
+    x32 = x.float()
+    residual_out = None
+    if residual is not None:
+        if residual.shape != x.shape or residual.dtype != dtype:
+            raise ValueError("irfuse: the residual must have the input's shape and dtype")
+        x32 = x32 + residual.float()
+        residual_out = x32.to(dtype)
+    normed = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + eps)
+    if weight_offset != 0.0:
+        y = (normed * (weight.float() + weight_offset)).to(dtype)
+    else:
+        y = normed.to(dtype) * weight.to(dtype)
+    return y, residual_out
+
+
+def rms_norm_quant_fp8_static(x: torch.Tensor, weight: torch.Tensor,
+                              scales: Sequence[torch.Tensor], eps: float, weight_offset: float,
+                              out_dtype: torch.dtype, residual: torch.Tensor | None = None,
+                              ) -> tuple[list[torch.Tensor], torch.Tensor | None]:
+    """(Residual add +) RMSNorm → one static FP8 quant per scale: (qs, residual_out)."""
+    y, residual_out = rms_norm(x, weight, eps, weight_offset, residual)
+    return [quant_ref.quant_fp8_static(y, s, out_dtype) for s in scales], residual_out
+
+
+def rms_norm_quant_fp8_per_token(x: torch.Tensor, weight: torch.Tensor,
+                                 scale_ub: torch.Tensor | None, eps: float, weight_offset: float,
+                                 out_dtype: torch.dtype, residual: torch.Tensor | None = None,
+                                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(Residual add +) RMSNorm → dynamic per-token FP8: (q, scale [..., 1], residual_out)."""
+    y, residual_out = rms_norm(x, weight, eps, weight_offset, residual)
+    q, s = quant_ref.quant_fp8_per_token(y, scale_ub, out_dtype)
+    return q, s, residual_out
+
+
+def rms_norm_quant_fp8_group(x: torch.Tensor, weight: torch.Tensor, eps: float,
+                             weight_offset: float, group_size: int, col_major: bool,
+                             ue8m0: bool, out_dtype: torch.dtype,
+                             residual: torch.Tensor | None = None,
+                             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(Residual add +) RMSNorm → per-group FP8: (q, scales, residual_out)."""
+    quant_ref.check_group_size(x.shape[-1], group_size)
+    y, residual_out = rms_norm(x, weight, eps, weight_offset, residual)
+    q, s = quant_ref.quant_fp8_group(y, group_size, col_major, ue8m0, out_dtype)
+    return q, s, residual_out

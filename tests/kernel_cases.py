@@ -1,0 +1,318 @@
+"""Kernel-vs-reference cases shared by the interpreter (CPU) and GPU kernel tests.
+
+Each case runs one Triton launcher and its torch reference on the same random inputs and
+returns whether they agree, with the figures. Quantizers alone (no norm, no activation) must
+match the reference bit for bit: their arithmetic is fully specified (IEEE divisions, round to
+nearest even). Where a norm or SiLU precedes the quant, rsqrt/exp and the sum order may differ
+in the last bit, so a few codes may move one step: at most 1% of them (or 2 elements), every
+element within one quantization step, and the mean dequantized error within the tolerance vLLM's
+tests use (`shared/NUMERICS.md`). The kernel modules are imported inside the runner, so that
+the interpreter test can set TRITON_INTERPRET before triton loads.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from irfuse.emit.kernels import act_quant_ref, norm_quant_ref, quant_ref
+from irfuse.emit.kernels.compare import Agreement, agreement, fp8_agreement
+
+FP8 = torch.float8_e4m3fn
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+# Mean dequantized error allowed after a norm (fp16 2e-3, bf16 1e-2) or SiLU·Mul.
+NORM_TOL = {"bf16": 1e-2, "fp16": 2e-3, "fp32": 2e-3}
+FP8_OUT = {"e4m3fn": torch.float8_e4m3fn, "e4m3fnuz": torch.float8_e4m3fnuz}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One kernel check: a runner name, sizes, input dtype and runner options."""
+
+    kind: str
+    tokens: int
+    hidden: int
+    dtype: str = "bf16"
+    opts: dict = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        extra = "-".join(f"{k}={v}" for k, v in sorted(self.opts.items()))
+        return f"{self.kind}-T{self.tokens}-H{self.hidden}-{self.dtype}" + (
+            f"-{extra}" if extra else "")
+
+
+def _exact(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype or a.stride() != b.stride():
+        return False
+    if a.dtype in (torch.float8_e4m3fn, torch.float8_e4m3fnuz):
+        return bool(torch.equal(a.view(torch.uint8), b.view(torch.uint8)))
+    return bool(torch.equal(a, b))
+
+
+class _Checks:
+    """Collects named checks; `ok` when all pass."""
+
+    def __init__(self, numel: int, tol: float):
+        self.items: list[tuple[str, bool, str]] = []
+        self.max_mismatch = max(0.01, 2.0 / max(numel, 1))
+        self.tol = tol
+
+    def exact(self, name: str, a: torch.Tensor, b: torch.Tensor) -> None:
+        same = _exact(a, b)
+        detail = "" if same else (f"shape {tuple(a.shape)}/{tuple(b.shape)} stride "
+                                  f"{a.stride()}/{b.stride()} dtype {a.dtype}/{b.dtype}")
+        self.items.append((name, same, detail or "exact"))
+
+    def close(self, name: str, agr: Agreement, tol: float | None = None,
+              max_mismatch: float | None = None) -> None:
+        ok = agr.ok(self.tol if tol is None else tol,
+                    self.max_mismatch if max_mismatch is None else max_mismatch)
+        self.items.append((name, ok, str(agr)))
+
+    def layout(self, name: str, a: torch.Tensor, b: torch.Tensor) -> None:
+        ok = a.shape == b.shape and a.stride() == b.stride() and a.dtype == b.dtype
+        self.items.append((name, ok, f"{tuple(a.shape)} {a.stride()} {a.dtype} vs "
+                                     f"{tuple(b.shape)} {b.stride()} {b.dtype}"))
+
+    def scales(self, name: str, s: torch.Tensor, s_ref: torch.Tensor) -> None:
+        ok = s.shape == s_ref.shape and s.stride() == s_ref.stride() and bool(
+            torch.allclose(s, s_ref, rtol=1e-2, atol=0.0))
+        self.items.append((name, ok, f"layout {tuple(s.shape)} {s.stride()} vs "
+                                     f"{tuple(s_ref.shape)} {s_ref.stride()}"))
+
+    def result(self) -> dict:
+        return {"ok": all(ok for _, ok, _ in self.items),
+                "detail": "; ".join(f"{n}: {'ok' if ok else 'FAIL'} ({d})"
+                                    for n, ok, d in self.items)}
+
+
+def _ulp_close(c: _Checks, name: str, a: torch.Tensor, b: torch.Tensor) -> None:
+    """Model-dtype outputs: bf16/fp16 within two units in the last place (a norm rounds twice:
+    once before the weight product, once after), rarely off at all; float32 (no rounding to
+    hide exp/rsqrt differences) within 1e-5 relative."""
+    if a.dtype == torch.float32:
+        c.close(name, agreement(a, b, step_rel=1e-5), max_mismatch=1.0)
+    else:
+        c.close(name, agreement(a, b, step_rel=2 * torch.finfo(a.dtype).eps))
+
+
+def _inputs(case: Case, device: str) -> dict:
+    # Drawn on the device itself: at T=4096 the CPU would spend seconds per case.
+    gen = torch.Generator(device=device).manual_seed(zlib.crc32(case.id.encode()))
+    dt = DTYPES[case.dtype]
+    t, h = case.tokens, case.hidden
+
+    def randn(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=gen, device=device).to(dt)
+
+    return {"x": randn(t, h), "r": randn(t, h), "xa": randn(t, 2 * h),
+            "w": (torch.rand(h, generator=gen, device=device) + 0.5).to(dt),
+            "scale": torch.tensor([0.015], device=device),
+            "scale2": torch.tensor([0.04], device=device),
+            "ub": torch.tensor([2.0], device=device)}
+
+
+def _fp8_tol(case: Case) -> float:
+    return NORM_TOL[case.dtype]
+
+
+def run_rms_norm(case: Case, d: dict, c: _Checks) -> None:
+    from irfuse.emit.kernels import norm_quant
+
+    off = case.opts.get("offset", 0.0)
+    res = d["r"] if case.opts.get("residual") else None
+    y, r = norm_quant.rms_norm(d["x"], d["w"], 1e-5, off, res)
+    y_ref, r_ref = norm_quant_ref.rms_norm(d["x"], d["w"], 1e-5, off, res)
+    _ulp_close(c, "y", y, y_ref)
+    if res is not None:
+        c.exact("residual_out", r, r_ref)
+
+
+def run_norm_static(case: Case, d: dict, c: _Checks) -> None:
+    from irfuse.emit.kernels import norm_quant
+
+    n = case.opts.get("scales", 1)
+    scales = [d["scale"] * (1 + i) for i in range(n)]
+    res = d["r"] if case.opts.get("residual") else None
+    out = FP8_OUT[case.opts.get("out", "e4m3fn")]
+    cfg = case.opts.get("rows")
+    cfg = norm_quant.RowConfig(cfg, 1) if cfg else None
+    qs, r = norm_quant.rms_norm_quant_fp8_static(d["x"], d["w"], scales, 1e-6, 0.0, out, res,
+                                                 config=cfg)
+    qs_ref, r_ref = norm_quant_ref.rms_norm_quant_fp8_static(d["x"], d["w"], scales, 1e-6,
+                                                             0.0, out, res)
+    for i, (q, q_ref) in enumerate(zip(qs, qs_ref, strict=True)):
+        c.close(f"q{i}", fp8_agreement(q, scales[i], q_ref, scales[i]))
+    if res is not None:
+        c.exact("residual_out", r, r_ref)
+
+
+def run_norm_per_token(case: Case, d: dict, c: _Checks) -> None:
+    from irfuse.emit.kernels import norm_quant
+
+    ub = d["ub"] if case.opts.get("ub") else None
+    res = d["r"] if case.opts.get("residual") else None
+    off = case.opts.get("offset", 0.0)
+    q, s, r = norm_quant.rms_norm_quant_fp8_per_token(d["x"], d["w"], ub, 1e-6, off, FP8, res)
+    q_ref, s_ref, r_ref = norm_quant_ref.rms_norm_quant_fp8_per_token(d["x"], d["w"], ub, 1e-6,
+                                                                      off, FP8, res)
+    c.close("q", fp8_agreement(q, s, q_ref, s_ref))
+    c.scales("scale", s, s_ref)
+    if res is not None:
+        c.exact("residual_out", r, r_ref)
+
+
+def run_norm_group(case: Case, d: dict, c: _Checks) -> None:
+    from irfuse.emit.kernels import norm_quant
+
+    g, cm, ue = case.opts["group"], case.opts.get("col_major", False), case.opts.get("ue8m0",
+                                                                                      False)
+    res = d["r"] if case.opts.get("residual") else None
+    q, s, r = norm_quant.rms_norm_quant_fp8_group(d["x"], d["w"], 1e-6, 0.0, g, cm, ue, FP8,
+                                                  res)
+    q_ref, s_ref, r_ref = norm_quant_ref.rms_norm_quant_fp8_group(d["x"], d["w"], 1e-6, 0.0, g,
+                                                                  cm, ue, FP8, res)
+    c.close("q", fp8_agreement(q, s, q_ref, s_ref, g))
+    c.scales("scale", s, s_ref)
+    if res is not None:
+        c.exact("residual_out", r, r_ref)
+
+
+def run_quant(case: Case, d: dict, c: _Checks) -> None:
+    """Quantizers alone: bit-exact against the reference."""
+    from irfuse.emit.kernels import act_quant, norm_quant, nvfp4
+
+    x, scheme = d["x"], case.opts["scheme"]
+    out = FP8_OUT[case.opts.get("out", "e4m3fn")]
+    if scheme == "static":
+        c.exact("q", act_quant.quant_fp8_static(x, d["scale"], out),
+                quant_ref.quant_fp8_static(x, d["scale"], out))
+        return
+    if scheme == "per_token":
+        ub = d["ub"] if case.opts.get("ub") else None
+        got, ref = norm_quant.quant_fp8_per_token(x, ub, out), quant_ref.quant_fp8_per_token(
+            x, ub, out)
+    elif scheme == "per_tensor":
+        got, ref = act_quant.quant_fp8_per_tensor(x, out), quant_ref.quant_fp8_per_tensor(x, out)
+    elif scheme == "group":
+        args = (case.opts["group"], case.opts.get("col_major", False),
+                case.opts.get("ue8m0", False), out)
+        got, ref = act_quant.quant_fp8_group(x, *args), quant_ref.quant_fp8_group(x, *args)
+    else:
+        gs = (448.0 * 6.0 / x.float().abs().amax()).reshape(1)
+        got, ref = nvfp4.quant_nvfp4(x, gs), quant_ref.quant_nvfp4(x, gs)
+    c.exact("q", got[0], ref[0])
+    c.exact("scale", got[1], ref[1])
+
+
+def run_silu(case: Case, d: dict, c: _Checks) -> None:
+    from irfuse.emit.kernels import act_quant, nvfp4
+
+    xa, scheme = d["xa"], case.opts.get("scheme", "none")
+    if scheme == "none":
+        _ulp_close(c, "y", act_quant.silu_mul(xa), act_quant_ref.silu_mul(xa))
+    elif scheme == "static":
+        q = act_quant.silu_mul_quant_fp8_static(xa, d["scale"], FP8)
+        q_ref = act_quant_ref.silu_mul_quant_fp8_static(xa, d["scale"], FP8)
+        c.close("q", fp8_agreement(q, d["scale"], q_ref, d["scale"]))
+    elif scheme == "group":
+        args = (case.opts["group"], case.opts.get("col_major", False),
+                case.opts.get("ue8m0", False), FP8)
+        q, s = act_quant.silu_mul_quant_fp8_group(xa, *args)
+        q_ref, s_ref = act_quant_ref.silu_mul_quant_fp8_group(xa, *args)
+        c.close("q", fp8_agreement(q, s, q_ref, s_ref, args[0]), tol=5e-2)
+        c.scales("scale", s, s_ref)
+    else:
+        y = act_quant_ref.silu_mul(xa)
+        gs = (448.0 * 6.0 / y.float().abs().amax()).reshape(1)
+        q, sf = nvfp4.silu_mul_quant_nvfp4(xa, gs)
+        q_ref, sf_ref = act_quant_ref.silu_mul_quant_nvfp4(xa, gs)
+        deq = quant_ref.dequant_nvfp4(q, sf, gs)
+        deq_ref = quant_ref.dequant_nvfp4(q_ref, sf_ref, gs)
+        c.close("q", agreement(deq, deq_ref, 0.5, 0.0,
+                               codes=(quant_ref.unpack_e2m1(q), quant_ref.unpack_e2m1(q_ref))),
+                tol=1e-1)
+        c.layout("scale_layout", sf, sf_ref)
+
+
+RUNNERS: dict[str, Callable[[Case, dict, _Checks], None]] = {
+    "rms_norm": run_rms_norm, "norm_static": run_norm_static,
+    "norm_per_token": run_norm_per_token, "norm_group": run_norm_group, "quant": run_quant,
+    "silu": run_silu,
+}
+
+
+def run_case(case: Case, device: str) -> dict:
+    """Run one case; returns {"ok": bool, "detail": str}."""
+    d = _inputs(case, device)
+    numel = case.tokens * case.hidden
+    checks = _Checks(numel, _fp8_tol(case))
+    RUNNERS[case.kind](case, d, checks)
+    return checks.result()
+
+
+def interpreter_cases() -> list[Case]:
+    """Small cases for TRITON_INTERPRET=1: several T, non-power-of-two H, T=1, all dtypes."""
+    cases = []
+    for t, h, dt in ((1, 64, "bf16"), (7, 96, "fp16"), (3, 256, "fp32")):
+        cases += [
+            Case("rms_norm", t, h, dt),
+            Case("rms_norm", t, h, dt, {"residual": True}),
+            Case("norm_static", t, h, dt, {"residual": True}),
+            Case("norm_per_token", t, h, dt, {"residual": True, "ub": True}),
+            Case("norm_group", t, h, dt, {"group": 32, "residual": True}),
+            Case("silu", t, h, dt),
+            Case("silu", t, h, dt, {"scheme": "static"}),
+            Case("silu", t, h, dt, {"scheme": "group", "group": 32}),
+            Case("silu", t, h, dt, {"scheme": "nvfp4"}),
+            Case("quant", t, h, dt, {"scheme": "static"}),
+            Case("quant", t, h, dt, {"scheme": "per_token"}),
+            Case("quant", t, h, dt, {"scheme": "per_tensor"}),
+            Case("quant", t, h, dt, {"scheme": "group", "group": 32, "col_major": True}),
+            Case("quant", t, h, dt, {"scheme": "nvfp4"}),
+        ]
+    cases += [
+        Case("rms_norm", 5, 64, "bf16", {"residual": True, "offset": 1.0}),
+        Case("norm_static", 5, 96, "bf16", {"scales": 2}),
+        Case("norm_static", 5, 64, "bf16", {"scales": 5, "residual": True}),
+        Case("norm_static", 5, 64, "bf16", {"rows": 2}),
+        Case("norm_static", 4, 64, "bf16", {"out": "e4m3fnuz"}),
+        Case("norm_per_token", 4, 64, "bf16", {"offset": 1.0}),
+        Case("norm_group", 4, 128, "bf16", {"group": 64, "col_major": True, "ue8m0": True}),
+        Case("norm_group", 2, 96, "bf16", {"group": 32, "ue8m0": True}),
+        Case("silu", 3, 256, "bf16", {"scheme": "group", "group": 128, "col_major": True,
+                                      "ue8m0": True}),
+        Case("quant", 5, 128, "bf16", {"scheme": "per_token", "ub": True, "out": "e4m3fnuz"}),
+        Case("quant", 5, 128, "bf16", {"scheme": "group", "group": 64, "ue8m0": True}),
+    ]
+    return cases
+
+
+def gpu_cases() -> list[Case]:
+    """Real sizes: T in {1, 16, 4096} x H in {4096, 8192}, bf16, every kernel."""
+    cases = []
+    for t in (1, 16, 4096):
+        for h in (4096, 8192):
+            cases += [
+                Case("rms_norm", t, h, opts={"residual": True}),
+                Case("norm_static", t, h, opts={"residual": True, "scales": 2}),
+                Case("norm_static", t, h),
+                Case("norm_per_token", t, h, opts={"residual": True, "ub": True}),
+                Case("norm_group", t, h, opts={"group": 128, "residual": True}),
+                Case("norm_group", t, h, opts={"group": 64, "col_major": True, "ue8m0": True}),
+                Case("silu", t, h),
+                Case("silu", t, h, opts={"scheme": "static"}),
+                Case("silu", t, h, opts={"scheme": "group", "group": 128}),
+                Case("silu", t, h, opts={"scheme": "nvfp4"}),
+                Case("quant", t, h, opts={"scheme": "static"}),
+                Case("quant", t, h, opts={"scheme": "per_token", "ub": True}),
+                Case("quant", t, h, opts={"scheme": "per_tensor"}),
+                Case("quant", t, h, opts={"scheme": "group", "group": 128, "col_major": True,
+                                          "ue8m0": True}),
+                Case("quant", t, h, opts={"scheme": "nvfp4"}),
+            ]
+    return cases

@@ -1,0 +1,236 @@
+"""The irfuse:: custom ops: schemas, fake implementations, CPU = reference, fused vs unfused."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import irfuse.emit.custom_ops as custom_ops
+from irfuse.emit import kernel_choice
+from irfuse.emit.kernels import act_quant_ref, norm_quant_ref, quant_ref
+from irfuse.emit.kernels.compare import agreement, fp8_agreement
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+FP8 = torch.float8_e4m3fn
+ops = torch.ops.irfuse
+
+
+def _inputs(shape: tuple[int, ...] = (4, 256), dtype: torch.dtype = torch.bfloat16) -> dict:
+    g = torch.Generator().manual_seed(7)
+    h = shape[-1]
+    return {"x": torch.randn(*shape, generator=g).to(dtype),
+            "r": torch.randn(*shape, generator=g).to(dtype),
+            "xa": torch.randn(*shape[:-1], 2 * h, generator=g).to(dtype),
+            "w": (torch.rand(h, generator=g) + 0.5).to(dtype),
+            "s": torch.tensor([0.03]), "s2": torch.tensor([0.05]), "ub": torch.tensor([1.5])}
+
+
+def _calls(d: dict) -> list[tuple[str, tuple]]:
+    """(op name, args) for every op, on the inputs of `_inputs`."""
+    x, r, xa, w, s, s2, ub = d["x"], d["r"], d["xa"], d["w"], d["s"], d["s2"], d["ub"]
+    return [
+        ("rms_norm", (x, w, 1e-6)),
+        ("add_rms_norm", (x, r, w, 1e-5, 1.0)),
+        ("silu_mul", (xa,)),
+        ("quant_fp8_static", (x, s)),
+        ("quant_fp8_per_token", (x, ub)),
+        ("quant_fp8_per_tensor", (x, torch.float8_e4m3fnuz)),
+        ("quant_fp8_group", (x, 64, True, True)),
+        ("quant_nvfp4", (x, s)),
+        ("rms_norm_quant_fp8_static", (x, w, [s, s2], 1e-6, 0.0, FP8)),
+        ("add_rms_norm_quant_fp8_static", (x, r, w, [s], 1e-6, 0.0, FP8)),
+        ("rms_norm_quant_fp8_per_token", (x, w, None, 1e-6, 0.0, FP8)),
+        ("add_rms_norm_quant_fp8_per_token", (x, r, w, ub, 1e-6, 0.0, FP8)),
+        ("rms_norm_quant_fp8_group", (x, w, 1e-6, 0.0, 128, True, False, FP8)),
+        ("add_rms_norm_quant_fp8_group", (x, r, w, 1e-6, 0.0, 64, False, True, FP8)),
+        ("silu_mul_quant_fp8_static", (xa, s, FP8)),
+        ("silu_mul_quant_fp8_group", (xa, 128, True, False, FP8)),
+        ("silu_mul_quant_nvfp4", (xa, s)),
+    ]
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise equality (fp8 compared as bytes), same dtype and strides."""
+    if a.dtype != b.dtype or a.shape != b.shape or a.stride() != b.stride():
+        return False
+    if a.dtype in (torch.float8_e4m3fn, torch.float8_e4m3fnuz):
+        a, b = a.view(torch.uint8), b.view(torch.uint8)
+    return bool(torch.equal(a, b))
+
+
+def _flat(out: object) -> list[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    return [t for o in out for t in _flat(o)]
+
+
+def test_every_schema_is_registered_exactly() -> None:
+    assert set(custom_ops.SCHEMAS) == set(kernel_choice.FUSED_OPS + kernel_choice.LIBRARY_OPS)
+    for name, schema in custom_ops.SCHEMAS.items():
+        registered = str(getattr(ops, name).default._schema)
+        assert registered.startswith(f"irfuse::{name}(")
+        # The dtype default prints as its enum number and 0.0 as "0."; the rest verbatim.
+        printed = registered.replace("=24", "=float8_e4m3fn").replace("=0.)", "=0.0)")
+        assert printed == f"irfuse::{name}{schema}"
+
+
+@pytest.mark.parametrize("shape", [(4, 256), (2, 3, 128)])
+def test_fake_outputs_match_real_shapes_dtypes_strides(shape: tuple[int, ...]) -> None:
+    d = _inputs(shape)
+    for name, args in _calls(d):
+        real = _flat(getattr(ops, name)(*args))
+        with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+            fake_args = tuple(
+                [mode.from_tensor(t) for t in a] if isinstance(a, list) else
+                mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args)
+            fake = _flat(getattr(ops, name)(*fake_args))
+        assert len(fake) == len(real), name
+        for f, r in zip(fake, real, strict=True):
+            assert (f.shape, f.dtype, f.stride()) == (r.shape, r.dtype, r.stride()), name
+
+
+def test_column_major_and_nvfp4_layouts() -> None:
+    d = _inputs((5, 256))
+    _, s = ops.rms_norm_quant_fp8_group(d["x"], d["w"], 1e-6, 0.0, 128, True, False, FP8)
+    assert s.shape == (5, 2) and s.stride() == (1, 5)
+    q, sf = ops.silu_mul_quant_nvfp4(d["xa"], d["s"])
+    assert q.shape == (5, 128) and q.dtype == torch.uint8
+    assert sf.shape == (128, 16) and sf.dtype == FP8
+
+
+@pytest.mark.parametrize("name", list(custom_ops.SCHEMAS))
+def test_opcheck(name: str) -> None:
+    args = dict(_calls(_inputs((3, 128))))[name]
+    torch.library.opcheck(getattr(ops, name).default, args)
+
+
+def test_cpu_implementation_is_the_reference() -> None:
+    d = _inputs()
+    x, r, xa, w, s, ub = d["x"], d["r"], d["xa"], d["w"], d["s"], d["ub"]
+    pairs = [
+        (ops.add_rms_norm(x, r, w, 1e-5, 1.0), norm_quant_ref.rms_norm(x, w, 1e-5, 1.0, r)),
+        (ops.rms_norm_quant_fp8_per_token(x, w, ub, 1e-6, 0.0, FP8),
+         norm_quant_ref.rms_norm_quant_fp8_per_token(x, w, ub, 1e-6, 0.0, FP8)[:2]),
+        (ops.add_rms_norm_quant_fp8_group(x, r, w, 1e-6, 0.0, 64, True, True, FP8),
+         norm_quant_ref.rms_norm_quant_fp8_group(x, w, 1e-6, 0.0, 64, True, True, FP8, r)),
+        (ops.silu_mul_quant_nvfp4(xa, s), act_quant_ref.silu_mul_quant_nvfp4(xa, s)),
+        (ops.quant_fp8_group(x, 128), quant_ref.quant_fp8_group(x, 128)),
+    ]
+    for got, ref in pairs:
+        for a, b in zip(_flat(got), _flat(ref), strict=True):
+            assert _same(a, b)
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.bfloat16, 1e-2), (torch.float16, 2e-3)])
+def test_fused_norm_quant_matches_unfused_chain(dtype: torch.dtype, tol: float) -> None:
+    d = _inputs((8, 256), dtype)
+    x, r, w, s, ub = d["x"], d["r"], d["w"], d["s"], d["ub"]
+    y, res = ops.add_rms_norm(x, r, w, 1e-6)
+    *qs, res_f = ops.add_rms_norm_quant_fp8_static(x, r, w, [s, d["s2"]], 1e-6, 0.0, FP8)
+    assert torch.equal(res_f, res)
+    for q, sc in zip(qs, (s, d["s2"]), strict=True):
+        assert fp8_agreement(q, sc, ops.quant_fp8_static(y, sc), sc).ok(tol, 0.01)
+    q, st, _ = ops.add_rms_norm_quant_fp8_per_token(x, r, w, ub, 1e-6, 0.0, FP8)
+    q_u, st_u = ops.quant_fp8_per_token(y, ub)
+    assert fp8_agreement(q, st, q_u, st_u).ok(tol, 0.01)
+    q, sg, _ = ops.add_rms_norm_quant_fp8_group(x, r, w, 1e-6, 0.0, 128, False, False, FP8)
+    q_u, sg_u = ops.quant_fp8_group(y, 128)
+    assert fp8_agreement(q, sg, q_u, sg_u, 128).ok(tol, 0.01)
+    # The plain form (no residual) too.
+    y0 = ops.rms_norm(x, w, 1e-6)
+    (q0,) = ops.rms_norm_quant_fp8_static(x, w, [s], 1e-6, 0.0, FP8)
+    assert fp8_agreement(q0, s, ops.quant_fp8_static(y0, s), s).ok(tol, 0.01)
+
+
+def test_fused_act_quant_matches_unfused_chain() -> None:
+    d = _inputs((8, 256))
+    xa, s = d["xa"], d["s"]
+    y = ops.silu_mul(xa)
+    q = ops.silu_mul_quant_fp8_static(xa, s, FP8)
+    assert fp8_agreement(q, s, ops.quant_fp8_static(y, s), s).ok(1e-3, 0.01)
+    q, sg = ops.silu_mul_quant_fp8_group(xa, 64, False, False, FP8)
+    q_u, sg_u = ops.quant_fp8_group(y, 64)
+    assert fp8_agreement(q, sg, q_u, sg_u, 64).ok(5e-2, 0.01)
+    gs = (448.0 * 6.0 / y.float().abs().amax()).reshape(1)
+    p, sf = ops.silu_mul_quant_nvfp4(xa, gs)
+    p_u, sf_u = ops.quant_nvfp4(y, gs)
+    deq, deq_u = quant_ref.dequant_nvfp4(p, sf, gs), quant_ref.dequant_nvfp4(p_u, sf_u, gs)
+    assert agreement(deq, deq_u, 0.5).ok(1e-1, 0.01)
+    # And the quantization itself is near the unquantized product: e2m1 keeps 3 bits of
+    # magnitude, so Gaussian data dequantizes with a mean relative error of about 12%.
+    assert agreement(deq, y.float(), 1.0).mean_rel_err < 0.15
+
+
+def test_errors_are_clear_in_eager_and_under_fake() -> None:
+    x = torch.ones(2, 96, dtype=torch.float64)
+    w = torch.ones(96, dtype=torch.float64)
+    with pytest.raises(ValueError, match="unsupported input dtype"):
+        ops.rms_norm(x, w, 1e-6)
+    xb = torch.ones(2, 96, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="group size 64 does not divide"):
+        ops.quant_fp8_group(xb, 64)
+    with FakeTensorMode() as mode:
+        fx = mode.from_tensor(xb)
+        fw = mode.from_tensor(torch.ones(96, dtype=torch.bfloat16))
+        with pytest.raises(ValueError, match="group size 64 does not divide"):
+            ops.rms_norm_quant_fp8_group(fx, fw, 1e-6, 0.0, 64, False, False, FP8)
+        with pytest.raises(ValueError, match="weight shape"):
+            ops.rms_norm(fx, mode.from_tensor(torch.ones(32, dtype=torch.bfloat16)), 1e-6)
+
+
+def test_ops_trace_with_dynamic_token_count() -> None:
+    def fn(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor, s: torch.Tensor):
+        *qs, res = ops.add_rms_norm_quant_fp8_static(x, r, w, [s], 1e-6, 0.0, FP8)
+        q, sc = ops.silu_mul_quant_fp8_group(torch.cat([x, r], -1), 64, True, False, FP8)
+        return qs[0], res, q, sc
+
+    compiled = torch.compile(fn, backend="aot_eager", dynamic=True, fullgraph=True)
+    for t in (3, 5):
+        d = _inputs((t, 128))
+        got = compiled(d["x"], d["r"], d["w"], d["s"])
+        ref = fn(d["x"], d["r"], d["w"], d["s"])
+        for a, b in zip(got, ref, strict=True):
+            assert _same(a, b)
+
+
+def test_import_is_cheap_and_needs_no_gpu_or_flashinfer() -> None:
+    code = ("import sys, irfuse.emit.custom_ops\n"
+            "print('triton' in sys.modules, 'flashinfer' in sys.modules, "
+            "'xdsl' in sys.modules)\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["False", "False", "False"]
+
+
+def test_kernel_choice() -> None:
+    assert kernel_choice.choose("irfuse::rms_norm_quant_fp8_static", "cpu").impl == "reference"
+    assert kernel_choice.platform_of("cpu") == "cpu"
+    for op in kernel_choice.FUSED_OPS + kernel_choice.LIBRARY_OPS:
+        for platform in ("cuda:sm90", "cuda:sm80", "rocm"):
+            choice = kernel_choice.choose(op, platform)
+            assert choice.impl in ("triton", "inductor"), (op, platform)
+            assert choice.reason
+        assert kernel_choice.choose(op, "mps").impl == "reference"
+    with pytest.raises(KeyError):
+        kernel_choice.choose("rope", "cpu")
+    with pytest.raises(ValueError):
+        kernel_choice.Choice("cutlass", "no such implementation")
+    available, reason = kernel_choice.flashinfer_status()
+    assert isinstance(available, bool) and reason
+    # Size steps: without a token count, the decode (smallest) step, naming the split.
+    small = kernel_choice.choose("add_rms_norm_quant_fp8_static", "cuda:sm90")
+    assert small.impl == "triton" and "from 4096 tokens: inductor" in small.reason
+    assert kernel_choice.choose("add_rms_norm_quant_fp8_static", "cuda:sm90", 4095).impl == \
+        "triton"
+    assert kernel_choice.choose("add_rms_norm_quant_fp8_static", "cuda:sm90", 4096).impl == \
+        "inductor"
+    assert kernel_choice.choose("add_rms_norm_quant_fp8_static", "cuda:sm80", 8192).impl == \
+        "triton"  # only sm90 was measured
