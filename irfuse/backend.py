@@ -22,6 +22,7 @@ pipeline and the backward graph goes to Inductor (or runs as it is) untouched.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import logging
 import os
@@ -40,8 +41,10 @@ from irfuse import config as config_mod
 from irfuse import pipeline, ranges
 from irfuse.config import CompilationConfig
 from irfuse.dump import DumpWriter
+from irfuse.emit import kernel_choice
 from irfuse.platform import Platform, detect
-from irfuse.report import Report
+from irfuse.remarks import Remark
+from irfuse.report import PassRecord, Report
 
 log = logging.getLogger("irfuse")
 
@@ -223,19 +226,33 @@ class _GraphCompiler:
             self.facts = {}
             return
         hidden, tp, itemsize = facts["hidden_size"], facts["tp_size"], facts["itemsize"]
+        platform = str(self.platform)
+        kernel_splits = kernel_choice.split_points(platform)
         if self.locator is None or self.locator.symbol is None:
             size = self.hint or 1
             all_ranges = [ranges.Range(size, size)]
         else:
-            all_ranges = ranges.compile_ranges(self.resolved, self.platform, hidden, tp, itemsize)
+            # Ranges also end where a kernel choice changes (kernel_choice's measurements).
+            split_config = copy.copy(self.resolved)
+            split_config.compile_ranges_split_points = sorted(
+                {*(self.resolved.compile_ranges_split_points or ()), *kernel_splits}
+            )
+            all_ranges = ranges.compile_ranges(split_config, self.platform, hidden, tp, itemsize)
             top = max(r.hi for r in all_ranges)
             all_ranges.append(ranges.Range(top + 1, ranges.UNBOUNDED))
         by_passes: dict[tuple[str, ...], list[ranges.Range]] = {}
+        self.skipped: dict[tuple[str, ...], list[tuple[str, str]]] = {}
         for rng in all_ranges:
             steps = ranges.plan(self.resolved, rng, hidden, tp, itemsize)
-            key = tuple(s["name"] for s in steps if s["runs"])
+            size_class = kernel_choice.size_class(platform, min(rng.hi, 1 << 31))
+            key = tuple(
+                _pass_spec(s["name"], size_class if kernel_splits else None)
+                for s in steps
+                if s["runs"]
+            )
             by_passes.setdefault(key, []).append(rng)
-        self.groups = [(rngs, list(names)) for names, rngs in by_passes.items()]
+            self.skipped.setdefault(key, [(s["name"], s["reason"]) for s in steps if not s["runs"]])
+        self.groups = [(rngs, list(specs)) for specs, rngs in by_passes.items()]
 
     def _prepare(self, dump: DumpWriter | None) -> pipeline.Prepared:
         return pipeline.prepare(self.gm, self._options(None, (), dump))
@@ -296,6 +313,8 @@ class _GraphCompiler:
             if prepared is None:
                 prepared = pipeline.prepare(self.gm, self._options(span, passes, None))
             emitted, report = pipeline.finish(prepared, self._options(span, passes, dump))
+            for name, reason in self.skipped.get(tuple(passes), ()):
+                report.passes.append(PassRecord(name, 0, [Remark(reason, "compile range")], 0.0))
         except Exception as err:  # noqa: BLE001
             partial = prepared.report if prepared is not None else None
             report = self._fail("compile", err, span, partial)
@@ -366,6 +385,16 @@ class _GraphCompiler:
         if span is None:
             _REPORTS.append(report)
         return report
+
+
+SIZE_AWARE_PASSES = ("fuse-norm-quant", "fuse-act-quant")
+"""Passes whose kernel choice depends on the token count (they take `max_tokens`)."""
+
+
+def _pass_spec(name: str, size_class: int | None) -> str:
+    if size_class is None or name not in SIZE_AWARE_PASSES:
+        return name
+    return f"{name}{{max_tokens={size_class}}}"
 
 
 def _span_list(span: tuple[int, int] | None) -> list[int | None] | None:

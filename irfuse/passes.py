@@ -46,6 +46,19 @@ def pass_class(name: str) -> type[ModulePass]:
     return getattr(importlib.import_module(module), cls)
 
 
+def instantiate(spec: str) -> ModulePass:
+    """A pass from its pipeline spec, `name` or `name{option=value ...}` (irfuse-opt's syntax)."""
+    from xdsl.utils.arg_spec import parse_spec
+
+    parsed = parse_spec(spec)
+    return pass_class(parsed.name).from_spec(parsed)
+
+
+def spec_name(spec: str) -> str:
+    """The pass name of a pipeline spec."""
+    return spec.split("{", 1)[0].strip()
+
+
 def factories() -> dict[str, Callable[[], type[ModulePass]]]:
     """Lazy factories, the form xDSL's pass pipeline parser takes."""
     return {name: (lambda n=name: pass_class(n)) for name in PASS_MODULES}

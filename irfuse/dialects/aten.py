@@ -162,6 +162,7 @@ class BoolArgAttr(ParametrizedAttribute):
 
 TRUE = BoolArgAttr(IntAttr(1))
 FALSE = BoolArgAttr(IntAttr(0))
+_UNIT = UnitAttr()
 
 _SPECIAL_FLOATS = {"inf": math.inf, "ninf": -math.inf, "nan": math.nan}
 _DTYPE_NAMES: dict[str, Attribute] = {
@@ -330,6 +331,28 @@ class CallLikeOp(IRDLOperation):
         if extra:
             props.update(extra)
         super().__init__(operands=[operands], result_types=[result_types], properties=props)
+
+    @classmethod
+    def build_fast(
+        cls,
+        target: StringAttr,
+        operands: Sequence[SSAValue],
+        template: ArrayAttr,
+        result_types: Sequence[Attribute],
+        kw_template: DictionaryAttr | None,
+        tuple_result: bool,
+        location: Attribute,
+    ) -> CallLikeOp:
+        """The importer's constructor: attributes already built and valid, no checks (the
+        import path builds thousands of these; the op still verifies like any other)."""
+        props: dict[str, Attribute] = {"target": target, "template": template}
+        if kw_template is not None:
+            props["kw_template"] = kw_template
+        if tuple_result:
+            props["tuple_result"] = _UNIT
+        return cls.create(
+            operands=operands, result_types=result_types, properties=props, location=location
+        )
 
     @property
     def keywords(self) -> dict[str, Attribute]:

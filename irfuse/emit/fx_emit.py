@@ -16,6 +16,7 @@ from typing import Any
 import torch
 import torch.fx
 from torch._guards import detect_fake_mode
+from torch.fx._lazy_graph_module import _LazyGraphModule
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
@@ -39,6 +40,7 @@ class _Emitter:
         self.meta = meta
         self.nodes: dict[SSAValue, Any] = {}
         self.fake_mode: Any = None
+        self.fake_layouts: dict[Any, Any] = {}
 
     def emit_block(self, block: Block) -> list[Any] | None:
         """Emit the ops of a block; return the values its terminator yields or returns."""
@@ -103,13 +105,58 @@ class _Emitter:
             node.meta["val"] = fake
 
     def _fake_value(self, node: torch.fx.Node) -> Any:
+        """The node's fake output. Running a custom op's fake implementation costs
+        milliseconds, and every layer calls the same ops on the same shapes, so outputs are
+        computed once per (op, input metadata) and rebuilt as fresh fake tensors after that."""
         if self.fake_mode is None:
             return None
         args, kwargs = torch.fx.node.map_arg(
             (node.args, node.kwargs), lambda n: n.meta.get("val")
         )
+        key = (node.target, _signature((args, kwargs)))
+        layout = self.fake_layouts.get(key)
+        if layout is None:
+            with self.fake_mode:
+                out = node.target(*args, **kwargs)
+            self.fake_layouts[key] = _layout(out)
+            return out
         with self.fake_mode:
-            return node.target(*args, **kwargs)
+            return _rebuild(layout)
+
+
+def _hashable(dims: Any) -> tuple[Any, ...]:
+    return tuple(d.node.expr if isinstance(d, torch.SymInt) else d for d in dims)
+
+
+def _signature(value: Any) -> Any:
+    """A hashable description of fake inputs: shapes, strides, dtypes; other values as is."""
+    if isinstance(value, torch.Tensor):
+        return ("T", _hashable(value.shape), _hashable(value.stride()), value.dtype, value.device)
+    if isinstance(value, torch.SymInt):
+        return ("S", value.node.expr)
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, tuple(_signature(v) for v in value))
+    if isinstance(value, dict):
+        return ("D", tuple((k, _signature(v)) for k, v in value.items()))
+    return value
+
+
+def _layout(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return ("T", tuple(value.shape), tuple(value.stride()), value.dtype, value.device)
+    if isinstance(value, list | tuple):
+        return (type(value), [_layout(v) for v in value])
+    return ("V", value)
+
+
+def _rebuild(layout: Any) -> Any:
+    if layout[0] == "T":
+        _, shape, stride, dtype, device = layout
+        return torch.empty_strided(shape, stride, dtype=dtype, device=device)
+    if layout[0] == "V":
+        return layout[1]
+    kind, items = layout
+    return kind(_rebuild(item) for item in items)
 
 
 def emit_graph(
@@ -133,4 +180,6 @@ def emit_graph(
     returned = emitter.emit_block(block)
     assert returned is not None, "func.func without func.return"
     graph.output(decode_outputs(func, returned))
-    return torch.fx.GraphModule(source, graph)
+    # Lazy: the Python code of the graph is generated at its first call (or when Inductor
+    # traces it), not on irfuse's compile path.
+    return _LazyGraphModule(source, graph)

@@ -135,6 +135,23 @@ def choose(op_name: str, platform_str: str, num_tokens: int | None = None) -> Ch
     return chosen
 
 
+def split_points(platform_str: str) -> list[int]:
+    """The token counts at which some op's choice changes on a platform: compile ranges end
+    just below each, so that every range runs one choice per op."""
+    starts = set()
+    for entries in _TABLE.values():
+        steps = entries.get(platform_str) or entries.get(platform_str.split(":", 1)[0]) or ()
+        starts.update(t for t, _ in steps if t > 1)
+    return sorted(t - 1 for t in starts)
+
+
+def size_class(platform_str: str, num_tokens: int) -> int:
+    """The smallest token count that gets the same choices as `num_tokens` for every op (the
+    start of its step): ranges of one class compile once."""
+    starts = [p + 1 for p in split_points(platform_str) if p + 1 <= num_tokens]
+    return max(starts, default=1)
+
+
 def platform_of(device: torch.device | str) -> str:
     """The platform string of a device: `cpu`, `cuda:sm90`, `rocm`, ..."""
     device = torch.device(device)

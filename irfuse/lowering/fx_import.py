@@ -23,6 +23,7 @@ import torch
 import torch.fx
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    DictionaryAttr,
     FileLineColLoc,
     FloatData,
     IntAttr,
@@ -39,6 +40,7 @@ from irfuse.dialects import aten
 from irfuse.dialects.irfuse import OpaqueType, sym_type, tensor_type
 
 OUTPUTS_ATTR = "irfuse.outputs"
+_TARGETS: dict[Any, StringAttr] = {}
 """Function attribute holding the output template when the FX output is not a flat tuple."""
 
 
@@ -66,14 +68,26 @@ def name_hint(name: str) -> str:
     return _NUMBERED.sub("", name) or "v"
 
 
+_UNKNOWN = UnknownLoc()
+_LINES: dict[str, Attribute] = {}
+_EXPRS: dict[Any, int | str] = {}
+
+
 def _location(node: torch.fx.Node) -> NameLoc:
+    """`loc("fx_name"("file.py":line:0))`: the node's name and the last frame of its trace."""
     trace = node.meta.get("stack_trace")
-    inner: Attribute = UnknownLoc()
+    inner: Attribute = _UNKNOWN
     if trace:
-        frames = _FRAME.findall(trace[-600:])
-        if frames:
-            path, line = frames[-1]
-            inner = FileLineColLoc(StringAttr(path), IntAttr(int(line)), IntAttr(0))
+        tail = trace[-400:]
+        found = _LINES.get(tail)
+        if found is None:
+            frames = _FRAME.findall(tail)
+            found = _UNKNOWN
+            if frames:
+                path, line = frames[-1]
+                found = FileLineColLoc(StringAttr(path), IntAttr(int(line)), IntAttr(0))
+            _LINES[tail] = found
+        inner = found
     return NameLoc(StringAttr(node.name), inner)
 
 
@@ -81,15 +95,19 @@ def _dim(d: int | torch.SymInt) -> int | str:
     if isinstance(d, int):
         return d
     expr = d.node.expr
-    return int(expr) if expr.is_number else str(expr)
+    found = _EXPRS.get(expr)
+    if found is None:
+        found = int(expr) if expr.is_number else str(expr)
+        _EXPRS[expr] = found
+    return found
 
 
 def value_type(val: Any) -> Attribute:
     """The IR type of an FX node's value (`node.meta["val"]`)."""
     if isinstance(val, torch.Tensor):
-        return tensor_type([_dim(d) for d in val.shape], dtypes.to_ir(val.dtype))
+        return tensor_type(tuple(map(_dim, val.shape)), dtypes.to_ir(val.dtype))
     if isinstance(val, torch.SymInt):
-        return sym_type(str(val.node.expr))
+        return sym_type(str(_dim(val)))
     if isinstance(val, torch.SymFloat):
         return sym_type(str(val.node.expr), "float")
     if isinstance(val, torch.SymBool):
@@ -101,6 +119,10 @@ def value_type(val: Any) -> Attribute:
     if isinstance(val, float):
         return sym_type(repr(val), "float")
     return OpaqueType(StringAttr(type(val).__name__))
+
+
+_INTS = {i: IntAttr(i) for i in range(-8, 4097)}
+_REFS = [aten.OperandRefAttr(IntAttr(i)) for i in range(64)]
 
 
 class _Encoder:
@@ -119,7 +141,7 @@ class _Encoder:
         if isinstance(arg, bool):
             return aten.TRUE if arg else aten.FALSE
         if isinstance(arg, int):
-            return IntAttr(arg)
+            return _INTS.get(arg) or IntAttr(arg)
         if isinstance(arg, float):
             return FloatData(arg)
         if arg is None:
@@ -144,7 +166,8 @@ class _Encoder:
 
     def _operand(self, value: SSAValue) -> aten.OperandRefAttr:
         self.operands.append(value)
-        return aten.OperandRefAttr(IntAttr(len(self.operands) - 1))
+        index = len(self.operands) - 1
+        return _REFS[index] if index < len(_REFS) else aten.OperandRefAttr(IntAttr(index))
 
 
 def _result_types(val: Any) -> tuple[list[Attribute], bool]:
@@ -182,18 +205,26 @@ def import_graph(gm: torch.fx.GraphModule, name: str = "forward") -> ImportedGra
                 values[node] = values[node.args[0]][node.args[1]]
                 continue
             encoder = _Encoder(values)
-            template = [encoder.encode(a) for a in node.args]
-            kw_template = {k: encoder.encode(v) for k, v in node.kwargs.items()}
+            template = ArrayAttr([encoder.encode(a) for a in node.args])
+            kwargs = node.kwargs
+            kw_template = (
+                DictionaryAttr({k: encoder.encode(v) for k, v in kwargs.items()})
+                if kwargs
+                else None
+            )
             result_types, is_tuple = _result_types(node.meta.get("val"))
-            op = aten.CallOp(
-                targets.name_of(node.target),
+            target = _TARGETS.get(node.target)
+            if target is None:
+                target = _TARGETS[node.target] = StringAttr(targets.name_of(node.target))
+            op = aten.CallOp.build_fast(
+                target,
                 encoder.operands,
                 template,
                 result_types,
-                kw_template=kw_template,
-                tuple_result=is_tuple,
+                kw_template,
+                is_tuple,
+                _location(node),
             )
-            op.location = _location(node)
             hint = name_hint(node.name)
             for res in op.results:
                 res.name_hint = hint

@@ -16,6 +16,8 @@ dtype the kernels do not take; a platform where Inductor's code was measured fas
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
@@ -47,7 +49,7 @@ def kernel_name(quant: Operation) -> str:
     raise NoMatch(f"SiLU·Mul + {kind} FP8 quant has no fused kernel (vLLM has none either)")
 
 
-def _fuse(act: SiluMulOp, platform: str) -> bool:
+def _fuse(act: SiluMulOp, platform: str, max_tokens: int | None) -> bool:
     consumers = quant_consumers(act.y)
     if not consumers:
         return False
@@ -67,7 +69,7 @@ def _fuse(act: SiluMulOp, platform: str) -> bool:
     name = kernel_name(quant)
     if isinstance(quant, QuantFp8Op) and quant.scheme.is_group and quant.scheme.is_tma_aligned:
         raise NoMatch("tma-aligned group scales are not produced by the fused kernel")
-    check_kernel(name, platform)
+    check_kernel(name, platform, max_tokens)
 
     x = act.x
     if consumer.view is not None:
@@ -96,10 +98,16 @@ def _fuse(act: SiluMulOp, platform: str) -> bool:
     return True
 
 
+@dataclass(frozen=True)
 class FuseActQuant(ModulePass):
-    """SiLU·Mul -> FP8 / NVFP4 quant into `fused.silu_mul_quant(_nvfp4)`. No options."""
+    """SiLU·Mul -> FP8 / NVFP4 quant into `fused.silu_mul_quant(_nvfp4)`.
+
+    Options: `max_tokens`, the size class of the compile range (see `kernel_choice`).
+    """
 
     name = "fuse-act-quant"
+
+    max_tokens: int | None = None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         platform = module_platform(op)
@@ -108,7 +116,7 @@ class FuseActQuant(ModulePass):
                 if not isinstance(act, SiluMulOp) or in_decomposition(act):
                     continue
                 try:
-                    if _fuse(act, platform):
+                    if _fuse(act, platform, self.max_tokens):
                         remarks.fused()
                 except NoMatch as miss:
                     remarks.missed(act, str(miss))

@@ -20,6 +20,8 @@ measured faster (`irfuse.emit.kernel_choice`), in which case the pattern is left
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, bf16, f16, f32
 from xdsl.ir import Operation, SSAValue
@@ -76,7 +78,12 @@ def _check_schemes(consumers: list[Consumer]) -> str:
     return kind
 
 
-def _fuse(norm: RmsNormOp | AddRmsNormOp, platform: str, order: dict[Operation, int]) -> bool:
+def _fuse(
+    norm: RmsNormOp | AddRmsNormOp,
+    platform: str,
+    max_tokens: int | None,
+    order: dict[Operation, int],
+) -> bool:
     consumers = quant_consumers(norm.y)
     if not consumers:
         return False
@@ -89,7 +96,7 @@ def _fuse(norm: RmsNormOp | AddRmsNormOp, platform: str, order: dict[Operation, 
     if x_type.dtype not in KERNEL_DTYPES:
         raise NoMatch(f"the fused kernels take bf16, f16 or f32 inputs, not {x_type.dtype}")
     residual = norm.residual if isinstance(norm, AddRmsNormOp) else None
-    check_kernel(kernel_name(residual is not None, kind), platform)
+    check_kernel(kernel_name(residual is not None, kind), platform, max_tokens)
 
     # The fused op goes where the last quant was: every scale is defined by then.
     last = max((c.quant for c in consumers), key=lambda q: order.get(q, -1))
@@ -151,10 +158,17 @@ def _after(op: Operation) -> Operation:
     return nxt
 
 
+@dataclass(frozen=True)
 class FuseNormQuant(ModulePass):
-    """(Residual add +) RMSNorm -> FP8 quant into `fused.rms_norm_quant`. No options."""
+    """(Residual add +) RMSNorm -> FP8 quant into `fused.rms_norm_quant`.
+
+    Options: `max_tokens`, the size class of the compile range (see `kernel_choice`); where the
+    kernel table leaves a pattern to Inductor from some size on, the pass fuses below it only.
+    """
 
     name = "fuse-norm-quant"
+
+    max_tokens: int | None = None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         platform = module_platform(op)
@@ -165,7 +179,7 @@ class FuseNormQuant(ModulePass):
                 if not isinstance(norm, RmsNormOp | AddRmsNormOp) or in_decomposition(norm):
                     continue
                 try:
-                    if _fuse(norm, platform, order):
+                    if _fuse(norm, platform, self.max_tokens, order):
                         remarks.fused()
                 except NoMatch as miss:
                     remarks.missed(norm, str(miss))

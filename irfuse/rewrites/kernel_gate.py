@@ -10,10 +10,13 @@ from __future__ import annotations
 from irfuse.lowering.match import NoMatch
 
 
-def check_kernel(kernel: str, platform: str) -> None:
-    """Raise NoMatch when the pattern is left to Inductor on `platform`."""
+def check_kernel(kernel: str, platform: str, max_tokens: int | None) -> None:
+    """Raise NoMatch when the pattern is left to Inductor on `platform` for the token counts
+    the graph is compiled for (`max_tokens`: the size class of its compile range; None: any
+    size, where the choice for few tokens is taken)."""
     from irfuse.emit.kernel_choice import choose
 
-    choice = choose(kernel, platform)
+    choice = choose(kernel, platform, max_tokens)
     if choice.impl == "inductor":
-        raise NoMatch(f"left to Inductor on {platform}: {choice.reason}")
+        where = platform if max_tokens is None else f"{platform} at {max_tokens}+ tokens"
+        raise NoMatch(f"left to Inductor on {where}: {choice.reason}")
