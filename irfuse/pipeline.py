@@ -201,7 +201,9 @@ def finish(prepared: Prepared, options: PipelineOptions) -> tuple[torch.fx.Graph
     start = time.perf_counter()
     imported = prepared.imported
     try:
-        emitted = emit_graph(imported.func, imported.source, imported.meta)
+        emitted = emit_graph(
+            imported.func, imported.source, imported.meta, imported.input_names
+        )
     except Exception as err:
         raise PipelineError("emit", f"{type(err).__name__}: {err}") from err
     report.stages.append(StageRecord("emit", _ms(start), len(emitted.graph.nodes)))
@@ -223,11 +225,10 @@ def _run_pass(
     """Run one pass, given as a pipeline spec (`name` or `name{option=value}`)."""
     module = prepared.imported.module
     name = passes.spec_name(spec)
-    pass_ = passes.instantiate(spec)
     start = time.perf_counter()
     with remarks.collecting() as sink:
         try:
-            pass_.apply(prepared.ctx, module)
+            passes.instantiate(spec).apply(prepared.ctx, module)
             if options.debug:
                 module.verify()
         except DiagnosticException as err:

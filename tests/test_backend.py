@@ -7,10 +7,12 @@ import json
 import pathlib
 import subprocess
 import sys
+from dataclasses import dataclass
 
 import pytest
 import torch
 import torch.nn.functional as F
+from xdsl.passes import ModulePass
 
 from irfuse import backend, passes, pipeline
 from irfuse.report import RAISED_KINDS
@@ -67,7 +69,8 @@ def test_unknown_option_and_pass_config_field_are_named() -> None:
         )(*_inputs())
 
 
-class _Broken:
+@dataclass(frozen=True)
+class _Broken(ModulePass):
     """A pass that fails, to exercise the failure policy."""
 
     name = "broken"

@@ -163,14 +163,17 @@ def emit_graph(
     func: FuncOp,
     source: torch.fx.GraphModule,
     meta: dict[Operation | BlockArgument, dict[str, Any]],
+    input_names: list[str] | None = None,
 ) -> torch.fx.GraphModule:
-    """Build a GraphModule that computes what `func` describes (constants come from `source`)."""
+    """Build a GraphModule that computes what `func` describes (constants come from `source`,
+    argument names from `input_names`, the original graph's placeholders)."""
     graph = torch.fx.Graph()
     emitter = _Emitter(graph, meta)
     block = func.body.blocks[0]
     fakes = []
     for arg in block.args:
-        node = graph.placeholder(arg.name_hint or f"arg{arg.index}")
+        name = input_names[arg.index] if input_names else f"{arg.name_hint or 'arg'}_{arg.index}"
+        node = graph.placeholder(name)
         original = meta.get(arg)
         if original is not None:
             node.meta.update(original)

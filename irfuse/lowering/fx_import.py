@@ -56,6 +56,8 @@ class ImportedGraph:
     func: FuncOp
     source: torch.fx.GraphModule
     meta: dict[Operation | BlockArgument, dict[str, Any]] = field(default_factory=dict)
+    input_names: list[str] = field(default_factory=list)
+    """The FX placeholder names, which emit keeps (they are the compiled function's arguments)."""
 
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
@@ -251,7 +253,8 @@ def import_graph(gm: torch.fx.GraphModule, name: str = "forward") -> ImportedGra
     )
     if not _is_flat_tuple(out_template, len(encoder.operands)):
         func.attributes[OUTPUTS_ATTR] = out_template
-    return ImportedGraph(ModuleOp([func]), func, gm, meta)
+    names = [n.name for n in gm.graph.find_nodes(op="placeholder")]
+    return ImportedGraph(ModuleOp([func]), func, gm, meta, names)
 
 
 def _is_flat_tuple(template: Attribute, n: int) -> bool:
