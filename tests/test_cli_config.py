@@ -114,7 +114,8 @@ def test_passes_json_with_platform(capsys: pytest.CaptureFixture[str]) -> None:
     assert by_name["fuse-act-padding"]["can_apply"]["ok"] is True
     assert by_name["fuse-allreduce-rms"]["can_apply"]["ok"] is False
     assert by_name["fuse-norm-quant"]["default level"] == "O1"
-    assert by_name["fuse-norm-quant"]["implemented"] is False
+    assert by_name["fuse-norm-quant"]["implemented"] is True
+    assert by_name["fuse-attn-quant"]["implemented"] is False
 
 
 def test_passes_platform_verdicts_in_text(capsys: pytest.CaptureFixture[str]) -> None:
@@ -130,10 +131,11 @@ def test_passes_bad_platform(capsys: pytest.CaptureFixture[str]) -> None:
     assert "bad platform 'tpu'" in capsys.readouterr().err
 
 
-def test_docs_show_the_same_matrix() -> None:
-    text = DOCS.read_text()
+@pytest.mark.parametrize("doc", [DOCS, DOCS.parent.parent / "README.md"], ids=lambda p: p.name)
+def test_docs_show_the_same_matrix(doc: pathlib.Path) -> None:
+    text = doc.read_text()
     begin, end = "<!-- passes-table:begin -->\n", "<!-- passes-table:end -->"
     assert begin in text and end in text
     copy = text[text.index(begin) + len(begin):text.index(end)]
-    assert copy == render_markdown(), "docs/configuration.md is stale: paste `irfuse passes " \
+    assert copy == render_markdown(), f"{doc.name} is stale: paste `irfuse passes " \
         "--markdown` between the passes-table markers"
