@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 test: $(STAMP) lint pytest lit
 
 pytest: $(STAMP)
-	$(PY) -m pytest -q -x tests
+	$(PY) -m pytest -q -n 2 tests
 
 lit: $(STAMP)
 	PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/lit -q filecheck
