@@ -206,3 +206,247 @@ def func_blocks(module: Operation) -> list[Block]:
 
 class NoMatch(Exception):
     """Raised by a matcher to give up on a candidate; the message is the remark's reason."""
+
+
+# --- pieces of the last dim and structural equality (raise-silu-mul, raise-rope) -------------
+
+INT64_MAX = 2**63 - 1
+
+SLICE = "aten::slice.Tensor"
+SPLITS = (
+    "aten::split.Tensor",
+    "aten::split_with_sizes.default",
+    "aten::unsafe_split.Tensor",
+    "aten::unsafe_split_with_sizes.default",
+)
+
+
+@dataclass(frozen=True)
+class Piece:
+    """`value == source[..., start:stop]` along the last dim (step 1), made by `op` (after the
+    no-op full slices in `skipped`, which `x[:, :, :, :d]` spellings add on the other dims)."""
+
+    source: SSAValue
+    start: int
+    stop: int
+    op: Operation
+    skipped: tuple[Operation, ...] = ()
+
+    @property
+    def ops(self) -> tuple[Operation, ...]:
+        return (*self.skipped, self.op)
+
+
+def strip_full_slices(value: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]]:
+    """Follow `x[:, 0:]`-style slices that keep every element up to the value they start from."""
+    skipped: list[Operation] = []
+    while (found := producer(value, SLICE)) is not None:
+        source = found.arg(0)
+        if found.arg(4, "step", 1) != 1 or tensor_type(source) != tensor_type(value):
+            break
+        skipped.append(found.op)
+        value = source
+    return value, tuple(reversed(skipped))
+
+
+def last_dim_piece(value: Any) -> Piece | None:
+    """The contiguous piece of its source's last dim that `value` is: a step-1 `slice` (bounds
+    clamped as torch clamps them, so `x[..., d:]` ends at the size), or one result of
+    `split` / `split_with_sizes` (what `chunk` and `torch.split` become). None otherwise, or when
+    the last dim is symbolic."""
+    found = producer(value)
+    if found is None or (found.target != SLICE and found.target not in SPLITS):
+        return None
+    source = found.arg(0)
+    t = tensor_type(source)
+    if t is None or t.rank == 0 or not isinstance(t.dims[-1], int):
+        return None
+    size = t.dims[-1]
+    source, skipped = strip_full_slices(source)
+    if found.target == SLICE:
+        dim = found.arg(1, "dim", 0)
+        start, stop = found.arg(2, "start"), found.arg(3, "end")
+        step = found.arg(4, "step", 1)
+        if not isinstance(dim, int) or normalize_dim(dim, t.rank) != t.rank - 1 or step != 1:
+            return None
+        start = 0 if start is None else start
+        stop = size if stop is None else stop
+        if not isinstance(start, int) or not isinstance(stop, int):
+            return None
+        start = max(0, min(start + size if start < 0 else start, size))
+        stop = max(start, min(stop + size if stop < 0 else stop, size))
+        return Piece(source, start, stop, found.op, skipped)
+    if found.target in SPLITS:
+        dim = found.arg(2, "dim", 0)
+        if not isinstance(dim, int) or normalize_dim(dim, t.rank) != t.rank - 1:
+            return None
+        sizes = found.arg(1)
+        if isinstance(sizes, int):
+            if sizes <= 0:
+                return None
+            sizes = [sizes] * (-(-size // sizes))
+            sizes[-1] = size - sizes[0] * (len(sizes) - 1)
+        if not isinstance(sizes, list) or not all(isinstance(s, int) for s in sizes):
+            return None
+        if sum(sizes) != size or len(sizes) != len(found.op.results):
+            return None
+        index = value.index  # type: ignore[union-attr]
+        start = sum(sizes[:index])
+        return Piece(source, start, start + sizes[index], found.op, skipped)
+    return None
+
+
+def same_value(a: Any, b: Any, depth: int = 8) -> bool:
+    """Whether `a` and `b` are the same value: identical, equal constants, or results of the
+    same call on arguments that are themselves the same (up to `depth` calls deep). Lets a pass
+    see that two lookups of one cache by one positions tensor agree when nothing CSE'd them."""
+    if a is b:
+        return True
+    if isinstance(a, SSAValue) != isinstance(b, SSAValue):
+        return False
+    if not isinstance(a, SSAValue):
+        if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+            return len(a) == len(b) and all(
+                same_value(x, y, depth) for x, y in zip(a, b, strict=True)
+            )
+        return type(a) is type(b) and a == b
+    if depth == 0:
+        return False
+    ca, cb = producer(a), producer(b)
+    if ca is None or cb is None or ca.target != cb.target:
+        return False
+    if a.index != b.index or ca.kwargs.keys() != cb.kwargs.keys():  # type: ignore[union-attr]
+        return False
+    return same_value(list(ca.args), list(cb.args), depth - 1) and all(
+        same_value(ca.kwargs[k], cb.kwargs[k], depth - 1) for k in ca.kwargs
+    )
+
+
+# --- reshapes (raise-gemm, raise-quant, and the fusions that look through a linear's views) ---
+
+VIEWS = (
+    "aten::view.default",
+    "aten::_unsafe_view.default",
+    "aten::reshape.default",
+    "aten::unsqueeze.default",
+    "aten::squeeze.dim",
+    "aten::squeeze.dims",
+    "aten::squeeze.default",
+    "aten::alias.default",
+)
+"""Ops that give the same elements, in the same order, under another shape."""
+
+
+def strip_views(value: Any) -> tuple[Any, list[Call]]:
+    """Follow reshapes (`VIEWS`) up to the value they start from; return it and the reshapes
+    passed, nearest first. A linear layer on a 3-D activation puts `view(-1, K)` between the
+    quant that makes its input and the GEMM: `strip_views(gemm.a)` finds the quant's result."""
+    views: list[Call] = []
+    while (found := producer(value, *VIEWS)) is not None:
+        views.append(found)
+        value = found.arg(0)
+    return value, views
+
+
+def view_users(value: SSAValue) -> tuple[SSAValue, list[Operation]]:
+    """Follow single-user reshapes down from `value`; return the last value reached and the
+    reshapes passed, in order (the forward twin of `strip_views`)."""
+    ops: list[Operation] = []
+    while (user := only_user(value)) is not None and call(user, *VIEWS) is not None:
+        ops.append(user)
+        value = user.results[0]
+    return value, ops
+
+
+# --- sizes, privacy and placement (raise-collectives, raise-attention, raise-kv-cache-write) --
+
+
+def size_matches(size: Any, dim: Any) -> bool:
+    """Whether a size argument (an int, or a symbolic size value `!irfuse.sym<s0>`) is `dim` (an
+    int, or a symbol as tensor types print it): `split(x, s0)` splits into pieces of `x`'s `s0`
+    rows, `expand(x, [1, 4, s0, 64])` keeps a `[1, 4, s0, 64]` tensor as it is."""
+    from irfuse.dialects.irfuse import SymType
+
+    if isinstance(size, bool):
+        return False
+    if isinstance(size, int):
+        return size == dim
+    if isinstance(size, SSAValue) and isinstance(size.type, SymType):
+        return size.type.expr.data == dim
+    return False
+
+
+def private_to(op: Operation, inside: set[Operation]) -> bool:
+    """Whether every result of `op` is used only by ops in `inside` (so `op` may move with
+    them into a region). An unused result counts as private."""
+    return all(use.operation in inside for r in op.results for use in r.uses)
+
+
+def with_private(required: Sequence[Operation], optional: Sequence[Operation]
+                 ) -> list[Operation]:
+    """`required` plus the `optional` ops that nothing outside the two uses, to a fixed point: a
+    raised op's region takes the helpers it alone needs (a mask it builds, a weight transpose)
+    and leaves shared ones where they are, to be read from above."""
+    chosen = dict.fromkeys(required)
+    kept = [o for o in dict.fromkeys(optional) if o not in chosen]
+    while True:
+        inside = set(chosen) | set(kept)
+        still = [o for o in kept if private_to(o, inside)]
+        if len(still) == len(kept):
+            return [*chosen, *kept]
+        kept = still
+
+
+def users_follow(
+    outputs: Sequence[SSAValue], ops: Sequence[Operation], order: dict[Operation, int]
+) -> bool:
+    """Whether every use of `outputs` outside `ops` comes after the last of `ops` in block
+    order: `outline` puts the raised op there, so an earlier user would see its operand defined
+    after it. `order` numbers the block's ops (ops missing from it, created since, count as
+    later)."""
+    chain = set(ops)
+    last = max(order[o] for o in ops)
+    block = ops[0].parent_block()
+    for v in outputs:
+        for use in v.uses:
+            user: Operation | None = use.operation
+            while user is not None and user.parent_block() is not block:
+                user = user.parent_op()  # a use inside a region: its op in this block
+            if user is not None and user not in chain and order.get(user, last + 1) <= last:
+                return False
+    return True
+
+
+def raised_op_anchor(
+    ops: Sequence[Operation], outputs: Sequence[SSAValue], order: dict[Operation, int]
+) -> tuple[str, Operation] | None:
+    """Where a raised op replacing `ops` (one block, sorted by `order`, the positions of the
+    block's ops) may go: `("after", last op of the chain)` unless an outside user of `outputs`
+    sits between the chain's ops (a second `view` of q, say); then `("before", that user)`,
+    when every outside value the chain reads is defined before it. None when no point works.
+    `raised.outline` places the op after the chain's last op; insert it here first instead."""
+    block = ops[0].parent_block()
+    assert block is not None
+    chain = set(ops)
+    last = ops[-1]
+    first_use: Operation | None = None
+    for value in outputs:
+        for use in value.uses:
+            user = block.find_ancestor_op_in_block(use.operation)
+            if user is None or user in chain:
+                continue
+            if user not in order:
+                return None
+            if first_use is None or order[user] < order[first_use]:
+                first_use = user
+    if first_use is None or order[first_use] > order[last]:
+        return "after", last
+    for op in ops:
+        for operand in op.operands:
+            owner = operand.owner
+            if not isinstance(owner, Operation) or owner in chain:
+                continue
+            defining = block.find_ancestor_op_in_block(owner)
+            if defining is not None and order.get(defining, order[first_use]) >= order[first_use]:
+                return None
+    return "before", first_use

@@ -1,0 +1,251 @@
+// RUN: irfuse-opt %s -p raise-attention | filecheck %s
+
+// The CPU kernel with native GQA (4 q heads, 2 kv heads), causal, an explicit scale; the
+// transposes into SDPA's layout stay outside; the unused logsumexp goes with the call.
+// CHECK-LABEL: func.func @cpu_gqa
+// CHECK-SAME: (%[[Q:.+]]: !irfuse.tensor<[1, 4, s0, 64], bf16>, %[[K:.+]]: !irfuse.tensor<[1, 2, s0, 64], bf16>, %[[V:.+]]: !irfuse.tensor<[1, 2, s0, 64], bf16>)
+// CHECK: %[[O:.+]] = attn.attention %[[Q]], %[[K]], %[[V]] {scale = 1.250000e-01 : f64, causal = true} : (!irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 2, s0, 64], bf16>, !irfuse.tensor<[1, 2, s0, 64], bf16>) -> !irfuse.tensor<[1, 4, s0, 64], bf16> decomposition {
+// CHECK-NEXT: ^{{.*}}(%[[A:.+]]: !irfuse.tensor<[1, 4, s0, 64], bf16>, %[[B:.+]]: !irfuse.tensor<[1, 2, s0, 64], bf16>, %[[C:.+]]: !irfuse.tensor<[1, 2, s0, 64], bf16>):
+// CHECK-NEXT: %[[S:.+]], %{{.+}} = aten.call tuple "aten::_scaled_dot_product_flash_attention_for_cpu.default"(%[[A]], %[[B]], %[[C]], 0.0, true, scale = 0.125)
+// CHECK-NEXT: irfuse.yield %[[S]]
+// CHECK: aten.call "aten::squeeze.dim"(%[[O]], 0)
+func.func @cpu_gqa(%q: !irfuse.tensor<[1, 4, s0, 64], bf16>, %k: !irfuse.tensor<[1, 2, s0, 64], bf16>, %v: !irfuse.tensor<[1, 2, s0, 64], bf16>) -> !irfuse.tensor<[4, s0, 64], bf16> {
+  %o, %lse = aten.call tuple "aten::_scaled_dot_product_flash_attention_for_cpu.default"(%q, %k, %v, 0.0, true, scale = 0.125) : (!irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 2, s0, 64], bf16>, !irfuse.tensor<[1, 2, s0, 64], bf16>) -> (!irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 4, s0], f32>)
+  %s = aten.call "aten::squeeze.dim"(%o, 0) : (!irfuse.tensor<[1, 4, s0, 64], bf16>) -> !irfuse.tensor<[4, s0, 64], bf16>
+  func.return %s : !irfuse.tensor<[4, s0, 64], bf16>
+}
+
+// Hugging Face's repeat_kv before SDPA (unsqueeze, no-op slice, expand, copy, view): the
+// repeats join the region and k, v are the un-repeated tensors; no scale given: 1/sqrt(64).
+// CHECK-LABEL: func.func @repeat_kv
+// CHECK-SAME: (%[[T:.+]]: !irfuse.sym<s0>, %[[Q:.+]]: !irfuse.tensor<[1, 4, s0, 64], bf16>, %[[K:.+]]: !irfuse.tensor<[1, 2, s0, 64], bf16>, %[[V:.+]]: !irfuse.tensor<[1, 2, s0, 64], bf16>)
+// CHECK: %[[O:.+]] = attn.attention %[[Q]], %[[K]], %[[V]] {scale = 1.250000e-01 : f64, causal = true} : (!irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 2, s0, 64], bf16>, !irfuse.tensor<[1, 2, s0, 64], bf16>) -> !irfuse.tensor<[1, 4, s0, 64], bf16> decomposition {
+// CHECK: "aten::expand.default"
+// CHECK: "aten::_unsafe_view.default"
+// CHECK: "aten::_scaled_dot_product_flash_attention_for_cpu.default"
+// CHECK: func.return %[[O]]
+func.func @repeat_kv(%t: !irfuse.sym<s0>, %q: !irfuse.tensor<[1, 4, s0, 64], bf16>, %k: !irfuse.tensor<[1, 2, s0, 64], bf16>, %v: !irfuse.tensor<[1, 2, s0, 64], bf16>) -> !irfuse.tensor<[1, 4, s0, 64], bf16> {
+  %u0 = aten.call "aten::unsqueeze.default"(%k, 2) : (!irfuse.tensor<[1, 2, s0, 64], bf16>) -> !irfuse.tensor<[1, 2, 1, s0, 64], bf16>
+  %sl0 = aten.call "aten::slice.Tensor"(%u0, 3, 0, 9223372036854775807) : (!irfuse.tensor<[1, 2, 1, s0, 64], bf16>) -> !irfuse.tensor<[1, 2, 1, s0, 64], bf16>
+  %e0 = aten.call "aten::expand.default"(%sl0, [1, 2, 2, %t, 64]) : (!irfuse.tensor<[1, 2, 1, s0, 64], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 2, 2, s0, 64], bf16>
+  %c0 = aten.call "aten::clone.default"(%e0, memory_format = #aten.memory_format<"torch.contiguous_format">) : (!irfuse.tensor<[1, 2, 2, s0, 64], bf16>) -> !irfuse.tensor<[1, 2, 2, s0, 64], bf16>
+  %r0 = aten.call "aten::_unsafe_view.default"(%c0, [1, 4, %t, 64]) : (!irfuse.tensor<[1, 2, 2, s0, 64], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, s0, 64], bf16>
+  %u1 = aten.call "aten::unsqueeze.default"(%v, 2) : (!irfuse.tensor<[1, 2, s0, 64], bf16>) -> !irfuse.tensor<[1, 2, 1, s0, 64], bf16>
+  %sl1 = aten.call "aten::slice.Tensor"(%u1, 3, 0, 9223372036854775807) : (!irfuse.tensor<[1, 2, 1, s0, 64], bf16>) -> !irfuse.tensor<[1, 2, 1, s0, 64], bf16>
+  %e1 = aten.call "aten::expand.default"(%sl1, [1, 2, 2, %t, 64]) : (!irfuse.tensor<[1, 2, 1, s0, 64], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 2, 2, s0, 64], bf16>
+  %c1 = aten.call "aten::clone.default"(%e1, memory_format = #aten.memory_format<"torch.contiguous_format">) : (!irfuse.tensor<[1, 2, 2, s0, 64], bf16>) -> !irfuse.tensor<[1, 2, 2, s0, 64], bf16>
+  %r1 = aten.call "aten::_unsafe_view.default"(%c1, [1, 4, %t, 64]) : (!irfuse.tensor<[1, 2, 2, s0, 64], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, s0, 64], bf16>
+  %o, %lse = aten.call tuple "aten::_scaled_dot_product_flash_attention_for_cpu.default"(%q, %r0, %r1, 0.0, true) : (!irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 4, s0, 64], bf16>) -> (!irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 4, s0], f32>)
+  func.return %o : !irfuse.tensor<[1, 4, s0, 64], bf16>
+}
+
+// A bool mask, which SDPA turns into where(mask, 0, -inf): the op takes the bool mask.
+// CHECK-LABEL: func.func @bool_mask
+// CHECK-SAME: (%[[Q:.+]]: !irfuse.tensor<[1, 4, 8, 64], bf16>, %[[K:.+]]: !irfuse.tensor<[1, 4, 8, 64], bf16>, %[[V:.+]]: !irfuse.tensor<[1, 4, 8, 64], bf16>, %[[M:.+]]: !irfuse.tensor<[1, 1, 8, 8], i1>)
+// CHECK: %[[O:.+]] = attn.attention %[[Q]], %[[K]], %[[V]], mask %[[M]] {scale = 1.250000e-01 : f64} : (!irfuse.tensor<[1, 4, 8, 64], bf16>, !irfuse.tensor<[1, 4, 8, 64], bf16>, !irfuse.tensor<[1, 4, 8, 64], bf16>, !irfuse.tensor<[1, 1, 8, 8], i1>) -> !irfuse.tensor<[1, 4, 8, 64], bf16> decomposition {
+// CHECK: "aten::where.self"
+// CHECK: "aten::_scaled_dot_product_flash_attention_for_cpu.default"({{.+}}, attn_mask = %{{.+}})
+// CHECK: func.return %[[O]]
+func.func @bool_mask(%q: !irfuse.tensor<[1, 4, 8, 64], bf16>, %k: !irfuse.tensor<[1, 4, 8, 64], bf16>, %v: !irfuse.tensor<[1, 4, 8, 64], bf16>, %m: !irfuse.tensor<[1, 1, 8, 8], i1>) -> !irfuse.tensor<[1, 4, 8, 64], bf16> {
+  %ninf = aten.call "aten::scalar_tensor.default"(ninf, dtype = bf16, device = #aten.device<"cpu">) : () -> !irfuse.tensor<[], bf16>
+  %zero = aten.call "aten::scalar_tensor.default"(0.0, dtype = bf16, layout = #aten.layout<"torch.strided">, device = #aten.device<"cpu">) : () -> !irfuse.tensor<[], bf16>
+  %bias = aten.call "aten::where.self"(%m, %zero, %ninf) : (!irfuse.tensor<[1, 1, 8, 8], i1>, !irfuse.tensor<[], bf16>, !irfuse.tensor<[], bf16>) -> !irfuse.tensor<[1, 1, 8, 8], bf16>
+  %o, %lse = aten.call tuple "aten::_scaled_dot_product_flash_attention_for_cpu.default"(%q, %k, %v, attn_mask = %bias) : (!irfuse.tensor<[1, 4, 8, 64], bf16>, !irfuse.tensor<[1, 4, 8, 64], bf16>, !irfuse.tensor<[1, 4, 8, 64], bf16>, !irfuse.tensor<[1, 1, 8, 8], bf16>) -> (!irfuse.tensor<[1, 4, 8, 64], bf16>, !irfuse.tensor<[1, 4, 8], f32>)
+  func.return %o : !irfuse.tensor<[1, 4, 8, 64], bf16>
+}
+
+// CUDA: cuDNN with an additive float mask (cuDNN's where(mask, 0, -65504) stays a float mask);
+// the efficient kernel, causal with the default scale of a 128 head dim; flash on a head dim of
+// 20, zero-padded to 24 around the call (the pads and the slice back join the region).
+// CHECK-LABEL: func.func @cuda
+// CHECK-SAME: (%[[Q:.+]]: !irfuse.tensor<[1, 4, s0, 64], bf16>, %[[K:.+]]: !irfuse.tensor<[1, 4, s0, 64], bf16>, %[[V:.+]]: !irfuse.tensor<[1, 4, s0, 64], bf16>, %[[B:.+]]: !irfuse.tensor<[1, 1, s0, s0], bf16>, %[[Q2:.+]]: !irfuse.tensor<[1, 4, s0, 128], bf16>, %[[Q3:.+]]: !irfuse.tensor<[1, 4, s0, 20], bf16>)
+// CHECK: %[[O1:.+]] = attn.attention %[[Q]], %[[K]], %[[V]], mask %[[B]] {scale = 1.000000e-01 : f64} : (!irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 1, s0, s0], bf16>) -> !irfuse.tensor<[1, 4, s0, 64], bf16> decomposition {
+// CHECK: "aten::_scaled_dot_product_cudnn_attention.default"
+// CHECK: %[[O2:.+]] = attn.attention %[[Q2]], %[[Q2]], %[[Q2]] {scale = 0.088388347648318433 : f64, causal = true}
+// CHECK: "aten::_scaled_dot_product_efficient_attention.default"
+// CHECK: %[[O3:.+]] = attn.attention %[[Q3]], %[[Q3]], %[[Q3]] {scale = 0.22360679774997896 : f64, causal = true} : (!irfuse.tensor<[1, 4, s0, 20], bf16>, !irfuse.tensor<[1, 4, s0, 20], bf16>, !irfuse.tensor<[1, 4, s0, 20], bf16>) -> !irfuse.tensor<[1, 4, s0, 20], bf16> decomposition {
+// CHECK: "aten::constant_pad_nd.default"
+// CHECK: "aten::_scaled_dot_product_flash_attention.default"
+// CHECK: "aten::slice.Tensor"
+// CHECK: func.return %[[O1]], %[[O2]], %[[O3]]
+func.func @cuda(%q: !irfuse.tensor<[1, 4, s0, 64], bf16>, %k: !irfuse.tensor<[1, 4, s0, 64], bf16>, %v: !irfuse.tensor<[1, 4, s0, 64], bf16>, %bias: !irfuse.tensor<[1, 1, s0, s0], bf16>, %q2: !irfuse.tensor<[1, 4, s0, 128], bf16>, %q3: !irfuse.tensor<[1, 4, s0, 20], bf16>) -> (!irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 4, s0, 128], bf16>, !irfuse.tensor<[1, 4, s0, 20], bf16>) {
+  %o1:9 = aten.call tuple "aten::_scaled_dot_product_cudnn_attention.default"(%q, %k, %v, %bias, false, scale = 0.1) : (!irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 1, s0, s0], bf16>) -> (!irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 4, s0], f32>, !irfuse.tensor<[0], i64>, !irfuse.tensor<[0], i64>, !irfuse.sym<s0>, !irfuse.sym<s0>, !irfuse.tensor<[], i64>, !irfuse.tensor<[], i64>, !irfuse.tensor<[0], bf16>)
+  %o2:4 = aten.call tuple "aten::_scaled_dot_product_efficient_attention.default"(%q2, %q2, %q2, none, false, 0.0, true) : (!irfuse.tensor<[1, 4, s0, 128], bf16>, !irfuse.tensor<[1, 4, s0, 128], bf16>, !irfuse.tensor<[1, 4, s0, 128], bf16>) -> (!irfuse.tensor<[1, 4, s0, 128], bf16>, !irfuse.tensor<[1, 4, s0], f32>, !irfuse.tensor<[], i64>, !irfuse.tensor<[], i64>)
+  %p = aten.call "aten::constant_pad_nd.default"(%q3, [0, 4], 0.0) : (!irfuse.tensor<[1, 4, s0, 20], bf16>) -> !irfuse.tensor<[1, 4, s0, 24], bf16>
+  %o3:9 = aten.call tuple "aten::_scaled_dot_product_flash_attention.default"(%p, %p, %p, 0.0, true, scale = 0.22360679774997896) : (!irfuse.tensor<[1, 4, s0, 24], bf16>, !irfuse.tensor<[1, 4, s0, 24], bf16>, !irfuse.tensor<[1, 4, s0, 24], bf16>) -> (!irfuse.tensor<[1, 4, s0, 24], bf16>, !irfuse.tensor<[1, 4, s0], f32>, !irfuse.tensor<[0], i64>, !irfuse.tensor<[0], i64>, !irfuse.sym<s0>, !irfuse.sym<s0>, !irfuse.tensor<[], i64>, !irfuse.tensor<[], i64>, !irfuse.tensor<[0], bf16>)
+  %s3 = aten.call "aten::slice.Tensor"(%o3#0, -1, 0, 20) : (!irfuse.tensor<[1, 4, s0, 24], bf16>) -> !irfuse.tensor<[1, 4, s0, 20], bf16>
+  func.return %o1#0, %o2#0, %s3 : !irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 4, s0, 128], bf16>, !irfuse.tensor<[1, 4, s0, 20], bf16>
+}
+// The math fallback, decomposed (the CPU's path when v's head dim differs): casts to f32, q and
+// k each scaled by sqrt(scale), GQA by repeat after the cast, the causal where(tril(ones)), the
+// two batched matmuls around _safe_softmax, the cast back. The op takes the bf16 q, k, v.
+// CHECK-LABEL: func.func @math
+// CHECK-SAME: (%{{.+}}: !irfuse.sym<s0>, %[[Q:.+]]: !irfuse.tensor<[1, 4, s0, 64], bf16>, %[[K:.+]]: !irfuse.tensor<[1, 2, s0, 64], bf16>, %[[V:.+]]: !irfuse.tensor<[1, 2, s0, 32], bf16>)
+// CHECK: %[[O:.+]] = attn.attention %[[Q]], %[[K]], %[[V]] {scale = 1.250000e-01 : f64, causal = true} : (!irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 2, s0, 64], bf16>, !irfuse.tensor<[1, 2, s0, 32], bf16>) -> !irfuse.tensor<[1, 4, s0, 32], bf16> decomposition {
+// CHECK: "aten::tril.default"
+// CHECK: "aten::_safe_softmax.default"
+// CHECK: irfuse.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: func.return %[[O]]
+func.func @math(%t: !irfuse.sym<s0>, %q: !irfuse.tensor<[1, 4, s0, 64], bf16>, %k: !irfuse.tensor<[1, 2, s0, 64], bf16>, %v: !irfuse.tensor<[1, 2, s0, 32], bf16>) -> !irfuse.tensor<[1, 4, s0, 32], bf16> {
+  %qf = aten.call "aten::_to_copy.default"(%q, dtype = f32) : (!irfuse.tensor<[1, 4, s0, 64], bf16>) -> !irfuse.tensor<[1, 4, s0, 64], f32>
+  %kf = aten.call "aten::_to_copy.default"(%k, dtype = f32) : (!irfuse.tensor<[1, 2, s0, 64], bf16>) -> !irfuse.tensor<[1, 2, s0, 64], f32>
+  %vf = aten.call "aten::_to_copy.default"(%v, dtype = f32) : (!irfuse.tensor<[1, 2, s0, 32], bf16>) -> !irfuse.tensor<[1, 2, s0, 32], f32>
+  %qs = aten.call "aten::mul.Scalar"(%qf, 0.3535533905932738) : (!irfuse.tensor<[1, 4, s0, 64], f32>) -> !irfuse.tensor<[1, 4, s0, 64], f32>
+  %ones = aten.call "aten::ones.default"([%t, %t], dtype = i1, layout = #aten.layout<"torch.strided">, device = #aten.device<"cpu">) : (!irfuse.sym<s0>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, s0], i1>
+  %tril = aten.call "aten::tril.default"(%ones) : (!irfuse.tensor<[s0, s0], i1>) -> !irfuse.tensor<[s0, s0], i1>
+  %ninf = aten.call "aten::scalar_tensor.default"(ninf, dtype = f32, device = #aten.device<"cpu">) : () -> !irfuse.tensor<[], f32>
+  %zero = aten.call "aten::scalar_tensor.default"(0.0, dtype = f32, layout = #aten.layout<"torch.strided">, device = #aten.device<"cpu">) : () -> !irfuse.tensor<[], f32>
+  %causal = aten.call "aten::where.self"(%tril, %zero, %ninf) : (!irfuse.tensor<[s0, s0], i1>, !irfuse.tensor<[], f32>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, s0], f32>
+  %ku = aten.call "aten::unsqueeze.default"(%kf, 2) : (!irfuse.tensor<[1, 2, s0, 64], f32>) -> !irfuse.tensor<[1, 2, 1, s0, 64], f32>
+  %ke = aten.call "aten::expand.default"(%ku, [1, 2, 2, %t, 64]) : (!irfuse.tensor<[1, 2, 1, s0, 64], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 2, 2, s0, 64], f32>
+  %kc = aten.call "aten::clone.default"(%ke, memory_format = #aten.memory_format<"torch.contiguous_format">) : (!irfuse.tensor<[1, 2, 2, s0, 64], f32>) -> !irfuse.tensor<[1, 2, 2, s0, 64], f32>
+  %kr = aten.call "aten::view.default"(%kc, [1, 4, %t, 64]) : (!irfuse.tensor<[1, 2, 2, s0, 64], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, s0, 64], f32>
+  %vu = aten.call "aten::unsqueeze.default"(%vf, 2) : (!irfuse.tensor<[1, 2, s0, 32], f32>) -> !irfuse.tensor<[1, 2, 1, s0, 32], f32>
+  %ve = aten.call "aten::expand.default"(%vu, [1, 2, 2, %t, 32]) : (!irfuse.tensor<[1, 2, 1, s0, 32], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 2, 2, s0, 32], f32>
+  %vc = aten.call "aten::clone.default"(%ve, memory_format = #aten.memory_format<"torch.contiguous_format">) : (!irfuse.tensor<[1, 2, 2, s0, 32], f32>) -> !irfuse.tensor<[1, 2, 2, s0, 32], f32>
+  %vr = aten.call "aten::view.default"(%vc, [1, 4, %t, 32]) : (!irfuse.tensor<[1, 2, 2, s0, 32], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, s0, 32], f32>
+  %kt = aten.call "aten::transpose.int"(%kr, -2, -1) : (!irfuse.tensor<[1, 4, s0, 64], f32>) -> !irfuse.tensor<[1, 4, 64, s0], f32>
+  %ks = aten.call "aten::mul.Scalar"(%kt, 0.3535533905932738) : (!irfuse.tensor<[1, 4, 64, s0], f32>) -> !irfuse.tensor<[1, 4, 64, s0], f32>
+  %qe = aten.call "aten::expand.default"(%qs, [1, 4, %t, 64]) : (!irfuse.tensor<[1, 4, s0, 64], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, s0, 64], f32>
+  %q3 = aten.call "aten::view.default"(%qe, [4, %t, 64]) : (!irfuse.tensor<[1, 4, s0, 64], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[4, s0, 64], f32>
+  %ke2 = aten.call "aten::expand.default"(%ks, [1, 4, 64, %t]) : (!irfuse.tensor<[1, 4, 64, s0], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, 64, s0], f32>
+  %k3 = aten.call "aten::view.default"(%ke2, [4, 64, %t]) : (!irfuse.tensor<[1, 4, 64, s0], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[4, 64, s0], f32>
+  %bmm = aten.call "aten::bmm.default"(%q3, %k3) : (!irfuse.tensor<[4, s0, 64], f32>, !irfuse.tensor<[4, 64, s0], f32>) -> !irfuse.tensor<[4, s0, s0], f32>
+  %sc = aten.call "aten::view.default"(%bmm, [1, 4, %t, %t]) : (!irfuse.tensor<[4, s0, s0], f32>, !irfuse.sym<s0>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, s0, s0], f32>
+  %add = aten.call "aten::add.Tensor"(%sc, %causal) : (!irfuse.tensor<[1, 4, s0, s0], f32>, !irfuse.tensor<[s0, s0], f32>) -> !irfuse.tensor<[1, 4, s0, s0], f32>
+  %p = aten.call "aten::_safe_softmax.default"(%add, -1) : (!irfuse.tensor<[1, 4, s0, s0], f32>) -> !irfuse.tensor<[1, 4, s0, s0], f32>
+  %pe = aten.call "aten::expand.default"(%p, [1, 4, %t, %t]) : (!irfuse.tensor<[1, 4, s0, s0], f32>, !irfuse.sym<s0>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, s0, s0], f32>
+  %p3 = aten.call "aten::view.default"(%pe, [4, %t, %t]) : (!irfuse.tensor<[1, 4, s0, s0], f32>, !irfuse.sym<s0>, !irfuse.sym<s0>) -> !irfuse.tensor<[4, s0, s0], f32>
+  %vre = aten.call "aten::expand.default"(%vr, [1, 4, %t, 32]) : (!irfuse.tensor<[1, 4, s0, 32], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, s0, 32], f32>
+  %v3 = aten.call "aten::view.default"(%vre, [4, %t, 32]) : (!irfuse.tensor<[1, 4, s0, 32], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[4, s0, 32], f32>
+  %bmm2 = aten.call "aten::bmm.default"(%p3, %v3) : (!irfuse.tensor<[4, s0, s0], f32>, !irfuse.tensor<[4, s0, 32], f32>) -> !irfuse.tensor<[4, s0, 32], f32>
+  %of = aten.call "aten::view.default"(%bmm2, [1, 4, %t, 32]) : (!irfuse.tensor<[4, s0, 32], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, s0, 32], f32>
+  %o = aten.call "aten::_to_copy.default"(%of, dtype = bf16) : (!irfuse.tensor<[1, 4, s0, 32], f32>) -> !irfuse.tensor<[1, 4, s0, 32], bf16>
+  func.return %o : !irfuse.tensor<[1, 4, s0, 32], bf16>
+}
+
+// q and k scaled by different factors: not an attention the op describes.
+// CHECK-LABEL: func.func @math_unequal_scales
+// CHECK-NOT: attn.attention
+// CHECK: func.return
+func.func @math_unequal_scales(%t: !irfuse.sym<s0>, %q: !irfuse.tensor<[1, 4, s0, 64], bf16>, %k: !irfuse.tensor<[1, 2, s0, 64], bf16>, %v: !irfuse.tensor<[1, 2, s0, 32], bf16>) -> !irfuse.tensor<[1, 4, s0, 32], bf16> {
+  %qf = aten.call "aten::_to_copy.default"(%q, dtype = f32) : (!irfuse.tensor<[1, 4, s0, 64], bf16>) -> !irfuse.tensor<[1, 4, s0, 64], f32>
+  %kf = aten.call "aten::_to_copy.default"(%k, dtype = f32) : (!irfuse.tensor<[1, 2, s0, 64], bf16>) -> !irfuse.tensor<[1, 2, s0, 64], f32>
+  %vf = aten.call "aten::_to_copy.default"(%v, dtype = f32) : (!irfuse.tensor<[1, 2, s0, 32], bf16>) -> !irfuse.tensor<[1, 2, s0, 32], f32>
+  %qs = aten.call "aten::mul.Scalar"(%qf, 0.3535533905932738) : (!irfuse.tensor<[1, 4, s0, 64], f32>) -> !irfuse.tensor<[1, 4, s0, 64], f32>
+  %ones = aten.call "aten::ones.default"([%t, %t], dtype = i1, layout = #aten.layout<"torch.strided">, device = #aten.device<"cpu">) : (!irfuse.sym<s0>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, s0], i1>
+  %tril = aten.call "aten::tril.default"(%ones) : (!irfuse.tensor<[s0, s0], i1>) -> !irfuse.tensor<[s0, s0], i1>
+  %ninf = aten.call "aten::scalar_tensor.default"(ninf, dtype = f32, device = #aten.device<"cpu">) : () -> !irfuse.tensor<[], f32>
+  %zero = aten.call "aten::scalar_tensor.default"(0.0, dtype = f32, layout = #aten.layout<"torch.strided">, device = #aten.device<"cpu">) : () -> !irfuse.tensor<[], f32>
+  %causal = aten.call "aten::where.self"(%tril, %zero, %ninf) : (!irfuse.tensor<[s0, s0], i1>, !irfuse.tensor<[], f32>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, s0], f32>
+  %ku = aten.call "aten::unsqueeze.default"(%kf, 2) : (!irfuse.tensor<[1, 2, s0, 64], f32>) -> !irfuse.tensor<[1, 2, 1, s0, 64], f32>
+  %ke = aten.call "aten::expand.default"(%ku, [1, 2, 2, %t, 64]) : (!irfuse.tensor<[1, 2, 1, s0, 64], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 2, 2, s0, 64], f32>
+  %kc = aten.call "aten::clone.default"(%ke, memory_format = #aten.memory_format<"torch.contiguous_format">) : (!irfuse.tensor<[1, 2, 2, s0, 64], f32>) -> !irfuse.tensor<[1, 2, 2, s0, 64], f32>
+  %kr = aten.call "aten::view.default"(%kc, [1, 4, %t, 64]) : (!irfuse.tensor<[1, 2, 2, s0, 64], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, s0, 64], f32>
+  %vu = aten.call "aten::unsqueeze.default"(%vf, 2) : (!irfuse.tensor<[1, 2, s0, 32], f32>) -> !irfuse.tensor<[1, 2, 1, s0, 32], f32>
+  %ve = aten.call "aten::expand.default"(%vu, [1, 2, 2, %t, 32]) : (!irfuse.tensor<[1, 2, 1, s0, 32], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 2, 2, s0, 32], f32>
+  %vc = aten.call "aten::clone.default"(%ve, memory_format = #aten.memory_format<"torch.contiguous_format">) : (!irfuse.tensor<[1, 2, 2, s0, 32], f32>) -> !irfuse.tensor<[1, 2, 2, s0, 32], f32>
+  %vr = aten.call "aten::view.default"(%vc, [1, 4, %t, 32]) : (!irfuse.tensor<[1, 2, 2, s0, 32], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, s0, 32], f32>
+  %kt = aten.call "aten::transpose.int"(%kr, -2, -1) : (!irfuse.tensor<[1, 4, s0, 64], f32>) -> !irfuse.tensor<[1, 4, 64, s0], f32>
+  %ks = aten.call "aten::mul.Scalar"(%kt, 0.5) : (!irfuse.tensor<[1, 4, 64, s0], f32>) -> !irfuse.tensor<[1, 4, 64, s0], f32>
+  %qe = aten.call "aten::expand.default"(%qs, [1, 4, %t, 64]) : (!irfuse.tensor<[1, 4, s0, 64], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, s0, 64], f32>
+  %q3 = aten.call "aten::view.default"(%qe, [4, %t, 64]) : (!irfuse.tensor<[1, 4, s0, 64], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[4, s0, 64], f32>
+  %ke2 = aten.call "aten::expand.default"(%ks, [1, 4, 64, %t]) : (!irfuse.tensor<[1, 4, 64, s0], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, 64, s0], f32>
+  %k3 = aten.call "aten::view.default"(%ke2, [4, 64, %t]) : (!irfuse.tensor<[1, 4, 64, s0], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[4, 64, s0], f32>
+  %bmm = aten.call "aten::bmm.default"(%q3, %k3) : (!irfuse.tensor<[4, s0, 64], f32>, !irfuse.tensor<[4, 64, s0], f32>) -> !irfuse.tensor<[4, s0, s0], f32>
+  %sc = aten.call "aten::view.default"(%bmm, [1, 4, %t, %t]) : (!irfuse.tensor<[4, s0, s0], f32>, !irfuse.sym<s0>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, s0, s0], f32>
+  %add = aten.call "aten::add.Tensor"(%sc, %causal) : (!irfuse.tensor<[1, 4, s0, s0], f32>, !irfuse.tensor<[s0, s0], f32>) -> !irfuse.tensor<[1, 4, s0, s0], f32>
+  %p = aten.call "aten::_safe_softmax.default"(%add, -1) : (!irfuse.tensor<[1, 4, s0, s0], f32>) -> !irfuse.tensor<[1, 4, s0, s0], f32>
+  %pe = aten.call "aten::expand.default"(%p, [1, 4, %t, %t]) : (!irfuse.tensor<[1, 4, s0, s0], f32>, !irfuse.sym<s0>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, s0, s0], f32>
+  %p3 = aten.call "aten::view.default"(%pe, [4, %t, %t]) : (!irfuse.tensor<[1, 4, s0, s0], f32>, !irfuse.sym<s0>, !irfuse.sym<s0>) -> !irfuse.tensor<[4, s0, s0], f32>
+  %vre = aten.call "aten::expand.default"(%vr, [1, 4, %t, 32]) : (!irfuse.tensor<[1, 4, s0, 32], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, s0, 32], f32>
+  %v3 = aten.call "aten::view.default"(%vre, [4, %t, 32]) : (!irfuse.tensor<[1, 4, s0, 32], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[4, s0, 32], f32>
+  %bmm2 = aten.call "aten::bmm.default"(%p3, %v3) : (!irfuse.tensor<[4, s0, s0], f32>, !irfuse.tensor<[4, s0, 32], f32>) -> !irfuse.tensor<[4, s0, 32], f32>
+  %of = aten.call "aten::view.default"(%bmm2, [1, 4, %t, 32]) : (!irfuse.tensor<[4, s0, 32], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, s0, 32], f32>
+  %o = aten.call "aten::_to_copy.default"(%of, dtype = bf16) : (!irfuse.tensor<[1, 4, s0, 32], f32>) -> !irfuse.tensor<[1, 4, s0, 32], bf16>
+  func.return %o : !irfuse.tensor<[1, 4, s0, 32], bf16>
+}
+
+
+// DeepSeek-V2-Lite's MLA prefill (irfuse.models.mla, pad_v): the kv_b projection of the latent,
+// its split into k_nope and v, the shared k_pe broadcast and concatenated, v padded to the q/k
+// head dim, the layout changes, the SDPA, and the output brought back to [T, H, v_head_dim].
+// CHECK-LABEL: func.func @mla
+// CHECK-SAME: (%{{.+}}: !irfuse.sym<s0>, %[[Q:.+]]: !irfuse.tensor<[s0, 4, 48], bf16>, %[[C:.+]]: !irfuse.tensor<[s0, 128], bf16>, %[[P:.+]]: !irfuse.tensor<[s0, 1, 16], bf16>, %[[W:.+]]: !irfuse.tensor<[256, 128], bf16>)
+// CHECK: %[[O:.+]] = attn.mla_attention %[[Q]], %[[C]], %[[P]], %[[W]] {num_heads = 4 : i64, qk_nope_head_dim = 32 : i64, qk_rope_head_dim = 16 : i64, v_head_dim = 32 : i64, kv_lora_rank = 128 : i64, scale = 0.14433756729740643 : f64, causal = true} : (!irfuse.tensor<[s0, 4, 48], bf16>, !irfuse.tensor<[s0, 128], bf16>, !irfuse.tensor<[s0, 1, 16], bf16>, !irfuse.tensor<[256, 128], bf16>) -> !irfuse.tensor<[s0, 4, 32], bf16> decomposition {
+// CHECK: "aten::t.default"
+// CHECK: "aten::mm.default"
+// CHECK: "aten::split_with_sizes.default"
+// CHECK: "aten::constant_pad_nd.default"
+// CHECK: "aten::_scaled_dot_product_flash_attention_for_cpu.default"
+// CHECK: "aten::slice.Tensor"
+// CHECK: irfuse.yield
+// CHECK: %[[C2:.+]] = aten.call "aten::clone.default"(%[[O]],
+func.func @mla(%t: !irfuse.sym<s0>, %q: !irfuse.tensor<[s0, 4, 48], bf16>, %kv_c: !irfuse.tensor<[s0, 128], bf16>, %k_pe: !irfuse.tensor<[s0, 1, 16], bf16>, %w: !irfuse.tensor<[256, 128], bf16>) -> !irfuse.tensor<[s0, 128], bf16> {
+  %wt = aten.call "aten::t.default"(%w) : (!irfuse.tensor<[256, 128], bf16>) -> !irfuse.tensor<[128, 256], bf16>
+  %kv = aten.call "aten::mm.default"(%kv_c, %wt) : (!irfuse.tensor<[s0, 128], bf16>, !irfuse.tensor<[128, 256], bf16>) -> !irfuse.tensor<[s0, 256], bf16>
+  %kv3 = aten.call "aten::view.default"(%kv, [-1, 4, 64]) : (!irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 4, 64], bf16>
+  %k_nope, %v = aten.call tuple "aten::split_with_sizes.default"(%kv3, [32, 32], -1) : (!irfuse.tensor<[s0, 4, 64], bf16>) -> (!irfuse.tensor<[s0, 4, 32], bf16>, !irfuse.tensor<[s0, 4, 32], bf16>)
+  %k_pe4 = aten.call "aten::expand.default"(%k_pe, [-1, 4, -1]) : (!irfuse.tensor<[s0, 1, 16], bf16>) -> !irfuse.tensor<[s0, 4, 16], bf16>
+  %k = aten.call "aten::cat.default"([%k_nope, %k_pe4], -1) : (!irfuse.tensor<[s0, 4, 32], bf16>, !irfuse.tensor<[s0, 4, 16], bf16>) -> !irfuse.tensor<[s0, 4, 48], bf16>
+  %vp = aten.call "aten::constant_pad_nd.default"(%v, [0, 16], 0.0) : (!irfuse.tensor<[s0, 4, 32], bf16>) -> !irfuse.tensor<[s0, 4, 48], bf16>
+  %qt = aten.call "aten::transpose.int"(%q, 0, 1) : (!irfuse.tensor<[s0, 4, 48], bf16>) -> !irfuse.tensor<[4, s0, 48], bf16>
+  %q4 = aten.call "aten::unsqueeze.default"(%qt, 0) : (!irfuse.tensor<[4, s0, 48], bf16>) -> !irfuse.tensor<[1, 4, s0, 48], bf16>
+  %kt = aten.call "aten::transpose.int"(%k, 0, 1) : (!irfuse.tensor<[s0, 4, 48], bf16>) -> !irfuse.tensor<[4, s0, 48], bf16>
+  %k4 = aten.call "aten::unsqueeze.default"(%kt, 0) : (!irfuse.tensor<[4, s0, 48], bf16>) -> !irfuse.tensor<[1, 4, s0, 48], bf16>
+  %vt = aten.call "aten::transpose.int"(%vp, 0, 1) : (!irfuse.tensor<[s0, 4, 48], bf16>) -> !irfuse.tensor<[4, s0, 48], bf16>
+  %v4 = aten.call "aten::unsqueeze.default"(%vt, 0) : (!irfuse.tensor<[4, s0, 48], bf16>) -> !irfuse.tensor<[1, 4, s0, 48], bf16>
+  %o, %lse = aten.call tuple "aten::_scaled_dot_product_flash_attention_for_cpu.default"(%q4, %k4, %v4, 0.0, true, scale = 0.14433756729740643) : (!irfuse.tensor<[1, 4, s0, 48], bf16>, !irfuse.tensor<[1, 4, s0, 48], bf16>, !irfuse.tensor<[1, 4, s0, 48], bf16>) -> (!irfuse.tensor<[1, 4, s0, 48], bf16>, !irfuse.tensor<[1, 4, s0], f32>)
+  %os = aten.call "aten::squeeze.dim"(%o, 0) : (!irfuse.tensor<[1, 4, s0, 48], bf16>) -> !irfuse.tensor<[4, s0, 48], bf16>
+  %ot = aten.call "aten::transpose.int"(%os, 0, 1) : (!irfuse.tensor<[4, s0, 48], bf16>) -> !irfuse.tensor<[s0, 4, 48], bf16>
+  %of = aten.call "aten::view.default"(%ot, [%t, -1]) : (!irfuse.tensor<[s0, 4, 48], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 192], bf16>
+  %o3 = aten.call "aten::view.default"(%of, [-1, 4, 48]) : (!irfuse.tensor<[s0, 192], bf16>) -> !irfuse.tensor<[s0, 4, 48], bf16>
+  %ov = aten.call "aten::slice.Tensor"(%o3, 2, 0, 32) : (!irfuse.tensor<[s0, 4, 48], bf16>) -> !irfuse.tensor<[s0, 4, 32], bf16>
+  %oc = aten.call "aten::clone.default"(%ov, memory_format = #aten.memory_format<"torch.contiguous_format">) : (!irfuse.tensor<[s0, 4, 32], bf16>) -> !irfuse.tensor<[s0, 4, 32], bf16>
+  %out = aten.call "aten::_unsafe_view.default"(%oc, [%t, 128]) : (!irfuse.tensor<[s0, 4, 32], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 128], bf16>
+  func.return %out : !irfuse.tensor<[s0, 128], bf16>
+}
+
+// The same with an explicit mask: not what attn.mla_attention says (it has no mask); raised as
+// attention, with the remark.
+// CHECK-LABEL: func.func @mla_masked
+// CHECK-NOT: attn.mla_attention
+// CHECK: attn.attention
+// CHECK-NOT: attn.mla_attention
+// CHECK: func.return
+func.func @mla_masked(%t: !irfuse.sym<s0>, %q: !irfuse.tensor<[s0, 4, 48], bf16>, %kv_c: !irfuse.tensor<[s0, 128], bf16>, %k_pe: !irfuse.tensor<[s0, 1, 16], bf16>, %w: !irfuse.tensor<[256, 128], bf16>, %m: !irfuse.tensor<[1, 1, s0, s0], bf16>) -> !irfuse.tensor<[s0, 128], bf16> {
+  %wt = aten.call "aten::t.default"(%w) : (!irfuse.tensor<[256, 128], bf16>) -> !irfuse.tensor<[128, 256], bf16>
+  %kv = aten.call "aten::mm.default"(%kv_c, %wt) : (!irfuse.tensor<[s0, 128], bf16>, !irfuse.tensor<[128, 256], bf16>) -> !irfuse.tensor<[s0, 256], bf16>
+  %kv3 = aten.call "aten::view.default"(%kv, [-1, 4, 64]) : (!irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 4, 64], bf16>
+  %k_nope, %v = aten.call tuple "aten::split_with_sizes.default"(%kv3, [32, 32], -1) : (!irfuse.tensor<[s0, 4, 64], bf16>) -> (!irfuse.tensor<[s0, 4, 32], bf16>, !irfuse.tensor<[s0, 4, 32], bf16>)
+  %k_pe4 = aten.call "aten::expand.default"(%k_pe, [-1, 4, -1]) : (!irfuse.tensor<[s0, 1, 16], bf16>) -> !irfuse.tensor<[s0, 4, 16], bf16>
+  %k = aten.call "aten::cat.default"([%k_nope, %k_pe4], -1) : (!irfuse.tensor<[s0, 4, 32], bf16>, !irfuse.tensor<[s0, 4, 16], bf16>) -> !irfuse.tensor<[s0, 4, 48], bf16>
+  %vp = aten.call "aten::constant_pad_nd.default"(%v, [0, 16], 0.0) : (!irfuse.tensor<[s0, 4, 32], bf16>) -> !irfuse.tensor<[s0, 4, 48], bf16>
+  %qt = aten.call "aten::transpose.int"(%q, 0, 1) : (!irfuse.tensor<[s0, 4, 48], bf16>) -> !irfuse.tensor<[4, s0, 48], bf16>
+  %q4 = aten.call "aten::unsqueeze.default"(%qt, 0) : (!irfuse.tensor<[4, s0, 48], bf16>) -> !irfuse.tensor<[1, 4, s0, 48], bf16>
+  %kt = aten.call "aten::transpose.int"(%k, 0, 1) : (!irfuse.tensor<[s0, 4, 48], bf16>) -> !irfuse.tensor<[4, s0, 48], bf16>
+  %k4 = aten.call "aten::unsqueeze.default"(%kt, 0) : (!irfuse.tensor<[4, s0, 48], bf16>) -> !irfuse.tensor<[1, 4, s0, 48], bf16>
+  %vt = aten.call "aten::transpose.int"(%vp, 0, 1) : (!irfuse.tensor<[s0, 4, 48], bf16>) -> !irfuse.tensor<[4, s0, 48], bf16>
+  %v4 = aten.call "aten::unsqueeze.default"(%vt, 0) : (!irfuse.tensor<[4, s0, 48], bf16>) -> !irfuse.tensor<[1, 4, s0, 48], bf16>
+  %o, %lse = aten.call tuple "aten::_scaled_dot_product_flash_attention_for_cpu.default"(%q4, %k4, %v4, attn_mask = %m, scale = 0.14433756729740643) : (!irfuse.tensor<[1, 4, s0, 48], bf16>, !irfuse.tensor<[1, 4, s0, 48], bf16>, !irfuse.tensor<[1, 4, s0, 48], bf16>, !irfuse.tensor<[1, 1, s0, s0], bf16>) -> (!irfuse.tensor<[1, 4, s0, 48], bf16>, !irfuse.tensor<[1, 4, s0], f32>)
+  %os = aten.call "aten::squeeze.dim"(%o, 0) : (!irfuse.tensor<[1, 4, s0, 48], bf16>) -> !irfuse.tensor<[4, s0, 48], bf16>
+  %ot = aten.call "aten::transpose.int"(%os, 0, 1) : (!irfuse.tensor<[4, s0, 48], bf16>) -> !irfuse.tensor<[s0, 4, 48], bf16>
+  %of = aten.call "aten::view.default"(%ot, [%t, -1]) : (!irfuse.tensor<[s0, 4, 48], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 192], bf16>
+  %o3 = aten.call "aten::view.default"(%of, [-1, 4, 48]) : (!irfuse.tensor<[s0, 192], bf16>) -> !irfuse.tensor<[s0, 4, 48], bf16>
+  %ov = aten.call "aten::slice.Tensor"(%o3, 2, 0, 32) : (!irfuse.tensor<[s0, 4, 48], bf16>) -> !irfuse.tensor<[s0, 4, 32], bf16>
+  %oc = aten.call "aten::clone.default"(%ov, memory_format = #aten.memory_format<"torch.contiguous_format">) : (!irfuse.tensor<[s0, 4, 32], bf16>) -> !irfuse.tensor<[s0, 4, 32], bf16>
+  %out = aten.call "aten::_unsafe_view.default"(%oc, [%t, 128]) : (!irfuse.tensor<[s0, 4, 32], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 128], bf16>
+  func.return %out : !irfuse.tensor<[s0, 128], bf16>
+}
+
+
+// Not raised: dropout; the logsumexp used.
+// CHECK-LABEL: func.func @negatives
+// CHECK-NOT: attn.
+// CHECK: func.return
+func.func @negatives(%q: !irfuse.tensor<[1, 4, s0, 64], bf16>) -> (!irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 4, s0], f32>) {
+  %o, %lse = aten.call tuple "aten::_scaled_dot_product_flash_attention_for_cpu.default"(%q, %q, %q, 0.1, true) : (!irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 4, s0, 64], bf16>) -> (!irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 4, s0], f32>)
+  %o2, %lse2 = aten.call tuple "aten::_scaled_dot_product_flash_attention_for_cpu.default"(%o, %q, %q, 0.0, true) : (!irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 4, s0, 64], bf16>) -> (!irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 4, s0], f32>)
+  func.return %o2, %lse2 : !irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 4, s0], f32>
+}

@@ -1,0 +1,793 @@
+"""raise-attention: find scaled dot-product attention, and DeepSeek's MLA around it.
+
+Matches, anchored at each attention call:
+- SDPA as aot_autograd leaves it: the CPU kernel `_scaled_dot_product_flash_attention_for_cpu`,
+  the CUDA kernels `_scaled_dot_product_flash_attention` / `_efficient_attention` /
+  `_cudnn_attention`, `_scaled_dot_product_attention_math` and `scaled_dot_product_attention`
+  kept whole, and the math fallback decomposed (what the CPU runs when v's head dim differs from
+  q's): q and k each scaled by sqrt(scale), `q @ k^T` (expand/view/bmm/view), `+ mask` or the
+  causal `where(tril(ones(L, S)), 0, -inf)`, `_safe_softmax`, `@ v`, with the casts to f32 and
+  back that it adds for f16/bf16. Anchors: the call, or the `_safe_softmax`.
+- GQA: natively (k/v with fewer heads, `enable_gqa`), or by K/V repeated before the call: Hugging
+  Face's `repeat_kv` and `repeat_interleave(n, dim=1)` (unsqueeze(2), a no-op slice, expand to
+  n copies, copy, view to Hk * n heads) join the region, so k and v are the un-repeated tensors.
+- a bool mask converted by SDPA to `where(mask, 0, -inf)`: the op takes the bool mask (the where
+  joins the region); any other float mask (e.g. cuDNN's `where(mask, 0, -65504)`) is taken as
+  the additive mask it is. The causal flag, the scale (given, or 1/sqrt(head_dim) by default),
+  and the zero padding of head dims to a multiple of 8 that CUDA's flash path adds (pads of q, k
+  and v and the slice of the output join the region).
+
+The op keeps SDPA's layout: q/k/v are the `[..., H, L, D]` tensors SDPA took and the result is
+SDPA's output. The transposes and reshapes between a model's `[T, H, D]` and that layout stay
+outside: they only move data, and `fused.attention_quant` starts from the op and looks through
+them. `causal` means what torch's `is_causal` means: the upper-left aligned causal mask (it
+differs from FlashAttention's lower-right alignment only when q and k have different lengths). A
+bool mask means what SDPA's does: True attends.
+
+MLA (DeepSeek-V2/V3 prefill, as `irfuse.models.mla` and vLLM write it) raises to
+`attn.mla_attention` when the attention's k is `cat(k_nope, k_pe.expand(H))` of a shared
+`[T, 1, rope]` key, all in `[T, H, D]` token-major layout around SDPA: the region then also takes
+the kv_b projection of the latent (`mm` or a raised `gemm.matmul` by the transposed `[H * (nope
++ v), kv_lora_rank]` weight; a linear of dequantized operands counts, its operands become kv_c and
+the weight), the views and the split into k_nope and v, the broadcast and concatenation of k_pe,
+v's zero padding to the q/k head dim and the slice of the output back (`act.pad` or
+`constant_pad_nd`), and the layout changes; operands q `[T, H, nope + rope]` (its own `cat`
+stays outside), kv_c `[T, kv_lora_rank]`, k_pe `[T, 1, rope]`, the kv_b weight; result
+`[T, H, v_head_dim]`. An attention that looks like MLA but is not, for a stated reason (an FP8
+scaled kv_b GEMM, a mask, a projection with a bias, ...), is raised as `attn.attention` with a
+remark. Hugging Face's DeepSeek computes MLA in SDPA's batch-major `[B, H, L, D]` layout, which
+the op's token-major operands do not fit: its attention is raised as `attn.attention` (with a
+remark when its key is a plain `cat`; transformers 5 builds it by `slice_scatter` into a new
+tensor, which is not recognised as MLA's key at all).
+
+Does not raise, with a remark: dropout, an extra result (logsumexp) that is used, a default
+scale with a symbolic head dim, q/k/v of different dtypes, a math decomposition that does not
+scale q and k by the same factor (or by a negative one).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import VerifyException
+
+from irfuse import remarks
+from irfuse.dialects.act import PadOp
+from irfuse.dialects.attn import AttentionOp, MlaAttentionOp
+from irfuse.dialects.gemm import MatmulOp, ScaledMatmulOp
+from irfuse.dialects.raised import in_decomposition, outline
+from irfuse.lowering.match import (
+    INT64_MAX,
+    Call,
+    NoMatch,
+    as_cast,
+    block_ops,
+    call,
+    func_blocks,
+    last_dim_piece,
+    only_user,
+    private_to,
+    producer,
+    scalar_of,
+    size_matches,
+    strip_views,
+    tensor_type,
+    users_follow,
+    with_private,
+)
+
+CPU_FLASH = "aten::_scaled_dot_product_flash_attention_for_cpu.default"
+FLASH = "aten::_scaled_dot_product_flash_attention.default"
+EFFICIENT = "aten::_scaled_dot_product_efficient_attention.default"
+CUDNN = "aten::_scaled_dot_product_cudnn_attention.default"
+MATH = "aten::_scaled_dot_product_attention_math.default"
+SDPA = "aten::scaled_dot_product_attention.default"
+FUSED = (CPU_FLASH, FLASH, EFFICIENT, CUDNN, MATH, SDPA)
+SAFE_SOFTMAX = "aten::_safe_softmax.default"
+
+VIEW_OPS = ("aten::view.default", "aten::_unsafe_view.default", "aten::reshape.default")
+UNSQUEEZE = "aten::unsqueeze.default"
+SQUEEZE = ("aten::squeeze.dim", "aten::squeeze.dims")
+TRANSPOSE = "aten::transpose.int"
+PERMUTE = "aten::permute.default"
+T = "aten::t.default"
+EXPAND = "aten::expand.default"
+CLONE = "aten::clone.default"
+SLICE = "aten::slice.Tensor"
+CAT = "aten::cat.default"
+BMM = "aten::bmm.default"
+MM = "aten::mm.default"
+LINEAR = "aten::linear.default"
+SCALED_MM = "aten::_scaled_mm.default"
+ADDMM = "aten::addmm.default"
+CONSTANT_PAD = "aten::constant_pad_nd.default"
+ADD = "aten::add.Tensor"
+MUL = ("aten::mul.Scalar", "aten::mul.Tensor")
+WHERE = "aten::where.self"
+TRIL = "aten::tril.default"
+ONES = "aten::ones.default"
+
+
+@dataclass
+class _Attention:
+    """A matched attention: the raised op's operands and result, and the ops it takes.
+
+    `ops` must all join the region; `optional` ops (mask construction, weight transposes) join
+    it when nothing outside uses them, else stay where they are and the region reads them."""
+
+    q: SSAValue
+    k: SSAValue
+    v: SSAValue
+    out: SSAValue
+    scale: float
+    causal: bool = False
+    mask: SSAValue | None = None
+    ops: list[Operation] = field(default_factory=list)
+    optional: list[Operation] = field(default_factory=list)
+
+
+@dataclass
+class _Mla:
+    q: SSAValue
+    kv_c: SSAValue
+    k_pe: SSAValue
+    weight: SSAValue
+    out: SSAValue
+    heads: int
+    nope: int
+    rope: int
+    v_dim: int
+    rank: int
+
+
+def _dims(value: object) -> tuple:
+    t = tensor_type(value)
+    return () if t is None else t.dims
+
+
+def _norm_dim(dim: object, rank: int) -> int | None:
+    if not isinstance(dim, int) or not -rank <= dim < rank:
+        return None
+    return dim % rank
+
+
+def _default_scale(q: SSAValue) -> float:
+    d = _dims(q)[-1]
+    if not isinstance(d, int):
+        raise NoMatch("default scale with a symbolic head dim")
+    return 1.0 / math.sqrt(d)
+
+
+# --- the attention call -------------------------------------------------------------------------
+
+
+def _read_fused(found: Call) -> _Attention:
+    """An SDPA kernel call: its operands, flags and output (result 0)."""
+    t = found.target
+    q, k, v = found.arg(0), found.arg(1, "key"), found.arg(2, "value")
+    dropout_mask = None
+    if t == CPU_FLASH:
+        dropout, causal = found.arg(3, "dropout_p", 0.0), found.arg(4, "is_causal", False)
+        mask = found.kwargs.get("attn_mask")
+    elif t == FLASH:
+        dropout, causal = found.arg(3, "dropout_p", 0.0), found.arg(4, "is_causal", False)
+        mask = None
+    elif t in (EFFICIENT, CUDNN):
+        mask = found.arg(3, "attn_bias")
+        dropout, causal = found.arg(5, "dropout_p", 0.0), found.arg(6, "is_causal", False)
+    else:  # MATH, SDPA
+        mask = found.arg(3, "attn_mask")
+        dropout, causal = found.arg(4, "dropout_p", 0.0), found.arg(5, "is_causal", False)
+        if t == MATH:
+            dropout_mask = found.arg(6, "dropout_mask")
+    if dropout != 0.0 or dropout_mask is not None:
+        raise NoMatch(f"attention with dropout (p = {dropout})")
+    if not isinstance(causal, bool):
+        raise NoMatch(f"is_causal is {causal!r}, not a constant")
+    if mask is not None and causal:
+        raise NoMatch("attention with both a mask and is_causal")
+    for r in found.op.results[1:]:
+        if r.uses:
+            raise NoMatch(f"result #{r.index} of {t.split('::')[1]} (logsumexp, ...) is used")
+    scale = found.kwargs.get("scale")
+    if scale is None:
+        scale = _default_scale(q)
+    if not isinstance(scale, int | float):
+        raise NoMatch(f"the scale {scale!r} is not a constant")
+    return _Attention(q, k, v, found.op.results[0], float(scale), causal, mask, [found.op])
+
+
+def _is_noop_expand(found: Call | None) -> bool:
+    if found is None or found.target != EXPAND:
+        return False
+    return _expanded_dims(found.arg(1), _dims(found.arg(0))) == _dims(found.arg(0))
+
+
+def _expanded_dims(sizes: object, dims: tuple) -> tuple | None:
+    """The dims `expand(x, sizes)` gives for x of `dims` (-1 keeps a dim), or None."""
+    if not isinstance(sizes, list) or len(sizes) < len(dims):
+        return None
+    lead = len(sizes) - len(dims)
+    out: list[object] = []
+    for i, s in enumerate(sizes):
+        old = dims[i - lead] if i >= lead else None
+        if s == -1 and old is not None:
+            out.append(old)
+        elif isinstance(s, int) and not isinstance(s, bool):
+            out.append(s)
+        elif old is not None and size_matches(s, old):
+            out.append(old)
+        elif isinstance(s, SSAValue) and hasattr(s.type, "expr"):
+            out.append(s.type.expr.data)  # type: ignore[attr-defined]
+        else:
+            return None
+    return tuple(out)
+
+
+def _batched_operand(value: SSAValue, ops: list[Operation]) -> SSAValue:
+    """The rank-4 (or more) tensor a bmm operand flattens (`view(expand(x))` with a no-op
+    expand), or the operand itself when it is already 3-D input to the bmm."""
+    view = producer(value, *VIEW_OPS)
+    if view is None:
+        return value
+    expand = producer(view.arg(0), EXPAND)
+    if not _is_noop_expand(expand):
+        raise NoMatch("a bmm operand of the attention is broadcast")
+    assert expand is not None
+    source = expand.arg(0)
+    if _dims(source)[-2:] != _dims(value)[-2:]:
+        raise NoMatch("a bmm operand of the attention is not a flattened batch")
+    ops.extend([expand.op, view.op])
+    return source
+
+
+def _matmul_back(value: SSAValue, ops: list[Operation]) -> tuple[SSAValue, SSAValue]:
+    """value = a @ b as `torch.matmul` decomposes it for batches: view(bmm(view(expand(a)),
+    view(expand(b)))). Returns (a, b); adds the ops."""
+    view = producer(value, *VIEW_OPS)
+    bmm = producer(view.arg(0) if view is not None else value, BMM)
+    if bmm is None:
+        raise NoMatch("the scores are not a batched matmul")
+    if view is not None:
+        ops.append(view.op)
+    ops.append(bmm.op)
+    a = _batched_operand(bmm.arg(0), ops)
+    b = _batched_operand(bmm.arg(1, "mat2"), ops)
+    return a, b
+
+
+def _matmul_forward(lhs: SSAValue, ops: list[Operation]) -> tuple[SSAValue, SSAValue]:
+    """The matmul that takes `lhs` as its left operand: (right operand, product)."""
+    value = lhs
+    user = only_user(value)
+    expand = call(user, EXPAND)
+    if expand is not None:
+        if not _is_noop_expand(expand):
+            raise NoMatch("the attention weights are broadcast")
+        ops.append(expand.op)
+        value = expand.result
+        view = call(only_user(value), *VIEW_OPS)
+        if view is None:
+            raise NoMatch("the attention weights are not flattened for bmm")
+        ops.append(view.op)
+        value = view.result
+    bmm = call(only_user(value), BMM)
+    if bmm is None or bmm.arg(0) is not value:
+        raise NoMatch("the attention weights do not multiply v")
+    ops.append(bmm.op)
+    rhs = _batched_operand(bmm.arg(1, "mat2"), ops)
+    out = bmm.result
+    back = call(only_user(out), *VIEW_OPS)
+    if expand is not None:
+        if back is None:
+            raise NoMatch("the attention output is not unflattened")
+        ops.append(back.op)
+        out = back.result
+    return rhs, out
+
+
+def _scaled_by(value: SSAValue) -> tuple[SSAValue, float, Operation] | None:
+    found = producer(value, *MUL)
+    if found is None:
+        return None
+    factor = scalar_of(found.arg(1, "other"))
+    if factor is None or not isinstance(found.arg(0), SSAValue):
+        return None
+    return found.arg(0), float(factor), found.op
+
+
+def _uncast(value: SSAValue, ops: list[Operation]) -> tuple[SSAValue, object | None]:
+    """Strip the f32 cast the math path adds: (source, source dtype or None)."""
+    cast = as_cast(value)
+    if cast is None:
+        return value, None
+    source = cast[0]
+    ops.append(value.owner)  # type: ignore[arg-type]
+    return source, tensor_type(source).dtype  # type: ignore[union-attr]
+
+
+def _causal_bias(bias: SSAValue, optional: list[Operation]) -> bool:
+    """bias = where(tril(ones([L, S], bool)), 0, -inf): the math path's causal mask."""
+    where = producer(bias, WHERE)
+    if where is None:
+        return False
+    tril = producer(where.arg(0), TRIL)
+    if tril is None or tril.arg(1, "diagonal", 0) != 0:
+        return False
+    ones = producer(tril.arg(0), ONES)
+    t = tensor_type(ones.result) if ones is not None else None
+    if ones is None or t is None or t.rank != 2 or str(t.dtype) != "i1":
+        return False
+    if scalar_of(where.arg(1)) != 0.0 or scalar_of(where.arg(2)) != -math.inf:
+        return False
+    optional.extend([where.op, tril.op, ones.op, *_scalar_ops(where)])
+    return True
+
+
+def _scalar_ops(where: Call) -> list[Operation]:
+    return [a.owner for a in (where.arg(1), where.arg(2))  # type: ignore[misc]
+            if isinstance(a, SSAValue) and producer(a) is not None]
+
+
+def _read_math(softmax: Call) -> _Attention:
+    """The decomposed math fallback, anchored at its `_safe_softmax`."""
+    scores = softmax.arg(0)
+    rank = len(_dims(scores))
+    if rank < 3 or _norm_dim(softmax.arg(1, "dim"), rank) != rank - 1:
+        raise NoMatch("a softmax over another dim than the last")
+    if softmax.arg(2, "dtype") is not None:
+        raise NoMatch("a softmax with a dtype")
+    ops: list[Operation] = [softmax.op]
+    optional: list[Operation] = []
+    causal, mask = False, None
+    add = producer(scores, ADD)
+    raw = scores
+    if add is not None:
+        if add.arg(2, "alpha", 1) != 1:
+            raise NoMatch("the mask is added with an alpha")
+        raw, bias = add.arg(0), add.arg(1, "other")
+        if producer(raw, *VIEW_OPS, BMM) is None:
+            raw, bias = bias, raw
+        ops.append(add.op)
+        causal = _causal_bias(bias, optional)
+        mask = None if causal else bias
+    qs, kts = _matmul_back(raw, ops)
+    q_scaled, k_scaled = _scaled_by(qs), _scaled_by(kts)
+    if q_scaled is None or k_scaled is None:
+        raise NoMatch("q and k are not both scaled before q @ k^T")
+    q_acc, s_q, q_mul = q_scaled
+    kt, s_k, k_mul = k_scaled
+    if s_q != s_k or s_q <= 0:
+        raise NoMatch(f"q and k are scaled by {s_q} and {s_k}, not by one positive factor")
+    ops.extend([q_mul, k_mul])
+    transpose = producer(kt, TRANSPOSE)
+    k_rank = len(_dims(kt))
+    if transpose is None or {_norm_dim(transpose.arg(1), k_rank),
+                             _norm_dim(transpose.arg(2), k_rank)} != {k_rank - 2, k_rank - 1}:
+        raise NoMatch("k is not transposed in its last two dims")
+    ops.append(transpose.op)
+    v_rep, out = _matmul_forward(softmax.result, ops)
+    k_acc, k_gqa = _peel_repeat(transpose.arg(0))
+    v_acc, v_gqa = _peel_repeat(v_rep)
+    ops.extend([*k_gqa, *v_gqa])
+    q, q_from = _uncast(q_acc, ops)
+    k, k_from = _uncast(k_acc, ops)
+    v, v_from = _uncast(v_acc, ops)
+    if not q_from == k_from == v_from:
+        raise NoMatch("q, k and v are not cast alike before the math attention")
+    if q_from is not None:
+        back = call(only_user(out), "aten::_to_copy.default", "aten::to.dtype",
+                    "prims::convert_element_type.default")
+        if back is None or as_cast(back.result) is None or tensor_type(back.result).dtype != q_from:  # type: ignore[union-attr]
+            raise NoMatch("the math attention's output is not cast back to q's dtype")
+        ops.append(back.op)
+        out = back.result
+    scale = s_q * s_q
+    head_dim = _dims(q)[-1]
+    if isinstance(head_dim, int) and math.isclose(scale, 1.0 / math.sqrt(head_dim),
+                                                  rel_tol=1e-12):
+        scale = 1.0 / math.sqrt(head_dim)
+    return _Attention(q, k, v, out, scale, causal, mask, ops, optional)
+
+
+# --- around the call ----------------------------------------------------------------------------
+
+
+def _noop_slice(found: Call | None) -> bool:
+    if found is None or found.target != SLICE:
+        return False
+    return (found.arg(2, "start", 0) in (0, None) and found.arg(4, "step", 1) == 1
+            and found.arg(3, "end") in (None, INT64_MAX)
+            and _dims(found.result) == _dims(found.arg(0)))
+
+
+def _peel_repeat(value: SSAValue) -> tuple[SSAValue, list[Operation]]:
+    """x for `repeat_kv(x, n)` / `x.repeat_interleave(n, dim=1)` as aot_autograd writes them
+    ([B, Hk, L, D] -> unsqueeze(2) -> expand to n copies -> copy -> view [B, Hk * n, L, D]), with
+    the ops; (value, []) when value is not such a repeat or a step of it is used elsewhere."""
+    ops: list[Operation] = []
+    view = producer(value, *VIEW_OPS)
+    if view is None:
+        return value, []
+    current = view.arg(0)
+    ops.append(view.op)
+    clone = producer(current, CLONE)
+    if clone is not None:
+        ops.append(clone.op)
+        current = clone.arg(0)
+    expand = producer(current, EXPAND)
+    if expand is None:
+        return value, []
+    ops.append(expand.op)
+    current = expand.arg(0)
+    while _noop_slice(slice_ := producer(current, SLICE)):
+        assert slice_ is not None
+        ops.append(slice_.op)
+        current = slice_.arg(0)
+    unsqueeze = producer(current, UNSQUEEZE)
+    if unsqueeze is None:
+        return value, []
+    ops.append(unsqueeze.op)
+    x = unsqueeze.arg(0)
+    xd = _dims(x)
+    if len(xd) < 3 or _norm_dim(unsqueeze.arg(1), len(xd) + 1) != len(xd) - 2:
+        return value, []
+    expanded = _expanded_dims(expand.arg(1), _dims(expand.arg(0)))
+    if expanded is None:
+        return value, []
+    n = expanded[len(xd) - 2]
+    heads = xd[-3]
+    if not isinstance(n, int) or not isinstance(heads, int):
+        return value, []
+    if expanded != (*xd[:-2], n, *xd[-2:]) or _dims(value) != (*xd[:-3], heads * n, *xd[-2:]):
+        return value, []
+    chain = set(ops)
+    if any(not private_to(o, chain) for o in ops[1:]):
+        return value, []
+    return x, ops
+
+
+def _fold_bool_mask(attn: _Attention) -> None:
+    """where(m, 0, -inf) of a bool m (SDPA's conversion) -> take m itself."""
+    where = producer(attn.mask, WHERE)
+    if where is None:
+        return
+    cond = where.arg(0)
+    t = tensor_type(cond)
+    if t is None or str(t.dtype) != "i1":
+        return
+    if scalar_of(where.arg(1)) != 0.0 or scalar_of(where.arg(2)) != -math.inf:
+        return
+    attn.optional.extend([where.op, *_scalar_ops(where)])
+    attn.mask = cond
+
+
+def _pad_of(value: SSAValue) -> tuple[SSAValue, int, Operation] | None:
+    """(x, amount, op) for `value` = x zero-padded at the end of its last dim (`act.pad` or
+    `constant_pad_nd(x, [0, amount])`)."""
+    owner = value.owner
+    if isinstance(owner, PadOp):
+        if owner.low.value.data == 0 and owner.value.value.data == 0.0:
+            return owner.x, owner.high.value.data, owner
+        return None
+    found = producer(value, CONSTANT_PAD)
+    if found is None:
+        return None
+    pad = found.arg(1)
+    if (not isinstance(pad, list) or len(pad) != 2 or pad[0] != 0 or not isinstance(pad[1], int)
+            or found.arg(2, "value", 0) != 0):
+        return None
+    return found.arg(0), pad[1], found.op
+
+
+def _last_dim_slice(value: SSAValue, size: object) -> Call | None:
+    """The only user of `value` if it is `value[..., :size]`."""
+    found = call(only_user(value), SLICE)
+    rank = len(_dims(value))
+    if found is None or found.arg(0) is not value or _norm_dim(found.arg(1, "dim", 0),
+                                                                rank) != rank - 1:
+        return None
+    if found.arg(2, "start", 0) not in (0, None) or found.arg(4, "step", 1) != 1:
+        return None
+    if not size_matches(found.arg(3, "end"), size):
+        return None
+    return found
+
+
+def _peel_head_pad(attn: _Attention) -> None:
+    """CUDA flash pads q, k and v's head dims to a multiple of 8 and slices the output back."""
+    pads = [_pad_of(x) for x in (attn.q, attn.k, attn.v)]
+    if any(p is None for p in pads):
+        return
+    (q, _, qp), (k, _, kp), (v, _, vp) = pads  # type: ignore[misc]
+    if _dims(q)[-1] != _dims(k)[-1]:
+        return
+    back = _last_dim_slice(attn.out, _dims(v)[-1])
+    if back is None:
+        return
+    attn.q, attn.k, attn.v = q, k, v
+    attn.ops.extend([qp, kp, vp, back.op])
+    attn.out = back.result
+
+
+def _match_attention(found: Call) -> _Attention:
+    if found.target == SAFE_SOFTMAX:
+        attn = _read_math(found)
+    else:
+        attn = _read_fused(found)
+        _peel_head_pad(attn)
+        k, k_ops = _peel_repeat(attn.k)
+        v, v_ops = _peel_repeat(attn.v)
+        if k_ops and v_ops and _dims(k)[:-2] == _dims(v)[:-2]:
+            attn.k, attn.v = k, v
+            attn.ops.extend([*k_ops, *v_ops])
+    if attn.mask is not None:
+        _fold_bool_mask(attn)
+    types = [tensor_type(x) for x in (attn.q, attn.k, attn.v)]
+    if any(t is None for t in types) or len({t.dtype for t in types}) != 1:  # type: ignore[union-attr]
+        raise NoMatch("q, k and v have different dtypes")
+    if attn.scale <= 0:
+        raise NoMatch(f"scale {attn.scale} is not positive")
+    return attn
+
+
+# --- MLA ----------------------------------------------------------------------------------------
+
+
+def _token_major_in(value: SSAValue, ops: list[Operation]) -> SSAValue | None:
+    """x [T, H, D] for value [1, H, T, D] = x.transpose(0, 1).unsqueeze(0) (or
+    x.unsqueeze(0).transpose(1, 2))."""
+    found = producer(value, UNSQUEEZE, TRANSPOSE)
+    if found is None or len(_dims(value)) != 4 or _dims(value)[0] != 1:
+        return None
+    if found.target == UNSQUEEZE:
+        inner = producer(found.arg(0), TRANSPOSE)
+        if _norm_dim(found.arg(1), 4) != 0 or inner is None:
+            return None
+        if {_norm_dim(inner.arg(1), 3), _norm_dim(inner.arg(2), 3)} != {0, 1}:
+            return None
+    else:
+        inner = producer(found.arg(0), UNSQUEEZE)
+        if {_norm_dim(found.arg(1), 4), _norm_dim(found.arg(2), 4)} != {1, 2} or inner is None:
+            return None
+        if _norm_dim(inner.arg(1), 4) != 0:
+            return None
+    ops.extend([inner.op, found.op])
+    return inner.arg(0)
+
+
+def _token_major_out(value: SSAValue, ops: list[Operation]) -> SSAValue | None:
+    """y [T, H, D] for SDPA's output value [1, H, T, D]: squeeze(0).transpose(0, 1) (or
+    transpose(1, 2).squeeze(0))."""
+    first = call(only_user(value))
+    if first is None or len(_dims(value)) != 4 or _dims(value)[0] != 1:
+        return None
+    second = call(only_user(first.result))
+    if second is None:
+        return None
+    if first.target in SQUEEZE and second.target == TRANSPOSE:
+        if _squeezed(first) != 0 or {_norm_dim(second.arg(1), 3),
+                                     _norm_dim(second.arg(2), 3)} != {0, 1}:
+            return None
+    elif first.target == TRANSPOSE and second.target in SQUEEZE:
+        if {_norm_dim(first.arg(1), 4), _norm_dim(first.arg(2), 4)} != {1, 2}:
+            return None
+        if _squeezed(second) != 0:
+            return None
+    else:
+        return None
+    ops.extend([first.op, second.op])
+    return second.result
+
+
+def _squeezed(found: Call) -> int | None:
+    dims = found.arg(1, "dim")
+    if isinstance(dims, list):
+        dims = dims[0] if len(dims) == 1 else None
+    return _norm_dim(dims, len(_dims(found.arg(0))))
+
+
+def _unpad_out(value: SSAValue, v_dim: int, ops: list[Operation]) -> SSAValue | None:
+    """out[..., :v_dim] of a padded [T, H, D] output, directly or after the round trip through
+    the flat [T, H * D] view that model code writes (`.reshape(T, -1).view(-1, H, D)`)."""
+    direct = _last_dim_slice(value, v_dim)
+    if direct is not None:
+        ops.append(direct.op)
+        return direct.result
+    dims = _dims(value)
+    flat = call(only_user(value), *VIEW_OPS)
+    if flat is None or len(_dims(flat.result)) != 2:
+        return None
+    back = call(only_user(flat.result), *VIEW_OPS)
+    if back is None or _dims(back.result) != dims:
+        return None
+    sliced = _last_dim_slice(back.result, v_dim)
+    if sliced is None:
+        return None
+    ops.extend([flat.op, back.op, sliced.op])
+    return sliced.result
+
+
+def _transposed_weight(b: SSAValue, optional: list[Operation]) -> SSAValue:
+    found = producer(b, T, TRANSPOSE, PERMUTE)
+    if found is None or len(_dims(found.arg(0))) != 2:
+        raise NoMatch("the kv_b projection's weight is not a transposed [N, K] weight")
+    if found.target == PERMUTE and found.arg(1) != [1, 0]:
+        raise NoMatch("the kv_b projection's weight is permuted, not transposed")
+    optional.append(found.op)
+    return found.arg(0)
+
+
+def _linear(value: SSAValue, ops: list[Operation], optional: list[Operation]
+            ) -> tuple[SSAValue, SSAValue]:
+    """(x, W [N, K]) for value = x @ W^T, a plain float linear without bias."""
+    owner = value.owner
+    if isinstance(owner, MatmulOp):
+        if owner.bias is not None:
+            raise NoMatch("the kv_b projection has a bias")
+        ops.append(owner)
+        return owner.a, _transposed_weight(owner.b, optional)
+    if isinstance(owner, ScaledMatmulOp) or producer(value, SCALED_MM) is not None:
+        raise NoMatch("the kv_b projection is an FP8 scaled GEMM; attn.mla_attention takes a "
+                      "float kv_b weight")
+    found = producer(value, MM, LINEAR, ADDMM)
+    if found is None:
+        raise NoMatch("k_nope and v do not come from a projection of the latent")
+    if found.target == ADDMM or found.arg(2, "bias") is not None:
+        raise NoMatch("the kv_b projection has a bias")
+    ops.append(found.op)
+    if found.target == LINEAR:
+        return found.arg(0), found.arg(1, "weight")
+    return found.arg(0), _transposed_weight(found.arg(1, "mat2"), optional)
+
+
+def _shared_key(k3: SSAValue, ops: list[Operation]) -> tuple[SSAValue, SSAValue] | None:
+    """(k_nope, k_pe) for k3 = cat([k_nope, k_pe.expand(-1, H, -1)], -1) with k_pe [T, 1, rope]
+    (or the same in SDPA's [B, H, L, D] layout); None when k is not built so (not MLA)."""
+    cat = producer(k3, CAT)
+    rank = len(_dims(k3))
+    if cat is None or rank < 3 or _norm_dim(cat.arg(1, "dim", 0), rank) != rank - 1:
+        return None
+    pieces = cat.arg(0)
+    if not isinstance(pieces, list) or len(pieces) != 2:
+        return None
+    expand = producer(pieces[1], EXPAND)
+    if expand is None:
+        return None
+    k_pe = expand.arg(0)
+    kd = _dims(k_pe)
+    if len(kd) != rank or kd[1] != 1:  # heads: dim 1 of [T, H, D] and of [B, H, L, D]
+        return None
+    if _expanded_dims(expand.arg(1), kd) != _dims(pieces[1]):
+        return None
+    ops.extend([cat.op, expand.op])
+    return pieces[0], k_pe
+
+
+def _match_mla(attn: _Attention) -> _Mla | None:
+    """MLA around a matched attention; None when the attention is not MLA's."""
+    ops: list[Operation] = []
+    k3 = _token_major_in(attn.k, ops)
+    if k3 is None:
+        if _shared_key(attn.k, []) is not None:
+            raise NoMatch("MLA in SDPA's batch-major [B, H, L, D] layout (Hugging Face's "
+                          "DeepSeek): attn.mla_attention takes token-major [T, H, D] operands")
+        return None
+    shared = _shared_key(k3, ops)
+    if shared is None:
+        return None
+    k_nope, k_pe = shared
+    if attn.mask is not None:
+        raise NoMatch("MLA attention with a mask")
+    q3 = _token_major_in(attn.q, ops)
+    v3 = _token_major_in(attn.v, ops)
+    if q3 is None or v3 is None:
+        raise NoMatch("q or v is not in the [T, H, D] layout k is in")
+    padded = _pad_of(v3)
+    if padded is not None:
+        v3 = padded[0]
+        ops.append(padded[2])
+    kv_k, kv_v = last_dim_piece(k_nope), last_dim_piece(v3)
+    if kv_k is None or kv_v is None or kv_k.source is not kv_v.source:
+        raise NoMatch("k_nope and v are not the two parts of one kv projection")
+    nope, v_dim = kv_k.stop - kv_k.start, kv_v.stop - kv_v.start
+    if kv_k.start != 0 or kv_v.start != nope or kv_v.stop != _dims(kv_k.source)[-1]:
+        raise NoMatch("kv is not split into [k_nope | v]")
+    ops.extend({kv_k.op: None, kv_v.op: None})
+    kv2, views = strip_views(kv_k.source)
+    ops.extend(v.op for v in views)
+    optional: list[Operation] = []
+    kv_c, weight = _linear(kv2, ops, optional)
+    out = _token_major_out(attn.out, ops)
+    if out is None:
+        raise NoMatch("the attention output is not brought back to [T, H, D]")
+    if _dims(out)[-1] != v_dim:
+        out = _unpad_out(out, v_dim, ops)
+        if out is None:
+            raise NoMatch("the padded attention output is not sliced back to v_head_dim")
+    heads, rope = _dims(q3)[1], _dims(k_pe)[-1]
+    rank_ = _dims(kv_c)[-1] if _dims(kv_c) else None
+    if not all(isinstance(x, int) for x in (heads, rope, rank_)):
+        raise NoMatch("MLA with symbolic head counts or ranks")
+    attn.ops.extend(ops)
+    attn.optional.extend(optional)
+    return _Mla(q3, kv_c, k_pe, weight, out, heads, nope, rope, v_dim, rank_)  # type: ignore[arg-type]
+
+
+# --- raising ------------------------------------------------------------------------------------
+
+
+def _raise(attn: _Attention, mla: _Mla | None, order: dict[Operation, int]) -> Operation:
+    ops = sorted(with_private(attn.ops, attn.optional), key=lambda o: order[o])
+    if mla is not None:
+        out = mla.out
+        raised: Operation = MlaAttentionOp(
+            mla.q, mla.kv_c, mla.k_pe, mla.weight, num_heads=mla.heads,
+            qk_nope_head_dim=mla.nope, qk_rope_head_dim=mla.rope, v_head_dim=mla.v_dim,
+            kv_lora_rank=mla.rank, scale=attn.scale, causal=attn.causal, result_type=out.type,
+        )
+    else:
+        out = attn.out
+        raised = AttentionOp(attn.q, attn.k, attn.v, attn.mask, scale=attn.scale,
+                             causal=attn.causal, result_type=out.type)
+    try:
+        raised.verify()
+    except VerifyException as err:
+        raise NoMatch(f"the operands do not make a valid {raised.name}: {err}") from None
+    if not users_follow([out], ops, order):
+        raise NoMatch("the attention output is used before the attention's last op")
+    try:
+        outline(raised, ops, [out])
+    except ValueError as err:
+        raise NoMatch(f"an intermediate value of the attention is used outside it ({err})"
+                      ) from None
+    raised.location = ops[-1].location
+    raised.results[0].name_hint = out.name_hint
+    return raised
+
+
+def _raise_site(found: Call, order: dict[Operation, int]) -> None:
+    attn = _match_attention(found)
+    mla = None
+    snapshot = (list(attn.ops), list(attn.optional))
+    try:
+        mla = _match_mla(attn)
+        if mla is not None:
+            _raise(attn, mla, order)
+            return
+    except NoMatch as miss:
+        remarks.missed(found.op, f"not MLA attention (raised as attention): {miss}")
+        attn.ops, attn.optional = snapshot
+    _raise(attn, None, order)
+
+
+class RaiseAttention(ModulePass):
+    """Raise SDPA (every ATen form, GQA, masks) to `attn.attention`, and DeepSeek's MLA around it
+    to `attn.mla_attention`. No options."""
+
+    name = "raise-attention"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for block in func_blocks(op):
+            ops = block_ops(block)
+            anchors = [o for o in ops if call(o, *FUSED, SAFE_SOFTMAX) is not None]
+            if not anchors:
+                continue
+            order = {o: i for i, o in enumerate(ops)}
+            for anchor in anchors:
+                if anchor.parent is not block or in_decomposition(anchor):
+                    continue
+                found = call(anchor)
+                assert found is not None
+                try:
+                    _raise_site(found, order)
+                except NoMatch as miss:
+                    remarks.missed(anchor, f"not attention: {miss}")
+                    continue
+                remarks.fused()
+

@@ -1,0 +1,371 @@
+"""raise-collectives: find torch's functional collectives, each with its wait, as `coll` ops.
+
+Matches, anchored at each collective call:
+- `_c10d_functional.all_reduce(x, op, group)` -> `coll.all_reduce`;
+  `_c10d_functional.reduce_scatter_tensor(x, op, world_size, group)` -> `coll.reduce_scatter`;
+  `_c10d_functional.all_gather_into_tensor(x, world_size, group)` -> `coll.all_gather`; the
+  `_c10d_functional_autograd` variants of the last two; vLLM's `vllm.all_reduce(x, group)`,
+  `vllm.reduce_scatter(x, dim, world_size, group)` and `vllm.all_gather(x, dim, world_size,
+  group)`. A functional collective's `wait_tensor` is part of the region (the raised op's result
+  is the waited value); vLLM's ops need none.
+- the in-place `dist.all_reduce(x)` as functionalization leaves it: `all_reduce(x)`, its wait,
+  then `copy(x, waited)` (the value `x` holds afterwards); the copy joins the region.
+- non-zero dims, as `torch.distributed._functional_collectives` spells them: an all-gather along
+  `d` is the dim-0 gather followed by `split(.., x.shape[0], 0)` and `cat(pieces, d)`; a
+  reduce-scatter along `d` is `split(x, x.shape[d] / world_size, d)` and `cat(pieces, 0)` before
+  the dim-0 reduce-scatter. Both reassemblies join the region and the op gets `dim = d`.
+
+Properties: `group` (the group name string), `world_size` (from the call's arguments; for
+all-reduce, which does not carry it, from the module attribute `irfuse.process_groups`
+(`{"0" = 2 : i64}`, group name -> size), else from another collective of the same group in the
+graph, else from `torch.distributed`'s registry, which resolves group names while the process
+group that was traced exists), `reduce_op` (sum, avg, max, min) and `dim`.
+
+Runs before raise-rms-norm, so that the all-reduce + RMSNorm fusion sees one op.
+
+Does not raise, with a remark: a collective whose result is used other than by its wait (or
+without one), a reduction other than sum/avg/max/min, a group that is not named by a string, an
+all-reduce whose world size cannot be found, an in-place `all_reduce_` left unfunctionalized. An
+all-gather whose split/cat reassembly is not clear is raised along dim 0 (what the call does)
+and the reassembly is left as it is, with a remark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from irfuse import remarks
+from irfuse.dialects.coll import REDUCE_OPS, AllGatherOp, AllReduceOp, ReduceScatterOp
+from irfuse.dialects.raised import in_decomposition, outline
+from irfuse.lowering.match import (
+    Call,
+    NoMatch,
+    block_ops,
+    call,
+    func_blocks,
+    only_user,
+    producer,
+    size_matches,
+    tensor_type,
+    users,
+)
+
+PROCESS_GROUPS_ATTR = "irfuse.process_groups"
+"""Module attribute: group name -> world size, for collectives whose call does not say it."""
+
+ALL_REDUCE = ("_c10d_functional::all_reduce.default",)
+ALL_REDUCE_INPLACE = "_c10d_functional::all_reduce_.default"
+REDUCE_SCATTER = (
+    "_c10d_functional::reduce_scatter_tensor.default",
+    "_c10d_functional_autograd::reduce_scatter_tensor.default",
+)
+ALL_GATHER = (
+    "_c10d_functional::all_gather_into_tensor.default",
+    "_c10d_functional_autograd::all_gather_into_tensor.default",
+)
+VLLM_ALL_REDUCE = "vllm::all_reduce.default"
+VLLM_REDUCE_SCATTER = "vllm::reduce_scatter.default"
+VLLM_ALL_GATHER = "vllm::all_gather.default"
+VLLM = (VLLM_ALL_REDUCE, VLLM_REDUCE_SCATTER, VLLM_ALL_GATHER)
+WAIT = "_c10d_functional::wait_tensor.default"
+COPY = "aten::copy.default"
+CAT = "aten::cat.default"
+SPLIT = ("aten::split.Tensor", "aten::split_with_sizes.default")
+ANCHORS = (
+    *ALL_REDUCE, ALL_REDUCE_INPLACE, *REDUCE_SCATTER, *ALL_GATHER, *VLLM,
+)
+
+
+@dataclass
+class _Collective:
+    """A matched collective: what the raised op takes and returns, and the ops it replaces."""
+
+    kind: str  # "all_reduce" | "reduce_scatter" | "all_gather"
+    x: SSAValue
+    out: SSAValue
+    group: str
+    world_size: int | None
+    reduce_op: str = "sum"
+    dim: int = 0
+    ops: list[Operation] = field(default_factory=list)
+
+
+def _kind(target: str) -> str:
+    if target in ALL_REDUCE or target == VLLM_ALL_REDUCE:
+        return "all_reduce"
+    if target in REDUCE_SCATTER or target == VLLM_REDUCE_SCATTER:
+        return "reduce_scatter"
+    return "all_gather"
+
+
+def _group_name(value: object) -> str:
+    if not isinstance(value, str):
+        raise NoMatch(f"the process group is not named by a string ({value!r})")
+    return value
+
+
+def _reduce_op(value: object) -> str:
+    op = str(value).lower()
+    if op not in REDUCE_OPS:
+        raise NoMatch(f"reduce op {value!r} is not one of {', '.join(REDUCE_OPS)}")
+    return op
+
+
+def _read_call(found: Call) -> _Collective:
+    """The collective's own arguments (before its wait and reassembly are looked at)."""
+    kind = _kind(found.target)
+    x = found.arg(0)
+    if found.target in VLLM:
+        if kind == "all_reduce":
+            return _Collective(kind, x, found.result, _group_name(found.arg(1, "group_name")),
+                               None, ops=[found.op])
+        dim, world = found.arg(1, "dim"), found.arg(2, "world_size")
+        group = _group_name(found.arg(3, "group_name"))
+        rank = tensor_type(x).rank if tensor_type(x) is not None else 0  # type: ignore[union-attr]
+        if isinstance(dim, int) and -rank <= dim < rank:
+            dim %= rank  # vLLM's default is -1
+        return _Collective(kind, x, found.result, group, world, dim=dim, ops=[found.op])
+    if kind == "all_reduce":
+        return _Collective(kind, x, found.result, _group_name(found.arg(2, "group_name")), None,
+                           reduce_op=_reduce_op(found.arg(1, "reduce_op")), ops=[found.op])
+    if kind == "reduce_scatter":
+        return _Collective(kind, x, found.result, _group_name(found.arg(3, "group_name")),
+                           found.arg(2, "group_size"),
+                           reduce_op=_reduce_op(found.arg(1, "reduce_op")), ops=[found.op])
+    return _Collective(kind, x, found.result, _group_name(found.arg(2, "group_name")),
+                       found.arg(1, "group_size"), ops=[found.op])
+
+
+def _match_wait(coll: _Collective) -> None:
+    """Take the collective's `wait_tensor` into the region (functional collectives only)."""
+    found_users = users(coll.out)
+    waits = [u for u in found_users if call(u, WAIT) is not None]
+    if not waits:
+        raise NoMatch("the collective's result is never waited on")
+    if len(found_users) != 1:
+        raise NoMatch("the collective's result is used besides its wait_tensor")
+    coll.ops.append(waits[0])
+    coll.out = waits[0].results[0]
+
+
+def _match_inplace_copy(coll: _Collective) -> None:
+    """`dist.all_reduce(x)` functionalized: `copy(x, waited)` is the value x holds afterwards."""
+    user = only_user(coll.out)
+    copy = call(user, COPY)
+    if copy is None or copy.arg(0) is not coll.x or copy.arg(1, "src") is not coll.out:
+        return
+    if tensor_type(copy.result) != tensor_type(coll.out):
+        return  # a copy that casts or broadcasts is not the in-place update
+    coll.ops.append(copy.op)
+    coll.out = copy.result
+
+
+def _split_pieces(value: SSAValue, dim: int, size: object) -> tuple[Call, list[SSAValue]] | None:
+    """`value` split along `dim` into pieces of `size` (each piece used once): the split and its
+    pieces, in order."""
+    t = tensor_type(value)
+    for user in users(value):
+        split = call(user, *SPLIT)
+        if split is None or split.arg(0) is not value or t is None:
+            continue
+        split_dim = split.arg(2, "dim", 0)
+        if not isinstance(split_dim, int) or split_dim % t.rank != dim % t.rank:
+            continue
+        sizes = split.arg(1)
+        if split.target == "aten::split.Tensor":
+            if not size_matches(sizes, size):
+                continue
+        elif not isinstance(sizes, list) or not all(size_matches(s, size) for s in sizes):
+            continue
+        return split, list(split.op.results)
+    return None
+
+
+def _cat_of(pieces: list[SSAValue]) -> Call | None:
+    """The one `cat` that consumes exactly `pieces`, in order, each piece used by it alone."""
+    if not pieces:
+        return None
+    user = only_user(pieces[0])
+    cat = call(user, CAT)
+    if cat is None or list(cat.arg(0)) != pieces:
+        return None
+    if any(only_user(p) is not user for p in pieces):
+        return None
+    return cat
+
+
+def _match_gather_dim(coll: _Collective) -> None:
+    """An all-gather along d != 0: the dim-0 gather, split into world_size row blocks, cat on d."""
+    x = tensor_type(coll.x)
+    assert x is not None
+    found = _split_pieces(coll.out, 0, x.dims[0])
+    if found is None:
+        return
+    split, pieces = found
+    cat = _cat_of(pieces)
+    if cat is None or len(pieces) != coll.world_size or only_user(coll.out) is not split.op:
+        remarks.missed(split.op, "all_gather: the split/cat after the gather is not a clear "
+                       "reassembly along another dim; raised as a dim-0 gather")
+        return
+    dim = cat.arg(1, "dim", 0)
+    if not isinstance(dim, int) or dim % x.rank == 0:
+        return
+    coll.ops.extend([split.op, cat.op])
+    coll.out = cat.result
+    coll.dim = dim % x.rank
+
+
+def _match_scatter_dim(coll: _Collective) -> None:
+    """A reduce-scatter along d != 0: x split into world_size blocks along d, cat on dim 0."""
+    cat = producer(coll.x, CAT)
+    if cat is None or cat.arg(1, "dim", 0) != 0 or only_user(coll.x) is not coll.ops[0]:
+        return
+    pieces = list(cat.arg(0))
+    if not pieces or not all(isinstance(p, SSAValue) for p in pieces):
+        return
+    split = producer(pieces[0], *SPLIT)
+    if split is None or list(split.op.results) != pieces or coll.world_size != len(pieces):
+        return
+    source = split.arg(0)
+    t = tensor_type(source)
+    dim = split.arg(2, "dim", 0)
+    if t is None or not isinstance(dim, int) or dim % t.rank == 0:
+        return
+    d = dim % t.rank
+    total = t.dims[d]
+    if not isinstance(total, int) or total % len(pieces):
+        return
+    sizes = split.arg(1)
+    block = total // len(pieces)
+    if not (size_matches(sizes, block) or (
+            isinstance(sizes, list) and all(size_matches(s, block) for s in sizes))):
+        return
+    if _cat_of(pieces) is None:
+        return
+    coll.ops[:0] = [split.op, cat.op]
+    coll.x = source
+    coll.dim = d
+
+
+class _WorldSizes:
+    """Group name -> world size, from the module, the graph, or torch.distributed (cached)."""
+
+    def __init__(self, module: ModuleOp, anchors: list[Call]):
+        self.sizes: dict[str, int] = {}
+        attr = module.attributes.get(PROCESS_GROUPS_ATTR)
+        if isinstance(attr, DictionaryAttr):
+            for name, size in attr.data.items():
+                if isinstance(size, IntegerAttr):
+                    self.sizes[name] = size.value.data
+        for found in anchors:
+            if found.target in REDUCE_SCATTER or found.target in ALL_GATHER:
+                size_arg = found.arg(2 if found.target in REDUCE_SCATTER else 1)
+                group = found.arg(3 if found.target in REDUCE_SCATTER else 2)
+                if isinstance(group, str) and isinstance(size_arg, int):
+                    self.sizes.setdefault(group, size_arg)
+
+    def of(self, group: str) -> int:
+        if group not in self.sizes:
+            size = _registered_size(group)
+            if size is None:
+                raise NoMatch(
+                    f"the world size of process group {group!r} is unknown (no "
+                    f"{PROCESS_GROUPS_ATTR} entry, no other collective of the group says it, "
+                    "and torch.distributed does not know the name)"
+                )
+            self.sizes[group] = size
+        return self.sizes[group]
+
+
+def _registered_size(group: str) -> int | None:
+    """The size of the process group named `group` in this process, if torch knows it."""
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_initialized():
+        return None
+    from torch.distributed.distributed_c10d import _resolve_process_group
+
+    try:
+        return int(_resolve_process_group(group).size())
+    except (RuntimeError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _match(found: Call, sizes: _WorldSizes) -> _Collective:
+    if found.target == ALL_REDUCE_INPLACE:
+        raise NoMatch("in-place all_reduce_ that functionalization did not rewrite")
+    coll = _read_call(found)
+    if found.target not in VLLM:
+        _match_wait(coll)
+    if coll.kind == "all_reduce":
+        coll.world_size = sizes.of(coll.group)
+        if found.target not in VLLM:
+            _match_inplace_copy(coll)
+        return coll
+    if not isinstance(coll.world_size, int) or coll.world_size < 1:
+        raise NoMatch(f"world size {coll.world_size!r} is not a positive int")
+    if not isinstance(coll.dim, int):
+        raise NoMatch(f"dim {coll.dim!r} is not an int")
+    if found.target not in VLLM:
+        if coll.kind == "all_gather":
+            _match_gather_dim(coll)
+        else:
+            _match_scatter_dim(coll)
+    return coll
+
+
+def _raise(coll: _Collective, order: dict[Operation, int]) -> Operation:
+    coll.ops.sort(key=lambda o: order[o])
+    assert coll.world_size is not None
+    common = dict(group=coll.group, world_size=coll.world_size)
+    if coll.kind == "all_reduce":
+        raised: Operation = AllReduceOp(coll.x, reduce_op=coll.reduce_op, **common)
+    elif coll.kind == "reduce_scatter":
+        raised = ReduceScatterOp(coll.x, dim=coll.dim, reduce_op=coll.reduce_op,
+                                 result_type=coll.out.type, **common)
+    else:
+        raised = AllGatherOp(coll.x, dim=coll.dim, result_type=coll.out.type, **common)
+    if raised.results[0].type != coll.out.type:
+        raise NoMatch(f"the collective returns {coll.out.type}, not {raised.results[0].type}")
+    try:
+        outline(raised, coll.ops, [coll.out])
+    except ValueError as err:
+        raise NoMatch(f"an intermediate value of the collective is used outside it ({err})"
+                      ) from None
+    raised.location = coll.ops[-1].location
+    raised.results[0].name_hint = coll.out.name_hint
+    return raised
+
+
+class RaiseCollectives(ModulePass):
+    """Raise functional collectives (with their waits) to `coll` ops. No options."""
+
+    name = "raise-collectives"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for block in func_blocks(op):
+            ops = block_ops(block)
+            anchors = [
+                found for candidate in ops
+                if (found := call(candidate, *ANCHORS)) is not None
+                and not in_decomposition(candidate)
+            ]
+            if not anchors:
+                continue
+            order = {o: i for i, o in enumerate(ops)}
+            sizes = _WorldSizes(op, anchors)
+            for anchor in anchors:
+                # Decode again: raising an earlier collective may have replaced this one's input.
+                found = call(anchor.op)
+                assert found is not None
+                try:
+                    _raise(_match(found, sizes), order)
+                except NoMatch as miss:
+                    remarks.missed(found.op, f"not a collective: {miss}")
+                    continue
+                remarks.fused()

@@ -1,0 +1,429 @@
+"""raise-kv-cache-write: find the writes of new keys and values into a paged KV cache.
+
+A paged cache is a graph input `[num_blocks, block_size, kv_heads, head_dim]` that the step
+updates in place; aot_autograd (with `keep_inference_input_mutations`) leaves the update in
+functional form followed by a `copy_` of the new value back into the input. Matches, anchored at
+each write of new rows `[T, kv_heads, head_dim]`:
+- `cache.view(-1, kv_heads, head_dim)` updated by `index_put(flat, [slot_mapping], new)`
+  (`flat[slot_mapping] = new`, `index_put_`) or `index_copy(flat, 0, slot_mapping, new)`, then
+  viewed back to the cache's shape;
+- `index_put(cache, [slot_mapping // block_size, slot_mapping % block_size], new)` on the 4-D
+  cache (the floor division and remainder join the region);
+- the block-size-1 slice form `flat[start:start + T] = new`, functionalized to `copy(slice(..),
+  new)` and `slice_scatter(flat, .., 0, start, start + T)`: the slots are the range `start ..
+  start + T - 1`, which the op takes as a slot mapping made in the graph beside it (`new_ones`,
+  `cumsum`, `add`: ops that take their device from `new`, so no device is named);
+each followed by `copy_(cache, updated)`. The `copy_` stays outside (it is the in-place store
+of the result; emit writes in place), so the op returns the updated caches in SSA form.
+
+k and v are written together: after the walk, each write is paired with the next one in program
+order that uses the same slots (the same slot-mapping value, or the same range), writes another
+cache of the same geometry and rows of the same head count. The first is k, the second v, unless
+only the second writes a rotated key (an `attn.rope` `k_out`). Convention: one
+`attn.kv_cache_write` per attention layer.
+
+Only writes into a 4-D graph input (or a view of one) are looked at: that is what a cache is.
+Does not raise, with a remark: a write along another dim than the slots (`index_copy` on dim 1, an
+index in another position, a slice on another dim), an accumulating `index_put`, an index that is
+not one integer slot per new token (not the slot mapping of the current tokens: its length must
+be the rows' count, the same symbol under dynamic shapes; a model that marks its slot mapping
+dynamic apart from num_tokens ties the two with `torch._check(slots.shape[0] == T)`), a slice whose
+bounds are not `start .. start + T`, a flattening that does not merge exactly the block dims,
+an update that is not copied back into a graph input, rows of another dtype or shape than the
+cache's, and a write with no partner (one op takes k and v).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ArrayAttr, IntAttr, ModuleOp, i64
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import VerifyException
+
+from irfuse import remarks
+from irfuse.dialects import aten
+from irfuse.dialects.attn import KvCacheWriteOp, RopeOp
+from irfuse.dialects.irfuse import SymType, tensor_type
+from irfuse.dialects.raised import in_decomposition, outline
+from irfuse.dialects.shapes import is_integer
+from irfuse.lowering.match import (
+    Call,
+    NoMatch,
+    block_ops,
+    call,
+    func_blocks,
+    only_user,
+    producer,
+    size_matches,
+    users,
+    users_follow,
+    with_private,
+)
+from irfuse.lowering.match import tensor_type as type_of
+
+INDEX_PUT = (
+    "aten::index_put.default",
+    "aten::index_put.hacked_twin",
+    "aten::_unsafe_index_put.default",
+)
+INDEX_COPY = "aten::index_copy.default"
+SLICE_SCATTER = "aten::slice_scatter.default"
+ANCHORS = (*INDEX_PUT, INDEX_COPY, SLICE_SCATTER)
+VIEWS = ("aten::view.default", "aten::_unsafe_view.default", "aten::reshape.default")
+SLICE = "aten::slice.Tensor"
+COPY = "aten::copy.default"
+COPY_BACK = "aten::copy_.default"
+FLOOR_DIV = ("aten::div.Tensor_mode", "aten::floor_divide.default", "aten::div.Scalar_mode")
+REMAINDER = ("aten::remainder.Scalar", "aten::remainder.Tensor")
+
+
+@dataclass
+class _Write:
+    """One matched cache write."""
+
+    cache: SSAValue  # the 4-D graph input
+    new: SSAValue  # the rows written, [T, kv_heads, head_dim]
+    updated: SSAValue  # the cache's new value, 4-D
+    anchor: Operation
+    slots: SSAValue | None = None  # the slot mapping, or None for a slice range
+    start: int = 0  # slice form: the first slot
+    end: object = None  # slice form: the end argument (T's size value, or an int)
+    ops: list[Operation] = field(default_factory=list)
+    optional: list[Operation] = field(default_factory=list)
+
+
+def _dims(value: object) -> tuple:
+    t = type_of(value)
+    return () if t is None else t.dims
+
+
+def _norm_dim(dim: object, rank: int) -> int | None:
+    if not isinstance(dim, int) or not -rank <= dim < rank:
+        return None
+    return dim % rank
+
+
+def _is_cache(value: object) -> bool:
+    """A 4-D graph input: what a paged cache is (anything else is not looked at)."""
+    return isinstance(value, BlockArgument) and len(_dims(value)) == 4
+
+
+def _flattened_cache(flat: SSAValue) -> tuple[SSAValue, Operation] | None:
+    """(cache, view) when `flat` is a view of a cache; None when it is not."""
+    view = producer(flat, *VIEWS)
+    if view is None or not _is_cache(view.arg(0)):
+        return None
+    return view.arg(0), view.op
+
+
+def _check_flat(cache: SSAValue, flat: SSAValue) -> None:
+    nb, bs, heads, head_dim = _dims(cache)
+    fd = _dims(flat)
+    slots = nb * bs if isinstance(nb, int) and isinstance(bs, int) else None
+    if len(fd) != 3 or fd[1:] != (heads, head_dim) or (slots is not None and fd[0] != slots):
+        raise NoMatch(
+            f"the cache {list(_dims(cache))} is viewed as {list(fd)}, not as "
+            "[num_blocks * block_size, kv_heads, head_dim]"
+        )
+
+
+def _check_rows(new: SSAValue, row_dims: tuple, cache: SSAValue) -> None:
+    t, c = type_of(new), type_of(cache)
+    if t is None or c is None or t.rank != 3 or t.dims[1:] != tuple(row_dims):
+        raise NoMatch(f"the rows written are {list(_dims(new))}, not [T, {row_dims[0]}, "
+                      f"{row_dims[1]}]")
+    if t.dtype != c.dtype:
+        raise NoMatch(f"the rows written are {t.dtype}, the cache holds {c.dtype}")
+
+
+def _check_slots(slots: object, new: SSAValue) -> SSAValue:
+    t = type_of(slots)
+    if t is None or t.rank != 1 or not is_integer(t.dtype):
+        raise NoMatch("the write's index is not a 1-D integer slot mapping")
+    if t.dims[0] != _dims(new)[0]:
+        raise NoMatch(f"the write's index has {t.dims[0]} slots for {_dims(new)[0]} new tokens "
+                      "(not the slot mapping of the current tokens)")
+    return slots  # type: ignore[return-value]
+
+
+def _view_back(write: _Write, flat_new: SSAValue) -> None:
+    back = call(only_user(flat_new), *VIEWS)
+    if back is None or _dims(back.result) != _dims(write.cache):
+        raise NoMatch("the updated rows are not viewed back to the cache's shape (or are used "
+                      "elsewhere)")
+    write.ops.append(back.op)
+    write.updated = back.result
+
+
+def _block_index(blk: object, off: object, block_size: object,
+                 optional: list[Operation]) -> SSAValue:
+    """slots for (slots // block_size, slots % block_size)."""
+    div, rem = producer(blk, *FLOOR_DIV), producer(off, *REMAINDER)
+    if div is None or rem is None or div.arg(0) is not rem.arg(0):
+        raise NoMatch("the 4-D cache write's indices are not (slots // block_size, "
+                      "slots % block_size) of one slot mapping")
+    if div.target != "aten::floor_divide.default" and div.kwargs.get(
+            "rounding_mode", div.arg(2)) != "floor":
+        raise NoMatch("the block index is not a floor division")
+    if not (size_matches(div.arg(1), block_size) and size_matches(rem.arg(1), block_size)):
+        raise NoMatch(f"the block index divides by {div.arg(1)}, not the block size "
+                      f"{block_size}")
+    optional.extend([div.op, rem.op])
+    return div.arg(0)
+
+
+def _match_index_put(found: Call) -> _Write | None:
+    dest, indices, new = found.arg(0), found.arg(1, "indices"), found.arg(2, "values")
+    if not isinstance(indices, list):
+        return None
+    flattened = _flattened_cache(dest)
+    four_d = _is_cache(dest)
+    if flattened is None and not four_d:
+        return None
+    if found.arg(3, "accumulate", False):
+        raise NoMatch("an accumulating index_put is not a cache write")
+    if flattened is not None:
+        cache, view = flattened
+        _check_flat(cache, dest)
+        if len(indices) != 1 or indices[0] is None:
+            raise NoMatch(f"the write indexes {['slot' if i is not None else ':' for i in indices]}"
+                          ": not the rows of the flattened cache (wrong dim)")
+        write = _Write(cache, new, found.result, found.op, ops=[view, found.op])
+        _check_rows(new, _dims(dest)[1:], cache)
+        write.slots = _check_slots(indices[0], new)
+        _view_back(write, found.result)
+        return write
+    if len(indices) != 2 or any(i is None for i in indices):
+        raise NoMatch("a 4-D cache write that does not index (block, offset)")
+    write = _Write(dest, new, found.result, found.op, ops=[found.op])
+    _check_rows(new, _dims(dest)[2:], dest)
+    slots = _block_index(indices[0], indices[1], _dims(dest)[1], write.optional)
+    write.slots = _check_slots(slots, new)
+    return write
+
+
+def _match_index_copy(found: Call) -> _Write | None:
+    dest, dim, index, new = found.arg(0), found.arg(1), found.arg(2), found.arg(3, "source")
+    flattened = _flattened_cache(dest)
+    if flattened is None:
+        return None
+    cache, view = flattened
+    _check_flat(cache, dest)
+    if _norm_dim(dim, 3) != 0:
+        raise NoMatch(f"index_copy along dim {dim}, not along the slots")
+    _check_rows(new, _dims(dest)[1:], cache)
+    write = _Write(cache, new, found.result, found.op, ops=[view, found.op])
+    write.slots = _check_slots(index, new)
+    _view_back(write, found.result)
+    return write
+
+
+def _slice_source(src: SSAValue, write: _Write) -> SSAValue:
+    """The rows a slice assignment stores: `copy(slice(view(cache)), rows)` -> rows."""
+    copy = producer(src, COPY)
+    if copy is None:
+        return src
+    target, rows = copy.arg(0), copy.arg(1, "src")
+    if type_of(rows) != type_of(target):
+        return src  # a copy that broadcasts or casts: the copy's result is what is stored
+    sliced = producer(target, SLICE)
+    if sliced is None:
+        return src
+    write.ops.append(copy.op)
+    write.optional.append(sliced.op)
+    view = producer(sliced.arg(0), *VIEWS)
+    if view is not None and view.arg(0) is write.cache:
+        write.optional.append(view.op)
+    return rows
+
+
+def _match_slice_scatter(found: Call) -> _Write | None:
+    dest, src = found.arg(0), found.arg(1, "src")
+    flattened = _flattened_cache(dest)
+    if flattened is None:
+        return None
+    cache, view = flattened
+    _check_flat(cache, dest)
+    dim, start = found.arg(2, "dim", 0), found.arg(3, "start")
+    end, step = found.arg(4, "end"), found.arg(5, "step", 1)
+    if _norm_dim(dim, 3) != 0:
+        raise NoMatch(f"slice_scatter along dim {dim}, not along the slots")
+    if step != 1:
+        raise NoMatch(f"a strided slice write (step {step})")
+    start = 0 if start is None else start
+    write = _Write(cache, src, found.result, found.op, ops=[view, found.op])
+    new = _slice_source(src, write)
+    _check_rows(new, _dims(dest)[1:], cache)
+    tokens = _dims(new)[0]
+    if not isinstance(start, int) or start < 0:
+        raise NoMatch(f"the slice starts at {start!r}, not at a constant slot")
+    if start == 0 and size_matches(end, tokens):
+        pass
+    elif not (isinstance(end, int) and isinstance(tokens, int) and end - start == tokens):
+        raise NoMatch(f"the slice [{start}:{end}] is not the slots of the {tokens} new tokens")
+    write.new, write.start, write.end = new, start, end if end is not None else tokens
+    _view_back(write, found.result)
+    return write
+
+
+def _match(found: Call) -> _Write | None:
+    if found.target in INDEX_PUT:
+        write = _match_index_put(found)
+    elif found.target == INDEX_COPY:
+        write = _match_index_copy(found)
+    else:
+        write = _match_slice_scatter(found)
+    if write is None:
+        return None
+    back = [u for u in users(write.updated)
+            if (c := call(u, COPY_BACK)) is not None and c.arg(0) is write.cache
+            and c.arg(1, "src") is write.updated]
+    if not back:
+        raise NoMatch("the updated cache is not copied back into the cache input")
+    return write
+
+
+# --- pairing and raising ------------------------------------------------------------------------
+
+
+def _same_slots(a: _Write, b: _Write) -> bool:
+    if a.slots is not None or b.slots is not None:
+        return a.slots is b.slots
+    return a.start == b.start and (a.end is b.end or a.end == b.end) and (
+        _dims(a.new)[0] == _dims(b.new)[0])
+
+
+def _partners(a: _Write, b: _Write) -> bool:
+    return (
+        a.cache is not b.cache
+        and _same_slots(a, b)
+        and _dims(a.cache)[:3] == _dims(b.cache)[:3]
+        and _dims(a.new)[:2] == _dims(b.new)[:2]
+    )
+
+
+def _is_rotated_key(value: SSAValue) -> bool:
+    owner = value.owner
+    return isinstance(owner, RopeOp) and owner.k_out is value
+
+
+def _pairs(writes: list[_Write]) -> tuple[list[tuple[_Write, _Write]], list[_Write]]:
+    pairs: list[tuple[_Write, _Write]] = []
+    alone: list[_Write] = []
+    pending = list(writes)
+    while pending:
+        first = pending.pop(0)
+        partner = next((w for w in pending if _partners(first, w)), None)
+        if partner is None:
+            alone.append(first)
+            continue
+        pending.remove(partner)
+        if _is_rotated_key(partner.new) and not _is_rotated_key(first.new):
+            first, partner = partner, first
+        pairs.append((first, partner))
+    return pairs, alone
+
+
+def _size_value(end: object, tokens: object) -> Attribute | SSAValue:
+    if isinstance(end, SSAValue) and isinstance(end.type, SymType):
+        return end
+    assert isinstance(tokens, int)
+    return IntAttr(tokens)
+
+
+def _slot_range(write: _Write) -> list[aten.CallOp]:
+    """Ops making `start .. start + T - 1` as an i64 [T] tensor on `write.new`'s device."""
+    tokens = _dims(write.new)[0]
+    size = _size_value(write.end, tokens)
+    ref = aten.OperandRefAttr
+    slots_type = tensor_type((tokens,), i64)
+    operands: list[SSAValue] = [write.new]
+    if isinstance(size, SSAValue):
+        operands.append(size)
+        size_template: Attribute = ArrayAttr([ref(IntAttr(1))])
+    else:
+        size_template = ArrayAttr([size])
+    ones = aten.CallOp("aten::new_ones.default", operands, [ref(IntAttr(0)), size_template],
+                       [slots_type], kw_template={"dtype": i64})
+    counted = aten.CallOp("aten::cumsum.default", [ones.results[0]],
+                          [ref(IntAttr(0)), IntAttr(0)], [slots_type])
+    made = [ones, counted]
+    if write.start != 1:
+        made.append(aten.CallOp("aten::add.Scalar", [counted.results[0]],
+                                [ref(IntAttr(0)), IntAttr(write.start - 1)], [slots_type]))
+    for op, hint in zip(made, ("slot_ones", "slot_count", "slot_range"), strict=False):
+        op.location = write.anchor.location
+        op.results[0].name_hint = hint
+    return made
+
+
+def _raise(k: _Write, v: _Write, block: Block, order: dict[Operation, int]) -> Operation:
+    ops = sorted(with_private([*k.ops, *v.ops], [*k.optional, *v.optional]),
+                 key=lambda o: order[o])
+    outputs = [k.updated, v.updated]
+    if not users_follow(outputs, ops, order):
+        raise NoMatch("the k cache's new value is used before the v cache is written")
+    made: list[aten.CallOp] = _slot_range(k) if k.slots is None else []
+    slots = made[-1].results[0] if made else k.slots
+    assert slots is not None
+    raised = KvCacheWriteOp(k.new, v.new, k.cache, v.cache, slots)
+    try:
+        raised.verify()
+    except VerifyException as err:
+        raise NoMatch(f"the writes do not make a valid {raised.name}: {err}") from None
+    anchor = ops[-1]
+    for new in [*made, raised]:
+        block.insert_op_after(new, anchor)
+        anchor = new
+    try:
+        outline(raised, ops, outputs)
+    except ValueError as err:
+        for new in (raised, *reversed(made)):
+            new.detach()
+            new.erase()
+        raise NoMatch(f"an intermediate value of the cache write is used outside it ({err})"
+                      ) from None
+    raised.location = ops[-1].location
+    for old, res in zip(outputs, raised.results, strict=True):
+        res.name_hint = old.name_hint
+    return raised
+
+
+class RaiseKvCacheWrite(ModulePass):
+    """Raise paged KV-cache writes (index_put / index_copy / slice_scatter + copy_ back), k and v
+    together, to `attn.kv_cache_write`. No options."""
+
+    name = "raise-kv-cache-write"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for block in func_blocks(op):
+            ops = block_ops(block)
+            order = {o: i for i, o in enumerate(ops)}
+            writes: list[_Write] = []
+            for candidate in ops:
+                if in_decomposition(candidate):
+                    continue
+                found = call(candidate, *ANCHORS)
+                if found is None:
+                    continue
+                try:
+                    write = _match(found)
+                except NoMatch as miss:
+                    remarks.missed(candidate, f"not a KV-cache write: {miss}")
+                    continue
+                if write is not None:
+                    writes.append(write)
+            pairs, alone = _pairs(writes)
+            for write in alone:
+                remarks.missed(write.anchor, "not a KV-cache write: no write of the matching "
+                               "k or v cache at the same slots (one kv_cache_write takes both)")
+            for k, v in pairs:
+                try:
+                    _raise(k, v, block, order)
+                except NoMatch as miss:
+                    remarks.missed(k.anchor, f"not a KV-cache write: {miss}")
+                    continue
+                remarks.fused()
