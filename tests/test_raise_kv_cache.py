@@ -93,10 +93,11 @@ def test_slots_of_another_symbolic_length_are_not_the_current_tokens():
 
 
 @pytest.mark.parametrize("name, dynamic", [
-    # The paged step marks slot_mapping's length dynamic apart from num_tokens, so it gets its own
-    # symbol (see above); index_copy ties the two in torch 2.13 but not in 2.11.
+    # The paged step marks slot_mapping's length dynamic apart from num_tokens and ties the two
+    # with torch._check, so they share one symbol, dynamic or not.
+    ("paged", True),
     ("paged", False),
-    ("paged-index-copy", False),
+    ("paged-index-copy", True),
     ("paged-slice", True),  # the slice write uses no slot mapping
 ])
 def test_paged_models(name, dynamic):

@@ -27,10 +27,12 @@ from xdsl.dialects.builtin import (
     FileLineColLoc,
     FloatData,
     IntAttr,
+    IntegerAttr,
     ModuleOp,
     NameLoc,
     StringAttr,
     UnknownLoc,
+    i64,
 )
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
@@ -254,7 +256,43 @@ def import_graph(gm: torch.fx.GraphModule, name: str = "forward") -> ImportedGra
     if not _is_flat_tuple(out_template, len(encoder.operands)):
         func.attributes[OUTPUTS_ATTR] = out_template
     names = [n.name for n in gm.graph.find_nodes(op="placeholder")]
-    return ImportedGraph(ModuleOp([func]), func, gm, meta, names)
+    module = ModuleOp([func])
+    groups = _process_groups(gm)
+    if groups:
+        module.attributes[PROCESS_GROUPS_ATTR] = DictionaryAttr(
+            {name: IntegerAttr(size, i64) for name, size in groups.items()}
+        )
+    return ImportedGraph(module, func, gm, meta, names)
+
+
+PROCESS_GROUPS_ATTR = "irfuse.process_groups"
+"""Module attribute: the world size of every process group the graph's collectives name, read
+from torch.distributed at import (an all-reduce call names its group, not its size), so that
+the IR alone says it and irfuse-opt can raise the collectives of a dumped graph."""
+
+
+def _process_groups(gm: torch.fx.GraphModule) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+            continue
+        if "c10d" not in node.target.namespace and node.target.namespace != "vllm":
+            continue
+        for arg in (*node.args, *node.kwargs.values()):
+            if isinstance(arg, str) and arg not in found:
+                size = _group_size(arg)
+                if size is not None:
+                    found[arg] = size
+    return found
+
+
+def _group_size(name: str) -> int | None:
+    try:
+        from torch.distributed.distributed_c10d import _resolve_process_group
+
+        return _resolve_process_group(name).size()
+    except Exception:  # noqa: BLE001 (not a group name, or no process group in this process)
+        return None
 
 
 def _is_flat_tuple(template: Attribute, n: int) -> bool:

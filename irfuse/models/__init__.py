@@ -22,10 +22,10 @@ Counting conventions of `BuiltModel.expected` (raised kind -> exact count in the
   (dequantize + matmul) GEMMs of per-group FP8 and NVFP4. Weight dequantization is not a quant.
 - `silu_mul`: one per MLP. `rope`: one per attention layer (q and k rotated together count once).
 - `attention`: one SDPA per layer (Llama, Qwen3, paged); `mla_attention`: one per MLA layer
-  (instead of `attention`). `kv_cache_write`: one per layer (k and v written together).
+  (instead of `attention`); it contains the kv_b projection (its weight is an operand, as in
+  vLLM's MLA) and the v pad of `pad_v`, which therefore do not count as `gemm` / `pad`. `kv_cache_write`: one per layer (k and v written together).
 - `all_reduce`, `reduce_scatter`, `all_gather`: one per collective (2 per TP layer each used).
-- `pad`: one per `F.pad` of the last dim (before the lm_head with `lm_head_pad`, around MLA's
-  attention with `pad_v`).
+- `pad`: one per `F.pad` of the last dim (before the lm_head with `lm_head_pad`).
 Kinds a model lacks are present with 0.
 
 Notes for users of the corpus:

@@ -114,6 +114,7 @@ def expected_counts(cfg: ModelConfig, opts: ModelOptions) -> dict[str, int]:
     counts["mla_attention"] = n
     # fused qkv_a, q_b, kv_b, o   or   fused q_kv_a, kv_b, o
     llama.count_linears(counts, opts, n * (4 if cfg.q_lora_rank is not None else 3))
-    if opts.pad_v:
-        counts["pad"] += n
+    # kv_b's GEMM (and the v pad, with pad_v) are operands' producers inside
+    # `attn.mla_attention`: the op takes the normed latent and kv_b's weight, as vLLM's MLA does.
+    counts["gemm"] -= n
     return counts

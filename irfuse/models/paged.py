@@ -88,6 +88,8 @@ class PagedDecodeStep(nn.Module):
     def forward(self, hidden: torch.Tensor, positions: torch.Tensor, slot_mapping: torch.Tensor,
                 block_tables: torch.Tensor, seq_lens: torch.Tensor, *kv_caches: torch.Tensor
                 ) -> torch.Tensor:
+        # One slot per token: tells the compiler the two dynamic sizes are one num_tokens.
+        torch._check(slot_mapping.shape[0] == hidden.shape[0])
         x, residual = hidden, None
         for i, layer in enumerate(self.layers):
             x, residual = layer(positions, x, residual, slot_mapping=slot_mapping,
