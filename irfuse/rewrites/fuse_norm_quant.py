@@ -8,7 +8,7 @@ into one kernel with one output each. Eps, hidden size and group size are attrib
 for every value. The last layer's form (the residual output dead) fuses the same way.
 
 Produces `fused.rms_norm_quant` (x, residual?, weight, scales, scale_ub?) -> (qs, scale_out?,
-residual_out?), inserted where the last fused quant was; when the quants saw a flattened view,
+residual_out?), inserted where the first fused quant was; when the quants saw a flattened view,
 the fused op runs on the flattened inputs and the residual is reshaped back for its users.
 
 Does not fuse, with a remark: a norm output that is also used unquantized; quants of different
@@ -29,6 +29,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from irfuse import remarks
+from irfuse.dialects import aten
 from irfuse.dialects.fused import RmsNormQuantOp
 from irfuse.dialects.irfuse import TensorType, tensor_type
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
@@ -98,22 +99,29 @@ def _fuse(
     residual = norm.residual if isinstance(norm, AddRmsNormOp) else None
     check_kernel(kernel_name(residual is not None, kind), platform, max_tokens)
 
-    # The fused op goes where the last quant was: every scale is defined by then.
-    last = max((c.quant for c in consumers), key=lambda q: order.get(q, -1))
+    # The fused op goes where the first quant was (its results may be used before the later
+    # quants); scales defined after that point are constants, moved up to it.
+    first = min((c.quant for c in consumers), key=lambda q: order.get(q, 1 << 62))
+    late_scales = _late_definitions(
+        [c.quant.scale for c in consumers if c.quant.scale is not None], first, order
+    )
     if residual is not None:
         early = [u.operation for u in norm.residual_out.uses if order.get(u.operation, 1 << 62)
-                 < order[last]]
+                 < order[first]]
         if early:
             raise NoMatch(
                 f"the new residual is used (by {early[0].name}) before the quants that follow "
                 "the norm"
             )
+    for definition in late_scales:
+        definition.detach()
+        Rewriter.insert_op(definition, InsertPoint.before(first))
     view = consumers[0].view
     x, res = norm.x, residual
     if view is not None:
         rows = view.results[0].type.dims[0]  # type: ignore[union-attr]
-        x = flatten_leading(norm.x, rows, last)
-        res = None if residual is None else flatten_leading(residual, rows, last)
+        x = flatten_leading(norm.x, rows, first)
+        res = None if residual is None else flatten_leading(residual, rows, first)
     quant = consumers[0].quant
     scales = [c.quant.scale for c in consumers] if kind == "static_tensor" else []
     fused = RmsNormQuantOp(
@@ -132,7 +140,7 @@ def _fuse(
         ],
     )
     fused.location = norm.location
-    Rewriter.insert_op(fused, InsertPoint.before(last))
+    Rewriter.insert_op(fused, InsertPoint.before(first))
     for consumer, q in zip(consumers, fused.qs, strict=True):
         q.name_hint = consumer.quant.q.name_hint
         consumer.quant.q.replace_all_uses_with(q)
@@ -150,6 +158,21 @@ def _fuse(
             Rewriter.erase_op(consumer.view)
     Rewriter.erase_op(norm)
     return True
+
+
+def _late_definitions(
+    values: list[SSAValue], point: Operation, order: dict[Operation, int]
+) -> list[Operation]:
+    """The ops defining `values` after `point`, in order; NoMatch unless each is a constant
+    (`aten.get_attr`), which can move up."""
+    late: dict[Operation, None] = {}
+    for value in values:
+        owner = value.owner
+        if isinstance(owner, Operation) and order.get(owner, -1) > order[point]:
+            if not isinstance(owner, aten.GetAttrOp):
+                raise NoMatch("a quant scale is computed after the first quant of the norm")
+            late[owner] = None
+    return sorted(late, key=lambda o: order[o])
 
 
 def _after(op: Operation) -> Operation:
