@@ -38,7 +38,7 @@ from torch._dynamo.backends.common import aot_autograd
 from torch._guards import TracingContext, detect_fake_mode, tracing
 
 from irfuse import config as config_mod
-from irfuse import pipeline, ranges
+from irfuse import pipeline, ranges, support_matrix
 from irfuse.config import CompilationConfig
 from irfuse.dump import DumpWriter
 from irfuse.emit import kernel_choice
@@ -202,6 +202,7 @@ class _GraphCompiler:
         self._lock = threading.Lock()
         self._compiled_groups: dict[int, BoxedFn] = {}
         self._prepared: pipeline.Prepared | None = None
+        self.off: list[tuple[str, str]] = []
         self._plan()
 
     # -- planning ---------------------------------------------------------------------------
@@ -220,6 +221,12 @@ class _GraphCompiler:
                 warnings.warn(f"irfuse: {warning}", stacklevel=2)
             self.resolved = resolution.config
             self.facts = facts
+            # Implemented passes the resolved config leaves off, with why: the report says so.
+            self.off = [
+                (row.name, resolution.notes.get(row.flag, "off"))
+                for row in support_matrix.passes()
+                if row.implemented and not getattr(self.resolved.pass_config, row.flag)
+            ]
         except Exception as err:  # noqa: BLE001
             self._fail("prepare", err)
             self._prepared = None
@@ -315,6 +322,8 @@ class _GraphCompiler:
             emitted, report = pipeline.finish(prepared, self._options(span, passes, dump))
             for name, reason in self.skipped.get(tuple(passes), ()):
                 report.passes.append(PassRecord(name, 0, [Remark(reason, "compile range")], 0.0))
+            for name, note in self.off:
+                report.passes.append(PassRecord(name, 0, [Remark(f"off: {note}", "config")], 0.0))
         except Exception as err:  # noqa: BLE001
             partial = prepared.report if prepared is not None else None
             report = self._fail("compile", err, span, partial)

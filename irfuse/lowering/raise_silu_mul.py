@@ -1,0 +1,186 @@
+"""raise-silu-mul: find the gated activation SiLU·Mul, `silu(gate) * up`, however it is spelled.
+
+Matches, anchored at the SiLU of each candidate (`aten.silu`, the `sigmoid` of a decomposed one,
+or irfuse's custom op):
+- the SiLU: `silu(a)`, or decomposed as `a * sigmoid(a)` (either order: Inductor's decomposition
+  and some model code write it so);
+- times `b`, in either order (`silu(a) * b` or `b * silu(a)`);
+- one operand, `act.silu_mul %x`, when `a` and `b` are the first and second half of one tensor
+  `x` along its last dim: slices `x[..., :d]` / `x[..., d:]`, or the two results of `chunk`,
+  `split` or `split_with_sizes` (vLLM's `silu_and_mul`, a fused gate_up projection);
+- two operands, `act.silu_mul %gate, up %up`, otherwise, when `a` and `b` have one type (Hugging
+  Face's `act_fn(gate_proj(x)) * up_proj(x)`, or halves whose pieces are also used elsewhere);
+- `irfuse::silu_mul` whole.
+
+Produces `act.silu_mul` with the matched ops in its decomposition region (raising changes no
+result bit).
+
+Does not raise, with a remark: `silu(a) * b` where b is not a's shape and dtype (a broadcast, a
+scale), a SiLU whose output is also used outside the product, a gated GELU (`gelu(a) * b` is not
+a SiLU·Mul; remarked so a reader sees why the gated activation did not raise).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from irfuse import remarks
+from irfuse.dialects.act import SiluMulOp
+from irfuse.dialects.raised import in_decomposition, outline
+from irfuse.lowering.match import (
+    Call,
+    NoMatch,
+    block_ops,
+    call,
+    commutative_operands,
+    func_blocks,
+    last_dim_piece,
+    only_user,
+    same_value,
+    tensor_type,
+)
+
+SILU = "aten::silu.default"
+SIGMOID = "aten::sigmoid.default"
+GELU = "aten::gelu.default"
+MUL = "aten::mul.Tensor"
+CUSTOM_OP = "irfuse::silu_mul.default"
+ANCHORS = (SILU, SIGMOID, GELU, CUSTOM_OP)
+
+
+@dataclass
+class _SiluMul:
+    """A matched SiLU·Mul: gate (or the whole `[gate | up]`), up, the product, the ops."""
+
+    x: SSAValue
+    up: SSAValue | None
+    out: SSAValue
+    ops: list[Operation] = field(default_factory=list)
+
+
+def _silu_of(anchor: Call) -> tuple[SSAValue, SSAValue, list[Operation]]:
+    """(a, silu(a), ops) for a SiLU anchor: `silu(a)` or `a * sigmoid(a)`."""
+    a = anchor.arg(0)
+    if not isinstance(a, SSAValue):
+        raise NoMatch("the SiLU's input is not a tensor")
+    if anchor.target == SILU:
+        return a, anchor.result, [anchor.op]
+    product = call(only_user(anchor.result), MUL)
+    twin = None if product is None else _other_factor(product, anchor.result)
+    if twin is None or not same_value(twin, a):
+        raise NoMatch("sigmoid(a) is not multiplied by a (not a SiLU)")
+    ops = [anchor.op, product.op]
+    if twin is not a and only_user(twin) is product.op:
+        ops.insert(0, twin.owner)  # a recomputed (`x[..., :d] * sigmoid(x[..., :d])`)
+    return a, product.result, ops
+
+
+def _halves(a: SSAValue, b: SSAValue) -> tuple[SSAValue, list[Operation]] | None:
+    """x and the slicing ops if a and b are the first and second half of x's last dim."""
+    pa, pb = last_dim_piece(a), last_dim_piece(b)
+    if pa is None or pb is None or pa.source is not pb.source:
+        return None
+    size = tensor_type(pa.source).dims[-1]  # type: ignore[union-attr]
+    half = size // 2
+    if size % 2 or (pa.start, pa.stop, pb.start, pb.stop) != (0, half, half, size):
+        return None
+    ops = list(dict.fromkeys([*pa.ops, *pb.ops]))
+    return pa.source, ops
+
+
+def _match(anchor: Call) -> _SiluMul:
+    if anchor.target == CUSTOM_OP:
+        return _SiluMul(anchor.arg(0), None, anchor.result, [anchor.op])
+    a, silu, ops = _silu_of(anchor)
+    users = [use.operation for use in silu.uses]
+    if len(users) != 1:
+        raise NoMatch("the SiLU's output is used outside the product")
+    product = call(users[0], MUL)
+    if product is None:
+        user = call(users[0])
+        raise NoMatch(f"the SiLU's output goes to {user.target if user else users[0].name}, "
+                      "not to a product (an ungated SiLU)")
+    for left, b in commutative_operands(product):
+        if left is silu and isinstance(b, SSAValue) and b is not silu:
+            break
+    else:
+        raise NoMatch("the SiLU is multiplied by a scalar or by itself")
+    a_type, b_type = tensor_type(a), tensor_type(b)
+    if b_type != a_type or tensor_type(product.result) != a_type:
+        raise NoMatch(f"the SiLU output ({a_type}) is multiplied by {b_type}: not gate and up "
+                      "of one shape and dtype")
+    found = _SiluMul(a, b, product.result, [*ops, product.op])
+    halves = _halves(a, b)
+    if halves is not None:
+        x, slicing = halves
+        if _only_used_by(slicing, set(found.ops) | set(slicing)):
+            found.x, found.up = x, None
+            found.ops[:0] = slicing
+    return found
+
+
+def _only_used_by(ops: list[Operation], inside: set[Operation]) -> bool:
+    return all(use.operation in inside for op in ops for r in op.results for use in r.uses)
+
+
+def _raise(found: _SiluMul, order: dict[Operation, int]) -> Operation:
+    found.ops.sort(key=lambda o: order[o])
+    raised = SiluMulOp(found.x, found.up, result_type=found.out.type)
+    try:
+        outline(raised, found.ops, [found.out])
+    except ValueError as err:
+        raise NoMatch(f"an intermediate value is used outside the SiLU·Mul ({err})") from None
+    raised.location = found.ops[-1].location
+    raised.y.name_hint = found.out.name_hint
+    return raised
+
+
+class RaiseSiluMul(ModulePass):
+    """Raise SiLU·Mul chains (and `irfuse::silu_mul`) to `act.silu_mul`. No options."""
+
+    name = "raise-silu-mul"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for block in func_blocks(op):
+            ops = block_ops(block)
+            order = {o: i for i, o in enumerate(ops)}
+            for candidate in ops:
+                if candidate.parent is not block or in_decomposition(candidate):
+                    continue
+                found = call(candidate, *ANCHORS)
+                if found is None:
+                    continue
+                if found.target == SIGMOID and not _is_silu_sigmoid(found):
+                    continue
+                if found.target == GELU:
+                    if call(only_user(found.result), MUL) is not None:
+                        remarks.missed(candidate, "not a SiLU·Mul: the gated activation is "
+                                       "GELU, not SiLU")
+                    continue
+                try:
+                    _raise(_match(found), order)
+                except NoMatch as miss:
+                    remarks.missed(candidate, f"not a SiLU·Mul: {miss}")
+                    continue
+                remarks.fused()
+
+
+def _is_silu_sigmoid(found: Call) -> bool:
+    """Whether a sigmoid is the one of a decomposed SiLU, `a * sigmoid(a)` (other sigmoids are
+    no candidates and leave no remark)."""
+    product = call(only_user(found.result), MUL)
+    twin = None if product is None else _other_factor(product, found.result)
+    return twin is not None and same_value(twin, found.arg(0))
+
+
+def _other_factor(product: Call, factor: SSAValue) -> SSAValue | None:
+    """y if `product` is `factor * y` or `y * factor` with y a tensor."""
+    for x, y in commutative_operands(product):
+        if x is factor and isinstance(y, SSAValue) and y is not factor:
+            return y
+    return None
