@@ -30,7 +30,9 @@ def test_hf_models_exact(family: str, fp8: bool) -> None:
     # A second num_tokens runs the same (dynamic) compiled graph, still exact.
     other = input_ids(5, seed=2)
     with torch.no_grad():
-        again = torch.compile(model, backend="irfuse", options={"inductor": False})(other)
+        again = torch.compile(
+            model, backend="irfuse", options={"inductor": False, "optimization_level": 0}
+        )(other)
         assert_bit_exact(again, model(other))
 
 

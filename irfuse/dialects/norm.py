@@ -36,7 +36,6 @@ from irfuse.dialects.shapes import (
     check_rank,
     check_shape,
     dims_agree,
-    promote,
     shape_str,
 )
 

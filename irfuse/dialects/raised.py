@@ -369,6 +369,8 @@ def outline(
     outputs: Sequence[SSAValue],
     inputs: Mapping[SSAValue, int] | None = None,
     rewriter: PatternRewriter | None = None,
+    prelude: Sequence[Operation] = (),
+    sink_early_users: bool = False,
 ) -> Region:
     """Move a chain of ops into `op`'s new decomposition region, and let `op` replace the chain.
 
@@ -379,8 +381,14 @@ def outline(
     - `inputs`: which block argument each external input of the chain becomes (a value to an
       operand index); by default operand `i` of `op` becomes block argument `i`. External values
       not named here stay as uses of values defined above the op.
-    - `op` (built with its operands and result types, no region) is inserted right after the last
-      op of the chain unless it is already in a block.
+    - `op` (built with its operands and result types, no region) is inserted, unless it is
+      already in a block, right after the last op of the chain; or, when an outside user of an
+      output sits between the chain's ops (a second view of a value, say), right before the first
+      such user, if every outside value the chain reads is defined before it.
+    - `prelude`: new ops `op` reads (a reciprocal of a scale, say), inserted just before it.
+    - `sink_early_users`: the caller moves outside users that sit between the chain's ops to after
+      `op` itself (raise-rope does, for q's users between the q and k rotations); `op` then goes
+      after the chain's last op.
 
     Returns the region. Raises ValueError when the chain cannot be outlined as asked.
     """
@@ -415,10 +423,17 @@ def outline(
                     )
 
     if op.parent is None:
-        if rewriter is not None:
-            rewriter.insert(op, InsertPoint.after(ops[-1]))
-        else:
-            parent.insert_op_after(op, ops[-1])
+        point = (
+            InsertPoint.after(ops[-1])
+            if sink_early_users
+            else _insertion_point(ops, outputs, moved, parent)
+        )
+        for new in (*prelude, op):
+            if rewriter is not None:
+                rewriter.insert(new, point)
+            else:
+                Rewriter.insert_op(new, point)
+            point = InsertPoint.after(new)
 
     def outside_chain(use) -> bool:
         return use.operation not in moved
@@ -449,6 +464,43 @@ def outline(
     region = Region(body)
     op.add_region(region)
     return region
+
+
+def _insertion_point(
+    ops: Sequence[Operation], outputs: Sequence[SSAValue], moved: set[Operation], block: Block
+) -> InsertPoint:
+    """Where the raised op dominates every outside use of the chain's outputs (see `outline`).
+    Only the ops between the chain's first and last op are looked at, so this costs the chain's
+    span, not the block's length."""
+    span: dict[Operation, int] = {}
+    op: Operation | None = ops[0]
+    while op is not None:
+        span[op] = len(span)
+        if op is ops[-1]:
+            break
+        op = op.next_op
+    first_user: Operation | None = None
+    for value in outputs:
+        for use in value.uses:
+            user = block.find_ancestor_op_in_block(use.operation)
+            if user is None or user in moved or user not in span:
+                continue
+            if first_user is None or span[user] < span[first_user]:
+                first_user = user
+    if first_user is None:
+        return InsertPoint.after(ops[-1])
+    for chain_op in ops:
+        for operand in chain_op.operands:
+            owner = operand.owner
+            if not isinstance(owner, Operation) or owner in moved:
+                continue
+            defining = block.find_ancestor_op_in_block(owner)
+            if defining is not None and span.get(defining, -1) >= span[first_user]:
+                raise ValueError(
+                    f"{first_user.name} uses a result of the chain between its ops, before "
+                    f"{defining.name}, which the chain reads, is defined"
+                )
+    return InsertPoint.before(first_user)
 
 
 def inline_decomposition(op: Operation, rewriter: PatternRewriter | None = None) -> list[Operation]:

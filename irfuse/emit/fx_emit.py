@@ -3,9 +3,10 @@
 `aten.call` and `kernel.call` become `call_function` nodes with their arguments rebuilt from the
 templates; a raised op that was not fused is replaced by its decomposition region, inlined, so
 the ATen code it came from runs unchanged; `func.return` becomes the output node. Nodes of
-imported ops get the FX metadata their original node had; nodes of new ops (kernel calls) get
-their fake value by running the op's fake implementation, which is what Inductor and CUDA graphs
-need to accept them.
+imported ops get the FX metadata their original node had. Nodes of new ops (kernel calls, the
+reshapes fusions add) carry none: Inductor re-traces the graph with fake tensors (aot_autograd
+inside `compile_fx`), which runs the custom ops' fake implementations, so computing fake values
+here would only cost time (milliseconds per custom op call under a symbolic shape env).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch._guards import detect_fake_mode
 from torch.fx._lazy_graph_module import _LazyGraphModule
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
@@ -39,8 +39,6 @@ class _Emitter:
         self.graph = graph
         self.meta = meta
         self.nodes: dict[SSAValue, Any] = {}
-        self.fake_mode: Any = None
-        self.fake_layouts: dict[Any, Any] = {}
 
     def emit_block(self, block: Block) -> list[Any] | None:
         """Emit the ops of a block; return the values its terminator yields or returns."""
@@ -99,64 +97,6 @@ class _Emitter:
         original = self.meta.get(op)
         if original is not None:
             node.meta.update(original)
-            return
-        fake = self._fake_value(node)
-        if fake is not None:
-            node.meta["val"] = fake
-
-    def _fake_value(self, node: torch.fx.Node) -> Any:
-        """The node's fake output. Running a custom op's fake implementation costs
-        milliseconds, and every layer calls the same ops on the same shapes, so outputs are
-        computed once per (op, input metadata) and rebuilt as fresh fake tensors after that."""
-        if self.fake_mode is None:
-            return None
-        args, kwargs = torch.fx.node.map_arg(
-            (node.args, node.kwargs), lambda n: n.meta.get("val")
-        )
-        key = (node.target, _signature((args, kwargs)))
-        layout = self.fake_layouts.get(key)
-        if layout is None:
-            with self.fake_mode:
-                out = node.target(*args, **kwargs)
-            self.fake_layouts[key] = _layout(out)
-            return out
-        with self.fake_mode:
-            return _rebuild(layout)
-
-
-def _hashable(dims: Any) -> tuple[Any, ...]:
-    return tuple(d.node.expr if isinstance(d, torch.SymInt) else d for d in dims)
-
-
-def _signature(value: Any) -> Any:
-    """A hashable description of fake inputs: shapes, strides, dtypes; other values as is."""
-    if isinstance(value, torch.Tensor):
-        return ("T", _hashable(value.shape), _hashable(value.stride()), value.dtype, value.device)
-    if isinstance(value, torch.SymInt):
-        return ("S", value.node.expr)
-    if isinstance(value, list | tuple):
-        return (type(value).__name__, tuple(_signature(v) for v in value))
-    if isinstance(value, dict):
-        return ("D", tuple((k, _signature(v)) for k, v in value.items()))
-    return value
-
-
-def _layout(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return ("T", tuple(value.shape), tuple(value.stride()), value.dtype, value.device)
-    if isinstance(value, list | tuple):
-        return (type(value), [_layout(v) for v in value])
-    return ("V", value)
-
-
-def _rebuild(layout: Any) -> Any:
-    if layout[0] == "T":
-        _, shape, stride, dtype, device = layout
-        return torch.empty_strided(shape, stride, dtype=dtype, device=device)
-    if layout[0] == "V":
-        return layout[1]
-    kind, items = layout
-    return kind(_rebuild(item) for item in items)
 
 
 def emit_graph(
@@ -170,16 +110,13 @@ def emit_graph(
     graph = torch.fx.Graph()
     emitter = _Emitter(graph, meta)
     block = func.body.blocks[0]
-    fakes = []
     for arg in block.args:
         name = input_names[arg.index] if input_names else f"{arg.name_hint or 'arg'}_{arg.index}"
         node = graph.placeholder(name)
         original = meta.get(arg)
         if original is not None:
             node.meta.update(original)
-            fakes.append(original.get("val"))
         emitter.nodes[arg] = node
-    emitter.fake_mode = detect_fake_mode(fakes)
     returned = emitter.emit_block(block)
     assert returned is not None, "func.func without func.return"
     graph.output(decode_outputs(func, returned))

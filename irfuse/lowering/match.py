@@ -415,38 +415,3 @@ def users_follow(
             if user is not None and user not in chain and order.get(user, last + 1) <= last:
                 return False
     return True
-
-
-def raised_op_anchor(
-    ops: Sequence[Operation], outputs: Sequence[SSAValue], order: dict[Operation, int]
-) -> tuple[str, Operation] | None:
-    """Where a raised op replacing `ops` (one block, sorted by `order`, the positions of the
-    block's ops) may go: `("after", last op of the chain)` unless an outside user of `outputs`
-    sits between the chain's ops (a second `view` of q, say); then `("before", that user)`,
-    when every outside value the chain reads is defined before it. None when no point works.
-    `raised.outline` places the op after the chain's last op; insert it here first instead."""
-    block = ops[0].parent_block()
-    assert block is not None
-    chain = set(ops)
-    last = ops[-1]
-    first_use: Operation | None = None
-    for value in outputs:
-        for use in value.uses:
-            user = block.find_ancestor_op_in_block(use.operation)
-            if user is None or user in chain:
-                continue
-            if user not in order:
-                return None
-            if first_use is None or order[user] < order[first_use]:
-                first_use = user
-    if first_use is None or order[first_use] > order[last]:
-        return "after", last
-    for op in ops:
-        for operand in op.operands:
-            owner = operand.owner
-            if not isinstance(owner, Operation) or owner in chain:
-                continue
-            defining = block.find_ancestor_op_in_block(owner)
-            if defining is not None and order.get(defining, order[first_use]) >= order[first_use]:
-                return None
-    return "before", first_use

@@ -866,7 +866,7 @@ def _raise(q: _Rotation, k: _Rotation | None, block: Block, order: dict[Operatio
     else:
         raised = RopeOp(q.x, None if k is None else k.x, cos=q.cos, sin=q.sin, **common)  # type: ignore[arg-type]
     try:
-        outline(raised, chain, outputs)
+        outline(raised, chain, outputs, sink_early_users=True)
     except ValueError as err:
         raise NoMatch(f"an intermediate value of the rotation is used outside it ({err})") from None
     anchor = raised
@@ -960,6 +960,7 @@ class RaiseRope(ModulePass):
                     if k is None:
                         remarks.missed(q.anchor, f"not a RoPE: {miss}")  # type: ignore[arg-type]
                         continue
+                    remarks.missed(q.anchor, f"q and k of one layer raised apart: {miss}")  # type: ignore[arg-type]
                     # q and k cannot be one op: raise each on its own.
                     for single in (q, k):
                         try:

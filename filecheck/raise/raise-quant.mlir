@@ -1,0 +1,293 @@
+// RUN: irfuse-opt %s -p raise-quant | filecheck %s
+
+// Static per-tensor, `x.float() / s`, `clamp(-448, 448)`, cast: the scale is a graph input.
+// CHECK-LABEL: func.func @static_div
+// CHECK-SAME: (%[[S:[^:]+]]: !irfuse.tensor<[1], f32>, %[[X:[^:]+]]: !irfuse.tensor<[s0, 256], bf16>)
+// CHECK: %[[Q:.+]] = quant.fp8 %[[X]], scale %[[S]] {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 256], bf16>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN> decomposition {
+// CHECK-NEXT: ^{{.*}}(%[[A:[^:]+]]: !irfuse.tensor<[s0, 256], bf16>, %[[B:[^:]+]]: !irfuse.tensor<[1], f32>):
+// CHECK-NEXT: %[[F:.+]] = aten.call "aten::_to_copy.default"(%[[A]], dtype = f32)
+// CHECK-NEXT: %[[D:.+]] = aten.call "aten::div.Tensor"(%[[F]], %[[B]])
+// CHECK-NEXT: %[[C:.+]] = aten.call "aten::clamp.default"(%[[D]], -448.0, 448.0)
+// CHECK-NEXT: %[[R:.+]] = aten.call "aten::_to_copy.default"(%[[C]], dtype = f8E4M3FN)
+// CHECK-NEXT: irfuse.yield %[[R]]
+// CHECK: func.return %[[Q]]
+func.func @static_div(%s: !irfuse.tensor<[1], f32>, %x: !irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 256], f8E4M3FN> {
+  %x32 = aten.call "aten::_to_copy.default"(%x, dtype = f32) : (!irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 256], f32>
+  %d = aten.call "aten::div.Tensor"(%x32, %s) : (!irfuse.tensor<[s0, 256], f32>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %c = aten.call "aten::clamp.default"(%d, -448.0, 448.0) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %q = aten.call "aten::_to_copy.default"(%c, dtype = f8E4M3FN) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN>
+  func.return %q : !irfuse.tensor<[s0, 256], f8E4M3FN>
+}
+
+// `x * s.reciprocal()`, `clamp_min` then `clamp_max`: the reciprocal goes into the region.
+// CHECK-LABEL: func.func @static_reciprocal
+// CHECK-SAME: (%[[S:[^:]+]]: !irfuse.tensor<[1], f32>, %[[X:[^:]+]]: !irfuse.tensor<[s0, 256], bf16>)
+// CHECK: quant.fp8 %[[X]], scale %[[S]] {scheme = #quant.scheme<static_tensor>}
+// CHECK: aten.call "aten::reciprocal.default"
+// CHECK: aten.call "aten::clamp_min.default"
+// CHECK: aten.call "aten::clamp_max.default"
+// CHECK: irfuse.yield
+func.func @static_reciprocal(%s: !irfuse.tensor<[1], f32>, %x: !irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 256], f8E4M3FN> {
+  %x32 = aten.call "aten::_to_copy.default"(%x, dtype = f32) : (!irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 256], f32>
+  %r = aten.call "aten::reciprocal.default"(%s) : (!irfuse.tensor<[1], f32>) -> !irfuse.tensor<[1], f32>
+  %m = aten.call "aten::mul.Tensor"(%x32, %r) : (!irfuse.tensor<[s0, 256], f32>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %lo = aten.call "aten::clamp_min.default"(%m, -448.0) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %hi = aten.call "aten::clamp_max.default"(%lo, 448.0) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %q = aten.call "aten::_to_copy.default"(%hi, dtype = f8E4M3FN) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN>
+  func.return %q : !irfuse.tensor<[s0, 256], f8E4M3FN>
+}
+
+// `x * inv_s` with `torch.max` / `torch.min` against scalar tensors: the op takes a new
+// reciprocal of inv_s as its scale; the region keeps the product by inv_s and the bounds.
+// CHECK-LABEL: func.func @static_inverse_scale
+// CHECK-SAME: (%[[INV:[^:]+]]: !irfuse.tensor<[1], f32>, %[[X:[^:]+]]: !irfuse.tensor<[s0, 256], bf16>)
+// CHECK-NEXT: %[[S:.+]] = aten.call "aten::reciprocal.default"(%[[INV]])
+// CHECK-NEXT: %[[Q:.+]] = quant.fp8 %[[X]], scale %[[S]] {scheme = #quant.scheme<static_tensor>}
+// CHECK: aten.call "aten::mul.Tensor"(%{{.+}}, %[[INV]])
+// CHECK: aten.call "aten::full.default"([], -448.0
+// CHECK: aten.call "aten::maximum.default"
+// CHECK: aten.call "aten::minimum.default"
+// CHECK: irfuse.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: func.return %[[Q]]
+func.func @static_inverse_scale(%inv: !irfuse.tensor<[1], f32>, %x: !irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 256], f8E4M3FN> {
+  %x32 = aten.call "aten::_to_copy.default"(%x, dtype = f32) : (!irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 256], f32>
+  %m = aten.call "aten::mul.Tensor"(%x32, %inv) : (!irfuse.tensor<[s0, 256], f32>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %lo = aten.call "aten::full.default"([], -448.0, dtype = f32, device = #aten.device<"cpu">, pin_memory = false) : () -> !irfuse.tensor<[], f32>
+  %hi = aten.call "aten::full.default"([], 448.0, dtype = f32, device = #aten.device<"cpu">, pin_memory = false) : () -> !irfuse.tensor<[], f32>
+  %a = aten.call "aten::maximum.default"(%m, %lo) : (!irfuse.tensor<[s0, 256], f32>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %b = aten.call "aten::minimum.default"(%a, %hi) : (!irfuse.tensor<[s0, 256], f32>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %q = aten.call "aten::_to_copy.default"(%b, dtype = f8E4M3FN) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN>
+  func.return %q : !irfuse.tensor<[s0, 256], f8E4M3FN>
+}
+
+// A constant scale (`aten.get_attr` + `lift_fresh_copy`), ROCm's e4m3fnuz with bound 224.
+// CHECK-LABEL: func.func @static_constant_fnuz
+// CHECK: %[[C:.+]] = aten.get_attr "_tensor_constant0"
+// CHECK-NEXT: %[[L:.+]] = aten.call "aten::lift_fresh_copy.default"(%[[C]])
+// CHECK: quant.fp8 %{{.+}}, scale %[[L]] {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 256], bf16>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FNUZ>
+func.func @static_constant_fnuz(%x: !irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 256], f8E4M3FNUZ> {
+  %c = aten.get_attr "_tensor_constant0" : !irfuse.tensor<[1], f32>
+  %s = aten.call "aten::lift_fresh_copy.default"(%c) : (!irfuse.tensor<[1], f32>) -> !irfuse.tensor<[1], f32>
+  %x32 = aten.call "aten::_to_copy.default"(%x, dtype = f32) : (!irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 256], f32>
+  %d = aten.call "aten::div.Tensor"(%x32, %s) : (!irfuse.tensor<[s0, 256], f32>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %k = aten.call "aten::clamp.default"(%d, -224.0, 224.0) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %q = aten.call "aten::_to_copy.default"(%k, dtype = f8E4M3FNUZ) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FNUZ>
+  func.return %q : !irfuse.tensor<[s0, 256], f8E4M3FNUZ>
+}
+
+// Dynamic per-token as the built-in models write it: amax(-1, keepdim) of |x.float()|, capped
+// by a scale_ub input (`torch.minimum`), / 448, floored at MIN_SCALE.
+// CHECK-LABEL: func.func @per_token_ub
+// CHECK-SAME: (%[[UB:[^:]+]]: !irfuse.tensor<[1], f32>, %[[X:[^:]+]]: !irfuse.tensor<[s0, 256], bf16>)
+// CHECK: %[[Q:.+]], %[[SC:.+]] = quant.fp8 %[[X]], scale_ub %[[UB]] {scheme = #quant.scheme<dynamic_token>} : (!irfuse.tensor<[s0, 256], bf16>, !irfuse.tensor<[1], f32>) -> (!irfuse.tensor<[s0, 256], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 1], f32>)
+// CHECK: aten.call "aten::amax.default"
+// CHECK: aten.call "aten::minimum.default"
+// CHECK: irfuse.yield
+// CHECK: func.return %[[Q]], %[[SC]]
+func.func @per_token_ub(%ub: !irfuse.tensor<[1], f32>, %x: !irfuse.tensor<[s0, 256], bf16>) -> (!irfuse.tensor<[s0, 256], f8E4M3FN>, !irfuse.tensor<[s0, 1], f32>) {
+  %x32 = aten.call "aten::_to_copy.default"(%x, dtype = f32) : (!irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 256], f32>
+  %abs = aten.call "aten::abs.default"(%x32) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %amax = aten.call "aten::amax.default"(%abs, [-1], true) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %cap = aten.call "aten::minimum.default"(%amax, %ub) : (!irfuse.tensor<[s0, 1], f32>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %d = aten.call "aten::div.Tensor"(%cap, 448.0) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %s = aten.call "aten::clamp_min.default"(%d, 4.359654017857143e-06) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %y = aten.call "aten::div.Tensor"(%x32, %s) : (!irfuse.tensor<[s0, 256], f32>, !irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %c = aten.call "aten::clamp.default"(%y, -448.0, 448.0) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %q = aten.call "aten::_to_copy.default"(%c, dtype = f8E4M3FN) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN>
+  func.return %q, %s : !irfuse.tensor<[s0, 256], f8E4M3FN>, !irfuse.tensor<[s0, 1], f32>
+}
+
+// Dynamic per-token as vLLM's native quantizer writes it: `max(dim=-1)` of |x| in bf16, unsqueeze,
+// cast, `clamp(max=ub)`, / 448, `clamp(min=MIN_SCALE)`, `x.float() * s.reciprocal()`.
+// CHECK-LABEL: func.func @per_token_max_dim
+// CHECK-SAME: (%[[UB:[^:]+]]: !irfuse.tensor<[1], f32>, %[[X:[^:]+]]: !irfuse.tensor<[s0, 256], bf16>)
+// CHECK: %[[Q:.+]], %[[SC:.+]] = quant.fp8 %[[X]], scale_ub %[[UB]] {scheme = #quant.scheme<dynamic_token>}
+// CHECK: aten.call tuple "aten::max.dim"
+// CHECK: aten.call "aten::clamp.Tensor"
+// CHECK: aten.call "aten::reciprocal.default"
+// CHECK: irfuse.yield
+// CHECK: func.return %[[Q]], %[[SC]]
+func.func @per_token_max_dim(%ub: !irfuse.tensor<[1], f32>, %x: !irfuse.tensor<[s0, 256], bf16>) -> (!irfuse.tensor<[s0, 256], f8E4M3FN>, !irfuse.tensor<[s0, 1], f32>) {
+  %abs = aten.call "aten::abs.default"(%x) : (!irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 256], bf16>
+  %max, %idx = aten.call tuple "aten::max.dim"(%abs, -1) : (!irfuse.tensor<[s0, 256], bf16>) -> (!irfuse.tensor<[s0], bf16>, !irfuse.tensor<[s0], i64>)
+  %u = aten.call "aten::unsqueeze.default"(%max, -1) : (!irfuse.tensor<[s0], bf16>) -> !irfuse.tensor<[s0, 1], bf16>
+  %u32 = aten.call "aten::_to_copy.default"(%u, dtype = f32) : (!irfuse.tensor<[s0, 1], bf16>) -> !irfuse.tensor<[s0, 1], f32>
+  %cap = aten.call "aten::clamp.Tensor"(%u32, none, %ub) : (!irfuse.tensor<[s0, 1], f32>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %d = aten.call "aten::div.Tensor"(%cap, 448.0) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %s = aten.call "aten::clamp.default"(%d, 4.359654017857143e-06) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %x32 = aten.call "aten::_to_copy.default"(%x, dtype = f32) : (!irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 256], f32>
+  %r = aten.call "aten::reciprocal.default"(%s) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %y = aten.call "aten::mul.Tensor"(%x32, %r) : (!irfuse.tensor<[s0, 256], f32>, !irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %c = aten.call "aten::clamp.default"(%y, -448.0, 448.0) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %q = aten.call "aten::_to_copy.default"(%c, dtype = f8E4M3FN) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN>
+  func.return %q, %s : !irfuse.tensor<[s0, 256], f8E4M3FN>, !irfuse.tensor<[s0, 1], f32>
+}
+
+// Dynamic per-tensor: amax over all of x, / 448, MIN_SCALE, reshaped to [1] (the scale result).
+// CHECK-LABEL: func.func @per_tensor
+// CHECK-SAME: (%[[X:[^:]+]]: !irfuse.tensor<[s0, 256], bf16>)
+// CHECK: %[[Q:.+]], %[[SC:.+]] = quant.fp8 %[[X]] {scheme = #quant.scheme<dynamic_tensor>} : (!irfuse.tensor<[s0, 256], bf16>) -> (!irfuse.tensor<[s0, 256], f8E4M3FN>, scale_out !irfuse.tensor<[1], f32>)
+// CHECK: func.return %[[Q]], %[[SC]]
+func.func @per_tensor(%x: !irfuse.tensor<[s0, 256], bf16>) -> (!irfuse.tensor<[s0, 256], f8E4M3FN>, !irfuse.tensor<[1], f32>) {
+  %x32 = aten.call "aten::_to_copy.default"(%x, dtype = f32) : (!irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 256], f32>
+  %abs = aten.call "aten::abs.default"(%x32) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %amax = aten.call "aten::amax.default"(%abs) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[], f32>
+  %d = aten.call "aten::div.Tensor"(%amax, 448.0) : (!irfuse.tensor<[], f32>) -> !irfuse.tensor<[], f32>
+  %f = aten.call "aten::clamp_min.default"(%d, 4.359654017857143e-06) : (!irfuse.tensor<[], f32>) -> !irfuse.tensor<[], f32>
+  %s = aten.call "aten::view.default"(%f, [1]) : (!irfuse.tensor<[], f32>) -> !irfuse.tensor<[1], f32>
+  %y = aten.call "aten::div.Tensor"(%x32, %s) : (!irfuse.tensor<[s0, 256], f32>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %c = aten.call "aten::clamp.default"(%y, -448.0, 448.0) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %q = aten.call "aten::_to_copy.default"(%c, dtype = f8E4M3FN) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN>
+  func.return %q, %s : !irfuse.tensor<[s0, 256], f8E4M3FN>, !irfuse.tensor<[1], f32>
+}
+
+// Per-group 64, UE8M0 (`exp2(ceil(log2))`), column-major scales (`.t().contiguous().t()`): the op
+// returns the re-laid scale; the q result is the view back to [s0, 256].
+// CHECK-LABEL: func.func @group64_col_ue8m0
+// CHECK-SAME: (%[[T:[^:]+]]: !irfuse.sym<s0>, %[[X:[^:]+]]: !irfuse.tensor<[s0, 256], bf16>)
+// CHECK: %[[Q:.+]], %[[SC:.+]] = quant.fp8 %[[X]] {scheme = #quant.scheme<group 64, col_major, ue8m0>} : (!irfuse.tensor<[s0, 256], bf16>) -> (!irfuse.tensor<[s0, 256], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 4], f32>)
+// CHECK: aten.call "aten::view.default"(%{{.+}}, [%[[T]], 4, 64])
+// CHECK: aten.call "aten::exp2.default"
+// CHECK: %[[BACK:.+]] = aten.call "aten::view.default"(%{{.+}}, [%[[T]], 256])
+// CHECK: aten.call "aten::clone.default"
+// CHECK-NEXT: %[[TT:.+]] = aten.call "aten::t.default"
+// CHECK-NEXT: irfuse.yield %[[BACK]], %[[TT]]
+// CHECK: func.return %[[Q]], %[[SC]]
+func.func @group64_col_ue8m0(%t: !irfuse.sym<s0>, %x: !irfuse.tensor<[s0, 256], bf16>) -> (!irfuse.tensor<[s0, 256], f8E4M3FN>, !irfuse.tensor<[s0, 4], f32>) {
+  %x32 = aten.call "aten::_to_copy.default"(%x, dtype = f32) : (!irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 256], f32>
+  %xg = aten.call "aten::view.default"(%x32, [%t, 4, 64]) : (!irfuse.tensor<[s0, 256], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 4, 64], f32>
+  %abs = aten.call "aten::abs.default"(%xg) : (!irfuse.tensor<[s0, 4, 64], f32>) -> !irfuse.tensor<[s0, 4, 64], f32>
+  %amax = aten.call "aten::amax.default"(%abs, [-1]) : (!irfuse.tensor<[s0, 4, 64], f32>) -> !irfuse.tensor<[s0, 4], f32>
+  %eps = aten.call "aten::clamp_min.default"(%amax, 1.0e-10) : (!irfuse.tensor<[s0, 4], f32>) -> !irfuse.tensor<[s0, 4], f32>
+  %d = aten.call "aten::div.Tensor"(%eps, 448.0) : (!irfuse.tensor<[s0, 4], f32>) -> !irfuse.tensor<[s0, 4], f32>
+  %l = aten.call "aten::log2.default"(%d) : (!irfuse.tensor<[s0, 4], f32>) -> !irfuse.tensor<[s0, 4], f32>
+  %c = aten.call "aten::ceil.default"(%l) : (!irfuse.tensor<[s0, 4], f32>) -> !irfuse.tensor<[s0, 4], f32>
+  %e = aten.call "aten::exp2.default"(%c) : (!irfuse.tensor<[s0, 4], f32>) -> !irfuse.tensor<[s0, 4], f32>
+  %s = aten.call "aten::clamp_min.default"(%e, 4.359654017857143e-06) : (!irfuse.tensor<[s0, 4], f32>) -> !irfuse.tensor<[s0, 4], f32>
+  %su = aten.call "aten::unsqueeze.default"(%s, -1) : (!irfuse.tensor<[s0, 4], f32>) -> !irfuse.tensor<[s0, 4, 1], f32>
+  %y = aten.call "aten::div.Tensor"(%xg, %su) : (!irfuse.tensor<[s0, 4, 64], f32>, !irfuse.tensor<[s0, 4, 1], f32>) -> !irfuse.tensor<[s0, 4, 64], f32>
+  %k = aten.call "aten::clamp.default"(%y, -448.0, 448.0) : (!irfuse.tensor<[s0, 4, 64], f32>) -> !irfuse.tensor<[s0, 4, 64], f32>
+  %qg = aten.call "aten::_to_copy.default"(%k, dtype = f8E4M3FN) : (!irfuse.tensor<[s0, 4, 64], f32>) -> !irfuse.tensor<[s0, 4, 64], f8E4M3FN>
+  %q = aten.call "aten::view.default"(%qg, [%t, 256]) : (!irfuse.tensor<[s0, 4, 64], f8E4M3FN>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 256], f8E4M3FN>
+  %st = aten.call "aten::t.default"(%s) : (!irfuse.tensor<[s0, 4], f32>) -> !irfuse.tensor<[4, s0], f32>
+  %cp = aten.call "aten::clone.default"(%st, memory_format = #aten.memory_format<"torch.contiguous_format">) : (!irfuse.tensor<[4, s0], f32>) -> !irfuse.tensor<[4, s0], f32>
+  %sc = aten.call "aten::t.default"(%cp) : (!irfuse.tensor<[4, s0], f32>) -> !irfuse.tensor<[s0, 4], f32>
+  func.return %q, %sc : !irfuse.tensor<[s0, 256], f8E4M3FN>, !irfuse.tensor<[s0, 4], f32>
+}
+
+// Per-group 128 as vLLM's native quantizer writes it: bf16 grouped view, `max(-1, keepdim)`,
+// `.float()`, `2 ** ceil(log2(s))`, the scale squeezed and reshaped to [s0, 2] (row-major); q is
+// viewed back twice, and the raised op goes before the second view, which uses it.
+// CHECK-LABEL: func.func @group128_max_keepdim
+// CHECK-SAME: (%[[T:[^:]+]]: !irfuse.sym<s0>, %[[X:[^:]+]]: !irfuse.tensor<[s0, 256], bf16>)
+// CHECK: %[[Q:.+]], %[[SC:.+]] = quant.fp8 %[[X]] {scheme = #quant.scheme<group 128, ue8m0>}
+// CHECK: aten.call "aten::pow.Scalar"(2, %{{.+}})
+// CHECK: aten.call "aten::squeeze.dim"
+// CHECK: irfuse.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: %[[Q2:.+]] = aten.call "aten::view.default"(%[[Q]], [%[[T]], 256])
+// CHECK-NEXT: func.return %[[Q2]], %[[SC]]
+func.func @group128_max_keepdim(%t: !irfuse.sym<s0>, %x: !irfuse.tensor<[s0, 256], bf16>) -> (!irfuse.tensor<[s0, 256], f8E4M3FN>, !irfuse.tensor<[s0, 2], f32>) {
+  %xg = aten.call "aten::view.default"(%x, [-1, 2, 128]) : (!irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 2, 128], bf16>
+  %abs = aten.call "aten::abs.default"(%xg) : (!irfuse.tensor<[s0, 2, 128], bf16>) -> !irfuse.tensor<[s0, 2, 128], bf16>
+  %max, %idx = aten.call tuple "aten::max.dim"(%abs, -1, true) : (!irfuse.tensor<[s0, 2, 128], bf16>) -> (!irfuse.tensor<[s0, 2, 1], bf16>, !irfuse.tensor<[s0, 2, 1], i64>)
+  %m32 = aten.call "aten::_to_copy.default"(%max, dtype = f32) : (!irfuse.tensor<[s0, 2, 1], bf16>) -> !irfuse.tensor<[s0, 2, 1], f32>
+  %d = aten.call "aten::div.Tensor"(%m32, 448.0) : (!irfuse.tensor<[s0, 2, 1], f32>) -> !irfuse.tensor<[s0, 2, 1], f32>
+  %l = aten.call "aten::log2.default"(%d) : (!irfuse.tensor<[s0, 2, 1], f32>) -> !irfuse.tensor<[s0, 2, 1], f32>
+  %c = aten.call "aten::ceil.default"(%l) : (!irfuse.tensor<[s0, 2, 1], f32>) -> !irfuse.tensor<[s0, 2, 1], f32>
+  %p = aten.call "aten::pow.Scalar"(2, %c) : (!irfuse.tensor<[s0, 2, 1], f32>) -> !irfuse.tensor<[s0, 2, 1], f32>
+  %s = aten.call "aten::clamp.default"(%p, 4.359654017857143e-06) : (!irfuse.tensor<[s0, 2, 1], f32>) -> !irfuse.tensor<[s0, 2, 1], f32>
+  %y = aten.call "aten::div.Tensor"(%xg, %s) : (!irfuse.tensor<[s0, 2, 128], bf16>, !irfuse.tensor<[s0, 2, 1], f32>) -> !irfuse.tensor<[s0, 2, 128], f32>
+  %k = aten.call "aten::clamp.default"(%y, -448.0, 448.0) : (!irfuse.tensor<[s0, 2, 128], f32>) -> !irfuse.tensor<[s0, 2, 128], f32>
+  %qg = aten.call "aten::_to_copy.default"(%k, dtype = f8E4M3FN) : (!irfuse.tensor<[s0, 2, 128], f32>) -> !irfuse.tensor<[s0, 2, 128], f8E4M3FN>
+  %q1 = aten.call "aten::view.default"(%qg, [-1, 256]) : (!irfuse.tensor<[s0, 2, 128], f8E4M3FN>) -> !irfuse.tensor<[s0, 256], f8E4M3FN>
+  %q2 = aten.call "aten::view.default"(%q1, [%t, 256]) : (!irfuse.tensor<[s0, 256], f8E4M3FN>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 256], f8E4M3FN>
+  %sq = aten.call "aten::squeeze.dim"(%s, -1) : (!irfuse.tensor<[s0, 2, 1], f32>) -> !irfuse.tensor<[s0, 2], f32>
+  %sr = aten.call "aten::view.default"(%sq, [%t, 2]) : (!irfuse.tensor<[s0, 2], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 2], f32>
+  func.return %q2, %sr : !irfuse.tensor<[s0, 256], f8E4M3FN>, !irfuse.tensor<[s0, 2], f32>
+}
+
+// irfuse's custom ops are raised whole, their arguments giving the scheme.
+// CHECK-LABEL: func.func @custom_ops
+// CHECK-SAME: (%[[S:[^:]+]]: !irfuse.tensor<[1], f32>, %[[X:[^:]+]]: !irfuse.tensor<[s0, 256], bf16>)
+// CHECK: quant.fp8 %[[X]], scale %[[S]] {scheme = #quant.scheme<static_tensor>}
+// CHECK: aten.call "irfuse::quant_fp8_static.default"
+// CHECK: quant.fp8 %[[X]], scale_ub %[[S]] {scheme = #quant.scheme<dynamic_token>}
+// CHECK: quant.fp8 %[[X]] {scheme = #quant.scheme<dynamic_tensor>}
+// CHECK: quant.fp8 %[[X]] {scheme = #quant.scheme<group 128, col_major, ue8m0>}
+// CHECK: quant.nvfp4 %[[X]], %[[S]] : (!irfuse.tensor<[s0, 256], bf16>, !irfuse.tensor<[1], f32>) -> (!irfuse.tensor<[s0, 128], ui8>, !irfuse.tensor<["128*(((s0 + 127)//128))", 16], f8E4M3FN>)
+// CHECK: aten.call tuple "irfuse::quant_nvfp4.default"
+func.func @custom_ops(%s: !irfuse.tensor<[1], f32>, %x: !irfuse.tensor<[s0, 256], bf16>) -> (!irfuse.tensor<[s0, 256], f8E4M3FN>, !irfuse.tensor<[s0, 1], f32>, !irfuse.tensor<[1], f32>, !irfuse.tensor<[s0, 2], f32>, !irfuse.tensor<[s0, 128], ui8>) {
+  %q0 = aten.call "irfuse::quant_fp8_static.default"(%x, %s) : (!irfuse.tensor<[s0, 256], bf16>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN>
+  %q1, %s1 = aten.call tuple "irfuse::quant_fp8_per_token.default"(%x, %s) : (!irfuse.tensor<[s0, 256], bf16>, !irfuse.tensor<[1], f32>) -> (!irfuse.tensor<[s0, 256], f8E4M3FN>, !irfuse.tensor<[s0, 1], f32>)
+  %q2, %s2 = aten.call tuple "irfuse::quant_fp8_per_tensor.default"(%x) : (!irfuse.tensor<[s0, 256], bf16>) -> (!irfuse.tensor<[s0, 256], f8E4M3FN>, !irfuse.tensor<[1], f32>)
+  %q3, %s3 = aten.call tuple "irfuse::quant_fp8_group.default"(%x, 128, true, true) : (!irfuse.tensor<[s0, 256], bf16>) -> (!irfuse.tensor<[s0, 256], f8E4M3FN>, !irfuse.tensor<[s0, 2], f32>)
+  %q4, %b4 = aten.call tuple "irfuse::quant_nvfp4.default"(%x, %s) : (!irfuse.tensor<[s0, 256], bf16>, !irfuse.tensor<[1], f32>) -> (!irfuse.tensor<[s0, 128], ui8>, !irfuse.tensor<["128*(((s0 + 127)//128))", 16], f8E4M3FN>)
+  func.return %q0, %s1, %s2, %s3, %q4 : !irfuse.tensor<[s0, 256], f8E4M3FN>, !irfuse.tensor<[s0, 1], f32>, !irfuse.tensor<[1], f32>, !irfuse.tensor<[s0, 2], f32>, !irfuse.tensor<[s0, 128], ui8>
+}
+
+// --- near misses: nothing is raised ---
+
+// A static-looking scale computed in the graph (a scale that changes per call).
+// CHECK-LABEL: func.func @scale_computed_in_graph
+// CHECK-NOT: quant.fp8
+// CHECK: func.return
+func.func @scale_computed_in_graph(%s: !irfuse.tensor<[1], f32>, %x: !irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 256], f8E4M3FN> {
+  %s2 = aten.call "aten::mul.Tensor"(%s, 2) : (!irfuse.tensor<[1], f32>) -> !irfuse.tensor<[1], f32>
+  %x32 = aten.call "aten::_to_copy.default"(%x, dtype = f32) : (!irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 256], f32>
+  %d = aten.call "aten::div.Tensor"(%x32, %s2) : (!irfuse.tensor<[s0, 256], f32>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %c = aten.call "aten::clamp.default"(%d, -448.0, 448.0) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %q = aten.call "aten::_to_copy.default"(%c, dtype = f8E4M3FN) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN>
+  func.return %q : !irfuse.tensor<[s0, 256], f8E4M3FN>
+}
+
+// A clamp to ±240 (torch.finfo(e4m3fnuz).max) before an e4m3fn cast; a clamp to ±448 cast to
+// bf16; a per-channel [256] scale.
+// CHECK-LABEL: func.func @wrong_bound_dtype_shape
+// CHECK-NOT: quant.fp8
+// CHECK: func.return
+func.func @wrong_bound_dtype_shape(%s: !irfuse.tensor<[1], f32>, %w: !irfuse.tensor<[256], f32>, %x: !irfuse.tensor<[s0, 256], bf16>) -> (!irfuse.tensor<[s0, 256], f8E4M3FN>, !irfuse.tensor<[s0, 256], bf16>, !irfuse.tensor<[s0, 256], f8E4M3FN>) {
+  %x32 = aten.call "aten::_to_copy.default"(%x, dtype = f32) : (!irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 256], f32>
+  %d = aten.call "aten::div.Tensor"(%x32, %s) : (!irfuse.tensor<[s0, 256], f32>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %c240 = aten.call "aten::clamp.default"(%d, -240.0, 240.0) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %q240 = aten.call "aten::_to_copy.default"(%c240, dtype = f8E4M3FN) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN>
+  %c448 = aten.call "aten::clamp.default"(%d, -448.0, 448.0) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %b = aten.call "aten::_to_copy.default"(%c448, dtype = bf16) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], bf16>
+  %dw = aten.call "aten::div.Tensor"(%x32, %w) : (!irfuse.tensor<[s0, 256], f32>, !irfuse.tensor<[256], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %cw = aten.call "aten::clamp.default"(%dw, -448.0, 448.0) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %qw = aten.call "aten::_to_copy.default"(%cw, dtype = f8E4M3FN) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN>
+  func.return %q240, %b, %qw : !irfuse.tensor<[s0, 256], f8E4M3FN>, !irfuse.tensor<[s0, 256], bf16>, !irfuse.tensor<[s0, 256], f8E4M3FN>
+}
+
+// Per-token scales without the MIN_SCALE floor, or over dim 0 instead of the last dim.
+// CHECK-LABEL: func.func @per_token_misses
+// CHECK-NOT: quant.fp8
+// CHECK: func.return
+func.func @per_token_misses(%x: !irfuse.tensor<[s0, 256], f32>) -> (!irfuse.tensor<[s0, 256], f8E4M3FN>, !irfuse.tensor<[s0, 256], f8E4M3FN>) {
+  %abs = aten.call "aten::abs.default"(%x) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %amax = aten.call "aten::amax.default"(%abs, [-1], true) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %s = aten.call "aten::div.Tensor"(%amax, 448.0) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %y = aten.call "aten::div.Tensor"(%x, %s) : (!irfuse.tensor<[s0, 256], f32>, !irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %c = aten.call "aten::clamp.default"(%y, -448.0, 448.0) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %q = aten.call "aten::_to_copy.default"(%c, dtype = f8E4M3FN) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN>
+  %abs0 = aten.call "aten::abs.default"(%x) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %amax0 = aten.call "aten::amax.default"(%abs0, [0], true) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[1, 256], f32>
+  %d0 = aten.call "aten::div.Tensor"(%amax0, 448.0) : (!irfuse.tensor<[1, 256], f32>) -> !irfuse.tensor<[1, 256], f32>
+  %s0 = aten.call "aten::clamp_min.default"(%d0, 4.359654017857143e-06) : (!irfuse.tensor<[1, 256], f32>) -> !irfuse.tensor<[1, 256], f32>
+  %y0 = aten.call "aten::div.Tensor"(%x, %s0) : (!irfuse.tensor<[s0, 256], f32>, !irfuse.tensor<[1, 256], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %c0 = aten.call "aten::clamp.default"(%y0, -448.0, 448.0) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %q0 = aten.call "aten::_to_copy.default"(%c0, dtype = f8E4M3FN) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN>
+  func.return %q, %q0 : !irfuse.tensor<[s0, 256], f8E4M3FN>, !irfuse.tensor<[s0, 256], f8E4M3FN>
+}
+
+// The scaled value is also used outside the chain.
+// CHECK-LABEL: func.func @intermediate_used
+// CHECK-NOT: quant.fp8
+// CHECK: func.return
+func.func @intermediate_used(%s: !irfuse.tensor<[1], f32>, %x: !irfuse.tensor<[s0, 256], f32>) -> (!irfuse.tensor<[s0, 256], f8E4M3FN>, !irfuse.tensor<[s0, 256], f32>) {
+  %d = aten.call "aten::div.Tensor"(%x, %s) : (!irfuse.tensor<[s0, 256], f32>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %c = aten.call "aten::clamp.default"(%d, -448.0, 448.0) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f32>
+  %q = aten.call "aten::_to_copy.default"(%c, dtype = f8E4M3FN) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN>
+  func.return %q, %d : !irfuse.tensor<[s0, 256], f8E4M3FN>, !irfuse.tensor<[s0, 256], f32>
+}
