@@ -10,6 +10,9 @@ run decode. Outputs are checked against the eager result before timing.
     PYTHONPATH=. python3 benchmarks/bench_norm_act_quant.py --out docs/bench_norm_act_quant.md
     PYTHONPATH=. python3 benchmarks/bench_norm_act_quant.py --ops add_rms_static --tokens 1,4096
 
+`silu_static_2t` is SiLU·Mul + FP8 static with gate and up as two tensors (separate projections,
+as in Hugging Face Llama/Qwen/Mistral MLPs); the others of the family read one [gate | up] tensor.
+
 Working sets under the 60 MB L2 stay cached between replays: those rows are marked `L2`, and
 their "bandwidth" can exceed the copy's.
 """
@@ -79,6 +82,13 @@ def _act_inputs(t: int, i: int) -> dict:
     y = act_quant_ref.silu_mul(x)
     return {"x": x, "scale": torch.tensor([0.01], device=DEVICE),
             "gs": (448.0 * 6.0 / y.float().abs().amax()).reshape(1)}
+
+
+def _act_two_tensor_inputs(t: int, i: int) -> dict:
+    # Gate and up from separate projections (Hugging Face MLPs): two contiguous [T, I] tensors.
+    return {"x": torch.randn(t, i, device=DEVICE, dtype=torch.bfloat16),
+            "up": torch.randn(t, i, device=DEVICE, dtype=torch.bfloat16),
+            "scale": torch.tensor([0.01], device=DEVICE)}
 
 
 def _row_configs(t: int, h: int) -> list:
@@ -163,6 +173,13 @@ def op_specs() -> dict[str, OpSpec]:
                lambda d: act_quant_ref.silu_mul_quant_fp8_static(d["x"], d["scale"], FP8),
                lambda d, c: act_quant.silu_mul_quant_fp8_static(d["x"], d["scale"], FP8,
                                                                 config=c),
+               _act_configs, lambda t, i: 5 * t * i, _check_act_static),
+        OpSpec("silu_static_2t", "SiLU·Mul (gate, up apart) + FP8 static", True,
+               _act_two_tensor_inputs,
+               lambda d: act_quant_ref.silu_mul_quant_fp8_static(d["x"], d["scale"], FP8,
+                                                                 d["up"]),
+               lambda d, c: act_quant.silu_mul_quant_fp8_static(d["x"], d["scale"], FP8,
+                                                                d["up"], config=c),
                _act_configs, lambda t, i: 5 * t * i, _check_act_static),
         OpSpec("silu_group128", "SiLU·Mul + FP8 group 128", True, _act_inputs,
                lambda d: act_quant_ref.silu_mul_quant_fp8_group(d["x"], 128, False, False, FP8),

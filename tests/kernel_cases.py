@@ -1,13 +1,15 @@
 """Kernel-vs-reference cases shared by the interpreter (CPU) and GPU kernel tests.
 
-Each case runs one Triton launcher and its torch reference on the same random inputs and
-returns whether they agree, with the figures. Quantizers alone (no norm, no activation) must
-match the reference bit for bit: their arithmetic is fully specified (IEEE divisions, round to
-nearest even). Where a norm or SiLU precedes the quant, rsqrt/exp and the sum order may differ
-in the last bit, so a few codes may move one step: at most 1% of them (or 2 elements), every
-element within one quantization step, and the mean dequantized error within the tolerance vLLM's
-tests use (`shared/NUMERICS.md`). The kernel modules are imported inside the runner, so that
-the interpreter test can set TRITON_INTERPRET before triton loads.
+Each case runs one Triton launcher and its torch reference on the same random inputs and returns
+whether they agree, with the figures. Quantizers alone (no norm, no activation) must match the
+reference bit for bit: their arithmetic is fully specified (IEEE divisions, round to nearest even).
+Where a norm or SiLU precedes the quant, rsqrt/exp and the sum order may differ in the last bit, so
+a few codes may move one step: at most 1% of them (or 2 elements), every element within one
+quantization step, and the mean dequantized error within the tolerance vLLM's tests use
+(`shared/NUMERICS.md`). SiLU·Mul cases with an `up` option run the two-tensor form (gate and up
+apart, laid out as that option says) and also check it against the [gate | up] form on the
+concatenation, bit for bit, for the kernel and for the reference. The kernel modules are imported
+inside the runner, so that the interpreter test can set TRITON_INTERPRET before triton loads.
 """
 
 from __future__ import annotations
@@ -109,11 +111,14 @@ def _inputs(case: Case, device: str) -> dict:
     def randn(*shape: int) -> torch.Tensor:
         return torch.randn(*shape, generator=gen, device=device).to(dt)
 
-    return {"x": randn(t, h), "r": randn(t, h), "xa": randn(t, 2 * h),
-            "w": (torch.rand(h, generator=gen, device=device) + 0.5).to(dt),
-            "scale": torch.tensor([0.015], device=device),
-            "scale2": torch.tensor([0.04], device=device),
-            "ub": torch.tensor([2.0], device=device)}
+    d = {"x": randn(t, h), "r": randn(t, h), "xa": randn(t, 2 * h),
+         "w": (torch.rand(h, generator=gen, device=device) + 0.5).to(dt),
+         "scale": torch.tensor([0.015], device=device),
+         "scale2": torch.tensor([0.04], device=device),
+         "ub": torch.tensor([2.0], device=device)}
+    if case.opts.get("up"):
+        d["big"] = randn(t, 3 * h)  # a wider GEMM output that `up` is cut from
+    return d
 
 
 def _fp8_tol(case: Case) -> float:
@@ -209,28 +214,67 @@ def run_quant(case: Case, d: dict, c: _Checks) -> None:
     c.exact("scale", got[1], ref[1])
 
 
-def run_silu(case: Case, d: dict, c: _Checks) -> None:
+def _gate_up(case: Case, d: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gate and up apart, laid out as `case.opts["up"]` says: "slice", column slices of wider
+    tensors (row strides 2H and 3H, as from a merged GEMM output); "contiguous"; "col", an up
+    whose last dim is not contiguous (strides (1, T): the launcher must copy it)."""
+    h, mode = case.hidden, case.opts["up"]
+    gate, up = d["xa"][:, :h], d["big"][:, h:2 * h]
+    if mode == "contiguous":
+        return gate.contiguous(), up.contiguous()
+    if mode == "col":
+        return gate, up.t().contiguous().t()
+    assert mode == "slice", mode
+    return gate, up
+
+
+def _silu_fns(case: Case, d: dict) -> tuple[Callable, Callable]:
+    """(kernel, reference) of the case's SiLU·Mul scheme, each called as f(x, up=None)."""
     from irfuse.emit.kernels import act_quant, nvfp4
 
-    xa, scheme = d["xa"], case.opts.get("scheme", "none")
+    scheme = case.opts.get("scheme", "none")
     if scheme == "none":
-        _ulp_close(c, "y", act_quant.silu_mul(xa), act_quant_ref.silu_mul(xa))
-    elif scheme == "static":
-        q = act_quant.silu_mul_quant_fp8_static(xa, d["scale"], FP8)
-        q_ref = act_quant_ref.silu_mul_quant_fp8_static(xa, d["scale"], FP8)
-        c.close("q", fp8_agreement(q, d["scale"], q_ref, d["scale"]))
-    elif scheme == "group":
+        return act_quant.silu_mul, act_quant_ref.silu_mul
+    if scheme == "static":
+        return (lambda x, up=None: act_quant.silu_mul_quant_fp8_static(x, d["scale"], FP8, up),
+                lambda x, up=None: act_quant_ref.silu_mul_quant_fp8_static(x, d["scale"], FP8,
+                                                                           up))
+    if scheme == "group":
         args = (case.opts["group"], case.opts.get("col_major", False),
                 case.opts.get("ue8m0", False), FP8)
-        q, s = act_quant.silu_mul_quant_fp8_group(xa, *args)
-        q_ref, s_ref = act_quant_ref.silu_mul_quant_fp8_group(xa, *args)
-        c.close("q", fp8_agreement(q, s, q_ref, s_ref, args[0]), tol=5e-2)
+        return (lambda x, up=None: act_quant.silu_mul_quant_fp8_group(x, *args, up),
+                lambda x, up=None: act_quant_ref.silu_mul_quant_fp8_group(x, *args, up))
+    return (lambda x, up=None: nvfp4.silu_mul_quant_nvfp4(x, d["gs"], up),
+            lambda x, up=None: act_quant_ref.silu_mul_quant_nvfp4(x, d["gs"], up))
+
+
+def run_silu(case: Case, d: dict, c: _Checks) -> None:
+    scheme = case.opts.get("scheme", "none")
+    xa, up = d["xa"], None
+    if case.opts.get("up"):
+        xa, up = _gate_up(case, d)
+        cat = torch.cat([xa, up], -1)
+    if scheme == "nvfp4":
+        y = act_quant_ref.silu_mul(xa, up)
+        d["gs"] = gs = (448.0 * 6.0 / y.float().abs().amax()).reshape(1)
+    kernel, reference = _silu_fns(case, d)
+    got, ref = kernel(xa, up), reference(xa, up)
+    if up is not None:
+        # Same kernel arithmetic, halves read from elsewhere: the same bits.
+        for i, (a, b) in enumerate(zip(_flat(got), _flat(kernel(cat)), strict=True)):
+            c.exact(f"kernel_two_tensor_vs_cat{i}", a, b)
+        for i, (a, b) in enumerate(zip(_flat(ref), _flat(reference(cat)), strict=True)):
+            c.exact(f"ref_two_tensor_vs_cat{i}", a, b)
+    if scheme == "none":
+        _ulp_close(c, "y", got, ref)
+    elif scheme == "static":
+        c.close("q", fp8_agreement(got, d["scale"], ref, d["scale"]))
+    elif scheme == "group":
+        (q, s), (q_ref, s_ref) = got, ref
+        c.close("q", fp8_agreement(q, s, q_ref, s_ref, case.opts["group"]), tol=5e-2)
         c.scales("scale", s, s_ref)
     else:
-        y = act_quant_ref.silu_mul(xa)
-        gs = (448.0 * 6.0 / y.float().abs().amax()).reshape(1)
-        q, sf = nvfp4.silu_mul_quant_nvfp4(xa, gs)
-        q_ref, sf_ref = act_quant_ref.silu_mul_quant_nvfp4(xa, gs)
+        (q, sf), (q_ref, sf_ref) = got, ref
         deq = quant_ref.dequant_nvfp4(q, sf, gs)
         deq_ref = quant_ref.dequant_nvfp4(q_ref, sf_ref, gs)
         c.close("q", agreement(deq, deq_ref, 0.5, 0.0,
@@ -244,6 +288,10 @@ RUNNERS: dict[str, Callable[[Case, dict, _Checks], None]] = {
     "norm_per_token": run_norm_per_token, "norm_group": run_norm_group, "quant": run_quant,
     "silu": run_silu,
 }
+
+
+def _flat(out: torch.Tensor | tuple) -> list[torch.Tensor]:
+    return [out] if isinstance(out, torch.Tensor) else list(out)
 
 
 def run_case(case: Case, device: str) -> dict:
@@ -269,6 +317,8 @@ def interpreter_cases() -> list[Case]:
             Case("silu", t, h, dt, {"scheme": "static"}),
             Case("silu", t, h, dt, {"scheme": "group", "group": 32}),
             Case("silu", t, h, dt, {"scheme": "nvfp4"}),
+            Case("silu", t, h, dt, {"scheme": "static", "up": "slice"}),
+            Case("silu", t, h, dt, {"scheme": "nvfp4", "up": "slice"}),
             Case("quant", t, h, dt, {"scheme": "static"}),
             Case("quant", t, h, dt, {"scheme": "per_token"}),
             Case("quant", t, h, dt, {"scheme": "per_tensor"}),
@@ -286,6 +336,13 @@ def interpreter_cases() -> list[Case]:
         Case("norm_group", 2, 96, "bf16", {"group": 32, "ue8m0": True}),
         Case("silu", 3, 256, "bf16", {"scheme": "group", "group": 128, "col_major": True,
                                       "ue8m0": True}),
+        Case("silu", 5, 96, "bf16", {"up": "slice"}),
+        Case("silu", 5, 96, "fp16", {"up": "col"}),
+        Case("silu", 4, 128, "bf16", {"scheme": "group", "group": 64, "up": "slice"}),
+        Case("silu", 3, 256, "fp32", {"scheme": "group", "group": 128, "col_major": True,
+                                      "ue8m0": True, "up": "contiguous"}),
+        Case("silu", 2, 64, "bf16", {"scheme": "static", "up": "col"}),
+        Case("silu", 3, 64, "bf16", {"scheme": "nvfp4", "up": "col"}),
         Case("quant", 5, 128, "bf16", {"scheme": "per_token", "ub": True, "out": "e4m3fnuz"}),
         Case("quant", 5, 128, "bf16", {"scheme": "group", "group": 64, "ue8m0": True}),
     ]
@@ -308,6 +365,10 @@ def gpu_cases() -> list[Case]:
                 Case("silu", t, h, opts={"scheme": "static"}),
                 Case("silu", t, h, opts={"scheme": "group", "group": 128}),
                 Case("silu", t, h, opts={"scheme": "nvfp4"}),
+                Case("silu", t, h, opts={"up": "slice"}),
+                Case("silu", t, h, opts={"scheme": "static", "up": "slice"}),
+                Case("silu", t, h, opts={"scheme": "group", "group": 128, "up": "slice"}),
+                Case("silu", t, h, opts={"scheme": "nvfp4", "up": "slice"}),
                 Case("quant", t, h, opts={"scheme": "static"}),
                 Case("quant", t, h, opts={"scheme": "per_token", "ub": True}),
                 Case("quant", t, h, opts={"scheme": "per_tensor"}),

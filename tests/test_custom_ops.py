@@ -1,4 +1,7 @@
-"""The irfuse:: custom ops: schemas, fake implementations, CPU = reference, fused vs unfused."""
+"""The irfuse:: custom ops: schemas, fake implementations, CPU = reference, fused vs unfused.
+
+The SiLU·Mul ops run in both forms: x = [gate | up], and gate and up apart (the optional last
+argument `up`, here a column slice of a wider tensor, as cut from a merged GEMM output)."""
 
 from __future__ import annotations
 
@@ -55,6 +58,24 @@ def _calls(d: dict) -> list[tuple[str, tuple]]:
     ]
 
 
+def _gate_up(d: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gate and up apart, both non-contiguous: column slices of wider tensors."""
+    h = d["x"].shape[-1]
+    big = torch.cat([d["r"], d["x"], d["r"]], -1)
+    return d["xa"][..., :h], big[..., h:2 * h]
+
+
+def _two_tensor_calls(d: dict) -> list[tuple[str, tuple]]:
+    """(op name, args) for each SiLU·Mul op in its two-tensor form."""
+    gate, up, s = *_gate_up(d), d["s"]
+    return [
+        ("silu_mul", (gate, up)),
+        ("silu_mul_quant_fp8_static", (gate, s, FP8, up)),
+        ("silu_mul_quant_fp8_group", (gate, 64, True, True, FP8, up)),
+        ("silu_mul_quant_nvfp4", (gate, s, up)),
+    ]
+
+
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bitwise equality (fp8 compared as bytes), same dtype and strides."""
     if a.dtype != b.dtype or a.shape != b.shape or a.stride() != b.stride():
@@ -83,7 +104,7 @@ def test_every_schema_is_registered_exactly() -> None:
 @pytest.mark.parametrize("shape", [(4, 256), (2, 3, 128)])
 def test_fake_outputs_match_real_shapes_dtypes_strides(shape: tuple[int, ...]) -> None:
     d = _inputs(shape)
-    for name, args in _calls(d):
+    for name, args in _calls(d) + _two_tensor_calls(d):
         real = _flat(getattr(ops, name)(*args))
         with FakeTensorMode(allow_non_fake_inputs=True) as mode:
             fake_args = tuple(
@@ -108,6 +129,31 @@ def test_column_major_and_nvfp4_layouts() -> None:
 def test_opcheck(name: str) -> None:
     args = dict(_calls(_inputs((3, 128))))[name]
     torch.library.opcheck(getattr(ops, name).default, args)
+
+
+@pytest.mark.parametrize("name,args", _two_tensor_calls(_inputs((3, 128))),
+                         ids=lambda v: v if isinstance(v, str) else "")
+def test_opcheck_two_tensor_form(name: str, args: tuple) -> None:
+    torch.library.opcheck(getattr(ops, name).default, args)
+
+
+@pytest.mark.parametrize("shape", [(4, 256), (2, 3, 128)])
+def test_two_tensor_form_equals_concatenated_form(shape: tuple[int, ...]) -> None:
+    d = _inputs(shape)
+    gate, up = _gate_up(d)
+    assert not up.is_contiguous() and up.stride(-1) == 1
+    cat = torch.cat([gate, up], -1)
+    for name, args in _two_tensor_calls(d):
+        # The concatenated form: the same arguments with `up` dropped and x = [gate | up].
+        one = (cat, *args[1:-1])
+        got = _flat(getattr(ops, name)(*args))
+        assert all(_same(a, b) for a, b in zip(got, _flat(getattr(ops, name)(*one)),
+                                               strict=True)), name
+        # `up` by keyword is the same call.
+        by_kw = _flat(getattr(ops, name)(*args[:-1], up=up))
+        assert all(_same(a, b) for a, b in zip(got, by_kw, strict=True)), name
+    assert _same(ops.silu_mul(gate, up), act_quant_ref.silu_mul(gate, up))
+    assert _same(ops.silu_mul(gate, up), torch.nn.functional.silu(gate) * up)
 
 
 def test_cpu_implementation_is_the_reference() -> None:
@@ -167,6 +213,35 @@ def test_fused_act_quant_matches_unfused_chain() -> None:
     assert agreement(deq, y.float(), 1.0).mean_rel_err < 0.15
 
 
+def test_two_tensor_form_errors() -> None:
+    gate = torch.ones(4, 64, dtype=torch.bfloat16)
+    bad_shape = torch.ones(4, 32, dtype=torch.bfloat16)
+    bad_dtype = torch.ones(4, 64, dtype=torch.float16)
+    s = torch.tensor([0.1])
+    calls = [
+        lambda up: ops.silu_mul(gate, up),
+        lambda up: ops.silu_mul_quant_fp8_static(gate, s, FP8, up),
+        lambda up: ops.silu_mul_quant_fp8_group(gate, 32, False, False, FP8, up),
+        lambda up: ops.silu_mul_quant_nvfp4(gate, s, up),
+    ]
+    for call in calls:
+        for up in (bad_shape, bad_dtype):
+            with pytest.raises(ValueError, match="must have the gate's shape and dtype"):
+                call(up)
+        with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+            with pytest.raises(ValueError, match="must have the gate's shape and dtype"):
+                call(mode.from_tensor(bad_shape))
+    # The output width is the gate's (not half of it): a group must divide it, NVFP4 blocks too.
+    g48 = torch.ones(2, 48, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="group size 32 does not divide"):
+        ops.silu_mul_quant_fp8_group(g48, 32, False, False, FP8, g48)
+    with pytest.raises(ValueError, match="multiple of 16"):
+        ops.silu_mul_quant_nvfp4(g48[:, :40], s, g48[:, :40])
+    # An odd gate width is fine in the two-tensor form (no halving).
+    odd = torch.randn(2, 33).to(torch.bfloat16)
+    assert ops.silu_mul(odd, odd).shape == (2, 33)
+
+
 def test_errors_are_clear_in_eager_and_under_fake() -> None:
     x = torch.ones(2, 96, dtype=torch.float64)
     w = torch.ones(96, dtype=torch.float64)
@@ -188,7 +263,8 @@ def test_ops_trace_with_dynamic_token_count() -> None:
     def fn(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor, s: torch.Tensor):
         *qs, res = ops.add_rms_norm_quant_fp8_static(x, r, w, [s], 1e-6, 0.0, FP8)
         q, sc = ops.silu_mul_quant_fp8_group(torch.cat([x, r], -1), 64, True, False, FP8)
-        return qs[0], res, q, sc
+        q2 = ops.silu_mul_quant_fp8_static(x, s, FP8, torch.cat([r, x], -1)[:, :x.shape[-1]])
+        return qs[0], res, q, sc, q2
 
     compiled = torch.compile(fn, backend="aot_eager", dynamic=True, fullgraph=True)
     for t in (3, 5):

@@ -52,3 +52,40 @@ def test_custom_ops_dispatch_to_triton_on_gpu() -> None:
     torch.cuda.synchronize()
     ref = torch.ops.irfuse.silu_mul_quant_fp8_static(x, s, torch.float8_e4m3fn)
     assert (out.float() != ref.float()).float().mean().item() < 0.01
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """fp8 tensors as bytes, for bitwise comparison (torch.equal has no fp8 kernel)."""
+    return t.view(torch.uint8) if t.dtype == torch.float8_e4m3fn else t
+
+
+def test_two_tensor_custom_ops_on_gpu() -> None:
+    """gate and up apart (column slices of one merged GEMM-shaped output, as a fused
+    gate/up projection leaves them) give the [gate | up] form's bits, through the ops' CUDA
+    dispatch, and the two-tensor op captures into a CUDA graph."""
+    import irfuse.emit.custom_ops  # noqa: F401
+
+    ops = torch.ops.irfuse
+    fp8 = torch.float8_e4m3fn
+    i = 14336
+    big = torch.randn(48, 3 * i, device="cuda", dtype=torch.bfloat16)
+    gate, up = big[:, :i], big[:, 2 * i:]
+    cat = torch.cat([gate, up], -1)
+    s = torch.tensor([0.02], device="cuda")
+    calls = [(ops.silu_mul, ()), (ops.silu_mul_quant_fp8_static, (s, fp8)),
+             (ops.silu_mul_quant_fp8_group, (128, True, False, fp8)),
+             (ops.silu_mul_quant_nvfp4, (s,))]
+    for op, args in calls:
+        two, one = op(gate, *args, up=up), op(cat, *args)
+        for a, b in zip(two if isinstance(two, tuple) else (two,),
+                        one if isinstance(one, tuple) else (one,), strict=True):
+            assert a.shape == b.shape and a.stride() == b.stride()
+            assert torch.equal(_bits(a), _bits(b)), op
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = ops.silu_mul_quant_fp8_static(gate, s, fp8, up)
+    big.copy_(torch.randn_like(big))
+    g.replay()
+    torch.cuda.synchronize()
+    ref = ops.silu_mul_quant_fp8_static(torch.cat([gate, up], -1), s, fp8)
+    assert torch.equal(out.view(torch.uint8), ref.view(torch.uint8))

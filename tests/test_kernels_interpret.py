@@ -3,7 +3,8 @@
 The interpreter must be switched on before triton is first imported, and other tests in the
 same pytest process import triton (through Inductor) without it. So one subprocess, started
 once for this module with TRITON_INTERPRET=1, runs all the cases of `kernel_cases` (small T and
-H, T=1, non-power-of-two H, bf16/fp16/fp32, every quant scheme, the interpreter's fp8/bf16
+H, T=1, non-power-of-two H, bf16/fp16/fp32, every quant scheme, SiLU·Mul with [gate | up] and
+with gate and up apart (sliced, contiguous, column-major up), the interpreter's fp8/bf16
 casts routed through torch) and reports each case's verdict; each test asserts one case.
 """
 

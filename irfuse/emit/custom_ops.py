@@ -12,9 +12,11 @@ All ops are functional (they return new tensors, never views of their inputs). E
   float8_e4m3fn in the swizzled 128×4 layout).
 
 `x` is [..., H]; leading dims are flattened to rows. Inputs must be bf16, fp16 or fp32; an
-unsupported dtype or a group size that does not divide H raises a ValueError (from the fake
-too, so a compile fails early). `weight_offset != 0` selects Gemma's RMSNorm form (see
-`norm_quant_ref`). Importing this module imports torch only: triton and the kernels load on the
+unsupported dtype or a group size that does not divide H raises a ValueError (from the fake too, so
+a compile fails early). `weight_offset != 0` selects Gemma's RMSNorm form (see `norm_quant_ref`).
+The SiLU·Mul ops take `x = [gate | up]` [..., 2d], or, with the optional last argument `up`, the
+gate `x` [..., d] and `up` [..., d] apart (same shape and dtype; any row strides): the output is
+[..., d] either way. Importing this module imports torch only: triton and the kernels load on the
 first CUDA call; FlashInfer is never imported here.
 """
 
@@ -38,7 +40,7 @@ SCHEMAS: dict[str, str] = {
     "rms_norm": "(Tensor x, Tensor weight, float eps, float weight_offset=0.0) -> Tensor",
     "add_rms_norm": "(Tensor x, Tensor residual, Tensor weight, float eps, "
                     "float weight_offset=0.0) -> (Tensor, Tensor)",
-    "silu_mul": "(Tensor x) -> Tensor",
+    "silu_mul": "(Tensor x, Tensor? up=None) -> Tensor",
     "quant_fp8_static": "(Tensor x, Tensor scale, ScalarType out_dtype=float8_e4m3fn) -> Tensor",
     "quant_fp8_per_token": "(Tensor x, Tensor? scale_ub=None, "
                            "ScalarType out_dtype=float8_e4m3fn) -> (Tensor, Tensor)",
@@ -67,10 +69,12 @@ SCHEMAS: dict[str, str] = {
                                     "float weight_offset, int group_size, bool col_major, "
                                     "bool ue8m0, ScalarType out_dtype) "
                                     "-> (Tensor, Tensor, Tensor)",
-    "silu_mul_quant_fp8_static": "(Tensor x, Tensor scale, ScalarType out_dtype) -> Tensor",
+    "silu_mul_quant_fp8_static": "(Tensor x, Tensor scale, ScalarType out_dtype, "
+                                 "Tensor? up=None) -> Tensor",
     "silu_mul_quant_fp8_group": "(Tensor x, int group_size, bool col_major, bool ue8m0, "
-                                "ScalarType out_dtype) -> (Tensor, Tensor)",
-    "silu_mul_quant_nvfp4": "(Tensor x, Tensor global_scale) -> (Tensor, Tensor)",
+                                "ScalarType out_dtype, Tensor? up=None) -> (Tensor, Tensor)",
+    "silu_mul_quant_nvfp4": "(Tensor x, Tensor global_scale, Tensor? up=None) "
+                            "-> (Tensor, Tensor)",
 }
 
 
@@ -178,21 +182,19 @@ def _add_rms_norm_fake(x, residual, weight, eps, weight_offset=0.0):
     return _empty(x, x.shape, x.dtype), _empty(x, x.shape, x.dtype)
 
 
-def _silu_mul_ref(x):
-    return _c(act_quant_ref.silu_mul(x))
+def _silu_mul_ref(x, up=None):
+    return _c(act_quant_ref.silu_mul(x, up))
 
 
-def _silu_mul_cuda(x):
+def _silu_mul_cuda(x, up=None):
     if _use_triton("silu_mul", x):
-        return _kernels("act_quant").silu_mul(x)
-    return _silu_mul_ref(x)
+        return _kernels("act_quant").silu_mul(x, up)
+    return _silu_mul_ref(x, up)
 
 
-def _silu_mul_fake(x):
-    quant_ref.check_model_dtype(x)
-    if x.shape[-1] % 2 != 0:
-        raise ValueError(f"irfuse: SiLU·Mul needs an even last dimension, got {x.shape[-1]}")
-    return _empty(x, (*x.shape[:-1], x.shape[-1] // 2), x.dtype)
+def _silu_mul_fake(x, up=None):
+    width = act_quant_ref.silu_mul_width(x, up)
+    return _empty(x, (*x.shape[:-1], width), x.dtype)
 
 
 def _quant_fp8_static_ref(x, scale, out_dtype=FP8):
@@ -419,53 +421,54 @@ def _add_rms_norm_quant_fp8_group_fake(x, residual, weight, eps, weight_offset, 
 # Fused SiLU·Mul → quant ops
 
 
-def _silu_mul_quant_fp8_static_ref(x, scale, out_dtype):
-    return _c(act_quant_ref.silu_mul_quant_fp8_static(x, scale, out_dtype))
+def _silu_mul_quant_fp8_static_ref(x, scale, out_dtype, up=None):
+    return _c(act_quant_ref.silu_mul_quant_fp8_static(x, scale, out_dtype, up))
 
 
-def _silu_mul_quant_fp8_static_cuda(x, scale, out_dtype):
+def _silu_mul_quant_fp8_static_cuda(x, scale, out_dtype, up=None):
     if _use_triton("silu_mul_quant_fp8_static", x, out_dtype):
-        return _kernels("act_quant").silu_mul_quant_fp8_static(x, scale, out_dtype)
-    return _silu_mul_quant_fp8_static_ref(x, scale, out_dtype)
+        return _kernels("act_quant").silu_mul_quant_fp8_static(x, scale, out_dtype, up)
+    return _silu_mul_quant_fp8_static_ref(x, scale, out_dtype, up)
 
 
-def _silu_mul_quant_fp8_static_fake(x, scale, out_dtype):
+def _silu_mul_quant_fp8_static_fake(x, scale, out_dtype, up=None):
     _check_fp8(x, out_dtype)
-    return _empty(x, _silu_mul_fake(x).shape, out_dtype)
+    return _empty(x, _silu_mul_fake(x, up).shape, out_dtype)
 
 
-def _silu_mul_quant_fp8_group_ref(x, group_size, col_major, ue8m0, out_dtype):
-    q, s = act_quant_ref.silu_mul_quant_fp8_group(x, group_size, col_major, ue8m0, out_dtype)
+def _silu_mul_quant_fp8_group_ref(x, group_size, col_major, ue8m0, out_dtype, up=None):
+    q, s = act_quant_ref.silu_mul_quant_fp8_group(x, group_size, col_major, ue8m0, out_dtype,
+                                                  up)
     return _c(q), s
 
 
-def _silu_mul_quant_fp8_group_cuda(x, group_size, col_major, ue8m0, out_dtype):
+def _silu_mul_quant_fp8_group_cuda(x, group_size, col_major, ue8m0, out_dtype, up=None):
     if (_use_triton("silu_mul_quant_fp8_group", x, out_dtype)
             and group_size & (group_size - 1) == 0):
         return _kernels("act_quant").silu_mul_quant_fp8_group(x, group_size, col_major, ue8m0,
-                                                              out_dtype)
-    return _silu_mul_quant_fp8_group_ref(x, group_size, col_major, ue8m0, out_dtype)
+                                                              out_dtype, up)
+    return _silu_mul_quant_fp8_group_ref(x, group_size, col_major, ue8m0, out_dtype, up)
 
 
-def _silu_mul_quant_fp8_group_fake(x, group_size, col_major, ue8m0, out_dtype):
+def _silu_mul_quant_fp8_group_fake(x, group_size, col_major, ue8m0, out_dtype, up=None):
     _check_fp8(x, out_dtype)
-    y = _silu_mul_fake(x)
+    y = _silu_mul_fake(x, up)
     quant_ref.check_group_size(y.shape[-1], group_size)
     return _empty(x, y.shape, out_dtype), quant_ref.empty_group_scales(y, group_size, col_major)
 
 
-def _silu_mul_quant_nvfp4_ref(x, global_scale):
-    return act_quant_ref.silu_mul_quant_nvfp4(x, global_scale)
+def _silu_mul_quant_nvfp4_ref(x, global_scale, up=None):
+    return act_quant_ref.silu_mul_quant_nvfp4(x, global_scale, up)
 
 
-def _silu_mul_quant_nvfp4_cuda(x, global_scale):
+def _silu_mul_quant_nvfp4_cuda(x, global_scale, up=None):
     if _use_triton("silu_mul_quant_nvfp4", x):
-        return _kernels("nvfp4").silu_mul_quant_nvfp4(x, global_scale)
-    return _silu_mul_quant_nvfp4_ref(x, global_scale)
+        return _kernels("nvfp4").silu_mul_quant_nvfp4(x, global_scale, up)
+    return _silu_mul_quant_nvfp4_ref(x, global_scale, up)
 
 
-def _silu_mul_quant_nvfp4_fake(x, global_scale):
-    y = _silu_mul_fake(x)
+def _silu_mul_quant_nvfp4_fake(x, global_scale, up=None):
+    y = _silu_mul_fake(x, up)
     return _fake_nvfp4(x, y.shape[-1])
 
 

@@ -1,11 +1,14 @@
 """Triton kernels for SiLU·Mul and elementwise FP8 quantization, fused or alone.
 
-`_act_quant_kernel` needs no reduction over a whole row, so it tiles the columns: program
-(row, column block) handles a [GPP, GROUP] tile, GPP groups of GROUP contiguous columns, which
-keeps every SM busy even at one token. ACT=1 reads `a = x[:, :d]` and `b = x[:, d:]` and forms
-`silu(a) * b` as eager PyTorch does (silu rounded to the model dtype, then the product rounded);
-ACT=0 takes `x` itself. The result is stored as is, quantized with a static FP8 scale, or
-quantized per group (each tile row is one group). Numerics: `act_quant_ref` and `quant_ref`.
+`_act_quant_kernel` needs no reduction over a whole row, so it tiles the columns: program (row,
+column block) handles a [GPP, GROUP] tile, GPP groups of GROUP contiguous columns, which keeps every
+SM busy even at one token. ACT=1 reads `a = x[:, :d]` and `b = x[:, d:]` and forms `silu(a) * b` as
+eager PyTorch does (silu rounded to the model dtype, then the product rounded); with UP=1 as well,
+`a` is the gate tensor `x` [:, d] and `b` comes from a second tensor `up` [:, d] (separate gate/up
+projections), each with its own row stride, so a column slice of a larger GEMM output is read in
+place (UP is a constexpr: the [gate | up] form, UP=0, keeps its loads and arithmetic). ACT=0 takes
+`x` itself. The result is stored as is, quantized with a static FP8 scale, or quantized per group
+(each tile row is one group). Numerics: `act_quant_ref` and `quant_ref`.
 
 Dynamic per-tensor FP8 (not a fused op) is the static kernel fed with a scale computed by torch
 from the tensor's amax, exactly as the reference computes it.
@@ -19,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from irfuse.emit.kernels import quant_ref
+from irfuse.emit.kernels import act_quant_ref, quant_ref
 from irfuse.emit.kernels.norm_quant import Steps, group_scales, tuned
 from irfuse.emit.kernels.triton_support import check_device, next_pow2, rows_2d
 
@@ -60,9 +63,9 @@ def act_config(tokens: int, width: int, group: int, quant: int = QUANT_STATIC) -
 
 @triton.jit
 def _act_quant_kernel(
-    x_ptr, out_ptr, s_ptr, D, stride_x, stride_s_row, stride_s_group,
-    ACT: tl.constexpr, QUANT: tl.constexpr, UE8M0: tl.constexpr, FP8_MAX: tl.constexpr,
-    MIN_SCALE: tl.constexpr, GPP: tl.constexpr, GROUP: tl.constexpr,
+    x_ptr, up_ptr, out_ptr, s_ptr, D, stride_x, stride_up, stride_s_row, stride_s_group,
+    ACT: tl.constexpr, UP: tl.constexpr, QUANT: tl.constexpr, UE8M0: tl.constexpr,
+    FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, GPP: tl.constexpr, GROUP: tl.constexpr,
 ):
     DT = x_ptr.dtype.element_ty
     row = tl.program_id(0).to(tl.int64)
@@ -72,8 +75,12 @@ def _act_quant_kernel(
     base = x_ptr + row * stride_x
     a = tl.load(base + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
     if ACT:
-        b = tl.load(base + D + cols, mask=mask, other=0.0,
-                    eviction_policy="evict_first").to(tl.float32)
+        if UP:
+            b = tl.load(up_ptr + row * stride_up + cols, mask=mask, other=0.0,
+                        eviction_policy="evict_first").to(tl.float32)
+        else:
+            b = tl.load(base + D + cols, mask=mask, other=0.0,
+                        eviction_policy="evict_first").to(tl.float32)
         act = (a / (1.0 + tl.exp(-a))).to(DT).to(tl.float32)
         y = (act * b).to(DT).to(tl.float32)
     else:
@@ -95,10 +102,11 @@ def _act_quant_kernel(
 
 def _launch(x: torch.Tensor, act: bool, quant: int, out: torch.Tensor,
             scale: torch.Tensor | None, group: int, ue8m0: bool, out_dtype: torch.dtype,
-            config: ActConfig | None) -> None:
+            config: ActConfig | None, up: torch.Tensor | None = None) -> None:
     x2 = rows_2d(x)
+    up2 = rows_2d(up) if up is not None else x2
     tokens = x2.shape[0]
-    width = x2.shape[1] // 2 if act else x2.shape[1]
+    width = x2.shape[1] // 2 if act and up is None else x2.shape[1]
     if tokens == 0 or width == 0:
         return
     cfg = config or act_config(tokens, width, group, quant)
@@ -111,67 +119,71 @@ def _launch(x: torch.Tensor, act: bool, quant: int, out: torch.Tensor,
     fp8 = out_dtype if quant != QUANT_NONE else torch.float8_e4m3fn
     grid = (tokens, triton.cdiv(triton.cdiv(width, group), cfg.groups_per_program))
     _act_quant_kernel[grid](
-        x2, out, s2, width, x2.stride(0), *strides,
-        ACT=act, QUANT=quant, UE8M0=ue8m0, FP8_MAX=quant_ref.fp8_max(fp8),
+        x2, up2, out, s2, width, x2.stride(0), up2.stride(0), *strides,
+        ACT=act, UP=up is not None, QUANT=quant, UE8M0=ue8m0, FP8_MAX=quant_ref.fp8_max(fp8),
         MIN_SCALE=quant_ref.fp8_min_scale(fp8), GPP=cfg.groups_per_program, GROUP=group,
         num_warps=cfg.num_warps,
     )
 
 
-def _check_act_input(x: torch.Tensor) -> None:
-    quant_ref.check_model_dtype(x)
-    if x.shape[-1] % 2 != 0:
-        raise ValueError(f"irfuse: SiLU·Mul needs an even last dimension, got {x.shape[-1]}")
-    check_device(x)
+def _check_act_input(x: torch.Tensor, up: torch.Tensor | None) -> None:
+    act_quant_ref.silu_mul_width(x, up)
+    check_device(x, *(() if up is None else (up,)))
+    if up is not None and up.device != x.device:
+        raise ValueError(f"irfuse: SiLU·Mul's up is on {up.device}, the gate on {x.device}")
 
 
-def silu_mul(x: torch.Tensor, config: ActConfig | None = None) -> torch.Tensor:
-    """`silu(x[..., :d]) * x[..., d:]` in x's dtype."""
-    _check_act_input(x)
-    out = torch.empty((*x.shape[:-1], x.shape[-1] // 2), dtype=x.dtype, device=x.device)
-    _launch(x, True, QUANT_NONE, out, None, CHUNK, False, x.dtype, config)
+def silu_mul(x: torch.Tensor, up: torch.Tensor | None = None,
+             config: ActConfig | None = None) -> torch.Tensor:
+    """`silu(x[..., :d]) * x[..., d:]` in x's dtype, or `silu(x) * up` when `up` is given."""
+    _check_act_input(x, up)
+    width = x.shape[-1] if up is not None else x.shape[-1] // 2
+    out = torch.empty((*x.shape[:-1], width), dtype=x.dtype, device=x.device)
+    _launch(x, True, QUANT_NONE, out, None, CHUNK, False, x.dtype, config, up)
     return out
 
 
 def _static(x: torch.Tensor, act: bool, scale: torch.Tensor, out_dtype: torch.dtype,
-            config: ActConfig | None) -> torch.Tensor:
+            config: ActConfig | None, up: torch.Tensor | None = None) -> torch.Tensor:
     quant_ref.check_fp8_dtype(out_dtype)
     if scale.numel() != 1:
         raise ValueError("irfuse: a static FP8 scale must have one element")
-    width = x.shape[-1] // 2 if act else x.shape[-1]
+    width = x.shape[-1] // 2 if act and up is None else x.shape[-1]
     out = torch.empty((*x.shape[:-1], width), dtype=out_dtype, device=x.device)
-    _launch(x, act, QUANT_STATIC, out, scale, CHUNK, False, out_dtype, config)
+    _launch(x, act, QUANT_STATIC, out, scale, CHUNK, False, out_dtype, config, up)
     return out
 
 
 def _group(x: torch.Tensor, act: bool, group_size: int, col_major: bool, ue8m0: bool,
-           out_dtype: torch.dtype, config: ActConfig | None,
+           out_dtype: torch.dtype, config: ActConfig | None, up: torch.Tensor | None = None,
            ) -> tuple[torch.Tensor, torch.Tensor]:
     quant_ref.check_fp8_dtype(out_dtype)
-    width = x.shape[-1] // 2 if act else x.shape[-1]
+    width = x.shape[-1] // 2 if act and up is None else x.shape[-1]
     quant_ref.check_group_size(width, group_size)
     if group_size & (group_size - 1):
         raise ValueError(f"irfuse: the Triton kernels need a power-of-two group size, "
                          f"got {group_size}")
     out = torch.empty((*x.shape[:-1], width), dtype=out_dtype, device=x.device)
     s = quant_ref.empty_group_scales(out, group_size, col_major)
-    _launch(x, act, QUANT_GROUP, out, s, group_size, ue8m0, out_dtype, config)
+    _launch(x, act, QUANT_GROUP, out, s, group_size, ue8m0, out_dtype, config, up)
     return out, s
 
 
 def silu_mul_quant_fp8_static(x: torch.Tensor, scale: torch.Tensor, out_dtype: torch.dtype,
+                              up: torch.Tensor | None = None,
                               config: ActConfig | None = None) -> torch.Tensor:
-    """SiLU·Mul → static per-tensor FP8."""
-    _check_act_input(x)
-    return _static(x, True, scale, out_dtype, config)
+    """SiLU·Mul → static per-tensor FP8 (gate `x` and `up` apart when `up` is given)."""
+    _check_act_input(x, up)
+    return _static(x, True, scale, out_dtype, config, up)
 
 
 def silu_mul_quant_fp8_group(x: torch.Tensor, group_size: int, col_major: bool, ue8m0: bool,
-                             out_dtype: torch.dtype, config: ActConfig | None = None,
+                             out_dtype: torch.dtype, up: torch.Tensor | None = None,
+                             config: ActConfig | None = None,
                              ) -> tuple[torch.Tensor, torch.Tensor]:
-    """SiLU·Mul → per-group FP8: (q, scales)."""
-    _check_act_input(x)
-    return _group(x, True, group_size, col_major, ue8m0, out_dtype, config)
+    """SiLU·Mul → per-group FP8: (q, scales) (gate `x` and `up` apart when `up` is given)."""
+    _check_act_input(x, up)
+    return _group(x, True, group_size, col_major, ue8m0, out_dtype, config, up)
 
 
 def quant_fp8_static(x: torch.Tensor, scale: torch.Tensor,

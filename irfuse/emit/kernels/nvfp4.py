@@ -9,6 +9,10 @@ byte (element 2i low). Block scales go to the swizzled 128×4 layout
 (`quant_ref.swizzle_block_scales`); the grid also covers the scale padding (rows up to a multiple
 of 128, PAD_ROWS of them per extra program; columns up to a multiple of 4), so the kernel writes
 the padding zeros itself (no memset launch). Numerics: `quant_ref.quant_nvfp4`.
+
+The fused form reads `x = [gate | up]` (UP=0), or, with UP=1, the gate from `x` [:, N] and up from
+a second tensor [:, N] with its own row stride (separate gate/up projections; a column slice of a
+larger GEMM output is read in place).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from irfuse.emit.kernels import quant_ref
+from irfuse.emit.kernels import act_quant_ref, quant_ref
 from irfuse.emit.kernels.norm_quant import Steps, tuned
 from irfuse.emit.kernels.triton_support import check_device, next_pow2, rows_2d
 
@@ -79,8 +83,8 @@ def _swizzled_offsets(rows, blocks, KP4):
 
 @triton.jit(do_not_specialize=["M", "MP"])
 def _nvfp4_kernel(
-    x_ptr, q_ptr, sf_ptr, gs_ptr, M, MP, N, stride_x, K, KP, KP4,
-    ACT: tl.constexpr, BPP: tl.constexpr, PAD_ROWS: tl.constexpr,
+    x_ptr, up_ptr, q_ptr, sf_ptr, gs_ptr, M, MP, N, stride_x, stride_up, K, KP, KP4,
+    ACT: tl.constexpr, UP: tl.constexpr, BPP: tl.constexpr, PAD_ROWS: tl.constexpr,
 ):
     DT = x_ptr.dtype.element_ty
     row = tl.program_id(0)
@@ -93,8 +97,12 @@ def _nvfp4_kernel(
         a = tl.load(base + cols, mask=mask, other=0.0,
                     eviction_policy="evict_first").to(tl.float32)
         if ACT:
-            b = tl.load(base + N + cols, mask=mask, other=0.0,
-                        eviction_policy="evict_first").to(tl.float32)
+            if UP:
+                b = tl.load(up_ptr + row.to(tl.int64) * stride_up + cols, mask=mask, other=0.0,
+                            eviction_policy="evict_first").to(tl.float32)
+            else:
+                b = tl.load(base + N + cols, mask=mask, other=0.0,
+                            eviction_policy="evict_first").to(tl.float32)
             act = (a / (1.0 + tl.exp(-a))).to(DT).to(tl.float32)
             y = (act * b).to(DT).to(tl.float32)
         else:
@@ -122,16 +130,18 @@ def _nvfp4_kernel(
 
 
 def _launch(x: torch.Tensor, act: bool, global_scale: torch.Tensor,
-            config: Nvfp4Config | None) -> tuple[torch.Tensor, torch.Tensor]:
+            config: Nvfp4Config | None, up: torch.Tensor | None = None,
+            ) -> tuple[torch.Tensor, torch.Tensor]:
     quant_ref.check_model_dtype(x)
-    width = x.shape[-1] // 2 if act else x.shape[-1]
+    width = x.shape[-1] // 2 if act and up is None else x.shape[-1]
     if width % quant_ref.NVFP4_BLOCK != 0:
         raise ValueError(f"irfuse: NVFP4 needs the last dimension ({width}) to be a multiple "
                          "of 16")
     if global_scale.numel() != 1:
         raise ValueError("irfuse: the NVFP4 global scale must have one element")
-    check_device(x, global_scale)
+    check_device(x, global_scale, *(() if up is None else (up,)))
     x2 = rows_2d(x)
+    up2 = rows_2d(up) if up is not None else x2
     rows = x2.shape[0]
     mp, kp = quant_ref.nvfp4_scale_shape(rows, width)
     q = torch.empty((*x.shape[:-1], width // 2), dtype=torch.uint8, device=x.device)
@@ -141,9 +151,9 @@ def _launch(x: torch.Tensor, act: bool, global_scale: torch.Tensor,
     k = width // quant_ref.NVFP4_BLOCK
     cfg = config or nvfp4_config(rows, width)
     grid = (rows + triton.cdiv(mp - rows, PAD_ROWS), triton.cdiv(kp, cfg.blocks_per_program))
-    _nvfp4_kernel[grid](x2, q, sf, global_scale, rows, mp, width, x2.stride(0), k, kp, kp // 4,
-                        ACT=act, BPP=cfg.blocks_per_program, PAD_ROWS=PAD_ROWS,
-                        num_warps=cfg.num_warps)
+    _nvfp4_kernel[grid](x2, up2, q, sf, global_scale, rows, mp, width, x2.stride(0),
+                        up2.stride(0), k, kp, kp // 4, ACT=act, UP=up is not None,
+                        BPP=cfg.blocks_per_program, PAD_ROWS=PAD_ROWS, num_warps=cfg.num_warps)
     return q, sf
 
 
@@ -154,9 +164,11 @@ def quant_nvfp4(x: torch.Tensor, global_scale: torch.Tensor,
 
 
 def silu_mul_quant_nvfp4(x: torch.Tensor, global_scale: torch.Tensor,
-                         config: Nvfp4Config | None = None,
+                         up: torch.Tensor | None = None, config: Nvfp4Config | None = None,
                          ) -> tuple[torch.Tensor, torch.Tensor]:
-    """SiLU·Mul → NVFP4: (packed uint8 [..., d/2], swizzled fp8 block scales)."""
-    if x.shape[-1] % 2 != 0:
-        raise ValueError(f"irfuse: SiLU·Mul needs an even last dimension, got {x.shape[-1]}")
-    return _launch(x, True, global_scale, config)
+    """SiLU·Mul → NVFP4: (packed uint8 [..., d/2], swizzled fp8 block scales); gate `x` and
+    `up` apart when `up` is given."""
+    act_quant_ref.silu_mul_width(x, up)
+    if up is not None and up.device != x.device:
+        raise ValueError(f"irfuse: SiLU·Mul's up is on {up.device}, the gate on {x.device}")
+    return _launch(x, True, global_scale, config, up)
