@@ -40,16 +40,26 @@ func.func @nvfp4(%x: !irfuse.tensor<[256, 64], bf16>, %gs: !irfuse.tensor<[], f3
   func.return %q, %bs : !irfuse.tensor<[256, 16], ui8>, !irfuse.tensor<[256, 4], f8E4M3FN>
 }
 
-// Negative: a dynamic per-token quant (no kernel), separate gate and up, another user.
+// Separate gate and up tensors (Hugging Face MLPs): the kernel reads both.
+// CHECK-LABEL: func.func @separate_up
+// CHECK:       %[[Q:.+]] = fused.silu_mul_quant %[[G:.+]], scale %[[S:.+]], up %[[U:.+]] {scheme = #quant.scheme<static_tensor>}
+// CHECK:       func.return %[[Q]]
+// KERNEL-LABEL: func.func @separate_up
+// KERNEL:      "irfuse::silu_mul_quant_fp8_static.default"(%{{.*}}, %{{.*}}, f8E4M3FN, up = %{{.*}})
+func.func @separate_up(%g: !irfuse.tensor<[s0, 128], bf16>, %u: !irfuse.tensor<[s0, 128], bf16>, %s: !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 128], f8E4M3FN> {
+  %y = act.silu_mul %g, up %u : (!irfuse.tensor<[s0, 128], bf16>, !irfuse.tensor<[s0, 128], bf16>) -> !irfuse.tensor<[s0, 128], bf16>
+  %q = quant.fp8 %y, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 128], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 128], f8E4M3FN>
+  func.return %q : !irfuse.tensor<[s0, 128], f8E4M3FN>
+}
+
+// Negative: a dynamic per-token quant (no kernel); an output with another, unquantized user.
 // CHECK-LABEL: func.func @negatives
 // CHECK-NOT:   fused.silu_mul_quant
 // CHECK:       func.return
-func.func @negatives(%x: !irfuse.tensor<[s0, 256], bf16>, %g: !irfuse.tensor<[s0, 128], bf16>, %u: !irfuse.tensor<[s0, 128], bf16>, %s: !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 128], f8E4M3FN>, !irfuse.tensor<[s0, 128], f8E4M3FN>, !irfuse.tensor<[s0, 128], f8E4M3FN>, !irfuse.tensor<[s0, 128], bf16>) {
+func.func @negatives(%x: !irfuse.tensor<[s0, 256], bf16>, %s: !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 128], f8E4M3FN>, !irfuse.tensor<[s0, 128], f8E4M3FN>, !irfuse.tensor<[s0, 128], bf16>) {
   %y = act.silu_mul %x : (!irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 128], bf16>
   %q, %qs = quant.fp8 %y {scheme = #quant.scheme<dynamic_token>} : (!irfuse.tensor<[s0, 128], bf16>) -> (!irfuse.tensor<[s0, 128], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 1], f32>)
-  %y2 = act.silu_mul %g, up %u : (!irfuse.tensor<[s0, 128], bf16>, !irfuse.tensor<[s0, 128], bf16>) -> !irfuse.tensor<[s0, 128], bf16>
-  %q2 = quant.fp8 %y2, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 128], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 128], f8E4M3FN>
   %y3 = act.silu_mul %x : (!irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 128], bf16>
   %q3 = quant.fp8 %y3, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 128], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 128], f8E4M3FN>
-  func.return %q, %q2, %q3, %y3 : !irfuse.tensor<[s0, 128], f8E4M3FN>, !irfuse.tensor<[s0, 128], f8E4M3FN>, !irfuse.tensor<[s0, 128], f8E4M3FN>, !irfuse.tensor<[s0, 128], bf16>
+  func.return %q, %q3, %y3 : !irfuse.tensor<[s0, 128], f8E4M3FN>, !irfuse.tensor<[s0, 128], f8E4M3FN>, !irfuse.tensor<[s0, 128], bf16>
 }

@@ -168,6 +168,16 @@ def _quant_result_types(
     ]
 
 
+def _gated_dims(x: TensorType, up: TensorType | None) -> tuple[MaybeDim, ...]:
+    """The SiLU·Mul output dims: x = [gate | up] halves, or x the gate when up is separate."""
+    if up is None:
+        return silu_mul_dims(x)
+    check_float("x", x)
+    if up != x:
+        raise VerifyException(f"up has type {up} but the gate (x) has {x}")
+    return x.dims
+
+
 # --- norm + quant -------------------------------------------------------------------------------
 
 
@@ -305,18 +315,22 @@ class SiluMulQuantOp(NamedOperandSyntax):
         -> (!irfuse.tensor<[s0, 14336], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 112], f32>)
     ```
     x `[..., 2d]` gives q `[..., d]`; static_tensor takes `scale`, group yields `scale_out
-    [..., d/g]` (g divides d).
+    [..., d/g]` (g divides d). With `up` (the two-operand `act.silu_mul`: Hugging Face's separate
+    gate and up projections), x is the gate `[..., d]` and up has its type.
     """
 
     name = "fused.silu_mul_quant"
 
     x = operand_def(TensorType)
     scale = opt_operand_def(TensorType)
+    up = opt_operand_def(TensorType)
 
     q = result_def(TensorType)
     scale_out = opt_result_def(TensorType)
 
     scheme = prop_def(QuantScheme)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     traits = traits_def(Pure())
 
@@ -324,6 +338,7 @@ class SiluMulQuantOp(NamedOperandSyntax):
         self,
         x: SSAValue,
         scale: SSAValue | None = None,
+        up: SSAValue | None = None,
         *,
         scheme: QuantScheme,
         result_types: Sequence[Attribute | None] | None = None,
@@ -331,16 +346,17 @@ class SiluMulQuantOp(NamedOperandSyntax):
     ):
         if result_types is None:
             xt: TensorType = x.type  # type: ignore[assignment]
-            result_types = _quant_result_types(scheme, silu_mul_dims(xt), xt.dtype)
+            dims = xt.dims if up is not None else silu_mul_dims(xt)
+            result_types = _quant_result_types(scheme, dims, xt.dtype)
         super().__init__(
-            operands=[x, scale],
+            operands=[x, scale, up],
             result_types=list(result_types),
             properties={"scheme": scheme},
             attributes=attributes,
         )
 
     def verify_(self) -> None:
-        dims = silu_mul_dims(self.x.type)
+        dims = _gated_dims(self.x.type, opt_type(self.up))
         kind = _check_kind(self.name, self.scheme, (STATIC_TENSOR, GROUP))
         _check_quant_scale_operand(kind, opt_type(self.scale), "scale")
         check_fp8_results(self.scheme, dims, self.q.type, opt_type(self.scale_out))  # type: ignore[arg-type]
@@ -358,13 +374,14 @@ class SiluMulQuantNvfp4Op(NamedOperandSyntax):
         -> (!irfuse.tensor<[256, 7168], ui8>, !irfuse.tensor<[256, 896], f8E4M3FN>)
     ```
     x `[M, 2d]` (d static, divisible by 16); q ui8 `[M, d/2]`; block_scale f8E4M3FN swizzled
-    `[round_up(M, 128), round_up(d/16, 4)]`.
+    `[round_up(M, 128), round_up(d/16, 4)]`. With `up`, x is the gate `[M, d]`.
     """
 
     name = "fused.silu_mul_quant_nvfp4"
 
     x = operand_def(TensorType)
     global_scale = operand_def(TensorType)
+    up = opt_operand_def(TensorType)
 
     q = result_def(TensorType)
     block_scale = result_def(TensorType)
@@ -375,23 +392,25 @@ class SiluMulQuantNvfp4Op(NamedOperandSyntax):
         self,
         x: SSAValue,
         global_scale: SSAValue,
+        up: SSAValue | None = None,
         *,
         result_types: Sequence[Attribute] | None = None,
         attributes: Mapping[str, Attribute] | None = None,
     ):
         if result_types is None:
             xt: TensorType = x.type  # type: ignore[assignment]
+            dims = xt.dims if up is not None else silu_mul_dims(xt)
             result_types = _quant_result_types(  # type: ignore[assignment]
-                QuantScheme.nvfp4(), silu_mul_dims(xt), xt.dtype
+                QuantScheme.nvfp4(), dims, xt.dtype
             )
         super().__init__(
-            operands=[x, global_scale],
+            operands=[x, global_scale, up],
             result_types=list(result_types),  # type: ignore[arg-type]
             attributes=attributes,
         )
 
     def verify_(self) -> None:
-        dims = silu_mul_dims(self.x.type)
+        dims = _gated_dims(self.x.type, opt_type(self.up))
         _check_nvfp4_dims("silu_mul(x)", dims)
         check_static_scale("global_scale", self.global_scale.type)
         check_nvfp4_results(dims, self.q.type, self.block_scale.type)  # type: ignore[arg-type]

@@ -34,7 +34,12 @@ class _Args:
 
 
 def _call(
-    name: str, args: _Args, template: list[Attribute], op: Operation, platform: str
+    name: str,
+    args: _Args,
+    template: list[Attribute],
+    op: Operation,
+    platform: str,
+    keywords: dict[str, Attribute] | None = None,
 ) -> kernel.CallOp:
     from irfuse.emit.kernel_choice import choose
 
@@ -47,6 +52,7 @@ def _call(
         args.operands,
         template,
         results,
+        kw_template=keywords,
         tuple_result=name not in _SINGLE_TENSOR,
         extra={"impl": StringAttr(impl)},
     )
@@ -90,6 +96,11 @@ def _lower_rms_norm_quant(op: fused.RmsNormQuantOp, platform: str) -> kernel.Cal
     return _call(name, a, template, op, platform)
 
 
+def _up(a: _Args, up: SSAValue | None) -> dict[str, Attribute] | None:
+    """The separate up tensor, passed by keyword (the schemas' last, optional argument)."""
+    return None if up is None else {"up": a.tensor(up)}
+
+
 def _lower_silu_mul_quant(op: fused.SiluMulQuantOp, platform: str) -> kernel.CallOp:
     scheme = op.scheme
     a = _Args()
@@ -97,7 +108,7 @@ def _lower_silu_mul_quant(op: fused.SiluMulQuantOp, platform: str) -> kernel.Cal
     if scheme.is_static:
         assert op.scale is not None
         template = [a.tensor(op.x), a.tensor(op.scale), fp8]
-        return _call("silu_mul_quant_fp8_static", a, template, op, platform)
+        return _call("silu_mul_quant_fp8_static", a, template, op, platform, _up(a, op.up))
     template = [
         a.tensor(op.x),
         IntAttr(scheme.group_size),
@@ -105,13 +116,13 @@ def _lower_silu_mul_quant(op: fused.SiluMulQuantOp, platform: str) -> kernel.Cal
         _flag(scheme.is_ue8m0),
         fp8,
     ]
-    return _call("silu_mul_quant_fp8_group", a, template, op, platform)
+    return _call("silu_mul_quant_fp8_group", a, template, op, platform, _up(a, op.up))
 
 
 def _lower_silu_mul_quant_nvfp4(op: fused.SiluMulQuantNvfp4Op, platform: str) -> kernel.CallOp:
     a = _Args()
     template = [a.tensor(op.x), a.tensor(op.global_scale)]
-    return _call("silu_mul_quant_nvfp4", a, template, op, platform)
+    return _call("silu_mul_quant_nvfp4", a, template, op, platform, _up(a, op.up))
 
 
 LOWERINGS.update(

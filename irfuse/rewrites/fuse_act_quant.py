@@ -1,6 +1,7 @@
 """fuse-act-quant: SiLU·Mul followed by FP8 or NVFP4 quantization -> one kernel.
 
-Matches `act.silu_mul` (the one-operand form, x = [gate | up]) whose output feeds only quants
+Matches `act.silu_mul` (x = [gate | up], or separate gate and up tensors as Hugging Face MLPs
+compute them) whose output feeds only quants
 (directly or through a flattening view): `quant.fp8` static per-tensor or per-group 128/64 (row-
 or column-major scales, UE8M0), or `quant.nvfp4`. Identical quants merge first.
 
@@ -9,8 +10,7 @@ Produces `fused.silu_mul_quant` (x, scale?) -> (q, scale_out?) or `fused.silu_mu
 the quant saw a flattened view).
 
 Does not fuse, with a remark: an output also used unquantized; several different quants of one
-activation; a dynamic per-token or per-tensor quant (no kernel; vLLM has none either); the
-two-operand form (separate gate and up tensors: the kernel reads one [.., 2d] row); an input
+activation; a dynamic per-token or per-tensor quant (no kernel; vLLM has none either); an input
 dtype the kernels do not take; a platform where Inductor's code was measured faster.
 """
 
@@ -56,10 +56,6 @@ def _fuse(act: SiluMulOp, platform: str, max_tokens: int | None) -> bool:
     consumers = merge_identical(consumers)
     if len(consumers) > 1:
         raise NoMatch("the activation feeds several different quants")
-    if act.up is not None:
-        raise NoMatch(
-            "gate and up are separate tensors; the fused kernel reads one [.., 2d] row"
-        )
     x_type = act.x.type
     assert isinstance(x_type, TensorType)
     if x_type.dtype not in KERNEL_DTYPES:
@@ -71,20 +67,22 @@ def _fuse(act: SiluMulOp, platform: str, max_tokens: int | None) -> bool:
         raise NoMatch("tma-aligned group scales are not produced by the fused kernel")
     check_kernel(name, platform, max_tokens)
 
-    x = act.x
+    x, up = act.x, act.up
     if consumer.view is not None:
         rows = consumer.view.results[0].type.dims[0]  # type: ignore[union-attr]
         x = flatten_leading(act.x, rows, quant)
+        up = None if up is None else flatten_leading(up, rows, quant)
     if isinstance(quant, QuantFp8Op):
         fused: Operation = SiluMulQuantOp(
             x,
             quant.scale,
+            up,
             scheme=quant.scheme,
             result_types=[quant.q.type, None if quant.scale_out is None else quant.scale_out.type],
         )
     else:
         fused = SiluMulQuantNvfp4Op(
-            x, quant.global_scale, result_types=[quant.q.type, quant.block_scale.type]
+            x, quant.global_scale, up, result_types=[quant.q.type, quant.block_scale.type]
         )
     fused.location = act.location
     Rewriter.insert_op(fused, InsertPoint.before(quant))
