@@ -92,7 +92,10 @@ def _act_two_tensor_inputs(t: int, i: int) -> dict:
 
 
 def _row_configs(t: int, h: int) -> list:
-    return [norm_quant.RowConfig(r, w) for r, w in ((1, 4), (1, 8), (1, 16), (2, 16))]
+    single = [norm_quant.RowConfig(r, w) for r, w in ((1, 4), (1, 8), (1, 16), (2, 16))]
+    looped = [norm_quant.RowConfig(1, w, two_pass=True, block_r=b)
+              for w, b in ((4, 1024), (8, 2048), (16, 4096))]
+    return single + looped
 
 
 def _group_configs(t: int, h: int) -> list:

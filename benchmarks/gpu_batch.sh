@@ -20,7 +20,10 @@ timeout "${T_TESTS:-150}" python3 -m pytest -q -p no:cacheprovider tests/test_ke
   tests/test_raise_attention.py -k "gpu or cuda" 2>&1 | tail -n 8
 step "kernel benchmark"
 timeout "${T_KERNELS:-240}" python3 benchmarks/bench_norm_act_quant.py --jobs 8 \
-  --out "$OUT/bench_norm_act_quant.md" 2>&1 | tail -n 60
+  --out "$OUT/bench_norm_act_quant.md" --json "$OUT/bench_norm_act_quant.json" 2>&1 | tail -n 60
+step "launch-shape sweep of add + RMSNorm + FP8 static (single pass vs two pass)"
+timeout "${T_SWEEP:-150}" python3 benchmarks/bench_norm_act_quant.py --jobs 8 --sweep \
+  --ops add_rms_static --tokens 1024,4096,16384 --out "$OUT/sweep_add_rms_static.md" 2>&1 | tail -n 30
 step "end-to-end FP8 Llama"
 timeout "${T_E2E:-240}" python3 benchmarks/bench_e2e_llama_fp8.py --layers 4 \
   --out "$OUT/bench_e2e_llama_fp8.md" 2>&1 | tail -n 20

@@ -427,3 +427,15 @@ def _first_device(inputs: Sequence[Any]) -> torch.device | None:
 def _detect_platform(inputs: Sequence[Any]) -> Platform:
     device = _first_device(inputs)
     return detect(device) if device is not None else Platform("cpu")
+
+
+def _register() -> None:
+    """Make `import irfuse.backend` enough where the package is not installed (the entry point
+    `torch_dynamo_backends: irfuse` covers installed copies)."""
+    from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
+
+    if "irfuse" not in _COMPILER_FNS:
+        register_backend(compiler_fn=irfuse_backend, name="irfuse")
+
+
+_register()

@@ -146,6 +146,8 @@ def run_norm_static(case: Case, d: dict, c: _Checks) -> None:
     out = FP8_OUT[case.opts.get("out", "e4m3fn")]
     cfg = case.opts.get("rows")
     cfg = norm_quant.RowConfig(cfg, 1) if cfg else None
+    if case.opts.get("two_pass"):
+        cfg = norm_quant.RowConfig(1, 4, two_pass=True, block_r=32)
     qs, r = norm_quant.rms_norm_quant_fp8_static(d["x"], d["w"], scales, 1e-6, 0.0, out, res,
                                                  config=cfg)
     qs_ref, r_ref = norm_quant_ref.rms_norm_quant_fp8_static(d["x"], d["w"], scales, 1e-6,
@@ -330,6 +332,8 @@ def interpreter_cases() -> list[Case]:
         Case("norm_static", 5, 96, "bf16", {"scales": 2}),
         Case("norm_static", 5, 64, "bf16", {"scales": 5, "residual": True}),
         Case("norm_static", 5, 64, "bf16", {"rows": 2}),
+        Case("norm_static", 5, 96, "bf16", {"two_pass": True, "residual": True}),
+        Case("norm_static", 3, 64, "fp16", {"two_pass": True}),
         Case("norm_static", 4, 64, "bf16", {"out": "e4m3fnuz"}),
         Case("norm_per_token", 4, 64, "bf16", {"offset": 1.0}),
         Case("norm_group", 4, 128, "bf16", {"group": 64, "col_major": True, "ue8m0": True}),

@@ -36,10 +36,17 @@ MAX_HIDDEN = 65536  # the row must fit in registers
 
 @dataclass(frozen=True)
 class RowConfig:
-    """Launch shape of `_norm_rows_kernel`: rows per program and warps per program."""
+    """Launch shape of `_norm_rows_kernel`: rows per program and warps per program.
+
+    `two_pass` (one static output only) selects `_norm_static_2pass_kernel` instead: one row per
+    program, read in `block_r` chunks twice (the sum of squares, then the normalisation; the
+    second read hits L2), as Inductor's looped reductions do.
+    """
 
     rows: int
     num_warps: int
+    two_pass: bool = False
+    block_r: int = 2048
 
 
 @dataclass(frozen=True)
@@ -235,6 +242,41 @@ def _prepare(x: torch.Tensor, weight: torch.Tensor | None,
     return x2, (rows_2d(residual) if residual is not None else None)
 
 
+@triton.jit(do_not_specialize=["T"])
+def _norm_static_2pass_kernel(
+    x_ptr, res_ptr, w_ptr, res_out_ptr, q_ptr, s_ptr,
+    T, H, stride_x, stride_res, eps, weight_offset,
+    HAS_RES: tl.constexpr, GEMMA: tl.constexpr, FP8_MAX: tl.constexpr, BLOCK_R: tl.constexpr,
+):
+    DT = x_ptr.dtype.element_ty
+    row = tl.program_id(0).to(tl.int64)
+    acc = tl.zeros([BLOCK_R], dtype=tl.float32)
+    for start in tl.range(0, H, BLOCK_R):
+        cols = start + tl.arange(0, BLOCK_R)
+        mask = cols < H
+        x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0,
+                    eviction_policy="evict_last").to(tl.float32)
+        if HAS_RES:
+            x += tl.load(res_ptr + row * stride_res + cols, mask=mask, other=0.0,
+                         eviction_policy="evict_last").to(tl.float32)
+        acc += x * x
+    rstd = tl.math.rsqrt(tl.sum(acc, axis=0) / H + eps)
+    inv = tl.math.div_rn(1.0, tl.load(s_ptr).to(tl.float32))
+    for start in tl.range(0, H, BLOCK_R):
+        cols = start + tl.arange(0, BLOCK_R)
+        mask = cols < H
+        x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0,
+                    eviction_policy="evict_first").to(tl.float32)
+        if HAS_RES:
+            x += tl.load(res_ptr + row * stride_res + cols, mask=mask, other=0.0,
+                         eviction_policy="evict_first").to(tl.float32)
+            tl.store(res_out_ptr + row * H + cols, x.to(DT), mask=mask)
+        w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last")
+        y = _apply_weight(x * rstd, w, weight_offset, x_ptr, GEMMA)
+        v = tl.minimum(tl.maximum(y * inv, -FP8_MAX), FP8_MAX)
+        tl.store(q_ptr + row * H + cols, v.to(q_ptr.dtype.element_ty), mask=mask)
+
+
 def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.Tensor | None,
                  eps: float, weight_offset: float, quant: int,
                  qs: Sequence[torch.Tensor], scales: Sequence[torch.Tensor],
@@ -249,6 +291,17 @@ def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.T
         return res_out
     cfg = config or row_config(tokens, hidden, residual is not None, quant)
     dummy = x2
+    if cfg.two_pass and quant == QUANT_STATIC and len(qs) == 1 and weight is not None:
+        _norm_static_2pass_kernel[(tokens,)](
+            x2, r2 if r2 is not None else dummy, weight,
+            res_out if res_out is not None else dummy, qs[0], scales[0],
+            tokens, hidden, x2.stride(0), r2.stride(0) if r2 is not None else 0,
+            float(eps), float(weight_offset),
+            HAS_RES=residual is not None, GEMMA=weight_offset != 0.0,
+            FP8_MAX=quant_ref.fp8_max(out_dtype), BLOCK_R=min(cfg.block_r, next_pow2(hidden)),
+            num_warps=cfg.num_warps,
+        )
+        return res_out
     q = [*qs, *([dummy] * (MAX_STATIC_OUTPUTS - len(qs)))]
     s = [*scales, *([dummy] * (MAX_STATIC_OUTPUTS - len(scales)))]
     fp8 = out_dtype if quant != QUANT_NONE else torch.float8_e4m3fn
