@@ -330,7 +330,11 @@ class CallLikeOp(IRDLOperation):
             props["tuple_result"] = UnitAttr()
         if extra:
             props.update(extra)
-        super().__init__(operands=[operands], result_types=[result_types], properties=props)
+        # One variadic operand and result list: xDSL's generic IRDL argument processing adds
+        # nothing here but time, and passes build many of these.
+        Operation.__init__(
+            self, operands=list(operands), result_types=list(result_types), properties=props
+        )
 
     @classmethod
     def build_fast(
