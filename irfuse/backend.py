@@ -432,9 +432,11 @@ def _detect_platform(inputs: Sequence[Any]) -> Platform:
 def _register() -> None:
     """Make `import irfuse.backend` enough where the package is not installed (the entry point
     `torch_dynamo_backends: irfuse` covers installed copies)."""
-    from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
+    from torch._dynamo.backends.registry import _BACKENDS, _COMPILER_FNS, register_backend
 
-    if "irfuse" not in _COMPILER_FNS:
+    # An installed copy is found through its entry point (torch registers it after loading
+    # this module); registering here too would be a duplicate.
+    if "irfuse" not in _COMPILER_FNS and _BACKENDS.get("irfuse") is None:
         register_backend(compiler_fn=irfuse_backend, name="irfuse")
 
 
