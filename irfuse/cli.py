@@ -140,16 +140,21 @@ def demo_main(argv: Sequence[str]) -> int:
         out = compiled(*[t.clone() for t in inputs])
         compile_s = time.perf_counter() - start
         ref = built.model(*[t.clone() for t in inputs])
-    error = ((out.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
-    tolerance = 5e-2
+    # Relative RMS error: FP8 codes that round differently (the fused kernels quantize the
+    # model-dtype-rounded norm output, NUMERICS.md) move single logits by an FP8 step, so the
+    # max difference says little; the RMS error says whether the model still computes the same.
+    diff = out.float() - ref.float()
+    error = (diff.norm() / ref.float().norm()).item()
+    worst = (diff.abs().max() / ref.float().abs().max()).item()
+    tolerance = 2e-2
     for report in backend.reports():
         print()
         print(report.format_table())
     print(f"\nfirst call (compile + run): {compile_s:.1f} s")
     verdict = "OK" if error <= tolerance else "MISMATCH"
     print(
-        f"max |irfuse - eager| / max |eager| = {error:.2e} (tolerance {tolerance:.0e}, fused "
-        f"kernels round differently from the model's own code): {verdict}"
+        f"|irfuse - eager| / |eager| = {error:.2e} (RMS; tolerance {tolerance:.0e}), max "
+        f"difference {worst:.2e} of the largest logit: {verdict}"
     )
     print(f"dumps: {dump_dir}  (irfuse report {dump_dir})")
     return 0 if error <= tolerance else 1

@@ -74,9 +74,11 @@ def tuned(steps: Steps, tokens: int) -> object:
 # `row_config`. Unmeasured kinds borrow: a plain norm or a quantizer alone uses "static", a
 # residual add without quant uses "residual_static".
 _ROW_TUNED: dict[tuple[str, int], Steps] = {
-    ("residual_static", 4096): ((1, RowConfig(1, 16)),),
+    ("residual_static", 4096): ((1, RowConfig(1, 16)),
+                                (16384, RowConfig(1, 8, two_pass=True, block_r=2048))),
     ("residual_static", 8192): ((1, RowConfig(1, 16)), (1024, RowConfig(1, 8)),
-                                (4096, RowConfig(1, 16))),
+                                (4096, RowConfig(1, 16)),
+                                (16384, RowConfig(1, 16, two_pass=True, block_r=4096))),
     ("static", 4096): ((1, RowConfig(1, 16)), (1024, RowConfig(1, 4))),
     ("static", 8192): ((1, RowConfig(1, 8)), (16384, RowConfig(1, 4))),
     ("residual_per_token", 4096): ((1, RowConfig(1, 16)), (16384, RowConfig(1, 4))),
