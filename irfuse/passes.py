@@ -26,6 +26,7 @@ PASS_MODULES: dict[str, tuple[str, str]] = {
     "raise-rope": ("irfuse.lowering.raise_rope", "RaiseRope"),
     "raise-pad": ("irfuse.lowering.raise_pad", "RaisePad"),
     # Fusion (stage 4): one pass per PassConfig flag.
+    "eliminate-noops": ("irfuse.rewrites.eliminate_noops", "EliminateNoops"),
     "fuse-norm-quant": ("irfuse.rewrites.fuse_norm_quant", "FuseNormQuant"),
     "fuse-act-quant": ("irfuse.rewrites.fuse_act_quant", "FuseActQuant"),
     # Emit: fused ops -> kernel calls.

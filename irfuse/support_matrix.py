@@ -143,6 +143,7 @@ _PASSES: tuple[PassInfo, ...] = (
         platforms={c: Support("ir", 1) for c in PLATFORM_CLASSES},
         unsupported=_ALL_PLATFORMS_UNSUPPORTED,
         vllm_pass="NoOpEliminationPass",
+        implemented=True,
     ),
     PassInfo(
         name="enable-sp",

@@ -1,0 +1,109 @@
+"""eliminate-noops: remove reshapes, slices and slice_scatters that do not change their input.
+
+vLLM's `NoOpEliminationPass`, on the IR: a reshape (`view`, `_unsafe_view`, `reshape`, `alias`)
+whose result type is its input's, a `slice` that keeps the whole dim (start 0, end at least the
+dim's size, step 1), and a `slice_scatter` whose source covers the whole input (the result is the
+source). Their users read the input (or the source) directly, so fusions see through them; the
+graph computes the same values (the functional graph has no aliasing to preserve, except in what
+it returns: a returned value is left alone).
+
+Only top-level `aten.call` ops are touched (a raised op's decomposition keeps the code it
+replaced). Sizes are compared as the IR writes them: equal ints, or the same symbol; a slice end
+of INT64_MAX covers any size. Leaves alone: a slice with a negative or otherwise unproven end,
+steps other than 1, reshapes that change the shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import ReturnOp
+from xdsl.ir import SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
+
+from irfuse import remarks
+from irfuse.lowering.match import INT64_MAX, Call, block_ops, call, func_blocks, tensor_type
+
+RESHAPES = (
+    "aten::view.default",
+    "aten::_unsafe_view.default",
+    "aten::reshape.default",
+    "aten::alias.default",
+)
+SLICE = "aten::slice.Tensor"
+SLICE_SCATTER = "aten::slice_scatter.default"
+
+
+def _covers(dim_size: Any, start: Any, end: Any, step: Any) -> bool:
+    """Whether slice(start, end, step) keeps all of a dim of `dim_size`."""
+    if start not in (0, None) or step not in (1, None):
+        return False
+    if end is None or end == INT64_MAX:
+        return True
+    return isinstance(end, int) and isinstance(dim_size, int) and end >= dim_size
+
+
+def _slice_dims(found: Call) -> tuple[Any, Any, Any, Any]:
+    return (
+        found.arg(1, "dim", 0),
+        found.arg(2, "start", None),
+        found.arg(3, "end", None),
+        found.arg(4, "step", 1),
+    )
+
+
+def _replacement(found: Call) -> SSAValue | None:
+    """The value a no-op call can be replaced by, or None when it changes its input."""
+    source = found.arg(0)
+    source_type, result_type = tensor_type(source), tensor_type(found.result)
+    if source_type is None or result_type is None:
+        return None
+    if found.target in RESHAPES:
+        return source if source_type == result_type else None
+    if found.target == SLICE:
+        dim, start, end, step = _slice_dims(found)
+        rank = source_type.rank
+        if not isinstance(dim, int) or not -rank <= dim < rank:
+            return None
+        size = source_type.dims[dim]
+        return source if source_type == result_type and _covers(size, start, end, step) else None
+    # slice_scatter(input, src, dim, start, end, step): the result is src when src covers input.
+    src = found.arg(1, "src")
+    dim = found.arg(2, "dim", 0)
+    start, end, step = found.arg(3, "start", None), found.arg(4, "end", None), found.arg(5, "step", 1)
+    src_type = tensor_type(src)
+    if src_type != result_type or not isinstance(dim, int):
+        return None
+    size = source_type.dims[dim]
+    return src if _covers(size, start, end, step) else None
+
+
+def _returned(value: SSAValue) -> bool:
+    """Whether the function returns `value`: aot_autograd's runtime wrapper knows how each
+    output aliases the inputs, so an output that is a view stays a view."""
+    return any(isinstance(use.operation, ReturnOp) for use in value.uses)
+
+
+@dataclass(frozen=True)
+class EliminateNoops(ModulePass):
+    """Replace no-op reshapes, full slices and full slice_scatters by what they return. No
+    options."""
+
+    name = "eliminate-noops"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for block in func_blocks(op):
+            for candidate in block_ops(block):
+                found = call(candidate, *RESHAPES, SLICE, SLICE_SCATTER)
+                if found is None or candidate.parent is not block:
+                    continue
+                replacement = _replacement(found)
+                if replacement is None or _returned(found.result):
+                    continue
+                found.result.replace_all_uses_with(replacement)
+                Rewriter.erase_op(candidate)
+                remarks.fused()
