@@ -211,6 +211,7 @@ class _GraphCompiler:
         """Resolve the config for this graph and group its ranges by the passes that run."""
         self.resolved = self.config
         self.groups: list[tuple[list[ranges.Range], list[str]]] = []
+        self.skipped: list[list[tuple[str, str]]] = []
         try:
             self._prepared = self._prepare(dump=self.dump)
             facts = pipeline.graph_facts(self._prepared.imported.module)
@@ -248,7 +249,7 @@ class _GraphCompiler:
             top = max(r.hi for r in all_ranges)
             all_ranges.append(ranges.Range(top + 1, ranges.UNBOUNDED))
         by_passes: dict[tuple[str, ...], list[ranges.Range]] = {}
-        self.skipped: dict[tuple[str, ...], list[tuple[str, str]]] = {}
+        skipped: dict[tuple[str, ...], list[tuple[str, str]]] = {}
         for rng in all_ranges:
             steps = ranges.plan(self.resolved, rng, hidden, tp, itemsize)
             size_class = kernel_choice.size_class(platform, min(rng.hi, 1 << 31))
@@ -257,9 +258,16 @@ class _GraphCompiler:
                 for s in steps
                 if s["runs"]
             )
+            if rng.is_single_size() and len(all_ranges) > 1:
+                key += (f"size {rng.lo}",)  # a compile size is its own compile, as in vLLM
             by_passes.setdefault(key, []).append(rng)
-            self.skipped.setdefault(key, [(s["name"], s["reason"]) for s in steps if not s["runs"]])
-        self.groups = [(rngs, list(specs)) for specs, rngs in by_passes.items()]
+            skipped.setdefault(key, [(s["name"], s["reason"]) for s in steps if not s["runs"]])
+        self.groups = [
+            (rngs, [spec for spec in specs if not spec.startswith("size ")])
+            for specs, rngs in by_passes.items()
+        ]
+        # Enabled passes that do not run in a group's ranges, and why (for its report).
+        self.skipped = [skipped[specs] for specs in by_passes]
 
     def _prepare(self, dump: DumpWriter | None) -> pipeline.Prepared:
         return pipeline.prepare(self.gm, self._options(None, (), dump))
@@ -320,7 +328,7 @@ class _GraphCompiler:
             if prepared is None:
                 prepared = pipeline.prepare(self.gm, self._options(span, passes, None))
             emitted, report = pipeline.finish(prepared, self._options(span, passes, dump))
-            for name, reason in self.skipped.get(tuple(passes), ()):
+            for name, reason in self.skipped[index]:
                 report.passes.append(PassRecord(name, 0, [Remark(reason, "compile range")], 0.0))
             for name, note in self.off:
                 report.passes.append(PassRecord(name, 0, [Remark(f"off: {note}", "config")], 0.0))

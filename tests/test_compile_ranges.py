@@ -1,0 +1,70 @@
+"""Compile ranges in the backend: each range compiles at its first use with the passes (and
+kernel choices) that apply to it, calls dispatch by num_tokens, and each report says its range."""
+
+from __future__ import annotations
+
+import torch
+
+from irfuse import backend, models
+from irfuse.testing import assert_bit_exact
+
+
+def _run(options: dict, token_counts: list[int]):
+    built = models.build("llama-fp8", size="tiny", max_positions=8192)
+    torch._dynamo.reset()
+    backend.clear_reports()
+    compiled = torch.compile(
+        built.model, backend="irfuse", options={"inductor": False, "strict": True, **options}
+    )
+    seen = []
+    with torch.no_grad():
+        for i, t in enumerate(token_counts):
+            inputs = built.make_inputs(t)
+            if i == 0:
+                built.mark_dynamic(inputs)
+            out = compiled(*inputs)
+            assert out.shape[0] == t
+            seen.append(len(backend.reports()))
+    return backend.reports(), seen
+
+
+def test_ranges_split_where_the_kernel_choice_changes() -> None:
+    # On sm90 the kernel table leaves add + RMSNorm + FP8 static to Inductor from 4096 tokens:
+    # [1, 4095] fuses it, [4096, inf) does not (and says why); the second range compiles only
+    # when a call of 4096+ tokens comes.
+    reports, seen = _run({"platform": "cuda:sm90"}, [16, 7, 4100, 5000])
+    assert seen == [1, 1, 2, 2]
+    low, high = reports
+    assert low.range == [1, 4095] and high.range == [4096, None]
+    assert low.fused("fuse-norm-quant") == 4
+    assert high.fused("fuse-norm-quant") == 1  # only layer 0's plain norm (no residual add)
+    reasons = [m.reason for p in high.passes if p.name == "fuse-norm-quant" for m in p.missed]
+    assert len(reasons) == 3 and all("left to Inductor on cuda:sm90 at 4096+" in r for r in reasons)
+    assert low.fused("fuse-act-quant") == high.fused("fuse-act-quant") == 2
+
+
+def test_compile_sizes_get_their_own_compile_and_win_dispatch() -> None:
+    # User split points 8 and 32 give [1, 8], [9, 32], [33, max]; compile_sizes 16 adds [16, 16].
+    # Ranges running the same passes share one compile; the single size is its own.
+    reports, seen = _run(
+        {"platform": "cpu", "compile_ranges_split_points": [8, 32], "compile_sizes": [16],
+         "optimization_level": 2},
+        [20, 16, 3, 40],
+    )
+    ranges = [r.range for r in reports]
+    assert ranges[0] == [1, None]  # every general range runs the same passes on the CPU
+    assert [16, 16] in ranges
+    assert seen[0] == 1 and seen[1] == 2 and seen[-1] == 2
+
+
+def test_a_static_graph_is_one_single_size_range() -> None:
+    built = models.build("llama", size="tiny")
+    torch._dynamo.reset()
+    backend.clear_reports()
+    compiled = torch.compile(built.model, backend="irfuse", options={"inductor": False})
+    with torch.no_grad():
+        out = compiled(*built.clone_inputs())
+        assert_bit_exact(out, built.model(*built.clone_inputs()))
+    (report,) = backend.reports()
+    t = built.config.num_tokens
+    assert report.range == [t, t]
