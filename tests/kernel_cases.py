@@ -8,8 +8,13 @@ a few codes may move one step: at most 1% of them (or 2 elements), every element
 quantization step, and the mean dequantized error within the tolerance vLLM's tests use
 (`shared/NUMERICS.md`). SiLU·Mul cases with an `up` option run the two-tensor form (gate and up
 apart, laid out as that option says) and also check it against the [gate | up] form on the
-concatenation, bit for bit, for the kernel and for the reference. The kernel modules are imported
-inside the runner, so that the interpreter test can set TRITON_INTERPRET before triton loads.
+concatenation, bit for bit, for the kernel and for the reference. Static cases with the `divide`
+option quantize `y / s` instead of `y * (1 / s)` (models that spell their quant with a division);
+they also check that the reference's two spellings disagree somewhere on the case's inputs (bf16
+and fp16 values land on fp8 ties), so a kernel that ignored `divide` would fail; with `exact` they
+hold a norm or SiLU·Mul kernel to the reference bit for bit (under the interpreter, which computes
+rsqrt and exp in float32 as torch's CPU does). The kernel modules are imported inside the runner,
+so that the interpreter test can set TRITON_INTERPRET before triton loads.
 """
 
 from __future__ import annotations
@@ -92,6 +97,25 @@ class _Checks:
                                     for n, ok, d in self.items)}
 
 
+def _fp8_codes_differ(c: _Checks, name: str, a: list[torch.Tensor],
+                      b: list[torch.Tensor]) -> None:
+    """Check that two lists of fp8 outputs differ in at least one code (the case can tell them
+    apart)."""
+    n = sum(int((x.view(torch.uint8) != y.view(torch.uint8)).sum()) for x, y in zip(a, b,
+                                                                                    strict=True))
+    c.items.append((name, n > 0, f"{n} codes differ"))
+
+
+def _q_check(case: Case, c: _Checks, name: str, q: torch.Tensor, s: torch.Tensor,
+             q_ref: torch.Tensor) -> None:
+    """A static output against the reference: bit for bit with the `exact` option, else
+    within the fused-kernel tolerance."""
+    if case.opts.get("exact"):
+        c.exact(name, q, q_ref)
+    else:
+        c.close(name, fp8_agreement(q, s, q_ref, s))
+
+
 def _ulp_close(c: _Checks, name: str, a: torch.Tensor, b: torch.Tensor) -> None:
     """Model-dtype outputs: bf16/fp16 within two units in the last place (a norm rounds twice:
     once before the weight product, once after), rarely off at all; float32 (no rounding to
@@ -148,12 +172,17 @@ def run_norm_static(case: Case, d: dict, c: _Checks) -> None:
     cfg = norm_quant.RowConfig(cfg, 1) if cfg else None
     if case.opts.get("two_pass"):
         cfg = norm_quant.RowConfig(1, 4, two_pass=True, block_r=32)
+    divide = case.opts.get("divide", False)
     qs, r = norm_quant.rms_norm_quant_fp8_static(d["x"], d["w"], scales, 1e-6, 0.0, out, res,
-                                                 config=cfg)
+                                                 config=cfg, divide=divide)
     qs_ref, r_ref = norm_quant_ref.rms_norm_quant_fp8_static(d["x"], d["w"], scales, 1e-6,
-                                                             0.0, out, res)
+                                                             0.0, out, res, divide=divide)
     for i, (q, q_ref) in enumerate(zip(qs, qs_ref, strict=True)):
-        c.close(f"q{i}", fp8_agreement(q, scales[i], q_ref, scales[i]))
+        _q_check(case, c, f"q{i}", q, scales[i], q_ref)
+    if divide:
+        other, _ = norm_quant_ref.rms_norm_quant_fp8_static(d["x"], d["w"], scales, 1e-6, 0.0,
+                                                            out, res)
+        _fp8_codes_differ(c, "divide_matters", qs_ref, other)
     if res is not None:
         c.exact("residual_out", r, r_ref)
 
@@ -196,8 +225,12 @@ def run_quant(case: Case, d: dict, c: _Checks) -> None:
     x, scheme = d["x"], case.opts["scheme"]
     out = FP8_OUT[case.opts.get("out", "e4m3fn")]
     if scheme == "static":
-        c.exact("q", act_quant.quant_fp8_static(x, d["scale"], out),
-                quant_ref.quant_fp8_static(x, d["scale"], out))
+        divide = case.opts.get("divide", False)
+        q_ref = quant_ref.quant_fp8_static(x, d["scale"], out, divide)
+        c.exact("q", act_quant.quant_fp8_static(x, d["scale"], out, divide=divide), q_ref)
+        if divide:
+            _fp8_codes_differ(c, "divide_matters", [q_ref],
+                              [quant_ref.quant_fp8_static(x, d["scale"], out)])
         return
     if scheme == "per_token":
         ub = d["ub"] if case.opts.get("ub") else None
@@ -238,9 +271,11 @@ def _silu_fns(case: Case, d: dict) -> tuple[Callable, Callable]:
     if scheme == "none":
         return act_quant.silu_mul, act_quant_ref.silu_mul
     if scheme == "static":
-        return (lambda x, up=None: act_quant.silu_mul_quant_fp8_static(x, d["scale"], FP8, up),
+        divide = case.opts.get("divide", False)
+        return (lambda x, up=None: act_quant.silu_mul_quant_fp8_static(x, d["scale"], FP8, up,
+                                                                       divide=divide),
                 lambda x, up=None: act_quant_ref.silu_mul_quant_fp8_static(x, d["scale"], FP8,
-                                                                           up))
+                                                                           up, divide=divide))
     if scheme == "group":
         args = (case.opts["group"], case.opts.get("col_major", False),
                 case.opts.get("ue8m0", False), FP8)
@@ -270,7 +305,10 @@ def run_silu(case: Case, d: dict, c: _Checks) -> None:
     if scheme == "none":
         _ulp_close(c, "y", got, ref)
     elif scheme == "static":
-        c.close("q", fp8_agreement(got, d["scale"], ref, d["scale"]))
+        _q_check(case, c, "q", got, d["scale"], ref)
+        if case.opts.get("divide"):
+            other = act_quant_ref.silu_mul_quant_fp8_static(xa, d["scale"], FP8, up)
+            _fp8_codes_differ(c, "divide_matters", [ref], [other])
     elif scheme == "group":
         (q, s), (q_ref, s_ref) = got, ref
         c.close("q", fp8_agreement(q, s, q_ref, s_ref, case.opts["group"]), tol=5e-2)
@@ -349,6 +387,17 @@ def interpreter_cases() -> list[Case]:
         Case("silu", 3, 64, "bf16", {"scheme": "nvfp4", "up": "col"}),
         Case("quant", 5, 128, "bf16", {"scheme": "per_token", "ub": True, "out": "e4m3fnuz"}),
         Case("quant", 5, 128, "bf16", {"scheme": "group", "group": 64, "ue8m0": True}),
+        # Static quants spelled `y / s`: bit for bit, on inputs where the spelling matters.
+        Case("quant", 16, 256, "bf16", {"scheme": "static", "divide": True}),
+        Case("quant", 16, 256, "fp16", {"scheme": "static", "divide": True,
+                                        "out": "e4m3fnuz"}),
+        Case("norm_static", 16, 256, "bf16", {"residual": True, "divide": True, "exact": True}),
+        Case("norm_static", 16, 256, "bf16", {"scales": 5, "divide": True, "exact": True}),
+        Case("norm_static", 16, 256, "fp16", {"two_pass": True, "residual": True,
+                                              "divide": True, "exact": True}),
+        Case("silu", 16, 256, "bf16", {"scheme": "static", "divide": True, "exact": True}),
+        Case("silu", 16, 256, "fp16", {"scheme": "static", "up": "slice", "divide": True,
+                                       "exact": True}),
     ]
     return cases
 
@@ -380,4 +429,11 @@ def gpu_cases() -> list[Case]:
                                           "ue8m0": True}),
                 Case("quant", t, h, opts={"scheme": "nvfp4"}),
             ]
+    for t in (16, 4096):  # `divide` (y / s): the quantizer is exact, norm and SiLU within tol
+        cases += [
+            Case("quant", t, 4096, opts={"scheme": "static", "divide": True}),
+            Case("norm_static", t, 4096, opts={"residual": True, "divide": True}),
+            Case("norm_static", t, 4096, opts={"residual": True, "scales": 2, "divide": True}),
+            Case("silu", t, 4096, opts={"scheme": "static", "up": "slice", "divide": True}),
+        ]
     return cases

@@ -1,7 +1,8 @@
 """The irfuse:: custom ops: schemas, fake implementations, CPU = reference, fused vs unfused.
 
-The SiLU·Mul ops run in both forms: x = [gate | up], and gate and up apart (the optional last
-argument `up`, here a column slice of a wider tensor, as cut from a merged GEMM output)."""
+The SiLU·Mul ops run in both forms: x = [gate | up], and gate and up apart (the optional
+argument `up`, here a column slice of a wider tensor, as cut from a merged GEMM output). The static
+fused ops also run with their last argument `divide=True` (quantize `y / s`, not `y * (1 / s)`)."""
 
 from __future__ import annotations
 
@@ -76,6 +77,18 @@ def _two_tensor_calls(d: dict) -> list[tuple[str, tuple]]:
     ]
 
 
+def _divide_calls(d: dict) -> list[tuple[str, tuple]]:
+    """(op name, args) for each static fused op with `divide=True` (its last argument)."""
+    x, r, xa, w, s, s2 = d["x"], d["r"], d["xa"], d["w"], d["s"], d["s2"]
+    gate, up = _gate_up(d)
+    return [
+        ("rms_norm_quant_fp8_static", (x, w, [s, s2], 1e-6, 0.0, FP8, True)),
+        ("add_rms_norm_quant_fp8_static", (x, r, w, [s], 1e-6, 0.0, FP8, True)),
+        ("silu_mul_quant_fp8_static", (xa, s, FP8, None, True)),
+        ("silu_mul_quant_fp8_static", (gate, s, FP8, up, True)),
+    ]
+
+
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bitwise equality (fp8 compared as bytes), same dtype and strides."""
     if a.dtype != b.dtype or a.shape != b.shape or a.stride() != b.stride():
@@ -104,7 +117,7 @@ def test_every_schema_is_registered_exactly() -> None:
 @pytest.mark.parametrize("shape", [(4, 256), (2, 3, 128)])
 def test_fake_outputs_match_real_shapes_dtypes_strides(shape: tuple[int, ...]) -> None:
     d = _inputs(shape)
-    for name, args in _calls(d) + _two_tensor_calls(d):
+    for name, args in _calls(d) + _two_tensor_calls(d) + _divide_calls(d):
         real = _flat(getattr(ops, name)(*args))
         with FakeTensorMode(allow_non_fake_inputs=True) as mode:
             fake_args = tuple(
@@ -135,6 +148,47 @@ def test_opcheck(name: str) -> None:
                          ids=lambda v: v if isinstance(v, str) else "")
 def test_opcheck_two_tensor_form(name: str, args: tuple) -> None:
     torch.library.opcheck(getattr(ops, name).default, args)
+
+
+@pytest.mark.parametrize("name,args", _divide_calls(_inputs((3, 128))),
+                         ids=lambda v: v if isinstance(v, str) else "")
+def test_opcheck_divide(name: str, args: tuple) -> None:
+    torch.library.opcheck(getattr(ops, name).default, args)
+
+
+def _chain(y: torch.Tensor, s: torch.Tensor, divide: bool) -> torch.Tensor:
+    """A static quant as a model spells it: `fp8(clamp(y.float() / s))` with `divide`, else
+    `fp8(clamp(y.float() * (1 / s)))`."""
+    scaled = y.float() / s if divide else y.float() * s.reciprocal()
+    return scaled.clamp(-448.0, 448.0).to(FP8)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_divide_is_the_division_chain_bit_for_bit(dtype: torch.dtype) -> None:
+    # 16 x 256 values, scales 0.015 and 0.0075 (1 / s is 5e-8 off in float32): some values
+    # land on fp8 ties, where `y / s` and `y * (1 / s)` round apart; `divide=True` gives the
+    # division's codes, the default the product's.
+    d = _inputs((16, 256), dtype)
+    x, r, xa, w = d["x"], d["r"], d["xa"], d["w"]
+    s, s2 = torch.tensor([0.015]), torch.tensor([0.0075])
+    gate, up = _gate_up(d)
+    y, _ = ops.add_rms_norm(x, r, w, 1e-6)
+    cases = [
+        (lambda div: ops.add_rms_norm_quant_fp8_static(x, r, w, [s], 1e-6, 0.0, FP8, div)[0],
+         y, s),
+        (lambda div: ops.rms_norm_quant_fp8_static(x, w, [s, s2], 1e-6, 0.0, FP8,
+                                                   divide=div)[1],
+         ops.rms_norm(x, w, 1e-6), s2),
+        (lambda div: ops.silu_mul_quant_fp8_static(xa, s, FP8, divide=div), ops.silu_mul(xa), s),
+        (lambda div: ops.silu_mul_quant_fp8_static(gate, s, FP8, up, div),
+         ops.silu_mul(gate, up), s),
+    ]
+    for fused, value, scale in cases:
+        quotient, product = _chain(value, scale, True), _chain(value, scale, False)
+        assert _same(fused(True), quotient)
+        assert _same(fused(False), product)
+        moved = int((quotient.view(torch.uint8) != product.view(torch.uint8)).sum())
+        assert 0 < moved < 0.02 * quotient.numel()
 
 
 @pytest.mark.parametrize("shape", [(4, 256), (2, 3, 128)])

@@ -1,9 +1,10 @@
 // RUN: irfuse-opt %s -p raise-quant | filecheck %s
 
-// Static per-tensor, `x.float() / s`, `clamp(-448, 448)`, cast: the scale is a graph input.
+// Static per-tensor, `x.float() / s`, `clamp(-448, 448)`, cast: the scale is a graph input; the
+// division is kept as `divide` (the fused kernels then round as the model does).
 // CHECK-LABEL: func.func @static_div
 // CHECK-SAME: (%[[S:[^:]+]]: !irfuse.tensor<[1], f32>, %[[X:[^:]+]]: !irfuse.tensor<[s0, 256], bf16>)
-// CHECK: %[[Q:.+]] = quant.fp8 %[[X]], scale %[[S]] {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 256], bf16>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN> decomposition {
+// CHECK: %[[Q:.+]] = quant.fp8 %[[X]], scale %[[S]] {scheme = #quant.scheme<static_tensor>, divide} : (!irfuse.tensor<[s0, 256], bf16>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN> decomposition {
 // CHECK-NEXT: ^{{.*}}(%[[A:[^:]+]]: !irfuse.tensor<[s0, 256], bf16>, %[[B:[^:]+]]: !irfuse.tensor<[1], f32>):
 // CHECK-NEXT: %[[F:.+]] = aten.call "aten::_to_copy.default"(%[[A]], dtype = f32)
 // CHECK-NEXT: %[[D:.+]] = aten.call "aten::div.Tensor"(%[[F]], %[[B]])
@@ -19,10 +20,12 @@ func.func @static_div(%s: !irfuse.tensor<[1], f32>, %x: !irfuse.tensor<[s0, 256]
   func.return %q : !irfuse.tensor<[s0, 256], f8E4M3FN>
 }
 
-// `x * s.reciprocal()`, `clamp_min` then `clamp_max`: the reciprocal goes into the region.
+// `x * s.reciprocal()`, `clamp_min` then `clamp_max`: the reciprocal goes into the region; a
+// product by 1 / s is the default rounding, no `divide`.
 // CHECK-LABEL: func.func @static_reciprocal
 // CHECK-SAME: (%[[S:[^:]+]]: !irfuse.tensor<[1], f32>, %[[X:[^:]+]]: !irfuse.tensor<[s0, 256], bf16>)
-// CHECK: quant.fp8 %[[X]], scale %[[S]] {scheme = #quant.scheme<static_tensor>}
+// CHECK-NOT: divide
+// CHECK: quant.fp8 %[[X]], scale %[[S]] {scheme = #quant.scheme<static_tensor>} :
 // CHECK: aten.call "aten::reciprocal.default"
 // CHECK: aten.call "aten::clamp_min.default"
 // CHECK: aten.call "aten::clamp_max.default"
@@ -38,11 +41,12 @@ func.func @static_reciprocal(%s: !irfuse.tensor<[1], f32>, %x: !irfuse.tensor<[s
 }
 
 // `x * inv_s` with `torch.max` / `torch.min` against scalar tensors: the op takes a new
-// reciprocal of inv_s as its scale; the region keeps the product by inv_s and the bounds.
+// reciprocal of inv_s as its scale (no `divide`: a product); the region keeps the product by
+// inv_s and the bounds.
 // CHECK-LABEL: func.func @static_inverse_scale
 // CHECK-SAME: (%[[INV:[^:]+]]: !irfuse.tensor<[1], f32>, %[[X:[^:]+]]: !irfuse.tensor<[s0, 256], bf16>)
 // CHECK-NEXT: %[[S:.+]] = aten.call "aten::reciprocal.default"(%[[INV]])
-// CHECK-NEXT: %[[Q:.+]] = quant.fp8 %[[X]], scale %[[S]] {scheme = #quant.scheme<static_tensor>}
+// CHECK-NEXT: %[[Q:.+]] = quant.fp8 %[[X]], scale %[[S]] {scheme = #quant.scheme<static_tensor>} :
 // CHECK: aten.call "aten::mul.Tensor"(%{{.+}}, %[[INV]])
 // CHECK: aten.call "aten::full.default"([], -448.0
 // CHECK: aten.call "aten::maximum.default"
@@ -65,7 +69,7 @@ func.func @static_inverse_scale(%inv: !irfuse.tensor<[1], f32>, %x: !irfuse.tens
 // CHECK-LABEL: func.func @static_constant_fnuz
 // CHECK: %[[C:.+]] = aten.get_attr "_tensor_constant0"
 // CHECK-NEXT: %[[L:.+]] = aten.call "aten::lift_fresh_copy.default"(%[[C]])
-// CHECK: quant.fp8 %{{.+}}, scale %[[L]] {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 256], bf16>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FNUZ>
+// CHECK: quant.fp8 %{{.+}}, scale %[[L]] {scheme = #quant.scheme<static_tensor>, divide} : (!irfuse.tensor<[s0, 256], bf16>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FNUZ>
 func.func @static_constant_fnuz(%x: !irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 256], f8E4M3FNUZ> {
   %c = aten.get_attr "_tensor_constant0" : !irfuse.tensor<[1], f32>
   %s = aten.call "aten::lift_fresh_copy.default"(%c) : (!irfuse.tensor<[1], f32>) -> !irfuse.tensor<[1], f32>
@@ -208,10 +212,11 @@ func.func @group128_max_keepdim(%t: !irfuse.sym<s0>, %x: !irfuse.tensor<[s0, 256
   func.return %q2, %sr : !irfuse.tensor<[s0, 256], f8E4M3FN>, !irfuse.tensor<[s0, 2], f32>
 }
 
-// irfuse's custom ops are raised whole, their arguments giving the scheme.
+// irfuse's custom ops are raised whole, their arguments giving the scheme;
+// `irfuse::quant_fp8_static` multiplies by 1 / s (no `divide`).
 // CHECK-LABEL: func.func @custom_ops
 // CHECK-SAME: (%[[S:[^:]+]]: !irfuse.tensor<[1], f32>, %[[X:[^:]+]]: !irfuse.tensor<[s0, 256], bf16>)
-// CHECK: quant.fp8 %[[X]], scale %[[S]] {scheme = #quant.scheme<static_tensor>}
+// CHECK: quant.fp8 %[[X]], scale %[[S]] {scheme = #quant.scheme<static_tensor>} :
 // CHECK: aten.call "irfuse::quant_fp8_static.default"
 // CHECK: quant.fp8 %[[X]], scale_ub %[[S]] {scheme = #quant.scheme<dynamic_token>}
 // CHECK: quant.fp8 %[[X]] {scheme = #quant.scheme<dynamic_tensor>}

@@ -63,3 +63,33 @@ func.func @negatives(%x: !irfuse.tensor<[s0, 256], bf16>, %s: !irfuse.tensor<[],
   %q3 = quant.fp8 %y3, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 128], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 128], f8E4M3FN>
   func.return %q, %q3, %y3 : !irfuse.tensor<[s0, 128], f8E4M3FN>, !irfuse.tensor<[s0, 128], f8E4M3FN>, !irfuse.tensor<[s0, 128], bf16>
 }
+
+// A static quant spelled `y / s` (`divide`), one-tensor and separate-up forms: the fused op and
+// its kernel call keep the spelling (a keyword after `up`).
+// CHECK-LABEL: func.func @static_divide
+// CHECK:       %[[Q:.+]] = fused.silu_mul_quant %{{.*}}, scale %{{.*}} {scheme = #quant.scheme<static_tensor>, divide} : (!irfuse.tensor<[s0, 256], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 128], f8E4M3FN>
+// CHECK:       %[[Q2:.+]] = fused.silu_mul_quant %{{.*}}, scale %{{.*}}, up %{{.*}} {scheme = #quant.scheme<static_tensor>, divide}
+// CHECK-NOT:   quant.fp8
+// CHECK:       func.return %[[Q]], %[[Q2]]
+// KERNEL-LABEL: func.func @static_divide
+// KERNEL:      "irfuse::silu_mul_quant_fp8_static.default"(%{{.*}}, %{{.*}}, f8E4M3FN, divide = true)
+// KERNEL:      "irfuse::silu_mul_quant_fp8_static.default"(%{{.*}}, %{{.*}}, f8E4M3FN, up = %{{.*}}, divide = true)
+func.func @static_divide(%x: !irfuse.tensor<[s0, 256], bf16>, %g: !irfuse.tensor<[s0, 128], bf16>, %u: !irfuse.tensor<[s0, 128], bf16>, %s: !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 128], f8E4M3FN>, !irfuse.tensor<[s0, 128], f8E4M3FN>) {
+  %y = act.silu_mul %x : (!irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 128], bf16>
+  %q = quant.fp8 %y, scale %s {scheme = #quant.scheme<static_tensor>, divide} : (!irfuse.tensor<[s0, 128], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 128], f8E4M3FN>
+  %y2 = act.silu_mul %g, up %u : (!irfuse.tensor<[s0, 128], bf16>, !irfuse.tensor<[s0, 128], bf16>) -> !irfuse.tensor<[s0, 128], bf16>
+  %q2 = quant.fp8 %y2, scale %s {scheme = #quant.scheme<static_tensor>, divide} : (!irfuse.tensor<[s0, 128], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 128], f8E4M3FN>
+  func.return %q, %q2 : !irfuse.tensor<[s0, 128], f8E4M3FN>, !irfuse.tensor<[s0, 128], f8E4M3FN>
+}
+
+// Negative: one activation quantized with one scale spelled two ways: two different quants.
+// CHECK-LABEL: func.func @mixed_divide
+// CHECK:       act.silu_mul
+// CHECK-NOT:   fused.silu_mul_quant
+// CHECK:       func.return
+func.func @mixed_divide(%x: !irfuse.tensor<[s0, 256], bf16>, %s: !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 128], f8E4M3FN>, !irfuse.tensor<[s0, 128], f8E4M3FN>) {
+  %y = act.silu_mul %x : (!irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 128], bf16>
+  %a = quant.fp8 %y, scale %s {scheme = #quant.scheme<static_tensor>, divide} : (!irfuse.tensor<[s0, 128], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 128], f8E4M3FN>
+  %b = quant.fp8 %y, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 128], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 128], f8E4M3FN>
+  func.return %a, %b : !irfuse.tensor<[s0, 128], f8E4M3FN>, !irfuse.tensor<[s0, 128], f8E4M3FN>
+}

@@ -3,7 +3,7 @@
 
 // Residual add + RMSNorm -> static FP8: one fused op; eps 3e-06 is an attribute like any other.
 // CHECK-LABEL: func.func @add_static
-// CHECK:       %[[Q:.+]], %[[R:.+]] = fused.rms_norm_quant %[[X:.+]], residual %[[RES:.+]], weight %[[W:.+]], scales [%[[S:.+]]] {eps = 3.000000e-06 : f64, scheme = #quant.scheme<static_tensor>}
+// CHECK:       %[[Q:.+]], %[[R:.+]] = fused.rms_norm_quant %[[X:.+]], residual %[[RES:.+]], weight %[[W:.+]], scales [%[[S:.+]]] {eps = 3.000000e-06 : f64, scheme = #quant.scheme<static_tensor>} :
 // CHECK-NOT:   norm.add_rms_norm
 // CHECK-NOT:   quant.fp8
 // CHECK:       func.return %[[Q]], %[[R]]
@@ -107,4 +107,47 @@ func.func @dynamic_tensor(%x: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor
   %y = norm.rms_norm %x, weight %w {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
   %q, %qs = quant.fp8 %y {scheme = #quant.scheme<dynamic_tensor>} : (!irfuse.tensor<[s0, 64], bf16>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, scale_out !irfuse.tensor<[1], f32>)
   func.return %q : !irfuse.tensor<[s0, 64], f8E4M3FN>
+}
+
+// A static quant spelled `y / s` (`divide`): the fused op and its kernel call keep the spelling.
+// CHECK-LABEL: func.func @add_static_divide
+// CHECK:       %[[Q:.+]], %[[R:.+]] = fused.rms_norm_quant %{{.*}}, residual %{{.*}}, weight %{{.*}}, scales [%{{.*}}] {eps = 1.000000e-06 : f64, scheme = #quant.scheme<static_tensor>, divide}
+// CHECK-NOT:   quant.fp8
+// CHECK:       func.return %[[Q]], %[[R]]
+// KERNEL-LABEL: func.func @add_static_divide
+// KERNEL:      kernel.call impl "reference" tuple "irfuse::add_rms_norm_quant_fp8_static.default"(%{{.*}}, %{{.*}}, %{{.*}}, [%{{.*}}], 1.0e-06, 0.0, f8E4M3FN, divide = true)
+func.func @add_static_divide(%x: !irfuse.tensor<[s0, 64], bf16>, %res: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>, %s: !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], bf16>) {
+  %y, %r = norm.add_rms_norm %x, %res, weight %w {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>)
+  %q = quant.fp8 %y, scale %s {scheme = #quant.scheme<static_tensor>, divide} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
+  func.return %q, %r : !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], bf16>
+}
+
+// Several dividing quants of one norm (q, k, v linears): identical ones merge, the rest share one
+// dividing kernel.
+// CHECK-LABEL: func.func @multi_divide
+// CHECK:       %[[Q1:.+]], %[[Q2:.+]] = fused.rms_norm_quant %{{.*}}, weight %{{.*}}, scales [%{{.*}}, %{{.*}}] {eps = 1.000000e-06 : f64, scheme = #quant.scheme<static_tensor>, divide}
+// CHECK:       func.return %[[Q1]], %[[Q2]], %[[Q1]]
+// KERNEL-LABEL: func.func @multi_divide
+// KERNEL:      "irfuse::rms_norm_quant_fp8_static.default"(%{{.*}}, %{{.*}}, [%{{.*}}, %{{.*}}], 1.0e-06, 0.0, f8E4M3FN, divide = true)
+func.func @multi_divide(%x: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>, %s1: !irfuse.tensor<[], f32>, %s2: !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], f8E4M3FN>) {
+  %y = norm.rms_norm %x, weight %w {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %a = quant.fp8 %y, scale %s1 {scheme = #quant.scheme<static_tensor>, divide} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
+  %b = quant.fp8 %y, scale %s2 {scheme = #quant.scheme<static_tensor>, divide} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
+  %c = quant.fp8 %y, scale %s1 {scheme = #quant.scheme<static_tensor>, divide} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
+  func.return %a, %b, %c : !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], f8E4M3FN>
+}
+
+// Negative: static quants of one norm spelled differently (one kernel rounds one way), even with
+// one scale: the quants differ, so they do not merge either.
+// CHECK-LABEL: func.func @mixed_divide
+// CHECK:       norm.rms_norm
+// CHECK:       quant.fp8 %{{.*}}, scale %{{.*}} {scheme = #quant.scheme<static_tensor>, divide}
+// CHECK:       quant.fp8 %{{.*}}, scale %{{.*}} {scheme = #quant.scheme<static_tensor>} :
+// CHECK-NOT:   fused.rms_norm_quant
+// CHECK:       func.return
+func.func @mixed_divide(%x: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>, %s: !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], f8E4M3FN>) {
+  %y = norm.rms_norm %x, weight %w {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %a = quant.fp8 %y, scale %s {scheme = #quant.scheme<static_tensor>, divide} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
+  %b = quant.fp8 %y, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
+  func.return %a, %b : !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], f8E4M3FN>
 }

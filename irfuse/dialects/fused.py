@@ -34,6 +34,7 @@ from xdsl.dialects.builtin import (
     FloatAttr,
     IntegerAttr,
     StringAttr,
+    UnitAttr,
     f32,
 )
 from xdsl.ir import Attribute, Dialect, SSAValue, TypeAttribute
@@ -74,6 +75,7 @@ from irfuse.dialects.quant import (
     NVFP4,
     STATIC_TENSOR,
     QuantScheme,
+    check_divide,
     check_fp8_results,
     check_nvfp4_results,
     check_static_scale,
@@ -198,7 +200,9 @@ class RmsNormQuantOp(NamedOperandSyntax):
             residual_out !irfuse.tensor<[s0, 4096], bf16>)
     ```
     - static_tensor: one or more `scales` (one element each), one `qs` result per scale (several
-      static quants of one norm), no `scale_out`.
+      static quants of one norm), no `scale_out`. With the unit property `divide`, each output
+      quantizes `y / s` instead of `y * (1 / s)` (the quants it replaced were spelled so; see
+      `quant.fp8`); all outputs of one op share the spelling.
     - dynamic_token / group: no `scales`, one `qs` result and `scale_out` shaped by the scheme;
       `scale_ub` only with dynamic_token.
     `residual_out` exists iff `residual` does.
@@ -219,6 +223,7 @@ class RmsNormQuantOp(NamedOperandSyntax):
     eps = prop_def(FloatAttr[Float64Type])
     weight_offset = prop_def(FloatAttr[Float64Type], default_value=f64_attr(0.0))
     scheme = prop_def(QuantScheme)
+    divide = opt_prop_def(UnitAttr)
 
     irdl_options = (
         AttrSizedOperandSegments(as_property=True),
@@ -238,6 +243,7 @@ class RmsNormQuantOp(NamedOperandSyntax):
         eps: float,
         weight_offset: float = 0.0,
         scheme: QuantScheme,
+        divide: bool = False,
         fp8_dtype: Attribute = F8E4M3FN,
         result_types: Sequence[Attribute | Sequence[Attribute] | None] | None = None,
         attributes: Mapping[str, Attribute] | None = None,
@@ -255,6 +261,7 @@ class RmsNormQuantOp(NamedOperandSyntax):
                 "eps": f64_attr(eps),
                 "weight_offset": f64_attr(weight_offset),
                 "scheme": scheme,
+                "divide": UnitAttr() if divide else None,
             },
             attributes=attributes,
         )
@@ -270,6 +277,7 @@ class RmsNormQuantOp(NamedOperandSyntax):
             check_shape("residual", residual, x.dims)
         scheme = self.scheme
         kind = _check_kind(self.name, scheme, (STATIC_TENSOR, "dynamic_token", GROUP))
+        check_divide(scheme, self.divide)
         n_scales, n_qs = len(self.scales), len(self.qs)
         if kind == STATIC_TENSOR:
             if not n_scales:
@@ -316,7 +324,9 @@ class SiluMulQuantOp(NamedOperandSyntax):
     ```
     x `[..., 2d]` gives q `[..., d]`; static_tensor takes `scale`, group yields `scale_out
     [..., d/g]` (g divides d). With `up` (the two-operand `act.silu_mul`: Hugging Face's separate
-    gate and up projections), x is the gate `[..., d]` and up has its type.
+    gate and up projections), x is the gate `[..., d]` and up has its type. With the unit
+    property `divide` (static_tensor only), the quant scales by `y / s`, not `y * (1 / s)`, as the
+    `quant.fp8` it replaced did.
     """
 
     name = "fused.silu_mul_quant"
@@ -329,6 +339,7 @@ class SiluMulQuantOp(NamedOperandSyntax):
     scale_out = opt_result_def(TensorType)
 
     scheme = prop_def(QuantScheme)
+    divide = opt_prop_def(UnitAttr)
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
@@ -341,6 +352,7 @@ class SiluMulQuantOp(NamedOperandSyntax):
         up: SSAValue | None = None,
         *,
         scheme: QuantScheme,
+        divide: bool = False,
         result_types: Sequence[Attribute | None] | None = None,
         attributes: Mapping[str, Attribute] | None = None,
     ):
@@ -351,13 +363,14 @@ class SiluMulQuantOp(NamedOperandSyntax):
         super().__init__(
             operands=[x, scale, up],
             result_types=list(result_types),
-            properties={"scheme": scheme},
+            properties={"scheme": scheme, "divide": UnitAttr() if divide else None},
             attributes=attributes,
         )
 
     def verify_(self) -> None:
         dims = _gated_dims(self.x.type, opt_type(self.up))
         kind = _check_kind(self.name, self.scheme, (STATIC_TENSOR, GROUP))
+        check_divide(self.scheme, self.divide)
         _check_quant_scale_operand(kind, opt_type(self.scale), "scale")
         check_fp8_results(self.scheme, dims, self.q.type, opt_type(self.scale_out))  # type: ignore[arg-type]
 

@@ -16,6 +16,12 @@ transposed, `[H/g, T]` with strides `(1, T)`; the IR keeps the logical `[T, H/g]
 `ue8m0` (scales rounded up to powers of two). Fused ops carry the scheme of the quant they absorbed,
 so one rewrite covers every scheme (vLLM registers one pattern per combination).
 
+A static quant scales by `x * (1 / s)` (vLLM's reference numerics, `shared/NUMERICS.md`), or, with
+the unit property `divide`, by `x / s` in f32, as a model that spells its quant with a division
+computes it. The two round differently where `x / s` falls on (or next to) a tie between two fp8
+values, so the spelling is kept from raising to the kernel; the fused ops carry it too
+(`check_divide`).
+
 `check_fp8_results` and `check_nvfp4_results` hold the scheme-specific result checks; the fused ops
 use them too, so a fused op is held to the same rules as the quant it replaced.
 """
@@ -25,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from functools import cache
 
-from xdsl.dialects.builtin import IntAttr, StringAttr, f32
+from xdsl.dialects.builtin import IntAttr, StringAttr, UnitAttr, f32
 from xdsl.ir import Attribute, Dialect, ParametrizedAttribute, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
@@ -33,6 +39,7 @@ from xdsl.irdl import (
     irdl_op_definition,
     operand_def,
     opt_operand_def,
+    opt_prop_def,
     opt_result_def,
     prop_def,
     result_def,
@@ -254,6 +261,16 @@ def check_static_scale(what: str, scale: TensorType) -> None:
     check_one_element(what, scale)
 
 
+def check_divide(scheme: QuantScheme, divide: UnitAttr | None) -> None:
+    """`divide` (scale by `x / s`, not `x * (1 / s)`) applies to the static scheme only: the
+    dynamic schemes compute their scale in the kernel, with the arithmetic `shared/NUMERICS.md`
+    fixes for each."""
+    if divide is not None and not scheme.is_static:
+        raise VerifyException(
+            f"divide applies to the static_tensor scheme only, not {scheme.kind.data}"
+        )
+
+
 def check_fp8_results(
     scheme: QuantScheme,
     x_dims: Sequence[Dim],
@@ -365,8 +382,13 @@ class QuantFp8Op(RaisedOperation):
     %q, %s = quant.fp8 %x {scheme = #quant.scheme<group 128, col_major>}
         : (!irfuse.tensor<[s0, 4096], bf16>)
         -> (!irfuse.tensor<[s0, 4096], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 32], f32>)
+    %q2 = quant.fp8 %x, scale %s {scheme = #quant.scheme<static_tensor>, divide}
+        : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[1], f32>)
+        -> !irfuse.tensor<[s0, 4096], f8E4M3FN>
     ```
-    - static_tensor: `scale` (f32, one element) is required; no `scale_out`.
+    - static_tensor: `scale` (f32, one element) is required; no `scale_out`. The value quantized
+      is `x * (1 / s)`, or `x / s` (in f32) with the unit property `divide` (static only), as
+      the model spelled it.
     - dynamic_token: `scale_out` is f32 `[..., 1]`; `scale_ub` (f32, one element) may cap amax.
     - dynamic_tensor: `scale_out` holds one f32 element.
     - group g: g divides the last dim H; `scale_out` is f32 `[..., H/g]`.
@@ -383,6 +405,7 @@ class QuantFp8Op(RaisedOperation):
     scale_out = opt_result_def(TensorType)
 
     scheme = prop_def(QuantScheme)
+    divide = opt_prop_def(UnitAttr)
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
@@ -395,6 +418,7 @@ class QuantFp8Op(RaisedOperation):
         scale_ub: SSAValue | None = None,
         *,
         scheme: QuantScheme,
+        divide: bool = False,
         fp8_dtype: Attribute = F8E4M3FN,
         result_types: Sequence[Attribute | None] | None = None,
         decomposition: Region | None = None,
@@ -405,7 +429,7 @@ class QuantFp8Op(RaisedOperation):
         super().__init__(
             operands=[x, scale, scale_ub],
             result_types=list(result_types),
-            properties={"scheme": scheme},
+            properties={"scheme": scheme, "divide": UnitAttr() if divide else None},
             attributes=attributes,
             regions=[decomposition],
         )
@@ -433,6 +457,7 @@ class QuantFp8Op(RaisedOperation):
             if not scheme.is_per_token:
                 raise VerifyException("scale_ub applies to the dynamic_token scheme only")
             check_static_scale("scale_ub", scale_ub)
+        check_divide(scheme, self.divide)
         check_fp8_results(scheme, x.dims, self.q.type, scale_out)
 
 

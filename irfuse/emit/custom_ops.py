@@ -16,7 +16,10 @@ unsupported dtype or a group size that does not divide H raises a ValueError (fr
 a compile fails early). `weight_offset != 0` selects Gemma's RMSNorm form (see `norm_quant_ref`).
 The SiLU·Mul ops take `x = [gate | up]` [..., 2d], or, with the optional last argument `up`, the
 gate `x` [..., d] and `up` [..., d] apart (same shape and dtype; any row strides): the output is
-[..., d] either way. Importing this module imports torch only: triton and the kernels load on the
+[..., d] either way. The static fused ops take a last argument `divide` (default False): scale by
+`y / s` in float32 instead of `y * (1 / s)`, for models that spell their quant with a division
+(`quant_ref.quant_fp8_static`); the library op `quant_fp8_static` always multiplies. Importing this
+module imports torch only: triton and the kernels load on the
 first CUDA call; FlashInfer is never imported here.
 """
 
@@ -50,12 +53,13 @@ SCHEMAS: dict[str, str] = {
     "quant_nvfp4": "(Tensor x, Tensor global_scale) -> (Tensor, Tensor)",
     # Fused ops.
     "rms_norm_quant_fp8_static": "(Tensor x, Tensor weight, Tensor[] scales, float eps, "
-                                 "float weight_offset, ScalarType out_dtype) -> Tensor[]",
+                                 "float weight_offset, ScalarType out_dtype, "
+                                 "bool divide=False) -> Tensor[]",
     # Returns the quantized outputs, one per scale, then the new residual: one flat list,
     # because emit unpacks a kernel's results one level deep.
     "add_rms_norm_quant_fp8_static": "(Tensor x, Tensor residual, Tensor weight, "
                                      "Tensor[] scales, float eps, float weight_offset, "
-                                     "ScalarType out_dtype) -> Tensor[]",
+                                     "ScalarType out_dtype, bool divide=False) -> Tensor[]",
     "rms_norm_quant_fp8_per_token": "(Tensor x, Tensor weight, Tensor? scale_ub, float eps, "
                                     "float weight_offset, ScalarType out_dtype) "
                                     "-> (Tensor, Tensor)",
@@ -70,7 +74,7 @@ SCHEMAS: dict[str, str] = {
                                     "bool ue8m0, ScalarType out_dtype) "
                                     "-> (Tensor, Tensor, Tensor)",
     "silu_mul_quant_fp8_static": "(Tensor x, Tensor scale, ScalarType out_dtype, "
-                                 "Tensor? up=None) -> Tensor",
+                                 "Tensor? up=None, bool divide=False) -> Tensor",
     "silu_mul_quant_fp8_group": "(Tensor x, int group_size, bool col_major, bool ue8m0, "
                                 "ScalarType out_dtype, Tensor? up=None) -> (Tensor, Tensor)",
     "silu_mul_quant_nvfp4": "(Tensor x, Tensor global_scale, Tensor? up=None) "
@@ -280,44 +284,48 @@ def _quant_nvfp4_fake(x, global_scale):
 # Fused norm → quant ops
 
 
-def _rms_norm_quant_fp8_static_ref(x, weight, scales, eps, weight_offset, out_dtype):
+def _rms_norm_quant_fp8_static_ref(x, weight, scales, eps, weight_offset, out_dtype,
+                                   divide=False):
     qs, _ = norm_quant_ref.rms_norm_quant_fp8_static(x, weight, scales, eps, weight_offset,
-                                                     out_dtype)
+                                                     out_dtype, divide=divide)
     return [_c(q) for q in qs]
 
 
-def _rms_norm_quant_fp8_static_cuda(x, weight, scales, eps, weight_offset, out_dtype):
+def _rms_norm_quant_fp8_static_cuda(x, weight, scales, eps, weight_offset, out_dtype,
+                                    divide=False):
     if _use_triton("rms_norm_quant_fp8_static", x, out_dtype):
         return _kernels("norm_quant").rms_norm_quant_fp8_static(
-            x, weight, scales, eps, weight_offset, out_dtype)[0]
-    return _rms_norm_quant_fp8_static_ref(x, weight, scales, eps, weight_offset, out_dtype)
+            x, weight, scales, eps, weight_offset, out_dtype, divide=divide)[0]
+    return _rms_norm_quant_fp8_static_ref(x, weight, scales, eps, weight_offset, out_dtype,
+                                          divide)
 
 
-def _rms_norm_quant_fp8_static_fake(x, weight, scales, eps, weight_offset, out_dtype):
+def _rms_norm_quant_fp8_static_fake(x, weight, scales, eps, weight_offset, out_dtype,
+                                    divide=False):
     _check_norm(x, weight, None)
     _check_fp8(x, out_dtype)
     return [_empty(x, x.shape, out_dtype) for _ in scales]
 
 
 def _add_rms_norm_quant_fp8_static_ref(x, residual, weight, scales, eps, weight_offset,
-                                       out_dtype):
+                                       out_dtype, divide=False):
     qs, r = norm_quant_ref.rms_norm_quant_fp8_static(x, weight, scales, eps, weight_offset,
-                                                     out_dtype, residual)
+                                                     out_dtype, residual, divide=divide)
     return [*(_c(q) for q in qs), _c(r)]
 
 
 def _add_rms_norm_quant_fp8_static_cuda(x, residual, weight, scales, eps, weight_offset,
-                                        out_dtype):
+                                        out_dtype, divide=False):
     if _use_triton("add_rms_norm_quant_fp8_static", x, out_dtype):
         qs, r = _kernels("norm_quant").rms_norm_quant_fp8_static(
-            x, weight, scales, eps, weight_offset, out_dtype, residual)
+            x, weight, scales, eps, weight_offset, out_dtype, residual, divide=divide)
         return [*qs, r]
     return _add_rms_norm_quant_fp8_static_ref(x, residual, weight, scales, eps, weight_offset,
-                                              out_dtype)
+                                              out_dtype, divide)
 
 
 def _add_rms_norm_quant_fp8_static_fake(x, residual, weight, scales, eps, weight_offset,
-                                        out_dtype):
+                                        out_dtype, divide=False):
     _check_norm(x, weight, residual)
     _check_fp8(x, out_dtype)
     return [*(_empty(x, x.shape, out_dtype) for _ in scales), _empty(x, x.shape, x.dtype)]
@@ -421,17 +429,18 @@ def _add_rms_norm_quant_fp8_group_fake(x, residual, weight, eps, weight_offset, 
 # Fused SiLU·Mul → quant ops
 
 
-def _silu_mul_quant_fp8_static_ref(x, scale, out_dtype, up=None):
-    return _c(act_quant_ref.silu_mul_quant_fp8_static(x, scale, out_dtype, up))
+def _silu_mul_quant_fp8_static_ref(x, scale, out_dtype, up=None, divide=False):
+    return _c(act_quant_ref.silu_mul_quant_fp8_static(x, scale, out_dtype, up, divide=divide))
 
 
-def _silu_mul_quant_fp8_static_cuda(x, scale, out_dtype, up=None):
+def _silu_mul_quant_fp8_static_cuda(x, scale, out_dtype, up=None, divide=False):
     if _use_triton("silu_mul_quant_fp8_static", x, out_dtype):
-        return _kernels("act_quant").silu_mul_quant_fp8_static(x, scale, out_dtype, up)
-    return _silu_mul_quant_fp8_static_ref(x, scale, out_dtype, up)
+        return _kernels("act_quant").silu_mul_quant_fp8_static(x, scale, out_dtype, up,
+                                                               divide=divide)
+    return _silu_mul_quant_fp8_static_ref(x, scale, out_dtype, up, divide)
 
 
-def _silu_mul_quant_fp8_static_fake(x, scale, out_dtype, up=None):
+def _silu_mul_quant_fp8_static_fake(x, scale, out_dtype, up=None, divide=False):
     _check_fp8(x, out_dtype)
     return _empty(x, _silu_mul_fake(x, up).shape, out_dtype)
 

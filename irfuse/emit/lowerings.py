@@ -2,7 +2,9 @@
 with which arguments (registered into `select_kernels.LOWERINGS`).
 
 The argument order follows the custom op schemas in `irfuse.emit.custom_ops.SCHEMAS`; the
-implementation recorded on the call is `kernel_choice.choose(op, platform)`'s.
+implementation recorded on the call is `kernel_choice.choose(op, platform)`'s. Optional trailing
+arguments go by keyword, and only when set: `up` (separate gate and up tensors) and `divide`
+(a static quant spelled `x / s`), so a call without them reads as it did before they existed.
 """
 
 from __future__ import annotations
@@ -80,8 +82,10 @@ def _lower_rms_norm_quant(op: fused.RmsNormQuantOp, platform: str) -> kernel.Cal
     template.append(a.tensor(op.weight))
     eps, offset = FloatData(op.eps.value.data), FloatData(op.weight_offset.value.data)
     fp8 = op.qs[0].type.dtype  # type: ignore[union-attr]
+    keywords = None
     if scheme.is_static:
         template += [a.tensors(list(op.scales)), eps, offset, fp8]
+        keywords = _divide(op)
     elif scheme.is_per_token:
         template += [a.optional(op.scale_ub), eps, offset, fp8]
     else:
@@ -93,12 +97,17 @@ def _lower_rms_norm_quant(op: fused.RmsNormQuantOp, platform: str) -> kernel.Cal
             _flag(scheme.is_ue8m0),
             fp8,
         ]
-    return _call(name, a, template, op, platform)
+    return _call(name, a, template, op, platform, keywords)
 
 
 def _up(a: _Args, up: SSAValue | None) -> dict[str, Attribute] | None:
-    """The separate up tensor, passed by keyword (the schemas' last, optional argument)."""
+    """The separate up tensor, passed by keyword (the schemas' optional argument)."""
     return None if up is None else {"up": a.tensor(up)}
+
+
+def _divide(op: fused.RmsNormQuantOp | fused.SiluMulQuantOp) -> dict[str, Attribute] | None:
+    """`divide=True` (the static kernels' last, optional argument) when the op divides."""
+    return None if op.divide is None else {"divide": aten.TRUE}
 
 
 def _lower_silu_mul_quant(op: fused.SiluMulQuantOp, platform: str) -> kernel.CallOp:
@@ -108,7 +117,8 @@ def _lower_silu_mul_quant(op: fused.SiluMulQuantOp, platform: str) -> kernel.Cal
     if scheme.is_static:
         assert op.scale is not None
         template = [a.tensor(op.x), a.tensor(op.scale), fp8]
-        return _call("silu_mul_quant_fp8_static", a, template, op, platform, _up(a, op.up))
+        keywords = {**(_up(a, op.up) or {}), **(_divide(op) or {})}
+        return _call("silu_mul_quant_fp8_static", a, template, op, platform, keywords or None)
     template = [
         a.tensor(op.x),
         IntAttr(scheme.group_size),

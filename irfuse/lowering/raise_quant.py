@@ -33,12 +33,19 @@ NVFP4 is raised from `irfuse::quant_nvfp4` only: a decomposed NVFP4 chain (block
 scales, e2m1 rounding by comparisons, nibble packing, the 128x4 swizzle) is out of scope; its
 fp8 block-scale cast is seen and left alone with a remark.
 
-Numerics: the static scheme is defined as `x * (1 / s)` (`shared/NUMERICS.md`); `x / s` and
-`x * inv_s` agree with it up to one f32 rounding before the fp8 rounding, the difference vLLM's
-fused kernels (which all multiply by 1 / s) accept; likewise `x / s_t` and `x * s_t.reciprocal()`
-for dynamic scales. UE8M0 written `exp2(ceil(log2(s)))` can miss the next power of two where
-`log2` rounds down (irfuse's kernels round on the float bits). The decomposition region keeps the
-model's own spelling, so raising alone changes no bit. The bound is vLLM's M (224 for fnuz), not
+Numerics: the static scheme is `x * (1 / s)` by default (`shared/NUMERICS.md`, vLLM's fused
+kernels), and the raised op keeps the model's spelling, so that a fused kernel rounds as the model
+does: `x / s` raises with the unit property `divide` (the kernels then divide in f32, bit for bit
+the model's quant); `x * s.reciprocal()` raises without it (it is `x * (1 / s)`); `x * inv_s`
+raises without it, with a new `reciprocal(inv_s)` as the op's scale, so its rounding matches the
+model's only to within the rounding of that reciprocal (`1 / (1 / inv_s)` need not give back
+`inv_s`). `irfuse::quant_fp8_static` multiplies by `1 / s`: no `divide`. The two spellings differ
+by one f32 rounding before the fp8 rounding, which moves a value that sits on a tie between two
+fp8 codes to the other code (such ties are common when x is bf16, as a norm's output is); dynamic
+scales are left as NUMERICS.md spells them (`x / s_t` and `x * s_t.reciprocal()` raise alike).
+UE8M0 written `exp2(ceil(log2(s)))` can miss the next power of two where `log2` rounds down
+(irfuse's kernels round on the float bits). The decomposition region keeps the model's own
+spelling, so raising alone changes no bit. The bound is vLLM's M (224 for fnuz), not
 `torch.finfo(float8_e4m3fnuz).max` (240): a clamp to ±240 is left alone with a remark.
 
 Placement: the raised op goes after the chain's last op, or, when an outside user of its results
@@ -568,6 +575,7 @@ class _Quant:
     scale_out: SSAValue | None = None
     front: list[Operation] = field(default_factory=list)  # casts of x that may stay outside
     scale_is_inverse: bool = False  # `scale` holds 1 / s: the op takes a new reciprocal of it
+    divide: bool = False  # a static quant spelled `x / s` (the raised op's `divide`)
 
 
 def _match_decomposed(cast_op: Operation, fp8: Attribute) -> _Quant:
@@ -603,7 +611,7 @@ def _static_quant(cast_op: Operation, ops: list[Operation], scaling: _Scaling) -
     # q = fp8(clamp(x * m)): the scale is 1 / m, made before the raised op (see _raise).
     inverse = scaling.kind == "inverse"
     return _Quant(x, q, QuantScheme.static_tensor(), [*ops, *front], scale=scaling.divisor,
-                  front=front, scale_is_inverse=inverse)
+                  front=front, scale_is_inverse=inverse, divide=scaling.kind == "div")
 
 
 def _reshaped_back(q: SSAValue, dims: tuple) -> tuple[SSAValue, list[Operation]] | None:
@@ -878,7 +886,8 @@ def _build(quant: _Quant, location: Attribute) -> tuple[Operation, list[Operatio
     assert quant.scale is not None
     before = [_reciprocal(quant.scale, location)] if quant.scale_is_inverse else []
     scale = before[0].results[0] if before else quant.scale
-    raised = QuantFp8Op(quant.x, scale, scheme=quant.scheme, result_types=[quant.q.type, None])
+    raised = QuantFp8Op(quant.x, scale, scheme=quant.scheme, divide=quant.divide,
+                        result_types=[quant.q.type, None])
     return raised, before
 
 

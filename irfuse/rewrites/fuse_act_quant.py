@@ -3,7 +3,8 @@
 Matches `act.silu_mul` (x = [gate | up], or separate gate and up tensors as Hugging Face MLPs
 compute them) whose output feeds only quants
 (directly or through a flattening view): `quant.fp8` static per-tensor or per-group 128/64 (row-
-or column-major scales, UE8M0), or `quant.nvfp4`. Identical quants merge first.
+or column-major scales, UE8M0), or `quant.nvfp4`. Identical quants merge first. A static quant's
+spelling (`divide`: `y / s`, else `y * (1 / s)`) goes to the fused op.
 
 Produces `fused.silu_mul_quant` (x, scale?) -> (q, scale_out?) or `fused.silu_mul_quant_nvfp4`
 (x, global_scale) -> (q, block_scale), inserted where the quant was (on the flattened input when
@@ -34,7 +35,12 @@ from irfuse.lowering.match import NoMatch, block_ops, func_blocks
 from irfuse.pipeline import module_platform
 from irfuse.rewrites.fuse_norm_quant import KERNEL_DTYPES
 from irfuse.rewrites.kernel_gate import check_kernel
-from irfuse.rewrites.quant_consumers import flatten_leading, merge_identical, quant_consumers
+from irfuse.rewrites.quant_consumers import (
+    divides,
+    flatten_leading,
+    merge_identical,
+    quant_consumers,
+)
 
 
 def kernel_name(quant: Operation) -> str:
@@ -78,6 +84,7 @@ def _fuse(act: SiluMulOp, platform: str, max_tokens: int | None) -> bool:
             quant.scale,
             up,
             scheme=quant.scheme,
+            divide=divides(quant),
             result_types=[quant.q.type, None if quant.scale_out is None else quant.scale_out.type],
         )
     else:

@@ -4,18 +4,21 @@ Matches `norm.rms_norm` or `norm.add_rms_norm` whose output feeds only `quant.fp
 or through the `view(-1, H)` a linear layer adds), for the schemes static per-tensor, dynamic
 per-token (with its optional scale upper bound) and per-group 128/64 (row- or column-major
 scales, UE8M0). Identical quants merge first; several static quants with different scales fuse
-into one kernel with one output each. Eps, hidden size and group size are attributes: one rewrite
-for every value. The last layer's form (the residual output dead) fuses the same way.
+into one kernel with one output each. A static quant's spelling (`divide`: `y / s`, else
+`y * (1 / s)`) goes to the fused op, which applies it to every output. Eps, hidden size and group
+size are attributes: one rewrite for every value. The last layer's form (the residual output
+dead) fuses the same way.
 
 Produces `fused.rms_norm_quant` (x, residual?, weight, scales, scale_ub?) -> (qs, scale_out?,
 residual_out?), inserted where the first fused quant was; when the quants saw a flattened view,
 the fused op runs on the flattened inputs and the residual is reshaped back for its users.
 
 Does not fuse, with a remark: a norm output that is also used unquantized; quants of different
-schemes (or two dynamic ones) on one norm; dynamic per-tensor quant (its amax spans the whole
-tensor, vLLM does not fuse it either); a norm without a weight; tma-aligned group scales; an
-input dtype the kernels do not take; a platform where Inductor's code for this pattern was
-measured faster (`irfuse.emit.kernel_choice`), in which case the pattern is left to Inductor.
+schemes (or two dynamic ones) on one norm; static quants of one norm spelled differently (some
+with `divide`, some without: one kernel rounds one way); dynamic per-tensor quant (its amax spans
+the whole tensor, vLLM does not fuse it either); a norm without a weight; tma-aligned group
+scales; an input dtype the kernels do not take; a platform where Inductor's code for this pattern
+was measured faster (`irfuse.emit.kernel_choice`), in which case the pattern is left to Inductor.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from irfuse.pipeline import module_platform
 from irfuse.rewrites.kernel_gate import check_kernel
 from irfuse.rewrites.quant_consumers import (
     Consumer,
+    divides,
     flatten_leading,
     merge_identical,
     quant_consumers,
@@ -68,6 +72,11 @@ def _check_schemes(consumers: list[Consumer]) -> str:
         )
     if kind != "static_tensor" and len(consumers) > 1:
         raise NoMatch("the norm feeds several dynamic quants with different settings")
+    if len({divides(c.quant) for c in consumers}) != 1:
+        raise NoMatch(
+            "the norm's static quants are spelled differently (x / s and x * (1 / s)); one "
+            "kernel rounds one way"
+        )
     scheme = consumers[0].quant.scheme
     if scheme.is_group and scheme.is_tma_aligned:
         raise NoMatch("tma-aligned group scales are not produced by the fused kernel")
@@ -133,6 +142,7 @@ def _fuse(
         eps=norm.eps.value.data,
         weight_offset=norm.weight_offset.value.data,
         scheme=quant.scheme,
+        divide=divides(quant),
         result_types=[
             [c.quant.q.type for c in consumers],
             None if quant.scale_out is None else quant.scale_out.type,

@@ -3,8 +3,8 @@
 A producer (a norm, a SiLU·Mul) fuses with the quants of its output. Linear layers often flatten
 the leading dims before quantizing (`view(-1, H)`), so a consumer is a quant of the value itself
 or of such a flattening view. `quant_consumers` finds them, merges identical ones (same scheme,
-scale operands and fp8 dtype: CSE restricted to quants, so that one kernel writes each output
-once) and says why a value cannot fuse when it has other users.
+scale operands, fp8 dtype and `divide` spelling: CSE restricted to quants, so that one kernel
+writes each output once) and says why a value cannot fuse when it has other users.
 """
 
 from __future__ import annotations
@@ -23,6 +23,11 @@ from irfuse.lowering.match import NoMatch, call, users
 FLATTENS = ("aten::view.default", "aten::reshape.default", "aten::_unsafe_view.default")
 
 
+def divides(quant: Operation) -> bool:
+    """Whether a quant scales by `x / s` (its unit property `divide`) rather than `x * (1 / s)`."""
+    return quant.properties.get("divide") is not None
+
+
 @dataclass
 class Consumer:
     """A quant of a value, maybe through a view that flattens the value's leading dims."""
@@ -35,7 +40,7 @@ class Consumer:
         operands = tuple(q.operands[1:])
         scheme = getattr(q, "scheme", None)
         view = None if self.view is None else (self.view.template, tuple(self.view.operands[1:]))
-        return (q.name, scheme, operands, q.results[0].type, view)
+        return (q.name, scheme, divides(q), operands, q.results[0].type, view)
 
 
 def _flattens(value: SSAValue, view: aten.CallOp) -> bool:

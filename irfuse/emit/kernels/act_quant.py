@@ -8,7 +8,9 @@ eager PyTorch does (silu rounded to the model dtype, then the product rounded); 
 projections), each with its own row stride, so a column slice of a larger GEMM output is read in
 place (UP is a constexpr: the [gate | up] form, UP=0, keeps its loads and arithmetic). ACT=0 takes
 `x` itself. The result is stored as is, quantized with a static FP8 scale, or quantized per group
-(each tile row is one group). Numerics: `act_quant_ref` and `quant_ref`.
+(each tile row is one group). A static scale multiplies by `1 / s`, or, with the constexpr
+DIVIDE (a model that spells its quant `y / s`), divides by it (`norm_quant.static_scaled`).
+Numerics: `act_quant_ref` and `quant_ref`.
 
 Dynamic per-tensor FP8 (not a fused op) is the static kernel fed with a scale computed by torch
 from the tensor's amax, exactly as the reference computes it.
@@ -23,7 +25,7 @@ import triton
 import triton.language as tl
 
 from irfuse.emit.kernels import act_quant_ref, quant_ref
-from irfuse.emit.kernels.norm_quant import Steps, group_scales, tuned
+from irfuse.emit.kernels.norm_quant import Steps, group_scales, static_scaled, tuned
 from irfuse.emit.kernels.triton_support import check_device, next_pow2, rows_2d
 
 QUANT_NONE = 0
@@ -66,6 +68,7 @@ def _act_quant_kernel(
     x_ptr, up_ptr, out_ptr, s_ptr, D, stride_x, stride_up, stride_s_row, stride_s_group,
     ACT: tl.constexpr, UP: tl.constexpr, QUANT: tl.constexpr, UE8M0: tl.constexpr,
     FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, GPP: tl.constexpr, GROUP: tl.constexpr,
+    DIVIDE: tl.constexpr,
 ):
     DT = x_ptr.dtype.element_ty
     row = tl.program_id(0).to(tl.int64)
@@ -89,8 +92,8 @@ def _act_quant_kernel(
     if QUANT == 0:
         tl.store(out_ptr + out_offs, y.to(DT), mask=mask)
     elif QUANT == 1:
-        inv = tl.math.div_rn(1.0, tl.load(s_ptr).to(tl.float32))
-        v = tl.minimum(tl.maximum(y * inv, -FP8_MAX), FP8_MAX)
+        scaled = static_scaled(y, tl.load(s_ptr).to(tl.float32), DIVIDE)
+        v = tl.minimum(tl.maximum(scaled, -FP8_MAX), FP8_MAX)
         tl.store(out_ptr + out_offs, v.to(out_ptr.dtype.element_ty), mask=mask)
     else:
         s = group_scales(tl.max(tl.abs(y), axis=1), FP8_MAX, MIN_SCALE, UE8M0)
@@ -102,7 +105,8 @@ def _act_quant_kernel(
 
 def _launch(x: torch.Tensor, act: bool, quant: int, out: torch.Tensor,
             scale: torch.Tensor | None, group: int, ue8m0: bool, out_dtype: torch.dtype,
-            config: ActConfig | None, up: torch.Tensor | None = None) -> None:
+            config: ActConfig | None, up: torch.Tensor | None = None,
+            divide: bool = False) -> None:
     x2 = rows_2d(x)
     up2 = rows_2d(up) if up is not None else x2
     tokens = x2.shape[0]
@@ -122,7 +126,7 @@ def _launch(x: torch.Tensor, act: bool, quant: int, out: torch.Tensor,
         x2, up2, out, s2, width, x2.stride(0), up2.stride(0), *strides,
         ACT=act, UP=up is not None, QUANT=quant, UE8M0=ue8m0, FP8_MAX=quant_ref.fp8_max(fp8),
         MIN_SCALE=quant_ref.fp8_min_scale(fp8), GPP=cfg.groups_per_program, GROUP=group,
-        num_warps=cfg.num_warps,
+        DIVIDE=divide and quant == QUANT_STATIC, num_warps=cfg.num_warps,
     )
 
 
@@ -144,13 +148,14 @@ def silu_mul(x: torch.Tensor, up: torch.Tensor | None = None,
 
 
 def _static(x: torch.Tensor, act: bool, scale: torch.Tensor, out_dtype: torch.dtype,
-            config: ActConfig | None, up: torch.Tensor | None = None) -> torch.Tensor:
+            config: ActConfig | None, up: torch.Tensor | None = None,
+            divide: bool = False) -> torch.Tensor:
     quant_ref.check_fp8_dtype(out_dtype)
     if scale.numel() != 1:
         raise ValueError("irfuse: a static FP8 scale must have one element")
     width = x.shape[-1] // 2 if act and up is None else x.shape[-1]
     out = torch.empty((*x.shape[:-1], width), dtype=out_dtype, device=x.device)
-    _launch(x, act, QUANT_STATIC, out, scale, CHUNK, False, out_dtype, config, up)
+    _launch(x, act, QUANT_STATIC, out, scale, CHUNK, False, out_dtype, config, up, divide)
     return out
 
 
@@ -171,10 +176,12 @@ def _group(x: torch.Tensor, act: bool, group_size: int, col_major: bool, ue8m0: 
 
 def silu_mul_quant_fp8_static(x: torch.Tensor, scale: torch.Tensor, out_dtype: torch.dtype,
                               up: torch.Tensor | None = None,
-                              config: ActConfig | None = None) -> torch.Tensor:
-    """SiLU·Mul → static per-tensor FP8 (gate `x` and `up` apart when `up` is given)."""
+                              config: ActConfig | None = None,
+                              divide: bool = False) -> torch.Tensor:
+    """SiLU·Mul → static per-tensor FP8 (gate `x` and `up` apart when `up` is given); with
+    `divide`, the quant scales by `y / s`, else by `y * (1 / s)`."""
     _check_act_input(x, up)
-    return _static(x, True, scale, out_dtype, config, up)
+    return _static(x, True, scale, out_dtype, config, up, divide)
 
 
 def silu_mul_quant_fp8_group(x: torch.Tensor, group_size: int, col_major: bool, ue8m0: bool,
@@ -188,11 +195,11 @@ def silu_mul_quant_fp8_group(x: torch.Tensor, group_size: int, col_major: bool, 
 
 def quant_fp8_static(x: torch.Tensor, scale: torch.Tensor,
                      out_dtype: torch.dtype = torch.float8_e4m3fn,
-                     config: ActConfig | None = None) -> torch.Tensor:
-    """Static per-tensor FP8 of `x`."""
+                     config: ActConfig | None = None, divide: bool = False) -> torch.Tensor:
+    """Static per-tensor FP8 of `x` (`x / s` with `divide`, else `x * (1 / s)`)."""
     quant_ref.check_model_dtype(x)
     check_device(x)
-    return _static(x, False, scale, out_dtype, config)
+    return _static(x, False, scale, out_dtype, config, divide=divide)
 
 
 def quant_fp8_per_tensor(x: torch.Tensor, out_dtype: torch.dtype = torch.float8_e4m3fn,

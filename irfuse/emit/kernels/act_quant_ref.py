@@ -43,9 +43,10 @@ def silu_mul(x: torch.Tensor, up: torch.Tensor | None = None) -> torch.Tensor:
 
 
 def silu_mul_quant_fp8_static(x: torch.Tensor, scale: torch.Tensor, out_dtype: torch.dtype,
-                              up: torch.Tensor | None = None) -> torch.Tensor:
-    """SiLU·Mul → static per-tensor FP8."""
-    return quant_ref.quant_fp8_static(silu_mul(x, up), scale, out_dtype)
+                              up: torch.Tensor | None = None, divide: bool = False,
+                              ) -> torch.Tensor:
+    """SiLU·Mul → static per-tensor FP8 (`y / s` with `divide`, else `y * (1 / s)`)."""
+    return quant_ref.quant_fp8_static(silu_mul(x, up), scale, out_dtype, divide)
 
 
 def silu_mul_quant_fp8_group(x: torch.Tensor, group_size: int, col_major: bool, ue8m0: bool,

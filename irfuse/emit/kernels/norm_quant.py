@@ -10,9 +10,12 @@ Two kernels, both one pass over the row held in registers (read once, fp32 accum
   quantization group; per-group FP8 with row- or column-major scales and optional UE8M0.
 
 Numerics are those of `norm_quant_ref` / `quant_ref` (`shared/NUMERICS.md`); the divisions that
-define a quantized value use `div_rn` so they round as torch's do. Launch shapes (rows per
-program, warps) come from `row_config` / `group_config`, tuned on the H200 (docs/benchmarks.md);
-every launcher takes `config=` to override them (the benchmark's sweep does).
+define a quantized value use `div_rn` so they round as torch's do. Static FP8 multiplies by
+`div_rn(1, s)`, or, with the constexpr `DIVIDE` (the fused op's `divide`: a model that spells its
+quant `y / s`), divides by `s` with `div_rn`, so that values on a tie between two fp8 codes round
+as the model's division does. Launch shapes (rows per program, warps) come from `row_config` /
+`group_config`, tuned on the H200 (docs/benchmarks.md); every launcher takes `config=` to override
+them (the benchmark's sweep does).
 """
 
 from __future__ import annotations
@@ -126,9 +129,20 @@ def _apply_weight(normed, w, weight_offset, x_ptr, GEMMA: tl.constexpr):
 
 
 @triton.jit
-def _store_fp8_static(y, q_ptr, s_ptr, offs, mask, FP8_MAX: tl.constexpr):
-    inv = tl.math.div_rn(1.0, tl.load(s_ptr).to(tl.float32))
-    v = tl.minimum(tl.maximum(y * inv, -FP8_MAX), FP8_MAX)
+def static_scaled(y, s, DIVIDE: tl.constexpr):
+    """y scaled by a static scale s (float32): `y / s` with DIVIDE, else `y * (1 / s)`, each
+    rounded as torch rounds it."""
+    if DIVIDE:
+        scaled = tl.math.div_rn(y, s)
+    else:
+        scaled = y * tl.math.div_rn(1.0, s)
+    return scaled
+
+
+@triton.jit
+def _store_fp8_static(y, q_ptr, s_ptr, offs, mask, FP8_MAX: tl.constexpr, DIVIDE: tl.constexpr):
+    scaled = static_scaled(y, tl.load(s_ptr).to(tl.float32), DIVIDE)
+    v = tl.minimum(tl.maximum(scaled, -FP8_MAX), FP8_MAX)
     tl.store(q_ptr + offs, v.to(q_ptr.dtype.element_ty), mask=mask)
 
 
@@ -151,7 +165,7 @@ def _norm_rows_kernel(
     T, H, stride_x, stride_res, eps, weight_offset,
     HAS_RES: tl.constexpr, NORM: tl.constexpr, GEMMA: tl.constexpr, QUANT: tl.constexpr,
     NUM_OUT: tl.constexpr, HAS_UB: tl.constexpr, FP8_MAX: tl.constexpr,
-    MIN_SCALE: tl.constexpr, ROWS: tl.constexpr, BLOCK_H: tl.constexpr,
+    MIN_SCALE: tl.constexpr, ROWS: tl.constexpr, BLOCK_H: tl.constexpr, DIVIDE: tl.constexpr,
 ):
     DT = x_ptr.dtype.element_ty
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
@@ -177,13 +191,13 @@ def _norm_rows_kernel(
     if QUANT == 0:
         tl.store(y_ptr + out_offs, y.to(DT), mask=mask)
     elif QUANT == 1:
-        _store_fp8_static(y, q0_ptr, s0_ptr, out_offs, mask, FP8_MAX)
+        _store_fp8_static(y, q0_ptr, s0_ptr, out_offs, mask, FP8_MAX, DIVIDE)
         if NUM_OUT > 1:
-            _store_fp8_static(y, q1_ptr, s1_ptr, out_offs, mask, FP8_MAX)
+            _store_fp8_static(y, q1_ptr, s1_ptr, out_offs, mask, FP8_MAX, DIVIDE)
         if NUM_OUT > 2:
-            _store_fp8_static(y, q2_ptr, s2_ptr, out_offs, mask, FP8_MAX)
+            _store_fp8_static(y, q2_ptr, s2_ptr, out_offs, mask, FP8_MAX, DIVIDE)
         if NUM_OUT > 3:
-            _store_fp8_static(y, q3_ptr, s3_ptr, out_offs, mask, FP8_MAX)
+            _store_fp8_static(y, q3_ptr, s3_ptr, out_offs, mask, FP8_MAX, DIVIDE)
     else:
         amax = tl.max(tl.abs(y), axis=1)
         if HAS_UB:
@@ -249,6 +263,7 @@ def _norm_static_2pass_kernel(
     x_ptr, res_ptr, w_ptr, res_out_ptr, q_ptr, s_ptr,
     T, H, stride_x, stride_res, eps, weight_offset,
     HAS_RES: tl.constexpr, GEMMA: tl.constexpr, FP8_MAX: tl.constexpr, BLOCK_R: tl.constexpr,
+    DIVIDE: tl.constexpr,
 ):
     DT = x_ptr.dtype.element_ty
     row = tl.program_id(0).to(tl.int64)
@@ -263,7 +278,7 @@ def _norm_static_2pass_kernel(
                          eviction_policy="evict_last").to(tl.float32)
         acc += x * x
     rstd = tl.math.rsqrt(tl.sum(acc, axis=0) / H + eps)
-    inv = tl.math.div_rn(1.0, tl.load(s_ptr).to(tl.float32))
+    s = tl.load(s_ptr).to(tl.float32)
     for start in tl.range(0, H, BLOCK_R):
         cols = start + tl.arange(0, BLOCK_R)
         mask = cols < H
@@ -275,7 +290,7 @@ def _norm_static_2pass_kernel(
             tl.store(res_out_ptr + row * H + cols, x.to(DT), mask=mask)
         w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last")
         y = _apply_weight(x * rstd, w, weight_offset, x_ptr, GEMMA)
-        v = tl.minimum(tl.maximum(y * inv, -FP8_MAX), FP8_MAX)
+        v = tl.minimum(tl.maximum(static_scaled(y, s, DIVIDE), -FP8_MAX), FP8_MAX)
         tl.store(q_ptr + row * H + cols, v.to(q_ptr.dtype.element_ty), mask=mask)
 
 
@@ -283,9 +298,10 @@ def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.T
                  eps: float, weight_offset: float, quant: int,
                  qs: Sequence[torch.Tensor], scales: Sequence[torch.Tensor],
                  y: torch.Tensor | None, scale_ub: torch.Tensor | None,
-                 out_dtype: torch.dtype, config: RowConfig | None,
+                 out_dtype: torch.dtype, config: RowConfig | None, divide: bool = False,
                  ) -> torch.Tensor | None:
-    """Launch `_norm_rows_kernel` once; returns residual_out (or None)."""
+    """Launch `_norm_rows_kernel` once; returns residual_out (or None). `divide`: static
+    quants scale by `y / s` (else `y * (1 / s)`)."""
     x2, r2 = _prepare(x, weight, residual)
     tokens, hidden = x2.shape
     res_out = torch.empty_like(x) if residual is not None else None
@@ -301,7 +317,7 @@ def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.T
             float(eps), float(weight_offset),
             HAS_RES=residual is not None, GEMMA=weight_offset != 0.0,
             FP8_MAX=quant_ref.fp8_max(out_dtype), BLOCK_R=min(cfg.block_r, next_pow2(hidden)),
-            num_warps=cfg.num_warps,
+            DIVIDE=divide, num_warps=cfg.num_warps,
         )
         return res_out
     q = [*qs, *([dummy] * (MAX_STATIC_OUTPUTS - len(qs)))]
@@ -316,7 +332,8 @@ def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.T
         HAS_RES=residual is not None, NORM=weight is not None, GEMMA=weight_offset != 0.0,
         QUANT=quant, NUM_OUT=max(1, len(qs)), HAS_UB=scale_ub is not None,
         FP8_MAX=quant_ref.fp8_max(fp8), MIN_SCALE=quant_ref.fp8_min_scale(fp8),
-        ROWS=cfg.rows, BLOCK_H=next_pow2(hidden), num_warps=cfg.num_warps,
+        ROWS=cfg.rows, BLOCK_H=next_pow2(hidden), DIVIDE=divide and quant == QUANT_STATIC,
+        num_warps=cfg.num_warps,
     )
     return res_out
 
@@ -334,9 +351,10 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, weight_offset: f
 def rms_norm_quant_fp8_static(x: torch.Tensor, weight: torch.Tensor,
                               scales: Sequence[torch.Tensor], eps: float, weight_offset: float,
                               out_dtype: torch.dtype, residual: torch.Tensor | None = None,
-                              config: RowConfig | None = None,
+                              config: RowConfig | None = None, divide: bool = False,
                               ) -> tuple[list[torch.Tensor], torch.Tensor | None]:
-    """(Residual add +) RMSNorm → static FP8, one output per scale: (qs, residual_out)."""
+    """(Residual add +) RMSNorm → static FP8, one output per scale: (qs, residual_out).
+    With `divide`, every output quantizes `y / s` instead of `y * (1 / s)`."""
     quant_ref.check_fp8_dtype(out_dtype)
     if not scales:
         raise ValueError("irfuse: rms_norm_quant_fp8_static needs at least one scale")
@@ -350,7 +368,7 @@ def rms_norm_quant_fp8_static(x: torch.Tensor, weight: torch.Tensor,
         part = _launch_rows(x, weight, residual, eps, weight_offset, QUANT_STATIC,
                             qs[start:start + MAX_STATIC_OUTPUTS],
                             scales[start:start + MAX_STATIC_OUTPUTS], None, None, out_dtype,
-                            config)
+                            config, divide)
         res_out = part if res_out is None else res_out
     return qs, res_out
 

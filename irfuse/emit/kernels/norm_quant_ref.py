@@ -53,10 +53,12 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, weight_offset: f
 def rms_norm_quant_fp8_static(x: torch.Tensor, weight: torch.Tensor,
                               scales: Sequence[torch.Tensor], eps: float, weight_offset: float,
                               out_dtype: torch.dtype, residual: torch.Tensor | None = None,
+                              divide: bool = False,
                               ) -> tuple[list[torch.Tensor], torch.Tensor | None]:
-    """(Residual add +) RMSNorm → one static FP8 quant per scale: (qs, residual_out)."""
+    """(Residual add +) RMSNorm → one static FP8 quant per scale: (qs, residual_out). With
+    `divide`, each quant scales by `y / s` rather than `y * (1 / s)`."""
     y, residual_out = rms_norm(x, weight, eps, weight_offset, residual)
-    return [quant_ref.quant_fp8_static(y, s, out_dtype) for s in scales], residual_out
+    return [quant_ref.quant_fp8_static(y, s, out_dtype, divide) for s in scales], residual_out
 
 
 def rms_norm_quant_fp8_per_token(x: torch.Tensor, weight: torch.Tensor,

@@ -6,7 +6,10 @@ calls. The Triton kernels are tested against these functions, and the dequantize
 tests use for "dequantized compare".
 
 Schemes:
-- FP8 static per-tensor: `q = fp8(clamp(x * (1 / s), -M, M))`, `s` one float32 element.
+- FP8 static per-tensor: `q = fp8(clamp(x * (1 / s), -M, M))`, `s` one float32 element; with
+  `divide=True`, `q = fp8(clamp(x / s, -M, M))` (the quotient rounded once in float32), as a
+  model that spells its quant `x / s` computes it. The two differ where `x / s` sits on a tie
+  between two fp8 values and `x * (1 / s)`, one float32 rounding away, does not.
 - FP8 dynamic per-token: `s_t = max(min(amax_t, ub) / M, MIN_SCALE)`, `q = fp8(clamp(x / s_t))`.
 - FP8 dynamic per-tensor: `s = max(amax / M, MIN_SCALE)`, then the static rule with that `s`.
 - FP8 per-group (g along the last dim): `s = max(amax_g, 1e-10) / M`; with UE8M0,
@@ -77,12 +80,15 @@ def _scalar_f32(t: torch.Tensor, what: str) -> torch.Tensor:
 
 
 def quant_fp8_static(x: torch.Tensor, scale: torch.Tensor,
-                     out_dtype: torch.dtype = torch.float8_e4m3fn) -> torch.Tensor:
-    """Static per-tensor FP8: `fp8(clamp(x * (1 / scale), -M, M))`, same shape as `x`."""
+                     out_dtype: torch.dtype = torch.float8_e4m3fn,
+                     divide: bool = False) -> torch.Tensor:
+    """Static per-tensor FP8: `fp8(clamp(x * (1 / scale), -M, M))`, same shape as `x`; with
+    `divide`, `fp8(clamp(x / scale, -M, M))` (float32 division)."""
     check_model_dtype(x)
     m = fp8_max(out_dtype)
-    inv = 1.0 / _scalar_f32(scale, "a static FP8 scale")
-    return (x.float() * inv).clamp(-m, m).to(out_dtype)
+    s = _scalar_f32(scale, "a static FP8 scale")
+    scaled = x.float() / s if divide else x.float() * (1.0 / s)
+    return scaled.clamp(-m, m).to(out_dtype)
 
 
 def quant_fp8_per_token(x: torch.Tensor, scale_ub: torch.Tensor | None = None,
