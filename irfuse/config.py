@@ -148,6 +148,24 @@ def _as_platform(key: str, value: Any) -> str | None:
 # ---------------------------------------------------------------------------- PassConfig
 
 
+def _from_mapping(cls: type, options: Any, what: str, prefix: str) -> Any:
+    """A config dataclass from a mapping of its fields (or a copy of one); an unknown key is a
+    ConfigError that names it, its value and every known field."""
+    if options is None:
+        return cls()
+    if isinstance(options, cls):
+        return copy.deepcopy(options)
+    if not isinstance(options, Mapping):
+        raise _bad(what, options, f"an object (dict) of {cls.__name__} fields")
+    known = [f.name for f in fields(cls)]
+    for key, value in options.items():
+        if key not in known:
+            raise ConfigError(
+                f"unknown key '{prefix}{key}' (value {value!r}); known {cls.__name__} fields: "
+                f"{', '.join(known)}")
+    return cls(**dict(options))
+
+
 @dataclass
 class PassConfig:
     """vLLM's PassConfig: which fusion passes run, and their thresholds.
@@ -204,19 +222,7 @@ class PassConfig:
     @classmethod
     def from_dict(cls, options: Mapping[str, Any] | PassConfig | None) -> PassConfig:
         """From a dict of PassConfig fields; an unknown field is a ConfigError."""
-        if options is None:
-            return cls()
-        if isinstance(options, PassConfig):
-            return copy.deepcopy(options)
-        if not isinstance(options, Mapping):
-            raise _bad("pass_config", options, "an object (dict) of PassConfig fields")
-        known = [f.name for f in fields(cls)]
-        for key, value in options.items():
-            if key not in known:
-                raise ConfigError(
-                    f"unknown key 'pass_config.{key}' (value {value!r}); known PassConfig "
-                    f"fields: {', '.join(known)}")
-        return cls(**dict(options))
+        return _from_mapping(cls, options, "pass_config", "pass_config.")
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -279,19 +285,7 @@ class CompilationConfig:
     ) -> CompilationConfig:
         """From what `torch.compile(options=...)` gives: CompilationConfig fields, with
         `pass_config` a dict or a PassConfig. An unknown key is a ConfigError."""
-        if options is None:
-            return cls()
-        if isinstance(options, CompilationConfig):
-            return copy.deepcopy(options)
-        if not isinstance(options, Mapping):
-            raise _bad("options", options, "an object (dict) of CompilationConfig fields")
-        known = [f.name for f in fields(cls)]
-        for key, value in options.items():
-            if key not in known:
-                raise ConfigError(
-                    f"unknown key {key!r} (value {value!r}); known CompilationConfig fields: "
-                    f"{', '.join(known)}")
-        return cls(**dict(options))
+        return _from_mapping(cls, options, "options", "")
 
     @classmethod
     def from_json(cls, text: str) -> CompilationConfig:
