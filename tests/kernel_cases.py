@@ -13,8 +13,11 @@ option quantize `y / s` instead of `y * (1 / s)` (models that spell their quant 
 they also check that the reference's two spellings disagree somewhere on the case's inputs (bf16
 and fp16 values land on fp8 ties), so a kernel that ignored `divide` would fail; with `exact` they
 hold a norm or SiLU·Mul kernel to the reference bit for bit (under the interpreter, which computes
-rsqrt and exp in float32 as torch's CPU does). The kernel modules are imported inside the runner,
-so that the interpreter test can set TRITON_INTERPRET before triton loads.
+rsqrt and exp in float32 as torch's CPU does). Residual norm cases with the `round_sum` option
+normalize the sum rounded to the model dtype (Hugging Face's add) instead of the float32 sum; they
+check likewise that the reference's two readings give different outputs on the case's inputs.
+The kernel modules are imported inside the runner, so that the interpreter test can set
+TRITON_INTERPRET before triton loads.
 """
 
 from __future__ import annotations
@@ -97,13 +100,16 @@ class _Checks:
                                     for n, ok, d in self.items)}
 
 
-def _fp8_codes_differ(c: _Checks, name: str, a: list[torch.Tensor],
-                      b: list[torch.Tensor]) -> None:
-    """Check that two lists of fp8 outputs differ in at least one code (the case can tell them
-    apart)."""
-    n = sum(int((x.view(torch.uint8) != y.view(torch.uint8)).sum()) for x, y in zip(a, b,
-                                                                                    strict=True))
-    c.items.append((name, n > 0, f"{n} codes differ"))
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32}
+
+
+def _codes_differ(c: _Checks, name: str, a: list[torch.Tensor],
+                  b: list[torch.Tensor]) -> None:
+    """Check that two lists of outputs (fp8 codes, or model-dtype values) differ in at least one
+    element, compared as bits (the case can tell them apart)."""
+    n = sum(int((x.view(_BITS[x.element_size()]) != y.view(_BITS[y.element_size()])).sum())
+            for x, y in zip(a, b, strict=True))
+    c.items.append((name, n > 0, f"{n} elements differ"))
 
 
 def _q_check(case: Case, c: _Checks, name: str, q: torch.Tensor, s: torch.Tensor,
@@ -114,6 +120,19 @@ def _q_check(case: Case, c: _Checks, name: str, q: torch.Tensor, s: torch.Tensor
         c.exact(name, q, q_ref)
     else:
         c.close(name, fp8_agreement(q, s, q_ref, s))
+
+
+def _dynamic_check(case: Case, c: _Checks, got: tuple[torch.Tensor, torch.Tensor],
+                   ref: tuple[torch.Tensor, torch.Tensor], group: int | None = None) -> None:
+    """A dynamic quant's (q, scales) against the reference: bit for bit with the `exact` option,
+    else within the fused-kernel tolerance (scales within 1%)."""
+    (q, s), (q_ref, s_ref) = got, ref
+    if case.opts.get("exact"):
+        c.exact("q", q, q_ref)
+        c.exact("scale", s, s_ref)
+    else:
+        c.close("q", fp8_agreement(q, s, q_ref, s_ref, group))
+        c.scales("scale", s, s_ref)
 
 
 def _ulp_close(c: _Checks, name: str, a: torch.Tensor, b: torch.Tensor) -> None:
@@ -154,9 +173,16 @@ def run_rms_norm(case: Case, d: dict, c: _Checks) -> None:
 
     off = case.opts.get("offset", 0.0)
     res = d["r"] if case.opts.get("residual") else None
-    y, r = norm_quant.rms_norm(d["x"], d["w"], 1e-5, off, res)
-    y_ref, r_ref = norm_quant_ref.rms_norm(d["x"], d["w"], 1e-5, off, res)
-    _ulp_close(c, "y", y, y_ref)
+    rs = case.opts.get("round_sum", False)
+    y, r = norm_quant.rms_norm(d["x"], d["w"], 1e-5, off, res, round_sum=rs)
+    y_ref, r_ref = norm_quant_ref.rms_norm(d["x"], d["w"], 1e-5, off, res, rs)
+    if case.opts.get("exact"):
+        c.exact("y", y, y_ref)
+    else:
+        _ulp_close(c, "y", y, y_ref)
+    if rs:
+        _codes_differ(c, "round_sum_matters", [y_ref],
+                      [norm_quant_ref.rms_norm(d["x"], d["w"], 1e-5, off, res)[0]])
     if res is not None:
         c.exact("residual_out", r, r_ref)
 
@@ -173,16 +199,22 @@ def run_norm_static(case: Case, d: dict, c: _Checks) -> None:
     if case.opts.get("two_pass"):
         cfg = norm_quant.RowConfig(1, 4, two_pass=True, block_r=32)
     divide = case.opts.get("divide", False)
+    rs = case.opts.get("round_sum", False)
     qs, r = norm_quant.rms_norm_quant_fp8_static(d["x"], d["w"], scales, 1e-6, 0.0, out, res,
-                                                 config=cfg, divide=divide)
+                                                 config=cfg, divide=divide, round_sum=rs)
     qs_ref, r_ref = norm_quant_ref.rms_norm_quant_fp8_static(d["x"], d["w"], scales, 1e-6,
-                                                             0.0, out, res, divide=divide)
+                                                             0.0, out, res, divide=divide,
+                                                             round_sum=rs)
     for i, (q, q_ref) in enumerate(zip(qs, qs_ref, strict=True)):
         _q_check(case, c, f"q{i}", q, scales[i], q_ref)
     if divide:
         other, _ = norm_quant_ref.rms_norm_quant_fp8_static(d["x"], d["w"], scales, 1e-6, 0.0,
-                                                            out, res)
-        _fp8_codes_differ(c, "divide_matters", qs_ref, other)
+                                                            out, res, round_sum=rs)
+        _codes_differ(c, "divide_matters", qs_ref, other)
+    if rs:
+        other, _ = norm_quant_ref.rms_norm_quant_fp8_static(d["x"], d["w"], scales, 1e-6, 0.0,
+                                                            out, res, divide=divide)
+        _codes_differ(c, "round_sum_matters", qs_ref, other)
     if res is not None:
         c.exact("residual_out", r, r_ref)
 
@@ -193,11 +225,16 @@ def run_norm_per_token(case: Case, d: dict, c: _Checks) -> None:
     ub = d["ub"] if case.opts.get("ub") else None
     res = d["r"] if case.opts.get("residual") else None
     off = case.opts.get("offset", 0.0)
-    q, s, r = norm_quant.rms_norm_quant_fp8_per_token(d["x"], d["w"], ub, 1e-6, off, FP8, res)
+    rs = case.opts.get("round_sum", False)
+    q, s, r = norm_quant.rms_norm_quant_fp8_per_token(d["x"], d["w"], ub, 1e-6, off, FP8, res,
+                                                      round_sum=rs)
     q_ref, s_ref, r_ref = norm_quant_ref.rms_norm_quant_fp8_per_token(d["x"], d["w"], ub, 1e-6,
-                                                                      off, FP8, res)
-    c.close("q", fp8_agreement(q, s, q_ref, s_ref))
-    c.scales("scale", s, s_ref)
+                                                                      off, FP8, res, rs)
+    _dynamic_check(case, c, (q, s), (q_ref, s_ref))
+    if rs:
+        other = norm_quant_ref.rms_norm_quant_fp8_per_token(d["x"], d["w"], ub, 1e-6, off, FP8,
+                                                            res)
+        _codes_differ(c, "round_sum_matters", [q_ref], [other[0]])
     if res is not None:
         c.exact("residual_out", r, r_ref)
 
@@ -208,12 +245,16 @@ def run_norm_group(case: Case, d: dict, c: _Checks) -> None:
     g, cm, ue = case.opts["group"], case.opts.get("col_major", False), case.opts.get("ue8m0",
                                                                                       False)
     res = d["r"] if case.opts.get("residual") else None
+    rs = case.opts.get("round_sum", False)
     q, s, r = norm_quant.rms_norm_quant_fp8_group(d["x"], d["w"], 1e-6, 0.0, g, cm, ue, FP8,
-                                                  res)
+                                                  res, round_sum=rs)
     q_ref, s_ref, r_ref = norm_quant_ref.rms_norm_quant_fp8_group(d["x"], d["w"], 1e-6, 0.0, g,
-                                                                  cm, ue, FP8, res)
-    c.close("q", fp8_agreement(q, s, q_ref, s_ref, g))
-    c.scales("scale", s, s_ref)
+                                                                  cm, ue, FP8, res, rs)
+    _dynamic_check(case, c, (q, s), (q_ref, s_ref), g)
+    if rs:
+        other = norm_quant_ref.rms_norm_quant_fp8_group(d["x"], d["w"], 1e-6, 0.0, g, cm, ue,
+                                                        FP8, res)
+        _codes_differ(c, "round_sum_matters", [q_ref], [other[0]])
     if res is not None:
         c.exact("residual_out", r, r_ref)
 
@@ -229,7 +270,7 @@ def run_quant(case: Case, d: dict, c: _Checks) -> None:
         q_ref = quant_ref.quant_fp8_static(x, d["scale"], out, divide)
         c.exact("q", act_quant.quant_fp8_static(x, d["scale"], out, divide=divide), q_ref)
         if divide:
-            _fp8_codes_differ(c, "divide_matters", [q_ref],
+            _codes_differ(c, "divide_matters", [q_ref],
                               [quant_ref.quant_fp8_static(x, d["scale"], out)])
         return
     if scheme == "per_token":
@@ -308,7 +349,7 @@ def run_silu(case: Case, d: dict, c: _Checks) -> None:
         _q_check(case, c, "q", got, d["scale"], ref)
         if case.opts.get("divide"):
             other = act_quant_ref.silu_mul_quant_fp8_static(xa, d["scale"], FP8, up)
-            _fp8_codes_differ(c, "divide_matters", [ref], [other])
+            _codes_differ(c, "divide_matters", [ref], [other])
     elif scheme == "group":
         (q, s), (q_ref, s_ref) = got, ref
         c.close("q", fp8_agreement(q, s, q_ref, s_ref, case.opts["group"]), tol=5e-2)
@@ -398,6 +439,20 @@ def interpreter_cases() -> list[Case]:
         Case("silu", 16, 256, "bf16", {"scheme": "static", "divide": True, "exact": True}),
         Case("silu", 16, 256, "fp16", {"scheme": "static", "up": "slice", "divide": True,
                                        "exact": True}),
+        # Residual norms that read the sum rounded to the model dtype (Hugging Face's add): bit
+        # for bit, on inputs where the two readings of the sum give different outputs.
+        Case("rms_norm", 16, 256, "bf16", {"residual": True, "round_sum": True, "exact": True}),
+        Case("norm_static", 16, 256, "bf16", {"residual": True, "round_sum": True,
+                                              "exact": True}),
+        Case("norm_static", 16, 256, "bf16", {"residual": True, "scales": 5, "divide": True,
+                                              "round_sum": True, "exact": True}),
+        Case("norm_static", 16, 256, "fp16", {"two_pass": True, "residual": True,
+                                              "divide": True, "round_sum": True,
+                                              "exact": True}),
+        Case("norm_per_token", 16, 256, "bf16", {"residual": True, "ub": True,
+                                                 "round_sum": True, "exact": True}),
+        Case("norm_group", 16, 256, "fp16", {"group": 64, "col_major": True, "residual": True,
+                                             "round_sum": True, "exact": True}),
     ]
     return cases
 
@@ -435,5 +490,17 @@ def gpu_cases() -> list[Case]:
             Case("norm_static", t, 4096, opts={"residual": True, "divide": True}),
             Case("norm_static", t, 4096, opts={"residual": True, "scales": 2, "divide": True}),
             Case("silu", t, 4096, opts={"scheme": "static", "up": "slice", "divide": True}),
+        ]
+    for t in (16, 4096):  # `round_sum` (the norm reads the bf16 sum): within tol, every kernel
+        cases += [
+            Case("rms_norm", t, 4096, opts={"residual": True, "round_sum": True}),
+            Case("norm_static", t, 4096, opts={"residual": True, "scales": 2, "divide": True,
+                                               "round_sum": True}),
+            Case("norm_static", t, 4096, opts={"residual": True, "two_pass": True,
+                                               "round_sum": True}),
+            Case("norm_per_token", t, 4096, opts={"residual": True, "ub": True,
+                                                  "round_sum": True}),
+            Case("norm_group", t, 4096, opts={"group": 128, "residual": True,
+                                              "round_sum": True}),
         ]
     return cases

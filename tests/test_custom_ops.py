@@ -2,7 +2,9 @@
 
 The SiLU·Mul ops run in both forms: x = [gate | up], and gate and up apart (the optional
 argument `up`, here a column slice of a wider tensor, as cut from a merged GEMM output). The static
-fused ops also run with their last argument `divide=True` (quantize `y / s`, not `y * (1 / s)`)."""
+fused ops also run with their argument `divide=True` (quantize `y / s`, not `y * (1 / s)`), and the
+residual fused ops with their last argument `round_sum=True` (normalize the sum rounded to the
+model dtype, as Hugging Face's `hidden = residual + hidden` feeds its norm)."""
 
 from __future__ import annotations
 
@@ -89,6 +91,16 @@ def _divide_calls(d: dict) -> list[tuple[str, tuple]]:
     ]
 
 
+def _round_sum_calls(d: dict) -> list[tuple[str, tuple]]:
+    """(op name, args) for each residual fused op with `round_sum=True` (its last argument)."""
+    x, r, w, s, s2, ub = d["x"], d["r"], d["w"], d["s"], d["s2"], d["ub"]
+    return [
+        ("add_rms_norm_quant_fp8_static", (x, r, w, [s, s2], 1e-6, 0.0, FP8, True, True)),
+        ("add_rms_norm_quant_fp8_per_token", (x, r, w, ub, 1e-6, 0.0, FP8, True)),
+        ("add_rms_norm_quant_fp8_group", (x, r, w, 1e-6, 1.0, 64, True, False, FP8, True)),
+    ]
+
+
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bitwise equality (fp8 compared as bytes), same dtype and strides."""
     if a.dtype != b.dtype or a.shape != b.shape or a.stride() != b.stride():
@@ -117,7 +129,7 @@ def test_every_schema_is_registered_exactly() -> None:
 @pytest.mark.parametrize("shape", [(4, 256), (2, 3, 128)])
 def test_fake_outputs_match_real_shapes_dtypes_strides(shape: tuple[int, ...]) -> None:
     d = _inputs(shape)
-    for name, args in _calls(d) + _two_tensor_calls(d) + _divide_calls(d):
+    for name, args in _calls(d) + _two_tensor_calls(d) + _divide_calls(d) + _round_sum_calls(d):
         real = _flat(getattr(ops, name)(*args))
         with FakeTensorMode(allow_non_fake_inputs=True) as mode:
             fake_args = tuple(
@@ -154,6 +166,53 @@ def test_opcheck_two_tensor_form(name: str, args: tuple) -> None:
                          ids=lambda v: v if isinstance(v, str) else "")
 def test_opcheck_divide(name: str, args: tuple) -> None:
     torch.library.opcheck(getattr(ops, name).default, args)
+
+
+@pytest.mark.parametrize("name,args", _round_sum_calls(_inputs((3, 128))),
+                         ids=lambda v: v if isinstance(v, str) else "")
+def test_opcheck_round_sum(name: str, args: tuple) -> None:
+    torch.library.opcheck(getattr(ops, name).default, args)
+
+
+def _hf_add_norm(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor,
+                 eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Hugging Face's residual add + RMSNorm, written as its models write it: the add in the
+    model dtype, then the norm of that rounded sum in float32. Returns (normed, new residual)."""
+    h = r + x
+    h32 = h.to(torch.float32)
+    normed = h32 * torch.rsqrt(h32.pow(2).mean(-1, keepdim=True) + eps)
+    return w * normed.to(h.dtype), h
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_round_sum_is_the_model_dtype_add_chain_bit_for_bit(dtype: torch.dtype) -> None:
+    # With round_sum the residual fused ops quantize what Hugging Face's add + RMSNorm computes,
+    # bit for bit, whatever the scheme; without it they normalize the float32 sum, and some codes
+    # move (the two sums differ by up to half a unit in the last place of the model dtype).
+    d = _inputs((16, 256), dtype)
+    x, r, w, s, ub = d["x"], d["r"], d["w"], torch.tensor([0.015]), d["ub"]
+    y, h = _hf_add_norm(x, r, w, 1e-6)
+    static = _chain(y, s, True), None
+    per_token = ops.quant_fp8_per_token(y, ub)
+    group = ops.quant_fp8_group(y, 64, True, False)
+    cases = [
+        (lambda rs: ops.add_rms_norm_quant_fp8_static(x, r, w, [s], 1e-6, 0.0, FP8, True, rs),
+         static),
+        (lambda rs: ops.add_rms_norm_quant_fp8_per_token(x, r, w, ub, 1e-6, 0.0, FP8,
+                                                         round_sum=rs), per_token),
+        (lambda rs: ops.add_rms_norm_quant_fp8_group(x, r, w, 1e-6, 0.0, 64, True, False, FP8,
+                                                     rs), group),
+    ]
+    for fused, (q_chain, s_chain) in cases:
+        q, *rest = _flat(fused(True))
+        assert _same(q, q_chain)
+        if s_chain is not None:
+            assert _same(rest[0], s_chain)
+        assert _same(rest[-1], h)  # the new residual is the model's sum either way
+        q_f32, *rest_f32 = _flat(fused(False))
+        assert _same(rest_f32[-1], h)
+        moved = int((q.view(torch.uint8) != q_f32.view(torch.uint8)).sum())
+        assert 0 < moved < 0.05 * q.numel()
 
 
 def _chain(y: torch.Tensor, s: torch.Tensor, divide: bool) -> torch.Tensor:

@@ -151,3 +151,27 @@ func.func @mixed_divide(%x: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[
   %b = quant.fp8 %y, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
   func.return %a, %b : !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], f8E4M3FN>
 }
+
+// A residual norm that reads the rounded sum (`round_sum`: Hugging Face's bf16 add) keeps that
+// reading through the fusion, with any scheme, and its kernel call passes `round_sum = true` (a
+// keyword after `divide`); a norm without it (@add_static above) passes nothing.
+// CHECK-LABEL: func.func @round_sum
+// CHECK:       %[[Q1:.+]], %[[R1:.+]] = fused.rms_norm_quant %[[X:[^,]+]], residual %[[RES:[^,]+]], weight %[[W:[^,]+]], scales [%{{.*}}] {eps = 1.000000e-06 : f64, scheme = #quant.scheme<static_tensor>, divide, round_sum} :
+// CHECK:       %[[Q3:.+]], %[[S3:.+]], %[[R2:.+]] = fused.rms_norm_quant %[[X]], residual %[[R1]], weight %[[W]], scale_ub %{{.*}} {eps = 1.000000e-06 : f64, scheme = #quant.scheme<dynamic_token>, round_sum} :
+// CHECK:       %[[Q4:.+]], %[[S4:.+]], %[[R3:.+]] = fused.rms_norm_quant %[[X]], residual %[[R2]], weight %[[W]] {eps = 1.000000e-06 : f64, weight_offset = 1.000000e+00 : f64, scheme = #quant.scheme<group 64, col_major>, round_sum} :
+// CHECK-NOT:   norm.add_rms_norm
+// CHECK-NOT:   quant.fp8
+// CHECK:       func.return %[[Q1]], %[[Q3]], %[[S3]], %[[Q4]], %[[S4]], %[[R3]]
+// KERNEL-LABEL: func.func @round_sum
+// KERNEL:      "irfuse::add_rms_norm_quant_fp8_static.default"(%{{.*}}, %{{.*}}, %{{.*}}, [%{{.*}}], 1.0e-06, 0.0, f8E4M3FN, divide = true, round_sum = true)
+// KERNEL:      "irfuse::add_rms_norm_quant_fp8_per_token.default"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, 1.0e-06, 0.0, f8E4M3FN, round_sum = true)
+// KERNEL:      "irfuse::add_rms_norm_quant_fp8_group.default"(%{{.*}}, %{{.*}}, %{{.*}}, 1.0e-06, 1.0, 64, true, false, f8E4M3FN, round_sum = true)
+func.func @round_sum(%x: !irfuse.tensor<[s0, 64], bf16>, %res: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>, %s1: !irfuse.tensor<[], f32>, %ub: !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 1], f32>, !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 1], f32>, !irfuse.tensor<[s0, 64], bf16>) {
+  %y1, %r1 = norm.add_rms_norm %x, %res, weight %w {eps = 1.0e-06 : f64, round_sum} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>)
+  %a = quant.fp8 %y1, scale %s1 {scheme = #quant.scheme<static_tensor>, divide} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
+  %y2, %r2 = norm.add_rms_norm %x, %r1, weight %w {eps = 1.0e-06 : f64, round_sum} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>)
+  %c, %cs = quant.fp8 %y2, scale_ub %ub {scheme = #quant.scheme<dynamic_token>} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 1], f32>)
+  %y3, %r3 = norm.add_rms_norm %x, %r2, weight %w {eps = 1.0e-06 : f64, weight_offset = 1.0 : f64, round_sum} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>)
+  %d, %ds = quant.fp8 %y3 {scheme = #quant.scheme<group 64, col_major>} : (!irfuse.tensor<[s0, 64], bf16>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 1], f32>)
+  func.return %a, %c, %cs, %d, %ds, %r3 : !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 1], f32>, !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 1], f32>, !irfuse.tensor<[s0, 64], bf16>
+}

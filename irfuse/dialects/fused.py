@@ -205,7 +205,9 @@ class RmsNormQuantOp(NamedOperandSyntax):
       `quant.fp8`); all outputs of one op share the spelling.
     - dynamic_token / group: no `scales`, one `qs` result and `scale_out` shaped by the scheme;
       `scale_ub` only with dynamic_token.
-    `residual_out` exists iff `residual` does.
+    `residual_out` exists iff `residual` does. The unit property `round_sum` (with a residual
+    only) is `norm.add_rms_norm`'s: the norm reads the sum rounded to the residual_out dtype, as
+    models that add in the model dtype compute it, instead of the f32 sum; any scheme.
     """
 
     name = "fused.rms_norm_quant"
@@ -224,6 +226,7 @@ class RmsNormQuantOp(NamedOperandSyntax):
     weight_offset = prop_def(FloatAttr[Float64Type], default_value=f64_attr(0.0))
     scheme = prop_def(QuantScheme)
     divide = opt_prop_def(UnitAttr)
+    round_sum = opt_prop_def(UnitAttr)
 
     irdl_options = (
         AttrSizedOperandSegments(as_property=True),
@@ -244,6 +247,7 @@ class RmsNormQuantOp(NamedOperandSyntax):
         weight_offset: float = 0.0,
         scheme: QuantScheme,
         divide: bool = False,
+        round_sum: bool = False,
         fp8_dtype: Attribute = F8E4M3FN,
         result_types: Sequence[Attribute | Sequence[Attribute] | None] | None = None,
         attributes: Mapping[str, Attribute] | None = None,
@@ -262,6 +266,7 @@ class RmsNormQuantOp(NamedOperandSyntax):
                 "weight_offset": f64_attr(weight_offset),
                 "scheme": scheme,
                 "divide": UnitAttr() if divide else None,
+                "round_sum": UnitAttr() if round_sum else None,
             },
             attributes=attributes,
         )
@@ -270,6 +275,8 @@ class RmsNormQuantOp(NamedOperandSyntax):
         x = self.x.type
         weight = opt_type(self.weight)
         residual = opt_type(self.residual)
+        if self.round_sum is not None and residual is None:
+            raise VerifyException("round_sum applies to a norm with a residual only")
         check_eps(self.eps)
         check_norm_weight(x, weight)
         if residual is not None:

@@ -6,6 +6,13 @@ these ops, with eps and the weight offset as properties, so one rewrite matches 
 registers one pattern per eps). Numerics (`shared/NUMERICS.md`): the sum and the norm run in f32,
 the weight product in the model dtype.
 
+Which sum the norm reads is part of the op: vLLM (and NUMERICS.md) normalizes the f32 sum
+`x.float() + residual.float()` and only rounds the new residual; a model that adds in the model
+dtype (Hugging Face: `hidden = residual + hidden` in bf16) normalizes the sum rounded to that
+dtype. `norm.add_rms_norm` marks the second reading with the unit property `round_sum`; raising
+sets it where the model added in a dtype other than f32 (for an f32 sum both readings agree), and
+fusions carry it to the kernels, which differ in their output bits otherwise.
+
 A per-head norm (Qwen3's q/k norm) is `norm.rms_norm` on a rank-3 `[T, heads, head_dim]` x with a
 `[head_dim]` weight. Gemma's `x * (1 + w)` is `weight_offset = 1.0`.
 """
@@ -15,12 +22,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from xdsl.dialects.builtin import Float64Type, FloatAttr
+from xdsl.dialects.builtin import Float64Type, FloatAttr, UnitAttr
 from xdsl.ir import Attribute, Dialect, Region, SSAValue
 from xdsl.irdl import (
     irdl_op_definition,
     operand_def,
     opt_operand_def,
+    opt_prop_def,
     prop_def,
     result_def,
     traits_def,
@@ -141,7 +149,19 @@ class AddRmsNormOp(RaisedOperation):
            !irfuse.tensor<[4096], bf16>)
         -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>)
     ```
-    The add runs in f32 and `residual_out` is rounded to the model dtype (x's) before the norm.
+    The add runs in f32 and `residual_out` is the sum rounded to its dtype (the model dtype). The
+    norm reads the unrounded f32 sum (vLLM, `shared/NUMERICS.md`), or, with the unit property
+    `round_sum`, the sum rounded to the residual_out dtype, as models that add in the model dtype
+    compute it (Hugging Face's `hidden = residual + hidden`, then the norm of `hidden`):
+
+    ```mlir
+    %y, %r = norm.add_rms_norm %x, %res, weight %w {eps = 1.000000e-06 : f64, round_sum}
+        : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>,
+           !irfuse.tensor<[4096], bf16>)
+        -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>)
+    ```
+    With an f32 residual_out both readings are the same value; raising leaves `round_sum` unset
+    there.
     """
 
     name = "norm.add_rms_norm"
@@ -155,6 +175,7 @@ class AddRmsNormOp(RaisedOperation):
 
     eps = prop_def(FloatAttr[Float64Type])
     weight_offset = prop_def(FloatAttr[Float64Type], default_value=f64_attr(0.0))
+    round_sum = opt_prop_def(UnitAttr)
 
     traits = traits_def(Pure())
 
@@ -166,6 +187,7 @@ class AddRmsNormOp(RaisedOperation):
         *,
         eps: float,
         weight_offset: float = 0.0,
+        round_sum: bool = False,
         result_types: tuple[Attribute, Attribute] | None = None,
         decomposition: Region | None = None,
         attributes: Mapping[str, Attribute] | None = None,
@@ -173,7 +195,11 @@ class AddRmsNormOp(RaisedOperation):
         super().__init__(
             operands=[x, residual, weight],
             result_types=list(result_types or (x.type, x.type)),
-            properties={"eps": f64_attr(eps), "weight_offset": f64_attr(weight_offset)},
+            properties={
+                "eps": f64_attr(eps),
+                "weight_offset": f64_attr(weight_offset),
+                "round_sum": UnitAttr() if round_sum else None,
+            },
             attributes=attributes,
             regions=[decomposition],
         )

@@ -18,9 +18,12 @@ The SiLU·Mul ops take `x = [gate | up]` [..., 2d], or, with the optional last a
 gate `x` [..., d] and `up` [..., d] apart (same shape and dtype; any row strides): the output is
 [..., d] either way. The static fused ops take a last argument `divide` (default False): scale by
 `y / s` in float32 instead of `y * (1 / s)`, for models that spell their quant with a division
-(`quant_ref.quant_fp8_static`); the library op `quant_fp8_static` always multiplies. Importing this
-module imports torch only: triton and the kernels load on the
-first CUDA call; FlashInfer is never imported here.
+(`quant_ref.quant_fp8_static`); the library op `quant_fp8_static` always multiplies. The residual
+fused ops (`add_rms_norm_quant_fp8_*`) take a last argument `round_sum` (default False): normalize
+the sum rounded to the model dtype (the residual output) instead of the float32 sum, as models
+that add in the model dtype compute it (`norm_quant_ref.rms_norm`); the library op `add_rms_norm`
+normalizes the float32 sum. Importing this module imports torch only: triton and the kernels load
+on the first CUDA call; FlashInfer is never imported here.
 """
 
 from __future__ import annotations
@@ -59,19 +62,21 @@ SCHEMAS: dict[str, str] = {
     # because emit unpacks a kernel's results one level deep.
     "add_rms_norm_quant_fp8_static": "(Tensor x, Tensor residual, Tensor weight, "
                                      "Tensor[] scales, float eps, float weight_offset, "
-                                     "ScalarType out_dtype, bool divide=False) -> Tensor[]",
+                                     "ScalarType out_dtype, bool divide=False, "
+                                     "bool round_sum=False) -> Tensor[]",
     "rms_norm_quant_fp8_per_token": "(Tensor x, Tensor weight, Tensor? scale_ub, float eps, "
                                     "float weight_offset, ScalarType out_dtype) "
                                     "-> (Tensor, Tensor)",
     "add_rms_norm_quant_fp8_per_token": "(Tensor x, Tensor residual, Tensor weight, "
                                         "Tensor? scale_ub, float eps, float weight_offset, "
-                                        "ScalarType out_dtype) -> (Tensor, Tensor, Tensor)",
+                                        "ScalarType out_dtype, bool round_sum=False) "
+                                        "-> (Tensor, Tensor, Tensor)",
     "rms_norm_quant_fp8_group": "(Tensor x, Tensor weight, float eps, float weight_offset, "
                                 "int group_size, bool col_major, bool ue8m0, "
                                 "ScalarType out_dtype) -> (Tensor, Tensor)",
     "add_rms_norm_quant_fp8_group": "(Tensor x, Tensor residual, Tensor weight, float eps, "
                                     "float weight_offset, int group_size, bool col_major, "
-                                    "bool ue8m0, ScalarType out_dtype) "
+                                    "bool ue8m0, ScalarType out_dtype, bool round_sum=False) "
                                     "-> (Tensor, Tensor, Tensor)",
     "silu_mul_quant_fp8_static": "(Tensor x, Tensor scale, ScalarType out_dtype, "
                                  "Tensor? up=None, bool divide=False) -> Tensor",
@@ -308,24 +313,26 @@ def _rms_norm_quant_fp8_static_fake(x, weight, scales, eps, weight_offset, out_d
 
 
 def _add_rms_norm_quant_fp8_static_ref(x, residual, weight, scales, eps, weight_offset,
-                                       out_dtype, divide=False):
+                                       out_dtype, divide=False, round_sum=False):
     qs, r = norm_quant_ref.rms_norm_quant_fp8_static(x, weight, scales, eps, weight_offset,
-                                                     out_dtype, residual, divide=divide)
+                                                     out_dtype, residual, divide=divide,
+                                                     round_sum=round_sum)
     return [*(_c(q) for q in qs), _c(r)]
 
 
 def _add_rms_norm_quant_fp8_static_cuda(x, residual, weight, scales, eps, weight_offset,
-                                        out_dtype, divide=False):
+                                        out_dtype, divide=False, round_sum=False):
     if _use_triton("add_rms_norm_quant_fp8_static", x, out_dtype):
         qs, r = _kernels("norm_quant").rms_norm_quant_fp8_static(
-            x, weight, scales, eps, weight_offset, out_dtype, residual, divide=divide)
+            x, weight, scales, eps, weight_offset, out_dtype, residual, divide=divide,
+            round_sum=round_sum)
         return [*qs, r]
     return _add_rms_norm_quant_fp8_static_ref(x, residual, weight, scales, eps, weight_offset,
-                                              out_dtype, divide)
+                                              out_dtype, divide, round_sum)
 
 
 def _add_rms_norm_quant_fp8_static_fake(x, residual, weight, scales, eps, weight_offset,
-                                        out_dtype, divide=False):
+                                        out_dtype, divide=False, round_sum=False):
     _check_norm(x, weight, residual)
     _check_fp8(x, out_dtype)
     return [*(_empty(x, x.shape, out_dtype) for _ in scales), _empty(x, x.shape, x.dtype)]
@@ -351,23 +358,24 @@ def _rms_norm_quant_fp8_per_token_fake(x, weight, scale_ub, eps, weight_offset, 
 
 
 def _add_rms_norm_quant_fp8_per_token_ref(x, residual, weight, scale_ub, eps, weight_offset,
-                                          out_dtype):
+                                          out_dtype, round_sum=False):
     q, s, r = norm_quant_ref.rms_norm_quant_fp8_per_token(x, weight, scale_ub, eps,
-                                                          weight_offset, out_dtype, residual)
+                                                          weight_offset, out_dtype, residual,
+                                                          round_sum=round_sum)
     return _c(q), _c(s), _c(r)
 
 
 def _add_rms_norm_quant_fp8_per_token_cuda(x, residual, weight, scale_ub, eps, weight_offset,
-                                           out_dtype):
+                                           out_dtype, round_sum=False):
     if _use_triton("add_rms_norm_quant_fp8_per_token", x, out_dtype):
         return _kernels("norm_quant").rms_norm_quant_fp8_per_token(
-            x, weight, scale_ub, eps, weight_offset, out_dtype, residual)
+            x, weight, scale_ub, eps, weight_offset, out_dtype, residual, round_sum=round_sum)
     return _add_rms_norm_quant_fp8_per_token_ref(x, residual, weight, scale_ub, eps,
-                                                 weight_offset, out_dtype)
+                                                 weight_offset, out_dtype, round_sum)
 
 
 def _add_rms_norm_quant_fp8_per_token_fake(x, residual, weight, scale_ub, eps, weight_offset,
-                                           out_dtype):
+                                           out_dtype, round_sum=False):
     _check_norm(x, weight, residual)
     _check_fp8(x, out_dtype)
     return (_empty(x, x.shape, out_dtype), _empty(x, (*x.shape[:-1], 1), torch.float32),
@@ -400,24 +408,26 @@ def _rms_norm_quant_fp8_group_fake(x, weight, eps, weight_offset, group_size, co
 
 
 def _add_rms_norm_quant_fp8_group_ref(x, residual, weight, eps, weight_offset, group_size,
-                                      col_major, ue8m0, out_dtype):
+                                      col_major, ue8m0, out_dtype, round_sum=False):
     q, s, r = norm_quant_ref.rms_norm_quant_fp8_group(x, weight, eps, weight_offset, group_size,
-                                                      col_major, ue8m0, out_dtype, residual)
+                                                      col_major, ue8m0, out_dtype, residual,
+                                                      round_sum=round_sum)
     return _c(q), s, _c(r)
 
 
 def _add_rms_norm_quant_fp8_group_cuda(x, residual, weight, eps, weight_offset, group_size,
-                                       col_major, ue8m0, out_dtype):
+                                       col_major, ue8m0, out_dtype, round_sum=False):
     if (_use_triton("add_rms_norm_quant_fp8_group", x, out_dtype)
             and group_size & (group_size - 1) == 0):
         return _kernels("norm_quant").rms_norm_quant_fp8_group(
-            x, weight, eps, weight_offset, group_size, col_major, ue8m0, out_dtype, residual)
+            x, weight, eps, weight_offset, group_size, col_major, ue8m0, out_dtype, residual,
+            round_sum=round_sum)
     return _add_rms_norm_quant_fp8_group_ref(x, residual, weight, eps, weight_offset, group_size,
-                                             col_major, ue8m0, out_dtype)
+                                             col_major, ue8m0, out_dtype, round_sum)
 
 
 def _add_rms_norm_quant_fp8_group_fake(x, residual, weight, eps, weight_offset, group_size,
-                                       col_major, ue8m0, out_dtype):
+                                       col_major, ue8m0, out_dtype, round_sum=False):
     _check_norm(x, weight, residual)
     _check_fp8(x, out_dtype)
     quant_ref.check_group_size(x.shape[-1], group_size)

@@ -3,8 +3,9 @@ with which arguments (registered into `select_kernels.LOWERINGS`).
 
 The argument order follows the custom op schemas in `irfuse.emit.custom_ops.SCHEMAS`; the
 implementation recorded on the call is `kernel_choice.choose(op, platform)`'s. Optional trailing
-arguments go by keyword, and only when set: `up` (separate gate and up tensors) and `divide`
-(a static quant spelled `x / s`), so a call without them reads as it did before they existed.
+arguments go by keyword, and only when set: `up` (separate gate and up tensors), `divide`
+(a static quant spelled `x / s`) and `round_sum` (a residual norm that reads the sum rounded to the
+model dtype), so a call without them reads as it did before they existed.
 """
 
 from __future__ import annotations
@@ -82,10 +83,10 @@ def _lower_rms_norm_quant(op: fused.RmsNormQuantOp, platform: str) -> kernel.Cal
     template.append(a.tensor(op.weight))
     eps, offset = FloatData(op.eps.value.data), FloatData(op.weight_offset.value.data)
     fp8 = op.qs[0].type.dtype  # type: ignore[union-attr]
-    keywords = None
+    keywords: dict[str, Attribute] = {}
     if scheme.is_static:
         template += [a.tensors(list(op.scales)), eps, offset, fp8]
-        keywords = _divide(op)
+        keywords.update(_divide(op) or {})
     elif scheme.is_per_token:
         template += [a.optional(op.scale_ub), eps, offset, fp8]
     else:
@@ -97,7 +98,9 @@ def _lower_rms_norm_quant(op: fused.RmsNormQuantOp, platform: str) -> kernel.Cal
             _flag(scheme.is_ue8m0),
             fp8,
         ]
-    return _call(name, a, template, op, platform, keywords)
+    if op.round_sum is not None:
+        keywords["round_sum"] = aten.TRUE  # the residual kernels' last, optional argument
+    return _call(name, a, template, op, platform, keywords or None)
 
 
 def _up(a: _Args, up: SSAValue | None) -> dict[str, Attribute] | None:

@@ -10,7 +10,10 @@ Matches, anchored at the reciprocal square root of each candidate:
   and `irfuse.add_rms_norm`;
 - before the norm, a residual add of two same-shaped tensors, in the model dtype or in f32 with
   the rounded sum as the new residual (vLLM): raised as `norm.add_rms_norm` whose `residual_out`
-  replaces the sum's other uses.
+  replaces the sum's other uses. The two spellings normalize different values: vLLM's f32 add
+  feeds the norm the f32 sum, a model-dtype add (Hugging Face) the sum rounded to that dtype. The
+  latter sets `round_sum` on the raised op when the sum's dtype is not f32 (for an f32 sum the two
+  readings agree); `irfuse.add_rms_norm` normalizes the f32 sum (`shared/NUMERICS.md`).
 
 Produces `norm.rms_norm` / `norm.add_rms_norm` with eps and weight_offset as properties and the
 matched ops kept in the decomposition region (raising changes no result bit).
@@ -78,6 +81,7 @@ class _Norm:
     weight_offset: float = 0.0
     residual: SSAValue | None = None
     residual_out: SSAValue | None = None
+    round_sum: bool = False
 
 
 def _rstd_source(anchor: Call) -> tuple[SSAValue, list[Operation]]:
@@ -262,8 +266,11 @@ def _match_residual(norm: _Norm) -> None:
             norm.residual_out = back[0].results[0]
         norm.x, norm.residual = cast_a[0], cast_b[0]
         return
+    # The model's own add (Hugging Face: `hidden = residual + hidden`): the norm reads the sum
+    # as rounded to the add's dtype, which differs from the f32 sum unless that dtype is f32.
     norm.ops.insert(0, add.op)
     norm.residual_out = norm.x
+    norm.round_sum = x_type.dtype != f32
     norm.x, norm.residual = a, b
 
 
@@ -300,6 +307,7 @@ def _raise(norm: _Norm, block_order: dict[Operation, int]) -> Operation:
             norm.weight,
             eps=norm.eps,
             weight_offset=norm.weight_offset,
+            round_sum=norm.round_sum,
             result_types=(norm.out.type, norm.residual_out.type),
         )
         outputs = [norm.out, norm.residual_out]

@@ -5,9 +5,10 @@ or through the `view(-1, H)` a linear layer adds), for the schemes static per-te
 per-token (with its optional scale upper bound) and per-group 128/64 (row- or column-major
 scales, UE8M0). Identical quants merge first; several static quants with different scales fuse
 into one kernel with one output each. A static quant's spelling (`divide`: `y / s`, else
-`y * (1 / s)`) goes to the fused op, which applies it to every output. Eps, hidden size and group
-size are attributes: one rewrite for every value. The last layer's form (the residual output
-dead) fuses the same way.
+`y * (1 / s)`) goes to the fused op, which applies it to every output; so does the residual
+norm's `round_sum` (the norm reads the sum rounded to the model dtype, as Hugging Face models add),
+for every scheme. Eps, hidden size and group size are attributes: one rewrite for every value. The
+last layer's form (the residual output dead) fuses the same way.
 
 Produces `fused.rms_norm_quant` (x, residual?, weight, scales, scale_ub?) -> (qs, scale_out?,
 residual_out?), inserted where the first fused quant was; when the quants saw a flattened view,
@@ -106,6 +107,7 @@ def _fuse(
     if x_type.dtype not in KERNEL_DTYPES:
         raise NoMatch(f"the fused kernels take bf16, f16 or f32 inputs, not {x_type.dtype}")
     residual = norm.residual if isinstance(norm, AddRmsNormOp) else None
+    round_sum = isinstance(norm, AddRmsNormOp) and norm.round_sum is not None
     check_kernel(kernel_name(residual is not None, kind), platform, max_tokens)
 
     # The fused op goes where the first quant was (its results may be used before the later
@@ -143,6 +145,7 @@ def _fuse(
         weight_offset=norm.weight_offset.value.data,
         scheme=quant.scheme,
         divide=divides(quant),
+        round_sum=round_sum,
         result_types=[
             [c.quant.q.type for c in consumers],
             None if quant.scale_out is None else quant.scale_out.type,

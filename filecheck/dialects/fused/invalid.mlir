@@ -304,3 +304,11 @@ func.func @pad_multiple(%x: !irfuse.tensor<[s0, 2880], bf16>, %w: !irfuse.tensor
   func.return
 }
 // CHECK: pad_multiple must be >= 1, got 0
+
+// -----
+
+func.func @rnq_round_sum_no_residual(%x: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>, %s: !irfuse.tensor<[], f32>) {
+  %q = fused.rms_norm_quant %x, weight %w, scales [%s] {eps = 1.0e-06 : f64, scheme = #quant.scheme<static_tensor>, round_sum} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>, !irfuse.tensor<[], f32>) -> (qs [!irfuse.tensor<[s0, 64], f8E4M3FN>])
+  func.return
+}
+// CHECK: round_sum applies to a norm with a residual only

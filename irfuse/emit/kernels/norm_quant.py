@@ -13,7 +13,10 @@ Numerics are those of `norm_quant_ref` / `quant_ref` (`shared/NUMERICS.md`); the
 define a quantized value use `div_rn` so they round as torch's do. Static FP8 multiplies by
 `div_rn(1, s)`, or, with the constexpr `DIVIDE` (the fused op's `divide`: a model that spells its
 quant `y / s`), divides by `s` with `div_rn`, so that values on a tie between two fp8 codes round
-as the model's division does. Launch shapes (rows per program, warps) come from `row_config` /
+as the model's division does. With a residual, every kernel takes the constexpr `ROUND_SUM` (the
+fused op's `round_sum`: a model that adds in the model dtype): the sum is rounded to the model
+dtype before the norm reads it (`(x + r).to(DT)`, as the stored residual), instead of the norm
+reading the float32 sum. Launch shapes (rows per program, warps) come from `row_config` /
 `group_config`, tuned on the H200 (docs/benchmarks.md); every launcher takes `config=` to override
 them (the benchmark's sweep does).
 """
@@ -129,6 +132,16 @@ def _apply_weight(normed, w, weight_offset, x_ptr, GEMMA: tl.constexpr):
 
 
 @triton.jit
+def _residual_sum(x, r, x_ptr, ROUND_SUM: tl.constexpr):
+    """x + r in float32; with ROUND_SUM rounded to the model dtype (x's) first, as a model that
+    adds in that dtype feeds the sum to its norm."""
+    total = x + r
+    if ROUND_SUM:
+        total = total.to(x_ptr.dtype.element_ty).to(tl.float32)
+    return total
+
+
+@triton.jit
 def static_scaled(y, s, DIVIDE: tl.constexpr):
     """y scaled by a static scale s (float32): `y / s` with DIVIDE, else `y * (1 / s)`, each
     rounded as torch rounds it."""
@@ -166,6 +179,7 @@ def _norm_rows_kernel(
     HAS_RES: tl.constexpr, NORM: tl.constexpr, GEMMA: tl.constexpr, QUANT: tl.constexpr,
     NUM_OUT: tl.constexpr, HAS_UB: tl.constexpr, FP8_MAX: tl.constexpr,
     MIN_SCALE: tl.constexpr, ROWS: tl.constexpr, BLOCK_H: tl.constexpr, DIVIDE: tl.constexpr,
+    ROUND_SUM: tl.constexpr,
 ):
     DT = x_ptr.dtype.element_ty
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
@@ -180,7 +194,7 @@ def _norm_rows_kernel(
     if HAS_RES:
         r = tl.load(res_ptr + rows64[:, None] * stride_res + cols[None, :], mask=mask,
                     other=0.0, eviction_policy="evict_first").to(tl.float32)
-        x = x + r
+        x = _residual_sum(x, r, x_ptr, ROUND_SUM)
         tl.store(res_out_ptr + out_offs, x.to(DT), mask=mask)
     if NORM:
         rstd = tl.math.rsqrt(tl.sum(x * x, axis=1) / H + eps)
@@ -214,6 +228,7 @@ def _norm_group_kernel(
     T, H, stride_x, stride_res, stride_s_row, stride_s_group, eps, weight_offset,
     HAS_RES: tl.constexpr, GEMMA: tl.constexpr, UE8M0: tl.constexpr,
     FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, BLOCK_G: tl.constexpr, GROUP: tl.constexpr,
+    ROUND_SUM: tl.constexpr,
 ):
     DT = x_ptr.dtype.element_ty
     row = tl.program_id(0).to(tl.int64)
@@ -226,7 +241,7 @@ def _norm_group_kernel(
     if HAS_RES:
         r = tl.load(res_ptr + row * stride_res + cols, mask=mask, other=0.0,
                     eviction_policy="evict_first").to(tl.float32)
-        x = x + r
+        x = _residual_sum(x, r, x_ptr, ROUND_SUM)
         tl.store(res_out_ptr + out_offs, x.to(DT), mask=mask)
     rstd = tl.math.rsqrt(tl.sum(tl.sum(x * x, axis=1), axis=0) / H + eps)
     w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last")
@@ -263,7 +278,7 @@ def _norm_static_2pass_kernel(
     x_ptr, res_ptr, w_ptr, res_out_ptr, q_ptr, s_ptr,
     T, H, stride_x, stride_res, eps, weight_offset,
     HAS_RES: tl.constexpr, GEMMA: tl.constexpr, FP8_MAX: tl.constexpr, BLOCK_R: tl.constexpr,
-    DIVIDE: tl.constexpr,
+    DIVIDE: tl.constexpr, ROUND_SUM: tl.constexpr,
 ):
     DT = x_ptr.dtype.element_ty
     row = tl.program_id(0).to(tl.int64)
@@ -274,8 +289,9 @@ def _norm_static_2pass_kernel(
         x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0,
                     eviction_policy="evict_last").to(tl.float32)
         if HAS_RES:
-            x += tl.load(res_ptr + row * stride_res + cols, mask=mask, other=0.0,
-                         eviction_policy="evict_last").to(tl.float32)
+            r = tl.load(res_ptr + row * stride_res + cols, mask=mask, other=0.0,
+                        eviction_policy="evict_last").to(tl.float32)
+            x = _residual_sum(x, r, x_ptr, ROUND_SUM)
         acc += x * x
     rstd = tl.math.rsqrt(tl.sum(acc, axis=0) / H + eps)
     s = tl.load(s_ptr).to(tl.float32)
@@ -285,8 +301,9 @@ def _norm_static_2pass_kernel(
         x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0,
                     eviction_policy="evict_first").to(tl.float32)
         if HAS_RES:
-            x += tl.load(res_ptr + row * stride_res + cols, mask=mask, other=0.0,
-                         eviction_policy="evict_first").to(tl.float32)
+            r = tl.load(res_ptr + row * stride_res + cols, mask=mask, other=0.0,
+                        eviction_policy="evict_first").to(tl.float32)
+            x = _residual_sum(x, r, x_ptr, ROUND_SUM)
             tl.store(res_out_ptr + row * H + cols, x.to(DT), mask=mask)
         w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last")
         y = _apply_weight(x * rstd, w, weight_offset, x_ptr, GEMMA)
@@ -299,9 +316,11 @@ def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.T
                  qs: Sequence[torch.Tensor], scales: Sequence[torch.Tensor],
                  y: torch.Tensor | None, scale_ub: torch.Tensor | None,
                  out_dtype: torch.dtype, config: RowConfig | None, divide: bool = False,
+                 round_sum: bool = False,
                  ) -> torch.Tensor | None:
     """Launch `_norm_rows_kernel` once; returns residual_out (or None). `divide`: static
-    quants scale by `y / s` (else `y * (1 / s)`)."""
+    quants scale by `y / s` (else `y * (1 / s)`); `round_sum`: the norm reads the residual sum
+    rounded to x's dtype (else the float32 sum)."""
     x2, r2 = _prepare(x, weight, residual)
     tokens, hidden = x2.shape
     res_out = torch.empty_like(x) if residual is not None else None
@@ -317,7 +336,7 @@ def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.T
             float(eps), float(weight_offset),
             HAS_RES=residual is not None, GEMMA=weight_offset != 0.0,
             FP8_MAX=quant_ref.fp8_max(out_dtype), BLOCK_R=min(cfg.block_r, next_pow2(hidden)),
-            DIVIDE=divide, num_warps=cfg.num_warps,
+            DIVIDE=divide, ROUND_SUM=round_sum and residual is not None, num_warps=cfg.num_warps,
         )
         return res_out
     q = [*qs, *([dummy] * (MAX_STATIC_OUTPUTS - len(qs)))]
@@ -333,18 +352,20 @@ def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.T
         QUANT=quant, NUM_OUT=max(1, len(qs)), HAS_UB=scale_ub is not None,
         FP8_MAX=quant_ref.fp8_max(fp8), MIN_SCALE=quant_ref.fp8_min_scale(fp8),
         ROWS=cfg.rows, BLOCK_H=next_pow2(hidden), DIVIDE=divide and quant == QUANT_STATIC,
-        num_warps=cfg.num_warps,
+        ROUND_SUM=round_sum and residual is not None, num_warps=cfg.num_warps,
     )
     return res_out
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, weight_offset: float = 0.0,
              residual: torch.Tensor | None = None, config: RowConfig | None = None,
+             round_sum: bool = False,
              ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(Residual add +) RMSNorm: returns (y, residual_out or None)."""
+    """(Residual add +) RMSNorm: returns (y, residual_out or None). With `round_sum` the norm
+    reads the sum rounded to x's dtype (`norm_quant_ref.rms_norm`)."""
     y = torch.empty_like(x)
     res_out = _launch_rows(x, weight, residual, eps, weight_offset, QUANT_NONE, (), (), y,
-                           None, x.dtype, config)
+                           None, x.dtype, config, round_sum=round_sum)
     return y, res_out
 
 
@@ -352,9 +373,11 @@ def rms_norm_quant_fp8_static(x: torch.Tensor, weight: torch.Tensor,
                               scales: Sequence[torch.Tensor], eps: float, weight_offset: float,
                               out_dtype: torch.dtype, residual: torch.Tensor | None = None,
                               config: RowConfig | None = None, divide: bool = False,
+                              round_sum: bool = False,
                               ) -> tuple[list[torch.Tensor], torch.Tensor | None]:
     """(Residual add +) RMSNorm → static FP8, one output per scale: (qs, residual_out).
-    With `divide`, every output quantizes `y / s` instead of `y * (1 / s)`."""
+    With `divide`, every output quantizes `y / s` instead of `y * (1 / s)`; with `round_sum`,
+    the norm reads the residual sum rounded to x's dtype."""
     quant_ref.check_fp8_dtype(out_dtype)
     if not scales:
         raise ValueError("irfuse: rms_norm_quant_fp8_static needs at least one scale")
@@ -368,7 +391,7 @@ def rms_norm_quant_fp8_static(x: torch.Tensor, weight: torch.Tensor,
         part = _launch_rows(x, weight, residual, eps, weight_offset, QUANT_STATIC,
                             qs[start:start + MAX_STATIC_OUTPUTS],
                             scales[start:start + MAX_STATIC_OUTPUTS], None, None, out_dtype,
-                            config, divide)
+                            config, divide, round_sum)
         res_out = part if res_out is None else res_out
     return qs, res_out
 
@@ -376,17 +399,18 @@ def rms_norm_quant_fp8_static(x: torch.Tensor, weight: torch.Tensor,
 def rms_norm_quant_fp8_per_token(x: torch.Tensor, weight: torch.Tensor | None,
                                  scale_ub: torch.Tensor | None, eps: float, weight_offset: float,
                                  out_dtype: torch.dtype, residual: torch.Tensor | None = None,
-                                 config: RowConfig | None = None,
+                                 config: RowConfig | None = None, round_sum: bool = False,
                                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """(Residual add +) RMSNorm → per-token FP8: (q, scale [..., 1], residual_out).
 
-    With `weight=None` there is no norm: a plain per-token quantizer of `x`.
+    With `weight=None` there is no norm: a plain per-token quantizer of `x`. With `round_sum`,
+    the norm reads the residual sum rounded to x's dtype.
     """
     quant_ref.check_fp8_dtype(out_dtype)
     q = torch.empty(x.shape, dtype=out_dtype, device=x.device)
     s = torch.empty((*x.shape[:-1], 1), dtype=torch.float32, device=x.device)
     res_out = _launch_rows(x, weight, residual, eps, weight_offset, QUANT_PER_TOKEN, (q,), (s,),
-                           None, scale_ub, out_dtype, config)
+                           None, scale_ub, out_dtype, config, round_sum=round_sum)
     return q, s, res_out
 
 
@@ -402,9 +426,10 @@ def rms_norm_quant_fp8_group(x: torch.Tensor, weight: torch.Tensor, eps: float,
                              weight_offset: float, group_size: int, col_major: bool,
                              ue8m0: bool, out_dtype: torch.dtype,
                              residual: torch.Tensor | None = None,
-                             config: GroupConfig | None = None,
+                             config: GroupConfig | None = None, round_sum: bool = False,
                              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """(Residual add +) RMSNorm → per-group FP8: (q, scales, residual_out)."""
+    """(Residual add +) RMSNorm → per-group FP8: (q, scales, residual_out). With `round_sum`,
+    the norm reads the residual sum rounded to x's dtype."""
     quant_ref.check_fp8_dtype(out_dtype)
     quant_ref.check_group_size(x.shape[-1], group_size)
     if group_size & (group_size - 1):
@@ -425,6 +450,7 @@ def rms_norm_quant_fp8_group(x: torch.Tensor, weight: torch.Tensor, eps: float,
         s2.stride(0), s2.stride(1), float(eps), float(weight_offset),
         HAS_RES=residual is not None, GEMMA=weight_offset != 0.0, UE8M0=ue8m0,
         FP8_MAX=quant_ref.fp8_max(out_dtype), MIN_SCALE=quant_ref.fp8_min_scale(out_dtype),
-        BLOCK_G=next_pow2(hidden // group_size), GROUP=group_size, num_warps=cfg.num_warps,
+        BLOCK_G=next_pow2(hidden // group_size), GROUP=group_size,
+        ROUND_SUM=round_sum and residual is not None, num_warps=cfg.num_warps,
     )
     return q, s, res_out

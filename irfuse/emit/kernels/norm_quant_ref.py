@@ -3,7 +3,9 @@
 These define the numerics the Triton kernels in `norm_quant.py` follow (`shared/NUMERICS.md`):
 
 - `x32 = x.float()`; with a residual, `x32 = x32 + residual.float()` and the new residual is
-  `x32.to(dtype)` (the norm itself uses the unrounded float32 sum);
+  `x32.to(dtype)` (the norm itself uses the unrounded float32 sum); with `round_sum`, the norm
+  uses the new residual instead, `x32 = residual_out.float()`: the sum as a model that adds in
+  the model dtype (Hugging Face's `hidden = residual + hidden`) feeds its norm;
 - `y = (x32 * rsqrt(mean(x32²) + eps)).to(dtype) * weight`, the weight product in the model
   dtype (the weight is cast to the model dtype first);
 - `weight_offset != 0` selects Gemma's form instead, as Gemma's RMSNorm computes it:
@@ -24,11 +26,13 @@ from irfuse.emit.kernels import quant_ref
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, weight_offset: float = 0.0,
-             residual: torch.Tensor | None = None,
+             residual: torch.Tensor | None = None, round_sum: bool = False,
              ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """RMSNorm over the last dim, optionally after a residual add.
 
-    Returns (y in x's dtype, residual_out = (x + residual) in x's dtype, or None).
+    Returns (y in x's dtype, residual_out = (x + residual) in x's dtype, or None). With
+    `round_sum` the norm reads `residual_out.float()`, the sum rounded to x's dtype, instead of
+    the float32 sum (no effect without a residual).
     """
     quant_ref.check_model_dtype(x)
     if weight.shape != x.shape[-1:]:
@@ -42,6 +46,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, weight_offset: f
             raise ValueError("irfuse: the residual must have the input's shape and dtype")
         x32 = x32 + residual.float()
         residual_out = x32.to(dtype)
+        if round_sum:
+            x32 = residual_out.float()
     normed = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + eps)
     if weight_offset != 0.0:
         y = (normed * (weight.float() + weight_offset)).to(dtype)
@@ -53,20 +59,23 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, weight_offset: f
 def rms_norm_quant_fp8_static(x: torch.Tensor, weight: torch.Tensor,
                               scales: Sequence[torch.Tensor], eps: float, weight_offset: float,
                               out_dtype: torch.dtype, residual: torch.Tensor | None = None,
-                              divide: bool = False,
+                              divide: bool = False, round_sum: bool = False,
                               ) -> tuple[list[torch.Tensor], torch.Tensor | None]:
     """(Residual add +) RMSNorm → one static FP8 quant per scale: (qs, residual_out). With
-    `divide`, each quant scales by `y / s` rather than `y * (1 / s)`."""
-    y, residual_out = rms_norm(x, weight, eps, weight_offset, residual)
+    `divide`, each quant scales by `y / s` rather than `y * (1 / s)`; `round_sum` as in
+    `rms_norm`."""
+    y, residual_out = rms_norm(x, weight, eps, weight_offset, residual, round_sum)
     return [quant_ref.quant_fp8_static(y, s, out_dtype, divide) for s in scales], residual_out
 
 
 def rms_norm_quant_fp8_per_token(x: torch.Tensor, weight: torch.Tensor,
                                  scale_ub: torch.Tensor | None, eps: float, weight_offset: float,
                                  out_dtype: torch.dtype, residual: torch.Tensor | None = None,
+                                 round_sum: bool = False,
                                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """(Residual add +) RMSNorm → dynamic per-token FP8: (q, scale [..., 1], residual_out)."""
-    y, residual_out = rms_norm(x, weight, eps, weight_offset, residual)
+    """(Residual add +) RMSNorm → dynamic per-token FP8: (q, scale [..., 1], residual_out);
+    `round_sum` as in `rms_norm`."""
+    y, residual_out = rms_norm(x, weight, eps, weight_offset, residual, round_sum)
     q, s = quant_ref.quant_fp8_per_token(y, scale_ub, out_dtype)
     return q, s, residual_out
 
@@ -74,10 +83,11 @@ def rms_norm_quant_fp8_per_token(x: torch.Tensor, weight: torch.Tensor,
 def rms_norm_quant_fp8_group(x: torch.Tensor, weight: torch.Tensor, eps: float,
                              weight_offset: float, group_size: int, col_major: bool,
                              ue8m0: bool, out_dtype: torch.dtype,
-                             residual: torch.Tensor | None = None,
+                             residual: torch.Tensor | None = None, round_sum: bool = False,
                              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """(Residual add +) RMSNorm → per-group FP8: (q, scales, residual_out)."""
+    """(Residual add +) RMSNorm → per-group FP8: (q, scales, residual_out); `round_sum` as in
+    `rms_norm`."""
     quant_ref.check_group_size(x.shape[-1], group_size)
-    y, residual_out = rms_norm(x, weight, eps, weight_offset, residual)
+    y, residual_out = rms_norm(x, weight, eps, weight_offset, residual, round_sum)
     q, s = quant_ref.quant_fp8_group(y, group_size, col_major, ue8m0, out_dtype)
     return q, s, residual_out

@@ -1,0 +1,86 @@
+// RUN: irfuse-opt %s -p raise-rms-norm | filecheck %s
+
+// Hugging Face's residual add + RMSNorm: `hidden = residual + hidden` in bf16, then the norm of
+// that rounded sum in f32 (`x.to(f32)`, pow/mean/rsqrt, `weight * y.to(bf16)`). The norm reads
+// the sum rounded to bf16: `round_sum`. The sum is the new residual.
+// CHECK-LABEL: func.func @hf_add
+// CHECK-SAME: (%[[X:[^:]+]]: !irfuse.tensor<[s0, 64], bf16>, %[[RES:[^:]+]]: !irfuse.tensor<[s0, 64], bf16>, %[[W:[^:]+]]: !irfuse.tensor<[64], bf16>)
+// CHECK: %[[Y:.+]], %[[R:.+]] = norm.add_rms_norm %[[RES]], %[[X]], weight %[[W]] {eps = 1.000000e-06 : f64, round_sum} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>) decomposition {
+// CHECK-NEXT: ^{{.*}}(%[[A:[^:]+]]: !irfuse.tensor<[s0, 64], bf16>, %[[B:[^:]+]]: !irfuse.tensor<[s0, 64], bf16>, %[[V:[^:]+]]: !irfuse.tensor<[64], bf16>):
+// CHECK-NEXT: %[[S:.+]] = aten.call "aten::add.Tensor"(%[[A]], %[[B]])
+// CHECK-NEXT: %[[F:.+]] = aten.call "aten::_to_copy.default"(%[[S]], dtype = f32)
+// CHECK: aten.call "aten::rsqrt.default"
+// CHECK: %[[P:.+]] = aten.call "aten::mul.Tensor"(%[[V]], %{{.+}})
+// CHECK-NEXT: irfuse.yield %[[P]], %[[S]]
+// CHECK: func.return %[[Y]], %[[R]]
+func.func @hf_add(%x: !irfuse.tensor<[s0, 64], bf16>, %res: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>) {
+  %h = aten.call "aten::add.Tensor"(%res, %x) : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %h32 = aten.call "aten::_to_copy.default"(%h, dtype = f32) : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], f32>
+  %sq = aten.call "aten::pow.Tensor_Scalar"(%h32, 2) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], f32>
+  %var = aten.call "aten::mean.dim"(%sq, [-1], true) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %ve = aten.call "aten::add.Tensor"(%var, 1.0e-06) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %rstd = aten.call "aten::rsqrt.default"(%ve) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %n = aten.call "aten::mul.Tensor"(%h32, %rstd) : (!irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 64], f32>
+  %nb = aten.call "aten::_to_copy.default"(%n, dtype = bf16) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], bf16>
+  %y = aten.call "aten::mul.Tensor"(%w, %nb) : (!irfuse.tensor<[64], bf16>, !irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  func.return %y, %h : !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>
+}
+
+// vLLM's spelling: `x.float() + residual.float()`, the new residual is that sum rounded back, the
+// norm reads the f32 sum (shared/NUMERICS.md): no `round_sum`. The casts before the add go into
+// the region; the op takes the bf16 tensors.
+// CHECK-LABEL: func.func @vllm_add
+// CHECK-SAME: (%[[X:[^:]+]]: !irfuse.tensor<[s0, 64], bf16>, %[[RES:[^:]+]]: !irfuse.tensor<[s0, 64], bf16>, %[[W:[^:]+]]: !irfuse.tensor<[64], bf16>)
+// CHECK-NOT: round_sum
+// CHECK: %[[Y:.+]], %[[R:.+]] = norm.add_rms_norm %[[X]], %[[RES]], weight %[[W]] {eps = 1.000000e-06 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>) decomposition {
+// CHECK: %[[S:.+]] = aten.call "aten::add.Tensor"
+// CHECK-NEXT: %[[B:.+]] = aten.call "aten::_to_copy.default"(%[[S]], dtype = bf16)
+// CHECK-NEXT: aten.call "aten::pow.Tensor_Scalar"(%[[S]], 2)
+// CHECK: func.return %[[Y]], %[[R]]
+func.func @vllm_add(%x: !irfuse.tensor<[s0, 64], bf16>, %res: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>) {
+  %x32 = aten.call "aten::_to_copy.default"(%x, dtype = f32) : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], f32>
+  %r32 = aten.call "aten::_to_copy.default"(%res, dtype = f32) : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], f32>
+  %s = aten.call "aten::add.Tensor"(%x32, %r32) : (!irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], f32>
+  %r = aten.call "aten::_to_copy.default"(%s, dtype = bf16) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], bf16>
+  %sq = aten.call "aten::pow.Tensor_Scalar"(%s, 2) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], f32>
+  %var = aten.call "aten::mean.dim"(%sq, [-1], true) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %ve = aten.call "aten::add.Tensor"(%var, 1.0e-06) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %rstd = aten.call "aten::rsqrt.default"(%ve) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %n = aten.call "aten::mul.Tensor"(%s, %rstd) : (!irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 64], f32>
+  %nb = aten.call "aten::_to_copy.default"(%n, dtype = bf16) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], bf16>
+  %y = aten.call "aten::mul.Tensor"(%nb, %w) : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  func.return %y, %r : !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>
+}
+
+// A model-dtype add feeding a whole `aten.rms_norm` (fp16): the norm reads the rounded sum, so
+// `round_sum` again, whatever spells the norm.
+// CHECK-LABEL: func.func @whole_op_add
+// CHECK: %[[Y:.+]], %[[R:.+]] = norm.add_rms_norm %{{.+}}, %{{.+}}, weight %{{.+}} {eps = 1.000000e-05 : f64, round_sum} : (!irfuse.tensor<[s0, 64], f16>
+// CHECK: aten.call "aten::add.Tensor"
+// CHECK-NEXT: aten.call "aten::rms_norm.default"
+// CHECK: func.return %[[Y]], %[[R]]
+func.func @whole_op_add(%x: !irfuse.tensor<[s0, 64], f16>, %res: !irfuse.tensor<[s0, 64], f16>, %w: !irfuse.tensor<[64], f16>) -> (!irfuse.tensor<[s0, 64], f16>, !irfuse.tensor<[s0, 64], f16>) {
+  %h = aten.call "aten::add.Tensor"(%x, %res) : (!irfuse.tensor<[s0, 64], f16>, !irfuse.tensor<[s0, 64], f16>) -> !irfuse.tensor<[s0, 64], f16>
+  %y = aten.call "aten::rms_norm.default"(%h, [64], %w, 1.0e-05) : (!irfuse.tensor<[s0, 64], f16>, !irfuse.tensor<[64], f16>) -> !irfuse.tensor<[s0, 64], f16>
+  func.return %y, %h : !irfuse.tensor<[s0, 64], f16>, !irfuse.tensor<[s0, 64], f16>
+}
+
+// An f32 model adding in f32: the rounded and the unrounded sum are one value, no `round_sum`.
+// irfuse's own `add_rms_norm` op normalizes the f32 sum (shared/NUMERICS.md): no `round_sum`.
+// CHECK-LABEL: func.func @f32_add_and_custom_op
+// CHECK-NOT: round_sum
+// CHECK: norm.add_rms_norm %{{.+}}, %{{.+}}, weight %{{.+}} {eps = 1.000000e-06 : f64} : (!irfuse.tensor<[s0, 64], f32>
+// CHECK: norm.add_rms_norm %{{.+}}, %{{.+}}, weight %{{.+}} {eps = 1.000000e-06 : f64} : (!irfuse.tensor<[s0, 64], bf16>
+// CHECK-NOT: round_sum
+// CHECK: func.return
+func.func @f32_add_and_custom_op(%x: !irfuse.tensor<[s0, 64], f32>, %res: !irfuse.tensor<[s0, 64], f32>, %w: !irfuse.tensor<[64], f32>, %xb: !irfuse.tensor<[s0, 64], bf16>, %rb: !irfuse.tensor<[s0, 64], bf16>, %wb: !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>) {
+  %h = aten.call "aten::add.Tensor"(%x, %res) : (!irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], f32>
+  %sq = aten.call "aten::pow.Tensor_Scalar"(%h, 2) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], f32>
+  %var = aten.call "aten::mean.dim"(%sq, [-1], true) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %ve = aten.call "aten::add.Tensor"(%var, 1.0e-06) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %rstd = aten.call "aten::rsqrt.default"(%ve) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %n = aten.call "aten::mul.Tensor"(%h, %rstd) : (!irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 64], f32>
+  %y = aten.call "aten::mul.Tensor"(%w, %n) : (!irfuse.tensor<[64], f32>, !irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], f32>
+  %yb, %hb = aten.call tuple "irfuse::add_rms_norm.default"(%xb, %rb, %wb, 1.0e-06) : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>)
+  func.return %y, %h, %yb, %hb : !irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>
+}
