@@ -14,8 +14,10 @@ name rather than in the IR.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,8 +153,27 @@ class Prepared:
     ctx: Context
 
 
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a stage runs: the pipeline allocates tens of
+    thousands of short-lived IR objects, which would otherwise trigger full collections of the
+    whole (torch-sized) heap in the middle of it, at a cost of up to a second each."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def prepare(gm: torch.fx.GraphModule, options: PipelineOptions) -> Prepared:
     """Import an ATen graph and raise it (stages 2 and 3)."""
+    with _gc_paused():
+        return _prepare(gm, options)
+
+
+def _prepare(gm: torch.fx.GraphModule, options: PipelineOptions) -> Prepared:
     report = Report(
         graph=options.graph_name,
         range=Range(*options.range).as_list() if options.range else None,
@@ -181,6 +202,13 @@ def prepare(gm: torch.fx.GraphModule, options: PipelineOptions) -> Prepared:
 
 def finish(prepared: Prepared, options: PipelineOptions) -> tuple[torch.fx.GraphModule, Report]:
     """Fuse, select kernels and emit (stages 4 and 5); return the new graph and the report."""
+    with _gc_paused():
+        return _finish(prepared, options)
+
+
+def _finish(
+    prepared: Prepared, options: PipelineOptions
+) -> tuple[torch.fx.GraphModule, Report]:
     module = prepared.imported.module
     report = prepared.report
     report.range = Range(*options.range).as_list() if options.range else None
