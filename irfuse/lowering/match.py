@@ -415,3 +415,50 @@ def users_follow(
             if user is not None and user not in chain and order.get(user, last + 1) <= last:
                 return False
     return True
+
+
+# --- building the raised op --------------------------------------------------------------------
+
+
+def discard(*ops: Operation) -> None:
+    """Erase ops a pass built and does not keep: a built op holds uses of its operands, which
+    would otherwise stay on those values (and mislead `users`, `only_user`)."""
+    for op in ops:
+        if op.parent is not None:
+            op.detach()
+        op.erase()
+
+
+def raise_chain(
+    raised: Operation,
+    ops: Sequence[Operation],
+    outputs: Sequence[SSAValue],
+    what: str,
+    *,
+    prelude: Sequence[Operation] = (),
+    made: Sequence[Operation] = (),
+    verify: bool = False,
+    sink_early_users: bool = False,
+) -> None:
+    """Replace a matched chain by the semantic op `raised` (built, not yet inserted): optionally
+    verify it, move the chain into its decomposition region (`raised.outline`, with `prelude` ops
+    inserted before it), and give it the chain's location and names. On failure every op the pass
+    built (`raised`, `prelude`, `made`) is erased and NoMatch says why, naming `what`."""
+    from xdsl.utils.exceptions import VerifyException
+
+    from irfuse.dialects.raised import outline
+
+    if verify:
+        try:
+            raised.verify()
+        except VerifyException as err:
+            discard(raised, *prelude, *reversed(made))
+            raise NoMatch(f"the matched values do not make a valid {raised.name}: {err}") from None
+    try:
+        outline(raised, ops, outputs, prelude=prelude, sink_early_users=sink_early_users)
+    except ValueError as err:
+        discard(raised, *prelude, *reversed(made))
+        raise NoMatch(f"an intermediate value of the {what} is used outside it ({err})") from None
+    raised.location = ops[-1].location
+    for old, new in zip(outputs, raised.results, strict=True):
+        new.name_hint = old.name_hint

@@ -54,13 +54,12 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.utils.exceptions import VerifyException
 
 from irfuse import remarks
 from irfuse.dialects.act import PadOp
 from irfuse.dialects.attn import AttentionOp, MlaAttentionOp
 from irfuse.dialects.gemm import MatmulOp, ScaledMatmulOp
-from irfuse.dialects.raised import in_decomposition, outline
+from irfuse.dialects.raised import in_decomposition
 from irfuse.lowering.match import (
     INT64_MAX,
     Call,
@@ -68,11 +67,13 @@ from irfuse.lowering.match import (
     as_cast,
     block_ops,
     call,
+    discard,
     func_blocks,
     last_dim_piece,
     only_user,
     private_to,
     producer,
+    raise_chain,
     scalar_of,
     size_matches,
     strip_views,
@@ -735,19 +736,10 @@ def _raise(attn: _Attention, mla: _Mla | None, order: dict[Operation, int]) -> O
         out = attn.out
         raised = AttentionOp(attn.q, attn.k, attn.v, attn.mask, scale=attn.scale,
                              causal=attn.causal, result_type=out.type)
-    try:
-        raised.verify()
-    except VerifyException as err:
-        raise NoMatch(f"the operands do not make a valid {raised.name}: {err}") from None
     if not users_follow([out], ops, order):
+        discard(raised)
         raise NoMatch("the attention output is used before the attention's last op")
-    try:
-        outline(raised, ops, [out])
-    except ValueError as err:
-        raise NoMatch(f"an intermediate value of the attention is used outside it ({err})"
-                      ) from None
-    raised.location = ops[-1].location
-    raised.results[0].name_hint = out.name_hint
+    raise_chain(raised, ops, [out], "attention", verify=True)
     return raised
 
 

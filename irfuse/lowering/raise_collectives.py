@@ -41,7 +41,7 @@ from xdsl.passes import ModulePass
 
 from irfuse import remarks
 from irfuse.dialects.coll import REDUCE_OPS, AllGatherOp, AllReduceOp, ReduceScatterOp
-from irfuse.dialects.raised import in_decomposition, outline
+from irfuse.dialects.raised import in_decomposition
 from irfuse.lowering.match import (
     Call,
     NoMatch,
@@ -50,6 +50,7 @@ from irfuse.lowering.match import (
     func_blocks,
     only_user,
     producer,
+    raise_chain,
     size_matches,
     tensor_type,
     users,
@@ -332,13 +333,7 @@ def _raise(coll: _Collective, order: dict[Operation, int]) -> Operation:
         raised = AllGatherOp(coll.x, dim=coll.dim, result_type=coll.out.type, **common)
     if raised.results[0].type != coll.out.type:
         raise NoMatch(f"the collective returns {coll.out.type}, not {raised.results[0].type}")
-    try:
-        outline(raised, coll.ops, [coll.out])
-    except ValueError as err:
-        raise NoMatch(f"an intermediate value of the collective is used outside it ({err})"
-                      ) from None
-    raised.location = coll.ops[-1].location
-    raised.results[0].name_hint = coll.out.name_hint
+    raise_chain(raised, coll.ops, [coll.out], "collective")
     return raised
 
 

@@ -41,7 +41,7 @@ from irfuse import remarks
 from irfuse.dialects import aten
 from irfuse.dialects.gemm import MatmulOp, ScaledMatmulOp
 from irfuse.dialects.irfuse import tensor_type as make_tensor_type
-from irfuse.dialects.raised import in_decomposition, outline
+from irfuse.dialects.raised import in_decomposition
 from irfuse.dialects.shapes import is_float, is_fp8, is_one_element
 from irfuse.lowering.match import (
     VIEWS,
@@ -49,9 +49,11 @@ from irfuse.lowering.match import (
     NoMatch,
     block_ops,
     call,
+    discard,
     func_blocks,
     only_user,
     producer,
+    raise_chain,
     tensor_type,
 )
 
@@ -265,24 +267,10 @@ def _raise(gemm: _Gemm, block_order: dict[Operation, int]) -> Operation:
     try:
         raised.verify()
     except VerifyException as err:
-        _discard(raised, *before)
+        discard(raised, *before)
         raise NoMatch(f"the raised op would not verify: {err}") from None
-    try:
-        outline(raised, gemm.ops, [gemm.out], prelude=before)
-    except ValueError as err:
-        _discard(raised, *before)
-        raise NoMatch(f"an intermediate value of the product is used outside it ({err})") from None
-    raised.location = last.location
-    raised.results[0].name_hint = gemm.out.name_hint
+    raise_chain(raised, gemm.ops, [gemm.out], "product", prelude=before)
     return raised
-
-
-def _discard(*ops: Operation) -> None:
-    """Erase ops this pass made and did not keep (a built op holds uses of its operands)."""
-    for op in ops:
-        if op.parent is not None:
-            op.detach()
-        op.erase()
 
 
 class RaiseGemm(ModulePass):

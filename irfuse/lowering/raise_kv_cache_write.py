@@ -47,16 +47,18 @@ from irfuse import remarks
 from irfuse.dialects import aten
 from irfuse.dialects.attn import KvCacheWriteOp, RopeOp
 from irfuse.dialects.irfuse import SymType, tensor_type
-from irfuse.dialects.raised import in_decomposition, outline
+from irfuse.dialects.raised import in_decomposition
 from irfuse.dialects.shapes import is_integer
 from irfuse.lowering.match import (
     Call,
     NoMatch,
     block_ops,
     call,
+    discard,
     func_blocks,
     only_user,
     producer,
+    raise_chain,
     size_matches,
     users,
     users_follow,
@@ -373,22 +375,13 @@ def _raise(k: _Write, v: _Write, block: Block, order: dict[Operation, int]) -> O
     try:
         raised.verify()
     except VerifyException as err:
+        discard(raised, *reversed(made))
         raise NoMatch(f"the writes do not make a valid {raised.name}: {err}") from None
     anchor = ops[-1]
     for new in [*made, raised]:
         block.insert_op_after(new, anchor)
         anchor = new
-    try:
-        outline(raised, ops, outputs)
-    except ValueError as err:
-        for new in (raised, *reversed(made)):
-            new.detach()
-            new.erase()
-        raise NoMatch(f"an intermediate value of the cache write is used outside it ({err})"
-                      ) from None
-    raised.location = ops[-1].location
-    for old, res in zip(outputs, raised.results, strict=True):
-        res.name_hint = old.name_hint
+    raise_chain(raised, ops, outputs, "cache write", made=made)
     return raised
 
 

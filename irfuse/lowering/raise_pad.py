@@ -22,8 +22,16 @@ from xdsl.passes import ModulePass
 
 from irfuse import remarks
 from irfuse.dialects.act import PadOp
-from irfuse.dialects.raised import in_decomposition, outline
-from irfuse.lowering.match import Call, NoMatch, block_ops, call, func_blocks, tensor_type
+from irfuse.dialects.raised import in_decomposition
+from irfuse.lowering.match import (
+    Call,
+    NoMatch,
+    block_ops,
+    call,
+    func_blocks,
+    raise_chain,
+    tensor_type,
+)
 
 CONSTANT_PAD = "aten::constant_pad_nd.default"
 PAD = "aten::pad.default"
@@ -63,9 +71,7 @@ def _amounts(found: Call) -> tuple[int, int, float]:
 def _raise(found: Call) -> Operation:
     low, high, value = _amounts(found)
     raised = PadOp(found.arg(0), low=low, high=high, value=value, result_type=found.result.type)
-    outline(raised, [found.op], [found.result])
-    raised.location = found.op.location
-    raised.y.name_hint = found.result.name_hint
+    raise_chain(raised, [found.op], [found.result], "pad")
     return raised
 
 

@@ -88,7 +88,7 @@ from irfuse.dialects.quant import (
     QuantNvfp4Op,
     QuantScheme,
 )
-from irfuse.dialects.raised import in_decomposition, outline
+from irfuse.dialects.raised import in_decomposition
 from irfuse.dialects.shapes import F8E4M3FN, F8E4M3FNUZ, is_float, is_one_element
 from irfuse.lowering.match import (
     CASTS,
@@ -99,10 +99,12 @@ from irfuse.lowering.match import (
     as_cast,
     block_ops,
     call,
+    discard,
     func_blocks,
     normalize_dim,
     only_user,
     producer,
+    raise_chain,
     scalar_of,
     tensor_type,
     users,
@@ -891,14 +893,6 @@ def _build(quant: _Quant, location: Attribute) -> tuple[Operation, list[Operatio
     return raised, before
 
 
-def _discard(*ops: Operation) -> None:
-    """Erase ops this pass made and did not keep (a built op holds uses of its operands)."""
-    for op in ops:
-        if op.parent is not None:
-            op.detach()
-        op.erase()
-
-
 def _raise(quant: _Quant | Operation, anchor: Operation, order: dict[Operation, int]) -> None:
     if isinstance(quant, Operation):  # quant.nvfp4 from the custom op
         raised = quant
@@ -915,17 +909,9 @@ def _raise(quant: _Quant | Operation, anchor: Operation, order: dict[Operation, 
     try:
         raised.verify()
     except VerifyException as err:
-        _discard(raised, *before)
+        discard(raised, *before)
         raise NoMatch(f"the raised op would not verify: {err}") from None
-    last = ops[-1]
-    try:
-        outline(raised, ops, outputs, prelude=before)
-    except ValueError as err:
-        _discard(raised, *before)
-        raise NoMatch(f"an intermediate value of the quant is used outside it ({err})") from None
-    raised.location = last.location
-    for old, new in zip(outputs, raised.results, strict=True):
-        new.name_hint = old.name_hint
+    raise_chain(raised, ops, outputs, "quant", prelude=before)
 
 
 def _near_miss_cast(found: Call, dtype: Attribute) -> str | None:

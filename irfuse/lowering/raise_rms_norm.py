@@ -34,7 +34,7 @@ from xdsl.passes import ModulePass
 
 from irfuse import remarks
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
-from irfuse.dialects.raised import in_decomposition, outline
+from irfuse.dialects.raised import in_decomposition
 from irfuse.lowering.match import (
     Call,
     NoMatch,
@@ -46,6 +46,7 @@ from irfuse.lowering.match import (
     is_last_dim,
     only_user,
     producer,
+    raise_chain,
     rank,
     scalar_of,
     tensor_type,
@@ -317,13 +318,7 @@ def _raise(norm: _Norm, block_order: dict[Operation, int]) -> Operation:
             result_type=norm.out.type,
         )
         outputs = [norm.out]
-    try:
-        outline(raised, norm.ops, outputs)
-    except ValueError as err:
-        raise NoMatch(f"an intermediate value of the norm is used outside it ({err})") from None
-    raised.location = norm.ops[-1].location
-    for old, new in zip(outputs, raised.results, strict=True):
-        new.name_hint = old.name_hint
+    raise_chain(raised, norm.ops, outputs, "norm")
     return raised
 
 

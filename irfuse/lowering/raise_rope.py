@@ -65,7 +65,7 @@ from irfuse.dialects import aten
 from irfuse.dialects.attn import RopeOp
 from irfuse.dialects.irfuse import TensorType
 from irfuse.dialects.irfuse import tensor_type as irfuse_tensor_type
-from irfuse.dialects.raised import in_decomposition, outline
+from irfuse.dialects.raised import in_decomposition
 from irfuse.lowering.match import (
     INT64_MAX,
     SLICE,
@@ -80,6 +80,7 @@ from irfuse.lowering.match import (
     normalize_dim,
     only_user,
     producer,
+    raise_chain,
     same_value,
     scalar_of,
     strip_full_slices,
@@ -865,18 +866,12 @@ def _raise(q: _Rotation, k: _Rotation | None, block: Block, order: dict[Operatio
                         cos_sin_cache=q.cache.cache, **common)  # type: ignore[union-attr, arg-type]
     else:
         raised = RopeOp(q.x, None if k is None else k.x, cos=q.cos, sin=q.sin, **common)  # type: ignore[arg-type]
-    try:
-        outline(raised, chain, outputs, sink_early_users=True)
-    except ValueError as err:
-        raise NoMatch(f"an intermediate value of the rotation is used outside it ({err})") from None
+    raise_chain(raised, chain, outputs, "rotation", sink_early_users=True)
     anchor = raised
     for mover in movers:
         mover.detach()
         block.insert_op_after(mover, anchor)
         anchor = mover
-    raised.location = chain[-1].location
-    for old, new in zip(outputs, raised.results, strict=True):
-        new.name_hint = old.name_hint
     return raised
 
 

@@ -31,7 +31,7 @@ from xdsl.passes import ModulePass
 
 from irfuse import remarks
 from irfuse.dialects.act import SiluMulOp
-from irfuse.dialects.raised import in_decomposition, outline
+from irfuse.dialects.raised import in_decomposition
 from irfuse.lowering.match import (
     Call,
     NoMatch,
@@ -41,6 +41,7 @@ from irfuse.lowering.match import (
     func_blocks,
     last_dim_piece,
     only_user,
+    raise_chain,
     same_value,
     tensor_type,
 )
@@ -131,12 +132,7 @@ def _only_used_by(ops: list[Operation], inside: set[Operation]) -> bool:
 def _raise(found: _SiluMul, order: dict[Operation, int]) -> Operation:
     found.ops.sort(key=lambda o: order[o])
     raised = SiluMulOp(found.x, found.up, result_type=found.out.type)
-    try:
-        outline(raised, found.ops, [found.out])
-    except ValueError as err:
-        raise NoMatch(f"an intermediate value is used outside the SiLU·Mul ({err})") from None
-    raised.location = found.ops[-1].location
-    raised.y.name_hint = found.out.name_hint
+    raise_chain(raised, found.ops, [found.out], "SiLU·Mul")
     return raised
 
 
