@@ -153,13 +153,32 @@ def test_report_json_schema(dumped: pathlib.Path) -> None:
     assert all(s["ms"] >= 0 and s["ops"] > 0 for s in report["stages"])
 
 
-def test_irfuse_opt_reproduces_each_dumped_pass(dumped: pathlib.Path) -> None:
+@pytest.fixture(scope="module")
+def dumped_hf(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """The dump of a Hugging Face Qwen3 with FP8 linears at O2 for sm90 (two compile ranges)."""
+    from hf_corpus import build_hf, input_ids, quantize_linears
+
+    root = tmp_path_factory.mktemp("dumps_hf")
+    model = build_hf("qwen3")
+    quantize_linears(model)
+    compile_and_run(
+        model, [input_ids()], dynamic_dims=[(0, 1)],
+        options={"dump_dir": str(root), "optimization_level": 2, "debug": False,
+                 "platform": "cuda:sm90"},
+    )
+    (folder,) = [p.parent for p in root.rglob("report.json")]
+    return folder
+
+
+@pytest.mark.parametrize("which", ["dumped", "dumped_hf"])
+def test_irfuse_opt_reproduces_each_dumped_pass(which: str, request: pytest.FixtureRequest) -> None:
+    dumped = request.getfixturevalue(which)
     files = sorted(p for p in dumped.iterdir() if p.suffix == ".mlir")
     checked = 0
     for before, after in zip(files, files[1:]):
         header, _, expected = after.read_text().partition("\n")
         assert header.startswith("// irfuse-opt --print-debuginfo -p "), header
-        pass_name = header.split("-p ")[1].split()[0].strip("'")
+        pass_name = header.split("-p ")[1].rsplit(" ", 1)[0].strip("'")
         result = subprocess.run(
             [*OPT, "--print-debuginfo", "-p", pass_name, str(before)],
             capture_output=True, text=True, cwd=dumped,

@@ -55,8 +55,10 @@ def kernel_name(quant: Operation) -> str:
     raise NoMatch(f"SiLU·Mul + {kind} FP8 quant has no fused kernel (vLLM has none either)")
 
 
-def _fuse(act: SiluMulOp, platform: str, max_tokens: int | None) -> bool:
-    consumers = quant_consumers(act.y)
+def _fuse(
+    act: SiluMulOp, platform: str, max_tokens: int | None, order: dict[Operation, int]
+) -> bool:
+    consumers = quant_consumers(act.y, order)
     if not consumers:
         return False
     consumers = merge_identical(consumers)
@@ -117,11 +119,13 @@ class FuseActQuant(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         platform = module_platform(op)
         for block in func_blocks(op):
-            for act in block_ops(block):
+            ops = block_ops(block)
+            order = {o: i for i, o in enumerate(ops)}
+            for act in ops:
                 if not isinstance(act, SiluMulOp) or in_decomposition(act):
                     continue
                 try:
-                    if _fuse(act, platform, self.max_tokens):
+                    if _fuse(act, platform, self.max_tokens, order):
                         remarks.fused()
                 except NoMatch as miss:
                     remarks.missed(act, str(miss))

@@ -95,7 +95,7 @@ def _fuse(
     max_tokens: int | None,
     order: dict[Operation, int],
 ) -> bool:
-    consumers = quant_consumers(norm.y)
+    consumers = quant_consumers(norm.y, order)
     if not consumers:
         return False
     consumers = merge_identical(consumers)

@@ -56,8 +56,10 @@ def _flattens(value: SSAValue, view: aten.CallOp) -> bool:
     )
 
 
-def quant_consumers(value: SSAValue) -> list[Consumer]:
-    """The quants consuming `value`; [] when none does (the value is not a candidate).
+def quant_consumers(value: SSAValue, order: dict[Operation, int]) -> list[Consumer]:
+    """The quants consuming `value`, in program order (`order`: the block's op positions; a
+    value's use list is in no stable order, and the fused op's outputs follow this one, so the
+    same IR always fuses the same way); [] when none does (the value is not a candidate).
 
     Raises NoMatch when some user of `value` is not a quant: the unquantized value is then still
     needed, and fusing would compute the norm or activation twice.
@@ -81,6 +83,7 @@ def quant_consumers(value: SSAValue) -> list[Consumer]:
             f"its output is also used unquantized (by {', '.join(sorted(set(others)))}), "
             "so the fused kernel would not replace it"
         )
+    found.sort(key=lambda c: order.get(c.quant, len(order)))
     return found
 
 
