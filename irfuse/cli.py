@@ -140,22 +140,30 @@ def demo_main(argv: Sequence[str]) -> int:
         out = compiled(*[t.clone() for t in inputs])
         compile_s = time.perf_counter() - start
         ref = built.model(*[t.clone() for t in inputs])
-    # Relative RMS error: FP8 codes that round differently (the fused kernels quantize the
-    # model-dtype-rounded norm output, NUMERICS.md) move single logits by an FP8 step, so the
-    # max difference says little; the RMS error says whether the model still computes the same.
-    diff = out.float() - ref.float()
-    error = (diff.norm() / ref.float().norm()).item()
-    worst = (diff.abs().max() / ref.float().abs().max()).item()
+    def rel_rms(a: torch.Tensor, b: torch.Tensor) -> float:
+        return ((a.float() - b.float()).norm() / b.float().norm()).item()
+
+    # The check: irfuse's output against eager's, by relative RMS error (an FP8 code that rounds
+    # differently moves single logits by an FP8 step, so the largest difference says little).
+    # With Inductor on, the rest of the graph is Inductor's code, which rounds differently from
+    # eager by itself; the bound is then the larger of 2% and 1.5x plain torch.compile's error.
+    error = rel_rms(out, ref)
     tolerance = 2e-2
+    baseline = None
+    if not args.no_inductor:
+        torch._dynamo.reset()
+        with torch.no_grad():
+            plain = torch.compile(built.model)(*[t.clone() for t in inputs])
+        baseline = rel_rms(plain, ref)
+        tolerance = max(tolerance, 1.5 * baseline)
     for report in backend.reports():
         print()
         print(report.format_table())
     print(f"\nfirst call (compile + run): {compile_s:.1f} s")
     verdict = "OK" if error <= tolerance else "MISMATCH"
-    print(
-        f"|irfuse - eager| / |eager| = {error:.2e} (RMS; tolerance {tolerance:.0e}), max "
-        f"difference {worst:.2e} of the largest logit: {verdict}"
-    )
+    if baseline is not None:
+        print(f"|plain torch.compile - eager| / |eager| = {baseline:.2e} (RMS)")
+    print(f"|irfuse - eager| / |eager| = {error:.2e} (RMS; tolerance {tolerance:.1e}): {verdict}")
     print(f"dumps: {dump_dir}  (irfuse report {dump_dir})")
     return 0 if error <= tolerance else 1
 
