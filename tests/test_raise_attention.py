@@ -1,16 +1,20 @@
 """raise-attention on real traced graphs: every SDPA spelling (GQA native or repeated, masks,
-default scale, the decomposed math path), MLA in the built-in models, exact counts, outputs bit
-exact, and the reasons near misses give."""
+default scale, the decomposed math path), MLA in the built-in models and in Hugging Face's
+DeepSeek-V2/V3 (batch-major), exact counts, outputs bit exact, and the reasons near misses give."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 import torch.nn.functional as F
+from xdsl.dialects.builtin import bf16
+from xdsl.ir import Block
 from xdsl.parser import Parser
 
 from irfuse import remarks
 from irfuse.context import make_context
+from irfuse.dialects import attn
+from irfuse.dialects.irfuse import tensor_type
 from irfuse.lowering.raise_attention import RaiseAttention
 from irfuse.models import build
 from irfuse.models.layers import causal_attention
@@ -151,6 +155,112 @@ def test_mla_shaped_attention_with_a_mask_is_plain_attention():
     assert _reasons(result.reports[0]) == [
         "not MLA attention (raised as attention): MLA attention with a mask"
     ]
+
+
+# --- Hugging Face's DeepSeek: batch-major MLA -----------------------------------------------
+
+DEEPSEEK_KW = dict(
+    vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64, q_lora_rank=32,
+    kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
+    first_k_dense_replace=2,  # dense MLPs: the layers' MoE is not what this test is about
+    n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+)
+
+
+def _deepseek(version: str) -> torch.nn.Module:
+    import transformers as tf
+    from hf_corpus import Logits
+
+    config_cls, model_cls = {
+        "v2": (tf.DeepseekV2Config, tf.DeepseekV2ForCausalLM),
+        "v3": (tf.DeepseekV3Config, tf.DeepseekV3ForCausalLM),
+    }[version]
+    config = config_cls(**DEEPSEEK_KW)
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    return Logits(model_cls(config).eval().to(BF16))
+
+
+@pytest.mark.parametrize("version", ["v3", "v2"])
+def test_hf_deepseek_raises_one_mla_per_layer(version):
+    """transformers 5 writes the key into `new_empty` (slice_scatter), builds a bool mask and runs
+    SDPA's math path (v's head dim differs from q's): one batch-major MLA per layer, no plain
+    attention, the kv_b GEMM inside the MLA op."""
+    from hf_corpus import input_ids
+
+    result = compile_and_run(_deepseek(version), [input_ids(8)], dynamic_dims=((0, 1),))
+    assert_bit_exact(result.outputs, result.eager)
+    counts = result.raised()
+    layers = DEEPSEEK_KW["num_hidden_layers"]
+    assert (counts["attention"], counts["mla_attention"]) == (0, layers)
+    # q_a, q_b, kv_a, o and the three dense MLP projections per layer, and the LM head; kv_b is
+    # inside mla_attention.
+    assert counts["gemm"] == 7 * layers + 1
+    assert _reasons(result.reports[0]) == []
+
+
+class Hf4Mla(torch.nn.Module):
+    """The attention core of transformers 4's DeepseekV3Attention: the kv_b projection of the
+    3-D normed latent, k_pe expanded and joined by `cat`, v zero-padded to the q/k head dim for
+    the kernel and the output sliced back (`pad_v`), batch 2."""
+
+    def __init__(self, pad_v: bool = False, bias: bool = False):
+        super().__init__()
+        g = torch.Generator().manual_seed(4)
+        self.pad_v = pad_v
+        self.kv_b = torch.nn.Linear(32, 4 * 32, bias=bias).to(BF16)
+        self.kv_b.weight.data = (torch.randn(128, 32, generator=g) * 0.1).to(BF16)
+
+    def forward(self, q, latent, k_pe):
+        b, n, _ = latent.shape
+        kv = self.kv_b(latent).view(b, n, -1, 32).transpose(1, 2)
+        k_nope, v = torch.split(kv, [16, 16], dim=-1)
+        k = torch.cat((k_nope, k_pe.expand(*k_nope.shape[:-1], -1)), dim=-1)
+        if self.pad_v:
+            v = F.pad(v, [0, 8])
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3)
+        if self.pad_v:
+            out = out[..., :16]
+        return out.transpose(1, 2).reshape(b, n, -1)
+
+
+def _hf4_inputs():
+    g = torch.Generator().manual_seed(5)
+    return [torch.randn(2, 4, 8, 24, generator=g).to(BF16),
+            torch.randn(2, 8, 32, generator=g).to(BF16),
+            torch.randn(2, 1, 8, 8, generator=g).to(BF16)]
+
+
+@pytest.mark.parametrize("pad_v", [False, True], ids=["math-path", "v-padded"])
+def test_cat_key_of_a_3d_latent_is_batch_major_mla(pad_v):
+    result = compile_and_run(Hf4Mla(pad_v), _hf4_inputs(), dynamic_dims=())
+    assert_bit_exact(result.outputs, result.eager)
+    counts = result.raised()
+    assert (counts["attention"], counts["mla_attention"], counts["pad"]) == (0, 1, 0)
+    assert _reasons(result.reports[0]) == []
+
+
+def test_hf_mla_with_a_kv_b_bias_is_plain_attention():
+    result = compile_and_run(Hf4Mla(bias=True), _hf4_inputs(), dynamic_dims=())
+    assert_bit_exact(result.outputs, result.eager)
+    counts = result.raised()
+    assert (counts["attention"], counts["mla_attention"]) == (1, 0)
+    assert _reasons(result.reports[0]) == [
+        "not MLA attention (raised as attention): the kv_b projection has a bias"
+    ]
+
+
+def test_batch_major_mla_builder_infers_the_sdpa_layout_result():
+    block = Block(arg_types=[
+        tensor_type((2, 4, "s0", 24), bf16), tensor_type((2, 1, "s1", 32), bf16),
+        tensor_type((2, 1, "s1", 8), bf16), tensor_type((128, 32), bf16),
+        tensor_type((2, 1, "s0", "s1"), bf16),
+    ])
+    op = attn.MlaAttentionOp(*block.args, num_heads=4, qk_nope_head_dim=16, qk_rope_head_dim=8,
+                             v_head_dim=16, kv_lora_rank=32, scale=0.2, batch_major=True)
+    op.verify()
+    assert op.out.type == tensor_type((2, 4, "s0", 16), bf16)
 
 
 # --- near misses on IR -------------------------------------------------------------------------

@@ -207,8 +207,8 @@ func.func @mla(%t: !irfuse.sym<s0>, %q: !irfuse.tensor<[s0, 4, 48], bf16>, %kv_c
   func.return %out : !irfuse.tensor<[s0, 128], bf16>
 }
 
-// The same with an explicit mask: not what attn.mla_attention says (it has no mask); raised as
-// attention, with the remark.
+// The same with an explicit mask: not what attn.mla_attention says (token-major MLA has no mask);
+// raised as attention, with the remark.
 // CHECK-LABEL: func.func @mla_masked
 // CHECK-NOT: attn.mla_attention
 // CHECK: attn.attention
@@ -239,6 +239,162 @@ func.func @mla_masked(%t: !irfuse.sym<s0>, %q: !irfuse.tensor<[s0, 4, 48], bf16>
   func.return %out : !irfuse.tensor<[s0, 128], bf16>
 }
 
+
+// Hugging Face's DeepSeek-V3 (transformers 5, a real trace trimmed to one layer's attention): the
+// latent viewed as one head [B, 1, L, rank], the kv_b projection (raised gemm.matmul) viewed to
+// [B, L, H, nope + v] and transposed to SDPA's layout, split into k_nope and v; the key written
+// into `new_empty` by two slice_scatters (k_nope, then k_pe expanded to the heads); the mask that
+// HF builds; SDPA's CPU math path (v's head dim differs). Batch-major MLA with the bool mask; the
+// layout changes after the output stay outside.
+// CHECK-LABEL: func.func @hf_deepseek_v3
+// CHECK-SAME: (%{{.+}}: !irfuse.sym<s0>, %[[Q:.+]]: !irfuse.tensor<[1, 4, s0, 24], bf16>, %[[C:.+]]: !irfuse.tensor<[1, 1, s0, 32], bf16>, %[[P:.+]]: !irfuse.tensor<[1, 1, s0, 8], bf16>, %[[W:.+]]: !irfuse.tensor<[128, 32], bf16>, %[[M:.+]]: !irfuse.tensor<[1, 1, s0, s0], i1>)
+// CHECK-NOT: aten.call
+// CHECK: %[[O:.+]] = attn.mla_attention %[[Q]], %[[C]], %[[P]], %[[W]], mask %[[M]] {num_heads = 4 : i64, qk_nope_head_dim = 16 : i64, qk_rope_head_dim = 8 : i64, v_head_dim = 16 : i64, kv_lora_rank = 32 : i64, scale = 0.20412414523193154 : f64, batch_major = true} : (!irfuse.tensor<[1, 4, s0, 24], bf16>, !irfuse.tensor<[1, 1, s0, 32], bf16>, !irfuse.tensor<[1, 1, s0, 8], bf16>, !irfuse.tensor<[128, 32], bf16>, !irfuse.tensor<[1, 1, s0, s0], i1>) -> !irfuse.tensor<[1, 4, s0, 16], bf16> decomposition {
+// CHECK: gemm.matmul
+// CHECK: "aten::transpose.int"
+// CHECK: "aten::split_with_sizes.default"
+// CHECK: "aten::new_empty.default"
+// CHECK: "aten::slice_scatter.default"
+// CHECK: "aten::slice_scatter.default"
+// CHECK: "aten::where.self"
+// CHECK: "aten::_safe_softmax.default"
+// CHECK: irfuse.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: %{{.+}} = aten.call "aten::view.default"(%[[O]], [1, -1, %{{.+}}, 16])
+func.func @hf_deepseek_v3(%t: !irfuse.sym<s0>, %q: !irfuse.tensor<[1, 4, s0, 24], bf16>, %kv_c: !irfuse.tensor<[1, 1, s0, 32], bf16>, %k_pe: !irfuse.tensor<[1, 1, s0, 8], bf16>, %w: !irfuse.tensor<[128, 32], bf16>, %mask: !irfuse.tensor<[1, 1, s0, s0], i1>) -> !irfuse.tensor<[1, s0, 64], bf16> {
+  %t_3 = aten.call "aten::t.default"(%w) : (!irfuse.tensor<[128, 32], bf16>) -> !irfuse.tensor<[32, 128], bf16>
+  %view_6 = aten.call "aten::view.default"(%kv_c, [%t, 32]) : (!irfuse.tensor<[1, 1, s0, 32], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 32], bf16>
+  %mm_6 = gemm.matmul %view_6, %t_3 : (!irfuse.tensor<[s0, 32], bf16>, !irfuse.tensor<[32, 128], bf16>) -> !irfuse.tensor<[s0, 128], bf16> decomposition {
+  ^bb0(%0: !irfuse.tensor<[s0, 32], bf16>, %1: !irfuse.tensor<[32, 128], bf16>):
+    %mm_7 = aten.call "aten::mm.default"(%0, %1) : (!irfuse.tensor<[s0, 32], bf16>, !irfuse.tensor<[32, 128], bf16>) -> !irfuse.tensor<[s0, 128], bf16>
+    irfuse.yield %mm_7 : !irfuse.tensor<[s0, 128], bf16>
+  }
+  %_unsafe_view_3 = aten.call "aten::_unsafe_view.default"(%mm_6, [1, 1, %t, 128]) : (!irfuse.tensor<[s0, 128], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 1, s0, 128], bf16>
+  %view_7 = aten.call "aten::view.default"(%_unsafe_view_3, [1, %t, -1, 32]) : (!irfuse.tensor<[1, 1, s0, 128], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, s0, 4, 32], bf16>
+  %transpose_1 = aten.call "aten::transpose.int"(%view_7, 1, 2) : (!irfuse.tensor<[1, s0, 4, 32], bf16>) -> !irfuse.tensor<[1, 4, s0, 32], bf16>
+  %split_with_sizes_4, %split_with_sizes_5 = aten.call tuple "aten::split_with_sizes.default"(%transpose_1, [16, 16], -1) : (!irfuse.tensor<[1, 4, s0, 32], bf16>) -> (!irfuse.tensor<[1, 4, s0, 16], bf16>, !irfuse.tensor<[1, 4, s0, 16], bf16>)
+  %expand_2 = aten.call "aten::expand.default"(%k_pe, [-1, 4, -1, -1]) : (!irfuse.tensor<[1, 1, s0, 8], bf16>) -> !irfuse.tensor<[1, 4, s0, 8], bf16>
+  %new_empty = aten.call "aten::new_empty.default"(%transpose_1, [1, 4, %t, 24], pin_memory = false) : (!irfuse.tensor<[1, 4, s0, 32], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, s0, 24], bf16>
+  %slice_11 = aten.call "aten::slice.Tensor"(%new_empty, 3, 0, 16) : (!irfuse.tensor<[1, 4, s0, 24], bf16>) -> !irfuse.tensor<[1, 4, s0, 16], bf16>
+  %copy = aten.call "aten::copy.default"(%slice_11, %split_with_sizes_4) : (!irfuse.tensor<[1, 4, s0, 16], bf16>, !irfuse.tensor<[1, 4, s0, 16], bf16>) -> !irfuse.tensor<[1, 4, s0, 16], bf16>
+  %slice_scatter = aten.call "aten::slice_scatter.default"(%new_empty, %copy, 3, 0, 16) : (!irfuse.tensor<[1, 4, s0, 24], bf16>, !irfuse.tensor<[1, 4, s0, 16], bf16>) -> !irfuse.tensor<[1, 4, s0, 24], bf16>
+  %slice_12 = aten.call "aten::slice.Tensor"(%slice_scatter, 3, 16, 9223372036854775807) : (!irfuse.tensor<[1, 4, s0, 24], bf16>) -> !irfuse.tensor<[1, 4, s0, 8], bf16>
+  %copy_1 = aten.call "aten::copy.default"(%slice_12, %expand_2) : (!irfuse.tensor<[1, 4, s0, 8], bf16>, !irfuse.tensor<[1, 4, s0, 8], bf16>) -> !irfuse.tensor<[1, 4, s0, 8], bf16>
+  %slice_scatter_1 = aten.call "aten::slice_scatter.default"(%slice_scatter, %copy_1, 3, 16, 9223372036854775807) : (!irfuse.tensor<[1, 4, s0, 24], bf16>, !irfuse.tensor<[1, 4, s0, 8], bf16>) -> !irfuse.tensor<[1, 4, s0, 24], bf16>
+  %scalar_tensor = aten.call "aten::scalar_tensor.default"(ninf, dtype = bf16, device = #aten.device<"cpu">) : () -> !irfuse.tensor<[], bf16>
+  %scalar_tensor_1 = aten.call "aten::scalar_tensor.default"(0.0, dtype = bf16, layout = #aten.layout<"torch.strided">, device = #aten.device<"cpu">) : () -> !irfuse.tensor<[], bf16>
+  %where = aten.call "aten::where.self"(%mask, %scalar_tensor_1, %scalar_tensor) : (!irfuse.tensor<[1, 1, s0, s0], i1>, !irfuse.tensor<[], bf16>, !irfuse.tensor<[], bf16>) -> !irfuse.tensor<[1, 1, s0, s0], bf16>
+  %_to_copy_10 = aten.call "aten::_to_copy.default"(%q, dtype = f32) : (!irfuse.tensor<[1, 4, s0, 24], bf16>) -> !irfuse.tensor<[1, 4, s0, 24], f32>
+  %_to_copy_11 = aten.call "aten::_to_copy.default"(%slice_scatter_1, dtype = f32) : (!irfuse.tensor<[1, 4, s0, 24], bf16>) -> !irfuse.tensor<[1, 4, s0, 24], f32>
+  %_to_copy_12 = aten.call "aten::_to_copy.default"(%split_with_sizes_5, dtype = f32) : (!irfuse.tensor<[1, 4, s0, 16], bf16>) -> !irfuse.tensor<[1, 4, s0, 16], f32>
+  %mul_20 = aten.call "aten::mul.Scalar"(%_to_copy_10, 0.45180100180492244) : (!irfuse.tensor<[1, 4, s0, 24], f32>) -> !irfuse.tensor<[1, 4, s0, 24], f32>
+  %transpose_2 = aten.call "aten::transpose.int"(%_to_copy_11, -2, -1) : (!irfuse.tensor<[1, 4, s0, 24], f32>) -> !irfuse.tensor<[1, 4, 24, s0], f32>
+  %mul_21 = aten.call "aten::mul.Scalar"(%transpose_2, 0.45180100180492244) : (!irfuse.tensor<[1, 4, 24, s0], f32>) -> !irfuse.tensor<[1, 4, 24, s0], f32>
+  %expand_3 = aten.call "aten::expand.default"(%mul_20, [1, 4, %t, 24]) : (!irfuse.tensor<[1, 4, s0, 24], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, s0, 24], f32>
+  %view_8 = aten.call "aten::view.default"(%expand_3, [4, %t, 24]) : (!irfuse.tensor<[1, 4, s0, 24], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[4, s0, 24], f32>
+  %expand_4 = aten.call "aten::expand.default"(%mul_21, [1, 4, 24, %t]) : (!irfuse.tensor<[1, 4, 24, s0], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, 24, s0], f32>
+  %view_9 = aten.call "aten::view.default"(%expand_4, [4, 24, %t]) : (!irfuse.tensor<[1, 4, 24, s0], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[4, 24, s0], f32>
+  %bmm = aten.call "aten::bmm.default"(%view_8, %view_9) : (!irfuse.tensor<[4, s0, 24], f32>, !irfuse.tensor<[4, 24, s0], f32>) -> !irfuse.tensor<[4, s0, s0], f32>
+  %view_10 = aten.call "aten::view.default"(%bmm, [1, 4, %t, %t]) : (!irfuse.tensor<[4, s0, s0], f32>, !irfuse.sym<s0>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, s0, s0], f32>
+  %add_9 = aten.call "aten::add.Tensor"(%view_10, %where) : (!irfuse.tensor<[1, 4, s0, s0], f32>, !irfuse.tensor<[1, 1, s0, s0], bf16>) -> !irfuse.tensor<[1, 4, s0, s0], f32>
+  %_safe_softmax = aten.call "aten::_safe_softmax.default"(%add_9, -1) : (!irfuse.tensor<[1, 4, s0, s0], f32>) -> !irfuse.tensor<[1, 4, s0, s0], f32>
+  %expand_5 = aten.call "aten::expand.default"(%_safe_softmax, [1, 4, %t, %t]) : (!irfuse.tensor<[1, 4, s0, s0], f32>, !irfuse.sym<s0>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, s0, s0], f32>
+  %view_11 = aten.call "aten::view.default"(%expand_5, [4, %t, %t]) : (!irfuse.tensor<[1, 4, s0, s0], f32>, !irfuse.sym<s0>, !irfuse.sym<s0>) -> !irfuse.tensor<[4, s0, s0], f32>
+  %expand_6 = aten.call "aten::expand.default"(%_to_copy_12, [1, 4, %t, 16]) : (!irfuse.tensor<[1, 4, s0, 16], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, s0, 16], f32>
+  %view_12 = aten.call "aten::view.default"(%expand_6, [4, %t, 16]) : (!irfuse.tensor<[1, 4, s0, 16], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[4, s0, 16], f32>
+  %bmm_1 = aten.call "aten::bmm.default"(%view_11, %view_12) : (!irfuse.tensor<[4, s0, s0], f32>, !irfuse.tensor<[4, s0, 16], f32>) -> !irfuse.tensor<[4, s0, 16], f32>
+  %view_13 = aten.call "aten::view.default"(%bmm_1, [1, 4, %t, 16]) : (!irfuse.tensor<[4, s0, 16], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, s0, 16], f32>
+  %_to_copy_13 = aten.call "aten::_to_copy.default"(%view_13, dtype = bf16) : (!irfuse.tensor<[1, 4, s0, 16], f32>) -> !irfuse.tensor<[1, 4, s0, 16], bf16>
+  %view_14 = aten.call "aten::view.default"(%_to_copy_13, [1, -1, %t, 16]) : (!irfuse.tensor<[1, 4, s0, 16], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, s0, 16], bf16>
+  %transpose_3 = aten.call "aten::transpose.int"(%view_14, 1, 2) : (!irfuse.tensor<[1, 4, s0, 16], bf16>) -> !irfuse.tensor<[1, s0, 4, 16], bf16>
+  %clone = aten.call "aten::clone.default"(%transpose_3, memory_format = #aten.memory_format<"torch.contiguous_format">) : (!irfuse.tensor<[1, s0, 4, 16], bf16>) -> !irfuse.tensor<[1, s0, 4, 16], bf16>
+  %view_15 = aten.call "aten::view.default"(%clone, [1, %t, -1]) : (!irfuse.tensor<[1, s0, 4, 16], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, s0, 64], bf16>
+  func.return %view_15 : !irfuse.tensor<[1, s0, 64], bf16>
+}
+
+// transformers 4's spelling (a real trace of the same code): the kv_b projection of the 3-D
+// latent [B, L, rank], the key by `cat`, v zero-padded to the q/k head dim and the output sliced
+// back, batch 2. The op takes the latent with its head dim (an unsqueeze before it); the region
+// reads the latent as the model did.
+// CHECK-LABEL: func.func @hf4_cat_key
+// CHECK-SAME: (%[[Q:.+]]: !irfuse.tensor<[2, 4, 8, 24], bf16>, %[[L:.+]]: !irfuse.tensor<[2, 8, 32], bf16>, %[[P:.+]]: !irfuse.tensor<[2, 1, 8, 8], bf16>, %[[W:.+]]: !irfuse.tensor<[128, 32], bf16>)
+// CHECK-NEXT: %[[C:.+]] = aten.call "aten::unsqueeze.default"(%[[L]], -3) : (!irfuse.tensor<[2, 8, 32], bf16>) -> !irfuse.tensor<[2, 1, 8, 32], bf16>
+// CHECK-NEXT: %[[O:.+]] = attn.mla_attention %[[Q]], %[[C]], %[[P]], %[[W]] {num_heads = 4 : i64, qk_nope_head_dim = 16 : i64, qk_rope_head_dim = 8 : i64, v_head_dim = 16 : i64, kv_lora_rank = 32 : i64, scale = 3.000000e-01 : f64, causal = true, batch_major = true} : {{.*}} -> !irfuse.tensor<[2, 4, 8, 16], bf16> decomposition {
+// CHECK: "aten::view.default"(%[[L]], [16, 32])
+// CHECK: "aten::cat.default"
+// CHECK: act.pad
+// CHECK: "aten::_scaled_dot_product_flash_attention_for_cpu.default"
+// CHECK: "aten::slice.Tensor"
+// CHECK: irfuse.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: aten.call "aten::transpose.int"(%[[O]], 1, 2)
+func.func @hf4_cat_key(%q: !irfuse.tensor<[2, 4, 8, 24], bf16>, %latent: !irfuse.tensor<[2, 8, 32], bf16>, %k_pe: !irfuse.tensor<[2, 1, 8, 8], bf16>, %w: !irfuse.tensor<[128, 32], bf16>) -> !irfuse.tensor<[2, 8, 64], bf16> {
+  %wt = aten.call "aten::t.default"(%w) : (!irfuse.tensor<[128, 32], bf16>) -> !irfuse.tensor<[32, 128], bf16>
+  %view = aten.call "aten::view.default"(%latent, [16, 32]) : (!irfuse.tensor<[2, 8, 32], bf16>) -> !irfuse.tensor<[16, 32], bf16>
+  %mm = gemm.matmul %view, %wt : (!irfuse.tensor<[16, 32], bf16>, !irfuse.tensor<[32, 128], bf16>) -> !irfuse.tensor<[16, 128], bf16> decomposition {
+  ^bb0(%0: !irfuse.tensor<[16, 32], bf16>, %1: !irfuse.tensor<[32, 128], bf16>):
+    %mm_1 = aten.call "aten::mm.default"(%0, %1) : (!irfuse.tensor<[16, 32], bf16>, !irfuse.tensor<[32, 128], bf16>) -> !irfuse.tensor<[16, 128], bf16>
+    irfuse.yield %mm_1 : !irfuse.tensor<[16, 128], bf16>
+  }
+  %_unsafe_view = aten.call "aten::_unsafe_view.default"(%mm, [2, 8, 128]) : (!irfuse.tensor<[16, 128], bf16>) -> !irfuse.tensor<[2, 8, 128], bf16>
+  %view_1 = aten.call "aten::view.default"(%_unsafe_view, [2, 8, -1, 32]) : (!irfuse.tensor<[2, 8, 128], bf16>) -> !irfuse.tensor<[2, 8, 4, 32], bf16>
+  %transpose = aten.call "aten::transpose.int"(%view_1, 1, 2) : (!irfuse.tensor<[2, 8, 4, 32], bf16>) -> !irfuse.tensor<[2, 4, 8, 32], bf16>
+  %split_with_sizes, %split_with_sizes_1 = aten.call tuple "aten::split_with_sizes.default"(%transpose, [16, 16], -1) : (!irfuse.tensor<[2, 4, 8, 32], bf16>) -> (!irfuse.tensor<[2, 4, 8, 16], bf16>, !irfuse.tensor<[2, 4, 8, 16], bf16>)
+  %expand = aten.call "aten::expand.default"(%k_pe, [2, 4, 8, -1]) : (!irfuse.tensor<[2, 1, 8, 8], bf16>) -> !irfuse.tensor<[2, 4, 8, 8], bf16>
+  %cat = aten.call "aten::cat.default"([%split_with_sizes, %expand], -1) : (!irfuse.tensor<[2, 4, 8, 16], bf16>, !irfuse.tensor<[2, 4, 8, 8], bf16>) -> !irfuse.tensor<[2, 4, 8, 24], bf16>
+  %constant_pad_nd = act.pad %split_with_sizes_1 {low = 0 : i64, high = 8 : i64} : (!irfuse.tensor<[2, 4, 8, 16], bf16>) -> !irfuse.tensor<[2, 4, 8, 24], bf16> decomposition {
+  ^bb0(%2: !irfuse.tensor<[2, 4, 8, 16], bf16>):
+    %constant_pad_nd_1 = aten.call "aten::constant_pad_nd.default"(%2, [0, 8], 0.0) : (!irfuse.tensor<[2, 4, 8, 16], bf16>) -> !irfuse.tensor<[2, 4, 8, 24], bf16>
+    irfuse.yield %constant_pad_nd_1 : !irfuse.tensor<[2, 4, 8, 24], bf16>
+  }
+  %_scaled_dot_product_flash_attention_for_cpu, %_scaled_dot_product_flash_attention_for_cpu_1 = aten.call tuple "aten::_scaled_dot_product_flash_attention_for_cpu.default"(%q, %cat, %constant_pad_nd, 0.0, true, scale = 0.3) : (!irfuse.tensor<[2, 4, 8, 24], bf16>, !irfuse.tensor<[2, 4, 8, 24], bf16>, !irfuse.tensor<[2, 4, 8, 24], bf16>) -> (!irfuse.tensor<[2, 4, 8, 24], bf16>, !irfuse.tensor<[2, 4, 8], f32>)
+  %slice = aten.call "aten::slice.Tensor"(%_scaled_dot_product_flash_attention_for_cpu, 3, 0, 16) : (!irfuse.tensor<[2, 4, 8, 24], bf16>) -> !irfuse.tensor<[2, 4, 8, 16], bf16>
+  %transpose_1 = aten.call "aten::transpose.int"(%slice, 1, 2) : (!irfuse.tensor<[2, 4, 8, 16], bf16>) -> !irfuse.tensor<[2, 8, 4, 16], bf16>
+  %clone = aten.call "aten::clone.default"(%transpose_1, memory_format = #aten.memory_format<"torch.contiguous_format">) : (!irfuse.tensor<[2, 8, 4, 16], bf16>) -> !irfuse.tensor<[2, 8, 4, 16], bf16>
+  %_unsafe_view_1 = aten.call "aten::_unsafe_view.default"(%clone, [2, 8, 64]) : (!irfuse.tensor<[2, 8, 4, 16], bf16>) -> !irfuse.tensor<[2, 8, 64], bf16>
+  func.return %_unsafe_view_1 : !irfuse.tensor<[2, 8, 64], bf16>
+}
+
+// A key written as Hugging Face writes it, but with a rope piece that `copy` casts (f32 into
+// bf16): not MLA's key as the op states it; plain attention.
+// CHECK-LABEL: func.func @hf_scatter_casts
+// CHECK-NOT: attn.mla_attention
+// CHECK: attn.attention
+// CHECK-NOT: attn.mla_attention
+func.func @hf_scatter_casts(%t: !irfuse.sym<s0>, %q: !irfuse.tensor<[1, 4, s0, 24], bf16>, %kv: !irfuse.tensor<[1, 4, s0, 32], bf16>, %k_pe: !irfuse.tensor<[1, 1, s0, 8], f32>) -> !irfuse.tensor<[1, 4, s0, 24], bf16> {
+  %k_nope, %v = aten.call tuple "aten::split_with_sizes.default"(%kv, [16, 16], -1) : (!irfuse.tensor<[1, 4, s0, 32], bf16>) -> (!irfuse.tensor<[1, 4, s0, 16], bf16>, !irfuse.tensor<[1, 4, s0, 16], bf16>)
+  %k_pe4 = aten.call "aten::expand.default"(%k_pe, [-1, 4, -1, -1]) : (!irfuse.tensor<[1, 1, s0, 8], f32>) -> !irfuse.tensor<[1, 4, s0, 8], f32>
+  %e = aten.call "aten::new_empty.default"(%kv, [1, 4, %t, 24], pin_memory = false) : (!irfuse.tensor<[1, 4, s0, 32], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, s0, 24], bf16>
+  %s0 = aten.call "aten::slice.Tensor"(%e, 3, 0, 16) : (!irfuse.tensor<[1, 4, s0, 24], bf16>) -> !irfuse.tensor<[1, 4, s0, 16], bf16>
+  %c0 = aten.call "aten::copy.default"(%s0, %k_nope) : (!irfuse.tensor<[1, 4, s0, 16], bf16>, !irfuse.tensor<[1, 4, s0, 16], bf16>) -> !irfuse.tensor<[1, 4, s0, 16], bf16>
+  %k0 = aten.call "aten::slice_scatter.default"(%e, %c0, 3, 0, 16) : (!irfuse.tensor<[1, 4, s0, 24], bf16>, !irfuse.tensor<[1, 4, s0, 16], bf16>) -> !irfuse.tensor<[1, 4, s0, 24], bf16>
+  %s1 = aten.call "aten::slice.Tensor"(%k0, 3, 16, 9223372036854775807) : (!irfuse.tensor<[1, 4, s0, 24], bf16>) -> !irfuse.tensor<[1, 4, s0, 8], bf16>
+  %c1 = aten.call "aten::copy.default"(%s1, %k_pe4) : (!irfuse.tensor<[1, 4, s0, 8], bf16>, !irfuse.tensor<[1, 4, s0, 8], f32>) -> !irfuse.tensor<[1, 4, s0, 8], bf16>
+  %k = aten.call "aten::slice_scatter.default"(%k0, %c1, 3, 16, 9223372036854775807) : (!irfuse.tensor<[1, 4, s0, 24], bf16>, !irfuse.tensor<[1, 4, s0, 8], bf16>) -> !irfuse.tensor<[1, 4, s0, 24], bf16>
+  %vp = aten.call "aten::constant_pad_nd.default"(%v, [0, 8], 0.0) : (!irfuse.tensor<[1, 4, s0, 16], bf16>) -> !irfuse.tensor<[1, 4, s0, 24], bf16>
+  %o, %lse = aten.call tuple "aten::_scaled_dot_product_flash_attention_for_cpu.default"(%q, %k, %vp, 0.0, true, scale = 0.2) : (!irfuse.tensor<[1, 4, s0, 24], bf16>, !irfuse.tensor<[1, 4, s0, 24], bf16>, !irfuse.tensor<[1, 4, s0, 24], bf16>) -> (!irfuse.tensor<[1, 4, s0, 24], bf16>, !irfuse.tensor<[1, 4, s0], f32>)
+  func.return %o : !irfuse.tensor<[1, 4, s0, 24], bf16>
+}
+
+// A key whose two written pieces leave a column of `new_empty` unwritten: plain attention.
+// CHECK-LABEL: func.func @hf_scatter_gap
+// CHECK-NOT: attn.mla_attention
+// CHECK: attn.attention
+// CHECK-NOT: attn.mla_attention
+func.func @hf_scatter_gap(%t: !irfuse.sym<s0>, %q: !irfuse.tensor<[1, 4, s0, 24], bf16>, %kv: !irfuse.tensor<[1, 4, s0, 32], bf16>, %k_pe: !irfuse.tensor<[1, 1, s0, 7], bf16>) -> !irfuse.tensor<[1, 4, s0, 24], bf16> {
+  %k_nope, %v = aten.call tuple "aten::split_with_sizes.default"(%kv, [16, 16], -1) : (!irfuse.tensor<[1, 4, s0, 32], bf16>) -> (!irfuse.tensor<[1, 4, s0, 16], bf16>, !irfuse.tensor<[1, 4, s0, 16], bf16>)
+  %k_pe4 = aten.call "aten::expand.default"(%k_pe, [-1, 4, -1, -1]) : (!irfuse.tensor<[1, 1, s0, 7], bf16>) -> !irfuse.tensor<[1, 4, s0, 7], bf16>
+  %e = aten.call "aten::new_empty.default"(%kv, [1, 4, %t, 24], pin_memory = false) : (!irfuse.tensor<[1, 4, s0, 32], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[1, 4, s0, 24], bf16>
+  %s0 = aten.call "aten::slice.Tensor"(%e, 3, 0, 16) : (!irfuse.tensor<[1, 4, s0, 24], bf16>) -> !irfuse.tensor<[1, 4, s0, 16], bf16>
+  %c0 = aten.call "aten::copy.default"(%s0, %k_nope) : (!irfuse.tensor<[1, 4, s0, 16], bf16>, !irfuse.tensor<[1, 4, s0, 16], bf16>) -> !irfuse.tensor<[1, 4, s0, 16], bf16>
+  %k0 = aten.call "aten::slice_scatter.default"(%e, %c0, 3, 0, 16) : (!irfuse.tensor<[1, 4, s0, 24], bf16>, !irfuse.tensor<[1, 4, s0, 16], bf16>) -> !irfuse.tensor<[1, 4, s0, 24], bf16>
+  %s1 = aten.call "aten::slice.Tensor"(%k0, 3, 17, 9223372036854775807) : (!irfuse.tensor<[1, 4, s0, 24], bf16>) -> !irfuse.tensor<[1, 4, s0, 7], bf16>
+  %c1 = aten.call "aten::copy.default"(%s1, %k_pe4) : (!irfuse.tensor<[1, 4, s0, 7], bf16>, !irfuse.tensor<[1, 4, s0, 7], bf16>) -> !irfuse.tensor<[1, 4, s0, 7], bf16>
+  %k = aten.call "aten::slice_scatter.default"(%k0, %c1, 3, 17, 9223372036854775807) : (!irfuse.tensor<[1, 4, s0, 24], bf16>, !irfuse.tensor<[1, 4, s0, 7], bf16>) -> !irfuse.tensor<[1, 4, s0, 24], bf16>
+  %vp = aten.call "aten::constant_pad_nd.default"(%v, [0, 8], 0.0) : (!irfuse.tensor<[1, 4, s0, 16], bf16>) -> !irfuse.tensor<[1, 4, s0, 24], bf16>
+  %o, %lse = aten.call tuple "aten::_scaled_dot_product_flash_attention_for_cpu.default"(%q, %k, %vp, 0.0, true, scale = 0.2) : (!irfuse.tensor<[1, 4, s0, 24], bf16>, !irfuse.tensor<[1, 4, s0, 24], bf16>, !irfuse.tensor<[1, 4, s0, 24], bf16>) -> (!irfuse.tensor<[1, 4, s0, 24], bf16>, !irfuse.tensor<[1, 4, s0], f32>)
+  func.return %o : !irfuse.tensor<[1, 4, s0, 24], bf16>
+}
 
 // Not raised: dropout; the logsumexp used.
 // CHECK-LABEL: func.func @negatives

@@ -3,9 +3,10 @@
 - `attn.attention` is scaled dot-product attention in SDPA's layout, `[..., H, L, D]`, with
   grouped-query attention (query heads a multiple of key/value heads). Raising finds SDPA (and
   its CPU/flash spellings) and vLLM's attention calls.
-- `attn.mla_attention` is vLLM's multi-head latent attention interface (DeepSeek-V2/V3): the
-  query, the normed latent `kv_c`, the roped shared key part `k_pe` and the `kv_b_proj` weight
-  that expands the latent into per-head keys and values.
+- `attn.mla_attention` is multi-head latent attention (DeepSeek-V2/V3): the query, the normed
+  latent `kv_c`, the roped shared key part `k_pe` and the `kv_b_proj` weight that expands the
+  latent into per-head keys and values. Token-major (vLLM's interface, `[T, H, D]`, no mask) or,
+  with `batch_major`, in SDPA's `[..., H, L, D]` layout with an optional mask (Hugging Face's).
 - `attn.rope` rotates q (and k) by position: either from `positions` and a `cos_sin_cache`
   (vLLM's form) or from precomputed `cos` and `sin` (Hugging Face's form). NeoX style rotates the
   two halves of the rotary part, GPT-J style (even, odd) pairs; dims past `rotary_dim` pass.
@@ -101,18 +102,7 @@ def check_attention(
             f"q's {hq} heads are not a multiple of k/v's {hkv} heads (grouped-query attention)"
         )
     if mask is not None:
-        if causal:
-            raise VerifyException("a causal attention takes no mask")
-        if not (is_bool(mask.dtype) or is_float(mask.dtype)):
-            raise VerifyException(f"mask must be bool or float, got {mask.dtype}")
-        full = (*batch, hq, lq, lk)
-        md = mask.dims
-        if len(md) > len(full) or not all(
-            m == 1 or dims_agree(m, f) for m, f in zip(md[::-1], full[::-1], strict=False)
-        ):
-            raise VerifyException(
-                f"mask of shape {shape_str(md)} does not broadcast to {shape_str(full)}"
-            )
+        check_mask(mask, (*batch, hq, lq, lk), causal)
     return (*qd[:-1], vd[-1])
 
 
@@ -126,26 +116,65 @@ def check_mla(
     rope: int,
     v_dim: int,
     rank: int,
+    *,
+    mask: TensorType | None = None,
+    causal: bool = False,
+    batch_major: bool = False,
 ) -> tuple[Dim, ...]:
-    """vLLM's MLA interface; returns the output dims `[T, H, v_head_dim]`."""
+    """MLA's operands in either layout; returns the output dims (`[T, H, v_head_dim]`
+    token-major, `[..., H, Lq, v_head_dim]` batch-major)."""
     check_float("q", q)
     for what, t in (("kv_c", kv_c), ("k_pe", k_pe)):
         if t.dtype != q.dtype:
             raise VerifyException(f"{what} has dtype {t.dtype}, expected q's {q.dtype}")
     check_float("kv_b_weight", kv_b_weight)
-    check_rank("q", q, 3)
-    t = q.dims[0]
-    check_shape(
-        "q ([T, num_heads, qk_nope_head_dim + qk_rope_head_dim])", q, (t, heads, nope + rope)
-    )
-    check_shape("kv_c ([T, kv_lora_rank])", kv_c, (t, rank))
-    check_shape("k_pe ([T, 1, qk_rope_head_dim])", k_pe, (t, 1, rope))
     check_shape(
         "kv_b_weight ([num_heads * (qk_nope_head_dim + v_head_dim), kv_lora_rank])",
         kv_b_weight,
         (heads * (nope + v_dim), rank),
     )
-    return (t, heads, v_dim)
+    if not batch_major:
+        if mask is not None:
+            raise VerifyException("token-major MLA takes no mask (vLLM's interface)")
+        check_rank("q", q, 3)
+        t = q.dims[0]
+        check_shape(
+            "q ([T, num_heads, qk_nope_head_dim + qk_rope_head_dim])", q, (t, heads, nope + rope)
+        )
+        check_shape("kv_c ([T, kv_lora_rank])", kv_c, (t, rank))
+        check_shape("k_pe ([T, 1, qk_rope_head_dim])", k_pe, (t, 1, rope))
+        return (t, heads, v_dim)
+    check_min_rank("q", q, 3)
+    for what, t in (("kv_c", kv_c), ("k_pe", k_pe)):
+        if t.rank != q.rank:
+            raise VerifyException(f"{what} has rank {t.rank}, expected q's rank {q.rank}")
+    *batch, _, lq, _ = q.dims
+    lk = k_pe.dims[-2]
+    check_shape(
+        "q ([..., num_heads, L, qk_nope_head_dim + qk_rope_head_dim])",
+        q,
+        (*batch, heads, lq, nope + rope),
+    )
+    check_shape("kv_c ([..., 1, L, kv_lora_rank])", kv_c, (*batch, 1, lk, rank))
+    check_shape("k_pe ([..., 1, L, qk_rope_head_dim])", k_pe, (*batch, 1, lk, rope))
+    if mask is not None:
+        check_mask(mask, (*batch, heads, lq, lk), causal)
+    return (*batch, heads, lq, v_dim)
+
+
+def check_mask(mask: TensorType, full: tuple[Dim, ...], causal: bool) -> None:
+    """A bool or additive float mask that broadcasts to the scores `full` and excludes causal."""
+    if causal:
+        raise VerifyException("a causal attention takes no mask")
+    if not (is_bool(mask.dtype) or is_float(mask.dtype)):
+        raise VerifyException(f"mask must be bool or float, got {mask.dtype}")
+    md = mask.dims
+    if len(md) > len(full) or not all(
+        m == 1 or dims_agree(m, f) for m, f in zip(md[::-1], full[::-1], strict=False)
+    ):
+        raise VerifyException(
+            f"mask of shape {shape_str(md)} does not broadcast to {shape_str(full)}"
+        )
 
 
 def check_rotary(rotary_dim: int, head_dim: int) -> None:
@@ -264,7 +293,7 @@ _MLA_PROPS = ("num_heads", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
 
 @irdl_op_definition
 class MlaAttentionOp(RaisedOperation):
-    """Multi-head latent attention, vLLM's interface (DeepSeek-V2/V3).
+    """Multi-head latent attention (DeepSeek-V2/V3), token-major or batch-major.
 
     ```mlir
     %o = attn.mla_attention %q, %kv_c, %k_pe, %w {num_heads = 16 : i64,
@@ -273,10 +302,27 @@ class MlaAttentionOp(RaisedOperation):
         : (!irfuse.tensor<[s0, 16, 192], bf16>, !irfuse.tensor<[s0, 512], bf16>,
            !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>)
         -> !irfuse.tensor<[s0, 16, 128], bf16>
+    %ob = attn.mla_attention %qb, %kv_cb, %k_peb, %w, mask %m {num_heads = 16 : i64,
+            qk_nope_head_dim = 128 : i64, qk_rope_head_dim = 64 : i64, v_head_dim = 128 : i64,
+            kv_lora_rank = 512 : i64, scale = 7.216878e-02 : f64, batch_major = true}
+        : (!irfuse.tensor<[2, 16, s0, 192], bf16>, !irfuse.tensor<[2, 1, s0, 512], bf16>,
+           !irfuse.tensor<[2, 1, s0, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>,
+           !irfuse.tensor<[2, 1, s0, s0], i1>) -> !irfuse.tensor<[2, 16, s0, 128], bf16>
     ```
-    q `[T, H, nope + rope]`, the normed latent kv_c `[T, kv_lora_rank]`, the roped key part k_pe
-    `[T, 1, rope]` (shared by all heads), the kv_b_proj weight `[H * (nope + v), kv_lora_rank]`;
-    the output is `[T, H, v]` in q's dtype.
+    In both layouts the result is `softmax(q @ k^T * scale (+ mask | causal)) @ v` per head,
+    where `[k_nope | v]` is the latent times the kv_b_proj weight `[H * (nope + v), kv_lora_rank]`
+    transposed, split per head, and `k = [k_nope | k_pe]` with the one roped `k_pe` shared by all
+    heads; the output is in q's dtype.
+
+    - Token-major (vLLM's interface, the default): the tokens of one sequence, q
+      `[T, H, nope + rope]`, the normed latent kv_c `[T, kv_lora_rank]`, k_pe `[T, 1, rope]`,
+      output `[T, H, v]`; no mask.
+    - `batch_major` (SDPA's layout, as Hugging Face's DeepSeek computes it): q
+      `[..., H, Lq, nope + rope]`, kv_c `[..., 1, Lk, kv_lora_rank]` and k_pe `[..., 1, Lk, rope]`
+      (one head shared by all), output `[..., H, Lq, v]`; an optional bool or additive float mask
+      that broadcasts to `[..., H, Lq, Lk]` and excludes `causal`.
+
+    `causal` means what torch's `is_causal` means (the upper-left aligned causal mask).
     """
 
     name = "attn.mla_attention"
@@ -285,6 +331,7 @@ class MlaAttentionOp(RaisedOperation):
     kv_c = operand_def(TensorType)
     k_pe = operand_def(TensorType)
     kv_b_weight = operand_def(TensorType)
+    mask = opt_operand_def(TensorType)
 
     out = result_def(TensorType)
 
@@ -295,6 +342,7 @@ class MlaAttentionOp(RaisedOperation):
     kv_lora_rank = prop_def(IntegerAttr[I64])
     scale = prop_def(FloatAttr[Float64Type])
     causal = prop_def(BoolAttr, default_value=bool_attr(False))
+    batch_major = prop_def(BoolAttr, default_value=bool_attr(False))
 
     traits = traits_def(Pure())
 
@@ -304,6 +352,7 @@ class MlaAttentionOp(RaisedOperation):
         kv_c: SSAValue,
         k_pe: SSAValue,
         kv_b_weight: SSAValue,
+        mask: SSAValue | None = None,
         *,
         num_heads: int,
         qk_nope_head_dim: int,
@@ -312,32 +361,45 @@ class MlaAttentionOp(RaisedOperation):
         kv_lora_rank: int,
         scale: float,
         causal: bool = False,
+        batch_major: bool = False,
         result_type: Attribute | None = None,
         decomposition: Region | None = None,
         attributes: Mapping[str, Attribute] | None = None,
     ):
         if result_type is None:
             qt: TensorType = q.type  # type: ignore[assignment]
-            result_type = tensor_type((qt.dims[0], num_heads, v_head_dim), qt.dtype)
+            lead = qt.dims[:-1] if batch_major else (qt.dims[0], num_heads)
+            result_type = tensor_type((*lead, v_head_dim), qt.dtype)
+        properties = mla_properties(
+            num_heads,
+            qk_nope_head_dim,
+            qk_rope_head_dim,
+            v_head_dim,
+            kv_lora_rank,
+            scale,
+            causal,
+        )
+        properties["batch_major"] = bool_attr(batch_major)
         super().__init__(
-            operands=[q, kv_c, k_pe, kv_b_weight],
+            operands=[q, kv_c, k_pe, kv_b_weight, mask],
             result_types=[result_type],
-            properties=mla_properties(
-                num_heads,
-                qk_nope_head_dim,
-                qk_rope_head_dim,
-                v_head_dim,
-                kv_lora_rank,
-                scale,
-                causal,
-            ),
+            properties=properties,
             attributes=attributes,
             regions=[decomposition],
         )
 
     def verify_(self) -> None:
         q = self.q.type
-        dims = verify_mla_properties(self, q, self.kv_c.type, self.k_pe.type, self.kv_b_weight.type)
+        mask = None if self.mask is None else self.mask.type
+        dims = verify_mla_properties(
+            self,
+            q,
+            self.kv_c.type,
+            self.k_pe.type,
+            self.kv_b_weight.type,
+            mask=mask,
+            batch_major=bool(self.batch_major.value.data),
+        )
         check_shape("out", self.out.type, dims)
         if self.out.type.dtype != q.dtype:
             raise VerifyException(f"out has dtype {self.out.type.dtype}, expected q's {q.dtype}")
@@ -352,7 +414,7 @@ def mla_properties(
     scale: float,
     causal: bool,
 ) -> dict[str, Attribute]:
-    """The MLA properties (shared with `fused.mla_attention_quant`)."""
+    """The MLA properties shared with `fused.mla_attention_quant` (all but `batch_major`)."""
     values = (num_heads, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, kv_lora_rank)
     props: dict[str, Attribute] = {n: i64_attr(v) for n, v in zip(_MLA_PROPS, values, strict=True)}
     props["scale"] = f64_attr(scale)
@@ -361,12 +423,34 @@ def mla_properties(
 
 
 def verify_mla_properties(
-    op: object, q: TensorType, kv_c: TensorType, k_pe: TensorType, kv_b_weight: TensorType
+    op: object,
+    q: TensorType,
+    kv_c: TensorType,
+    k_pe: TensorType,
+    kv_b_weight: TensorType,
+    *,
+    mask: TensorType | None = None,
+    batch_major: bool = False,
 ) -> tuple[Dim, ...]:
-    """Check an MLA op's properties and operands; returns the output dims."""
+    """Check an MLA op's properties and operands (token-major unless `batch_major`); returns the
+    output dims."""
     heads, nope, rope, v_dim, rank = (check_positive(n, getattr(op, n)) for n in _MLA_PROPS)
     check_scale(op.scale)  # type: ignore[attr-defined]
-    return check_mla(q, kv_c, k_pe, kv_b_weight, heads, nope, rope, v_dim, rank)
+    causal = bool(op.causal.value.data)  # type: ignore[attr-defined]
+    return check_mla(
+        q,
+        kv_c,
+        k_pe,
+        kv_b_weight,
+        heads,
+        nope,
+        rope,
+        v_dim,
+        rank,
+        mask=mask,
+        causal=causal,
+        batch_major=batch_major,
+    )
 
 
 @irdl_op_definition

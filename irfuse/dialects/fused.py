@@ -881,8 +881,9 @@ class MlaAttentionQuantOp(NamedOperandSyntax):
            !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>)
         -> (!irfuse.tensor<[s0, 2048], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 16], f32>)
     ```
-    Operands and properties as `attn.mla_attention`, plus `output_scale` (static_tensor scale or
-    nvfp4 global scale); `out` is `[T, H * v_head_dim]`.
+    Operands and properties as a token-major `attn.mla_attention` (no mask; a batch-major one has
+    no fused form yet), plus `output_scale` (static_tensor scale or nvfp4 global scale); `out` is
+    `[T, H * v_head_dim]`.
     """
 
     name = "fused.mla_attention_quant"

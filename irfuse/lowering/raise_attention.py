@@ -5,9 +5,10 @@ Matches, anchored at each attention call:
   the CUDA kernels `_scaled_dot_product_flash_attention` / `_efficient_attention` /
   `_cudnn_attention`, `_scaled_dot_product_attention_math` and `scaled_dot_product_attention`
   kept whole, and the math fallback decomposed (what the CPU runs when v's head dim differs from
-  q's): q and k each scaled by sqrt(scale), `q @ k^T` (expand/view/bmm/view), `+ mask` or the
-  causal `where(tril(ones(L, S)), 0, -inf)`, `_safe_softmax`, `@ v`, with the casts to f32 and
-  back that it adds for f16/bf16. Anchors: the call, or the `_safe_softmax`.
+  q's): q and k each scaled by sqrt(scale), `q @ k^T` (expand/view/bmm/view, with a clone of an
+  operand that is not contiguous), `+ mask` or the causal `where(tril(ones(L, S)), 0, -inf)`,
+  `_safe_softmax`, `@ v`, with the casts to f32 and back that it adds for f16/bf16. Anchors: the
+  call, or the `_safe_softmax`.
 - GQA: natively (k/v with fewer heads, `enable_gqa`), or by K/V repeated before the call: Hugging
   Face's `repeat_kv` and `repeat_interleave(n, dim=1)` (unsqueeze(2), a no-op slice, expand to
   n copies, copy, view to Hk * n heads) join the region, so k and v are the un-repeated tensors.
@@ -24,21 +25,32 @@ them. `causal` means what torch's `is_causal` means: the upper-left aligned caus
 differs from FlashAttention's lower-right alignment only when q and k have different lengths). A
 bool mask means what SDPA's does: True attends.
 
-MLA (DeepSeek-V2/V3 prefill, as `irfuse.models.mla` and vLLM write it) raises to
-`attn.mla_attention` when the attention's k is `cat(k_nope, k_pe.expand(H))` of a shared
-`[T, 1, rope]` key, all in `[T, H, D]` token-major layout around SDPA: the region then also takes
-the kv_b projection of the latent (`mm` or a raised `gemm.matmul` by the transposed `[H * (nope
-+ v), kv_lora_rank]` weight; a linear of dequantized operands counts, its operands become kv_c and
-the weight), the views and the split into k_nope and v, the broadcast and concatenation of k_pe,
-v's zero padding to the q/k head dim and the slice of the output back (`act.pad` or
-`constant_pad_nd`), and the layout changes; operands q `[T, H, nope + rope]` (its own `cat`
-stays outside), kv_c `[T, kv_lora_rank]`, k_pe `[T, 1, rope]`, the kv_b weight; result
-`[T, H, v_head_dim]`. An attention that looks like MLA but is not, for a stated reason (an FP8
-scaled kv_b GEMM, a mask, a projection with a bias, ...), is raised as `attn.attention` with a
-remark. Hugging Face's DeepSeek computes MLA in SDPA's batch-major `[B, H, L, D]` layout, which
-the op's token-major operands do not fit: its attention is raised as `attn.attention` (with a
-remark when its key is a plain `cat`; transformers 5 builds it by `slice_scatter` into a new
-tensor, which is not recognised as MLA's key at all).
+MLA (DeepSeek-V2/V3 prefill) raises to `attn.mla_attention` when the attention's key is
+`[k_nope | k_pe]` along the last dim, k_pe one roped head broadcast to all heads, joined by `cat`
+(of `k_pe.expand`) or written into a new tensor (`new_empty` and two `slice_scatter`s of `copy`s
+covering the whole last dim, as aot_autograd functionalizes `k[..., :n].copy_(k_nope)`), and
+k_nope and v are the two parts of one projection of the latent (`mm` or a raised `gemm.matmul` by
+the transposed `[H * (nope + v), kv_lora_rank]` weight, without bias; a linear of dequantized
+operands counts, its operands become kv_c and the weight). The region takes that projection,
+the views and the split into k_nope and v, the key's assembly, v's zero padding to the q/k head
+dim and the slice of the output back (`act.pad` or `constant_pad_nd`), and the attention. q, the
+normed latent and the roped k_pe are operands: the q split into nope/rope, the kv_a split, the
+kv_a norm and the RoPE stay outside (raised by their own passes). Two layouts:
+- token-major (`irfuse.models.mla`, vLLM): `[T, H, D]` tensors moved to SDPA's `[1, H, T, D]`
+  and back around the call (the layout changes join the region); operands q `[T, H, nope +
+  rope]` (its own `cat` stays outside), kv_c `[T, kv_lora_rank]`, k_pe `[T, 1, rope]`, the kv_b
+  weight; result `[T, H, v_head_dim]`; no mask.
+- batch-major (Hugging Face's DeepSeek-V2/V3): everything in SDPA's `[..., H, L, D]` layout, kv
+  viewed `[..., L, H, nope + v]` and transposed; operands q `[..., H, L, nope + rope]`, the latent
+  kv_c `[..., 1, L, kv_lora_rank]` (transformers 5 views it so; a `[..., L, kv_lora_rank]` latent,
+  as transformers 4 writes it, is given its head dim by an `unsqueeze` before the op, and the
+  region reads it as the model did), k_pe `[..., 1, L, rope]`, the kv_b weight, and SDPA's mask
+  (HF builds a bool one); result SDPA's `[..., H, L, v_head_dim]` (the layout changes after it
+  stay outside, as for `attn.attention`).
+An attention that looks like MLA but is not, for a stated reason (an FP8 scaled kv_b GEMM, a mask
+on token-major MLA, a projection with a bias, ...), is raised as `attn.attention` with a remark;
+one whose key is not MLA's (a `copy` that casts, pieces that leave part of the new tensor
+unwritten) is plain attention.
 
 Does not raise, with a remark: dropout, an extra result (logsumexp) that is used, a default
 scale with a symbolic head dim, q/k/v of different dtypes, a math decomposition that does not
@@ -51,17 +63,20 @@ import math
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import IntAttr, ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from irfuse import remarks
+from irfuse.dialects import aten
 from irfuse.dialects.act import PadOp
 from irfuse.dialects.attn import AttentionOp, MlaAttentionOp
 from irfuse.dialects.gemm import MatmulOp, ScaledMatmulOp
+from irfuse.dialects.irfuse import tensor_type as make_tensor_type
 from irfuse.dialects.raised import in_decomposition
 from irfuse.lowering.match import (
     INT64_MAX,
+    VIEWS,
     Call,
     NoMatch,
     as_cast,
@@ -101,6 +116,10 @@ EXPAND = "aten::expand.default"
 CLONE = "aten::clone.default"
 SLICE = "aten::slice.Tensor"
 CAT = "aten::cat.default"
+SLICE_SCATTER = "aten::slice_scatter.default"
+COPY = "aten::copy.default"
+NEW_TENSOR = ("aten::new_empty.default", "aten::empty.memory_format", "aten::new_zeros.default",
+              "aten::zeros.default")
 BMM = "aten::bmm.default"
 MM = "aten::mm.default"
 LINEAR = "aten::linear.default"
@@ -144,6 +163,9 @@ class _Mla:
     rope: int
     v_dim: int
     rank: int
+    batch_major: bool = False
+    mask: SSAValue | None = None
+    unsqueeze_latent: bool = False  # kv_c is [..., L, rank]: the op reads unsqueeze(kv_c, -3)
 
 
 def _dims(value: object) -> tuple:
@@ -232,18 +254,20 @@ def _expanded_dims(sizes: object, dims: tuple) -> tuple | None:
 
 def _batched_operand(value: SSAValue, ops: list[Operation]) -> SSAValue:
     """The rank-4 (or more) tensor a bmm operand flattens (`view(expand(x))` with a no-op
-    expand), or the operand itself when it is already 3-D input to the bmm."""
+    expand, and a `clone` between them when x is not contiguous, e.g. a transposed v), or the
+    operand itself when it is already 3-D input to the bmm."""
     view = producer(value, *VIEW_OPS)
     if view is None:
         return value
-    expand = producer(view.arg(0), EXPAND)
+    clone = producer(view.arg(0), CLONE)
+    expand = producer(clone.arg(0) if clone is not None else view.arg(0), EXPAND)
     if not _is_noop_expand(expand):
         raise NoMatch("a bmm operand of the attention is broadcast")
     assert expand is not None
     source = expand.arg(0)
     if _dims(source)[-2:] != _dims(value)[-2:]:
         raise NoMatch("a bmm operand of the attention is not a flattened batch")
-    ops.extend([expand.op, view.op])
+    ops.extend([expand.op, *([clone.op] if clone is not None else []), view.op])
     return source
 
 
@@ -647,60 +671,136 @@ def _linear(value: SSAValue, ops: list[Operation], optional: list[Operation]
     return found.arg(0), _transposed_weight(found.arg(1, "mat2"), optional)
 
 
-def _shared_key(k3: SSAValue, ops: list[Operation]) -> tuple[SSAValue, SSAValue] | None:
-    """(k_nope, k_pe) for k3 = cat([k_nope, k_pe.expand(-1, H, -1)], -1) with k_pe [T, 1, rope]
-    (or the same in SDPA's [B, H, L, D] layout); None when k is not built so (not MLA)."""
-    cat = producer(k3, CAT)
-    rank = len(_dims(k3))
+def _last_dim_range(found: Call, first: int, rank: int, size: object) -> tuple[int, int] | None:
+    """(start, stop) of a step-1 `slice` / `slice_scatter` along the last dim (its dim, start,
+    end and step arguments from position `first`), clamped as torch clamps them."""
+    dim, start = found.arg(first, "dim", 0), found.arg(first + 1, "start")
+    end, step = found.arg(first + 2, "end"), found.arg(first + 3, "step", 1)
+    if _norm_dim(dim, rank) != rank - 1 or step != 1 or not isinstance(size, int):
+        return None
+    start = 0 if start is None else start
+    end = size if end is None else end
+    if not isinstance(start, int) or not isinstance(end, int):
+        return None
+    start = max(0, min(start + size if start < 0 else start, size))
+    return start, max(start, min(end + size if end < 0 else end, size))
+
+
+def _cat_pieces(k: SSAValue) -> tuple[SSAValue, SSAValue, list[Operation]] | None:
+    """(first, second, ops) for k = cat([first, second], -1)."""
+    cat = producer(k, CAT)
+    rank = len(_dims(k))
     if cat is None or rank < 3 or _norm_dim(cat.arg(1, "dim", 0), rank) != rank - 1:
         return None
     pieces = cat.arg(0)
     if not isinstance(pieces, list) or len(pieces) != 2:
         return None
-    expand = producer(pieces[1], EXPAND)
-    if expand is None:
-        return None
-    k_pe = expand.arg(0)
-    kd = _dims(k_pe)
-    if len(kd) != rank or kd[1] != 1:  # heads: dim 1 of [T, H, D] and of [B, H, L, D]
-        return None
-    if _expanded_dims(expand.arg(1), kd) != _dims(pieces[1]):
-        return None
-    ops.extend([cat.op, expand.op])
-    return pieces[0], k_pe
+    return pieces[0], pieces[1], [cat.op]
 
 
-def _match_mla(attn: _Attention) -> _Mla | None:
-    """MLA around a matched attention; None when the attention is not MLA's."""
-    ops: list[Operation] = []
-    k3 = _token_major_in(attn.k, ops)
-    if k3 is None:
-        if _shared_key(attn.k, []) is not None:
-            raise NoMatch("MLA in SDPA's batch-major [B, H, L, D] layout (Hugging Face's "
-                          "DeepSeek): attn.mla_attention takes token-major [T, H, D] operands")
+def _scattered_pieces(k: SSAValue) -> tuple[SSAValue, SSAValue, list[Operation]] | None:
+    """(first, second, ops) for k written as two pieces of its last dim into a new tensor, as
+    aot_autograd functionalizes `k = x.new_empty(...); k[..., :n].copy_(a); k[..., n:].copy_(b)`:
+    `slice_scatter(slice_scatter(new_empty, copy(slice(new_empty), a)), copy(slice(..), b))`, the
+    two pieces in either order, together covering the whole last dim (so nothing of the
+    uninitialised tensor survives). `copy` broadcasts its source; it must not cast it."""
+    outer = producer(k, SLICE_SCATTER)
+    inner = producer(outer.arg(0), SLICE_SCATTER) if outer is not None else None
+    base = producer(inner.arg(0), *NEW_TENSOR) if inner is not None else None
+    if base is None:
         return None
-    shared = _shared_key(k3, ops)
-    if shared is None:
+    assert outer is not None and inner is not None
+    dims = _dims(k)
+    rank, size = len(dims), dims[-1] if dims else None
+    ops: list[Operation] = [base.op]
+    written: list[tuple[tuple[int, int], SSAValue]] = []
+    for scatter, into in ((inner, base.result), (outer, inner.result)):
+        span = _last_dim_range(scatter, 2, rank, size)
+        copy = producer(scatter.arg(1, "src"), COPY)
+        if span is None or copy is None:
+            return None
+        target = producer(copy.arg(0), SLICE)
+        if target is None or target.arg(0) is not into or _last_dim_range(
+                target, 1, rank, size) != span:
+            return None
+        source = copy.arg(1, "src")
+        t = tensor_type(source)
+        if t is None or t.dtype != tensor_type(k).dtype or t.rank != rank:  # type: ignore[union-attr]
+            return None
+        written.append((span, source))
+        ops.extend([target.op, copy.op, scatter.op])
+    (a, a_src), (b, b_src) = sorted(written, key=lambda w: w[0])
+    if a[0] != 0 or a[1] != b[0] or b[1] != size or a[1] == 0 or b[0] == size:
         return None
-    k_nope, k_pe = shared
+    return a_src, b_src, ops
+
+
+def _mla_key(k: SSAValue, head_axis: int, ops: list[Operation]
+             ) -> tuple[SSAValue, SSAValue] | None:
+    """(k_nope, k_pe) for MLA's key k = [k_nope | k_pe broadcast to every head] along the last
+    dim, joined by `cat` (of `k_pe.expand(...)`) or written into a new tensor (of k_pe expanded,
+    or broadcast by `copy`). The heads are dim `head_axis` (-2 of `[T, H, D]`, -3 of
+    `[..., H, L, D]`), and k_pe has one. None when k is not built so (not MLA)."""
+    found = _cat_pieces(k) or _scattered_pieces(k)
+    if found is None:
+        return None
+    k_nope, rope, key_ops = found
+    key_ops = list(key_ops)
+    k_pe = rope
+    expand = producer(rope, EXPAND)
+    if expand is not None:
+        k_pe = expand.arg(0)
+        if _expanded_dims(expand.arg(1), _dims(k_pe)) != _dims(rope):
+            return None
+        key_ops.append(expand.op)
+    kd, nd = _dims(k_pe), _dims(k_nope)
+    if len(kd) != len(_dims(k)) or len(nd) != len(kd) or kd[head_axis] != 1:
+        return None
+    same = [i for i in range(-len(kd), -1) if i != head_axis]
+    if any(kd[i] != nd[i] for i in same) or nd[:-1] != _dims(k)[:-1]:
+        return None
+    ops.extend(key_ops)
+    return k_nope, k_pe
+
+
+def _split_kv(k_nope: SSAValue, v: SSAValue, ops: list[Operation]
+              ) -> tuple[SSAValue, int, int]:
+    """(kv, nope, v_dim) for k_nope = kv[..., :nope] and v = kv[..., nope:] (split or slices)."""
+    kv_k, kv_v = last_dim_piece(k_nope), last_dim_piece(v)
+    if kv_k is None or kv_v is None or kv_k.source is not kv_v.source:
+        raise NoMatch("k_nope and v are not the two parts of one kv projection")
+    nope, v_dim = kv_k.stop - kv_k.start, kv_v.stop - kv_v.start
+    if kv_k.start != 0 or kv_v.start != nope or kv_v.stop != _dims(kv_k.source)[-1]:
+        raise NoMatch("kv is not split into [k_nope | v]")
+    ops.extend(dict.fromkeys([*kv_k.ops, *kv_v.ops]))
+    return kv_k.source, nope, v_dim
+
+
+def _unpad_v(v: SSAValue, ops: list[Operation]) -> SSAValue:
+    """v before the zero padding to q's head dim that some MLA code adds for the kernel."""
+    padded = _pad_of(v)
+    if padded is None:
+        return v
+    ops.append(padded[2])
+    return padded[0]
+
+
+def _static(what: str, *values: object) -> None:
+    if not all(isinstance(x, int) for x in values):
+        raise NoMatch(f"MLA with a symbolic {what}")
+
+
+def _token_major_mla(attn: _Attention, k_nope: SSAValue, k_pe: SSAValue,
+                     ops: list[Operation]) -> _Mla:
+    """vLLM's MLA: [T, H, D] tensors moved to SDPA's [1, H, T, D] and back around the call."""
     if attn.mask is not None:
         raise NoMatch("MLA attention with a mask")
     q3 = _token_major_in(attn.q, ops)
     v3 = _token_major_in(attn.v, ops)
     if q3 is None or v3 is None:
         raise NoMatch("q or v is not in the [T, H, D] layout k is in")
-    padded = _pad_of(v3)
-    if padded is not None:
-        v3 = padded[0]
-        ops.append(padded[2])
-    kv_k, kv_v = last_dim_piece(k_nope), last_dim_piece(v3)
-    if kv_k is None or kv_v is None or kv_k.source is not kv_v.source:
-        raise NoMatch("k_nope and v are not the two parts of one kv projection")
-    nope, v_dim = kv_k.stop - kv_k.start, kv_v.stop - kv_v.start
-    if kv_k.start != 0 or kv_v.start != nope or kv_v.stop != _dims(kv_k.source)[-1]:
-        raise NoMatch("kv is not split into [k_nope | v]")
-    ops.extend({kv_k.op: None, kv_v.op: None})
-    kv2, views = strip_views(kv_k.source)
+    kv, nope, v_dim = _split_kv(k_nope, _unpad_v(v3, ops), ops)
+    kv2, views = strip_views(kv)
     ops.extend(v.op for v in views)
     optional: list[Operation] = []
     kv_c, weight = _linear(kv2, ops, optional)
@@ -713,11 +813,94 @@ def _match_mla(attn: _Attention) -> _Mla | None:
             raise NoMatch("the padded attention output is not sliced back to v_head_dim")
     heads, rope = _dims(q3)[1], _dims(k_pe)[-1]
     rank_ = _dims(kv_c)[-1] if _dims(kv_c) else None
-    if not all(isinstance(x, int) for x in (heads, rope, rank_)):
-        raise NoMatch("MLA with symbolic head counts or ranks")
+    _static("head count or rank", heads, rope, rank_)
     attn.ops.extend(ops)
     attn.optional.extend(optional)
     return _Mla(q3, kv_c, k_pe, weight, out, heads, nope, rope, v_dim, rank_)  # type: ignore[arg-type]
+
+
+def _single_head_latent(a: SSAValue, k_pe: SSAValue, ops: list[Operation]
+                        ) -> tuple[SSAValue, bool]:
+    """The latent that the kv_b projection's input `a` reshapes (a itself, or through views,
+    which join the region): `[..., 1, Lk, kv_lora_rank]`, one head as k_pe has (Hugging Face's
+    DeepSeek from transformers 5), or else `[..., Lk, kv_lora_rank]` (transformers 4), which
+    the op gets through an `unsqueeze` before it: (latent, whether it needs that unsqueeze)."""
+    want = (*_dims(k_pe)[:-1], _dims(a)[-1] if _dims(a) else None)
+    flat = (*want[:-3], *want[-2:])
+    value, passed = a, []
+    found: tuple[SSAValue, int] | None = None
+    while _dims(value) != want:
+        if found is None and _dims(value) == flat:
+            found = (value, len(passed))
+        view = producer(value, *VIEWS)
+        if view is None:
+            if found is None:
+                raise NoMatch("the kv_b projection's input is not a view of a "
+                              f"[..., 1, L, kv_lora_rank] latent (want {list(want)})")
+            ops.extend(passed[:found[1]])
+            return found[0], True
+        passed.append(view.op)
+        value = view.arg(0)
+    ops.extend(passed)
+    return value, False
+
+
+def _unsqueezed_head(latent: SSAValue) -> Operation:
+    """A new `unsqueeze(latent, -3)`: the single-head `[..., 1, L, rank]` kv_c operand."""
+    t = tensor_type(latent)
+    assert t is not None
+    op = aten.CallOp("aten::unsqueeze.default", [latent],
+                     [aten.OperandRefAttr(IntAttr(0)), IntAttr(-3)],
+                     [make_tensor_type((*t.dims[:-2], 1, *t.dims[-2:]), t.dtype)])
+    op.results[0].name_hint = f"{latent.name_hint or 'latent'}_head"
+    return op
+
+
+def _batch_major_mla(attn: _Attention, k_nope: SSAValue, k_pe: SSAValue,
+                     ops: list[Operation]) -> _Mla:
+    """Hugging Face's MLA, all in SDPA's [..., H, L, D] layout: kv = kv_b(latent) viewed as
+    [..., Lk, H, nope + v] and transposed to [..., H, Lk, nope + v]; the call's own output."""
+    kv, nope, v_dim = _split_kv(k_nope, _unpad_v(attn.v, ops), ops)
+    rank = len(_dims(kv))
+    moved = producer(kv, TRANSPOSE)
+    if moved is None or {_norm_dim(moved.arg(1), rank), _norm_dim(moved.arg(2), rank)} != {
+            rank - 3, rank - 2}:
+        raise NoMatch("k_nope and v are not a [..., L, H, D] projection transposed to SDPA's "
+                      "layout")
+    ops.append(moved.op)
+    heads = _dims(kv)[-3]
+    if _dims(moved.arg(0)) != (*_dims(k_pe)[:-3], _dims(k_pe)[-2], heads, nope + v_dim):
+        raise NoMatch("the kv projection's heads are not k_pe's batch and length")
+    flat, views = strip_views(moved.arg(0))
+    ops.extend(v.op for v in views)
+    optional: list[Operation] = []
+    a, weight = _linear(flat, ops, optional)
+    kv_c, unsqueeze = _single_head_latent(a, k_pe, ops)
+    out = attn.out
+    if _dims(out)[-1] != v_dim:
+        sliced = _last_dim_slice(out, v_dim)
+        if sliced is None:
+            raise NoMatch("the padded attention output is not sliced back to v_head_dim")
+        ops.append(sliced.op)
+        out = sliced.result
+    rope, rank_ = _dims(k_pe)[-1], _dims(kv_c)[-1]
+    _static("head count or rank", heads, rope, rank_)
+    attn.ops.extend(ops)
+    attn.optional.extend(optional)
+    return _Mla(attn.q, kv_c, k_pe, weight, out, heads, nope, rope, v_dim, rank_,  # type: ignore[arg-type]
+                batch_major=True, mask=attn.mask, unsqueeze_latent=unsqueeze)
+
+
+def _match_mla(attn: _Attention) -> _Mla | None:
+    """MLA around a matched attention: token-major (q, k and v are [T, H, D] tensors moved to
+    SDPA's layout) or batch-major (k built in SDPA's layout); None when its key is not MLA's."""
+    ops: list[Operation] = []
+    k3 = _token_major_in(attn.k, ops)
+    if k3 is not None:
+        shared = _mla_key(k3, -2, ops)
+        return None if shared is None else _token_major_mla(attn, *shared, ops)
+    shared = _mla_key(attn.k, -3, ops)
+    return None if shared is None else _batch_major_mla(attn, *shared, ops)
 
 
 # --- raising ------------------------------------------------------------------------------------
@@ -725,21 +908,28 @@ def _match_mla(attn: _Attention) -> _Mla | None:
 
 def _raise(attn: _Attention, mla: _Mla | None, order: dict[Operation, int]) -> Operation:
     ops = sorted(with_private(attn.ops, attn.optional), key=lambda o: order[o])
+    before: list[Operation] = []
     if mla is not None:
         out = mla.out
+        # The region reads a 3-D latent from above; the op takes it with its head dim.
+        before = [_unsqueezed_head(mla.kv_c)] if mla.unsqueeze_latent else []
+        for o in before:
+            o.location = ops[-1].location
+        kv_c = before[0].results[0] if before else mla.kv_c
         raised: Operation = MlaAttentionOp(
-            mla.q, mla.kv_c, mla.k_pe, mla.weight, num_heads=mla.heads,
+            mla.q, kv_c, mla.k_pe, mla.weight, mla.mask, num_heads=mla.heads,
             qk_nope_head_dim=mla.nope, qk_rope_head_dim=mla.rope, v_head_dim=mla.v_dim,
-            kv_lora_rank=mla.rank, scale=attn.scale, causal=attn.causal, result_type=out.type,
+            kv_lora_rank=mla.rank, scale=attn.scale, causal=attn.causal,
+            batch_major=mla.batch_major, result_type=out.type,
         )
     else:
         out = attn.out
         raised = AttentionOp(attn.q, attn.k, attn.v, attn.mask, scale=attn.scale,
                              causal=attn.causal, result_type=out.type)
     if not users_follow([out], ops, order):
-        discard(raised)
+        discard(raised, *before)
         raise NoMatch("the attention output is used before the attention's last op")
-    raise_chain(raised, ops, [out], "attention", verify=True)
+    raise_chain(raised, ops, [out], "attention", prelude=before, verify=True)
     return raised
 
 

@@ -128,6 +128,62 @@ func.func @mla_out(%q: !irfuse.tensor<[s0, 16, 192], bf16>, %c: !irfuse.tensor<[
 
 // -----
 
+func.func @mla_token_major_mask(%q: !irfuse.tensor<[s0, 16, 192], bf16>, %c: !irfuse.tensor<[s0, 512], bf16>, %p: !irfuse.tensor<[s0, 1, 64], bf16>, %w: !irfuse.tensor<[4096, 512], bf16>, %m: !irfuse.tensor<[s0, s0], i1>) {
+  %o = attn.mla_attention %q, %c, %p, %w, mask %m {num_heads = 16 : i64, qk_nope_head_dim = 128 : i64, qk_rope_head_dim = 64 : i64, v_head_dim = 128 : i64, kv_lora_rank = 512 : i64, scale = 0.0625 : f64} : (!irfuse.tensor<[s0, 16, 192], bf16>, !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>, !irfuse.tensor<[s0, s0], i1>) -> !irfuse.tensor<[s0, 16, 128], bf16>
+  func.return
+}
+// CHECK: token-major MLA takes no mask (vLLM's interface)
+
+// -----
+
+func.func @mla_batch_major_latent(%q: !irfuse.tensor<[2, 16, s0, 192], bf16>, %c: !irfuse.tensor<[2, s0, 512], bf16>, %p: !irfuse.tensor<[2, 1, s0, 64], bf16>, %w: !irfuse.tensor<[4096, 512], bf16>) {
+  %o = attn.mla_attention %q, %c, %p, %w {num_heads = 16 : i64, qk_nope_head_dim = 128 : i64, qk_rope_head_dim = 64 : i64, v_head_dim = 128 : i64, kv_lora_rank = 512 : i64, scale = 0.0625 : f64, batch_major = true} : (!irfuse.tensor<[2, 16, s0, 192], bf16>, !irfuse.tensor<[2, s0, 512], bf16>, !irfuse.tensor<[2, 1, s0, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>) -> !irfuse.tensor<[2, 16, s0, 128], bf16>
+  func.return
+}
+// CHECK: kv_c has rank 3, expected q's rank 4
+
+// -----
+
+func.func @mla_batch_major_heads(%q: !irfuse.tensor<[2, 16, s0, 192], bf16>, %c: !irfuse.tensor<[2, 2, s0, 512], bf16>, %p: !irfuse.tensor<[2, 1, s0, 64], bf16>, %w: !irfuse.tensor<[4096, 512], bf16>) {
+  %o = attn.mla_attention %q, %c, %p, %w {num_heads = 16 : i64, qk_nope_head_dim = 128 : i64, qk_rope_head_dim = 64 : i64, v_head_dim = 128 : i64, kv_lora_rank = 512 : i64, scale = 0.0625 : f64, batch_major = true} : (!irfuse.tensor<[2, 16, s0, 192], bf16>, !irfuse.tensor<[2, 2, s0, 512], bf16>, !irfuse.tensor<[2, 1, s0, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>) -> !irfuse.tensor<[2, 16, s0, 128], bf16>
+  func.return
+}
+// CHECK: kv_c ([..., 1, L, kv_lora_rank]) has shape [2, 2, s0, 512], expected [2, 1, s0, 512]
+
+// -----
+
+func.func @mla_batch_major_batch(%q: !irfuse.tensor<[2, 16, s0, 192], bf16>, %c: !irfuse.tensor<[2, 1, s0, 512], bf16>, %p: !irfuse.tensor<[3, 1, s0, 64], bf16>, %w: !irfuse.tensor<[4096, 512], bf16>) {
+  %o = attn.mla_attention %q, %c, %p, %w {num_heads = 16 : i64, qk_nope_head_dim = 128 : i64, qk_rope_head_dim = 64 : i64, v_head_dim = 128 : i64, kv_lora_rank = 512 : i64, scale = 0.0625 : f64, batch_major = true} : (!irfuse.tensor<[2, 16, s0, 192], bf16>, !irfuse.tensor<[2, 1, s0, 512], bf16>, !irfuse.tensor<[3, 1, s0, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>) -> !irfuse.tensor<[2, 16, s0, 128], bf16>
+  func.return
+}
+// CHECK: k_pe ([..., 1, L, qk_rope_head_dim]) has shape [3, 1, s0, 64], expected [2, 1, s0, 64]
+
+// -----
+
+func.func @mla_batch_major_out(%q: !irfuse.tensor<[2, 16, s0, 192], bf16>, %c: !irfuse.tensor<[2, 1, s1, 512], bf16>, %p: !irfuse.tensor<[2, 1, s1, 64], bf16>, %w: !irfuse.tensor<[4096, 512], bf16>) {
+  %o = attn.mla_attention %q, %c, %p, %w {num_heads = 16 : i64, qk_nope_head_dim = 128 : i64, qk_rope_head_dim = 64 : i64, v_head_dim = 128 : i64, kv_lora_rank = 512 : i64, scale = 0.0625 : f64, batch_major = true} : (!irfuse.tensor<[2, 16, s0, 192], bf16>, !irfuse.tensor<[2, 1, s1, 512], bf16>, !irfuse.tensor<[2, 1, s1, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>) -> !irfuse.tensor<[2, 16, s1, 128], bf16>
+  func.return
+}
+// CHECK: out has shape [2, 16, s1, 128], expected [2, 16, s0, 128]
+
+// -----
+
+func.func @mla_batch_major_mask_shape(%q: !irfuse.tensor<[2, 16, s0, 192], bf16>, %c: !irfuse.tensor<[2, 1, s0, 512], bf16>, %p: !irfuse.tensor<[2, 1, s0, 64], bf16>, %w: !irfuse.tensor<[4096, 512], bf16>, %m: !irfuse.tensor<[2, 3, s0, s0], i1>) {
+  %o = attn.mla_attention %q, %c, %p, %w, mask %m {num_heads = 16 : i64, qk_nope_head_dim = 128 : i64, qk_rope_head_dim = 64 : i64, v_head_dim = 128 : i64, kv_lora_rank = 512 : i64, scale = 0.0625 : f64, batch_major = true} : (!irfuse.tensor<[2, 16, s0, 192], bf16>, !irfuse.tensor<[2, 1, s0, 512], bf16>, !irfuse.tensor<[2, 1, s0, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>, !irfuse.tensor<[2, 3, s0, s0], i1>) -> !irfuse.tensor<[2, 16, s0, 128], bf16>
+  func.return
+}
+// CHECK: mask of shape [2, 3, s0, s0] does not broadcast to [2, 16, s0, s0]
+
+// -----
+
+func.func @mla_batch_major_mask_causal(%q: !irfuse.tensor<[2, 16, s0, 192], bf16>, %c: !irfuse.tensor<[2, 1, s0, 512], bf16>, %p: !irfuse.tensor<[2, 1, s0, 64], bf16>, %w: !irfuse.tensor<[4096, 512], bf16>, %m: !irfuse.tensor<[2, 1, s0, s0], i1>) {
+  %o = attn.mla_attention %q, %c, %p, %w, mask %m {num_heads = 16 : i64, qk_nope_head_dim = 128 : i64, qk_rope_head_dim = 64 : i64, v_head_dim = 128 : i64, kv_lora_rank = 512 : i64, scale = 0.0625 : f64, causal = true, batch_major = true} : (!irfuse.tensor<[2, 16, s0, 192], bf16>, !irfuse.tensor<[2, 1, s0, 512], bf16>, !irfuse.tensor<[2, 1, s0, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>, !irfuse.tensor<[2, 1, s0, s0], i1>) -> !irfuse.tensor<[2, 16, s0, 128], bf16>
+  func.return
+}
+// CHECK: a causal attention takes no mask
+
+// -----
+
 func.func @rope_both(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %p: !irfuse.tensor<[s0], i64>, %c: !irfuse.tensor<[4096, 128], bf16>, %cs: !irfuse.tensor<[s0, 128], bf16>) {
   %o = attn.rope %q, positions %p, cos_sin_cache %c, cos %cs, sin %cs {is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 128], bf16>, !irfuse.tensor<[s0, 128], bf16>, !irfuse.tensor<[s0, 128], bf16>) -> !irfuse.tensor<[s0, 32, 128], bf16>
   func.return

@@ -16,9 +16,16 @@ func.func @attention(%q: !irfuse.tensor<[1, 32, s0, 128], bf16>, %k: !irfuse.ten
 }
 
 // CHECK-LABEL: func.func @mla
-func.func @mla(%q: !irfuse.tensor<[s0, 16, 192], bf16>, %kv_c: !irfuse.tensor<[s0, 512], bf16>, %k_pe: !irfuse.tensor<[s0, 1, 64], bf16>, %w: !irfuse.tensor<[4096, 512], bf16>) {
+func.func @mla(%q: !irfuse.tensor<[s0, 16, 192], bf16>, %kv_c: !irfuse.tensor<[s0, 512], bf16>, %k_pe: !irfuse.tensor<[s0, 1, 64], bf16>, %w: !irfuse.tensor<[4096, 512], bf16>, %qb: !irfuse.tensor<[2, 16, s0, 192], bf16>, %cb: !irfuse.tensor<[2, 1, s1, 512], bf16>, %pb: !irfuse.tensor<[2, 1, s1, 64], bf16>, %m: !irfuse.tensor<[2, 1, s0, s1], i1>) {
+  // Token-major (vLLM's interface); batch_major = false is the default and is not printed.
   // CHECK: attn.mla_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{[^ ]+}} {num_heads = 16 : i64, qk_nope_head_dim = 128 : i64, qk_rope_head_dim = 64 : i64, v_head_dim = 128 : i64, kv_lora_rank = 512 : i64, scale = 6.250000e-02 : f64, causal = true} : (!irfuse.tensor<[s0, 16, 192], bf16>, !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>) -> !irfuse.tensor<[s0, 16, 128], bf16>
-  %o = attn.mla_attention %q, %kv_c, %k_pe, %w {num_heads = 16 : i64, qk_nope_head_dim = 128 : i64, qk_rope_head_dim = 64 : i64, v_head_dim = 128 : i64, kv_lora_rank = 512 : i64, scale = 0.0625 : f64, causal = true} : (!irfuse.tensor<[s0, 16, 192], bf16>, !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>) -> !irfuse.tensor<[s0, 16, 128], bf16>
+  %o = attn.mla_attention %q, %kv_c, %k_pe, %w {num_heads = 16 : i64, qk_nope_head_dim = 128 : i64, qk_rope_head_dim = 64 : i64, v_head_dim = 128 : i64, kv_lora_rank = 512 : i64, scale = 0.0625 : f64, causal = true, batch_major = false} : (!irfuse.tensor<[s0, 16, 192], bf16>, !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>) -> !irfuse.tensor<[s0, 16, 128], bf16>
+  // Batch-major (Hugging Face's layout): single-head latent and k_pe, a bool mask, q and k of
+  // different lengths (a KV cache).
+  // CHECK-NEXT: attn.mla_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, mask %{{[^ ]+}} {num_heads = 16 : i64, qk_nope_head_dim = 128 : i64, qk_rope_head_dim = 64 : i64, v_head_dim = 128 : i64, kv_lora_rank = 512 : i64, scale = 6.250000e-02 : f64, batch_major = true} : (!irfuse.tensor<[2, 16, s0, 192], bf16>, !irfuse.tensor<[2, 1, s1, 512], bf16>, !irfuse.tensor<[2, 1, s1, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>, !irfuse.tensor<[2, 1, s0, s1], i1>) -> !irfuse.tensor<[2, 16, s0, 128], bf16>
+  %ob = attn.mla_attention %qb, %cb, %pb, %w, mask %m {num_heads = 16 : i64, qk_nope_head_dim = 128 : i64, qk_rope_head_dim = 64 : i64, v_head_dim = 128 : i64, kv_lora_rank = 512 : i64, scale = 0.0625 : f64, batch_major = true} : (!irfuse.tensor<[2, 16, s0, 192], bf16>, !irfuse.tensor<[2, 1, s1, 512], bf16>, !irfuse.tensor<[2, 1, s1, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>, !irfuse.tensor<[2, 1, s0, s1], i1>) -> !irfuse.tensor<[2, 16, s0, 128], bf16>
+  // CHECK-NEXT: attn.mla_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{[^ ]+}} {{{.*}}, causal = true, batch_major = true} : {{.*}} -> !irfuse.tensor<[2, 16, s0, 128], bf16>
+  %oc = attn.mla_attention %qb, %cb, %pb, %w {num_heads = 16 : i64, qk_nope_head_dim = 128 : i64, qk_rope_head_dim = 64 : i64, v_head_dim = 128 : i64, kv_lora_rank = 512 : i64, scale = 0.0625 : f64, causal = true, batch_major = true} : (!irfuse.tensor<[2, 16, s0, 192], bf16>, !irfuse.tensor<[2, 1, s1, 512], bf16>, !irfuse.tensor<[2, 1, s1, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>) -> !irfuse.tensor<[2, 16, s0, 128], bf16>
   func.return
 }
 
