@@ -48,6 +48,8 @@ CASES = {
     "llama-fp8-per-token": (2 * LAYERS, 0, "fuse-act-quant does not fuse fp8-dynamic-token"),
     # NVFP4: no norm + NVFP4 kernel; SiLU·Mul + NVFP4 fuses.
     "llama-nvfp4": (0, LAYERS, None),
+    # The same, quantized in plain torch (raise-nvfp4 proves the chain NVFP4).
+    "llama-nvfp4-native": (0, LAYERS, None),
     # MLA: the input norm and the q_a norm feed quants in each layer, twice per layer more.
     "mla-fp8-group128": (4 * LAYERS, LAYERS, None),
 }

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from irfuse import models
@@ -37,6 +38,7 @@ class Quantize(nn.Module):
         self.register_buffer("inv_scale", torch.tensor([50.0]))
         self.register_buffer("scale_ub", torch.tensor([2.5]))
         self.register_buffer("channel_scale", torch.full((hidden,), 0.02))
+        self.register_buffer("global_scale", torch.tensor([300.0]))  # NVFP4: 448 * 6 / amax
 
     def forward(self, x):
         return self.fn(self, x)
@@ -211,6 +213,129 @@ def test_custom_ops():
     _assert_raised(lambda m, x: ops.quant_nvfp4(x, m.scale), kind="quant_nvfp4")
 
 
+# --- NVFP4 written in torch ----------------------------------------------------------------------
+
+
+def _nvfp4_x() -> torch.Tensor:
+    """bf16 [16, 256] activations with the corner cases of NVFP4: an all-zero block, a block
+    whose scale rounds to 0 (guarded), -0.0, values on the e2m1 rounding boundaries."""
+    x = _x(16, 256)
+    x[0, :16] = 0.0
+    x[1, 16:32] = 1e-6
+    x[2, 32:48] = -0.0
+    boundaries = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 6.0])
+    x[3, :16] = torch.cat([boundaries, -boundaries]) * (2688.0 / 6.0 / 300.0)  # sb = 2688 / 6
+    return x
+
+
+def nvfp4_reciprocal_style(x, gs, *, bound=6.0, block=16, sign_by_signbit=False,
+                           round_ties_up=False, guard=True, swizzle=True, hi_low=False):
+    """NVFP4 spelled another way than the built-in model (after the way vLLM's tests write
+    their reference): keepdim `max(-1)[0]` in the model dtype, `gs * (amax * (1 / 6))` clamped
+    above only, `x * reciprocal(sb * (1 / gs))` with a zero guard on the reciprocal, the
+    rounding as a chain of `where`s on |v| returning int64 codes, the sign as `(v < 0) * 8`,
+    step-2 slices packed with `|`, `F.pad` and a 6-d tiling for the swizzle. The keyword
+    arguments make the near misses."""
+    m, n = x.shape
+    k = n // block
+    xb = x.reshape(m, k, block)
+    amax = torch.max(xb.abs(), dim=-1, keepdim=True)[0].to(torch.float32)
+    sb = (gs * (amax * (1.0 / bound))).clamp(max=448.0).to(FN)
+    sb32 = sb.to(torch.float32)
+    per_gs = sb32 * gs.reciprocal()
+    inverse = per_gs.reciprocal()
+    if guard:
+        inverse = torch.where(per_gs == 0, torch.zeros_like(per_gs), inverse)
+    v = (xb.to(torch.float32) * inverse).clamp(-6.0, 6.0).reshape(m, n)
+    a = v.abs()
+    below = (lambda t: a < t) if round_ties_up else (lambda t: a <= t)
+    code = torch.where(below(0.25), 0, torch.where(a < 0.75, 1, torch.where(a <= 1.25, 2,
+           torch.where(a < 1.75, 3, torch.where(a <= 2.5, 4, torch.where(a < 3.5, 5,
+           torch.where(a <= 5.0, 6, 7)))))))
+    sign = torch.signbit(v) if sign_by_signbit else v < 0
+    code = code + sign.to(torch.int64) * 8
+    even, odd = code[:, 0::2], code[:, 1::2]
+    packed = ((even << 4) | odd if hi_low else even | (odd << 4)).to(torch.uint8)
+    if not swizzle:
+        return packed, sb
+    mp, kp = (m + 127) // 128 * 128, (k + 3) // 4 * 4
+    padded = F.pad(sb32.reshape(m, k), (0, kp - k, 0, mp - m))
+    tiles = padded.reshape(1, mp // 128, 4, 32, kp // 4, 4).permute(0, 1, 4, 3, 2, 5)
+    return packed, tiles.reshape(mp, kp).to(FN)
+
+
+NVFP4 = {
+    "model": lambda m, x: Q.quant_nvfp4(x, m.global_scale),
+    "reciprocal-style": lambda m, x: nvfp4_reciprocal_style(x, m.global_scale),
+    "reciprocal-style-signbit": lambda m, x: nvfp4_reciprocal_style(
+        x, m.global_scale, sign_by_signbit=True),
+}
+
+
+def test_nvfp4_in_torch():
+    """The built-in model's NVFP4 and another spelling raise to quant.nvfp4, bit-exact."""
+    compiled = _assert_raised(_bundle(NVFP4), count=len(NVFP4), x=_nvfp4_x(), kind="quant_nvfp4")
+    assert compiled.raised()["quant_fp8"] == 0
+    # The other spelling rounds `x * (1 / (sb / gs))`, not `x * gs / sb`: on these inputs (ties
+    # exact) it gives the same codes (the kernels compute NUMERICS.md's spelling).
+    # Only the sign of the -0.0 block differs: `v < 0` encodes -0 as +0, `signbit` as 0x8.
+    by_name = dict(zip(sorted(NVFP4), compiled.outputs[0], strict=True))
+    q_model, scales_model = by_name["model"]
+    for name in ("reciprocal-style", "reciprocal-style-signbit"):
+        q, scales = by_name[name]
+        assert torch.equal(scales.view(torch.uint8), scales_model.view(torch.uint8)), name
+        differ = (q != q_model).nonzero().tolist()
+        zero_block = [[2, col] for col in range(16, 24)]  # x[2, 32:48] = -0.0, two per byte
+        assert differ == ([] if name.endswith("signbit") else zero_block), name
+
+
+NVFP4_MISSES = {
+    "blocks-of-32": (lambda m, x: nvfp4_reciprocal_style(x, m.global_scale, block=32),
+                     "blocks of 32 values, not NVFP4's 16"),
+    "divided-by-4": (lambda m, x: nvfp4_reciprocal_style(x, m.global_scale, bound=4.0),
+                     "not gs * amax / 6"),
+    "no-zero-guard": (lambda m, x: nvfp4_reciprocal_style(x, m.global_scale, guard=False),
+                      "blocks whose scale is 0 are not guarded"),
+    "ties-away-from-zero": (
+        lambda m, x: nvfp4_reciprocal_style(x, m.global_scale, round_ties_up=True),
+        "(round to nearest, ties to even)"),
+    "rounded-arithmetically": (
+        lambda m, x: (lambda q, s: (q, s))(*_nvfp4_rounded(x, m.global_scale)),
+        "irfuse proves roundings written as comparisons"),
+    "high-nibble-first": (lambda m, x: nvfp4_reciprocal_style(x, m.global_scale, hi_low=True),
+                          "the odd codes are not shifted to the high nibble"),
+    "not-swizzled": (lambda m, x: nvfp4_reciprocal_style(x, m.global_scale, swizzle=False),
+                     "the block scales are not swizzled"),
+}
+
+
+def _nvfp4_rounded(x, gs):
+    """The model's NVFP4 with the magnitude rounded arithmetically (`round(2|v|)` below 2,
+    ...): right, but not a spelling irfuse proves."""
+    m, n = x.shape
+    xb = x.float().view(m, n // 16, 16)
+    sb = (gs * xb.abs().amax(-1) / 6.0).clamp(-448.0, 448.0).to(FN)
+    s32 = sb.float()
+    v = (xb * gs / torch.where(s32 == 0, torch.ones_like(s32), s32).unsqueeze(-1)).clamp(-6, 6)
+    a = v.abs()
+    code = torch.where(a < 2, torch.round(a * 2), torch.where(a < 4, torch.round(a) + 2,
+                                                               torch.round(a / 2) + 4))
+    code = code.to(torch.uint8) | (torch.signbit(v).to(torch.uint8) << 3)
+    pairs = code.view(m, n // 2, 2)
+    packed = pairs[..., 0] | (pairs[..., 1] << 4)
+    return packed, Q.swizzle_block_scales(sb.float()).to(FN)
+
+
+def test_nvfp4_near_misses():
+    """Each NVFP4 near miss is left alone (outputs exact) with its reason."""
+    compiled = _run(_bundle({k: fn for k, (fn, _) in NVFP4_MISSES.items()}), _nvfp4_x())
+    assert compiled.raised()["quant_nvfp4"] == 0 and compiled.raised()["quant_fp8"] == 0
+    assert_bit_exact(compiled.outputs, compiled.eager)
+    reasons = [m.reason for m in _quant_report(compiled).missed]
+    for case, (_, reason) in NVFP4_MISSES.items():
+        assert any(reason in r for r in reasons), (case, reason, reasons)
+
+
 # --- near misses ----------------------------------------------------------------------------------
 
 
@@ -263,7 +388,9 @@ def test_near_misses():
 
 # --- built-in models -------------------------------------------------------------------------------
 
-MODELS = ["llama-fp8-group64", "paged-index-copy", "llama-nvfp4"]  # more in test_raise_gemm
+MODELS = [  # more in test_raise_gemm
+    "llama-fp8-group64", "paged-index-copy", "llama-nvfp4", "llama-nvfp4-native",
+]
 KINDS = ("quant_fp8", "quant_nvfp4", "gemm", "scaled_gemm")
 
 

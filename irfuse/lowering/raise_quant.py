@@ -29,9 +29,9 @@ M = 224, as vLLM uses), back through:
   `quant_fp8_per_tensor`, `quant_fp8_group` (its group size and flags give the scheme) and
   `irfuse::quant_nvfp4`.
 
-NVFP4 is raised from `irfuse::quant_nvfp4` only: a decomposed NVFP4 chain (block amax, fp8 block
-scales, e2m1 rounding by comparisons, nibble packing, the 128x4 swizzle) is out of scope; its
-fp8 block-scale cast is seen and left alone with a remark.
+NVFP4 (`shared/NUMERICS.md`) is raised from `irfuse::quant_nvfp4` here, and from plain torch
+(anchored at the fp8 cast of its block scales) by `raise_nvfp4`, which proves each part of the
+chain NUMERICS.md's before it raises it.
 
 Numerics: the static scheme is `x * (1 / s)` by default (`shared/NUMERICS.md`, vLLM's fused
 kernels), and the raised op keeps the model's spelling, so that a fused kernel rounds as the model
@@ -53,7 +53,8 @@ sits between the chain's ops (a second `view` of q), right before that user
 (`raised.outline` picks the point).
 
 Produces `quant.fp8` (scheme, fp8 dtype, scale or scale_ub operands, scale result) and
-`quant.nvfp4`, with the matched ops in their decomposition regions.
+`quant.nvfp4` (x, global scale; packed values and swizzled block scales), with the matched ops in
+their decomposition regions.
 
 Does not raise, with a remark: no clamp, or a clamp to another bound than the cast dtype's M; a
 scaling in another dtype than f32; a Python-number scale; a scale that is not one element when it
@@ -66,7 +67,6 @@ chain; a clamp to an fp8 bound followed by a cast to a non-fp8 dtype.
 from __future__ import annotations
 
 import math
-import struct
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
@@ -89,7 +89,12 @@ from irfuse.dialects.quant import (
     QuantScheme,
 )
 from irfuse.dialects.raised import in_decomposition
-from irfuse.dialects.shapes import F8E4M3FN, F8E4M3FNUZ, is_float, is_one_element
+from irfuse.dialects.shapes import (
+    F8E4M3FN,
+    F8E4M3FNUZ,
+    is_float,
+    is_one_element,
+)
 from irfuse.lowering.match import (
     CASTS,
     SCALAR_MAKERS,
@@ -106,8 +111,44 @@ from irfuse.lowering.match import (
     producer,
     raise_chain,
     scalar_of,
-    tensor_type,
     users,
+)
+from irfuse.lowering.quant_common import (
+    ABS,
+    AMAX,
+    CEIL,
+    CLAMP,
+    CLAMP_MAX,
+    CLAMP_MIN,
+    CLAMPS,
+    COPIES,
+    DIV,
+    EXP2,
+    LAYOUTS,
+    LOG2,
+    MAX_ALL,
+    MAX_DIM,
+    MAXIMUM,
+    MINIMUM,
+    MUL,
+    POW_SCALAR,
+    RECIPROCAL,
+    TRANSPOSES,
+    bound_value,
+    describe_op,
+    dtype_of,
+    fmt_dims,
+    grouped_view,
+    outside_users,
+    peel_clamps,
+    shape_of,
+    strip_f32_casts,
+    to_f32,
+)
+from irfuse.lowering.raise_nvfp4 import (
+    match_nvfp4,
+    nvfp4_block_scale,
+    raise_nvfp4,
 )
 
 FP8_BOUND: dict[Attribute, float] = {F8E4M3FN: 448.0, F8E4M3FNUZ: 224.0}
@@ -121,27 +162,6 @@ CUSTOM_GROUP = "irfuse::quant_fp8_group.default"
 CUSTOM_NVFP4 = "irfuse::quant_nvfp4.default"
 CUSTOM_OPS = (CUSTOM_STATIC, CUSTOM_TOKEN, CUSTOM_TENSOR, CUSTOM_GROUP, CUSTOM_NVFP4)
 
-DIV = "aten::div.Tensor"
-MUL = "aten::mul.Tensor"
-RECIPROCAL = "aten::reciprocal.default"
-ABS = "aten::abs.default"
-AMAX = "aten::amax.default"
-MAX_ALL = "aten::max.default"
-MAX_DIM = "aten::max.dim"
-CLAMP = ("aten::clamp.default", "aten::clamp.Tensor", "aten::clip.default")
-CLAMP_MIN = ("aten::clamp_min.default", "aten::clamp_min.Tensor")
-CLAMP_MAX = ("aten::clamp_max.default", "aten::clamp_max.Tensor")
-MAXIMUM = "aten::maximum.default"
-MINIMUM = "aten::minimum.default"
-CLAMPS = (*CLAMP, *CLAMP_MIN, *CLAMP_MAX, MAXIMUM, MINIMUM)
-LOG2 = "aten::log2.default"
-CEIL = "aten::ceil.default"
-EXP2 = "aten::exp2.default"
-POW_SCALAR = "aten::pow.Scalar"
-TRANSPOSES = ("aten::t.default", "aten::transpose.int", "aten::permute.default")
-CLONE = "aten::clone.default"
-COPIES = ("aten::lift_fresh_copy.default", CLONE, "aten::detach.default")
-LAYOUTS = (*VIEWS, *TRANSPOSES, CLONE)
 
 # --- the scheme names of the support matrix ---------------------------------------------------------
 
@@ -176,26 +196,6 @@ def quant_op_scheme(op: Operation) -> QuantScheme:
 
 # --- small readers -----------------------------------------------------------------------------------
 
-
-def _f32(value: float) -> float:
-    """`value` rounded to float32, as a clamp bound on an f32 tensor is."""
-    return struct.unpack("f", struct.pack("f", value))[0]
-
-
-def _dims(value: object) -> tuple:
-    t = tensor_type(value)
-    return () if t is None else t.dims
-
-
-def _dtype(value: object) -> Attribute | None:
-    t = tensor_type(value)
-    return None if t is None else t.dtype
-
-
-def _fmt_dims(dims: tuple) -> str:
-    return "[" + ", ".join(str(d) for d in dims) + "]"
-
-
 def min_scale(bound: float) -> float:
     """MIN_SCALE, the floor of every dynamic FP8 scale: `1 / (M * 512)`."""
     return 1.0 / (bound * 512.0)
@@ -223,69 +223,14 @@ def _static_scale(value: SSAValue, what: str) -> None:
     one f32 element."""
     if not _static_source(value):
         raise NoMatch(f"{what} is not a graph input or constant")
-    if not is_one_element(_dims(value)):
-        raise NoMatch(f"{what} has shape {_fmt_dims(_dims(value))}, not one element")
-    if _dtype(value) != f32:
-        raise NoMatch(f"{what} is {_dtype(value)}, not f32")
+    if not is_one_element(shape_of(value)):
+        raise NoMatch(f"{what} has shape {fmt_dims(shape_of(value))}, not one element")
+    if dtype_of(value) != f32:
+        raise NoMatch(f"{what} is {dtype_of(value)}, not f32")
 
 
-def _bound_value(value: object) -> float | None:
-    number = scalar_of(value)
-    return None if number is None else float(number)
 
-
-# --- the clamp and the scaling -----------------------------------------------------------------------
-
-
-def _clamp(value: SSAValue, ops: list[Operation]) -> tuple[SSAValue, float | None, float | None]:
-    """Peel the clamp ops producing `value`: (clamped value, lower bound, upper bound)."""
-    lo: float | None = None
-    hi: float | None = None
-    for _ in range(2):
-        if lo is not None and hi is not None:
-            break
-        found = producer(value, *CLAMPS)
-        if found is None:
-            break
-        new_lo = new_hi = None
-        if found.target in CLAMP:
-            new_lo = found.arg(1, "min")
-            new_hi = found.arg(2, "max")
-            new_lo = None if new_lo is None else _bound_value(new_lo)
-            new_hi = None if new_hi is None else _bound_value(new_hi)
-            source = found.arg(0)
-            if (found.arg(1, "min") is not None and new_lo is None) or (
-                found.arg(2, "max") is not None and new_hi is None
-            ):
-                raise NoMatch("a clamp bound is not a constant")
-        elif found.target in CLAMP_MIN or found.target in CLAMP_MAX:
-            bound = _bound_value(found.arg(1, "min" if found.target in CLAMP_MIN else "max"))
-            if bound is None:
-                raise NoMatch("a clamp bound is not a constant")
-            if found.target in CLAMP_MIN:
-                new_lo = bound
-            else:
-                new_hi = bound
-            source = found.arg(0)
-        else:
-            a, b = found.arg(0), found.arg(1, "other")
-            bound = _bound_value(b)
-            source = a
-            if bound is None:
-                bound, source = _bound_value(a), b
-            if bound is None or _dims(source) != _dims(found.result):
-                raise NoMatch(f"{found.target} with a tensor that is not a constant bound")
-            if found.target == MAXIMUM:
-                new_lo = bound
-            else:
-                new_hi = bound
-        if (new_lo is not None and lo is not None) or (new_hi is not None and hi is not None):
-            raise NoMatch("clamped twice on one side")
-        lo = new_lo if new_lo is not None else lo
-        hi = new_hi if new_hi is not None else hi
-        ops.append(found.op)
-        value = source
-    return value, lo, hi
+# --- the scaling -------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -309,19 +254,19 @@ def _scaling(value: SSAValue) -> _Scaling:
         what = owner.target.data if isinstance(owner, aten.CallOp) else "no op"
         raise NoMatch(f"the clamped value is made by {what}, not by a scaling of x")
     a, b = found.arg(0), found.arg(1, "other")
-    out_dims = _dims(value)
+    out_dims = shape_of(value)
     if found.target == DIV:
         if not isinstance(b, SSAValue):
             raise NoMatch(f"x is divided by the number {b}, not by a scale tensor")
-        if _dims(a) != out_dims:
+        if shape_of(a) != out_dims:
             raise NoMatch("the scale broadcasts x to another shape")
         return _Scaling(a, found.op, b, "div")
     if not isinstance(a, SSAValue) or not isinstance(b, SSAValue):
         number = b if isinstance(a, SSAValue) else a
         raise NoMatch(f"x is multiplied by the number {number}, not by a scale tensor")
-    if _dims(a) == out_dims and _dims(b) != out_dims:
+    if shape_of(a) == out_dims and shape_of(b) != out_dims:
         data, factor = a, b
-    elif _dims(b) == out_dims and _dims(a) != out_dims:
+    elif shape_of(b) == out_dims and shape_of(a) != out_dims:
         data, factor = b, a
     else:
         raise NoMatch("x is multiplied by a tensor of its own shape, not by a scale")
@@ -329,52 +274,6 @@ def _scaling(value: SSAValue) -> _Scaling:
     if recip is not None:
         return _Scaling(data, found.op, recip.arg(0), "reciprocal", recip.op)
     return _Scaling(data, found.op, factor, "inverse")
-
-
-# --- x and its grouped view ---------------------------------------------------------------------------
-
-
-def _strip_f32_casts(value: SSAValue, ops: list[Operation]) -> SSAValue:
-    """Follow exact casts to f32 (from a float dtype) up; add them to `ops`."""
-    while (cast := as_cast(value)) is not None:
-        source, dtype = cast
-        if dtype != f32 or not is_float(_dtype(source)):
-            break
-        ops.append(value.owner)  # type: ignore[arg-type]
-        value = source
-    return value
-
-
-@dataclass(frozen=True)
-class _Grouped:
-    """A value read as x split into groups along its last dim: `x.view(..., G, g)`, cast to f32
-    before or after the view or not at all."""
-
-    x: SSAValue
-    groups: int
-    size: int
-    ops: tuple[Operation, ...]
-
-
-def _grouped(value: SSAValue) -> _Grouped | None:
-    ops: list[Operation] = []
-    base = _strip_f32_casts(value, ops)
-    view = producer(base, *VIEWS)
-    if view is None:
-        return None
-    inner = view.arg(0)
-    dims, inner_dims = _dims(base), _dims(inner)
-    if (
-        len(dims) < 2
-        or not inner_dims
-        or not isinstance(dims[-1], int)
-        or not isinstance(dims[-2], int)
-        or inner_dims[-1] != dims[-1] * dims[-2]
-    ):
-        return None
-    ops.append(view.op)
-    x = _strip_f32_casts(inner, ops)
-    return _Grouped(x, dims[-2], dims[-1], tuple(ops))
 
 
 # --- dynamic scales -----------------------------------------------------------------------------------
@@ -399,17 +298,17 @@ class _ScaleChain:
 def _floor_of(found: Call) -> tuple[SSAValue, float] | None:
     """(value, c) when `found` is `max(value, c)` in one of its spellings, else None."""
     if found.target in CLAMP_MIN:
-        c = _bound_value(found.arg(1, "min"))
+        c = bound_value(found.arg(1, "min"))
         return None if c is None else (found.arg(0), c)
     if found.target in CLAMP:
         if found.arg(2, "max") is not None:
             return None
-        c = _bound_value(found.arg(1, "min"))
+        c = bound_value(found.arg(1, "min"))
         return None if c is None else (found.arg(0), c)
     if found.target == MAXIMUM:
         for v, c in ((found.arg(0), found.arg(1)), (found.arg(1), found.arg(0))):
-            bound = _bound_value(c)
-            if bound is not None and _dims(v) == _dims(found.result):
+            bound = bound_value(c)
+            if bound is not None and shape_of(v) == shape_of(found.result):
                 return v, bound
     return None
 
@@ -423,10 +322,10 @@ def _cap_of(found: Call) -> tuple[SSAValue, SSAValue] | None:
         value, ub = found.arg(0), found.arg(2, "max")
     elif found.target == MINIMUM:
         a, b = found.arg(0), found.arg(1, "other")
-        value, ub = (a, b) if _dims(a) == _dims(found.result) else (b, a)
+        value, ub = (a, b) if shape_of(a) == shape_of(found.result) else (b, a)
     if not isinstance(ub, SSAValue) or not isinstance(value, SSAValue):
         return None
-    if _dims(value) != _dims(found.result) or not is_one_element(_dims(ub)):
+    if shape_of(value) != shape_of(found.result) or not is_one_element(shape_of(ub)):
         return None
     return value, ub
 
@@ -452,7 +351,7 @@ def _ue8m0_of(value: SSAValue) -> tuple[SSAValue, list[Operation]] | None:
 def _divisor_number(found: Call) -> float | None:
     if found.target not in ("aten::div.Tensor", "aten::div.Scalar"):
         return None
-    number = _bound_value(found.arg(1, "other"))
+    number = bound_value(found.arg(1, "other"))
     return number
 
 
@@ -478,7 +377,7 @@ def _scale_chain(divisor: SSAValue) -> _ScaleChain:
             continue
         cast = as_cast(current)
         if cast is not None:
-            if cast[1] != f32 or not is_float(_dtype(cast[0])):
+            if cast[1] != f32 or not is_float(dtype_of(cast[0])):
                 raise _NotDerived
             ops.append(found.op)
             current = cast[0]
@@ -498,8 +397,8 @@ def _scale_chain(divisor: SSAValue) -> _ScaleChain:
             current, step_ops = ue8m0
         else:
             raise _NotDerived
-        if _dtype(step_ops[0].results[0]) != f32:
-            raise NoMatch(f"the scale is computed in {_dtype(step_ops[0].results[0])}, not f32")
+        if dtype_of(step_ops[0].results[0]) != f32:
+            raise NoMatch(f"the scale is computed in {dtype_of(step_ops[0].results[0])}, not f32")
         ops.extend(step_ops)
     found = producer(current)
     assert found is not None
@@ -510,7 +409,7 @@ def _scale_chain(divisor: SSAValue) -> _ScaleChain:
         raise NoMatch("the scale is the max of x, not of |x|")
     ops.extend([found.op, absolute.op])
     src = absolute.arg(0)
-    r = len(_dims(src))
+    r = len(shape_of(src))
     if found.target == MAX_ALL:
         dims: list[int] = list(range(r))
     else:
@@ -548,7 +447,7 @@ def _check_arithmetic(kind: str, chain: _ScaleChain, bound: float) -> None:
         raise NoMatch(f"the {what} scale is computed as {shown}, not as the scheme computes it "
                       "(max(amax / M, MIN_SCALE))")
     floor = float(chain.steps[0][1])  # type: ignore[arg-type]
-    if _f32(floor) != _f32(min_scale(bound)):
+    if to_f32(floor) != to_f32(min_scale(bound)):
         raise NoMatch(f"the {what} scale floor is {floor:g}, not MIN_SCALE = 1 / ({bound:g} * 512)")
     div = next(float(v) for n, v in chain.steps if n == "div")  # type: ignore[arg-type]
     if div != bound:
@@ -585,13 +484,13 @@ def _match_decomposed(cast_op: Operation, fp8: Attribute) -> _Quant:
     ops: list[Operation] = [cast_op]
     cast = as_cast(cast_op.results[0])
     assert cast is not None
-    clamped, lo, hi = _clamp(cast[0], ops)
+    clamped, lo, hi = peel_clamps(cast[0], ops)
     if lo is None and hi is None:
         raise NoMatch(f"no clamp to ±{bound:g} before the cast to {fp8}")
     if lo != -bound or hi != bound:
         raise NoMatch(f"clamped to [{lo}, {hi}], not ±{bound:g} for {fp8}")
-    if _dtype(clamped) != f32:
-        raise NoMatch(f"x is scaled in {_dtype(clamped)}, not f32")
+    if dtype_of(clamped) != f32:
+        raise NoMatch(f"x is scaled in {dtype_of(clamped)}, not f32")
     scaling = _scaling(clamped)
     ops.append(scaling.op)
     if scaling.reciprocal is not None and only_user(scaling.reciprocal.results[0]) is scaling.op:
@@ -608,7 +507,7 @@ def _match_decomposed(cast_op: Operation, fp8: Attribute) -> _Quant:
 def _static_quant(cast_op: Operation, ops: list[Operation], scaling: _Scaling) -> _Quant:
     _static_scale(scaling.divisor, "quant scale")
     front: list[Operation] = []
-    x = _strip_f32_casts(scaling.data, front)
+    x = strip_f32_casts(scaling.data, front)
     q = cast_op.results[0]
     # q = fp8(clamp(x * m)): the scale is 1 / m, made before the raised op (see _raise).
     inverse = scaling.kind == "inverse"
@@ -619,7 +518,7 @@ def _static_quant(cast_op: Operation, ops: list[Operation], scaling: _Scaling) -
 def _reshaped_back(q: SSAValue, dims: tuple) -> tuple[SSAValue, list[Operation]] | None:
     """Follow single-user reshapes of q until it has `dims` (None if it never does)."""
     ops: list[Operation] = []
-    while _dims(q) != dims:
+    while shape_of(q) != dims:
         found = users(q)
         if len(found) != 1 or call(found[0], *VIEWS) is None:
             return None
@@ -633,14 +532,14 @@ def _dynamic_quant(cast_op: Operation, bound: float, ops: list[Operation], scali
     """A dynamic scale: decide the scheme from what the amax is taken over, check the
     arithmetic, find q (reshaped back for groups) and the scale result."""
     q = cast_op.results[0]
-    divisor_dims = _dims(scaling.divisor)
+    divisor_dims = shape_of(scaling.divisor)
     front: list[Operation] = []
     q_ops: list[Operation] = []
     kind = DYNAMIC_TENSOR if chain.reduced == "all" else DYNAMIC_TOKEN
-    grouped = _grouped(scaling.data) if chain.reduced == "last" else None
+    grouped = grouped_view(scaling.data) if chain.reduced == "last" else None
     if grouped is not None:
-        source = _grouped(chain.abs_source)
-        back = _reshaped_back(q, _dims(grouped.x))
+        source = grouped_view(chain.abs_source)
+        back = _reshaped_back(q, shape_of(grouped.x))
         if (
             source is not None
             and source.x is grouped.x
@@ -655,26 +554,26 @@ def _dynamic_quant(cast_op: Operation, bound: float, ops: list[Operation], scali
         elif grouped.size not in GROUP_SIZES and back is not None:
             raise NoMatch(f"group size {grouped.size}: irfuse quantizes groups of 128 or 64")
     if kind != GROUP:
-        x = _strip_f32_casts(scaling.data, front)
-        if _strip_f32_casts(chain.abs_source, front) is not x:
+        x = strip_f32_casts(scaling.data, front)
+        if strip_f32_casts(chain.abs_source, front) is not x:
             raise NoMatch("quant scale is not a graph input or constant (it is the amax of "
                           "another tensor)")
-    x_dims = _dims(x)
+    x_dims = shape_of(x)
     _check_arithmetic(kind, chain, bound)
     if kind == DYNAMIC_TENSOR:
         if not is_one_element(divisor_dims):
-            raise NoMatch(f"the per-tensor scale has shape {_fmt_dims(divisor_dims)}")
+            raise NoMatch(f"the per-tensor scale has shape {fmt_dims(divisor_dims)}")
         expected = None
     elif kind == DYNAMIC_TOKEN:
         expected = (*x_dims[:-1], 1)
         if divisor_dims != expected:
-            raise NoMatch(f"the per-token scale has shape {_fmt_dims(divisor_dims)}, not "
-                          f"{_fmt_dims(expected)}")
+            raise NoMatch(f"the per-token scale has shape {fmt_dims(divisor_dims)}, not "
+                          f"{fmt_dims(expected)}")
     else:
-        if divisor_dims != (*_dims(scaling.data)[:-1], 1):
-            raise NoMatch(f"the per-group scale has shape {_fmt_dims(divisor_dims)}")
+        if divisor_dims != (*shape_of(scaling.data)[:-1], 1):
+            raise NoMatch(f"the per-group scale has shape {fmt_dims(divisor_dims)}")
         expected = (*x_dims[:-1], grouped.groups)  # type: ignore[union-attr]
-    if _dims(q) != x_dims:
+    if shape_of(q) != x_dims:
         raise NoMatch("the quantized value does not have x's shape")
     inside = {*ops, *front, *chain.ops, *q_ops}
     scale_out, col_major, layout_ops = _scale_result(chain, inside, expected, len(x_dims))
@@ -698,7 +597,7 @@ def _scale_result(chain: _ScaleChain, inside: set[Operation], expected: tuple | 
     one-element shape)."""
 
     def fits(value: SSAValue) -> bool:
-        dims = _dims(value)
+        dims = shape_of(value)
         return is_one_element(dims) if expected is None else dims == expected
 
     path_values = [chain.core, *(op.results[0] for op in chain.path)]
@@ -736,7 +635,7 @@ def _scale_result(chain: _ScaleChain, inside: set[Operation], expected: tuple | 
         if col_major and rank != 2:
             raise NoMatch("column-major scales of an input of rank > 2")
         return trail[end], col_major, path[:end]
-    shape = "one-element" if expected is None else _fmt_dims(expected)
+    shape = "one-element" if expected is None else fmt_dims(expected)
     raise NoMatch(f"the scale is not used in its {shape} shape")
 
 
@@ -763,7 +662,7 @@ def _column_major(path: list[Operation]) -> bool | None:
 
 
 def _swaps_last_two(found: Call) -> bool:
-    r = len(_dims(found.arg(0)))
+    r = len(shape_of(found.arg(0)))
     if r < 2:
         return False
     if found.target == "aten::t.default":
@@ -786,11 +685,11 @@ def _match_custom(found: Call) -> _Quant | Operation:
     x = found.arg(0)
     if found.target == CUSTOM_NVFP4:
         gs = found.arg(1, "global_scale")
-        dims = _dims(x)
+        dims = shape_of(x)
         if len(dims) != 2 or not isinstance(dims[1], int) or dims[1] % 16:
-            raise NoMatch(f"NVFP4 of an input of shape {_fmt_dims(dims)}, not [M, N] with N a "
+            raise NoMatch(f"NVFP4 of an input of shape {fmt_dims(dims)}, not [M, N] with N a "
                           "multiple of 16")
-        if not is_one_element(_dims(gs)) or _dtype(gs) != f32:
+        if not is_one_element(shape_of(gs)) or dtype_of(gs) != f32:
             raise NoMatch("the NVFP4 global scale is not one f32 element")
         q, block_scale = found.op.results
         return QuantNvfp4Op(x, gs, result_types=[q.type, block_scale.type])
@@ -812,10 +711,10 @@ def _match_custom(found: Call) -> _Quant | Operation:
                                found.arg(3, "ue8m0", False))
     if group not in GROUP_SIZES:
         raise NoMatch(f"group size {group}: irfuse quantizes groups of 128 or 64")
-    hidden = _dims(x)[-1] if _dims(x) else None
+    hidden = shape_of(x)[-1] if shape_of(x) else None
     if isinstance(hidden, int) and hidden % group:
         raise NoMatch(f"group size {group} does not divide the hidden size {hidden}")
-    if col_major and len(_dims(x)) != 2:
+    if col_major and len(shape_of(x)) != 2:
         raise NoMatch("column-major scales of an input of rank > 2")
     scheme = QuantScheme.per_group(group, col_major=bool(col_major), ue8m0=bool(ue8m0))
     return _Quant(x, results[0], scheme, [found.op], scale_out=results[1])
@@ -823,19 +722,6 @@ def _match_custom(found: Call) -> _Quant | Operation:
 
 # --- raising -----------------------------------------------------------------------------------------
 
-
-def _describe(op: Operation) -> str:
-    return op.target.data if isinstance(op, aten.CallOp) else op.name
-
-
-def _outside_users(ops: list[Operation], outputs: set[SSAValue]) -> list[Operation]:
-    """The chain ops with a result used outside the chain that is not an output."""
-    chain = set(ops)
-    return [
-        o for o in ops
-        if any(r not in outputs and any(u.operation not in chain for u in r.uses)
-               for r in o.results)
-    ]
 
 
 def _settle_chain(quant: _Quant) -> None:
@@ -846,13 +732,13 @@ def _settle_chain(quant: _Quant) -> None:
     for op in list(reversed(quant.front)):  # nearest to x first
         if op.operands[0] is not quant.x or as_cast(op.results[0]) is None:
             break
-        if op not in _outside_users(quant.ops, outputs):
+        if op not in outside_users(quant.ops, outputs):
             break
         quant.ops.remove(op)
         quant.x = op.results[0]
-    bad = _outside_users(quant.ops, outputs)
+    bad = outside_users(quant.ops, outputs)
     if bad:
-        raise NoMatch(f"an intermediate value of the quant ({_describe(bad[0])}) is used "
+        raise NoMatch(f"an intermediate value of the quant ({describe_op(bad[0])}) is used "
                       "outside it")
     chain = set(quant.ops)
     for op in list(quant.ops):
@@ -878,8 +764,8 @@ def _reciprocal(m: SSAValue, location: Attribute) -> Operation:
 
 def _build(quant: _Quant, location: Attribute) -> tuple[Operation, list[Operation]]:
     """The raised op, and the new ops it takes as operands (to insert before it)."""
-    if not is_float(_dtype(quant.x)):
-        raise NoMatch(f"x is {_dtype(quant.x)}, not a float tensor")
+    if not is_float(dtype_of(quant.x)):
+        raise NoMatch(f"x is {dtype_of(quant.x)}, not a float tensor")
     if not quant.scheme.is_static:
         assert quant.scale_out is not None
         raised = QuantFp8Op(quant.x, None, quant.scale_ub, scheme=quant.scheme,
@@ -920,7 +806,7 @@ def _near_miss_cast(found: Call, dtype: Attribute) -> str | None:
     if producer(source, *CLAMPS) is None:
         return None
     try:
-        _, lo, hi = _clamp(source, [])
+        _, lo, hi = peel_clamps(source, [])
     except NoMatch:
         return None
     if hi is None or lo != -hi or hi not in _NEAR_MISS_BOUNDS:
@@ -946,7 +832,7 @@ class RaiseQuant(ModulePass):
                 if candidate.parent is not block or in_decomposition(candidate):
                     continue
                 target = candidate.target.data
-                if target in CASTS and _dtype(candidate.results[0]) not in FP8_BOUND:
+                if target in CASTS and dtype_of(candidate.results[0]) not in FP8_BOUND:
                     clamp = candidate.operands[0].owner if candidate.operands else None
                     if isinstance(clamp, aten.CallOp) and clamp.target.data in CLAMPS:
                         cast = as_cast(candidate.results[0])
@@ -964,6 +850,13 @@ class RaiseQuant(ModulePass):
                         cast = as_cast(found.result)
                         if cast is None:
                             continue
+                        what = "an NVFP4 quant"
+                        block_scale = nvfp4_block_scale(candidate)
+                        if block_scale is not None:
+                            raise_nvfp4(match_nvfp4(candidate, *block_scale, order), order)
+                            remarks.fused()
+                            continue
+                        what = "an FP8 quant"
                         quant = _match_decomposed(candidate, cast[1])
                     _raise(quant, candidate, order)
                 except NoMatch as miss:

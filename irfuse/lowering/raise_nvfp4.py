@@ -1,0 +1,558 @@
+"""raise-quant's NVFP4 half: quantization to NVFP4 written in plain torch.
+
+`raise-quant` calls this module for every fp8 cast that reads like an NVFP4 block scale (an amax
+over blocks of x, times a one-element scale); the chain is anchored there. The custom op
+`irfuse::quant_nvfp4` is raised by `raise_quant` itself. The codes are proven in `nvfp4_codes`, the
+swizzle read in `nvfp4_swizzle`. Each part must be NUMERICS.md's, or the chain is left alone
+with a remark ("not an NVFP4 quant: ..."):
+- the block scale: x viewed `[M, N/16, 16]` (blocks of 16; x 2-D, maybe cast to f32 before or
+  after the view), `amax(|x_b|, -1)` (or `max(-1)[0]`, keepdim or not, in the model dtype then
+  cast), `fp8(clamp(gs * amax / 6))` with the clamp's upper bound 448 (lower -448 or none), cast
+  to f8E4M3FN. The arithmetic is read as a product of powers (any order of `*`, `/`,
+  `reciprocal`, constants): it must be `gs^1 * amax^1 * c` with c = 1/6;
+- the scaled value: `clamp(x_b * gs / sb, -6, 6)`, sb the block scales cast to f32, read the same
+  way (`x * gs / sb`, `x / (sb / gs)`, `x * reciprocal(sb * reciprocal(gs))`, ...), with one guard
+  for blocks whose scale is 0, sound only where such a block then quantizes to 0:
+  `where(w == 0, 0, v)` with v in a numerator, or `where(sb == 0, 1, sb)` as the divisor (w the
+  block scale times powers of gs; `masked_fill` too). Unguarded, x * gs / 0 is ±inf, i.e. ±6;
+- the e2m1 codes: the elementwise ops from the clamped v to the packed codes. They may take
+  |v|, -v, compare with constants, signbit / sign, and do anything elementwise (casts, sums,
+  `where`, bit ops) on those piecewise-constant results; such a function of v is constant between
+  its comparison constants, so it is evaluated (in torch, once per spelling) at each constant,
+  its f32 neighbours and a point between each pair, and must give NUMERICS.md's code there: round
+  to nearest, ties to even, sign bit 0x8 (-0 may encode as 0 or 0x8). Arithmetic on v itself
+  (`round(2 * |v|)`, lookup tables, `bucketize`) is not proven and is left alone;
+- the packing: even and odd codes (`select` on a `[M, N/2, 2]` view, or step-2 slices), the odd
+  ones shifted to the high nibble (`<< 4` or `* 16`), joined by `|` or `+`, ui8 [M, N/2];
+- the swizzle: the block scales (cast exactly to a wider float and back, or not), reshaped
+  [M, N/16], padded with zeros after them (`cat` with `new_zeros` / `zeros` / `full(0)`, or
+  `constant_pad_nd`) to [round_up(M, 128), round_up(N/16, 4)] (a symbolic M is checked at sample
+  values), viewed [(1, ...,) Mp/128, 4, 32, Kp/4, 4], permuted (0, 3, 2, 1, 4), made contiguous,
+  viewed [Mp, Kp], in f8E4M3FN. The slice-assignment spelling (`padded[:m, :k] = sb`) is not
+  matched.
+The whole chain (block scale, scaling, codes, packing, swizzle) becomes the region of
+`quant.nvfp4 (x, gs) -> (q, block_scale)`, so raising changes no bit. A fused kernel computes
+NUMERICS.md's spelling: `gs * amax / 6` and `x * gs / sb`; a model that reassociates
+(`gs * (amax * (1/6))`) or multiplies by reciprocals differs from it by one f32 rounding before
+the fp8 / e2m1 rounding (a code next to a tie moves by one), and a zero block's sign bits may
+differ (the kernels write +0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xdsl.dialects.builtin import f32
+from xdsl.ir import Operation, SSAValue
+
+from irfuse.dialects import aten
+from irfuse.dialects.irfuse import TensorType
+from irfuse.dialects.quant import (
+    QuantNvfp4Op,
+)
+from irfuse.dialects.shapes import (
+    F8E4M3FN,
+    is_float,
+)
+from irfuse.lowering.match import (
+    CASTS,
+    VIEWS,
+    Call,
+    NoMatch,
+    as_cast,
+    call,
+    is_last_dim,
+    only_user,
+    producer,
+    raise_chain,
+    same_value,
+    scalar_of,
+    users,
+    with_private,
+)
+from irfuse.lowering.nvfp4_codes import (
+    codes_and_packing,
+)
+from irfuse.lowering.nvfp4_swizzle import (
+    swizzle_scales,
+)
+from irfuse.lowering.quant_common import (
+    ABS,
+    AMAX,
+    CLAMPS,
+    COPIES,
+    DIV,
+    E2M1_MAX,
+    EQ,
+    FILL_WITH,
+    FILLS,
+    MASKED_FILL,
+    MAX_DIM,
+    NVFP4_BLOCK,
+    NVFP4_SCALE_BOUND,
+    RECIPROCAL,
+    WHERE,
+    Blocks,
+    GroupedView,
+    describe_op,
+    dtype_of,
+    fmt_dims,
+    grouped_view,
+    outside_users,
+    peel_clamps,
+    shape_of,
+)
+
+
+@dataclass
+class _Walk:
+    """What the walks over the scalings collect: the ops passed, optional ops (views and
+    reciprocals of the global scale, which other code may share), the zero guards seen."""
+
+    blocks: Blocks
+    x: GroupedView
+    sb: SSAValue | None = None  # the fp8 block scales (None while the block scale is read)
+    ops: list[Operation] = field(default_factory=list)
+    optional: list[Operation] = field(default_factory=list)
+    guarding: int = 0  # > 0 while a zero guard's branches are read
+    unguarded: int = 0  # divisions by sb read outside a zero guard
+
+
+Powers = dict[object, int]
+
+
+def _fill_value(value: object, ops: list[Operation]) -> float | None:
+    """The number a constant-filled tensor holds (`ones_like`, `zeros_like`, `full_like`, a
+    scalar), adding its maker to `ops`."""
+    number = scalar_of(value)
+    if number is not None:
+        return float(number)
+    found = producer(value, *FILLS, *FILL_WITH)
+    if found is None:
+        return None
+    if found.target in FILLS:
+        ops.append(found.op)
+        return FILLS[found.target]
+    fill = found.arg(1 if found.target == "aten::full_like.default" else 2, "fill_value")
+    number = scalar_of(fill)
+    if number is None:
+        return None
+    ops.append(found.op)
+    return float(number)
+
+
+def _find_amax(value: SSAValue) -> GroupedView | None:
+    """The grouped x of an amax over |x| viewed [..., G, g] among the few ops above `value` (a
+    cheap look before the full parse)."""
+    frontier, seen = [value], 0
+    while frontier and seen < 12:
+        found = producer(frontier.pop())
+        seen += 1
+        if found is None:
+            continue
+        if found.target in (AMAX, MAX_DIM):
+            absolute = producer(found.arg(0), ABS)
+            return grouped_view(absolute.arg(0)) if absolute is not None else None
+        frontier.extend(o for o in found.op.operands if isinstance(o, SSAValue))
+    return None
+
+
+def _amax_leaf(value: SSAValue, walk: _Walk) -> bool:
+    """Whether `value` is the block amax: `amax(|x_b|, -1)` (or `max(-1)[0]`), x_b the walk's
+    blocked x, maybe cast to f32 (exact) and reshaped."""
+    ops: list[Operation] = []
+    while True:
+        cast = as_cast(value)
+        if cast is not None and is_float(dtype_of(cast[0])):
+            ops.append(value.owner)  # type: ignore[arg-type]
+            value = cast[0]
+            continue
+        view = producer(value, *VIEWS)
+        if view is not None and walk.blocks.role(shape_of(view.arg(0))) == "block":
+            ops.append(view.op)
+            value = view.arg(0)
+            continue
+        break
+    found = producer(value, AMAX, MAX_DIM)
+    if found is None or (found.target == MAX_DIM and value is not found.op.results[0]):
+        return False
+    absolute = producer(found.arg(0), ABS)
+    grouped = grouped_view(absolute.arg(0)) if absolute is not None else None
+    if grouped is None or grouped.x is not walk.x.x:
+        return False
+    dims = found.arg(1, "dim", [])
+    dims = [dims] if isinstance(dims, int) else dims
+    if not is_last_dim(dims, len(shape_of(found.arg(0)))):
+        raise NoMatch(f"the block amax reduces over {dims}, not the last dim")
+    walk.ops.extend([*ops, found.op, absolute.op, *grouped.ops])
+    return True
+
+
+def _x_leaf(value: SSAValue, walk: _Walk) -> bool:
+    """Whether `value` is the blocked x (maybe cast to f32 before or after the view)."""
+    grouped = grouped_view(value)
+    if grouped is None or grouped.x is not walk.x.x or grouped.size != walk.blocks.size:
+        return False
+    walk.ops.extend(grouped.ops)
+    return True
+
+
+def _sb_leaf(value: SSAValue, walk: _Walk) -> bool:
+    """Whether `value` is the fp8 block scales cast to f32, maybe reshaped."""
+    ops: list[Operation] = []
+    while (view := producer(value, *VIEWS)) is not None:
+        ops.append(view.op)
+        value = view.arg(0)
+    cast = as_cast(value)
+    if cast is None or cast[0] is not walk.sb or cast[1] != f32:
+        return False
+    walk.ops.extend([*ops, value.owner])  # type: ignore[list-item]
+    return True
+
+
+def _powers(value: object, walk: _Walk, sign: int, depth: int = 0) -> tuple[Powers, float]:
+    """`value` read as `c * prod(leaf ** k)` over f32 products, quotients and reciprocals:
+    ({leaf: k}, c). Leaves: "amax" (while the block scale is read), "x" and "sb" (after), and
+    one-element tensors (global scales, keyed by value). `sign` is the power `value` enters the
+    whole with (a zero guard is sound only in a numerator). Broadcasts must align blocks."""
+    if depth > 24:
+        raise NoMatch("the scaling is too deep to read")
+    number = scalar_of(value)
+    if number is not None:  # a constant tensor joins the chain if the chain alone uses it
+        return {}, float(number)
+    if not isinstance(value, SSAValue):
+        raise NoMatch(f"the scaling reads {value}")
+    dims = shape_of(value)
+    role = walk.blocks.role(dims)
+    if role == "one":
+        return _one_element_powers(value, walk, sign, depth)
+    if walk.sb is None and role == "block" and _amax_leaf(value, walk):
+        return {"amax": 1}, 1.0
+    if walk.sb is not None and role == "x" and _x_leaf(value, walk):
+        return {"x": 1}, 1.0
+    if walk.sb is not None and role == "block" and _sb_leaf(value, walk):
+        if sign < 0 and not walk.guarding:
+            walk.unguarded += 1
+        return {"sb": 1}, 1.0
+    found = producer(value)
+    if found is None:
+        raise NoMatch(f"the scaling reads an input of shape {fmt_dims(dims)}")
+    if role is None:
+        raise NoMatch(f"{found.target} makes a value of shape {fmt_dims(dims)}")
+    if dtype_of(value) != f32:
+        raise NoMatch(f"the scaling computes in {dtype_of(value)}, not f32")
+    target = found.target
+    if target in VIEWS or target in COPIES:
+        source = found.arg(0)
+        if walk.blocks.role(shape_of(source)) != role:
+            raise NoMatch(f"{target} reshapes a scale to {fmt_dims(dims)}")
+        walk.ops.append(found.op)
+        return _powers(source, walk, sign, depth + 1)
+    if as_cast(value) is not None:
+        raise NoMatch(f"the scaling casts {dtype_of(found.arg(0))} to f32 on the way")
+    if target in ("aten::mul.Tensor", "aten::mul.Scalar", DIV, "aten::div.Scalar"):
+        if found.kwargs.get("rounding_mode") is not None:
+            raise NoMatch("the scaling divides with a rounding mode")
+        a, b = found.arg(0), found.arg(1, "other")
+        _check_broadcast(found, role, walk)
+        k = -1 if target.startswith("aten::div") else 1
+        walk.ops.append(found.op)
+        pa, ca = _powers(a, walk, sign, depth + 1)
+        pb, cb = _powers(b, walk, sign * k, depth + 1)
+        if cb == 0:
+            raise NoMatch("the scaling divides by 0")
+        return _combine(pa, pb, k), ca * cb**k
+    if target == RECIPROCAL:
+        walk.ops.append(found.op)
+        pa, ca = _powers(found.arg(0), walk, -sign, depth + 1)
+        return _combine({}, pa, -1), 1.0 / ca
+    if target in WHERE or target in MASKED_FILL:
+        _check_broadcast(found, role, walk)
+        return _guard(found, walk, sign, depth)
+    raise NoMatch(f"the scaling is computed with {target}")
+
+
+def _check_broadcast(found: Call, role: str, walk: _Walk) -> None:
+    """Every tensor operand of an op making a `role` value has its shape, one element, or (for
+    blocked x) [M, G, 1]: block values broadcast over their own block only."""
+    for operand in found.op.operands:
+        dims = shape_of(operand)
+        if walk.blocks.role(dims) not in (role, "one") and not (
+            role == "x" and dims == (*walk.blocks.lead, walk.blocks.g, 1)
+        ):
+            raise NoMatch(f"{found.target} broadcasts a {fmt_dims(dims)} value over "
+                          f"{fmt_dims(shape_of(found.result))}")
+
+
+def _one_element_powers(value: SSAValue, walk: _Walk, sign: int, depth: int
+                        ) -> tuple[Powers, float]:
+    """A one-element f32 factor: a global scale (a leaf), or a reciprocal (`1 / s`), view or
+    copy of one (optional ops: other code may share them)."""
+    found = producer(value, RECIPROCAL, DIV, *VIEWS, *COPIES)
+    if found is not None and found.target == DIV and scalar_of(found.arg(0)) != 1:
+        found = None
+    if found is None:
+        if dtype_of(value) != f32:
+            raise NoMatch(f"the global scale is {dtype_of(value)}, not f32")
+        return {value: 1}, 1.0
+    inner = found.arg(1, "other") if found.target == DIV else found.arg(0)
+    walk.optional.append(found.op)
+    powers, c = _powers(inner, walk, sign, depth + 1)
+    if found.target in (RECIPROCAL, DIV):
+        return _combine({}, powers, -1), 1.0 / c
+    return powers, c
+
+
+def _combine(a: Powers, b: Powers, k: int) -> Powers:
+    out = dict(a)
+    for key, e in b.items():
+        out[key] = out.get(key, 0) + k * e
+    return {key: e for key, e in out.items() if e}
+
+
+def _guard(found: Call, walk: _Walk, sign: int, depth: int) -> tuple[Powers, float]:
+    """`where(w == 0, c, v)` (or `v.masked_fill(w == 0, c)`) for blocks whose scale is 0, `w`
+    the block scale times powers of the global scale. Sound, and read as v, when such a block
+    quantizes to 0 as NUMERICS.md's kernels quantize it: c = 0 in a numerator, or c = 1 in
+    place of the block scale itself in a denominator (`x * gs / 1`, below 0.25 there)."""
+    if walk.sb is None:
+        raise NoMatch("the block scale is computed with a select")
+    if found.target in MASKED_FILL:
+        value, cond, fill_arg = found.arg(0), found.arg(1, "mask"), found.arg(2, "value")
+    else:
+        cond, fill_arg, value = found.arg(0), found.arg(1), found.arg(2, "other")
+    eq = producer(cond, *EQ)
+    if eq is None or scalar_of(eq.arg(1, "other")) != 0:
+        raise NoMatch("a select in the scaling is not a guard for zero block scales")
+    walk.ops.extend([found.op, eq.op])
+    walk.guarding += 1
+    try:
+        return _guarded(eq, value, fill_arg, walk, sign, depth)
+    finally:
+        walk.guarding -= 1
+
+
+def _guarded(eq: Call, value: object, fill_arg: object, walk: _Walk, sign: int, depth: int
+             ) -> tuple[Powers, float]:
+    """The branches of a zero guard (see `_guard`)."""
+    w_powers, w_const = _powers(eq.arg(0), walk, 1, depth + 1)
+    if w_powers.get("sb") != 1 or w_const == 0 or any(
+        isinstance(key, str) and key != "sb" for key in w_powers
+    ):
+        raise NoMatch("the zero guard tests another value than the block scale")
+    fill = _fill_value(fill_arg, walk.ops)
+    if fill == 0 and sign > 0:
+        return _powers(value, walk, sign, depth + 1)
+    if fill == 1 and sign < 0 and value is eq.arg(0) and w_powers == {"sb": 1} and w_const == 1:
+        return _powers(value, walk, sign, depth + 1)
+    where = "multiplies" if sign > 0 else "divides"
+    raise NoMatch(f"a zero block scale is replaced by {fill} where it {where} x (such a block "
+                  "would not quantize to 0)")
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-6 * abs(b)
+
+
+def _global_scale(powers: Powers, expected: Powers, what: str) -> SSAValue:
+    """The one global-scale leaf of `powers` (to the power 1); the named leaves must be
+    `expected`."""
+    scales = [key for key in powers if not isinstance(key, str)]
+    named = {key: e for key, e in powers.items() if isinstance(key, str)}
+    if len(scales) != 1 or powers[scales[0]] != 1 or named != expected:
+        shown = " * ".join(f"{k if isinstance(k, str) else 'gs'}^{e}" for k, e in powers.items())
+        raise NoMatch(f"{what} is {shown or 'a constant'}, not "
+                      + " * ".join(f"{k}^{e}" for k, e in {**expected, "gs": 1}.items()))
+    return scales[0]  # type: ignore[return-value]
+
+
+@dataclass
+class _Nvfp4:
+    """A matched NVFP4 chain: the raised op's operands and results, the ops it replaces."""
+
+    x: SSAValue
+    global_scale: SSAValue
+    q: SSAValue
+    block_scale: SSAValue
+    ops: list[Operation]
+    optional: list[Operation]
+
+
+def nvfp4_block_scale(cast_op: Operation) -> tuple[_Walk, Powers, float] | None:
+    """Read an fp8 cast as NVFP4's block-scale cast: its clamped value as a product of powers
+    of a block amax and a global scale. None when it reads otherwise (an FP8 quant, maybe);
+    NoMatch when it is a block scale that is not NVFP4's."""
+    ops: list[Operation] = [cast_op]
+    cast = as_cast(cast_op.results[0])
+    if cast is None:
+        return None
+    try:
+        clamped, lo, hi = peel_clamps(cast[0], ops)
+    except NoMatch:
+        return None
+    if producer(clamped, "aten::mul.Tensor", "aten::mul.Scalar", DIV, "aten::div.Scalar") is None:
+        return None
+    grouped = _find_amax(clamped)
+    if grouped is None:
+        return None
+    x_dims = shape_of(grouped.x)
+    if not x_dims or not isinstance(x_dims[-1], int):
+        return None
+    walk = _Walk(Blocks(tuple(x_dims[:-1]), x_dims[-1], grouped.size), grouped)
+    try:
+        powers, const = _powers(clamped, walk, 1)
+    except NoMatch:
+        return None
+    if "amax" not in powers:
+        return None
+    # A block scale: from here on a mismatch is a near miss of NVFP4.
+    if grouped.size != NVFP4_BLOCK:
+        raise NoMatch(f"blocks of {grouped.size} values, not NVFP4's 16")
+    if len(x_dims) != 2:
+        raise NoMatch(f"NVFP4 of an input of shape {fmt_dims(x_dims)}, not [M, N]")
+    if hi is None:
+        raise NoMatch("the block scale is not clamped to 448 before its fp8 cast")
+    if lo not in (None, -NVFP4_SCALE_BOUND) or hi != NVFP4_SCALE_BOUND:
+        raise NoMatch(f"the block scale is clamped to [{lo}, {hi}], not to at most 448")
+    walk.ops.extend(ops)
+    return walk, powers, const
+
+
+def match_nvfp4(cast_op: Operation, walk: _Walk, powers: Powers, const: float,
+                 order: dict[Operation, int]) -> _Nvfp4:
+    gs = _global_scale(powers, {"amax": 1}, "the block scale before its fp8 cast")
+    if not _close(const, 1.0 / E2M1_MAX):
+        raise NoMatch(f"the block scale is gs * amax * {const:g}, not gs * amax / 6")
+    if dtype_of(cast_op.results[0]) != F8E4M3FN:
+        raise NoMatch(f"the block scales are cast to {dtype_of(cast_op.results[0])}, not "
+                      "f8E4M3FN")
+    walk.sb = cast_op.results[0]
+    y, y_gs = _scaled_value(walk)
+    if not same_value(y_gs, gs):
+        raise NoMatch("the block scale and the scaled x use different global scales")
+    q, code_ops = codes_and_packing(y, walk.blocks, order)
+    block_scale, swizzle_ops = swizzle_scales(walk.sb, {*walk.ops, *code_ops}, walk.blocks)
+    return _Nvfp4(walk.x.x, gs, q, block_scale, [*walk.ops, *code_ops, *swizzle_ops],
+                  walk.optional)
+
+
+def _scaled_value(walk: _Walk) -> tuple[SSAValue, SSAValue]:
+    """The value the e2m1 rounding reads, `clamp(x * gs / sb, -6, 6)` (x blocked; products,
+    quotients and reciprocals in any order, a guard for zero blocks), found from the blocked x
+    down; and the global scale it uses."""
+    blocks = walk.blocks
+    starts = [walk.x.x, *(o.results[0] for o in walk.x.ops)]
+    taken = set(walk.ops)
+    frontier: list[SSAValue] = starts
+    clamps: list[Operation] = []
+    steps = 0
+    while frontier and steps < 64:
+        nxt = []
+        for value in frontier:
+            for user in users(value):
+                steps += 1
+                found = call(user)
+                if found is None or user in taken or not user.results:
+                    continue
+                taken.add(user)
+                result = user.results[0]
+                if blocks.role(shape_of(result)) != "x" and not blocks.elementwise(shape_of(result)):
+                    continue
+                if found.target in CLAMPS:
+                    clamps.append(user)
+                elif found.target in ("aten::mul.Tensor", DIV, *WHERE, *MASKED_FILL, *CASTS,
+                                      *VIEWS):
+                    nxt.append(result)
+        frontier = nxt
+    tops: dict[Operation, None] = {}
+    for clamp in clamps:
+        while (user := only_user(clamp.results[0])) is not None and call(user, *CLAMPS):
+            clamp = user
+        tops[clamp] = None
+    # x may be quantized more than once: the clamp of this quant is the one that reads its sb.
+    found: list[tuple[SSAValue, SSAValue, _Walk]] = []
+    misses: list[str] = []
+    for top in tops:
+        scratch = _Walk(blocks, walk.x, walk.sb)
+        try:
+            found.append((*_clamped_scaling(top, scratch), scratch))
+        except NoMatch as miss:
+            misses.append(str(miss))
+    if len(found) != 1:
+        raise NoMatch("x is scaled by this block scale more than once" if found
+                      else misses[0] if misses else "x * gs / sb is not clamped to ±6")
+    y, gs, scratch = found[0]
+    walk.ops.extend(scratch.ops)
+    walk.optional.extend(scratch.optional)
+    return y, gs
+
+
+def _clamped_scaling(top: Operation, walk: _Walk) -> tuple[SSAValue, SSAValue]:
+    """Check that `top` clamps `x * gs / sb` to ±6: (its result, gs)."""
+    clamp_ops: list[Operation] = []
+    scaled, lo, hi = peel_clamps(top.results[0], clamp_ops)
+    if walk.blocks.role(shape_of(scaled)) != "x":
+        raise NoMatch(f"the scaled x has shape {fmt_dims(shape_of(scaled))}, not [M, N/16, 16]")
+    walk.ops.extend(clamp_ops)
+    powers, const = _powers(scaled, walk, 1)
+    if "sb" not in powers:
+        raise NoMatch("x is clamped without being scaled by its block scale")
+    gs = _global_scale(powers, {"x": 1, "sb": -1}, "the scaled x")
+    if not _close(const, 1.0):
+        raise NoMatch(f"the scaled x is x * gs / sb * {const:g}")
+    if lo != -E2M1_MAX or hi != E2M1_MAX:
+        raise NoMatch(f"the scaled x is clamped to [{lo}, {hi}], not ±6")
+    if walk.unguarded:
+        raise NoMatch("blocks whose scale is 0 are not guarded (x * gs / 0 quantizes to ±6, "
+                      "NVFP4 to 0)")
+    return top.results[0], gs
+
+
+
+
+_CONSTANT_MAKERS = ("aten::full.default", "aten::scalar_tensor.default", "aten::zeros.default",
+                    "aten::ones.default")
+
+
+def _settle_nvfp4(quant: _Nvfp4) -> list[Operation]:
+    """The ops to outline: the matched ones, the optional ones nothing else uses, constants
+    made for the chain alone; x's leading cast stays outside when it is used elsewhere."""
+    outputs = {quant.q, quant.block_scale}
+    ops = with_private(list(dict.fromkeys(quant.ops)), quant.optional)
+    chain = set(ops)
+    for op in ops:
+        if op.operands and op.operands[0] is quant.x and as_cast(op.results[0]) is not None:
+            if any(u.operation not in chain for u in op.results[0].uses):
+                ops.remove(op)
+                chain.discard(op)
+                quant.x = op.results[0]
+            break
+    for op in list(ops):
+        for operand in op.operands:
+            maker = operand.owner
+            if (
+                isinstance(maker, aten.CallOp)
+                and maker.target.data in _CONSTANT_MAKERS
+                and maker not in chain
+                and not any(isinstance(o.type, TensorType) for o in maker.operands)
+                and all(u.operation in chain for u in operand.uses)
+            ):
+                chain.add(maker)
+                ops.append(maker)
+    bad = outside_users(ops, outputs)
+    if bad:
+        raise NoMatch(f"an intermediate value of the quant ({describe_op(bad[0])}) is used "
+                      "outside it")
+    return ops
+
+
+def raise_nvfp4(quant: _Nvfp4, order: dict[Operation, int]) -> None:
+    ops = _settle_nvfp4(quant)
+    if any(o not in order for o in ops):
+        raise NoMatch("the chain reaches an op made by this pass")
+    ops.sort(key=lambda o: order[o])
+    raised = QuantNvfp4Op(quant.x, quant.global_scale,
+                          result_types=[quant.q.type, quant.block_scale.type])
+    raise_chain(raised, ops, [quant.q, quant.block_scale], "quant", verify=True)
+
+
