@@ -4,7 +4,9 @@ All ops are functional (they return new tensors, never views of their inputs). E
 - a CPU implementation: the torch reference (`irfuse/emit/kernels/*_ref.py`);
 - a CUDA implementation: what `kernel_choice.choose(op, platform)` selects, normally the Triton
   kernel (an FP8 dtype Triton cannot emit on that GPU, e.g. float8_e4m3fnuz on NVIDIA, runs the
-  reference);
+  reference); where it selects `flashinfer` (the static FP8 norm ops only:
+  `kernels/flashinfer_norm.py`) and FlashInfer cannot run a call (absent, or a case it refuses),
+  the Triton kernel runs and the reason is warned once;
 - a fake (meta) implementation with the real outputs' shapes, dtypes and strides, so Dynamo,
   aot_autograd, Inductor and CUDA graphs can trace and plan around the op. Outputs are
   contiguous, except per-group scales with `col_major=True` ([..., G] with the token index
@@ -23,7 +25,7 @@ fused ops (`add_rms_norm_quant_fp8_*`) take a last argument `round_sum` (default
 the sum rounded to the model dtype (the residual output) instead of the float32 sum, as models
 that add in the model dtype compute it (`norm_quant_ref.rms_norm`); the library op `add_rms_norm`
 normalizes the float32 sum. Importing this module imports torch only: triton and the kernels load
-on the first CUDA call; FlashInfer is never imported here.
+on the first CUDA call; FlashInfer only on the first call that selects it.
 """
 
 from __future__ import annotations
@@ -95,15 +97,35 @@ def _kernels(name: str) -> ModuleType:
     return importlib.import_module(f"irfuse.emit.kernels.{name}")
 
 
+_FLASHINFER_OPS = frozenset({"rms_norm_quant_fp8_static", "add_rms_norm_quant_fp8_static"})
+"""Ops with a FlashInfer launcher (`kernels/flashinfer_norm.py`)."""
+
+
+def _flashinfer(op: str, x: torch.Tensor, *args, **kwargs) -> ModuleType | None:
+    """FlashInfer's launchers when `kernel_choice` selects FlashInfer for `op` at x's token count
+    and FlashInfer can run this call (`flashinfer_norm.fallback_reason`'s arguments after x);
+    else None (the reason, if FlashInfer was selected, is recorded and warned once)."""
+    tokens = x.numel() // max(1, x.shape[-1])
+    if kernel_choice.choose(op, kernel_choice.platform_of(x.device), tokens).impl != "flashinfer":
+        return None
+    fi = _kernels("flashinfer_norm")
+    reason = fi.fallback_reason(x, *args, **kwargs)
+    if reason is None:
+        return fi
+    fi.note_fallback(op, reason)
+    return None
+
+
 def _use_triton(op: str, x: torch.Tensor, out_dtype: torch.dtype | None = None) -> bool:
     """True when the CUDA implementation of `op` should run the Triton kernel for `x`."""
     choice = kernel_choice.choose(op, kernel_choice.platform_of(x.device))
     if choice.impl == "reference":
         return False
-    if choice.impl == "flashinfer":
+    if choice.impl == "flashinfer" and op not in _FLASHINFER_OPS:
         raise NotImplementedError(f"irfuse: kernel_choice selects FlashInfer for {op}, but "
                                   "irfuse has no FlashInfer adapter for it")
-    # "triton", or "inductor" (the pass should not have emitted the op; run the kernel anyway).
+    # "triton"; "flashinfer" where FlashInfer could not run the call (`_flashinfer` said why);
+    # or "inductor" (the pass should not have emitted the op; run the kernel anyway).
     if x.shape[-1] > 65536:
         return False
     if out_dtype is not None:
@@ -298,6 +320,11 @@ def _rms_norm_quant_fp8_static_ref(x, weight, scales, eps, weight_offset, out_dt
 
 def _rms_norm_quant_fp8_static_cuda(x, weight, scales, eps, weight_offset, out_dtype,
                                     divide=False):
+    fi = _flashinfer("rms_norm_quant_fp8_static", x, weight, scales, weight_offset, out_dtype,
+                     divide=divide)
+    if fi is not None:
+        return fi.rms_norm_quant_fp8_static(x, weight, scales, eps, weight_offset, out_dtype,
+                                            divide=divide)[0]
     if _use_triton("rms_norm_quant_fp8_static", x, out_dtype):
         return _kernels("norm_quant").rms_norm_quant_fp8_static(
             x, weight, scales, eps, weight_offset, out_dtype, divide=divide)[0]
@@ -322,6 +349,12 @@ def _add_rms_norm_quant_fp8_static_ref(x, residual, weight, scales, eps, weight_
 
 def _add_rms_norm_quant_fp8_static_cuda(x, residual, weight, scales, eps, weight_offset,
                                         out_dtype, divide=False, round_sum=False):
+    fi = _flashinfer("add_rms_norm_quant_fp8_static", x, weight, scales, weight_offset,
+                     out_dtype, residual, divide=divide, round_sum=round_sum)
+    if fi is not None:
+        qs, r = fi.rms_norm_quant_fp8_static(x, weight, scales, eps, weight_offset, out_dtype,
+                                             residual, divide=divide, round_sum=round_sum)
+        return [*qs, r]
     if _use_triton("add_rms_norm_quant_fp8_static", x, out_dtype):
         qs, r = _kernels("norm_quant").rms_norm_quant_fp8_static(
             x, weight, scales, eps, weight_offset, out_dtype, residual, divide=divide,
