@@ -10,6 +10,14 @@ run decode. Outputs are checked against the eager result before timing.
     PYTHONPATH=. python3 benchmarks/bench_norm_act_quant.py --out docs/bench_norm_act_quant.md
     PYTHONPATH=. python3 benchmarks/bench_norm_act_quant.py --ops add_rms_static --tokens 1,4096
 
+For `add_rms_static` and `rms_static`, FlashInfer's `fused_add_rmsnorm_quant` / `rmsnorm_quant`
+(`irfuse/emit/kernels/flashinfer_norm.py`) are timed too when FlashInfer imports ("-" otherwise):
+through irfuse's launcher (the residual form copies the residual first, since FlashInfer updates
+it in place), and for the residual form also in place (the kernel alone), with the same check
+against eager as irfuse's kernel (FlashInfer does not round y to bf16 before the quant: rows
+that pass vLLM's tolerance but not the mismatch budget read `vllm-tol`) and a check against the
+torch model of FlashInfer's own arithmetic. Warm its JIT build first (`flashinfer_norm.warm()`).
+
 `silu_static_2t` is SiLU·Mul + FP8 static with gate and up as two tensors (separate projections,
 as in Hugging Face Llama/Qwen/Mistral MLPs); the others of the family read one [gate | up] tensor.
 
@@ -34,6 +42,7 @@ import torch
 from irfuse.emit.kernels import (
     act_quant,
     act_quant_ref,
+    flashinfer_norm,
     norm_quant,
     norm_quant_ref,
     nvfp4,
@@ -63,6 +72,8 @@ class OpSpec:
     configs: Callable[[int, int], list]
     bytes: Callable[[int, int], int]
     check: Callable[[Any, Any], Any]
+    # FlashInfer's kernel for the op: (inputs, residual in place) -> the kernel's result form.
+    flashinfer: Callable[[dict, bool], Any] | None = None
 
 
 def _norm_inputs(residual: bool) -> Callable[[int, int], dict]:
@@ -92,22 +103,52 @@ def _act_two_tensor_inputs(t: int, i: int) -> dict:
 
 
 def _row_configs(t: int, h: int) -> list:
-    single = [norm_quant.RowConfig(r, w) for r, w in ((1, 4), (1, 8), (1, 16), (2, 16))]
-    looped = [norm_quant.RowConfig(1, w, two_pass=True, block_r=b)
-              for w, b in ((4, 1024), (8, 2048), (16, 4096))]
-    return single + looped
+    rc = norm_quant.RowConfig
+    single = [rc(r, w) for r, w in ((1, 4), (1, 8), (1, 16), (2, 16))]
+    looped = [rc(1, w, two_pass=True, block_r=b) for w, b in ((4, 1024), (8, 2048), (16, 4096))]
+    # fast_div: per-token's division through the reciprocal (bit-exact; static ignores it).
+    fast = [rc(1, w, fast_div=True) for w in (4, 8, 16)]
+    if t <= 16:  # decode: one program, its latency chain is the time
+        return single + fast + [rc(1, 32), rc(1, 32, fast_div=True)]
+    # Persistent grids (next tile prefetched), as (warps, programs per SM) that fit in the
+    # registers together (~50/85 a thread at 16 warps for H 4096/8192, 64/128 at 8, 128/248 at
+    # 4); Inductor's looped shape (16 warps, 2048 chunks), also with the residual stored in the
+    # first pass; looped per-token (three passes).
+    shapes = ((16, 1), (16, 2), (8, 2), (8, 4), (4, 4)) if h <= 4096 else \
+        ((16, 1), (8, 1), (8, 2), (4, 2))
+    persistent = [rc(1, w, persist=p, fast_div=True) for w, p in shapes]
+    looped += [rc(1, 16, two_pass=True, block_r=2048, fast_div=True),
+               rc(1, 16, two_pass=True, block_r=2048, fast_div=True, res_first=True),
+               rc(1, 8, two_pass=True, block_r=2048, fast_div=True, res_first=True)]
+    return single + looped + fast + persistent
 
 
 def _group_configs(t: int, h: int) -> list:
-    return [norm_quant.GroupConfig(w) for w in (4, 8, 16)]
+    gc = norm_quant.GroupConfig
+    plain = [gc(w) for w in (4, 8, 16)] + [gc(w, fast_div=True) for w in (4, 8, 16)]
+    if t <= 16:
+        return plain + [gc(32, fast_div=True)]
+    shapes = ((16, 1), (16, 2), (8, 2), (8, 3)) if h <= 4096 else ((16, 1), (8, 1), (4, 2))
+    return plain + [gc(w, fast_div=True, persist=p) for w, p in shapes]
 
 
 def _act_configs(t: int, i: int) -> list:
-    return [act_quant.ActConfig(g, w) for g, w in ((4, 2), (16, 4), (16, 8), (32, 8))]
+    # Plain arithmetic, then fast_silu + recip (act_quant docstring); small tiles (more
+    # programs, fewer warps: Inductor's shape at T 1) only where T is small.
+    shapes = ((4, 2), (16, 4), (16, 8), (32, 8)) + (((1, 1), (2, 1), (2, 2)) if t <= 128 else ())
+    fast = ((1, 1), (2, 1), (4, 2)) if t <= 128 else ((16, 4), (16, 8), (32, 8))
+    return ([act_quant.ActConfig(g, w) for g, w in shapes]
+            + [act_quant.ActConfig(g, w, fast_silu=True, recip=True) for g, w in fast])
 
 
 def _nvfp4_configs(t: int, i: int) -> list:
-    return [nvfp4.Nvfp4Config(b, w) for b, w in ((32, 2), (64, 4), (128, 4), (128, 8))]
+    # (blocks, warps, recip, fast_silu, split): the original arithmetic first, then each
+    # variant alone, then split layouts with both (nvfp4 docstring).
+    shapes = ((128, 4, False, False, False), (128, 4, True, False, False),
+              (128, 4, True, True, False), (32, 2, True, True, False),
+              (32, 1, True, True, True), (64, 2, True, True, True), (128, 4, True, True, True),
+              (128, 2, True, True, True), (256, 8, True, True, True), (256, 4, True, True, True))
+    return [nvfp4.Nvfp4Config(b, w, recip=r, fast_silu=f, split=s) for b, w, r, f, s in shapes]
 
 
 def _check_static(out, ref):
@@ -142,6 +183,36 @@ def _check_nvfp4(gs):
     return check
 
 
+def _flashinfer_static(residual: bool) -> Callable[[dict, bool], Any]:
+    def run(d: dict, in_place: bool) -> Any:
+        return flashinfer_norm.rms_norm_quant_fp8_static(
+            d["x"], d["w"], [d["scale"]], EPS, 0.0, FP8, d["r"] if residual else None,
+            residual_in_place=in_place)
+    return run
+
+
+def measure_flashinfer(spec: OpSpec, d: dict, ref: Any, rep: int) -> dict:
+    """FlashInfer's figures for one row: µs through irfuse's launcher, µs in place (residual
+    form), and its check against eager; {"fi_note": why} when it cannot run here."""
+    if spec.flashinfer is None:
+        return {}
+    reason = flashinfer_norm.fallback_reason(d["x"], d["w"], [d["scale"]], 0.0, FP8, d.get("r"))
+    if reason is not None:
+        return {"fi_note": reason}
+    parts = spec.check(spec.flashinfer(d, False), ref)
+    status = ("ok" if all(p.ok(1e-2, 0.02) for p in parts)
+              else "vllm-tol" if all(p.ok(1e-2, 1.0) for p in parts) else "MISMATCH")
+    q_model, _ = flashinfer_norm.flashinfer_numerics(d["x"], d["w"], d["scale"], EPS, d.get("r"))
+    own = fp8_agreement(spec.flashinfer(d, False)[0][0], d["scale"], q_model, d["scale"])
+    out = {"fi_check": status, "fi_own": "ok" if own.ok(1e-2, 0.01) else "MISMATCH",
+           "fi_check_detail": "; ".join(str(p) for p in parts) + f"; vs its model: {own}",
+           "fi_us": bench_us(lambda: spec.flashinfer(d, False), rep)}
+    if "r" in d:
+        scratch = {**d, "r": d["r"].clone()}  # replays keep adding x into it: a random walk
+        out["fi_inplace_us"] = bench_us(lambda: spec.flashinfer(scratch, True), rep)
+    return out
+
+
 def op_specs() -> dict[str, OpSpec]:
     """The benchmarked ops, by name."""
     ref = norm_quant_ref
@@ -151,13 +222,15 @@ def op_specs() -> dict[str, OpSpec]:
                                                        FP8, d["r"]),
                lambda d, c: norm_quant.rms_norm_quant_fp8_static(
                    d["x"], d["w"], [d["scale"]], EPS, 0.0, FP8, d["r"], config=c),
-               _row_configs, lambda t, h: 7 * t * h + 2 * h, _check_static),
+               _row_configs, lambda t, h: 7 * t * h + 2 * h, _check_static,
+               _flashinfer_static(residual=True)),
         OpSpec("rms_static", "RMSNorm + FP8 static", False, _norm_inputs(False),
                lambda d: ref.rms_norm_quant_fp8_static(d["x"], d["w"], [d["scale"]], EPS, 0.0,
                                                        FP8),
                lambda d, c: norm_quant.rms_norm_quant_fp8_static(
                    d["x"], d["w"], [d["scale"]], EPS, 0.0, FP8, config=c),
-               _row_configs, lambda t, h: 3 * t * h + 2 * h, _check_static),
+               _row_configs, lambda t, h: 3 * t * h + 2 * h, _check_static,
+               _flashinfer_static(residual=False)),
         OpSpec("add_rms_per_token", "add + RMSNorm + FP8 per-token (ub)", False,
                _norm_inputs(True),
                lambda d: ref.rms_norm_quant_fp8_per_token(d["x"], d["w"], d["ub"], EPS, 0.0,
@@ -248,13 +321,20 @@ def measure(spec: OpSpec, compiled: Callable, h: int, t: int, bw: float,
     row["eager_us"] = bench_us(lambda: spec.eager(d), args.rep)
     row["inductor_us"] = bench_us(lambda: compiled(d), args.rep)
     row["irfuse_us"] = bench_us(lambda: spec.kernel(d, None), args.rep)
-    if args.sweep:
+    row.update(measure_flashinfer(spec, d, ref, args.rep))
+    if args.sweep:  # every config checked like the default, and timed; the best one kept
         best = None
+        row["sweep"] = {}
         for cfg in spec.configs(t, width):
+            cfg_parts = (spec.check or _check_nvfp4(d["gs"]))(spec.kernel(d, cfg), ref)
+            if not all(p.ok(tol, 0.02) for p in cfg_parts):
+                row["sweep"][_cfg_str(cfg)] = "MISMATCH: " + "; ".join(map(str, cfg_parts))
+                continue
             us = bench_us(lambda cfg=cfg: spec.kernel(d, cfg), args.rep)
+            row["sweep"][_cfg_str(cfg)] = round(us, 2)
             if best is None or us < best[0]:
                 best = (us, _cfg_str(cfg))
-        row["best_us"], row["best_cfg"] = best
+        row["best_us"], row["best_cfg"] = best if best is not None else (float("nan"), "none")
     row["l2"] = row["bytes"] < L2_BYTES
     row["irfuse_tbs"] = row["bytes"] / (row["irfuse_us"] * 1e-6) / 1e12
     row["copy_frac"] = row["bytes"] / (row["irfuse_us"] * 1e-6) / bw
@@ -350,7 +430,22 @@ def _line(r: dict) -> str:
          f"{' L2' if r['l2'] else ''}  {r['check']}")
     if "best_us" in r:
         s += f"  best {r['best_us']:.1f} ({r['best_cfg']})"
+        s += "".join(f"\n    {cfg}: {us}" for cfg, us in r.get("sweep", {}).items())
+    if "fi_us" in r:
+        s += (f"  flashinfer {r['fi_us']:.1f} ({r['fi_us'] / r['inductor_us']:.2f}x"
+              + (f", in place {r['fi_inplace_us']:.1f}" if "fi_inplace_us" in r else "")
+              + f") {r['fi_check']}/{r['fi_own']}")
     return s
+
+
+def _fi_cells(r: dict) -> str:
+    """FlashInfer's cells: µs, ratio to Inductor, µs in place, check ("-" where it did not run:
+    not its op, or not importable here)."""
+    if "fi_us" not in r:
+        return " | ".join(["-"] * 4)
+    inplace = f"{r['fi_inplace_us']:.1f}" if "fi_inplace_us" in r else "-"
+    return (f"{r['fi_us']:.1f} | {r['fi_us'] / r['inductor_us']:.2f} | {inplace} | "
+            f"{r['fi_check']} (own {r['fi_own']})")
 
 
 def markdown(rows: list[dict], command: str, copy_detail: str = "") -> str:
@@ -371,13 +466,21 @@ def markdown(rows: list[dict], command: str, copy_detail: str = "") -> str:
         f"{copy_detail or 'one measurement'} TB/s ({rows[0]['copy_tbs']:.2f} TB/s). "
         "`L2`: the working set is under the 60 MB L2, so "
         "replays hit the cache and the % can pass 100. Inductor compiles the same unfused "
-        "torch code with static shapes. *check*: irfuse's output against eager's.",
+        "torch code with static shapes. *check*: irfuse's output against eager's. "
+        "*FlashInfer*: its kernel through irfuse's launcher (the residual form copies the "
+        "residual first: FlashInfer updates it in place); *FI ratio* = that / Inductor; "
+        "*FI in place*: the kernel alone, updating the residual; *FI check*: against eager "
+        "(`vllm-tol`: within vLLM's tolerance, over the mismatch budget, since FlashInfer does "
+        "not round y to bf16 before the quant), *own*: against the model of its arithmetic.",
         "",
     ]
+    notes = sorted({r["fi_note"] for r in rows if "fi_note" in r})
+    if notes:
+        lines += [f"FlashInfer did not run: {'; '.join(notes)}.", ""]
     has_best = any("best_us" in r for r in rows)
     head = "| op | H | T | MB | eager | Inductor | irfuse | ratio | irfuse % copy | " \
-           "Inductor % copy | check |"
-    sep = "|---|---|---|---|---|---|---|---|---|---|---|"
+           "Inductor % copy | check | FlashInfer | FI ratio | FI in place | FI check |"
+    sep = "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     if has_best:
         head += " best swept | best config |"
         sep += "---|---|"
@@ -388,7 +491,7 @@ def markdown(rows: list[dict], command: str, copy_detail: str = "") -> str:
                 f"{' L2' if r['l2'] else ''} | {r['eager_us']:.1f} | {r['inductor_us']:.1f} | "
                 f"{r['irfuse_us']:.1f} | {r['irfuse_us'] / r['inductor_us']:.2f} | "
                 f"{100 * r['copy_frac']:.0f} | {100 * r['inductor_copy_frac']:.0f} | "
-                f"{r['check']} |")
+                f"{r['check']} | {_fi_cells(r)} |")
         if has_best:
             line += f" {r.get('best_us', float('nan')):.1f} | {r.get('best_cfg', '')} |"
         lines.append(line)
@@ -443,7 +546,8 @@ def main(argv: list[str] | None = None) -> int:
     save(rows)
     print(markdown(rows, command, getattr(args, "copy_detail", "")))
     expected = len(args.ops) * len(args.hidden) * len(args.tokens)
-    return 0 if len(rows) == expected and all(r["check"] == "ok" for r in rows) else 1
+    return 0 if len(rows) == expected and all(
+        r["check"] == "ok" and r.get("fi_check") != "MISMATCH" for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -1,29 +1,45 @@
 #!/usr/bin/env bash
 # The GPU batch run on the lent H200 (torch 2.11, Triton 3.6; xDSL carried as wheels in .whl):
-# GPU tests, the kernel benchmark, the end-to-end FP8 Llama benchmark and the demo at real size.
+# GPU tests, the kernel benchmark (and, with SWEEP_OPS, a launch-shape sweep), the end-to-end
+# FP8 Llama benchmark and the demo at real size. T_<STEP> are the steps' timeouts in seconds.
 # Outputs go to $OUT (the device tool's result folder) or ./gpu-out.
+# FlashInfer is optional: its wheels in .whl (flashinfer_python + apache_tvm_ffi built for the
+# machine's Python, 3.12) are installed without their dependencies (enough for its norm kernels),
+# and its norm kernels are compiled (nvcc, about a minute) before the tests and the benchmark.
 set -u
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
+export PYTHONPATH=$PWD
+pipt() { python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site "$@"; }
+FI_WHEELS=$(ls .whl/flashinfer_python-*.whl .whl/apache_tvm_ffi-*.whl 2>/dev/null)
+OTHER_WHEELS=$(ls .whl/*.whl 2>/dev/null | grep -v -e /flashinfer_python- -e /apache_tvm_ffi-)
+# Two installs: a FlashInfer wheel that does not fit this Python must not cost xDSL.
+[ -n "$OTHER_WHEELS" ] && pipt $OTHER_WHEELS && export PYTHONPATH=/tmp/site:$PWD
+[ -n "$FI_WHEELS" ] && { pipt $FI_WHEELS || echo "FlashInfer wheels did not install"; } \
+  && export PYTHONPATH=/tmp/site:$PWD
+export FLASHINFER_CUDA_ARCH_LIST=${FLASHINFER_CUDA_ARCH_LIST:-9.0a}
 export TORCHINDUCTOR_CACHE_DIR=/tmp/ic TRITON_CACHE_DIR=/tmp/tc PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import torch, triton, xdsl; print('torch', torch.__version__, 'triton', triton.__version__)"
 step() { echo "=== $1 ($(date +%T))"; }
+step "FlashInfer JIT build of its norm kernels"
+timeout "${T_FI_WARM:-300}" python3 -c "from irfuse.emit.kernels import flashinfer_norm as f
+print(f.warm())" 2>&1 | tail -n 5
 step "GPU tests"
-timeout "${T_TESTS:-150}" python3 -m pytest -q -p no:cacheprovider tests/test_kernels_gpu.py \
-  tests/test_raise_attention.py -k "gpu or cuda" 2>&1 | tail -n 8
+timeout "${T_TESTS:-180}" python3 -m pytest -q -p no:cacheprovider tests/test_kernels_gpu.py \
+  tests/test_norm_kernel_variants.py tests/test_act_kernel_variants.py \
+  tests/test_raise_attention.py tests/test_flashinfer_norm.py -k "gpu or cuda" 2>&1 \
+  | tee "$OUT/gpu_tests.log" | tail -n 8
 step "kernel benchmark"
-timeout "${T_KERNELS:-240}" python3 benchmarks/bench_norm_act_quant.py --jobs 8 \
+timeout "${T_KERNELS:-300}" python3 benchmarks/bench_norm_act_quant.py --jobs 12 \
   --out "$OUT/bench_norm_act_quant.md" --json "$OUT/bench_norm_act_quant.json" 2>&1 | tail -n 60
-step "launch-shape sweep of add + RMSNorm + FP8 static (single pass vs two pass)"
-timeout "${T_SWEEP:-150}" python3 benchmarks/bench_norm_act_quant.py --jobs 8 --sweep \
-  --ops add_rms_static --tokens 1024,4096,16384 --out "$OUT/sweep_add_rms_static.md" 2>&1 | tail -n 30
+if [ -n "${SWEEP_OPS:-}" ]; then  # e.g. SWEEP_OPS=add_rms_static,silu_nvfp4
+  step "launch-shape sweep of $SWEEP_OPS"
+  timeout "${T_SWEEP:-300}" python3 benchmarks/bench_norm_act_quant.py --jobs 12 --sweep \
+    --ops "$SWEEP_OPS" --tokens "${SWEEP_TOKENS:-1,16,4096,16384}" --out "$OUT/sweep.md" \
+    --json "$OUT/sweep.json" 2>&1 | grep -v "^    " | tail -n 30
+fi
 step "end-to-end FP8 Llama"
 timeout "${T_E2E:-240}" python3 benchmarks/bench_e2e_llama_fp8.py --layers 4 \
   --out "$OUT/bench_e2e_llama_fp8.md" 2>&1 | tail -n 20

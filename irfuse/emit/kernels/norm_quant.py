@@ -19,10 +19,19 @@ dtype before the norm reads it (`(x + r).to(DT)`, as the stored residual), inste
 reading the float32 sum. Launch shapes (rows per program, warps) come from `row_config` /
 `group_config`, tuned on the H200 (docs/benchmarks.md); every launcher takes `config=` to override
 them (the benchmark's sweep does).
+
+Variants a config selects (same numerics; see `RowConfig`): `_norm_rows_persistent_kernel` and
+`_norm_group_persistent_kernel` (a grid of a few programs per multiprocessor, each prefetching
+its next rows while it reduces and stores the current ones), `_norm_looped_kernel` (the row in
+chunks, re-read from L2: static, or per-token in three passes), and `fast_div` (the dynamic
+quants divide through the scale's reciprocal and one FMA correction, `div_rn_by`: the same bits
+as `div_rn` at a third of the instructions, with no per-element branch; on the H200 these
+kernels are close to instruction-issue bound, so that matters).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -44,22 +53,39 @@ MAX_HIDDEN = 65536  # the row must fit in registers
 class RowConfig:
     """Launch shape of `_norm_rows_kernel`: rows per program and warps per program.
 
-    `two_pass` (one static output only) selects `_norm_static_2pass_kernel` instead: one row per
-    program, read in `block_r` chunks twice (the sum of squares, then the normalisation; the
-    second read hits L2), as Inductor's looped reductions do.
+    `two_pass` (one static output, or per-token) selects `_norm_looped_kernel` instead: one row
+    per program, read in `block_r` chunks several times (the sum of squares; for per-token the
+    row's amax; then the normalisation; the later reads hit L2), as Inductor's looped
+    reductions do. `res_first` (looped only) stores the residual sum in the first pass, where it
+    is computed, as Inductor does, instead of in the last.
+
+    `persist` > 0 selects `_norm_rows_persistent_kernel`: `persist` programs per multiprocessor,
+    each looping over tiles of `rows` rows and loading its next tile before it works on the
+    current one (loads stay in flight through the reductions and stores), with the weight loaded
+    once per program.
+
+    `fast_div` (per-token) divides by the row's scale with `div_rn_by` (a multiply by the
+    correctly rounded reciprocal and one FMA correction: the same bits as `div_rn`, a third of
+    the instructions and no per-element branch).
     """
 
     rows: int
     num_warps: int
     two_pass: bool = False
     block_r: int = 2048
+    fast_div: bool = False
+    persist: int = 0
+    res_first: bool = False
 
 
 @dataclass(frozen=True)
 class GroupConfig:
-    """Launch shape of `_norm_group_kernel` (one row per program)."""
+    """Launch shape of the per-group kernel: warps per program; `fast_div` and `persist` as in
+    `RowConfig` (`persist` > 0: `_norm_group_persistent_kernel`, one row per loop step)."""
 
     num_warps: int
+    fast_div: bool = False
+    persist: int = 0
 
 
 Steps = tuple[tuple[int, object], ...]
@@ -82,17 +108,22 @@ def tuned(steps: Steps, tokens: int) -> object:
 _ROW_TUNED: dict[tuple[str, int], Steps] = {
     ("residual_static", 4096): ((1, RowConfig(1, 16)),
                                 (16384, RowConfig(1, 8, two_pass=True, block_r=2048))),
-    ("residual_static", 8192): ((1, RowConfig(1, 16)), (1024, RowConfig(1, 8)),
-                                (4096, RowConfig(1, 16)),
+    ("residual_static", 8192): ((1, RowConfig(1, 32)), (16, RowConfig(1, 16)),
+                                (1024, RowConfig(1, 8)), (4096, RowConfig(1, 16)),
                                 (16384, RowConfig(1, 16, two_pass=True, block_r=4096))),
     ("static", 4096): ((1, RowConfig(1, 16)), (1024, RowConfig(1, 4))),
-    ("static", 8192): ((1, RowConfig(1, 8)), (16384, RowConfig(1, 4))),
-    ("residual_per_token", 4096): ((1, RowConfig(1, 16)), (16384, RowConfig(1, 4))),
-    ("residual_per_token", 8192): ((1, RowConfig(1, 16)), (1024, RowConfig(1, 8))),
+    ("static", 8192): ((1, RowConfig(1, 32)), (16, RowConfig(1, 8)), (16384, RowConfig(1, 4))),
+    # `fast_div` gives the same bits as the division and measured faster at every size.
+    ("residual_per_token", 4096): ((1, RowConfig(1, 16, fast_div=True)),
+                                   (16384, RowConfig(1, 8, fast_div=True))),
+    ("residual_per_token", 8192): ((1, RowConfig(1, 32, fast_div=True)),
+                                   (16, RowConfig(1, 16, fast_div=True)),
+                                   (1024, RowConfig(1, 8, fast_div=True))),
 }
 _GROUP_TUNED: dict[int, Steps] = {
-    4096: ((1, GroupConfig(16)), (1024, GroupConfig(8)), (4096, GroupConfig(16))),
-    8192: ((1, GroupConfig(16)), (4096, GroupConfig(8))),
+    4096: ((1, GroupConfig(16, fast_div=True)), (1024, GroupConfig(8, fast_div=True)),
+           (4096, GroupConfig(16, fast_div=True))),
+    8192: ((1, GroupConfig(16, fast_div=True)),),
 }
 
 
@@ -171,6 +202,55 @@ def group_scales(amax, FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, UE8M0: tl
     return tl.maximum(s, MIN_SCALE)
 
 
+@triton.jit
+def div_rn_by(y, s, inv):
+    """`div_rn(y, s)` for a divisor s shared by many y, given `inv = div_rn(1, s)` computed once.
+
+    q0 = y * inv is within an ulp of y / s; the remainder y - q0 * s is exact in one FMA, and one
+    more FMA, q0 + rem * inv, rounds to the correctly rounded quotient (Markstein's theorem; the
+    same step the hardware division's fast path takes, which also recomputes the reciprocal and
+    branches per element). Three instructions instead of about ten. Exact while s is normal
+    (the dynamic scales are at least MIN_SCALE) and the remainder does not underflow (|y| above
+    about 2^-100, whose quotients quantize to zero either way); where the correction gives NaN
+    (an infinite product or scale) the plain product is returned, which is what `y / s` gives.
+    """
+    q0 = y * inv
+    rem = tl.fma(-q0, s, y)
+    q = tl.fma(rem, inv, q0)
+    return tl.where(q == q, q, q0)
+
+
+@triton.jit
+def _quant_store_rows(y, y_ptr, q0_ptr, q1_ptr, q2_ptr, q3_ptr, s0_ptr, s1_ptr, s2_ptr, s3_ptr,
+                      ub_ptr, rows64, rmask, out_offs, mask, QUANT: tl.constexpr,
+                      NUM_OUT: tl.constexpr, HAS_UB: tl.constexpr, FP8_MAX: tl.constexpr,
+                      MIN_SCALE: tl.constexpr, DIVIDE: tl.constexpr, FAST_DIV: tl.constexpr):
+    """The tail of the row kernels: store y [ROWS, BLOCK_H] (float32) as the model dtype, as up
+    to four static FP8 outputs, or as per-token FP8 with its scales."""
+    if QUANT == 0:
+        tl.store(y_ptr + out_offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+    elif QUANT == 1:
+        _store_fp8_static(y, q0_ptr, s0_ptr, out_offs, mask, FP8_MAX, DIVIDE)
+        if NUM_OUT > 1:
+            _store_fp8_static(y, q1_ptr, s1_ptr, out_offs, mask, FP8_MAX, DIVIDE)
+        if NUM_OUT > 2:
+            _store_fp8_static(y, q2_ptr, s2_ptr, out_offs, mask, FP8_MAX, DIVIDE)
+        if NUM_OUT > 3:
+            _store_fp8_static(y, q3_ptr, s3_ptr, out_offs, mask, FP8_MAX, DIVIDE)
+    else:
+        amax = tl.max(tl.abs(y), axis=1)
+        if HAS_UB:
+            amax = tl.minimum(amax, tl.load(ub_ptr).to(tl.float32))
+        s = tl.maximum(tl.math.div_rn(amax, FP8_MAX), MIN_SCALE)
+        if FAST_DIV:
+            scaled = div_rn_by(y, s[:, None], tl.math.div_rn(1.0, s)[:, None])
+        else:
+            scaled = tl.math.div_rn(y, s[:, None])
+        v = tl.minimum(tl.maximum(scaled, -FP8_MAX), FP8_MAX)
+        tl.store(q0_ptr + out_offs, v.to(q0_ptr.dtype.element_ty), mask=mask)
+        tl.store(s0_ptr + rows64, s, mask=rmask)
+
+
 @triton.jit(do_not_specialize=["T"])
 def _norm_rows_kernel(
     x_ptr, res_ptr, w_ptr, y_ptr, res_out_ptr,
@@ -179,7 +259,7 @@ def _norm_rows_kernel(
     HAS_RES: tl.constexpr, NORM: tl.constexpr, GEMMA: tl.constexpr, QUANT: tl.constexpr,
     NUM_OUT: tl.constexpr, HAS_UB: tl.constexpr, FP8_MAX: tl.constexpr,
     MIN_SCALE: tl.constexpr, ROWS: tl.constexpr, BLOCK_H: tl.constexpr, DIVIDE: tl.constexpr,
-    ROUND_SUM: tl.constexpr,
+    ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr,
 ):
     DT = x_ptr.dtype.element_ty
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
@@ -202,24 +282,65 @@ def _norm_rows_kernel(
         y = _apply_weight(x * rstd[:, None], w[None, :], weight_offset, x_ptr, GEMMA)
     else:
         y = x
-    if QUANT == 0:
-        tl.store(y_ptr + out_offs, y.to(DT), mask=mask)
-    elif QUANT == 1:
-        _store_fp8_static(y, q0_ptr, s0_ptr, out_offs, mask, FP8_MAX, DIVIDE)
-        if NUM_OUT > 1:
-            _store_fp8_static(y, q1_ptr, s1_ptr, out_offs, mask, FP8_MAX, DIVIDE)
-        if NUM_OUT > 2:
-            _store_fp8_static(y, q2_ptr, s2_ptr, out_offs, mask, FP8_MAX, DIVIDE)
-        if NUM_OUT > 3:
-            _store_fp8_static(y, q3_ptr, s3_ptr, out_offs, mask, FP8_MAX, DIVIDE)
-    else:
-        amax = tl.max(tl.abs(y), axis=1)
-        if HAS_UB:
-            amax = tl.minimum(amax, tl.load(ub_ptr).to(tl.float32))
-        s = tl.maximum(tl.math.div_rn(amax, FP8_MAX), MIN_SCALE)
-        v = tl.minimum(tl.maximum(tl.math.div_rn(y, s[:, None]), -FP8_MAX), FP8_MAX)
-        tl.store(q0_ptr + out_offs, v.to(q0_ptr.dtype.element_ty), mask=mask)
-        tl.store(s0_ptr + rows64, s, mask=rmask)
+    _quant_store_rows(y, y_ptr, q0_ptr, q1_ptr, q2_ptr, q3_ptr, s0_ptr, s1_ptr, s2_ptr, s3_ptr,
+                      ub_ptr, rows64, rmask, out_offs, mask, QUANT, NUM_OUT, HAS_UB, FP8_MAX,
+                      MIN_SCALE, DIVIDE, FAST_DIV)
+
+
+@triton.jit(do_not_specialize=["T"])
+def _norm_rows_persistent_kernel(
+    x_ptr, res_ptr, w_ptr, y_ptr, res_out_ptr,
+    q0_ptr, q1_ptr, q2_ptr, q3_ptr, s0_ptr, s1_ptr, s2_ptr, s3_ptr, ub_ptr,
+    T, H, stride_x, stride_res, eps, weight_offset,
+    HAS_RES: tl.constexpr, NORM: tl.constexpr, GEMMA: tl.constexpr, QUANT: tl.constexpr,
+    NUM_OUT: tl.constexpr, HAS_UB: tl.constexpr, FP8_MAX: tl.constexpr,
+    MIN_SCALE: tl.constexpr, ROWS: tl.constexpr, BLOCK_H: tl.constexpr, DIVIDE: tl.constexpr,
+    ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr,
+):
+    """`_norm_rows_kernel`'s arithmetic on a persistent grid: program p takes tiles p, p + P,
+    ... of ROWS rows, and issues the loads of its next tile (kept in the input dtype) before
+    the reductions and stores of the current one."""
+    DT = x_ptr.dtype.element_ty
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_H)
+    cmask = cols < H
+    if NORM:
+        w = tl.load(w_ptr + cols, mask=cmask, other=0.0, eviction_policy="evict_last")[None, :]
+    rows = pid * ROWS + tl.arange(0, ROWS)
+    rows64 = rows.to(tl.int64)
+    mask = (rows < T)[:, None] & cmask[None, :]
+    x_next = tl.load(x_ptr + rows64[:, None] * stride_x + cols[None, :], mask=mask, other=0.0,
+                     eviction_policy="evict_first")
+    r_next = x_next
+    if HAS_RES:
+        r_next = tl.load(res_ptr + rows64[:, None] * stride_res + cols[None, :], mask=mask,
+                         other=0.0, eviction_policy="evict_first")
+    for tile in range(pid, tl.cdiv(T, ROWS), nprog):
+        rows = tile * ROWS + tl.arange(0, ROWS)
+        rmask = rows < T
+        mask = rmask[:, None] & cmask[None, :]
+        rows64 = rows.to(tl.int64)
+        out_offs = rows64[:, None] * H + cols[None, :]
+        x = x_next.to(tl.float32)
+        r = r_next.to(tl.float32)
+        nrows64 = rows64 + nprog * ROWS
+        nmask = (nrows64 < T)[:, None] & cmask[None, :]
+        x_next = tl.load(x_ptr + nrows64[:, None] * stride_x + cols[None, :], mask=nmask,
+                         other=0.0, eviction_policy="evict_first")
+        if HAS_RES:
+            r_next = tl.load(res_ptr + nrows64[:, None] * stride_res + cols[None, :],
+                             mask=nmask, other=0.0, eviction_policy="evict_first")
+            x = _residual_sum(x, r, x_ptr, ROUND_SUM)
+            tl.store(res_out_ptr + out_offs, x.to(DT), mask=mask)
+        if NORM:
+            rstd = tl.math.rsqrt(tl.sum(x * x, axis=1) / H + eps)
+            y = _apply_weight(x * rstd[:, None], w, weight_offset, x_ptr, GEMMA)
+        else:
+            y = x
+        _quant_store_rows(y, y_ptr, q0_ptr, q1_ptr, q2_ptr, q3_ptr, s0_ptr, s1_ptr, s2_ptr,
+                          s3_ptr, ub_ptr, rows64, rmask, out_offs, mask, QUANT, NUM_OUT, HAS_UB,
+                          FP8_MAX, MIN_SCALE, DIVIDE, FAST_DIV)
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -228,7 +349,7 @@ def _norm_group_kernel(
     T, H, stride_x, stride_res, stride_s_row, stride_s_group, eps, weight_offset,
     HAS_RES: tl.constexpr, GEMMA: tl.constexpr, UE8M0: tl.constexpr,
     FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, BLOCK_G: tl.constexpr, GROUP: tl.constexpr,
-    ROUND_SUM: tl.constexpr,
+    ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr,
 ):
     DT = x_ptr.dtype.element_ty
     row = tl.program_id(0).to(tl.int64)
@@ -246,15 +367,86 @@ def _norm_group_kernel(
     rstd = tl.math.rsqrt(tl.sum(tl.sum(x * x, axis=1), axis=0) / H + eps)
     w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last")
     y = _apply_weight(x * rstd, w, weight_offset, x_ptr, GEMMA)
+    _group_quant_store(y, q_ptr, s_ptr, row, groups, out_offs, mask, H, stride_s_row,
+                       stride_s_group, FP8_MAX, MIN_SCALE, UE8M0, GROUP, FAST_DIV)
+
+
+@triton.jit
+def _group_quant_store(y, q_ptr, s_ptr, row, groups, out_offs, mask, H, stride_s_row,
+                       stride_s_group, FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr,
+                       UE8M0: tl.constexpr, GROUP: tl.constexpr, FAST_DIV: tl.constexpr):
+    """Per-group FP8 of one row's y [BLOCK_G, GROUP] (float32): codes and group scales."""
     s = group_scales(tl.max(tl.abs(y), axis=1), FP8_MAX, MIN_SCALE, UE8M0)
-    v = tl.minimum(tl.maximum(tl.math.div_rn(y, s[:, None]), -FP8_MAX), FP8_MAX)
+    if FAST_DIV:
+        scaled = div_rn_by(y, s[:, None], tl.math.div_rn(1.0, s)[:, None])
+    else:
+        scaled = tl.math.div_rn(y, s[:, None])
+    v = tl.minimum(tl.maximum(scaled, -FP8_MAX), FP8_MAX)
     tl.store(q_ptr + out_offs, v.to(q_ptr.dtype.element_ty), mask=mask)
     tl.store(s_ptr + row * stride_s_row + groups * stride_s_group, s,
              mask=groups * GROUP < H)
 
 
+@triton.jit(do_not_specialize=["T"])
+def _norm_group_persistent_kernel(
+    x_ptr, res_ptr, w_ptr, res_out_ptr, q_ptr, s_ptr,
+    T, H, stride_x, stride_res, stride_s_row, stride_s_group, eps, weight_offset,
+    HAS_RES: tl.constexpr, GEMMA: tl.constexpr, UE8M0: tl.constexpr,
+    FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, BLOCK_G: tl.constexpr, GROUP: tl.constexpr,
+    ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr,
+):
+    """`_norm_group_kernel` on a persistent grid: program p takes rows p, p + P, ..., loading
+    the next row before working on the current one; the weight is loaded once."""
+    DT = x_ptr.dtype.element_ty
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    groups = tl.arange(0, BLOCK_G)
+    cols = groups[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
+    mask = cols < H
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last")
+    first = pid.to(tl.int64)
+    fmask = cols < tl.where(first < T, H, 0)
+    x_next = tl.load(x_ptr + first * stride_x + cols, mask=fmask, other=0.0,
+                     eviction_policy="evict_first")
+    r_next = x_next
+    if HAS_RES:
+        r_next = tl.load(res_ptr + first * stride_res + cols, mask=fmask, other=0.0,
+                         eviction_policy="evict_first")
+    for row32 in range(pid, T, nprog):
+        row = tl.cast(row32, tl.int64)
+        out_offs = row * H + cols
+        x = x_next.to(tl.float32)
+        r = r_next.to(tl.float32)
+        nxt = row + nprog
+        nmask = cols < tl.where(nxt < T, H, 0)
+        x_next = tl.load(x_ptr + nxt * stride_x + cols, mask=nmask, other=0.0,
+                         eviction_policy="evict_first")
+        if HAS_RES:
+            r_next = tl.load(res_ptr + nxt * stride_res + cols, mask=nmask, other=0.0,
+                             eviction_policy="evict_first")
+            x = _residual_sum(x, r, x_ptr, ROUND_SUM)
+            tl.store(res_out_ptr + out_offs, x.to(DT), mask=mask)
+        rstd = tl.math.rsqrt(tl.sum(tl.sum(x * x, axis=1), axis=0) / H + eps)
+        y = _apply_weight(x * rstd, w, weight_offset, x_ptr, GEMMA)
+        _group_quant_store(y, q_ptr, s_ptr, row, groups, out_offs, mask, H, stride_s_row,
+                           stride_s_group, FP8_MAX, MIN_SCALE, UE8M0, GROUP, FAST_DIV)
+
+
 # ---------------------------------------------------------------------------------------------
 # Launchers
+
+
+@functools.cache
+def _device_sms(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def num_sms(device: torch.device) -> int:
+    """Multiprocessors of `device` (the persistent grids' unit); 4 on the CPU (interpreter)."""
+    if device.type != "cuda":
+        return 4
+    return _device_sms(device.index if device.index is not None else
+                       torch.cuda.current_device())
 
 
 def _prepare(x: torch.Tensor, weight: torch.Tensor | None,
@@ -273,41 +465,76 @@ def _prepare(x: torch.Tensor, weight: torch.Tensor | None,
     return x2, (rows_2d(residual) if residual is not None else None)
 
 
+@triton.jit
+def _looped_sum(x_ptr, res_ptr, res_out_ptr, row, cols, mask, stride_x, stride_res, H,
+                HAS_RES: tl.constexpr, ROUND_SUM: tl.constexpr, EVICT: tl.constexpr,
+                STORE_RES: tl.constexpr):
+    """One chunk of a looped pass: x (+ r) in float32; with STORE_RES the residual sum is
+    stored."""
+    x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0,
+                eviction_policy=EVICT).to(tl.float32)
+    if HAS_RES:
+        r = tl.load(res_ptr + row * stride_res + cols, mask=mask, other=0.0,
+                    eviction_policy=EVICT).to(tl.float32)
+        x = _residual_sum(x, r, x_ptr, ROUND_SUM)
+        if STORE_RES:
+            tl.store(res_out_ptr + row * H + cols, x.to(x_ptr.dtype.element_ty), mask=mask)
+    return x
+
+
 @triton.jit(do_not_specialize=["T"])
-def _norm_static_2pass_kernel(
-    x_ptr, res_ptr, w_ptr, res_out_ptr, q_ptr, s_ptr,
+def _norm_looped_kernel(
+    x_ptr, res_ptr, w_ptr, res_out_ptr, q_ptr, s_ptr, ub_ptr,
     T, H, stride_x, stride_res, eps, weight_offset,
-    HAS_RES: tl.constexpr, GEMMA: tl.constexpr, FP8_MAX: tl.constexpr, BLOCK_R: tl.constexpr,
-    DIVIDE: tl.constexpr, ROUND_SUM: tl.constexpr,
+    HAS_RES: tl.constexpr, GEMMA: tl.constexpr, QUANT: tl.constexpr, HAS_UB: tl.constexpr,
+    FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, BLOCK_R: tl.constexpr,
+    DIVIDE: tl.constexpr, ROUND_SUM: tl.constexpr, RES_FIRST: tl.constexpr,
+    FAST_DIV: tl.constexpr,
 ):
-    DT = x_ptr.dtype.element_ty
+    """One row per program, read in BLOCK_R chunks: the sum of squares (loads kept in L2),
+    for per-token (QUANT 2) the amax of y (from L2), then y quantized and stored. Static
+    (QUANT 1) reads `s_ptr` as its scale; per-token writes its scale there."""
     row = tl.program_id(0).to(tl.int64)
     acc = tl.zeros([BLOCK_R], dtype=tl.float32)
     for start in tl.range(0, H, BLOCK_R):
         cols = start + tl.arange(0, BLOCK_R)
         mask = cols < H
-        x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0,
-                    eviction_policy="evict_last").to(tl.float32)
-        if HAS_RES:
-            r = tl.load(res_ptr + row * stride_res + cols, mask=mask, other=0.0,
-                        eviction_policy="evict_last").to(tl.float32)
-            x = _residual_sum(x, r, x_ptr, ROUND_SUM)
+        x = _looped_sum(x_ptr, res_ptr, res_out_ptr, row, cols, mask, stride_x, stride_res, H,
+                        HAS_RES, ROUND_SUM, "evict_last", RES_FIRST)
         acc += x * x
     rstd = tl.math.rsqrt(tl.sum(acc, axis=0) / H + eps)
-    s = tl.load(s_ptr).to(tl.float32)
+    if QUANT == 1:
+        s = tl.load(s_ptr).to(tl.float32)
+    else:
+        amax_acc = tl.zeros([BLOCK_R], dtype=tl.float32)
+        for start in tl.range(0, H, BLOCK_R):
+            cols = start + tl.arange(0, BLOCK_R)
+            mask = cols < H
+            x = _looped_sum(x_ptr, res_ptr, res_out_ptr, row, cols, mask, stride_x, stride_res,
+                            H, HAS_RES, ROUND_SUM, "evict_last", False)
+            w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last")
+            y = _apply_weight(x * rstd, w, weight_offset, x_ptr, GEMMA)
+            amax_acc = tl.maximum(amax_acc, tl.abs(y))
+        amax = tl.max(amax_acc, axis=0)
+        if HAS_UB:
+            amax = tl.minimum(amax, tl.load(ub_ptr).to(tl.float32))
+        s = tl.maximum(tl.math.div_rn(amax, FP8_MAX), MIN_SCALE)
+        inv = tl.math.div_rn(1.0, s)
+        tl.store(s_ptr + row, s)
     for start in tl.range(0, H, BLOCK_R):
         cols = start + tl.arange(0, BLOCK_R)
         mask = cols < H
-        x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0,
-                    eviction_policy="evict_first").to(tl.float32)
-        if HAS_RES:
-            r = tl.load(res_ptr + row * stride_res + cols, mask=mask, other=0.0,
-                        eviction_policy="evict_first").to(tl.float32)
-            x = _residual_sum(x, r, x_ptr, ROUND_SUM)
-            tl.store(res_out_ptr + row * H + cols, x.to(DT), mask=mask)
+        x = _looped_sum(x_ptr, res_ptr, res_out_ptr, row, cols, mask, stride_x, stride_res, H,
+                        HAS_RES, ROUND_SUM, "evict_first", not RES_FIRST)
         w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last")
         y = _apply_weight(x * rstd, w, weight_offset, x_ptr, GEMMA)
-        v = tl.minimum(tl.maximum(static_scaled(y, s, DIVIDE), -FP8_MAX), FP8_MAX)
+        if QUANT == 1:
+            scaled = static_scaled(y, s, DIVIDE)
+        elif FAST_DIV:
+            scaled = div_rn_by(y, s, inv)
+        else:
+            scaled = tl.math.div_rn(y, s)
+        v = tl.minimum(tl.maximum(scaled, -FP8_MAX), FP8_MAX)
         tl.store(q_ptr + row * H + cols, v.to(q_ptr.dtype.element_ty), mask=mask)
 
 
@@ -328,21 +555,32 @@ def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.T
         return res_out
     cfg = config or row_config(tokens, hidden, residual is not None, quant)
     dummy = x2
-    if cfg.two_pass and quant == QUANT_STATIC and len(qs) == 1 and weight is not None:
-        _norm_static_2pass_kernel[(tokens,)](
+    rs = round_sum and residual is not None
+    looped = (quant == QUANT_STATIC and len(qs) == 1) or quant == QUANT_PER_TOKEN
+    if cfg.two_pass and looped and weight is not None:
+        _norm_looped_kernel[(tokens,)](
             x2, r2 if r2 is not None else dummy, weight,
             res_out if res_out is not None else dummy, qs[0], scales[0],
+            scale_ub if scale_ub is not None else dummy,
             tokens, hidden, x2.stride(0), r2.stride(0) if r2 is not None else 0,
             float(eps), float(weight_offset),
-            HAS_RES=residual is not None, GEMMA=weight_offset != 0.0,
-            FP8_MAX=quant_ref.fp8_max(out_dtype), BLOCK_R=min(cfg.block_r, next_pow2(hidden)),
-            DIVIDE=divide, ROUND_SUM=round_sum and residual is not None, num_warps=cfg.num_warps,
+            HAS_RES=residual is not None, GEMMA=weight_offset != 0.0, QUANT=quant,
+            HAS_UB=scale_ub is not None, FP8_MAX=quant_ref.fp8_max(out_dtype),
+            MIN_SCALE=quant_ref.fp8_min_scale(out_dtype),
+            BLOCK_R=min(cfg.block_r, next_pow2(hidden)), DIVIDE=divide, ROUND_SUM=rs,
+            RES_FIRST=cfg.res_first and residual is not None,
+            FAST_DIV=cfg.fast_div and quant == QUANT_PER_TOKEN, num_warps=cfg.num_warps,
         )
         return res_out
     q = [*qs, *([dummy] * (MAX_STATIC_OUTPUTS - len(qs)))]
     s = [*scales, *([dummy] * (MAX_STATIC_OUTPUTS - len(scales)))]
     fp8 = out_dtype if quant != QUANT_NONE else torch.float8_e4m3fn
-    _norm_rows_kernel[(triton.cdiv(tokens, cfg.rows),)](
+    tiles = triton.cdiv(tokens, cfg.rows)
+    if cfg.persist > 0:
+        kernel, grid = _norm_rows_persistent_kernel, min(tiles, cfg.persist * num_sms(x2.device))
+    else:
+        kernel, grid = _norm_rows_kernel, tiles
+    kernel[(grid,)](
         x2, r2 if r2 is not None else dummy, weight if weight is not None else dummy,
         y if y is not None else dummy, res_out if res_out is not None else dummy,
         *q, *s, scale_ub if scale_ub is not None else dummy,
@@ -352,7 +590,8 @@ def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.T
         QUANT=quant, NUM_OUT=max(1, len(qs)), HAS_UB=scale_ub is not None,
         FP8_MAX=quant_ref.fp8_max(fp8), MIN_SCALE=quant_ref.fp8_min_scale(fp8),
         ROWS=cfg.rows, BLOCK_H=next_pow2(hidden), DIVIDE=divide and quant == QUANT_STATIC,
-        ROUND_SUM=round_sum and residual is not None, num_warps=cfg.num_warps,
+        ROUND_SUM=rs, FAST_DIV=cfg.fast_div and quant == QUANT_PER_TOKEN,
+        num_warps=cfg.num_warps,
     )
     return res_out
 
@@ -444,13 +683,18 @@ def rms_norm_quant_fp8_group(x: torch.Tensor, weight: torch.Tensor, eps: float,
         return q, s, res_out
     s2 = s.reshape(tokens, hidden // group_size)  # a view in either layout
     cfg = config or group_config(tokens, hidden)
-    _norm_group_kernel[(tokens,)](
+    if cfg.persist > 0:
+        kernel, grid = _norm_group_persistent_kernel, min(tokens, cfg.persist * num_sms(x2.device))
+    else:
+        kernel, grid = _norm_group_kernel, tokens
+    kernel[(grid,)](
         x2, r2 if r2 is not None else x2, weight, res_out if res_out is not None else x2, q, s2,
         tokens, hidden, x2.stride(0), r2.stride(0) if r2 is not None else 0,
         s2.stride(0), s2.stride(1), float(eps), float(weight_offset),
         HAS_RES=residual is not None, GEMMA=weight_offset != 0.0, UE8M0=ue8m0,
         FP8_MAX=quant_ref.fp8_max(out_dtype), MIN_SCALE=quant_ref.fp8_min_scale(out_dtype),
         BLOCK_G=next_pow2(hidden // group_size), GROUP=group_size,
-        ROUND_SUM=round_sum and residual is not None, num_warps=cfg.num_warps,
+        ROUND_SUM=round_sum and residual is not None, FAST_DIV=cfg.fast_div,
+        num_warps=cfg.num_warps,
     )
     return q, s, res_out

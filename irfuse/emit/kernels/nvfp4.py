@@ -13,6 +13,30 @@ the padding zeros itself (no memset launch). Numerics: `quant_ref.quant_nvfp4`.
 The fused form reads `x = [gate | up]` (UP=0), or, with UP=1, the gate from `x` [:, N] and up from
 a second tensor [:, N] with its own row stride (separate gate/up projections; a column slice of a
 larger GEMM output is read in place).
+
+Variants (fields of `Nvfp4Config`; the kernel is issue-bound on sm90, so they cut instructions):
+- `recip`: per element, the quotient `RN(p / sb)` (`p = RN(y * gs)`) from one correctly rounded
+  reciprocal per block, `r = RN(1 / sb)`, and Markstein's correction, `q0 = RN(p * r)`,
+  `q = RN(q0 + fma(-q0, sb, p) * r)` (3 FP instructions instead of an IEEE division, ~10 with
+  its MUFU.RCP and range check). The correction gives the correctly rounded quotient when
+  nothing under- or overflows (Markstein's theorem); checked exhaustively for every f32
+  significand of p against every fp8 significand of sb (tests/test_act_kernel_variants.py).
+  Where it matters (|q| >= 1/8, so p and the residual are normal) that holds; below, any
+  quotient of that size encodes to a signed 0; past the e2m1 range, inf/NaN from an overflow
+  only saturate. The sign comes from q0 (a zero keeps p's sign), so -0.0 encodes as 0x8, and an
+  all-zero block (sb = 0) takes r = 0 and no sign, as the reference's +0. Then the e2m1 code
+  from the bits (`_e2m1_magnitude_bits`): saturate |q| at 6 (one min, |q| a free operand
+  modifier), and round once by adding 2**22 * step (step 0.5, 1 or 2, from the exponent) in float32. No F2I
+  (16/clk/SM on sm90, like MUFU) and no float clamps.
+- `fast_silu`: `silu(a) = a * rcp.approx.ftz(1 + ex2.approx.ftz(-a * log2 e))` by inline PTX:
+  the instructions that `a / (1 + exp(-a))` compiles to, without the subnormal range fixes
+  (5 instructions instead of 13). Same bits as the plain form except for a < -87.3, where 1 / d
+  is subnormal and flushes: silu is -0 instead of about -5e-37 (which then quantizes to the same
+  NVFP4 code). The interpreter, which has no inline PTX, runs the plain form.
+- `split`: each thread owns whole 16-element blocks (the block is loaded as two [BPP, 8] halves,
+  16-byte loads each), so the block amax needs no shuffle, the per-block scale arithmetic runs
+  once per block instead of once per thread of a block, and a block's 16 codes leave as one
+  8-byte store (two 32-bit words built in registers).
 """
 
 from __future__ import annotations
@@ -25,25 +49,29 @@ import triton.language as tl
 
 from irfuse.emit.kernels import act_quant_ref, quant_ref
 from irfuse.emit.kernels.norm_quant import Steps, tuned
-from irfuse.emit.kernels.triton_support import check_device, next_pow2, rows_2d
+from irfuse.emit.kernels.triton_support import check_device, interpreting, next_pow2, rows_2d
 
 PAD_ROWS = 32  # padding rows (of the 128-row scale tiles) zeroed per program
 
 
 @dataclass(frozen=True)
 class Nvfp4Config:
-    """Launch shape of `_nvfp4_kernel`: 16-element blocks per program, warps."""
+    """Launch shape and arithmetic variant of the NVFP4 kernels (module docstring):
+    16-element blocks per program, warps, and the `recip`, `fast_silu`, `split` variants."""
 
     blocks_per_program: int
     num_warps: int
+    recip: bool = True
+    fast_silu: bool = True
+    split: bool = False
 
 
-# Launch shapes that measured fastest on the H200 (the sweep in docs/bench_norm_act_quant.md,
-# taken before the e2m1 encoding was rewritten): width -> steps of (from tokens, config).
+# Launch shapes that measured fastest on the H200 (the sweep in docs/bench_norm_act_quant.md):
+# width -> steps of (from tokens, config). `split` (a thread owns whole blocks) wins from 1024
+# tokens; at decode sizes the paired layout with 2 warps does.
 _NVFP4_TUNED: dict[int, Steps] = {
-    14336: ((1, Nvfp4Config(64, 4)), (128, Nvfp4Config(32, 2)), (4096, Nvfp4Config(128, 4))),
-    28672: ((1, Nvfp4Config(32, 2)), (16, Nvfp4Config(64, 4)), (128, Nvfp4Config(32, 2)),
-            (4096, Nvfp4Config(128, 4))),
+    14336: ((1, Nvfp4Config(32, 2)), (1024, Nvfp4Config(32, 1, split=True))),
+    28672: ((1, Nvfp4Config(32, 2)), (1024, Nvfp4Config(32, 1, split=True))),
 }
 
 
@@ -51,8 +79,10 @@ def nvfp4_config(tokens: int, width: int) -> Nvfp4Config:
     """Default launch shape (widths up to 20000 use the I 14336 steps, wider the I 28672)."""
     cfg = tuned(_NVFP4_TUNED[14336 if width <= 20000 else 28672], tokens)
     blocks = min(cfg.blocks_per_program, next_pow2(width // quant_ref.NVFP4_BLOCK))
+    per_warp = 32 if cfg.split else 16  # a split thread owns a block, else two threads do
     return Nvfp4Config(blocks_per_program=blocks,
-                       num_warps=max(1, min(cfg.num_warps, blocks // 16)))
+                       num_warps=max(1, min(cfg.num_warps, blocks // per_warp)),
+                       recip=cfg.recip, fast_silu=cfg.fast_silu, split=cfg.split)
 
 
 @triton.jit
@@ -75,46 +105,123 @@ def _e2m1_code(v):
 
 
 @triton.jit
+def _e2m1_magnitude_bits(q):
+    """e2m1 magnitude code (0..7, int32) of |q| for any float32 q (inf and NaN give 7).
+
+    |q| saturates at 6 (a float min, which returns 6 for NaN). Then the step of its range (0.5 below 2,
+    1 in [2, 4), 2 in [4, 6]) is 2**(e - 128) with e = max(biased exponent, 127), and adding
+    M = 2**22 * step rounds |q| to a multiple of step, nearest even (M's ulp is the step); the
+    multiple sits in the low bits of the sum, and the code is it plus 2 * (e - 127).
+    """
+    u = tl.minimum(tl.abs(q), 6.0).to(tl.int32, bitcast=True)
+    e = tl.maximum(u >> 23, 127)
+    m_bits = (e << 23) + 0x0B000000  # bits of 2**22 * 2**(e - 128)
+    t = u.to(tl.float32, bitcast=True) + m_bits.to(tl.float32, bitcast=True)
+    return t.to(tl.int32, bitcast=True) - m_bits + 2 * (e - 127)
+
+
+@triton.jit
+def _silu(a, FAST: tl.constexpr):
+    """silu(a) in float32, as `a / (1 + exp(-a))` compiles, or by inline PTX with FAST."""
+    if FAST:
+        e = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [a * -1.4426950408889634],
+                                      dtype=tl.float32, is_pure=True, pack=1)
+        d = tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=f,f", [1.0 + e],
+                                      dtype=tl.float32, is_pure=True, pack=1)
+        return a * d
+    else:
+        return a / (1.0 + tl.exp(-a))
+
+
+@triton.jit
+def _load_y(x_ptr, up_ptr, row, cols, mask, N, stride_x, stride_up, ACT: tl.constexpr,
+            UP: tl.constexpr, FAST: tl.constexpr):
+    """The values to quantize at `cols` of `row`, float32: x, or silu(gate) * up rounded as
+    eager rounds it (silu to the model dtype, then the product)."""
+    DT = x_ptr.dtype.element_ty
+    base = x_ptr + row.to(tl.int64) * stride_x
+    a = tl.load(base + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    if ACT:
+        if UP:
+            b = tl.load(up_ptr + row.to(tl.int64) * stride_up + cols, mask=mask, other=0.0,
+                        eviction_policy="evict_first").to(tl.float32)
+        else:
+            b = tl.load(base + N + cols, mask=mask, other=0.0,
+                        eviction_policy="evict_first").to(tl.float32)
+        act = _silu(a, FAST).to(DT).to(tl.float32)
+        y = (act * b).to(DT).to(tl.float32)
+    else:
+        y = a
+    return y
+
+
+@triton.jit
+def _block_scale(amax, gs, SF_DT: tl.constexpr):
+    """(fp8 block scale, its float32 value): `fp8(clamp(gs * amax / 6, ±448))`."""
+    sb = tl.minimum(tl.maximum(tl.math.div_rn(gs * amax, 6.0), -448.0), 448.0)
+    sb8 = sb.to(SF_DT)
+    return sb8, sb8.to(tl.float32)
+
+
+@triton.jit
+def _block_recip(sbf):
+    """Per block: r = RN(1 / sb) and the sign mask (0 for an all-zero block, whose codes are
+    +0 as in the reference)."""
+    zero = sbf == 0.0
+    r = tl.where(zero, 0.0, tl.math.div_rn(1.0, tl.where(zero, 1.0, sbf)))
+    return r, tl.where(zero, 0, 8)
+
+
+@triton.jit
+def _codes(y, gs, sbf, r, smask, RECIP: tl.constexpr):
+    """e2m1 codes (int32 0..15) of `clamp(RN(RN(y * gs) / sb), ±6)`; sbf, r, smask broadcast
+    against y. RECIP: Markstein's quotient and the bit encoding; else an IEEE division per
+    element and `_e2m1_code`."""
+    p = y * gs
+    if RECIP:
+        q0 = p * r
+        q = tl.fma(tl.fma(-q0, sbf, p), r, q0)
+        code = _e2m1_magnitude_bits(q) | ((q0.to(tl.int32, bitcast=True) >> 28) & smask)
+    else:
+        safe = tl.where(sbf == 0.0, 1.0, sbf)  # an all-zero block quantizes to zeros
+        v = tl.where(sbf == 0.0, 0.0, tl.math.div_rn(p, safe))
+        code = _e2m1_code(tl.minimum(tl.maximum(v, -6.0), 6.0))
+    return code
+
+
+@triton.jit
 def _swizzled_offsets(rows, blocks, KP4):
     """Flat offsets of scale (row, block) in the 128x4 tiled layout (broadcasting)."""
     return (((rows // 128) * KP4 + blocks // 4) * 32 + rows % 32) * 16 \
         + ((rows % 128) // 32) * 4 + blocks % 4
 
 
+@triton.jit
+def _zero_pad_scales(sf_ptr, row, blocks, M, MP, KP, KP4, PAD_ROWS: tl.constexpr,
+                     BPP: tl.constexpr):
+    """Programs past the real rows zero the scales of PAD_ROWS padding rows each."""
+    pad = M + (row - M) * PAD_ROWS + tl.arange(0, PAD_ROWS)
+    offs = _swizzled_offsets(pad[:, None], blocks[None, :], KP4)
+    zeros = tl.zeros([PAD_ROWS, BPP], dtype=tl.float32).to(sf_ptr.dtype.element_ty)
+    tl.store(sf_ptr + offs, zeros, mask=(pad[:, None] < MP) & (blocks[None, :] < KP))
+
+
 @triton.jit(do_not_specialize=["M", "MP"])
 def _nvfp4_kernel(
     x_ptr, up_ptr, q_ptr, sf_ptr, gs_ptr, M, MP, N, stride_x, stride_up, K, KP, KP4,
     ACT: tl.constexpr, UP: tl.constexpr, BPP: tl.constexpr, PAD_ROWS: tl.constexpr,
+    RECIP: tl.constexpr = False, FAST: tl.constexpr = False,
 ):
-    DT = x_ptr.dtype.element_ty
     row = tl.program_id(0)
     blocks = tl.program_id(1) * BPP + tl.arange(0, BPP)
     if row < M:
         sf_offs = _swizzled_offsets(row, blocks, KP4)
         cols = blocks[:, None] * 16 + tl.arange(0, 16)[None, :]
-        mask = cols < N
-        base = x_ptr + row.to(tl.int64) * stride_x
-        a = tl.load(base + cols, mask=mask, other=0.0,
-                    eviction_policy="evict_first").to(tl.float32)
-        if ACT:
-            if UP:
-                b = tl.load(up_ptr + row.to(tl.int64) * stride_up + cols, mask=mask, other=0.0,
-                            eviction_policy="evict_first").to(tl.float32)
-            else:
-                b = tl.load(base + N + cols, mask=mask, other=0.0,
-                            eviction_policy="evict_first").to(tl.float32)
-            act = (a / (1.0 + tl.exp(-a))).to(DT).to(tl.float32)
-            y = (act * b).to(DT).to(tl.float32)
-        else:
-            y = a
+        y = _load_y(x_ptr, up_ptr, row, cols, cols < N, N, stride_x, stride_up, ACT, UP, FAST)
         gs = tl.load(gs_ptr).to(tl.float32)
-        sb = tl.minimum(tl.maximum(tl.math.div_rn(gs * tl.max(tl.abs(y), axis=1), 6.0), -448.0),
-                        448.0)
-        sb8 = sb.to(sf_ptr.dtype.element_ty)
-        sbf = sb8.to(tl.float32)[:, None]
-        safe = tl.where(sbf == 0.0, 1.0, sbf)  # an all-zero block quantizes to zeros
-        v = tl.where(sbf == 0.0, 0.0, tl.math.div_rn(y * gs, safe))
-        code = _e2m1_code(tl.minimum(tl.maximum(v, -6.0), 6.0))
+        sb8, sbf = _block_scale(tl.max(tl.abs(y), axis=1), gs, sf_ptr.dtype.element_ty)
+        r, smask = _block_recip(sbf)
+        code = _codes(y, gs, sbf[:, None], r[:, None], smask[:, None], RECIP)
         # Elements 2i and 2i+1 share byte i: split the pairs off the last axis and pack.
         lo, hi = tl.split(tl.reshape(code, (BPP, 8, 2)))
         packed = (lo | (hi << 4)).to(tl.uint8)
@@ -122,11 +229,43 @@ def _nvfp4_kernel(
         tl.store(q_ptr + q_offs, packed, mask=blocks[:, None] < K)
         tl.store(sf_ptr + sf_offs, sb8, mask=blocks < KP)
     else:
-        # Programs past the real rows zero the scales of PAD_ROWS padding rows each.
-        pad = M + (row - M) * PAD_ROWS + tl.arange(0, PAD_ROWS)
-        offs = _swizzled_offsets(pad[:, None], blocks[None, :], KP4)
-        zeros = tl.zeros([PAD_ROWS, BPP], dtype=tl.float32).to(sf_ptr.dtype.element_ty)
-        tl.store(sf_ptr + offs, zeros, mask=(pad[:, None] < MP) & (blocks[None, :] < KP))
+        _zero_pad_scales(sf_ptr, row, blocks, M, MP, KP, KP4, PAD_ROWS, BPP)
+
+
+@triton.jit
+def _pack_word(code):
+    """[BPP, 8] codes -> [BPP] int32 words, code j in bits 4j..4j+3 (element 2i low)."""
+    return tl.sum(code << (4 * tl.arange(0, 8))[None, :], axis=1)
+
+
+@triton.jit(do_not_specialize=["M", "MP"])
+def _nvfp4_split_kernel(
+    x_ptr, up_ptr, q_ptr, sf_ptr, gs_ptr, M, MP, N, stride_x, stride_up, K, KP, KP4,
+    ACT: tl.constexpr, UP: tl.constexpr, BPP: tl.constexpr, PAD_ROWS: tl.constexpr,
+    RECIP: tl.constexpr, FAST: tl.constexpr,
+):
+    """One thread per 16-element block: the block's halves are [BPP, 8] tiles (8 contiguous
+    elements per thread), and q_ptr is the output viewed as int32 words (8 codes each)."""
+    row = tl.program_id(0)
+    blocks = tl.program_id(1) * BPP + tl.arange(0, BPP)
+    if row < M:
+        cols = blocks[:, None] * 16 + tl.arange(0, 8)[None, :]
+        mask = blocks[:, None] < K
+        y_lo = _load_y(x_ptr, up_ptr, row, cols, mask, N, stride_x, stride_up, ACT, UP, FAST)
+        y_hi = _load_y(x_ptr, up_ptr, row, cols + 8, mask, N, stride_x, stride_up, ACT, UP,
+                       FAST)
+        gs = tl.load(gs_ptr).to(tl.float32)
+        amax = tl.maximum(tl.max(tl.abs(y_lo), axis=1), tl.max(tl.abs(y_hi), axis=1))
+        sb8, sbf = _block_scale(amax, gs, sf_ptr.dtype.element_ty)
+        r, smask = _block_recip(sbf)
+        lo = _codes(y_lo, gs, sbf[:, None], r[:, None], smask[:, None], RECIP)
+        hi = _codes(y_hi, gs, sbf[:, None], r[:, None], smask[:, None], RECIP)
+        words = tl.join(_pack_word(lo), _pack_word(hi))
+        q_offs = row.to(tl.int64) * (N // 8) + blocks[:, None] * 2 + tl.arange(0, 2)[None, :]
+        tl.store(q_ptr + q_offs, words, mask=blocks[:, None] < K)
+        tl.store(sf_ptr + _swizzled_offsets(row, blocks, KP4), sb8, mask=blocks < KP)
+    else:
+        _zero_pad_scales(sf_ptr, row, blocks, M, MP, KP, KP4, PAD_ROWS, BPP)
 
 
 def _launch(x: torch.Tensor, act: bool, global_scale: torch.Tensor,
@@ -151,9 +290,13 @@ def _launch(x: torch.Tensor, act: bool, global_scale: torch.Tensor,
     k = width // quant_ref.NVFP4_BLOCK
     cfg = config or nvfp4_config(rows, width)
     grid = (rows + triton.cdiv(mp - rows, PAD_ROWS), triton.cdiv(kp, cfg.blocks_per_program))
-    _nvfp4_kernel[grid](x2, up2, q, sf, global_scale, rows, mp, width, x2.stride(0),
-                        up2.stride(0), k, kp, kp // 4, ACT=act, UP=up is not None,
-                        BPP=cfg.blocks_per_program, PAD_ROWS=PAD_ROWS, num_warps=cfg.num_warps)
+    # The interpreter has no inline PTX: it runs the plain silu (module docstring).
+    fast = cfg.fast_silu and act and not interpreting()
+    kernel, out = (_nvfp4_split_kernel, q.view(torch.int32)) if cfg.split else (_nvfp4_kernel, q)
+    kernel[grid](x2, up2, out, sf, global_scale, rows, mp, width, x2.stride(0),
+                 up2.stride(0), k, kp, kp // 4, ACT=act, UP=up is not None,
+                 BPP=cfg.blocks_per_program, PAD_ROWS=PAD_ROWS, RECIP=cfg.recip, FAST=fast,
+                 num_warps=cfg.num_warps)
     return q, sf
 
 

@@ -1,0 +1,284 @@
+"""The norm kernels' launch variants (`RowConfig` / `GroupConfig` options), on the CPU under
+TRITON_INTERPRET=1.
+
+- `persist` (a persistent grid that loads its next tile before working on the current one) and
+  `fast_div` (division by the row's or group's scale through its correctly rounded reciprocal
+  and one FMA correction) change neither the arithmetic nor the reduction order: every output
+  must equal the default kernel's bit for bit, and the reference's where the default's does.
+- `two_pass` for per-token (three passes over the row) and `res_first` (the residual stored in
+  the first pass) sum in chunks: within the fused-kernel tolerance of the reference, and bit for
+  bit at the size where the default kernel is.
+- `div_rn_by` itself against torch's float32 division, on inputs where the plain product by the
+  reciprocal is off in the last bit (so the correction is what makes them agree), and on the
+  edge cases it returns the product for (an infinite scale, an overflowing product).
+
+Sizes are small and odd (T not a multiple of the rows per tile or of the 4 programs the
+interpreter's persistent grid has, H not a power of two), so that loops run several times and
+masks cut tiles. One subprocess, started once with TRITON_INTERPRET=1 (see
+`test_kernels_interpret.py` for why), runs every case; each test asserts one case.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from irfuse.emit.kernels.norm_quant import div_rn_by
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+FP8 = "float8_e4m3fn"
+# (case id, kind, T, H, dtype, config kwargs, extra options)
+ROW_VARIANTS = [
+    ("persist1", dict(rows=1, num_warps=1, persist=1)),
+    ("persist2_rows2", dict(rows=2, num_warps=1, persist=2)),
+    ("persist1_rows4", dict(rows=4, num_warps=2, persist=1)),
+    ("fast_div", dict(rows=1, num_warps=2, fast_div=True)),
+    ("fast_div_rows2", dict(rows=2, num_warps=2, fast_div=True)),
+    ("persist1_fast_div", dict(rows=2, num_warps=1, persist=1, fast_div=True)),
+]
+GROUP_VARIANTS = [
+    ("fast_div", dict(num_warps=1, fast_div=True)),
+    ("persist1", dict(num_warps=2, persist=1)),
+    ("persist2_fast_div", dict(num_warps=1, persist=2, fast_div=True)),
+]
+LOOPED_VARIANTS = [
+    ("looped", dict(rows=1, num_warps=4, two_pass=True, block_r=32)),
+    ("looped_fast_div", dict(rows=1, num_warps=4, two_pass=True, block_r=64, fast_div=True)),
+    ("looped_res_first", dict(rows=1, num_warps=2, two_pass=True, block_r=64, fast_div=True,
+                              res_first=True)),
+]
+SHAPES = [(13, 96, "bf16"), (6, 256, "fp16")]
+LOOPED_SHAPES = [(5, 96, "bf16"), (3, 256, "fp16")]
+
+
+def _case_ids() -> list[str]:
+    ids = []
+    for t, h, dt in SHAPES:
+        for name, _ in ROW_VARIANTS:
+            for op in ("per_token", "static", "rms_norm", "quant_per_token"):
+                ids.append(f"rows-{name}-{op}-T{t}-H{h}-{dt}")
+        for name, _ in GROUP_VARIANTS:
+            for layout in ("row", "col_ue8m0"):
+                ids.append(f"group-{name}-{layout}-T{t}-H{h}-{dt}")
+    for t, h, dt in LOOPED_SHAPES:
+        for name, _ in LOOPED_VARIANTS:
+            for op in ("per_token", "static"):
+                ids.append(f"looped-{name}-{op}-T{t}-H{h}-{dt}")
+    for name in ("looped_fast_div", "looped_res_first"):
+        ids.append(f"looped-{name}-per_token-exact-T16-H256-bf16")
+    return ids + ["div_rn_by"]
+
+
+CASES = _case_ids()
+
+
+@triton.jit
+def _div_kernel(y_ptr, s_ptr, out_ptr, naive_ptr, N, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < N
+    y = tl.load(y_ptr + offs, mask=m)
+    s = tl.load(s_ptr + offs, mask=m, other=1.0)
+    inv = tl.math.div_rn(1.0, s)
+    tl.store(out_ptr + offs, div_rn_by(y, s, inv), mask=m)
+    tl.store(naive_ptr + offs, y * inv, mask=m)
+
+
+def _worker() -> None:  # noqa: C901 (one runner for every case, reported as JSON)
+    """Run in the subprocess: all cases, one JSON object on the last line of stdout."""
+    assert triton.knobs.runtime.interpret, "TRITON_INTERPRET=1 must be set before triton loads"
+    from irfuse.emit.kernels import norm_quant as nq
+    from irfuse.emit.kernels import norm_quant_ref as ref
+    from irfuse.emit.kernels import quant_ref
+    from irfuse.emit.kernels.compare import fp8_agreement
+    from irfuse.emit.kernels.triton_support import patch_interpreter_casts
+
+    patch_interpreter_casts()
+    fp8 = getattr(torch, FP8)
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+    tol = {"bf16": 1e-2, "fp16": 2e-3, "fp32": 2e-3}
+
+    def same(a, b) -> bool:
+        if a is None or b is None:
+            return a is None and b is None
+        if a.shape != b.shape or a.stride() != b.stride() or a.dtype != b.dtype:
+            return False
+        if a.dtype == fp8:
+            return bool(torch.equal(a.view(torch.uint8), b.view(torch.uint8)))
+        return bool(torch.equal(a, b))
+
+    def inputs(t: int, h: int, dt: str, seed: int) -> dict:
+        g = torch.Generator().manual_seed(seed)
+        d = dtypes[dt]
+        return {"x": torch.randn(t, h, generator=g).to(d), "r": torch.randn(t, h, generator=g).to(d),
+                "w": (torch.rand(h, generator=g) + 0.5).to(d), "ub": torch.tensor([2.0]),
+                "s": [torch.tensor([0.015]), torch.tensor([0.04])]}
+
+    def row_outputs(op: str, d: dict, cfg):
+        if op == "per_token":
+            return nq.rms_norm_quant_fp8_per_token(d["x"], d["w"], d["ub"], 1e-6, 0.0, fp8,
+                                                   d["r"], config=cfg)
+        if op == "static":  # two scales: two outputs from one launch
+            qs, res = nq.rms_norm_quant_fp8_static(d["x"], d["w"], d["s"], 1e-6, 0.0, fp8,
+                                                   d["r"], config=cfg)
+            return (*qs, res)
+        if op == "rms_norm":
+            return nq.rms_norm(d["x"], d["w"], 1e-5, 0.0, d["r"], config=cfg)
+        return nq.quant_fp8_per_token(d["x"], d["ub"], fp8, config=cfg)
+
+    def row_reference(op: str, d: dict):
+        if op == "per_token":
+            return ref.rms_norm_quant_fp8_per_token(d["x"], d["w"], d["ub"], 1e-6, 0.0, fp8,
+                                                    d["r"])
+        if op == "static":
+            qs, res = ref.rms_norm_quant_fp8_static(d["x"], d["w"], d["s"], 1e-6, 0.0, fp8,
+                                                    d["r"])
+            return (*qs, res)
+        if op == "rms_norm":
+            return ref.rms_norm(d["x"], d["w"], 1e-5, 0.0, d["r"])
+        return quant_ref.quant_fp8_per_token(d["x"], d["ub"], fp8)
+
+    def versus_default(got, default, reference, exact_ref: bool) -> dict:
+        n = len(default)
+        bad = [i for i in range(n) if not same(got[i], default[i])]
+        detail = f"outputs differing from the default kernel's: {bad}"
+        ok = not bad
+        if exact_ref:  # a quantizer alone is exact: the default kernel and the variant both
+            bad_ref = [i for i in range(n) if not same(got[i], reference[i])]
+            ok = ok and not bad_ref
+            detail += f"; from the reference's: {bad_ref}"
+        return {"ok": ok, "detail": detail}
+
+    def run(case: str) -> dict:
+        if case == "div_rn_by":
+            return check_div()
+        parts = case.split("-")
+        family, name = parts[0], parts[1]
+        t, h, dt = int(parts[-3][1:]), int(parts[-2][1:]), parts[-1]
+        d = inputs(t, h, dt, seed=sum(map(ord, case)))
+        if family == "rows":
+            op = parts[2]
+            cfg = nq.RowConfig(**dict(ROW_VARIANTS)[name])
+            got, default = row_outputs(op, d, cfg), row_outputs(op, d, None)
+            return versus_default(got, default, row_reference(op, d), op == "quant_per_token")
+        if family == "group":
+            cm = parts[2] == "col_ue8m0"
+            cfg = nq.GroupConfig(**dict(GROUP_VARIANTS)[name])
+            args = (d["x"], d["w"], 1e-6, 0.0, 32, cm, cm, fp8, d["r"])
+            got = nq.rms_norm_quant_fp8_group(*args, config=cfg)
+            default = nq.rms_norm_quant_fp8_group(*args)
+            return versus_default(got, default, None, False)
+        # looped: chunked sums, so against the reference (tolerance, or exact)
+        op = parts[2]
+        cfg = nq.RowConfig(**dict(LOOPED_VARIANTS)[name])
+        if op == "static":  # the looped kernel takes one static output
+            d["s"] = d["s"][:1]
+        got, reference = row_outputs(op, d, cfg), row_reference(op, d)
+        if op == "static":
+            got, reference = (got[0], d["s"][0], got[1]), (reference[0], d["s"][0],
+                                                           reference[1])
+        exact = "exact" in parts
+        (q, s, res), (q_ref, s_ref, res_ref) = got, reference
+        agr = fp8_agreement(q, s, q_ref, s_ref)
+        ok = same(res, res_ref) and (same(q, q_ref) and same(s, s_ref) if exact else
+                                    agr.ok(tol[dt], max(0.01, 2.0 / q.numel()))
+                                    and bool(torch.allclose(s, s_ref, rtol=1e-2, atol=0.0)))
+        return {"ok": ok, "detail": f"{agr}; residual exact {same(res, res_ref)}"}
+
+    def check_div() -> dict:
+        g = torch.Generator().manual_seed(7)
+        n = 1 << 16
+        y = torch.randn(n, generator=g) * torch.exp2(torch.randint(-30, 30, (n,), generator=g))
+        s = torch.rand(n, generator=g) * torch.exp2(torch.randint(-17, 20, (n,), generator=g))
+        s = s + quant_ref.fp8_min_scale(fp8)  # dynamic scales are at least MIN_SCALE
+        y[:4] = torch.tensor([1e38, -3e38, 5.0, 0.0])  # products that overflow; inf scales
+        s[:4] = torch.tensor([1e-5, 1e-5, float("inf"), float("inf")])
+        out, naive = torch.empty_like(y), torch.empty_like(y)
+        _div_kernel[(triton.cdiv(n, 1024),)](y, s, out, naive, n, BLOCK=1024)
+        want = y / s
+        wrong = int((out.view(torch.int32) != want.view(torch.int32)).sum())
+        naive_wrong = int((naive.view(torch.int32) != want.view(torch.int32)).sum())
+        return {"ok": wrong == 0 and naive_wrong > 0,
+                "detail": f"{wrong} of {n} quotients differ from torch's "
+                          f"(the plain product: {naive_wrong})"}
+
+    results = {}
+    for case in CASES:
+        try:
+            results[case] = run(case)
+        except Exception as e:  # noqa: BLE001 (reported to the test of that case)
+            results[case] = {"ok": False, "detail": f"raised {type(e).__name__}: {e}"}
+    print(json.dumps(results))
+
+
+GPU_OPS = ("add_rms_static", "rms_static", "add_rms_per_token", "add_rms_group128")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", GPU_OPS)
+@pytest.mark.parametrize("hidden", (4096, 8192))
+@pytest.mark.parametrize("tokens", (1, 4099))
+def test_swept_configs_on_gpu(op: str, hidden: int, tokens: int) -> None:
+    """Every launch shape the benchmark sweeps (it checks only the default one): within the
+    fused-kernel tolerance of eager, and, where it only adds `persist` / `fast_div` /
+    `res_first`, equal bit for bit to the same shape without them."""
+    import dataclasses
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_norm_act_quant as bench
+
+    spec = bench.op_specs()[op]
+    d = spec.make(tokens, hidden)
+    ref = spec.eager(d)
+    failures = []
+    for cfg in spec.configs(tokens, hidden):
+        out = spec.kernel(d, cfg)
+        parts = spec.check(out, ref)
+        if not all(p.ok(1e-2, 0.02) for p in parts):
+            failures.append(f"{cfg}: {'; '.join(map(str, parts))}")
+        plain = dataclasses.replace(cfg, fast_div=False, persist=0,
+                                    **({"res_first": False} if hasattr(cfg, "res_first") else {}))
+        if plain != cfg:
+            base = _flatten(spec.kernel(d, plain))
+            if not all(torch.equal(a, b) for a, b in zip(_flatten(out), base, strict=True)):
+                failures.append(f"{cfg}: differs from {plain}")
+    assert not failures, "\n".join(failures)
+
+
+def _flatten(out: object) -> list[torch.Tensor]:
+    """A kernel's outputs (nested tuples and lists, Nones skipped) as flat byte tensors."""
+    if out is None:
+        return []
+    if isinstance(out, (tuple, list)):
+        return [b for o in out for b in _flatten(o)]
+    return [out.contiguous().view(-1).view(torch.uint8)]
+
+
+@pytest.fixture(scope="module")
+def results() -> dict:
+    env = dict(os.environ, TRITON_INTERPRET="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT),
+                                                       os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run([sys.executable, __file__, "--worker"], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_variant_matches(results: dict, case: str) -> None:
+    r = results[case]
+    assert r["ok"], r["detail"]
+
+
+if __name__ == "__main__" and "--worker" in sys.argv:
+    _worker()
