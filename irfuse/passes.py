@@ -15,6 +15,8 @@ PASS_MODULES: dict[str, tuple[str, str]] = {
     # xDSL's generic clean-ups.
     "cse": ("xdsl.transforms.common_subexpression_elimination", "CommonSubexpressionElimination"),
     "dce": ("xdsl.transforms.dead_code_elimination", "DeadCodeElimination"),
+    # Canonicalization before raising: exact clean-ups that let more code match.
+    "cse-pure": ("irfuse.rewrites.cse_pure", "CsePure"),
     # Raising (stage 3): ATen chains -> semantic ops.
     "raise-collectives": ("irfuse.lowering.raise_collectives", "RaiseCollectives"),
     "raise-attention": ("irfuse.lowering.raise_attention", "RaiseAttention"),

@@ -40,6 +40,12 @@ PLATFORM_ATTR = "irfuse.platform"
 RAISE_PASSES: tuple[str, ...] = ("raise-collectives", "raise-rms-norm", "raise-gemm", "raise-quant", "raise-silu-mul", "raise-rope", "raise-pad", "raise-attention", "raise-kv-cache-write")
 """The raising passes, in order (registered in `irfuse.passes` as they land)."""
 
+CANONICALIZE_PASSES: tuple[str, ...] = ()
+"""Exact clean-ups run right before the raising passes (dumped like every pass; their records go
+to the report's `passes`, `fused` = ops removed). `cse-pure` is ready for this list but off: the
+raising passes refuse a chain whose interior value it makes shared with another chain (see
+`irfuse.rewrites.cse_pure`)."""
+
 SELECT_KERNELS = "select-kernels"
 
 
@@ -192,6 +198,8 @@ def _prepare(gm: torch.fx.GraphModule, options: PipelineOptions) -> Prepared:
     prepared = Prepared(imported, report, make_context())
 
     start = time.perf_counter()
+    for name in CANONICALIZE_PASSES:
+        report.passes.append(_run_pass(prepared, name, options))
     raise_names = RAISE_PASSES if options.raise_passes is None else options.raise_passes
     for name in raise_names:
         report.raise_passes.append(_run_pass(prepared, name, options))
