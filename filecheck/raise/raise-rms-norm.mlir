@@ -84,3 +84,30 @@ func.func @f32_add_and_custom_op(%x: !irfuse.tensor<[s0, 64], f32>, %res: !irfus
   %yb, %hb = aten.call tuple "irfuse::add_rms_norm.default"(%xb, %rb, %wb, 1.0e-06) : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>)
   func.return %y, %h, %yb, %hb : !irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>
 }
+
+// HunYuan in Hugging Face: the per-head q norm reads the RoPE's `q * cos + rotate_half(q) * sin`
+// (bf16). That sum is the rotation, not a residual add: a plain rms_norm of it, the add left
+// to raise-rope. Trimmed from a real dump.
+// CHECK-LABEL: func.func @qk_norm_after_rope
+// CHECK: %[[ROT:[^ ]+]] = aten.call "aten::add.Tensor"(%{{[^,]+}}, %{{[^)]+}}) : (!irfuse.tensor<[1, 4, s27, 16], bf16>, !irfuse.tensor<[1, 4, s27, 16], bf16>)
+// CHECK-NEXT: %{{[^ ]+}} = norm.rms_norm %[[ROT]], weight %{{[^ ]+}} {eps = 1.000000e-05 : f64}
+// CHECK-NOT: norm.add_rms_norm
+// CHECK: func.return
+func.func @qk_norm_after_rope(%q: !irfuse.tensor<[1, 4, s27, 16], bf16>, %cos: !irfuse.tensor<[1, 1, s27, 16], bf16>, %sin: !irfuse.tensor<[1, 1, s27, 16], bf16>, %w: !irfuse.tensor<[16], bf16>) -> !irfuse.tensor<[1, 4, s27, 16], bf16> {
+  %mul_5 = aten.call "aten::mul.Tensor"(%q, %cos) : (!irfuse.tensor<[1, 4, s27, 16], bf16>, !irfuse.tensor<[1, 1, s27, 16], bf16>) -> !irfuse.tensor<[1, 4, s27, 16], bf16>
+  %slice_5 = aten.call "aten::slice.Tensor"(%q, 3, 0, 8) : (!irfuse.tensor<[1, 4, s27, 16], bf16>) -> !irfuse.tensor<[1, 4, s27, 8], bf16>
+  %slice_6 = aten.call "aten::slice.Tensor"(%q, 3, 8, 9223372036854775807) : (!irfuse.tensor<[1, 4, s27, 16], bf16>) -> !irfuse.tensor<[1, 4, s27, 8], bf16>
+  %neg = aten.call "aten::neg.default"(%slice_6) : (!irfuse.tensor<[1, 4, s27, 8], bf16>) -> !irfuse.tensor<[1, 4, s27, 8], bf16>
+  %cat_2 = aten.call "aten::cat.default"([%neg, %slice_5], -1) : (!irfuse.tensor<[1, 4, s27, 8], bf16>, !irfuse.tensor<[1, 4, s27, 8], bf16>) -> !irfuse.tensor<[1, 4, s27, 16], bf16>
+  %mul_6 = aten.call "aten::mul.Tensor"(%cat_2, %sin) : (!irfuse.tensor<[1, 4, s27, 16], bf16>, !irfuse.tensor<[1, 1, s27, 16], bf16>) -> !irfuse.tensor<[1, 4, s27, 16], bf16>
+  %add_5 = aten.call "aten::add.Tensor"(%mul_5, %mul_6) : (!irfuse.tensor<[1, 4, s27, 16], bf16>, !irfuse.tensor<[1, 4, s27, 16], bf16>) -> !irfuse.tensor<[1, 4, s27, 16], bf16>
+  %_to_copy_6 = aten.call "aten::_to_copy.default"(%add_5, dtype = f32) : (!irfuse.tensor<[1, 4, s27, 16], bf16>) -> !irfuse.tensor<[1, 4, s27, 16], f32>
+  %pow_1 = aten.call "aten::pow.Tensor_Scalar"(%_to_copy_6, 2) : (!irfuse.tensor<[1, 4, s27, 16], f32>) -> !irfuse.tensor<[1, 4, s27, 16], f32>
+  %mean_1 = aten.call "aten::mean.dim"(%pow_1, [-1], true) : (!irfuse.tensor<[1, 4, s27, 16], f32>) -> !irfuse.tensor<[1, 4, s27, 1], f32>
+  %add_7 = aten.call "aten::add.Tensor"(%mean_1, 1.0e-05) : (!irfuse.tensor<[1, 4, s27, 1], f32>) -> !irfuse.tensor<[1, 4, s27, 1], f32>
+  %rsqrt_1 = aten.call "aten::rsqrt.default"(%add_7) : (!irfuse.tensor<[1, 4, s27, 1], f32>) -> !irfuse.tensor<[1, 4, s27, 1], f32>
+  %mul_9 = aten.call "aten::mul.Tensor"(%_to_copy_6, %rsqrt_1) : (!irfuse.tensor<[1, 4, s27, 16], f32>, !irfuse.tensor<[1, 4, s27, 1], f32>) -> !irfuse.tensor<[1, 4, s27, 16], f32>
+  %_to_copy_7 = aten.call "aten::_to_copy.default"(%mul_9, dtype = bf16) : (!irfuse.tensor<[1, 4, s27, 16], f32>) -> !irfuse.tensor<[1, 4, s27, 16], bf16>
+  %mul_10 = aten.call "aten::mul.Tensor"(%w, %_to_copy_7) : (!irfuse.tensor<[16], bf16>, !irfuse.tensor<[1, 4, s27, 16], bf16>) -> !irfuse.tensor<[1, 4, s27, 16], bf16>
+  func.return %mul_10 : !irfuse.tensor<[1, 4, s27, 16], bf16>
+}

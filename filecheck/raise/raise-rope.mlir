@@ -520,3 +520,77 @@ func.func @wrong_sign_pairs(%arg0: !irfuse.sym<s13>, %arg1: !irfuse.tensor<[s13,
   %cat = aten.call "aten::cat.default"([%add, %add1], -1) : (!irfuse.tensor<[s13, 4, 8], f32>, !irfuse.tensor<[s13, 4, 8], f32>) -> !irfuse.tensor<[s13, 4, 16], f32>
   func.return %cat : !irfuse.tensor<[s13, 4, 16], f32>
 }
+
+// OLMo / OLMo2 in Hugging Face: bf16 q and k times f32 cos / sin (the cos and sin of the rotary
+// embedding are not cast to the model dtype), so the products promote to f32, and the sum is
+// cast back by `.to(q_type)`. The same exact widening as x.float(): one rope, x bf16, cos/sin
+// f32, the cast back in the region. Trimmed from a real dump.
+// CHECK-LABEL: func.func @hf_promoted_by_f32_cos
+// CHECK-SAME: (%[[Q:[^:]+]]: !irfuse.tensor<[1, 4, s27, 16], bf16>, %[[K:[^:]+]]: !irfuse.tensor<[1, 2, s27, 16], bf16>, %[[COS:[^:]+]]: !irfuse.tensor<[1, 1, s27, 16], f32>, %[[SIN:[^:]+]]: !irfuse.tensor<[1, 1, s27, 16], f32>)
+// CHECK-NEXT: %[[QO:[^,]+]], %[[KO:[^ ]+]] = attn.rope %[[Q]], k %[[K]], cos %[[COS]], sin %[[SIN]] {is_neox = true, rotary_dim = 16 : i64, head_dim = 16 : i64}
+// CHECK: aten.call "aten::_to_copy.default"({{.*}}dtype = bf16)
+// CHECK: irfuse.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: func.return %[[QO]], %[[KO]]
+func.func @hf_promoted_by_f32_cos(%q: !irfuse.tensor<[1, 4, s27, 16], bf16>, %k: !irfuse.tensor<[1, 2, s27, 16], bf16>, %cos: !irfuse.tensor<[1, 1, s27, 16], f32>, %sin: !irfuse.tensor<[1, 1, s27, 16], f32>) -> (!irfuse.tensor<[1, 4, s27, 16], bf16>, !irfuse.tensor<[1, 2, s27, 16], bf16>) {
+  %mul_3 = aten.call "aten::mul.Tensor"(%q, %cos) : (!irfuse.tensor<[1, 4, s27, 16], bf16>, !irfuse.tensor<[1, 1, s27, 16], f32>) -> !irfuse.tensor<[1, 4, s27, 16], f32>
+  %slice_5 = aten.call "aten::slice.Tensor"(%q, 3, 0, 8) : (!irfuse.tensor<[1, 4, s27, 16], bf16>) -> !irfuse.tensor<[1, 4, s27, 8], bf16>
+  %slice_6 = aten.call "aten::slice.Tensor"(%q, 3, 8, 9223372036854775807) : (!irfuse.tensor<[1, 4, s27, 16], bf16>) -> !irfuse.tensor<[1, 4, s27, 8], bf16>
+  %neg = aten.call "aten::neg.default"(%slice_6) : (!irfuse.tensor<[1, 4, s27, 8], bf16>) -> !irfuse.tensor<[1, 4, s27, 8], bf16>
+  %cat_2 = aten.call "aten::cat.default"([%neg, %slice_5], -1) : (!irfuse.tensor<[1, 4, s27, 8], bf16>, !irfuse.tensor<[1, 4, s27, 8], bf16>) -> !irfuse.tensor<[1, 4, s27, 16], bf16>
+  %mul_4 = aten.call "aten::mul.Tensor"(%cat_2, %sin) : (!irfuse.tensor<[1, 4, s27, 16], bf16>, !irfuse.tensor<[1, 1, s27, 16], f32>) -> !irfuse.tensor<[1, 4, s27, 16], f32>
+  %add_4 = aten.call "aten::add.Tensor"(%mul_3, %mul_4) : (!irfuse.tensor<[1, 4, s27, 16], f32>, !irfuse.tensor<[1, 4, s27, 16], f32>) -> !irfuse.tensor<[1, 4, s27, 16], f32>
+  %mul_5 = aten.call "aten::mul.Tensor"(%k, %cos) : (!irfuse.tensor<[1, 2, s27, 16], bf16>, !irfuse.tensor<[1, 1, s27, 16], f32>) -> !irfuse.tensor<[1, 2, s27, 16], f32>
+  %slice_7 = aten.call "aten::slice.Tensor"(%k, 3, 0, 8) : (!irfuse.tensor<[1, 2, s27, 16], bf16>) -> !irfuse.tensor<[1, 2, s27, 8], bf16>
+  %slice_8 = aten.call "aten::slice.Tensor"(%k, 3, 8, 9223372036854775807) : (!irfuse.tensor<[1, 2, s27, 16], bf16>) -> !irfuse.tensor<[1, 2, s27, 8], bf16>
+  %neg_1 = aten.call "aten::neg.default"(%slice_8) : (!irfuse.tensor<[1, 2, s27, 8], bf16>) -> !irfuse.tensor<[1, 2, s27, 8], bf16>
+  %cat_3 = aten.call "aten::cat.default"([%neg_1, %slice_7], -1) : (!irfuse.tensor<[1, 2, s27, 8], bf16>, !irfuse.tensor<[1, 2, s27, 8], bf16>) -> !irfuse.tensor<[1, 2, s27, 16], bf16>
+  %mul_6 = aten.call "aten::mul.Tensor"(%cat_3, %sin) : (!irfuse.tensor<[1, 2, s27, 16], bf16>, !irfuse.tensor<[1, 1, s27, 16], f32>) -> !irfuse.tensor<[1, 2, s27, 16], f32>
+  %add_5 = aten.call "aten::add.Tensor"(%mul_5, %mul_6) : (!irfuse.tensor<[1, 2, s27, 16], f32>, !irfuse.tensor<[1, 2, s27, 16], f32>) -> !irfuse.tensor<[1, 2, s27, 16], f32>
+  %_to_copy_4 = aten.call "aten::_to_copy.default"(%add_4, dtype = bf16) : (!irfuse.tensor<[1, 4, s27, 16], f32>) -> !irfuse.tensor<[1, 4, s27, 16], bf16>
+  %_to_copy_5 = aten.call "aten::_to_copy.default"(%add_5, dtype = bf16) : (!irfuse.tensor<[1, 2, s27, 16], f32>) -> !irfuse.tensor<[1, 2, s27, 16], bf16>
+  func.return %_to_copy_4, %_to_copy_5 : !irfuse.tensor<[1, 4, s27, 16], bf16>, !irfuse.tensor<[1, 2, s27, 16], bf16>
+}
+
+// Ernie 4.5 in Hugging Face: GPT-J's rotate_half in bf16, then `q.float() * cos +
+// rotate_half(q).float() * sin` and the cast back: the two widening casts join the region.
+// CHECK-LABEL: func.func @hf_widened_gptj
+// CHECK-SAME: (%{{[^:]+}}: !irfuse.sym<s27>, %[[Q:[^:]+]]: !irfuse.tensor<[1, 4, s27, 16], bf16>, %[[COS:[^:]+]]: !irfuse.tensor<[1, 1, s27, 16], f32>, %[[SIN:[^:]+]]: !irfuse.tensor<[1, 1, s27, 16], f32>)
+// CHECK-NEXT: %[[QO:[^ ]+]] = attn.rope %[[Q]], cos %[[COS]], sin %[[SIN]] {is_neox = false, rotary_dim = 16 : i64, head_dim = 16 : i64}
+// CHECK: aten.call "aten::_to_copy.default"({{.*}}dtype = f32)
+// CHECK: aten.call "aten::stack.default"
+// CHECK: aten.call "aten::_to_copy.default"({{.*}}dtype = f32)
+// CHECK: aten.call "aten::_to_copy.default"({{.*}}dtype = bf16)
+// CHECK: irfuse.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: func.return %[[QO]]
+func.func @hf_widened_gptj(%s: !irfuse.sym<s27>, %q: !irfuse.tensor<[1, 4, s27, 16], bf16>, %cos: !irfuse.tensor<[1, 1, s27, 16], f32>, %sin: !irfuse.tensor<[1, 1, s27, 16], f32>) -> !irfuse.tensor<[1, 4, s27, 16], bf16> {
+  %_to_copy_4 = aten.call "aten::_to_copy.default"(%q, dtype = f32) : (!irfuse.tensor<[1, 4, s27, 16], bf16>) -> !irfuse.tensor<[1, 4, s27, 16], f32>
+  %mul_5 = aten.call "aten::mul.Tensor"(%_to_copy_4, %cos) : (!irfuse.tensor<[1, 4, s27, 16], f32>, !irfuse.tensor<[1, 1, s27, 16], f32>) -> !irfuse.tensor<[1, 4, s27, 16], f32>
+  %slice_7 = aten.call "aten::slice.Tensor"(%q, 3, 0, 9223372036854775807, 2) : (!irfuse.tensor<[1, 4, s27, 16], bf16>) -> !irfuse.tensor<[1, 4, s27, 8], bf16>
+  %slice_8 = aten.call "aten::slice.Tensor"(%q, 3, 1, 9223372036854775807, 2) : (!irfuse.tensor<[1, 4, s27, 16], bf16>) -> !irfuse.tensor<[1, 4, s27, 8], bf16>
+  %neg = aten.call "aten::neg.default"(%slice_8) : (!irfuse.tensor<[1, 4, s27, 8], bf16>) -> !irfuse.tensor<[1, 4, s27, 8], bf16>
+  %stack = aten.call "aten::stack.default"([%neg, %slice_7], -1) : (!irfuse.tensor<[1, 4, s27, 8], bf16>, !irfuse.tensor<[1, 4, s27, 8], bf16>) -> !irfuse.tensor<[1, 4, s27, 8, 2], bf16>
+  %view_8 = aten.call "aten::view.default"(%stack, [1, 4, %s, 16]) : (!irfuse.tensor<[1, 4, s27, 8, 2], bf16>, !irfuse.sym<s27>) -> !irfuse.tensor<[1, 4, s27, 16], bf16>
+  %_to_copy_5 = aten.call "aten::_to_copy.default"(%view_8, dtype = f32) : (!irfuse.tensor<[1, 4, s27, 16], bf16>) -> !irfuse.tensor<[1, 4, s27, 16], f32>
+  %mul_6 = aten.call "aten::mul.Tensor"(%_to_copy_5, %sin) : (!irfuse.tensor<[1, 4, s27, 16], f32>, !irfuse.tensor<[1, 1, s27, 16], f32>) -> !irfuse.tensor<[1, 4, s27, 16], f32>
+  %add_5 = aten.call "aten::add.Tensor"(%mul_5, %mul_6) : (!irfuse.tensor<[1, 4, s27, 16], f32>, !irfuse.tensor<[1, 4, s27, 16], f32>) -> !irfuse.tensor<[1, 4, s27, 16], f32>
+  %_to_copy_8 = aten.call "aten::_to_copy.default"(%add_5, dtype = bf16) : (!irfuse.tensor<[1, 4, s27, 16], f32>) -> !irfuse.tensor<[1, 4, s27, 16], bf16>
+  func.return %_to_copy_8 : !irfuse.tensor<[1, 4, s27, 16], bf16>
+}
+
+// Computed in f32 (promoted by f32 cos/sin) but returned in f32, not cast back to q's dtype:
+// the result is not q's type, so no rope.
+// CHECK-LABEL: func.func @promoted_not_cast_back
+// CHECK-NOT: attn.rope
+// CHECK: func.return
+func.func @promoted_not_cast_back(%q: !irfuse.tensor<[1, 4, s27, 16], bf16>, %cos: !irfuse.tensor<[1, 1, s27, 16], f32>, %sin: !irfuse.tensor<[1, 1, s27, 16], f32>) -> !irfuse.tensor<[1, 4, s27, 16], f32> {
+  %mul_3 = aten.call "aten::mul.Tensor"(%q, %cos) : (!irfuse.tensor<[1, 4, s27, 16], bf16>, !irfuse.tensor<[1, 1, s27, 16], f32>) -> !irfuse.tensor<[1, 4, s27, 16], f32>
+  %slice_5 = aten.call "aten::slice.Tensor"(%q, 3, 0, 8) : (!irfuse.tensor<[1, 4, s27, 16], bf16>) -> !irfuse.tensor<[1, 4, s27, 8], bf16>
+  %slice_6 = aten.call "aten::slice.Tensor"(%q, 3, 8, 9223372036854775807) : (!irfuse.tensor<[1, 4, s27, 16], bf16>) -> !irfuse.tensor<[1, 4, s27, 8], bf16>
+  %neg = aten.call "aten::neg.default"(%slice_6) : (!irfuse.tensor<[1, 4, s27, 8], bf16>) -> !irfuse.tensor<[1, 4, s27, 8], bf16>
+  %cat_2 = aten.call "aten::cat.default"([%neg, %slice_5], -1) : (!irfuse.tensor<[1, 4, s27, 8], bf16>, !irfuse.tensor<[1, 4, s27, 8], bf16>) -> !irfuse.tensor<[1, 4, s27, 16], bf16>
+  %mul_4 = aten.call "aten::mul.Tensor"(%cat_2, %sin) : (!irfuse.tensor<[1, 4, s27, 16], bf16>, !irfuse.tensor<[1, 1, s27, 16], f32>) -> !irfuse.tensor<[1, 4, s27, 16], f32>
+  %add_4 = aten.call "aten::add.Tensor"(%mul_3, %mul_4) : (!irfuse.tensor<[1, 4, s27, 16], f32>, !irfuse.tensor<[1, 4, s27, 16], f32>) -> !irfuse.tensor<[1, 4, s27, 16], f32>
+  func.return %add_4 : !irfuse.tensor<[1, 4, s27, 16], f32>
+}

@@ -13,7 +13,9 @@ Matches, anchored at the reciprocal square root of each candidate:
   replaces the sum's other uses. The two spellings normalize different values: vLLM's f32 add
   feeds the norm the f32 sum, a model-dtype add (Hugging Face) the sum rounded to that dtype. The
   latter sets `round_sum` on the raised op when the sum's dtype is not f32 (for an f32 sum the two
-  readings agree); `irfuse.add_rms_norm` normalizes the f32 sum (`shared/NUMERICS.md`).
+  readings agree); `irfuse.add_rms_norm` normalizes the f32 sum (`shared/NUMERICS.md`). An add
+  that is a RoPE's `x * cos + rotate(x) * sin` is no residual add (HunYuan's q/k norms read the
+  rotated q and k): the norm is raised alone and raise-rope takes the add.
 
 Produces `norm.rms_norm` / `norm.add_rms_norm` with eps and weight_offset as properties and the
 matched ops kept in the decomposition region (raising changes no result bit).
@@ -52,6 +54,7 @@ from irfuse.lowering.match import (
     tensor_type,
     users,
 )
+from irfuse.lowering.raise_rope import is_rotation_sum
 
 RSQRT = "aten::rsqrt.default"
 RECIPROCAL = "aten::reciprocal.default"
@@ -244,6 +247,8 @@ def _match_residual(norm: _Norm) -> None:
     add = producer(norm.x, "aten::add.Tensor")
     if add is None or add.arg(2, "alpha", 1) != 1 or len(add.args) < 2:
         return
+    if is_rotation_sum(add):
+        return  # a q/k norm after RoPE (HunYuan): the sum is the rotation, not a residual
     a, b = add.arg(0), add.arg(1)
     x_type = tensor_type(norm.x)
     if tensor_type(a) != x_type or tensor_type(b) != x_type:

@@ -21,7 +21,11 @@ model code writes, anchored at the op that combines it:
 Either order of every product and sum. Around the rotation: a partial rotary dim (`x[...,
 :rotary_dim]` rotated, `x[..., rotary_dim:]` passed through by `cat`), a cast to f32 before with
 the cast back after (HF's vision and Cohere code, `.type_as(x)`), and the no-op `alias` / full
-slices aot_autograd leaves around x.
+slices aot_autograd leaves around x. The rotate form may also be widened to f32 without casting
+x first: bf16 / f16 x times f32 cos / sin (the products promote; OLMo, OLMo2 in Hugging Face),
+or x and rotate(x) each cast to f32 right before their product (Ernie 4.5, GLM-style), when the
+f32 sum is cast straight back to x's dtype: the same exact widening, raised with the casts in
+the region (x in its dtype, cos / sin f32, like the explicit cast-in form).
 
 cos and sin are the values the products multiply (already broadcast against x, e.g. HF's
 `cos.unsqueeze(1)`). When they are the two halves (`chunk` / `split` / slices, cos first) of one
@@ -47,7 +51,12 @@ raising changes no result bit.
 Does not raise, with a remark: a rotate_half or a pair product with the wrong sign, cos and sin
 that come from different positions (or are the cos and sin of different angles), cos/sin of the
 wrong width or dtype for the rotated part (a broadcast that changes x's type), parts that are not
-the halves / even-odd elements of one tensor, halves recombined by stack.
+the halves / even-odd elements of one tensor, halves recombined by stack, a rotation promoted to
+f32 that is not cast back to x's dtype, and NanoChat's `rotate_half = cat(x2, -x1)` (a rotation by
+-θ: wrong sign for attn.rope).
+
+`is_rotation_sum` lets raise-rms-norm tell a q/k norm applied after RoPE (HunYuan) from a
+residual add + norm.
 """
 
 from __future__ import annotations
@@ -56,7 +65,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, ComplexType, IntAttr, ModuleOp
+from xdsl.dialects.builtin import ArrayAttr, ComplexType, IntAttr, ModuleOp, bf16, f16, f32
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -110,6 +119,7 @@ VIEW_AS_REAL = "aten::view_as_real.default"
 VIEW_AS_COMPLEX = "aten::view_as_complex.default"
 LOOKUPS = ("aten::index.Tensor", "aten::index_select.default", "aten::embedding.default")
 TRIG = ("aten::cos.default", "aten::sin.default")
+LOW = (bf16, f16)  # dtypes a rotation may be widened from to f32 and cast back to
 
 
 @dataclass
@@ -463,7 +473,14 @@ def _is_rotate_candidate(add: Call) -> bool:
     return any(_looks_rotated(f) for v in pair for f in _mul(v)[1:])  # type: ignore[index]
 
 
+def is_rotation_sum(add: Call) -> bool:
+    """Whether an add looks like the rotate form's `x * cos + rotate(x) * sin` (so that
+    raise-rms-norm does not take it for a residual add when a q/k norm follows the RoPE)."""
+    return add.target == ADD and _is_rotate_candidate(add)
+
+
 def _looks_rotated(value: SSAValue) -> bool:
+    value = _unwidened(value)[0]
     comb = producer(value, CAT)
     if comb is None:
         view = producer(value, *VIEWS)
@@ -484,30 +501,70 @@ def _match_rotate(add: Call) -> _Rotation:
         if md is None or mr is None:
             continue
         for rotated, sin in ((mr[1], mr[2]), (mr[2], mr[1])):
+            rotated_src, widen_rot = _unwidened(rotated)
             try:
-                found = _rotated(rotated)
+                found = _rotated(rotated_src)
             except NoMatch as miss:
                 last_miss = miss
                 continue
             if found is None:
                 continue
             x, is_neox, rot_ops = found
-            if md[1] is x:
-                cos = md[2]
-            elif md[2] is x:
-                cos = md[1]
-            else:
+            cos, widen_x = None, None
+            for factor, other in ((md[1], md[2]), (md[2], md[1])):
+                src, widen = _unwidened(factor)
+                if src is x:
+                    cos, widen_x = other, widen
+                    break
+            if cos is None:
                 raise NoMatch("x * cos does not multiply the tensor that is rotated")
             ops = {*rot_ops, md[0].op, mr[0].op, add.op}
             _check_cos_sin(cos, sin, ops)
-            _check_types(x, add.result, [direct, rot_term, rotated], cos, sin, half=False)
-            return _Rotation(x, add.result, cos, sin, is_neox, tensor_type(x).dims[-1],  # type: ignore[union-attr, arg-type]
+            out = add.result
+            widened = [w for w in (widen_x, widen_rot) if w is not None]
+            if widened or tensor_type(out) != tensor_type(x):
+                out, cast_back = _promoted(x, add.result, [direct, rot_term, *widened], cos)
+                ops |= {cast_back, *(w.owner for w in widened)}  # type: ignore[misc]
+                _check_types(x, out, [rotated_src], cos, sin, half=False, promoted=True)
+            else:
+                _check_types(x, out, [direct, rot_term, rotated], cos, sin, half=False)
+            return _Rotation(x, out, cos, sin, is_neox, tensor_type(x).dims[-1],  # type: ignore[union-attr, arg-type]
                              False, ops, add.op)
     raise last_miss or NoMatch("neither product is of a rotated x")
 
 
+def _unwidened(value: SSAValue) -> tuple[SSAValue, SSAValue | None]:
+    """(source, value) if value is a cast of a bf16 / f16 source to f32 used only once (the
+    product it feeds), else (value, None)."""
+    cast = as_cast(value)
+    if cast is None or len(list(value.uses)) != 1:
+        return value, None
+    src, dst = tensor_type(cast[0]), tensor_type(value)
+    if src is None or dst is None or src.dtype not in LOW or dst.dtype != f32:
+        return value, None
+    return cast[0], value
+
+
+def _promoted(x: SSAValue, out: SSAValue, f32_values: list[SSAValue], cos: SSAValue
+              ) -> tuple[SSAValue, Operation]:
+    """The rotation of a bf16 / f16 x computed in f32 (x or its rotation cast to f32, or
+    promoted by f32 cos/sin: the same exact widening) must be cast straight back to x's dtype;
+    return the cast's result and op."""
+    xt, ot = tensor_type(x), tensor_type(out)
+    if xt is None or ot is None or xt.dtype not in LOW or ot.dtype != f32:
+        raise NoMatch(f"the rotation yields {ot}, not x's type {xt}")
+    if any(tensor_type(v) is None or tensor_type(v).dtype != f32  # type: ignore[union-attr]
+           for v in [*f32_values, cos]):
+        raise NoMatch("a rotation widened to f32 mixes in values that are not f32")
+    user = only_user(out)
+    back = as_cast(user.results[0]) if user is not None and user.results else None
+    if back is None or back[0] is not out or tensor_type(user.results[0]) != xt:  # type: ignore[union-attr]
+        raise NoMatch(f"the rotation is computed in f32 and not cast back to {xt}")
+    return user.results[0], user  # type: ignore[union-attr, return-value]
+
+
 def _check_types(x: SSAValue, out: SSAValue, parts: Iterable[SSAValue], cos: SSAValue,
-                 sin: SSAValue, half: bool) -> None:
+                 sin: SSAValue, half: bool, promoted: bool = False) -> None:
     xt = tensor_type(x)
     if xt is None or not isinstance(xt.dims[-1], int):
         raise NoMatch("the rotated tensor has a symbolic last dim")
@@ -518,6 +575,8 @@ def _check_types(x: SSAValue, out: SSAValue, parts: Iterable[SSAValue], cos: SSA
     ct, st = tensor_type(cos), tensor_type(sin)
     if ct is None or st is None or ct != st:
         raise NoMatch(f"cos ({ct}) and sin ({st}) differ in shape or dtype")
+    if promoted and ct.dtype != f32:
+        raise NoMatch(f"the rotation is computed in f32 but cos/sin are {ct.dtype}")
     width = xt.dims[-1] // 2 if half else xt.dims[-1]
     if ct.dims[-1:] != (width,):
         raise NoMatch(f"cos/sin are {ct.dims[-1:]} wide, expected {width} for this form")
