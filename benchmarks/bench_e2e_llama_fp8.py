@@ -3,10 +3,16 @@ torch.compile (Inductor), side by side in one run, for decode (T=16) and prefill
 
 The model is irfuse's built-in `llama-fp8` at the `llama-8b` size (hidden 4096, 32 heads / 8 kv
 heads, intermediate 14336, static FP8 linears through `torch._scaled_mm`) with a few layers.
-Both compiles mark num_tokens dynamic, as a serving engine does; each is timed by CUDA-graph
-replay (`triton.testing.do_bench_cudagraph`), which is how engines run decode.
+Both compiles mark num_tokens dynamic, as a serving engine does. Each (variant, num_tokens) is
+captured once as a CUDA graph, which is how engines run decode; the graphs are then replayed in
+interleaved rounds (A, B, A, B, ...), so drift of the GPU's clocks falls on both alike, and each
+figure is the median over the rounds (the spread is printed: differences below it are noise).
 
     python benchmarks/bench_e2e_llama_fp8.py [--layers 4] [--tokens 16 4096] [--out FILE.md]
+        [--profile]
+
+`--profile` also lists, per variant and num_tokens, the GPU kernels of one forward (torch
+profiler over plain launches): where the two compiles differ, kernel by kernel.
 """
 
 from __future__ import annotations
@@ -25,17 +31,82 @@ def _compile(model: torch.nn.Module, backend: str, options: dict | None):
     return torch.compile(model, backend="irfuse", options=options)
 
 
+def _kernel_table(compiled, inputs, title: str, runs: int = 10) -> str:
+    """The GPU kernels of one forward, by total time (µs per forward, calls per forward)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    compiled(*inputs)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(runs):
+            compiled(*inputs)
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
+    kernels.sort(key=lambda e: -e.device_time_total)
+    total = sum(e.device_time_total for e in kernels) / runs
+    lines = [f"kernels of {title}: {total:.1f} us per forward"]
+    for e in kernels[:25]:
+        lines.append(f"  {e.device_time_total / runs:9.1f} us  {e.count / runs:5.1f}x  "
+                     f"{e.key[:100]}")
+    return "\n".join(lines)
+
+
+def _capture(fn) -> torch.cuda.CUDAGraph:
+    """`fn` captured as a CUDA graph (after warm-up launches on a side stream)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    torch.cuda.synchronize()
+    return graph
+
+
+def _interleaved(graphs: dict[str, torch.cuda.CUDAGraph], rounds: int,
+                 ms_per_round: float = 25.0) -> dict[str, list[float]]:
+    """µs per replay of each graph, one figure per round, the graphs taking turns."""
+    reps = {}
+    for name, graph in graphs.items():  # replays per round: about `ms_per_round` of work
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        for _ in range(3):
+            graph.replay()
+        end.record()
+        end.synchronize()
+        reps[name] = max(3, int(ms_per_round / (begin.elapsed_time(end) / 3)))
+    times: dict[str, list[float]] = {name: [] for name in graphs}
+    for _ in range(rounds):
+        for name, graph in graphs.items():
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            for _ in range(reps[name]):
+                graph.replay()
+            end.record()
+            end.synchronize()
+            times[name].append(begin.elapsed_time(end) * 1e3 / reps[name])
+    return times
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--tokens", type=int, nargs="+", default=[16, 4096])
     parser.add_argument("--out", default=None)
+    parser.add_argument("--profile", action="store_true", help="list each variant's kernels")
+    parser.add_argument("--rounds", type=int, default=15, help="interleaved timing rounds")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench_e2e_llama_fp8: needs a CUDA GPU", file=sys.stderr)
         return 1
-
-    from triton.testing import do_bench_cudagraph
 
     from irfuse import backend, models
 
@@ -45,14 +116,14 @@ def main(argv: list[str] | None = None) -> int:
         "inductor": ("inductor", None),
         "irfuse O2": ("irfuse", {"optimization_level": 2}),
     }
-    results: dict[str, dict[int, float]] = {}
+    graphs: dict[str, dict[int, torch.cuda.CUDAGraph]] = {}
     compile_s: dict[str, float] = {}
     fused: dict[str, str] = {}
     outputs: dict[str, dict[int, torch.Tensor]] = {}
     for name, (kind, options) in variants.items():
         backend.clear_reports()
         compiled = _compile(model, kind, options)
-        results[name], outputs[name] = {}, {}
+        graphs[name], outputs[name] = {}, {}
         start = time.perf_counter()
         for t in args.tokens:
             inputs = built.make_inputs(t)
@@ -64,26 +135,38 @@ def main(argv: list[str] | None = None) -> int:
         for t in args.tokens:
             inputs = built.make_inputs(t)
             with torch.no_grad():
-                results[name][t] = do_bench_cudagraph(lambda c=compiled, i=inputs: c(*i)) * 1e3
+                if args.profile:
+                    print(_kernel_table(compiled, inputs, f"{name}, num_tokens {t}"), flush=True)
+                graphs[name][t] = _capture(lambda c=compiled, i=inputs: c(*i))
         if kind == "irfuse":
             fused[name] = "; ".join(
                 f"range {r.range}: "
                 + ", ".join(f"{p.name} {p.count}" for p in r.passes if p.count)
                 for r in backend.reports()
             )
+    results = {t: _interleaved({n: graphs[n][t] for n in variants}, args.rounds)
+               for t in args.tokens}
 
     lines = [
         f"Llama-3-8B-shaped FP8 stack, {args.layers} layers, bf16 activations, CUDA-graph "
         f"replay, {torch.cuda.get_device_name()}, torch {torch.__version__}",
         "",
-        "| num_tokens | Inductor (us) | irfuse O2 (us) | irfuse / Inductor | max rel. diff |",
-        "|---|---|---|---|---|",
+        f"({args.rounds} interleaved rounds; median µs per forward, min-max over the rounds)",
+        "",
+        "| num_tokens | Inductor (us) | irfuse O2 (us) | irfuse / Inductor | per-round ratio: "
+        "median (min-max) | max rel. diff |",
+        "|---|---|---|---|---|---|",
     ]
     for t in args.tokens:
-        ind, irf = results["inductor"][t], results["irfuse O2"][t]
+        ind, irf = results[t]["inductor"], results[t]["irfuse O2"]
+        ratios = sorted(b / a for a, b in zip(ind, irf, strict=True))
         ref, out = outputs["inductor"][t], outputs["irfuse O2"][t]
         diff = ((out - ref).abs().max() / ref.abs().max()).item()
-        lines.append(f"| {t} | {ind:.1f} | {irf:.1f} | {irf / ind:.3f} | {diff:.1e} |")
+        lines.append(f"| {t} | {_median(ind):.1f} ({min(ind):.1f}-{max(ind):.1f}) | "
+                     f"{_median(irf):.1f} ({min(irf):.1f}-{max(irf):.1f}) | "
+                     f"{_median(irf) / _median(ind):.3f} | {_median(ratios):.3f} "
+                     f"({ratios[0]:.3f}-{ratios[-1]:.3f}) | "
+                     f"{diff:.1e} |")
     lines += [
         "",
         f"Compile + first runs: Inductor {compile_s['inductor']:.0f} s, irfuse "
