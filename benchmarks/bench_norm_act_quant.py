@@ -301,6 +301,14 @@ def copy_bandwidths(rep: int) -> dict[str, float]:
     return {k: nbytes / (us * 1e-6) for k, us in out.items()}
 
 
+def same_size_copy_us(nbytes: int, rep: int) -> float:
+    """µs of an SM copy moving `nbytes` (half read, half written), replayed in a CUDA graph: what
+    a kernel of this size can reach at best, fixed launch and ramp costs included."""
+    src = torch.empty(max(1, nbytes // 4), device=DEVICE, dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
+    return bench_us(lambda: torch.mul(src, 1, out=dst), rep)
+
+
 def _cfg_str(cfg: Any) -> str:
     return ",".join(f"{k}={v}" for k, v in asdict(cfg).items())
 
@@ -339,6 +347,8 @@ def measure(spec: OpSpec, compiled: Callable, h: int, t: int, bw: float,
     row["irfuse_tbs"] = row["bytes"] / (row["irfuse_us"] * 1e-6) / 1e12
     row["copy_frac"] = row["bytes"] / (row["irfuse_us"] * 1e-6) / bw
     row["inductor_copy_frac"] = row["bytes"] / (row["inductor_us"] * 1e-6) / bw
+    row["same_copy_us"] = same_size_copy_us(row["bytes"], args.rep)
+    row["same_copy_frac"] = row["same_copy_us"] / row["irfuse_us"]
     return row
 
 
@@ -438,6 +448,11 @@ def _line(r: dict) -> str:
     return s
 
 
+def _same_copy_cell(r: dict) -> str:
+    """irfuse's time against an SM copy of the same bytes ("-" in rows from older runs)."""
+    return f"{100 * r['same_copy_frac']:.0f}" if "same_copy_frac" in r else "-"
+
+
 def _fi_cells(r: dict) -> str:
     """FlashInfer's cells: µs, ratio to Inductor, µs in place, check ("-" where it did not run:
     not its op, or not importable here)."""
@@ -466,7 +481,9 @@ def markdown(rows: list[dict], command: str, copy_detail: str = "") -> str:
         f"{copy_detail or 'one measurement'} TB/s ({rows[0]['copy_tbs']:.2f} TB/s). "
         "`L2`: the working set is under the 60 MB L2, so "
         "replays hit the cache and the % can pass 100. Inductor compiles the same unfused "
-        "torch code with static shapes. *check*: irfuse's output against eager's. "
+        "torch code with static shapes. *% same-size copy*: an SM copy moving the same bytes, "
+        "timed the same way, over irfuse's time (what a kernel of that size can reach, "
+        "launch and ramp included). *check*: irfuse's output against eager's. "
         "*FlashInfer*: its kernel through irfuse's launcher (the residual form copies the "
         "residual first: FlashInfer updates it in place); *FI ratio* = that / Inductor; "
         "*FI in place*: the kernel alone, updating the residual; *FI check*: against eager "
@@ -479,8 +496,9 @@ def markdown(rows: list[dict], command: str, copy_detail: str = "") -> str:
         lines += [f"FlashInfer did not run: {'; '.join(notes)}.", ""]
     has_best = any("best_us" in r for r in rows)
     head = "| op | H | T | MB | eager | Inductor | irfuse | ratio | irfuse % copy | " \
-           "Inductor % copy | check | FlashInfer | FI ratio | FI in place | FI check |"
-    sep = "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+           "Inductor % copy | % same-size copy | check | FlashInfer | FI ratio | FI in place | " \
+           "FI check |"
+    sep = "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     if has_best:
         head += " best swept | best config |"
         sep += "---|---|"
@@ -491,7 +509,7 @@ def markdown(rows: list[dict], command: str, copy_detail: str = "") -> str:
                 f"{' L2' if r['l2'] else ''} | {r['eager_us']:.1f} | {r['inductor_us']:.1f} | "
                 f"{r['irfuse_us']:.1f} | {r['irfuse_us'] / r['inductor_us']:.2f} | "
                 f"{100 * r['copy_frac']:.0f} | {100 * r['inductor_copy_frac']:.0f} | "
-                f"{r['check']} | {_fi_cells(r)} |")
+                f"{_same_copy_cell(r)} | {r['check']} | {_fi_cells(r)} |")
         if has_best:
             line += f" {r.get('best_us', float('nan')):.1f} | {r.get('best_cfg', '')} |"
         lines.append(line)
