@@ -18,6 +18,7 @@ PASS_MODULES: dict[str, tuple[str, str]] = {
     # Canonicalization before raising: exact clean-ups that let more code match.
     "cse-pure": ("irfuse.rewrites.cse_pure", "CsePure"),
     # Raising (stage 3): ATen chains -> semantic ops.
+    "raise-vllm-ops": ("irfuse.lowering.raise_vllm_ops", "RaiseVllmOps"),
     "raise-collectives": ("irfuse.lowering.raise_collectives", "RaiseCollectives"),
     "raise-attention": ("irfuse.lowering.raise_attention", "RaiseAttention"),
     "raise-kv-cache-write": ("irfuse.lowering.raise_kv_cache_write", "RaiseKvCacheWrite"),

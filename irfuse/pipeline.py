@@ -37,14 +37,14 @@ from irfuse.report import KIND_OF_OP, RAISED_KINDS, PassRecord, Report, StageRec
 
 PLATFORM_ATTR = "irfuse.platform"
 
-RAISE_PASSES: tuple[str, ...] = ("raise-collectives", "raise-rms-norm", "raise-gemm", "raise-quant", "raise-silu-mul", "raise-rope", "raise-pad", "raise-attention", "raise-kv-cache-write")
+RAISE_PASSES: tuple[str, ...] = ("raise-vllm-ops", "raise-collectives", "raise-rms-norm", "raise-gemm", "raise-quant", "raise-silu-mul", "raise-rope", "raise-pad", "raise-attention", "raise-kv-cache-write")
 """The raising passes, in order (registered in `irfuse.passes` as they land)."""
 
-CANONICALIZE_PASSES: tuple[str, ...] = ()
+CANONICALIZE_PASSES: tuple[str, ...] = ("cse-pure",)
 """Exact clean-ups run right before the raising passes (dumped like every pass; their records go
-to the report's `passes`, `fused` = ops removed). `cse-pure` is ready for this list but off: the
-raising passes refuse a chain whose interior value it makes shared with another chain (see
-`irfuse.rewrites.cse_pure`)."""
+to the report's `passes`, `fused` = ops removed). `cse-pure` merges duplicated pure values (a cast
+taken twice is one value, so the norm that casts its input twice raises); a value it makes shared
+between two chains is cloned into the region of the one raised first (`match.clone_shared`)."""
 
 SELECT_KERNELS = "select-kernels"
 

@@ -44,10 +44,15 @@ class Family:
     config: dict[str, Any] = field(default_factory=dict)
     note: str = ""
     attn: str = "sdpa"  # "eager" where transformers refuses SDPA for the family
+    name: str = ""  # the family's key when a model type is tested in two configurations
+
+    @property
+    def key(self) -> str:
+        return self.name or self.model_type
 
 
 FAMILIES: dict[str, Family] = {
-    f.model_type: f
+    f.key: f
     for f in (
         Family("qwen2", note="q/k/v biases"),
         Family("qwen2_moe", dict(MOE, num_experts=4, shared_expert_intermediate_size=64),
@@ -87,6 +92,11 @@ FAMILIES: dict[str, Family] = {
         Family("gpt_neox", note="LayerNorm, fused qkv, partial rotary"),
         Family("falcon", dict(new_decoder_architecture=True, num_kv_heads=2),
                note="LayerNorm, Linear computed as x @ w.T, GELU"),
+        Family("falcon", dict(new_decoder_architecture=False, multi_query=True),
+               name="falcon_mqa",
+               note="old architecture: multi-query attention, the one k/v head expanded to all "
+                    "heads by SDPA's math fallback (raised as GQA with one k/v head); Linear "
+                    "computed as x @ w.T (in QUICK for both)"),
         Family("nemotron", note="LayerNorm1P, ReLU² MLP, partial rotary"),
         Family("gpt_bigcode", note="LayerNorm, multi-query, no RoPE"),
         Family("opt", note="LayerNorm, learned positions, ReLU"),
@@ -115,7 +125,7 @@ FAMILIES: dict[str, Family] = {
 
 QUICK: tuple[str, ...] = (
     "qwen2_moe", "qwen3_moe", "mixtral", "llama4_text", "phi3", "gemma3_text", "gemma2",
-    "olmo2", "olmo", "cohere", "starcoder2", "falcon", "glm4",
+    "olmo2", "olmo", "cohere", "starcoder2", "falcon_mqa", "glm4",
     "ernie4_5", "hunyuan_v1_dense", "gpt_oss",
 )
 """The families tested by default: one of each spelling found (the rest: IRFUSE_ALL_FAMILIES=1)."""
@@ -124,9 +134,6 @@ FP8: tuple[str, ...] = ("qwen2", "olmo2", "gemma3_text", "cohere")
 """Families also tested with every decoder linear a StaticFp8Linear."""
 
 EXCLUDED: dict[str, str] = {
-    "falcon (multi_query, old architecture)":
-        "raise-attention misses it: SDPA's CPU decomposition broadcasts the single k/v head by "
-        "`expand` (1 -> H heads) and the pass refuses a broadcast bmm operand",
     "nanochat": "rotate_half is (x2, -x1): a rotation by -θ; raise-rope refuses it (wrong sign)",
     "qwen3_next, granitemoehybrid":
         "hybrid linear-attention / SSM / conv layers: out of scope (their gated RMSNorm "

@@ -123,8 +123,13 @@ def test_dump_holds_every_stage_in_order(dumped: pathlib.Path) -> None:
     names = sorted(p.name for p in dumped.iterdir())
     assert names[0] == "00-dynamo.py" and names[1] == "01-aten.py"
     assert names[2] == "02-import.mlir"
+    # The canonicalization passes (cse-pure) right after the import, then the raising passes.
+    canonical = list(pipeline.CANONICALIZE_PASSES)
+    assert [n[3:-5] for n in names[3:3 + len(canonical)]] == canonical
     raise_files = [n[3:-5] for n in names if n[3:9] == "raise-"]
     assert raise_files == list(pipeline.RAISE_PASSES)
+    assert names.index(f"{3 + len(canonical):02d}-{pipeline.RAISE_PASSES[0]}.mlir") == 3 + len(
+        canonical)
     numbered = [n for n in names if n[:2].isdigit()]
     assert [int(n[:2]) for n in numbered] == list(range(len(numbered)))
     assert numbered[-2].endswith("-emit.mlir") and numbered[-1].endswith("-emitted.py")
@@ -143,6 +148,8 @@ def test_report_json_schema(dumped: pathlib.Path) -> None:
     assert set(report["raised"]) == set(RAISED_KINDS)
     assert report["raised"]["add_rms_norm"] == 1 and report["raised"]["silu_mul"] == 1
     assert report["config"]["fuse_norm_quant"] is True  # O2 resolved it
+    names = [entry["name"] for entry in report["passes"]]
+    assert names[:len(pipeline.CANONICALIZE_PASSES)] == list(pipeline.CANONICALIZE_PASSES)
     for entry in report["passes"]:
         assert set(entry) == {"name", "fused", "not_fused", "ms"}
         for miss in entry["not_fused"]:

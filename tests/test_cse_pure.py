@@ -2,8 +2,9 @@
 duplicated cast that blocks the RMSNorm raise stops blocking it, and the pass shows in the dump
 and the report like every pass.
 
-The pipeline runs `CANONICALIZE_PASSES` right before raising; cse-pure is not in it by default
-(see irfuse.pipeline), so these tests put it there.
+The pipeline runs `CANONICALIZE_PASSES` right before raising; cse-pure is in it by default
+(`tests/test_raise_after_cse.py` checks what raising does with the values it makes shared). The
+fixtures below set the list explicitly, so each test says which pipeline it runs.
 """
 
 from __future__ import annotations

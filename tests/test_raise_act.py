@@ -97,12 +97,20 @@ def test_gated_gelu_is_not_raised_and_says_so():
         "not a SiLU·Mul: the gated activation is GELU, not SiLU"]
 
 
-def test_silu_output_used_twice_is_not_raised():
+def test_silu_output_used_twice_is_raised_with_its_own_copy():
+    """The SiLU is pure: the region takes a copy of it and the original stays for `s + 1`."""
     compiled = _run(lambda a, b: (lambda s: (s * b, s + 1))(F.silu(a)),
                     torch.randn(8, D), torch.randn(8, D), dynamic=((0, 0), (1, 0)))
+    assert compiled.raised()["silu_mul"] == 1
+    assert _missed(compiled, "raise-silu-mul") == []
+
+
+def test_silu_used_by_an_add_only_is_ungated():
+    compiled = _run(lambda a: (lambda s: (s + 1, s - 1))(F.silu(a)), torch.randn(8, D))
     assert compiled.raised()["silu_mul"] == 0
     assert _missed(compiled, "raise-silu-mul") == [
-        "not a SiLU·Mul: the SiLU's output is used outside the product"]
+        "not a SiLU·Mul: the SiLU's output goes to aten::add.Tensor, aten::sub.Tensor, not to a "
+        "product (an ungated SiLU)"]
 
 
 PADS = {

@@ -405,3 +405,67 @@ func.func @negatives(%q: !irfuse.tensor<[1, 4, s0, 64], bf16>) -> (!irfuse.tenso
   %o2, %lse2 = aten.call tuple "aten::_scaled_dot_product_flash_attention_for_cpu.default"(%o, %q, %q, 0.0, true) : (!irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 4, s0, 64], bf16>) -> (!irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 4, s0], f32>)
   func.return %o2, %lse2 : !irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 4, s0], f32>
 }
+
+// Multi-query attention (old-architecture Falcon, Hugging Face) through SDPA's math fallback on
+// the CPU (trimmed from a real dump): the one k/v head is expanded to the 4 heads before each
+// bmm. That `expand` of a size-1 head dim gives every head the same data: GQA with one k/v head,
+// the op takes the one-head k and v.
+// CHECK-LABEL: func.func @multi_query_math
+// CHECK-SAME: (%{{[^:]+}}: !irfuse.sym<s27>, %[[Q:[^:]+]]: !irfuse.tensor<[1, 4, s27, 16], bf16>, %[[K:[^:]+]]: !irfuse.tensor<[1, 1, s27, 16], bf16>, %[[V:[^:]+]]: !irfuse.tensor<[1, 1, s27, 16], bf16>, %[[M:[^:]+]]: !irfuse.tensor<[1, 1, s27, s27], bf16>)
+// CHECK-NEXT: %[[O:.+]] = attn.attention %[[Q]], %[[K]], %[[V]], mask %[[M]] {scale = 2.500000e-01 : f64} : (!irfuse.tensor<[1, 4, s27, 16], bf16>, !irfuse.tensor<[1, 1, s27, 16], bf16>, !irfuse.tensor<[1, 1, s27, 16], bf16>, !irfuse.tensor<[1, 1, s27, s27], bf16>) -> !irfuse.tensor<[1, 4, s27, 16], bf16> decomposition {
+// CHECK: aten.call "aten::expand.default"(%{{.+}}, [1, 4, 16, %{{.+}}]) : (!irfuse.tensor<[1, 1, 16, s27], f32>
+// CHECK: aten.call "aten::expand.default"(%{{.+}}, [1, 4, %{{.+}}, 16]) : (!irfuse.tensor<[1, 1, s27, 16], f32>
+// CHECK: func.return %[[O]]
+func.func @multi_query_math(%s: !irfuse.sym<s27>, %q: !irfuse.tensor<[1, 4, s27, 16], bf16>, %k: !irfuse.tensor<[1, 1, s27, 16], bf16>, %v: !irfuse.tensor<[1, 1, s27, 16], bf16>, %mask: !irfuse.tensor<[1, 1, s27, s27], bf16>) -> !irfuse.tensor<[1, 4, s27, 16], bf16> {
+  %q32 = aten.call "aten::_to_copy.default"(%q, dtype = f32) : (!irfuse.tensor<[1, 4, s27, 16], bf16>) -> !irfuse.tensor<[1, 4, s27, 16], f32>
+  %k32 = aten.call "aten::_to_copy.default"(%k, dtype = f32) : (!irfuse.tensor<[1, 1, s27, 16], bf16>) -> !irfuse.tensor<[1, 1, s27, 16], f32>
+  %v32 = aten.call "aten::_to_copy.default"(%v, dtype = f32) : (!irfuse.tensor<[1, 1, s27, 16], bf16>) -> !irfuse.tensor<[1, 1, s27, 16], f32>
+  %qs = aten.call "aten::mul.Scalar"(%q32, 0.5) : (!irfuse.tensor<[1, 4, s27, 16], f32>) -> !irfuse.tensor<[1, 4, s27, 16], f32>
+  %kt = aten.call "aten::transpose.int"(%k32, -2, -1) : (!irfuse.tensor<[1, 1, s27, 16], f32>) -> !irfuse.tensor<[1, 1, 16, s27], f32>
+  %ks = aten.call "aten::mul.Scalar"(%kt, 0.5) : (!irfuse.tensor<[1, 1, 16, s27], f32>) -> !irfuse.tensor<[1, 1, 16, s27], f32>
+  %qe = aten.call "aten::expand.default"(%qs, [1, 4, %s, 16]) : (!irfuse.tensor<[1, 4, s27, 16], f32>, !irfuse.sym<s27>) -> !irfuse.tensor<[1, 4, s27, 16], f32>
+  %qv = aten.call "aten::view.default"(%qe, [4, %s, 16]) : (!irfuse.tensor<[1, 4, s27, 16], f32>, !irfuse.sym<s27>) -> !irfuse.tensor<[4, s27, 16], f32>
+  %ke = aten.call "aten::expand.default"(%ks, [1, 4, 16, %s]) : (!irfuse.tensor<[1, 1, 16, s27], f32>, !irfuse.sym<s27>) -> !irfuse.tensor<[1, 4, 16, s27], f32>
+  %kv = aten.call "aten::view.default"(%ke, [4, 16, %s]) : (!irfuse.tensor<[1, 4, 16, s27], f32>, !irfuse.sym<s27>) -> !irfuse.tensor<[4, 16, s27], f32>
+  %bmm = aten.call "aten::bmm.default"(%qv, %kv) : (!irfuse.tensor<[4, s27, 16], f32>, !irfuse.tensor<[4, 16, s27], f32>) -> !irfuse.tensor<[4, s27, s27], f32>
+  %sc = aten.call "aten::view.default"(%bmm, [1, 4, %s, %s]) : (!irfuse.tensor<[4, s27, s27], f32>, !irfuse.sym<s27>, !irfuse.sym<s27>) -> !irfuse.tensor<[1, 4, s27, s27], f32>
+  %sm = aten.call "aten::add.Tensor"(%sc, %mask) : (!irfuse.tensor<[1, 4, s27, s27], f32>, !irfuse.tensor<[1, 1, s27, s27], bf16>) -> !irfuse.tensor<[1, 4, s27, s27], f32>
+  %p = aten.call "aten::_safe_softmax.default"(%sm, -1) : (!irfuse.tensor<[1, 4, s27, s27], f32>) -> !irfuse.tensor<[1, 4, s27, s27], f32>
+  %pe = aten.call "aten::expand.default"(%p, [1, 4, %s, %s]) : (!irfuse.tensor<[1, 4, s27, s27], f32>, !irfuse.sym<s27>, !irfuse.sym<s27>) -> !irfuse.tensor<[1, 4, s27, s27], f32>
+  %pv = aten.call "aten::view.default"(%pe, [4, %s, %s]) : (!irfuse.tensor<[1, 4, s27, s27], f32>, !irfuse.sym<s27>, !irfuse.sym<s27>) -> !irfuse.tensor<[4, s27, s27], f32>
+  %ve = aten.call "aten::expand.default"(%v32, [1, 4, %s, 16]) : (!irfuse.tensor<[1, 1, s27, 16], f32>, !irfuse.sym<s27>) -> !irfuse.tensor<[1, 4, s27, 16], f32>
+  %vv = aten.call "aten::view.default"(%ve, [4, %s, 16]) : (!irfuse.tensor<[1, 4, s27, 16], f32>, !irfuse.sym<s27>) -> !irfuse.tensor<[4, s27, 16], f32>
+  %o = aten.call "aten::bmm.default"(%pv, %vv) : (!irfuse.tensor<[4, s27, s27], f32>, !irfuse.tensor<[4, s27, 16], f32>) -> !irfuse.tensor<[4, s27, 16], f32>
+  %ov = aten.call "aten::view.default"(%o, [1, 4, %s, 16]) : (!irfuse.tensor<[4, s27, 16], f32>, !irfuse.sym<s27>) -> !irfuse.tensor<[1, 4, s27, 16], f32>
+  %out = aten.call "aten::_to_copy.default"(%ov, dtype = bf16) : (!irfuse.tensor<[1, 4, s27, 16], f32>) -> !irfuse.tensor<[1, 4, s27, 16], bf16>
+  func.return %out : !irfuse.tensor<[1, 4, s27, 16], bf16>
+}
+
+// The same with q's one head broadcast to k's four: not GQA (only k and v may be shared).
+// CHECK-LABEL: func.func @broadcast_query
+// CHECK-NOT: attn.attention
+// CHECK: func.return
+func.func @broadcast_query(%s: !irfuse.sym<s27>, %q: !irfuse.tensor<[1, 1, s27, 16], bf16>, %k: !irfuse.tensor<[1, 4, s27, 16], bf16>, %v: !irfuse.tensor<[1, 4, s27, 16], bf16>, %mask: !irfuse.tensor<[1, 1, s27, s27], bf16>) -> !irfuse.tensor<[1, 4, s27, 16], bf16> {
+  %q32 = aten.call "aten::_to_copy.default"(%q, dtype = f32) : (!irfuse.tensor<[1, 1, s27, 16], bf16>) -> !irfuse.tensor<[1, 1, s27, 16], f32>
+  %k32 = aten.call "aten::_to_copy.default"(%k, dtype = f32) : (!irfuse.tensor<[1, 4, s27, 16], bf16>) -> !irfuse.tensor<[1, 4, s27, 16], f32>
+  %v32 = aten.call "aten::_to_copy.default"(%v, dtype = f32) : (!irfuse.tensor<[1, 4, s27, 16], bf16>) -> !irfuse.tensor<[1, 4, s27, 16], f32>
+  %qs = aten.call "aten::mul.Scalar"(%q32, 0.5) : (!irfuse.tensor<[1, 1, s27, 16], f32>) -> !irfuse.tensor<[1, 1, s27, 16], f32>
+  %kt = aten.call "aten::transpose.int"(%k32, -2, -1) : (!irfuse.tensor<[1, 4, s27, 16], f32>) -> !irfuse.tensor<[1, 4, 16, s27], f32>
+  %ks = aten.call "aten::mul.Scalar"(%kt, 0.5) : (!irfuse.tensor<[1, 4, 16, s27], f32>) -> !irfuse.tensor<[1, 4, 16, s27], f32>
+  %qe = aten.call "aten::expand.default"(%qs, [1, 4, %s, 16]) : (!irfuse.tensor<[1, 1, s27, 16], f32>, !irfuse.sym<s27>) -> !irfuse.tensor<[1, 4, s27, 16], f32>
+  %qv = aten.call "aten::view.default"(%qe, [4, %s, 16]) : (!irfuse.tensor<[1, 4, s27, 16], f32>, !irfuse.sym<s27>) -> !irfuse.tensor<[4, s27, 16], f32>
+  %ke = aten.call "aten::expand.default"(%ks, [1, 4, 16, %s]) : (!irfuse.tensor<[1, 4, 16, s27], f32>, !irfuse.sym<s27>) -> !irfuse.tensor<[1, 4, 16, s27], f32>
+  %kv = aten.call "aten::view.default"(%ke, [4, 16, %s]) : (!irfuse.tensor<[1, 4, 16, s27], f32>, !irfuse.sym<s27>) -> !irfuse.tensor<[4, 16, s27], f32>
+  %bmm = aten.call "aten::bmm.default"(%qv, %kv) : (!irfuse.tensor<[4, s27, 16], f32>, !irfuse.tensor<[4, 16, s27], f32>) -> !irfuse.tensor<[4, s27, s27], f32>
+  %sc = aten.call "aten::view.default"(%bmm, [1, 4, %s, %s]) : (!irfuse.tensor<[4, s27, s27], f32>, !irfuse.sym<s27>, !irfuse.sym<s27>) -> !irfuse.tensor<[1, 4, s27, s27], f32>
+  %sm = aten.call "aten::add.Tensor"(%sc, %mask) : (!irfuse.tensor<[1, 4, s27, s27], f32>, !irfuse.tensor<[1, 1, s27, s27], bf16>) -> !irfuse.tensor<[1, 4, s27, s27], f32>
+  %p = aten.call "aten::_safe_softmax.default"(%sm, -1) : (!irfuse.tensor<[1, 4, s27, s27], f32>) -> !irfuse.tensor<[1, 4, s27, s27], f32>
+  %pe = aten.call "aten::expand.default"(%p, [1, 4, %s, %s]) : (!irfuse.tensor<[1, 4, s27, s27], f32>, !irfuse.sym<s27>, !irfuse.sym<s27>) -> !irfuse.tensor<[1, 4, s27, s27], f32>
+  %pv = aten.call "aten::view.default"(%pe, [4, %s, %s]) : (!irfuse.tensor<[1, 4, s27, s27], f32>, !irfuse.sym<s27>, !irfuse.sym<s27>) -> !irfuse.tensor<[4, s27, s27], f32>
+  %ve = aten.call "aten::expand.default"(%v32, [1, 4, %s, 16]) : (!irfuse.tensor<[1, 4, s27, 16], f32>, !irfuse.sym<s27>) -> !irfuse.tensor<[1, 4, s27, 16], f32>
+  %vv = aten.call "aten::view.default"(%ve, [4, %s, 16]) : (!irfuse.tensor<[1, 4, s27, 16], f32>, !irfuse.sym<s27>) -> !irfuse.tensor<[4, s27, 16], f32>
+  %o = aten.call "aten::bmm.default"(%pv, %vv) : (!irfuse.tensor<[4, s27, s27], f32>, !irfuse.tensor<[4, s27, 16], f32>) -> !irfuse.tensor<[4, s27, 16], f32>
+  %ov = aten.call "aten::view.default"(%o, [1, 4, %s, 16]) : (!irfuse.tensor<[4, s27, 16], f32>, !irfuse.sym<s27>) -> !irfuse.tensor<[1, 4, s27, 16], f32>
+  %out = aten.call "aten::_to_copy.default"(%ov, dtype = bf16) : (!irfuse.tensor<[1, 4, s27, 16], f32>) -> !irfuse.tensor<[1, 4, s27, 16], bf16>
+  func.return %out : !irfuse.tensor<[1, 4, s27, 16], bf16>
+}

@@ -286,15 +286,55 @@ func.func @per_token_misses(%x: !irfuse.tensor<[s0, 256], f32>) -> (!irfuse.tens
   func.return %q, %q0 : !irfuse.tensor<[s0, 256], f8E4M3FN>, !irfuse.tensor<[s0, 256], f8E4M3FN>
 }
 
-// The scaled value is also used outside the chain.
+// The scaled value is also used outside the chain: a pure op, so the region takes its own copy
+// of the division and the original stays above the op for the outside user.
 // CHECK-LABEL: func.func @intermediate_used
-// CHECK-NOT: quant.fp8
-// CHECK: func.return
+// CHECK-SAME: (%[[S:[^:]+]]: !irfuse.tensor<[1], f32>, %[[X:[^:]+]]: !irfuse.tensor<[s0, 256], f32>)
+// CHECK-NEXT: %[[D:.+]] = aten.call "aten::div.Tensor"(%[[X]], %[[S]])
+// CHECK-NEXT: %[[Q:.+]] = quant.fp8 %[[X]], scale %[[S]] {scheme = #quant.scheme<static_tensor>, divide}
+// CHECK-NEXT: ^{{.*}}(%[[A:[^:]+]]: !irfuse.tensor<[s0, 256], f32>, %[[B:[^:]+]]: !irfuse.tensor<[1], f32>):
+// CHECK-NEXT: %[[D2:.+]] = aten.call "aten::div.Tensor"(%[[A]], %[[B]])
+// CHECK-NEXT: aten.call "aten::clamp.default"(%[[D2]], -448.0, 448.0)
+// CHECK: func.return %[[Q]], %[[D]]
 func.func @intermediate_used(%s: !irfuse.tensor<[1], f32>, %x: !irfuse.tensor<[s0, 256], f32>) -> (!irfuse.tensor<[s0, 256], f8E4M3FN>, !irfuse.tensor<[s0, 256], f32>) {
   %d = aten.call "aten::div.Tensor"(%x, %s) : (!irfuse.tensor<[s0, 256], f32>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 256], f32>
   %c = aten.call "aten::clamp.default"(%d, -448.0, 448.0) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f32>
   %q = aten.call "aten::_to_copy.default"(%c, dtype = f8E4M3FN) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN>
   func.return %q, %d : !irfuse.tensor<[s0, 256], f8E4M3FN>, !irfuse.tensor<[s0, 256], f32>
+}
+
+// A group quant whose `scale.unsqueeze(-1)` cse-pure merged with the dequant's (llama-fp8-group128,
+// trimmed): the scale result is the [T, G] scale; the region divides by its own copy of the
+// unsqueeze, and the original, now reading the op's scale result, stays for the dequant (the op
+// goes right before it).
+// CHECK-LABEL: func.func @group_scale_view_shared_with_dequant
+// CHECK: %[[Q:[^ ,]+]], %[[SC:[^ ]+]] = quant.fp8 %{{[^ ]+}} {scheme = #quant.scheme<group 128>} : (!irfuse.tensor<[s0, 256], bf16>) -> (!irfuse.tensor<[s0, 256], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 2], f32>)
+// CHECK: %[[U:.+]] = aten.call "aten::unsqueeze.default"(%[[M:[^,]+]], -1)
+// CHECK-NEXT: aten.call "aten::div.Tensor"(%{{.+}}, %[[U]])
+// CHECK: irfuse.yield %{{.+}}, %[[M]]
+// CHECK-NEXT: }
+// CHECK-NEXT: %[[U2:.+]] = aten.call "aten::unsqueeze.default"(%[[SC]], -1)
+// CHECK: aten.call "aten::mul.Tensor"(%{{.+}}, %[[U2]])
+func.func @group_scale_view_shared_with_dequant(%s0: !irfuse.sym<s0>, %x: !irfuse.tensor<[s0, 256], bf16>) -> (!irfuse.tensor<[s0, 256], bf16>) {
+  %x32 = aten.call "aten::_to_copy.default"(%x, dtype = f32) : (!irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 256], f32>
+  %g = aten.call "aten::view.default"(%x32, [%s0, 2, 128]) : (!irfuse.tensor<[s0, 256], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 2, 128], f32>
+  %abs = aten.call "aten::abs.default"(%g) : (!irfuse.tensor<[s0, 2, 128], f32>) -> !irfuse.tensor<[s0, 2, 128], f32>
+  %amax = aten.call "aten::amax.default"(%abs, [-1]) : (!irfuse.tensor<[s0, 2, 128], f32>) -> !irfuse.tensor<[s0, 2], f32>
+  %c0 = aten.call "aten::clamp_min.default"(%amax, 1.0e-10) : (!irfuse.tensor<[s0, 2], f32>) -> !irfuse.tensor<[s0, 2], f32>
+  %d = aten.call "aten::div.Tensor"(%c0, 448.0) : (!irfuse.tensor<[s0, 2], f32>) -> !irfuse.tensor<[s0, 2], f32>
+  %sc = aten.call "aten::clamp_min.default"(%d, 4.359654017857143e-06) : (!irfuse.tensor<[s0, 2], f32>) -> !irfuse.tensor<[s0, 2], f32>
+  %u = aten.call "aten::unsqueeze.default"(%sc, -1) : (!irfuse.tensor<[s0, 2], f32>) -> !irfuse.tensor<[s0, 2, 1], f32>
+  %y = aten.call "aten::div.Tensor"(%g, %u) : (!irfuse.tensor<[s0, 2, 128], f32>, !irfuse.tensor<[s0, 2, 1], f32>) -> !irfuse.tensor<[s0, 2, 128], f32>
+  %c = aten.call "aten::clamp.default"(%y, -448.0, 448.0) : (!irfuse.tensor<[s0, 2, 128], f32>) -> !irfuse.tensor<[s0, 2, 128], f32>
+  %q3 = aten.call "aten::_to_copy.default"(%c, dtype = f8E4M3FN) : (!irfuse.tensor<[s0, 2, 128], f32>) -> !irfuse.tensor<[s0, 2, 128], f8E4M3FN>
+  %q = aten.call "aten::view.default"(%q3, [%s0, 256]) : (!irfuse.tensor<[s0, 2, 128], f8E4M3FN>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 256], f8E4M3FN>
+  %qb = aten.call "aten::_to_copy.default"(%q, dtype = bf16) : (!irfuse.tensor<[s0, 256], f8E4M3FN>) -> !irfuse.tensor<[s0, 256], bf16>
+  %qf = aten.call "aten::_to_copy.default"(%qb, dtype = f32) : (!irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 256], f32>
+  %qg = aten.call "aten::view.default"(%qf, [%s0, 2, 128]) : (!irfuse.tensor<[s0, 256], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 2, 128], f32>
+  %dq = aten.call "aten::mul.Tensor"(%qg, %u) : (!irfuse.tensor<[s0, 2, 128], f32>, !irfuse.tensor<[s0, 2, 1], f32>) -> !irfuse.tensor<[s0, 2, 128], f32>
+  %dv = aten.call "aten::view.default"(%dq, [%s0, 256]) : (!irfuse.tensor<[s0, 2, 128], f32>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 256], f32>
+  %out = aten.call "aten::_to_copy.default"(%dv, dtype = bf16) : (!irfuse.tensor<[s0, 256], f32>) -> !irfuse.tensor<[s0, 256], bf16>
+  func.return %out : !irfuse.tensor<[s0, 256], bf16>
 }
 
 // NVFP4 written in torch (irfuse/models/quant.py `quant_nvfp4`, traced with a dynamic M): block

@@ -111,3 +111,105 @@ func.func @qk_norm_after_rope(%q: !irfuse.tensor<[1, 4, s27, 16], bf16>, %cos: !
   %mul_10 = aten.call "aten::mul.Tensor"(%w, %_to_copy_7) : (!irfuse.tensor<[16], bf16>, !irfuse.tensor<[1, 4, s27, 16], bf16>) -> !irfuse.tensor<[1, 4, s27, 16], bf16>
   func.return %mul_10 : !irfuse.tensor<[1, 4, s27, 16], bf16>
 }
+
+// After cse-pure the first norm's `x.to(f32)` is also the next residual add's cast of the same
+// tensor (vLLM's `x.float() + residual.float()`, the residual being the embeddings). The first
+// norm takes its own copy of the cast (a pure op) into its region; the original stays above it
+// for the add, and then moves into the second norm's region with the add. Both norms raise.
+// CHECK-LABEL: func.func @cast_shared_with_the_next_add
+// CHECK-SAME: (%[[X:[^:]+]]: !irfuse.tensor<[s0, 64], bf16>, %[[H:[^:]+]]: !irfuse.tensor<[s0, 64], bf16>, %[[W:[^:]+]]: !irfuse.tensor<[64], bf16>)
+// CHECK-NEXT: %[[Y1:.+]] = norm.rms_norm %[[X]], weight %[[W]] {eps = 1.000000e-06 : f64} : {{.+}} decomposition {
+// CHECK-NEXT: ^{{.*}}(%[[A:[^:]+]]: !irfuse.tensor<[s0, 64], bf16>, %{{[^:]+}}: !irfuse.tensor<[64], bf16>):
+// CHECK-NEXT: %[[C:.+]] = aten.call "aten::_to_copy.default"(%[[A]], dtype = f32)
+// CHECK-NEXT: aten.call "aten::pow.Tensor_Scalar"(%[[C]], 2)
+// CHECK: irfuse.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: %[[Y2:.+]], %[[R:.+]] = norm.add_rms_norm %[[H]], %[[X]], weight %[[W]]
+// CHECK-NEXT: ^{{.*}}(%[[HA:[^:]+]]: !irfuse.tensor<[s0, 64], bf16>, %[[XA:[^:]+]]: !irfuse.tensor<[s0, 64], bf16>, %{{[^:]+}}: !irfuse.tensor<[64], bf16>):
+// CHECK-NEXT: aten.call "aten::_to_copy.default"(%[[XA]], dtype = f32)
+// CHECK: func.return %[[Y1]], %[[Y2]], %[[R]]
+func.func @cast_shared_with_the_next_add(%x: !irfuse.tensor<[s0, 64], bf16>, %h: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>) {
+  %x32 = aten.call "aten::_to_copy.default"(%x, dtype = f32) : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], f32>
+  %sq = aten.call "aten::pow.Tensor_Scalar"(%x32, 2) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], f32>
+  %var = aten.call "aten::mean.dim"(%sq, [-1], true) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %ve = aten.call "aten::add.Tensor"(%var, 1.0e-06) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %rstd = aten.call "aten::rsqrt.default"(%ve) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %n = aten.call "aten::mul.Tensor"(%x32, %rstd) : (!irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 64], f32>
+  %nb = aten.call "aten::_to_copy.default"(%n, dtype = bf16) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], bf16>
+  %y1 = aten.call "aten::mul.Tensor"(%nb, %w) : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %h32 = aten.call "aten::_to_copy.default"(%h, dtype = f32) : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], f32>
+  %s = aten.call "aten::add.Tensor"(%h32, %x32) : (!irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], f32>
+  %r = aten.call "aten::_to_copy.default"(%s, dtype = bf16) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], bf16>
+  %sq2 = aten.call "aten::pow.Tensor_Scalar"(%s, 2) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], f32>
+  %var2 = aten.call "aten::mean.dim"(%sq2, [-1], true) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %ve2 = aten.call "aten::add.Tensor"(%var2, 1.0e-06) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %rstd2 = aten.call "aten::rsqrt.default"(%ve2) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %n2 = aten.call "aten::mul.Tensor"(%s, %rstd2) : (!irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 64], f32>
+  %nb2 = aten.call "aten::_to_copy.default"(%n2, dtype = bf16) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], bf16>
+  %y2 = aten.call "aten::mul.Tensor"(%nb2, %w) : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  func.return %y1, %y2, %r : !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>
+}
+
+// A shared pure value the rest of the graph keeps reading: the region computes its own copy of
+// `x.to(f32)` (and `x32 * x32`, which the copy feeds and the outside reads too); the originals
+// stay above the norm for their outside users. `1.0 / sqrt(v)` as torch 2.13 traces it:
+// `reciprocal(sqrt(v)) * 1.0`.
+// CHECK-LABEL: func.func @shared_pure_values_are_cloned
+// CHECK-SAME: (%[[X:[^:]+]]: !irfuse.tensor<[s0, 64], bf16>)
+// CHECK-NEXT: %[[X32:.+]] = aten.call "aten::_to_copy.default"(%[[X]], dtype = f32)
+// CHECK-NEXT: %[[SQ:.+]] = aten.call "aten::mul.Tensor"(%[[X32]], %[[X32]])
+// CHECK-NEXT: %[[Y:.+]] = norm.rms_norm %[[X]] {eps = 1.000000e-05 : f64} : {{.+}} decomposition {
+// CHECK-NEXT: ^{{.*}}(%[[A:[^:]+]]: !irfuse.tensor<[s0, 64], bf16>):
+// CHECK-NEXT: %[[C:.+]] = aten.call "aten::_to_copy.default"(%[[A]], dtype = f32)
+// CHECK-NEXT: %[[CSQ:.+]] = aten.call "aten::mul.Tensor"(%[[C]], %[[C]])
+// CHECK-NEXT: aten.call "aten::sum.dim_IntList"(%[[CSQ]], [-1], true)
+// CHECK: aten.call "aten::reciprocal.default"
+// CHECK-NEXT: aten.call "aten::mul.Tensor"(%{{.+}}, 1.0)
+// CHECK: irfuse.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: %[[M:.+]] = aten.call "aten::mean.dim"(%[[SQ]], [-1], true)
+// CHECK-NEXT: func.return %[[Y]], %[[X32]], %[[M]]
+func.func @shared_pure_values_are_cloned(%x: !irfuse.tensor<[s0, 64], bf16>) -> (!irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 1], f32>) {
+  %x32 = aten.call "aten::_to_copy.default"(%x, dtype = f32) : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], f32>
+  %sq = aten.call "aten::mul.Tensor"(%x32, %x32) : (!irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], f32>
+  %sum = aten.call "aten::sum.dim_IntList"(%sq, [-1], true) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %var = aten.call "aten::div.Tensor"(%sum, 64) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %ve = aten.call "aten::add.Tensor"(%var, 1.0e-05) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %sqrt = aten.call "aten::sqrt.default"(%ve) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %inv = aten.call "aten::reciprocal.default"(%sqrt) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %rstd = aten.call "aten::mul.Tensor"(%inv, 1.0) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %n = aten.call "aten::mul.Tensor"(%x32, %rstd) : (!irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 64], f32>
+  %m = aten.call "aten::mean.dim"(%sq, [-1], true) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  func.return %n, %x32, %m : !irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 1], f32>
+}
+
+// A shared value made by an op cse-pure does not call pure (a `prims::` cast): not cloned, the
+// norm is not raised.
+// CHECK-LABEL: func.func @shared_impure_value
+// CHECK-NOT: norm.rms_norm
+// CHECK: func.return
+func.func @shared_impure_value(%x: !irfuse.tensor<[s0, 64], bf16>) -> (!irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 64], f32>) {
+  %x32 = aten.call "prims::convert_element_type.default"(%x, f32) : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], f32>
+  %sq = aten.call "aten::pow.Tensor_Scalar"(%x32, 2) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], f32>
+  %var = aten.call "aten::mean.dim"(%sq, [-1], true) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %ve = aten.call "aten::add.Tensor"(%var, 1.0e-06) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %rstd = aten.call "aten::rsqrt.default"(%ve) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %n = aten.call "aten::mul.Tensor"(%x32, %rstd) : (!irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 64], f32>
+  func.return %n, %x32 : !irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 64], f32>
+}
+
+// Cohere's LayerNorm after cse-pure: `x - mean(x)` computed once, squared, averaged and scaled by
+// the rsqrt. It reads as an RMSNorm of the centered value, but it is a LayerNorm: not raised.
+// CHECK-LABEL: func.func @layer_norm_centered
+// CHECK-NOT: norm.rms_norm
+// CHECK: func.return
+func.func @layer_norm_centered(%x: !irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], f32> {
+  %mu = aten.call "aten::mean.dim"(%x, [-1], true) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %c = aten.call "aten::sub.Tensor"(%x, %mu) : (!irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 64], f32>
+  %sq = aten.call "aten::pow.Tensor_Scalar"(%c, 2) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], f32>
+  %var = aten.call "aten::mean.dim"(%sq, [-1], true) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %ve = aten.call "aten::add.Tensor"(%var, 1.0e-05) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %rstd = aten.call "aten::rsqrt.default"(%ve) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %n = aten.call "aten::mul.Tensor"(%c, %rstd) : (!irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 64], f32>
+  func.return %n : !irfuse.tensor<[s0, 64], f32>
+}

@@ -429,6 +429,94 @@ def discard(*ops: Operation) -> None:
         op.erase()
 
 
+def is_pure(op: Operation) -> bool:
+    """Whether `op` is an ATen call that cse-pure would merge (so a copy of it is the same
+    value): the one purity rule, `irfuse.rewrites.cse_pure.target_info`."""
+    from irfuse.rewrites.cse_pure import PURE, target_info
+
+    return isinstance(op, aten.CallOp) and target_info(op.target.data).kind == PURE
+
+
+def _describe(op: Operation) -> str:
+    return op.target.data if isinstance(op, aten.CallOp) else op.name
+
+
+def clone_shared(
+    ops: Sequence[Operation], outputs: Sequence[SSAValue], *, late_ok: bool = True
+) -> tuple[list[Operation], list[tuple[Operation, Operation]]]:
+    """Give a chain its own copy of every pure value it shares with code outside it.
+
+    A chain op whose result (not one of `outputs`) is also used outside the chain cannot move
+    into a region as it is. When the op is pure (cse-pure's rule) the chain takes a clone of it
+    instead, inserted right after it, and the original stays where it is for the outside users:
+    both compute the same value, so nothing changes a bit. The original's operands must be
+    available outside too: an operand made by another chain op keeps that op outside as well
+    (cloned the same way); an operand that is one of `outputs` is the raised op's result once
+    outlined, and `outline` puts the raised op before the original (its first outside user among
+    the chain's ops), or refuses when it cannot (`late_ok=False`: refuse here, for callers that
+    place the raised op after the chain's last op). Anything else shared (an impure op, an op
+    whose other result is an output) is a NoMatch saying which op.
+
+    Returns the chain with the clones in place of the shared ops (same order) and the
+    (original, clone) pairs, for `unclone` should the raise fail later."""
+    chain = set(ops)
+    outs = set(outputs)
+    shared = [
+        o for o in ops
+        if any(r not in outs and any(u.operation not in chain for u in r.uses) for r in o.results)
+    ]
+    if not shared:
+        return list(ops), []
+    stay: dict[Operation, None] = {}
+    while shared:
+        op = shared.pop()
+        if op in stay:
+            continue
+        if not is_pure(op):
+            raise NoMatch(f"{_describe(op)} is not pure")
+        if any(r in outs for r in op.results):
+            raise NoMatch(f"{_describe(op)} also makes an output of the chain")
+        stay[op] = None
+        for v in op.operands:
+            owner = v.owner
+            if not isinstance(owner, Operation) or owner not in chain or owner in stay:
+                continue
+            if v in outs:
+                if not late_ok:
+                    raise NoMatch(f"{_describe(op)} reads an output of the chain")
+                continue
+            shared.append(owner)
+    from xdsl.rewriter import InsertPoint, Rewriter
+
+    mapping: dict[SSAValue, SSAValue] = {}
+    pairs: list[tuple[Operation, Operation]] = []
+    new_ops: list[Operation] = []
+    for op in ops:
+        if op not in stay:
+            new_ops.append(op)
+            continue
+        copy = op.clone(value_mapper=mapping)
+        Rewriter.insert_op(copy, InsertPoint.after(op))
+        for old, new in zip(op.results, copy.results, strict=True):
+            mapping[old] = new
+        pairs.append((op, copy))
+        new_ops.append(copy)
+    for op, copy in pairs:
+        for old, new in zip(op.results, copy.results, strict=True):
+            old.replace_uses_with_if(
+                new, lambda use: use.operation in chain and use.operation not in stay
+            )
+    return new_ops, pairs
+
+
+def unclone(pairs: Sequence[tuple[Operation, Operation]]) -> None:
+    """Undo `clone_shared`: the chain reads the originals again and the clones are erased."""
+    for op, copy in reversed(pairs):
+        for old, new in zip(op.results, copy.results, strict=True):
+            new.replace_all_uses_with(old)
+        discard(copy)
+
+
 def raise_chain(
     raised: Operation,
     ops: Sequence[Operation],
@@ -441,9 +529,11 @@ def raise_chain(
     sink_early_users: bool = False,
 ) -> None:
     """Replace a matched chain by the semantic op `raised` (built, not yet inserted): optionally
-    verify it, move the chain into its decomposition region (`raised.outline`, with `prelude` ops
-    inserted before it), and give it the chain's location and names. On failure every op the pass
-    built (`raised`, `prelude`, `made`) is erased and NoMatch says why, naming `what`."""
+    verify it, give the chain its own copy of the pure values it shares with code outside it
+    (`clone_shared`), move the chain into its decomposition region (`raised.outline`, with
+    `prelude` ops inserted before it), and give it the chain's location and names. On failure
+    every op the pass built (`raised`, `prelude`, `made`, the copies) is erased and NoMatch says
+    why, naming `what`."""
     from xdsl.utils.exceptions import VerifyException
 
     from irfuse.dialects.raised import outline
@@ -455,8 +545,14 @@ def raise_chain(
             discard(raised, *prelude, *reversed(made))
             raise NoMatch(f"the matched values do not make a valid {raised.name}: {err}") from None
     try:
+        ops, pairs = clone_shared(ops, outputs, late_ok=not sink_early_users)
+    except NoMatch as err:
+        discard(raised, *prelude, *reversed(made))
+        raise NoMatch(f"an intermediate value of the {what} is used outside it ({err})") from None
+    try:
         outline(raised, ops, outputs, prelude=prelude, sink_early_users=sink_early_users)
     except ValueError as err:
+        unclone(pairs)
         discard(raised, *prelude, *reversed(made))
         raise NoMatch(f"an intermediate value of the {what} is used outside it ({err})") from None
     raised.location = ops[-1].location

@@ -12,6 +12,9 @@ Matches, anchored at each attention call:
 - GQA: natively (k/v with fewer heads, `enable_gqa`), or by K/V repeated before the call: Hugging
   Face's `repeat_kv` and `repeat_interleave(n, dim=1)` (unsqueeze(2), a no-op slice, expand to
   n copies, copy, view to Hk * n heads) join the region, so k and v are the un-repeated tensors.
+  Multi-query attention through the math fallback (old-architecture Falcon on the CPU): an
+  `expand` of k's and v's one head to all heads before the bmm (and nothing else expanded) is
+  GQA with one k/v head; the op takes the one-head k and v. A broadcast q is not raised.
 - a bool mask converted by SDPA to `where(mask, 0, -inf)`: the op takes the bool mask (the where
   joins the region); any other float mask (e.g. cuDNN's `where(mask, 0, -65504)`) is taken as
   the additive mask it is. The causal flag, the scale (given, or 1/sqrt(head_dim) by default),
@@ -252,16 +255,17 @@ def _expanded_dims(sizes: object, dims: tuple) -> tuple | None:
     return tuple(out)
 
 
-def _batched_operand(value: SSAValue, ops: list[Operation]) -> SSAValue:
+def _batched_operand(value: SSAValue, ops: list[Operation], kv: bool = False) -> SSAValue:
     """The rank-4 (or more) tensor a bmm operand flattens (`view(expand(x))` with a no-op
     expand, and a `clone` between them when x is not contiguous, e.g. a transposed v), or the
-    operand itself when it is already 3-D input to the bmm."""
+    operand itself when it is already 3-D input to the bmm. For k and v (`kv`), the expand may
+    also copy one head to all (`_is_head_broadcast`)."""
     view = producer(value, *VIEW_OPS)
     if view is None:
         return value
     clone = producer(view.arg(0), CLONE)
     expand = producer(clone.arg(0) if clone is not None else view.arg(0), EXPAND)
-    if not _is_noop_expand(expand):
+    if not _is_noop_expand(expand) and not (kv and _is_head_broadcast(expand)):
         raise NoMatch("a bmm operand of the attention is broadcast")
     assert expand is not None
     source = expand.arg(0)
@@ -269,6 +273,22 @@ def _batched_operand(value: SSAValue, ops: list[Operation]) -> SSAValue:
         raise NoMatch("a bmm operand of the attention is not a flattened batch")
     ops.extend([expand.op, *([clone.op] if clone is not None else []), view.op])
     return source
+
+
+def _is_head_broadcast(expand: Call | None) -> bool:
+    """Whether `expand` copies the one head of a `[..., 1, L, D]` (or k^T's `[..., 1, D, L]`)
+    tensor to H heads and changes nothing else: multi-query attention as SDPA's math fallback
+    runs it (old-architecture Falcon), every head reading the same k/v data. The op takes the
+    one-head tensor as GQA with one k/v head."""
+    if expand is None or expand.target != EXPAND:
+        return False
+    dims = _dims(expand.arg(0))
+    out = _expanded_dims(expand.arg(1), dims)
+    if out is None or len(dims) < 3 or len(out) != len(dims) or dims[-3] != 1:
+        return False
+    heads = out[-3]
+    return (isinstance(heads, int) and heads > 1 and out[:-3] == dims[:-3]
+            and out[-2:] == dims[-2:])
 
 
 def _matmul_back(value: SSAValue, ops: list[Operation]) -> tuple[SSAValue, SSAValue]:
@@ -282,7 +302,7 @@ def _matmul_back(value: SSAValue, ops: list[Operation]) -> tuple[SSAValue, SSAVa
         ops.append(view.op)
     ops.append(bmm.op)
     a = _batched_operand(bmm.arg(0), ops)
-    b = _batched_operand(bmm.arg(1, "mat2"), ops)
+    b = _batched_operand(bmm.arg(1, "mat2"), ops, kv=True)
     return a, b
 
 
@@ -305,7 +325,7 @@ def _matmul_forward(lhs: SSAValue, ops: list[Operation]) -> tuple[SSAValue, SSAV
     if bmm is None or bmm.arg(0) is not value:
         raise NoMatch("the attention weights do not multiply v")
     ops.append(bmm.op)
-    rhs = _batched_operand(bmm.arg(1, "mat2"), ops)
+    rhs = _batched_operand(bmm.arg(1, "mat2"), ops, kv=True)
     out = bmm.result
     back = call(only_user(out), *VIEW_OPS)
     if expand is not None:

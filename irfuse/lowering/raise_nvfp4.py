@@ -62,6 +62,7 @@ from irfuse.lowering.match import (
     as_cast,
     call,
     is_last_dim,
+    is_pure,
     only_user,
     producer,
     raise_chain,
@@ -94,11 +95,9 @@ from irfuse.lowering.quant_common import (
     WHERE,
     Blocks,
     GroupedView,
-    describe_op,
     dtype_of,
     fmt_dims,
     grouped_view,
-    outside_users,
     peel_clamps,
     shape_of,
 )
@@ -516,13 +515,14 @@ _CONSTANT_MAKERS = ("aten::full.default", "aten::scalar_tensor.default", "aten::
 
 def _settle_nvfp4(quant: _Nvfp4) -> list[Operation]:
     """The ops to outline: the matched ones, the optional ones nothing else uses, constants
-    made for the chain alone; x's leading cast stays outside when it is used elsewhere."""
-    outputs = {quant.q, quant.block_scale}
+    made for the chain alone; x's leading cast stays outside when it is used elsewhere and is not
+    pure. Other values used outside are `raise_chain`'s to settle (a pure one is cloned into the
+    region)."""
     ops = with_private(list(dict.fromkeys(quant.ops)), quant.optional)
     chain = set(ops)
     for op in ops:
         if op.operands and op.operands[0] is quant.x and as_cast(op.results[0]) is not None:
-            if any(u.operation not in chain for u in op.results[0].uses):
+            if not is_pure(op) and any(u.operation not in chain for u in op.results[0].uses):
                 ops.remove(op)
                 chain.discard(op)
                 quant.x = op.results[0]
@@ -539,10 +539,6 @@ def _settle_nvfp4(quant: _Nvfp4) -> list[Operation]:
             ):
                 chain.add(maker)
                 ops.append(maker)
-    bad = outside_users(ops, outputs)
-    if bad:
-        raise NoMatch(f"an intermediate value of the quant ({describe_op(bad[0])}) is used "
-                      "outside it")
     return ops
 
 

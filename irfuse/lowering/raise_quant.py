@@ -61,7 +61,8 @@ scaling in another dtype than f32; a Python-number scale; a scale that is not on
 is not computed per token or group (a per-channel scale); a static-looking scale computed in the
 graph; a dynamic scale without the `/ M` or the MIN_SCALE floor, or with another floor; a
 reduction over other dims; a scale used in two layouts; an intermediate value used outside the
-chain; a clamp to an fp8 bound followed by a cast to a non-fp8 dtype.
+chain that is not a pure op (a pure one, such as a scale's `unsqueeze` that cse-pure merged with a
+dequant's, is cloned into the region and the original stays for its outside users); a clamp to an fp8 bound followed by a cast to a non-fp8 dtype.
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ from irfuse.lowering.match import (
     call,
     discard,
     func_blocks,
+    is_pure,
     normalize_dim,
     only_user,
     producer,
@@ -135,7 +137,6 @@ from irfuse.lowering.quant_common import (
     RECIPROCAL,
     TRANSPOSES,
     bound_value,
-    describe_op,
     dtype_of,
     fmt_dims,
     grouped_view,
@@ -635,6 +636,12 @@ def _scale_result(chain: _ScaleChain, inside: set[Operation], expected: tuple | 
         if col_major and rank != 2:
             raise NoMatch("column-major scales of an input of rank > 2")
         return trail[end], col_major, path[:end]
+    # Used outside only in a reshape the chain also divides by (cse-pure merged the quant's
+    # `scale.unsqueeze(-1)` with a dequant's): the scale result is the value before those
+    # reshapes, which raise_chain clones into the region, the originals reading the result.
+    for value in reversed(path_values[:path_values.index(start)]):
+        if fits(value):
+            return value, False, []
     shape = "one-element" if expected is None else fmt_dims(expected)
     raise NoMatch(f"the scale is not used in its {shape} shape")
 
@@ -726,20 +733,19 @@ def _match_custom(found: Call) -> _Quant | Operation:
 
 def _settle_chain(quant: _Quant) -> None:
     """Make the chain outlinable: leading casts of x whose results are also used elsewhere stay
-    outside (the raised op takes the cast value as its x); constant bounds (`full`) used by the
-    chain alone move in; any other value used outside the chain is a NoMatch."""
+    outside when they are not pure (the raised op takes the cast value as its x); constant bounds
+    (`full`) used by the chain alone move in. Other values used outside the chain are
+    `raise_chain`'s to settle: a pure one (a leading `x.float()` that cse-pure made one for the
+    q, k and v quants of a norm's output, say) is cloned into the region, so the op still takes
+    x itself; anything else is a NoMatch."""
     outputs = {quant.q, *([quant.scale_out] if quant.scale_out is not None else [])}
     for op in list(reversed(quant.front)):  # nearest to x first
         if op.operands[0] is not quant.x or as_cast(op.results[0]) is None:
             break
-        if op not in outside_users(quant.ops, outputs):
+        if op not in outside_users(quant.ops, outputs) or is_pure(op):
             break
         quant.ops.remove(op)
         quant.x = op.results[0]
-    bad = outside_users(quant.ops, outputs)
-    if bad:
-        raise NoMatch(f"an intermediate value of the quant ({describe_op(bad[0])}) is used "
-                      "outside it")
     chain = set(quant.ops)
     for op in list(quant.ops):
         for operand in op.operands:

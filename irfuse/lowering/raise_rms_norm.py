@@ -3,7 +3,8 @@
 Matches, anchored at the reciprocal square root of each candidate:
 - the decomposed forms: `x32 = x.float()` (optional), `pow(x32, 2)` or `x32 * x32`, `mean(.., -1,
   keepdim)` or `sum(.., -1, keepdim) / N` (or `* (1/N)`), `+ eps` (any constant), `rsqrt` or
-  `1 / sqrt` or `reciprocal(sqrt)`, `x32 * rstd`, then the weight: `w * y.to(dtype)` (Hugging
+  `1 / sqrt` or `reciprocal(sqrt)` (torch 2.13 traces `1.0 / sqrt(v)` as `reciprocal(sqrt(v)) *
+  1.0`: the `* 1` is taken along), `x32 * rstd`, then the weight: `w * y.to(dtype)` (Hugging
   Face), `(y * w).to(dtype)` (`F.rms_norm`), `y.to(dtype) * w` (vLLM), `y * (1 + w)` (Gemma,
   `weight_offset = 1`), or none;
 - whole ops: `aten.rms_norm`, `aten._fused_rms_norm`, and irfuse's custom ops `irfuse.rms_norm`
@@ -21,8 +22,10 @@ Produces `norm.rms_norm` / `norm.add_rms_norm` with eps and weight_offset as pro
 matched ops kept in the decomposition region (raising changes no result bit).
 
 Does not raise, with a remark: a reduction over another dim than the last, a mean without
-keepdim, an eps that is not a constant, a square that is not of the normalized value, an
-intermediate value used outside the norm.
+keepdim, an eps that is not a constant, a square that is not of the normalized value, a LayerNorm
+(the normalized value is `x - mean(x)`: Cohere's, whose two `x - mean` cse-pure merges), an
+intermediate value used outside the norm that is not a pure op (a pure one is cloned into the
+region, the original staying for its outside users: `match.clone_shared`).
 """
 
 from __future__ import annotations
@@ -173,11 +176,21 @@ def _match_decomposed(anchor: Call) -> _Norm:
     x32, eps, mean_ops = _mean_of_square(source)
     rstd = anchor.result
     normed = only_user(rstd)
+    one = call(normed, *MUL)
+    if one is not None and any(
+        v is rstd and scalar_of(c) == 1 for v, c in commutative_operands(one)
+    ):
+        # `1.0 / sqrt(v)` traces as `reciprocal(sqrt(v)) * 1.0`: an exact identity.
+        rstd_ops.append(one.op)
+        rstd = one.result
+        normed = only_user(rstd)
     scale = call(normed, *MUL)
     if scale is None or x32 not in (scale.arg(0), scale.arg(1)):
         raise NoMatch("the rstd does not scale the normalized value")
     if scale.arg(0) is scale.arg(1):
         raise NoMatch("the rstd scales itself")
+    if _is_centered(x32):
+        raise NoMatch("a LayerNorm: the normalized value is x - mean(x)")
     ops = [*mean_ops, *rstd_ops, scale.op]
     x = x32
     cast_in = as_cast(x32)
@@ -187,6 +200,16 @@ def _match_decomposed(anchor: Call) -> _Norm:
     norm = _Norm(x=x, weight=None, eps=eps, out=scale.result, ops=ops)
     _match_weight(norm)
     return norm
+
+
+def _is_centered(value: SSAValue) -> bool:
+    """Whether `value` is `x - mean(x, -1, keepdim)`: what a LayerNorm normalizes (Cohere's, once
+    cse-pure has made its two `x - mean` one value, reads as an RMSNorm of that difference)."""
+    sub = producer(value, "aten::sub.Tensor")
+    if sub is None or sub.arg(2, "alpha", 1) != 1:
+        return False
+    mean = producer(sub.arg(1, "other"), "aten::mean.dim")
+    return mean is not None and mean.arg(0) is sub.arg(0)
 
 
 def _match_weight(norm: _Norm) -> None:

@@ -15,8 +15,12 @@ or irfuse's custom op):
 Produces `act.silu_mul` with the matched ops in its decomposition region (raising changes no
 result bit).
 
+A SiLU whose output is also used outside the product is raised too: the region takes its own
+copy of the SiLU (`raise_chain` clones shared pure values) and the original stays for the other
+users.
+
 Does not raise, with a remark: `silu(a) * b` where b is not a's shape and dtype (a broadcast, a
-scale), a SiLU whose output is also used outside the product, a gated GELU (`gelu(a) * b` is not
+scale), a gated GELU (`gelu(a) * b` is not
 a SiLU·Mul; remarked so a reader sees why the gated activation did not raise).
 """
 
@@ -98,14 +102,37 @@ def _match(anchor: Call) -> _SiluMul:
     if anchor.target == CUSTOM_OP:
         return _SiluMul(anchor.arg(0), None, anchor.result, [anchor.op])
     a, silu, ops = _silu_of(anchor)
-    users = [use.operation for use in silu.uses]
-    if len(users) != 1:
-        raise NoMatch("the SiLU's output is used outside the product")
-    product = call(users[0], MUL)
-    if product is None:
-        user = call(users[0])
-        raise NoMatch(f"the SiLU's output goes to {user.target if user else users[0].name}, "
-                      "not to a product (an ungated SiLU)")
+    users = list(dict.fromkeys(use.operation for use in silu.uses))
+    products = [p for u in users if (p := call(u, MUL)) is not None]
+    if not products:
+        names = sorted({found.target if (found := call(u)) else u.name for u in users})
+        what = ", ".join(names) or "nothing"
+        raise NoMatch(f"the SiLU's output goes to {what}, not to a product (an ungated SiLU)")
+    # The SiLU's other users (a second product, anything else) keep the original: raise_chain
+    # clones the SiLU into the region when it is shared.
+    miss: NoMatch | None = None
+    for product in products:
+        try:
+            b = _up_of(product, silu, a)
+        except NoMatch as err:
+            miss = miss or err
+            continue
+        break
+    else:
+        assert miss is not None
+        raise miss
+    found = _SiluMul(a, b, product.result, [*ops, product.op])
+    halves = _halves(a, b)
+    if halves is not None:
+        x, slicing = halves
+        if _only_used_by(slicing, set(found.ops) | set(slicing)):
+            found.x, found.up = x, None
+            found.ops[:0] = slicing
+    return found
+
+
+def _up_of(product: Call, silu: SSAValue, a: SSAValue) -> SSAValue:
+    """The `up` of `silu * up`: a tensor of a's type other than the SiLU itself."""
     for left, b in commutative_operands(product):
         if left is silu and isinstance(b, SSAValue) and b is not silu:
             break
@@ -115,14 +142,7 @@ def _match(anchor: Call) -> _SiluMul:
     if b_type != a_type or tensor_type(product.result) != a_type:
         raise NoMatch(f"the SiLU output ({a_type}) is multiplied by {b_type}: not gate and up "
                       "of one shape and dtype")
-    found = _SiluMul(a, b, product.result, [*ops, product.op])
-    halves = _halves(a, b)
-    if halves is not None:
-        x, slicing = halves
-        if _only_used_by(slicing, set(found.ops) | set(slicing)):
-            found.x, found.up = x, None
-            found.ops[:0] = slicing
-    return found
+    return b
 
 
 def _only_used_by(ops: list[Operation], inside: set[Operation]) -> bool:

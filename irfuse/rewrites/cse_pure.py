@@ -6,10 +6,10 @@ aot_autograd sees all of it: the inference graph is not CSE'd (torch's `fx_graph
 in `min_cut_rematerialization_partition`, on joint training graphs, and irfuse keeps
 aot_autograd's `default_partition`). Duplicates break raising (a chain value "used outside the
 quant", two paths that should be one), so this pass is meant to run right before the raising
-passes (`irfuse.pipeline.CANONICALIZE_PASSES`). It is not in that list yet: merging also makes
-values shared *between* two chains (the first norm's cast of the embeddings and the next residual
-add's cast of the same tensor; a group quant's `scale.unsqueeze(-1)` and the GEMM dequant's), and
-the raising passes refuse a chain whose interior value is used outside it.
+passes (`irfuse.pipeline.CANONICALIZE_PASSES`). Merging also makes values shared *between*
+two chains (the first norm's cast of the embeddings and the next residual add's cast of the same
+tensor; a group quant's `scale.unsqueeze(-1)` and the GEMM dequant's): `match.raise_chain` gives
+a chain its own clone of such a pure value, so the raising passes still match.
 
 Two `aten.call` ops merge when they have the same target, operands, argument template, keyword
 template and result types, and the target is pure. Pure is decided from the op's schema: an

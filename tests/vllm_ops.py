@@ -1,0 +1,228 @@
+"""Stand-ins for vLLM's custom ops (`torch.ops._C.*`), so tests can build the graphs a vLLM user
+compiles with `custom_ops: ["+rms_norm", "+quant_fp8", ...]` without vLLM installed.
+
+The schemas are vLLM's, as its `csrc/torch_bindings.cpp` declares them (read at vllm-project/vllm
+commit 00256d59e659, the v0.17-v0.20 line): same namespace `_C`, names, argument names and
+mutation marks, so that aot_autograd functionalizes them into the same
+`auto_functionalized(_C.<op>.default, ...)` nodes. The implementations are our own torch
+reference code for what the ops compute (vLLM's kernels and `shared/NUMERICS.md`):
+
+- `rms_norm(result!, input, weight, epsilon)`: `result = (x32 * rsqrt(mean(x32^2) + eps))
+  .to(dtype) * weight`.
+- `fused_add_rms_norm(input!, residual!, weight, epsilon)`: `residual = input + residual` in the
+  model dtype (vLLM's CUDA kernel adds the two in scalar_t vectors: the sum is rounded), then
+  `input = rms_norm(residual)`: the norm reads the rounded sum, as `norm.add_rms_norm` with
+  `round_sum` computes it.
+- `static_scaled_fp8_quant(result!, input, scale, group_shape=None)`:
+  `result = fp8(clamp(x32 * (1 / s), -M, M))` (M = 448 for e4m3fn, 224 for e4m3fnuz).
+- `dynamic_scaled_fp8_quant(result!, input, scale!)`: `scale = max(amax(x) / M, MIN_SCALE)`, then
+  as static. (vLLM's kernel maxes into the buffer it is given, always zeros in vLLM; this one
+  overwrites it.)
+- `dynamic_per_token_scaled_fp8_quant(result!, input, scale!, scale_ub?)`: per row,
+  `s = max(min(amax, ub) / M, MIN_SCALE)` into `scale [T, 1]`; `result = fp8(clamp(x / s))`.
+- `silu_and_mul(result!, input)`: `result = silu(x[..., :d]) * x[..., d:]` in the model dtype.
+- `rotary_embedding(positions, query!, key!?, head_size, cos_sin_cache, is_neox)`: query / key
+  `[T, heads * head_size]` or `[T, heads, head_size]`; the first rotary_dim (the cache's width)
+  values of every head rotate by `cache[positions] = [cos | sin]`, NeoX (halves) or GPT-J
+  (even / odd pairs), in the model dtype like vLLM's kernel.
+
+`scaled_fp4_quant` is left out: irfuse raises NVFP4 to `quant.nvfp4`, whose block scales are an
+fp8 tensor, where vLLM's op writes them into an int32 buffer `[round_up(M, 128),
+round_up(N/16, 4) / 4]` and also takes a layout flag; see the raise-vllm-ops report.
+
+The `vllm_*` functions below call the ops the way vLLM's layers do in `forward_cuda`
+(`RMSNorm`, `QuantFP8` through `ops.scaled_fp8_quant`, `SiluAndMul`, `RotaryEmbedding`).
+Importing this module registers the ops once per process (CPU and CUDA, plus fake kernels).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+FP8 = torch.float8_e4m3fn
+_BOUND = {torch.float8_e4m3fn: 448.0, torch.float8_e4m3fnuz: 224.0}
+
+SCHEMAS = {
+    "rms_norm": "rms_norm(Tensor! result, Tensor input, Tensor weight, float epsilon) -> ()",
+    "fused_add_rms_norm": "fused_add_rms_norm(Tensor! input, Tensor! residual, Tensor weight, "
+                          "float epsilon) -> ()",
+    "static_scaled_fp8_quant": "static_scaled_fp8_quant(Tensor! result, Tensor input, "
+                               "Tensor scale, (int, int)? group_shape=None) -> ()",
+    "dynamic_scaled_fp8_quant": "dynamic_scaled_fp8_quant(Tensor! result, Tensor input, "
+                                "Tensor! scale) -> ()",
+    "dynamic_per_token_scaled_fp8_quant": "dynamic_per_token_scaled_fp8_quant(Tensor! result, "
+                                          "Tensor input, Tensor! scale, Tensor? scale_ub) -> ()",
+    "silu_and_mul": "silu_and_mul(Tensor! result, Tensor input) -> ()",
+    "rotary_embedding": "rotary_embedding(Tensor positions, Tensor! query, Tensor!? key, "
+                        "int head_size, Tensor cos_sin_cache, bool is_neox) -> ()",
+}
+
+
+def _min_scale(bound: float) -> float:
+    return 1.0 / (bound * 512.0)
+
+
+def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    x32 = x.float()
+    y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+    return y.to(x.dtype) * weight
+
+
+def _rms_norm(result: torch.Tensor, input: torch.Tensor, weight: torch.Tensor,
+              epsilon: float) -> None:
+    result.copy_(_rms(input, weight, epsilon))
+
+
+def _fused_add_rms_norm(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                        epsilon: float) -> None:
+    total = input + residual
+    residual.copy_(total)
+    input.copy_(_rms(total, weight, epsilon))
+
+
+def _quantize(result: torch.Tensor, x: torch.Tensor, inv_scale: torch.Tensor) -> None:
+    bound = _BOUND[result.dtype]
+    result.copy_((x.float() * inv_scale).clamp(-bound, bound).to(result.dtype))
+
+
+def _static_scaled_fp8_quant(result: torch.Tensor, input: torch.Tensor, scale: torch.Tensor,
+                             group_shape: tuple[int, int] | None = None) -> None:
+    if scale.numel() != 1 or group_shape is not None:
+        raise NotImplementedError("this stand-in quantizes per tensor only")
+    _quantize(result, input, 1.0 / scale.float())
+
+
+def _dynamic_scaled_fp8_quant(result: torch.Tensor, input: torch.Tensor,
+                              scale: torch.Tensor) -> None:
+    bound = _BOUND[result.dtype]
+    s = torch.clamp(input.float().abs().amax() / bound, min=_min_scale(bound))
+    scale.copy_(s.reshape(scale.shape))
+    _quantize(result, input, 1.0 / s)
+
+
+def _dynamic_per_token_scaled_fp8_quant(result: torch.Tensor, input: torch.Tensor,
+                                        scale: torch.Tensor,
+                                        scale_ub: torch.Tensor | None) -> None:
+    bound = _BOUND[result.dtype]
+    x = input.float()
+    amax = x.abs().amax(-1, keepdim=True)
+    if scale_ub is not None:
+        amax = torch.minimum(amax, scale_ub.float())
+    s = torch.clamp(amax / bound, min=_min_scale(bound))
+    scale.copy_(s.reshape(scale.shape))
+    result.copy_((x / s).clamp(-bound, bound).to(result.dtype))
+
+
+def _silu_and_mul(result: torch.Tensor, input: torch.Tensor) -> None:
+    d = input.shape[-1] // 2
+    result.copy_(F.silu(input[..., :d]) * input[..., d:])
+
+
+def _rotate(x: torch.Tensor, positions: torch.Tensor, head_size: int, cache: torch.Tensor,
+            is_neox: bool) -> None:
+    tokens = positions.numel()
+    heads = x.reshape(tokens, x.numel() // (tokens * head_size), head_size)
+    rot = cache.shape[-1]
+    cos, sin = cache[positions.flatten()].to(x.dtype).unsqueeze(1).chunk(2, dim=-1)
+    part = heads[..., :rot]
+    if is_neox:
+        x1, x2 = part.chunk(2, dim=-1)
+    else:
+        x1, x2 = part[..., 0::2], part[..., 1::2]
+    o1 = x1 * cos - x2 * sin
+    o2 = x2 * cos + x1 * sin
+    rotated = torch.cat((o1, o2), -1) if is_neox else torch.stack((o1, o2), -1).flatten(-2)
+    x.copy_(torch.cat((rotated, heads[..., rot:]), -1).view(x.shape))
+
+
+def _rotary_embedding(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor | None,
+                      head_size: int, cos_sin_cache: torch.Tensor, is_neox: bool) -> None:
+    _rotate(query, positions, head_size, cos_sin_cache, is_neox)
+    if key is not None:
+        _rotate(key, positions, head_size, cos_sin_cache, is_neox)
+
+
+_IMPLS = {
+    "rms_norm": _rms_norm,
+    "fused_add_rms_norm": _fused_add_rms_norm,
+    "static_scaled_fp8_quant": _static_scaled_fp8_quant,
+    "dynamic_scaled_fp8_quant": _dynamic_scaled_fp8_quant,
+    "dynamic_per_token_scaled_fp8_quant": _dynamic_per_token_scaled_fp8_quant,
+    "silu_and_mul": _silu_and_mul,
+    "rotary_embedding": _rotary_embedding,
+}
+
+
+def _nothing(*args: object, **kwargs: object) -> None:
+    """The fake kernel of an op that only writes its mutable arguments."""
+
+
+def _register() -> torch.library.Library | None:
+    if hasattr(torch.ops._C, "rms_norm") and hasattr(torch.ops._C.rms_norm, "default"):
+        return None  # registered already (or vLLM itself is loaded)
+    lib = torch.library.Library("_C", "FRAGMENT")  # noqa: TOR901 (schemas with mutations)
+    for name, schema in SCHEMAS.items():
+        lib.define(schema)
+        for key in ("CPU", "CUDA"):
+            lib.impl(name, _IMPLS[name], key)
+        torch.library.register_fake(f"_C::{name}", _nothing, lib=lib)
+    return lib
+
+
+_LIB = _register()
+
+
+# --- the ops as vLLM's layers call them (forward_cuda) ------------------------------------------
+
+
+def vllm_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    out = torch.empty_like(x)
+    torch.ops._C.rms_norm(out, x, weight, eps)
+    return out
+
+
+def vllm_fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                            eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    torch.ops._C.fused_add_rms_norm(x, residual, weight, eps)
+    return x, residual
+
+
+def vllm_scaled_fp8_quant(x: torch.Tensor, scale: torch.Tensor | None = None, *,
+                          scale_ub: torch.Tensor | None = None, per_token: bool = False,
+                          dtype: torch.dtype = FP8) -> tuple[torch.Tensor, torch.Tensor]:
+    """`vllm._custom_ops.scaled_fp8_quant`: static with a scale, else dynamic per tensor or per
+    token; returns (q, scale)."""
+    out = torch.empty(x.shape, device=x.device, dtype=dtype)
+    if scale is None:
+        if per_token:
+            scale = torch.empty((x.shape[0], 1), device=x.device, dtype=torch.float32)
+            torch.ops._C.dynamic_per_token_scaled_fp8_quant(out, x, scale, scale_ub)
+        else:
+            scale = torch.zeros(1, device=x.device, dtype=torch.float32)
+            torch.ops._C.dynamic_scaled_fp8_quant(out, x, scale)
+    else:
+        torch.ops._C.static_scaled_fp8_quant(out, x, scale)
+    return out, scale
+
+
+def vllm_silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+    d = x.shape[-1] // 2
+    out = torch.empty((*x.shape[:-1], d), dtype=x.dtype, device=x.device)
+    torch.ops._C.silu_and_mul(out, x)
+    return out
+
+
+def vllm_rotary_embedding(positions: torch.Tensor, query: torch.Tensor,
+                          key: torch.Tensor | None, head_size: int, cos_sin_cache: torch.Tensor,
+                          is_neox: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    torch.ops._C.rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox)
+    return query, key
+
+
+def rope_cache(rotary_dim: int, max_positions: int = 64, base: float = 10000.0,
+               dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+    """`[max_positions, rotary_dim]` = `[cos | sin]`, as vLLM's RotaryEmbedding builds it."""
+    inv_freq = base ** (-torch.arange(0, rotary_dim, 2, dtype=torch.float32) / rotary_dim)
+    freqs = torch.outer(torch.arange(max_positions, dtype=torch.float32), inv_freq)
+    return torch.cat((freqs.cos(), freqs.sin()), -1).to(dtype)
