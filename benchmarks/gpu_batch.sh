@@ -41,7 +41,7 @@ if [ -n "${SWEEP_OPS:-}" ]; then  # e.g. SWEEP_OPS=add_rms_static,silu_nvfp4
     --json "$OUT/sweep.json" 2>&1 | grep -v "^    " | tail -n 30
 fi
 step "end-to-end FP8 Llama"
-timeout "${T_E2E:-240}" python3 benchmarks/bench_e2e_llama_fp8.py --layers 4 \
+timeout "${T_E2E:-240}" python3 benchmarks/bench_e2e_llama_fp8.py --layers 4 --rounds 41 \
   --out "$OUT/bench_e2e_llama_fp8.md" 2>&1 | tail -n 20
 step "demo"
 timeout "${T_DEMO:-150}" python3 -m irfuse.cli demo --dump-dir /tmp/irfuse-demo 2>&1 | tail -n 30

@@ -88,6 +88,11 @@ def test_tp_models_count_their_collectives(name, expected):
     counts = result.raised()
     assert {k: counts[k] for k in KINDS} == {k: built.expected[k] for k in KINDS}
     assert {k: v for k, v in counts.items() if k in KINDS and v} == expected
+    # Every other kind too. Known gap: after reduce_scatter + all_gather the gathered tensor is
+    # [2*(s//2), H] and the residual [s, H]; torch guards them equal, but the IR types differ,
+    # so that one residual add is not raised into its norm (the norm is raised alone).
+    gap = {"rms_norm": 1, "add_rms_norm": -1} if name == "llama-tp-rs-ag" else {}
+    assert counts == {k: v + gap.get(k, 0) for k, v in built.expected.items()}
 
 
 def _run_pass_on(text: str) -> tuple[str, list[str]]:
