@@ -31,7 +31,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"\nirfuse: unknown command '{argv[0]}'", file=sys.stderr)
             return 2
         return 0
-    return commands[argv[0]](argv[1:])
+    from irfuse.config import ConfigError
+
+    try:
+        return commands[argv[0]](argv[1:])
+    except ConfigError as e:  # a bad flag or value: say which, no traceback
+        print(f"irfuse {argv[0]}: {e}", file=sys.stderr)
+        return 2
 
 
 def _passes(argv: Sequence[str]) -> int:

@@ -53,3 +53,11 @@ def test_opt_bad_ir_names_file_line_and_column(tmp_path: pathlib.Path) -> None:
     result = _run([*OPT, str(ir)])
     assert result.returncode == 1
     assert f"{ir}:2:" in result.stderr and "parse error" in result.stderr
+
+
+def test_demo_with_an_unknown_flag_is_a_clear_error(capsys) -> None:
+    from irfuse import cli
+
+    assert cli.main(["demo", "--platform", "cuda:sm90"]) == 2
+    err = capsys.readouterr().err
+    assert "irfuse demo: unknown argument '--platform'" in err and "Traceback" not in err
