@@ -119,6 +119,10 @@ def demo_main(argv: Sequence[str]) -> int:
     from irfuse.config import CompilationConfig
 
     config = CompilationConfig.from_cli(rest)
+    if args.model not in models.MODELS:
+        print(f"irfuse demo: unknown model {args.model!r}; known: "
+              f"{', '.join(sorted(models.MODELS))}", file=sys.stderr)
+        return 2
     cuda = torch.cuda.is_available()
     size = args.size or ("llama-8b" if cuda else "small")
     overrides = {}

@@ -61,3 +61,6 @@ def test_demo_with_an_unknown_flag_is_a_clear_error(capsys) -> None:
     assert cli.main(["demo", "--platform", "cuda:sm90"]) == 2
     err = capsys.readouterr().err
     assert "irfuse demo: unknown argument '--platform'" in err and "Traceback" not in err
+    assert cli.main(["demo", "--model", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "irfuse demo: unknown model 'nope'; known: llama, " in err and "Traceback" not in err
