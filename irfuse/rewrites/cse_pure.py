@@ -71,11 +71,17 @@ FUNCTIONAL_HOPS = ("hop:auto_functionalized", "hop:auto_functionalized_v2")
 """Higher-order ops that write nothing (the others are treated as writing their operands)."""
 
 _NOT_MERGED_TAGS = {
-    torch.Tag.nondeterministic_seeded: "random op",
-    torch.Tag.nondeterministic_bitwise: "op is not bitwise deterministic",
-    torch.Tag.data_dependent_output: "data-dependent result",
-    torch.Tag.dynamic_output_shape: "data-dependent result shape",
+    tag: reason
+    for name, reason in (
+        ("nondeterministic_seeded", "random op"),
+        ("nondeterministic_bitwise", "op is not bitwise deterministic"),
+        ("data_dependent_output", "data-dependent result"),
+        ("dynamic_output_shape", "data-dependent result shape"),
+    )
+    # Tags differ between torch versions (2.11 has no `out` tag): only those this one has.
+    if (tag := getattr(torch.Tag, name, None)) is not None
 }
+_WRITE_TAGS = {tag for name in ("out", "inplace") if (tag := getattr(torch.Tag, name, None))}
 
 
 @dataclass(frozen=True)
@@ -114,7 +120,7 @@ def _classify(target: str) -> TargetInfo:
     if not target.startswith("aten::") or not schema.returns:
         return TargetInfo(OTHER)
     tags = set(op.tags)
-    if torch.Tag.out in tags or torch.Tag.inplace in tags:
+    if tags & _WRITE_TAGS:
         return TargetInfo(WRITES, schema=schema)
     base = schema.name.split("::", 1)[1]
     if base.endswith("_"):
