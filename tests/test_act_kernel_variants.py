@@ -21,9 +21,7 @@
 from __future__ import annotations
 
 import json
-import os
 import pathlib
-import subprocess
 import sys
 
 import numpy as np
@@ -248,13 +246,9 @@ def _worker() -> None:
 
 @pytest.fixture(scope="module")
 def results() -> dict:
-    env = dict(os.environ, TRITON_INTERPRET="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT),
-                                                       os.environ.get("PYTHONPATH")])))
-    proc = subprocess.run([sys.executable, __file__, "--worker"], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    from interpret_worker import run_worker
+
+    return run_worker(__file__)
 
 
 def test_worker_ran_every_check(results: dict) -> None:

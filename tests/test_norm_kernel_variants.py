@@ -21,9 +21,7 @@ masks cut tiles. One subprocess, started once with TRITON_INTERPRET=1 (see
 from __future__ import annotations
 
 import json
-import os
 import pathlib
-import subprocess
 import sys
 
 import pytest
@@ -265,13 +263,9 @@ def _flatten(out: object) -> list[torch.Tensor]:
 
 @pytest.fixture(scope="module")
 def results() -> dict:
-    env = dict(os.environ, TRITON_INTERPRET="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT),
-                                                       os.environ.get("PYTHONPATH")])))
-    proc = subprocess.run([sys.executable, __file__, "--worker"], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    from interpret_worker import run_worker
+
+    return run_worker(__file__)
 
 
 @pytest.mark.parametrize("case", CASES)

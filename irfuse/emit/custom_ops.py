@@ -145,13 +145,6 @@ def _check_fp8(x: torch.Tensor, out_dtype: torch.dtype) -> None:
     quant_ref.check_fp8_dtype(out_dtype)
 
 
-def _check_norm(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor | None) -> None:
-    quant_ref.check_model_dtype(x)
-    if weight.shape != x.shape[-1:]:
-        raise ValueError(f"irfuse: RMSNorm weight shape {tuple(weight.shape)} does not match "
-                         f"the hidden size {x.shape[-1]}")
-    if residual is not None and (residual.shape != x.shape or residual.dtype != x.dtype):
-        raise ValueError("irfuse: the residual must have the input's shape and dtype")
 
 
 def _empty(x: torch.Tensor, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
@@ -193,7 +186,7 @@ def _rms_norm_cuda(x, weight, eps, weight_offset=0.0):
 
 
 def _rms_norm_fake(x, weight, eps, weight_offset=0.0):
-    _check_norm(x, weight, None)
+    norm_quant_ref.check_norm_args(x, weight, None)
     return _empty(x, x.shape, x.dtype)
 
 
@@ -209,7 +202,7 @@ def _add_rms_norm_cuda(x, residual, weight, eps, weight_offset=0.0):
 
 
 def _add_rms_norm_fake(x, residual, weight, eps, weight_offset=0.0):
-    _check_norm(x, weight, residual)
+    norm_quant_ref.check_norm_args(x, weight, residual)
     return _empty(x, x.shape, x.dtype), _empty(x, x.shape, x.dtype)
 
 
@@ -334,7 +327,7 @@ def _rms_norm_quant_fp8_static_cuda(x, weight, scales, eps, weight_offset, out_d
 
 def _rms_norm_quant_fp8_static_fake(x, weight, scales, eps, weight_offset, out_dtype,
                                     divide=False):
-    _check_norm(x, weight, None)
+    norm_quant_ref.check_norm_args(x, weight, None)
     _check_fp8(x, out_dtype)
     return [_empty(x, x.shape, out_dtype) for _ in scales]
 
@@ -366,7 +359,7 @@ def _add_rms_norm_quant_fp8_static_cuda(x, residual, weight, scales, eps, weight
 
 def _add_rms_norm_quant_fp8_static_fake(x, residual, weight, scales, eps, weight_offset,
                                         out_dtype, divide=False, round_sum=False):
-    _check_norm(x, weight, residual)
+    norm_quant_ref.check_norm_args(x, weight, residual)
     _check_fp8(x, out_dtype)
     return [*(_empty(x, x.shape, out_dtype) for _ in scales), _empty(x, x.shape, x.dtype)]
 
@@ -385,7 +378,7 @@ def _rms_norm_quant_fp8_per_token_cuda(x, weight, scale_ub, eps, weight_offset, 
 
 
 def _rms_norm_quant_fp8_per_token_fake(x, weight, scale_ub, eps, weight_offset, out_dtype):
-    _check_norm(x, weight, None)
+    norm_quant_ref.check_norm_args(x, weight, None)
     _check_fp8(x, out_dtype)
     return _empty(x, x.shape, out_dtype), _empty(x, (*x.shape[:-1], 1), torch.float32)
 
@@ -409,7 +402,7 @@ def _add_rms_norm_quant_fp8_per_token_cuda(x, residual, weight, scale_ub, eps, w
 
 def _add_rms_norm_quant_fp8_per_token_fake(x, residual, weight, scale_ub, eps, weight_offset,
                                            out_dtype, round_sum=False):
-    _check_norm(x, weight, residual)
+    norm_quant_ref.check_norm_args(x, weight, residual)
     _check_fp8(x, out_dtype)
     return (_empty(x, x.shape, out_dtype), _empty(x, (*x.shape[:-1], 1), torch.float32),
             _empty(x, x.shape, x.dtype))
@@ -434,7 +427,7 @@ def _rms_norm_quant_fp8_group_cuda(x, weight, eps, weight_offset, group_size, co
 
 def _rms_norm_quant_fp8_group_fake(x, weight, eps, weight_offset, group_size, col_major, ue8m0,
                                    out_dtype):
-    _check_norm(x, weight, None)
+    norm_quant_ref.check_norm_args(x, weight, None)
     _check_fp8(x, out_dtype)
     quant_ref.check_group_size(x.shape[-1], group_size)
     return _empty(x, x.shape, out_dtype), quant_ref.empty_group_scales(x, group_size, col_major)
@@ -461,7 +454,7 @@ def _add_rms_norm_quant_fp8_group_cuda(x, residual, weight, eps, weight_offset, 
 
 def _add_rms_norm_quant_fp8_group_fake(x, residual, weight, eps, weight_offset, group_size,
                                        col_major, ue8m0, out_dtype, round_sum=False):
-    _check_norm(x, weight, residual)
+    norm_quant_ref.check_norm_args(x, weight, residual)
     _check_fp8(x, out_dtype)
     quant_ref.check_group_size(x.shape[-1], group_size)
     return (_empty(x, x.shape, out_dtype), quant_ref.empty_group_scales(x, group_size, col_major),

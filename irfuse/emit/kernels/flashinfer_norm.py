@@ -59,7 +59,7 @@ from types import ModuleType
 
 import torch
 
-from irfuse.emit.kernels import quant_ref
+from irfuse.emit.kernels import norm_quant_ref, quant_ref
 
 FP8 = torch.float8_e4m3fn
 INPUT_DTYPES = (torch.bfloat16, torch.float16)
@@ -192,14 +192,6 @@ def note_fallback(op: str, reason: str) -> None:
                       "Triton kernel runs", stacklevel=3)
 
 
-def _check(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor | None) -> None:
-    """The argument errors the Triton launchers raise too (ValueError)."""
-    quant_ref.check_model_dtype(x)
-    if weight.shape != x.shape[-1:]:
-        raise ValueError(f"irfuse: RMSNorm weight shape {tuple(weight.shape)} does not match "
-                         f"the hidden size {x.shape[-1]}")
-    if residual is not None and (residual.shape != x.shape or residual.dtype != x.dtype):
-        raise ValueError("irfuse: the residual must have the input's shape and dtype")
 
 
 def _rows(t: torch.Tensor) -> torch.Tensor:
@@ -227,7 +219,7 @@ def rms_norm_quant_fp8_static(x: torch.Tensor, weight: torch.Tensor,
     modified, except `residual` with `residual_in_place=True` (it then holds the new residual and
     is returned as residual_out: no copy). `enable_pdl` is FlashInfer's (None: on from sm90).
     """
-    _check(x, weight, residual)
+    norm_quant_ref.check_norm_args(x, weight, residual)
     reason = unsupported(x, weight, scales, weight_offset, out_dtype, residual, divide,
                          round_sum)
     if reason is not None:

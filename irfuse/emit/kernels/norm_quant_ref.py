@@ -25,6 +25,17 @@ import torch
 from irfuse.emit.kernels import quant_ref
 
 
+def check_norm_args(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor | None) -> None:
+    """The argument errors every norm implementation raises (ValueError): a dtype the norms do
+    not take, a weight that is not [hidden], a residual of another shape or dtype than x."""
+    quant_ref.check_model_dtype(x)
+    if weight.shape != x.shape[-1:]:
+        raise ValueError(f"irfuse: RMSNorm weight shape {tuple(weight.shape)} does not match "
+                         f"the hidden size {x.shape[-1]}")
+    if residual is not None and (residual.shape != x.shape or residual.dtype != x.dtype):
+        raise ValueError("irfuse: the residual must have the input's shape and dtype")
+
+
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, weight_offset: float = 0.0,
              residual: torch.Tensor | None = None, round_sum: bool = False,
              ) -> tuple[torch.Tensor, torch.Tensor | None]:
