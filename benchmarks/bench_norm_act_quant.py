@@ -105,11 +105,15 @@ def _act_two_tensor_inputs(t: int, i: int) -> dict:
 def _row_configs(t: int, h: int) -> list:
     rc = norm_quant.RowConfig
     single = [rc(r, w) for r, w in ((1, 4), (1, 8), (1, 16), (2, 16))]
+    # early: the weight and scales loaded with the row (before the reduction's barriers); also
+    # without cache hints.
+    early = ([rc(r, w, early=True) for r, w in ((1, 4), (1, 8), (1, 16), (2, 16))]
+             + [rc(1, w, early=True, evict=False) for w in (8, 16)])
     looped = [rc(1, w, two_pass=True, block_r=b) for w, b in ((4, 1024), (8, 2048), (16, 4096))]
     # fast_div: per-token's division through the reciprocal (bit-exact; static ignores it).
-    fast = [rc(1, w, fast_div=True) for w in (4, 8, 16)]
+    fast = [rc(1, w, fast_div=True, early=e) for w in (4, 8, 16) for e in (False, True)]
     if t <= 16:  # decode: one program, its latency chain is the time
-        return single + fast + [rc(1, 32), rc(1, 32, fast_div=True)]
+        return single + early + fast + [rc(1, 32, fast_div=True, early=e) for e in (False, True)]
     # Persistent grids (next tile prefetched), as (warps, programs per SM) that fit in the
     # registers together (~50/85 a thread at 16 warps for H 4096/8192, 64/128 at 8, 128/248 at
     # 4); Inductor's looped shape (16 warps, 2048 chunks), also with the residual stored in the
@@ -120,25 +124,29 @@ def _row_configs(t: int, h: int) -> list:
     looped += [rc(1, 16, two_pass=True, block_r=2048, fast_div=True),
                rc(1, 16, two_pass=True, block_r=2048, fast_div=True, res_first=True),
                rc(1, 8, two_pass=True, block_r=2048, fast_div=True, res_first=True)]
-    return single + looped + fast + persistent
+    return single + early + looped + fast + persistent
 
 
 def _group_configs(t: int, h: int) -> list:
     gc = norm_quant.GroupConfig
-    plain = [gc(w) for w in (4, 8, 16)] + [gc(w, fast_div=True) for w in (4, 8, 16)]
+    plain = [gc(w) for w in (4, 8, 16)] + [gc(w, fast_div=True, early=e) for w in (4, 8, 16)
+                                           for e in (False, True)]
     if t <= 16:
-        return plain + [gc(32, fast_div=True)]
+        return plain + [gc(32, fast_div=True, early=e) for e in (False, True)]
     shapes = ((16, 1), (16, 2), (8, 2), (8, 3)) if h <= 4096 else ((16, 1), (8, 1), (4, 2))
     return plain + [gc(w, fast_div=True, persist=p) for w, p in shapes]
 
 
 def _act_configs(t: int, i: int) -> list:
     # Plain arithmetic, then fast_silu + recip (act_quant docstring); small tiles (more
-    # programs, fewer warps: Inductor's shape at T 1) only where T is small.
-    shapes = ((4, 2), (16, 4), (16, 8), (32, 8)) + (((1, 1), (2, 1), (2, 2)) if t <= 128 else ())
+    # programs, fewer warps: Inductor's shape at T 1) only where T is small; each also with
+    # the static scale loaded early.
+    shapes = ((4, 2), (16, 4), (16, 8), (32, 8)) + (((1, 1), (2, 1), (2, 2), (8, 4))
+                                                    if t <= 128 else ())
     fast = ((1, 1), (2, 1), (4, 2)) if t <= 128 else ((16, 4), (16, 8), (32, 8))
-    return ([act_quant.ActConfig(g, w) for g, w in shapes]
-            + [act_quant.ActConfig(g, w, fast_silu=True, recip=True) for g, w in fast])
+    return ([act_quant.ActConfig(g, w, early=e) for g, w in shapes for e in (False, True)]
+            + [act_quant.ActConfig(g, w, fast_silu=True, recip=True, early=e) for g, w in fast
+               for e in (False, True)])
 
 
 def _nvfp4_configs(t: int, i: int) -> list:

@@ -187,7 +187,9 @@ def _act_checks() -> dict:
     orig = act_quant.ActConfig(4, 2)
     variants = [act_quant.ActConfig(1, 1, fast_silu=True, recip=True),
                 act_quant.ActConfig(2, 2, fast_silu=True, recip=True),
-                act_quant.ActConfig(4, 4, fast_silu=False, recip=True)]
+                act_quant.ActConfig(4, 4, fast_silu=False, recip=True),
+                act_quant.ActConfig(2, 1, early=True),
+                act_quant.ActConfig(1, 1, fast_silu=True, recip=True, early=True)]
     # Quantizer alone (fp32 input): groups whose quotients y / s hit fp8 ties and neighbours.
     grp = []
     for amax in (448.0, 300.0, 0.75, 1e-3):
@@ -272,7 +274,8 @@ def test_e2m1_bit_encoder(results: dict) -> None:
 
 def test_act_quant_variants_bit_exact(results: dict) -> None:
     keys = [k for k in results if k.startswith(("group_quant/", "silu_group/", "silu_static/"))]
-    assert len(keys) == 2 * 4 + 2 * 2 * (1 + 3 + 3)
+    n = 5  # variants
+    assert len(keys) == 2 * (1 + n) + 2 * 2 * (1 + n + n)
     assert [k for k in keys if results[k] is not True] == []
 
 

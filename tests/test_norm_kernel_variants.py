@@ -1,9 +1,10 @@
 """The norm kernels' launch variants (`RowConfig` / `GroupConfig` options), on the CPU under
 TRITON_INTERPRET=1.
 
-- `persist` (a persistent grid that loads its next tile before working on the current one) and
+- `persist` (a persistent grid that loads its next tile before working on the current one),
   `fast_div` (division by the row's or group's scale through its correctly rounded reciprocal
-  and one FMA correction) change neither the arithmetic nor the reduction order: every output
+  and one FMA correction), `early` (the weight and scales loaded with the row) and `evict`
+  (cache hints) change neither the arithmetic nor the reduction order: every output
   must equal the default kernel's bit for bit, and the reference's where the default's does.
 - `two_pass` for per-token (three passes over the row) and `res_first` (the residual stored in
   the first pass) sum in chunks: within the fused-kernel tolerance of the reference, and bit for
@@ -43,11 +44,15 @@ ROW_VARIANTS = [
     ("fast_div", dict(rows=1, num_warps=2, fast_div=True)),
     ("fast_div_rows2", dict(rows=2, num_warps=2, fast_div=True)),
     ("persist1_fast_div", dict(rows=2, num_warps=1, persist=1, fast_div=True)),
+    ("early", dict(rows=1, num_warps=2, early=True)),
+    ("early_rows2_fast_div", dict(rows=2, num_warps=2, fast_div=True, early=True)),
+    ("early_no_evict", dict(rows=1, num_warps=1, early=True, evict=False)),
 ]
 GROUP_VARIANTS = [
     ("fast_div", dict(num_warps=1, fast_div=True)),
     ("persist1", dict(num_warps=2, persist=1)),
     ("persist2_fast_div", dict(num_warps=1, persist=2, fast_div=True)),
+    ("early_fast_div", dict(num_warps=2, fast_div=True, early=True)),
 ]
 LOOPED_VARIANTS = [
     ("looped", dict(rows=1, num_warps=4, two_pass=True, block_r=32)),
@@ -228,7 +233,7 @@ GPU_OPS = ("add_rms_static", "rms_static", "add_rms_per_token", "add_rms_group12
 def test_swept_configs_on_gpu(op: str, hidden: int, tokens: int) -> None:
     """Every launch shape the benchmark sweeps (it checks only the default one): within the
     fused-kernel tolerance of eager, and, where it only adds `persist` / `fast_div` /
-    `res_first`, equal bit for bit to the same shape without them."""
+    `res_first` / `early` / no cache hints, equal bit for bit to the same shape without them."""
     import dataclasses
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -243,8 +248,9 @@ def test_swept_configs_on_gpu(op: str, hidden: int, tokens: int) -> None:
         parts = spec.check(out, ref)
         if not all(p.ok(1e-2, 0.02) for p in parts):
             failures.append(f"{cfg}: {'; '.join(map(str, parts))}")
-        plain = dataclasses.replace(cfg, fast_div=False, persist=0,
-                                    **({"res_first": False} if hasattr(cfg, "res_first") else {}))
+        plain = dataclasses.replace(cfg, fast_div=False, persist=0, early=False,
+                                    **({"res_first": False, "evict": True}
+                                       if hasattr(cfg, "res_first") else {}))
         if plain != cfg:
             base = _flatten(spec.kernel(d, plain))
             if not all(torch.equal(a, b) for a, b in zip(_flatten(out), base, strict=True)):

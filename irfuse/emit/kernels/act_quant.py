@@ -48,12 +48,15 @@ CHUNK = 128  # tile width for the modes without groups
 @dataclass(frozen=True)
 class ActConfig:
     """Launch shape of `_act_quant_kernel`: tile rows (groups/chunks) per program, warps;
-    and the `fast_silu` and `recip` variants (module docstring)."""
+    the `fast_silu` and `recip` variants (module docstring); `early`: the static scale is
+    loaded with the inputs instead of after SiLU·Mul (at one token the kernel is one latency
+    chain, and a load issued last adds a round trip to it)."""
 
     groups_per_program: int
     num_warps: int
     fast_silu: bool = False
     recip: bool = False
+    early: bool = False
 
 
 # Launch shapes that measured fastest on the H200 (the sweep in docs/bench_norm_act_quant.md):
@@ -97,6 +100,7 @@ def _act_quant_kernel(
     ACT: tl.constexpr, UP: tl.constexpr, QUANT: tl.constexpr, UE8M0: tl.constexpr,
     FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, GPP: tl.constexpr, GROUP: tl.constexpr,
     DIVIDE: tl.constexpr, FAST: tl.constexpr = False, RECIP: tl.constexpr = False,
+    EARLY: tl.constexpr = False,
 ):
     DT = x_ptr.dtype.element_ty
     row = tl.program_id(0).to(tl.int64)
@@ -104,6 +108,8 @@ def _act_quant_kernel(
     cols = groups[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
     mask = cols < D
     base = x_ptr + row * stride_x
+    if QUANT == 1 and EARLY:
+        s = tl.load(s_ptr).to(tl.float32)
     a = tl.load(base + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
     if ACT:
         if UP:
@@ -120,7 +126,9 @@ def _act_quant_kernel(
     if QUANT == 0:
         tl.store(out_ptr + out_offs, y.to(DT), mask=mask)
     elif QUANT == 1:
-        scaled = static_scaled(y, tl.load(s_ptr).to(tl.float32), DIVIDE)
+        if not EARLY:
+            s = tl.load(s_ptr).to(tl.float32)
+        scaled = static_scaled(y, s, DIVIDE)
         v = tl.minimum(tl.maximum(scaled, -FP8_MAX), FP8_MAX)
         tl.store(out_ptr + out_offs, v.to(out_ptr.dtype.element_ty), mask=mask)
     else:
@@ -160,7 +168,7 @@ def _launch(x: torch.Tensor, act: bool, quant: int, out: torch.Tensor,
         MIN_SCALE=quant_ref.fp8_min_scale(fp8), GPP=cfg.groups_per_program, GROUP=group,
         DIVIDE=divide and quant == QUANT_STATIC, num_warps=cfg.num_warps,
         # The interpreter has no inline PTX: it runs the plain silu.
-        FAST=cfg.fast_silu and act and not interpreting(), RECIP=cfg.recip,
+        FAST=cfg.fast_silu and act and not interpreting(), RECIP=cfg.recip, EARLY=cfg.early,
     )
 
 

@@ -67,6 +67,13 @@ class RowConfig:
     `fast_div` (per-token) divides by the row's scale with `div_rn_by` (a multiply by the
     correctly rounded reciprocal and one FMA correction: the same bits as `div_rn`, a third of
     the instructions and no per-element branch).
+
+    `early` (single-pass kernel) issues the loads of the weight, the static scales and the
+    scale bound with the row's, before the reduction, instead of after it: the reduction's
+    barriers keep a later load from being hoisted, so otherwise every program waits for one
+    more L2 round trip between its reduction and its stores. `evict` (single-pass kernel)
+    streams the row with `evict_first` and keeps the weight with `evict_last`; off, the loads
+    carry no cache hints.
     """
 
     rows: int
@@ -76,16 +83,20 @@ class RowConfig:
     fast_div: bool = False
     persist: int = 0
     res_first: bool = False
+    early: bool = False
+    evict: bool = True
 
 
 @dataclass(frozen=True)
 class GroupConfig:
-    """Launch shape of the per-group kernel: warps per program; `fast_div` and `persist` as in
-    `RowConfig` (`persist` > 0: `_norm_group_persistent_kernel`, one row per loop step)."""
+    """Launch shape of the per-group kernel: warps per program; `fast_div`, `persist` and
+    `early` (the weight loaded with the row) as in `RowConfig` (`persist` > 0:
+    `_norm_group_persistent_kernel`, one row per loop step, the weight loaded once)."""
 
     num_warps: int
     fast_div: bool = False
     persist: int = 0
+    early: bool = False
 
 
 Steps = tuple[tuple[int, object], ...]
@@ -184,8 +195,8 @@ def static_scaled(y, s, DIVIDE: tl.constexpr):
 
 
 @triton.jit
-def _store_fp8_static(y, q_ptr, s_ptr, offs, mask, FP8_MAX: tl.constexpr, DIVIDE: tl.constexpr):
-    scaled = static_scaled(y, tl.load(s_ptr).to(tl.float32), DIVIDE)
+def _store_fp8_static(y, q_ptr, s, offs, mask, FP8_MAX: tl.constexpr, DIVIDE: tl.constexpr):
+    scaled = static_scaled(y, s, DIVIDE)
     v = tl.minimum(tl.maximum(scaled, -FP8_MAX), FP8_MAX)
     tl.store(q_ptr + offs, v.to(q_ptr.dtype.element_ty), mask=mask)
 
@@ -221,26 +232,50 @@ def div_rn_by(y, s, inv):
 
 
 @triton.jit
-def _quant_store_rows(y, y_ptr, q0_ptr, q1_ptr, q2_ptr, q3_ptr, s0_ptr, s1_ptr, s2_ptr, s3_ptr,
-                      ub_ptr, rows64, rmask, out_offs, mask, QUANT: tl.constexpr,
+def _row_scalars(s0_ptr, s1_ptr, s2_ptr, s3_ptr, ub_ptr, QUANT: tl.constexpr,
+                 NUM_OUT: tl.constexpr, HAS_UB: tl.constexpr):
+    """The scalars the row kernels' tail reads, as float32: up to four static scales (QUANT 1)
+    and the per-token scale bound (QUANT 2 with HAS_UB); 1.0 where unused."""
+    s0 = 1.0
+    s1 = 1.0
+    s2 = 1.0
+    s3 = 1.0
+    ub = 1.0
+    if QUANT == 1:
+        s0 = tl.load(s0_ptr).to(tl.float32)
+        if NUM_OUT > 1:
+            s1 = tl.load(s1_ptr).to(tl.float32)
+        if NUM_OUT > 2:
+            s2 = tl.load(s2_ptr).to(tl.float32)
+        if NUM_OUT > 3:
+            s3 = tl.load(s3_ptr).to(tl.float32)
+    if QUANT == 2 and HAS_UB:
+        ub = tl.load(ub_ptr).to(tl.float32)
+    return s0, s1, s2, s3, ub
+
+
+@triton.jit
+def _quant_store_rows(y, y_ptr, q0_ptr, q1_ptr, q2_ptr, q3_ptr, s0, s1, s2, s3, s0_ptr, ub,
+                      rows64, rmask, out_offs, mask, QUANT: tl.constexpr,
                       NUM_OUT: tl.constexpr, HAS_UB: tl.constexpr, FP8_MAX: tl.constexpr,
                       MIN_SCALE: tl.constexpr, DIVIDE: tl.constexpr, FAST_DIV: tl.constexpr):
     """The tail of the row kernels: store y [ROWS, BLOCK_H] (float32) as the model dtype, as up
-    to four static FP8 outputs, or as per-token FP8 with its scales."""
+    to four static FP8 outputs (scales s0..s3), or as per-token FP8 (bound ub) with its scales
+    (written to s0_ptr)."""
     if QUANT == 0:
         tl.store(y_ptr + out_offs, y.to(y_ptr.dtype.element_ty), mask=mask)
     elif QUANT == 1:
-        _store_fp8_static(y, q0_ptr, s0_ptr, out_offs, mask, FP8_MAX, DIVIDE)
+        _store_fp8_static(y, q0_ptr, s0, out_offs, mask, FP8_MAX, DIVIDE)
         if NUM_OUT > 1:
-            _store_fp8_static(y, q1_ptr, s1_ptr, out_offs, mask, FP8_MAX, DIVIDE)
+            _store_fp8_static(y, q1_ptr, s1, out_offs, mask, FP8_MAX, DIVIDE)
         if NUM_OUT > 2:
-            _store_fp8_static(y, q2_ptr, s2_ptr, out_offs, mask, FP8_MAX, DIVIDE)
+            _store_fp8_static(y, q2_ptr, s2, out_offs, mask, FP8_MAX, DIVIDE)
         if NUM_OUT > 3:
-            _store_fp8_static(y, q3_ptr, s3_ptr, out_offs, mask, FP8_MAX, DIVIDE)
+            _store_fp8_static(y, q3_ptr, s3, out_offs, mask, FP8_MAX, DIVIDE)
     else:
         amax = tl.max(tl.abs(y), axis=1)
         if HAS_UB:
-            amax = tl.minimum(amax, tl.load(ub_ptr).to(tl.float32))
+            amax = tl.minimum(amax, ub)
         s = tl.maximum(tl.math.div_rn(amax, FP8_MAX), MIN_SCALE)
         if FAST_DIV:
             scaled = div_rn_by(y, s[:, None], tl.math.div_rn(1.0, s)[:, None])
@@ -259,8 +294,11 @@ def _norm_rows_kernel(
     HAS_RES: tl.constexpr, NORM: tl.constexpr, GEMMA: tl.constexpr, QUANT: tl.constexpr,
     NUM_OUT: tl.constexpr, HAS_UB: tl.constexpr, FP8_MAX: tl.constexpr,
     MIN_SCALE: tl.constexpr, ROWS: tl.constexpr, BLOCK_H: tl.constexpr, DIVIDE: tl.constexpr,
-    ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr,
+    ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr, EARLY: tl.constexpr = False,
+    STREAM: tl.constexpr = "evict_first", KEEP: tl.constexpr = "evict_last",
 ):
+    """ROWS rows per program; STREAM / KEEP: the cache hints of the row's and the weight's
+    loads ("" for none)."""
     DT = x_ptr.dtype.element_ty
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_H)
@@ -269,21 +307,30 @@ def _norm_rows_kernel(
     mask = rmask[:, None] & cmask[None, :]
     rows64 = rows.to(tl.int64)
     out_offs = rows64[:, None] * H + cols[None, :]
+    if EARLY:  # issued with the row's loads, in flight through the reduction
+        s0, s1, s2, s3, ub = _row_scalars(s0_ptr, s1_ptr, s2_ptr, s3_ptr, ub_ptr, QUANT,
+                                          NUM_OUT, HAS_UB)
+        if NORM:
+            w = tl.load(w_ptr + cols, mask=cmask, other=0.0, eviction_policy=KEEP)
     x = tl.load(x_ptr + rows64[:, None] * stride_x + cols[None, :], mask=mask, other=0.0,
-                eviction_policy="evict_first").to(tl.float32)
+                eviction_policy=STREAM).to(tl.float32)
     if HAS_RES:
         r = tl.load(res_ptr + rows64[:, None] * stride_res + cols[None, :], mask=mask,
-                    other=0.0, eviction_policy="evict_first").to(tl.float32)
+                    other=0.0, eviction_policy=STREAM).to(tl.float32)
         x = _residual_sum(x, r, x_ptr, ROUND_SUM)
         tl.store(res_out_ptr + out_offs, x.to(DT), mask=mask)
     if NORM:
         rstd = tl.math.rsqrt(tl.sum(x * x, axis=1) / H + eps)
-        w = tl.load(w_ptr + cols, mask=cmask, other=0.0, eviction_policy="evict_last")
+        if not EARLY:
+            w = tl.load(w_ptr + cols, mask=cmask, other=0.0, eviction_policy=KEEP)
         y = _apply_weight(x * rstd[:, None], w[None, :], weight_offset, x_ptr, GEMMA)
     else:
         y = x
-    _quant_store_rows(y, y_ptr, q0_ptr, q1_ptr, q2_ptr, q3_ptr, s0_ptr, s1_ptr, s2_ptr, s3_ptr,
-                      ub_ptr, rows64, rmask, out_offs, mask, QUANT, NUM_OUT, HAS_UB, FP8_MAX,
+    if not EARLY:
+        s0, s1, s2, s3, ub = _row_scalars(s0_ptr, s1_ptr, s2_ptr, s3_ptr, ub_ptr, QUANT,
+                                          NUM_OUT, HAS_UB)
+    _quant_store_rows(y, y_ptr, q0_ptr, q1_ptr, q2_ptr, q3_ptr, s0, s1, s2, s3, s0_ptr, ub,
+                      rows64, rmask, out_offs, mask, QUANT, NUM_OUT, HAS_UB, FP8_MAX,
                       MIN_SCALE, DIVIDE, FAST_DIV)
 
 
@@ -307,6 +354,8 @@ def _norm_rows_persistent_kernel(
     cmask = cols < H
     if NORM:
         w = tl.load(w_ptr + cols, mask=cmask, other=0.0, eviction_policy="evict_last")[None, :]
+    s0, s1, s2, s3, ub = _row_scalars(s0_ptr, s1_ptr, s2_ptr, s3_ptr, ub_ptr, QUANT, NUM_OUT,
+                                      HAS_UB)
     rows = pid * ROWS + tl.arange(0, ROWS)
     rows64 = rows.to(tl.int64)
     mask = (rows < T)[:, None] & cmask[None, :]
@@ -338,9 +387,9 @@ def _norm_rows_persistent_kernel(
             y = _apply_weight(x * rstd[:, None], w, weight_offset, x_ptr, GEMMA)
         else:
             y = x
-        _quant_store_rows(y, y_ptr, q0_ptr, q1_ptr, q2_ptr, q3_ptr, s0_ptr, s1_ptr, s2_ptr,
-                          s3_ptr, ub_ptr, rows64, rmask, out_offs, mask, QUANT, NUM_OUT, HAS_UB,
-                          FP8_MAX, MIN_SCALE, DIVIDE, FAST_DIV)
+        _quant_store_rows(y, y_ptr, q0_ptr, q1_ptr, q2_ptr, q3_ptr, s0, s1, s2, s3, s0_ptr, ub,
+                          rows64, rmask, out_offs, mask, QUANT, NUM_OUT, HAS_UB, FP8_MAX,
+                          MIN_SCALE, DIVIDE, FAST_DIV)
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -349,7 +398,7 @@ def _norm_group_kernel(
     T, H, stride_x, stride_res, stride_s_row, stride_s_group, eps, weight_offset,
     HAS_RES: tl.constexpr, GEMMA: tl.constexpr, UE8M0: tl.constexpr,
     FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, BLOCK_G: tl.constexpr, GROUP: tl.constexpr,
-    ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr,
+    ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr, EARLY: tl.constexpr = False,
 ):
     DT = x_ptr.dtype.element_ty
     row = tl.program_id(0).to(tl.int64)
@@ -357,6 +406,8 @@ def _norm_group_kernel(
     cols = groups[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
     mask = cols < H
     out_offs = row * H + cols
+    if EARLY:
+        w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last")
     x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0,
                 eviction_policy="evict_first").to(tl.float32)
     if HAS_RES:
@@ -365,7 +416,8 @@ def _norm_group_kernel(
         x = _residual_sum(x, r, x_ptr, ROUND_SUM)
         tl.store(res_out_ptr + out_offs, x.to(DT), mask=mask)
     rstd = tl.math.rsqrt(tl.sum(tl.sum(x * x, axis=1), axis=0) / H + eps)
-    w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last")
+    if not EARLY:
+        w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last")
     y = _apply_weight(x * rstd, w, weight_offset, x_ptr, GEMMA)
     _group_quant_store(y, q_ptr, s_ptr, row, groups, out_offs, mask, H, stride_s_row,
                        stride_s_group, FP8_MAX, MIN_SCALE, UE8M0, GROUP, FAST_DIV)
@@ -591,6 +643,9 @@ def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.T
         FP8_MAX=quant_ref.fp8_max(fp8), MIN_SCALE=quant_ref.fp8_min_scale(fp8),
         ROWS=cfg.rows, BLOCK_H=next_pow2(hidden), DIVIDE=divide and quant == QUANT_STATIC,
         ROUND_SUM=rs, FAST_DIV=cfg.fast_div and quant == QUANT_PER_TOKEN,
+        **({} if cfg.persist > 0 else {"EARLY": cfg.early,
+                                        "STREAM": "evict_first" if cfg.evict else "",
+                                        "KEEP": "evict_last" if cfg.evict else ""}),
         num_warps=cfg.num_warps,
     )
     return res_out
@@ -695,6 +750,6 @@ def rms_norm_quant_fp8_group(x: torch.Tensor, weight: torch.Tensor, eps: float,
         FP8_MAX=quant_ref.fp8_max(out_dtype), MIN_SCALE=quant_ref.fp8_min_scale(out_dtype),
         BLOCK_G=next_pow2(hidden // group_size), GROUP=group_size,
         ROUND_SUM=round_sum and residual is not None, FAST_DIV=cfg.fast_div,
-        num_warps=cfg.num_warps,
+        **({} if cfg.persist > 0 else {"EARLY": cfg.early}), num_warps=cfg.num_warps,
     )
     return q, s, res_out
