@@ -104,16 +104,19 @@ def _act_two_tensor_inputs(t: int, i: int) -> dict:
 
 def _row_configs(t: int, h: int) -> list:
     rc = norm_quant.RowConfig
-    single = [rc(r, w) for r, w in ((1, 4), (1, 8), (1, 16), (2, 16))]
+    shapes = ((1, 4), (1, 8), (1, 16), (2, 16))
+    single = [rc(r, w) for r, w in shapes]
     # early: the weight and scales loaded with the row (before the reduction's barriers); also
-    # without cache hints.
-    early = ([rc(r, w, early=True) for r, w in ((1, 4), (1, 8), (1, 16), (2, 16))]
-             + [rc(1, w, early=True, evict=False) for w in (8, 16)])
-    looped = [rc(1, w, two_pass=True, block_r=b) for w, b in ((4, 1024), (8, 2048), (16, 4096))]
+    # without cache hints (evict=False).
+    early = [rc(r, w, early=True, evict=e) for r, w in shapes for e in (True, False)]
+    looped = [rc(1, w, two_pass=True, block_r=b, evict=e)
+              for w, b in ((4, 1024), (8, 2048), (16, 4096)) for e in (True, False)]
     # fast_div: per-token's division through the reciprocal (bit-exact; static ignores it).
-    fast = [rc(1, w, fast_div=True, early=e) for w in (4, 8, 16) for e in (False, True)]
+    fast = [rc(1, w, fast_div=True, early=e, evict=v) for w in (4, 8, 16)
+            for e, v in ((False, True), (True, True), (True, False))]
     if t <= 16:  # decode: one program, its latency chain is the time
-        return single + early + fast + [rc(1, 32, fast_div=True, early=e) for e in (False, True)]
+        return single + early + fast + [rc(1, 32, fast_div=True, early=e, evict=v)
+                                         for e, v in ((False, True), (True, True), (True, False))]
     # Persistent grids (next tile prefetched), as (warps, programs per SM) that fit in the
     # registers together (~50/85 a thread at 16 warps for H 4096/8192, 64/128 at 8, 128/248 at
     # 4); Inductor's looped shape (16 warps, 2048 chunks), also with the residual stored in the
@@ -121,18 +124,19 @@ def _row_configs(t: int, h: int) -> list:
     shapes = ((16, 1), (16, 2), (8, 2), (8, 4), (4, 4)) if h <= 4096 else \
         ((16, 1), (8, 1), (8, 2), (4, 2))
     persistent = [rc(1, w, persist=p, fast_div=True) for w, p in shapes]
-    looped += [rc(1, 16, two_pass=True, block_r=2048, fast_div=True),
-               rc(1, 16, two_pass=True, block_r=2048, fast_div=True, res_first=True),
-               rc(1, 8, two_pass=True, block_r=2048, fast_div=True, res_first=True)]
+    looped += [rc(1, w, two_pass=True, block_r=2048, fast_div=True, res_first=f, evict=e)
+               for w, f in ((16, False), (16, True), (8, True)) for e in (True, False)]
     return single + early + looped + fast + persistent
 
 
 def _group_configs(t: int, h: int) -> list:
     gc = norm_quant.GroupConfig
-    plain = [gc(w) for w in (4, 8, 16)] + [gc(w, fast_div=True, early=e) for w in (4, 8, 16)
-                                           for e in (False, True)]
+    plain = [gc(w) for w in (4, 8, 16)] + [
+        gc(w, fast_div=True, early=e, evict=v) for w in (4, 8, 16)
+        for e, v in ((False, True), (True, True), (True, False))]
     if t <= 16:
-        return plain + [gc(32, fast_div=True, early=e) for e in (False, True)]
+        return plain + [gc(32, fast_div=True, early=e, evict=v)
+                        for e, v in ((False, True), (True, True), (True, False))]
     shapes = ((16, 1), (16, 2), (8, 2), (8, 3)) if h <= 4096 else ((16, 1), (8, 1), (4, 2))
     return plain + [gc(w, fast_div=True, persist=p) for w, p in shapes]
 
@@ -140,23 +144,27 @@ def _group_configs(t: int, h: int) -> list:
 def _act_configs(t: int, i: int) -> list:
     # Plain arithmetic, then fast_silu + recip (act_quant docstring); small tiles (more
     # programs, fewer warps: Inductor's shape at T 1) only where T is small; each also with
-    # the static scale loaded early.
+    # the static scale loaded early, and without cache hints.
     shapes = ((4, 2), (16, 4), (16, 8), (32, 8)) + (((1, 1), (2, 1), (2, 2), (8, 4))
                                                     if t <= 128 else ())
     fast = ((1, 1), (2, 1), (4, 2)) if t <= 128 else ((16, 4), (16, 8), (32, 8))
-    return ([act_quant.ActConfig(g, w, early=e) for g, w in shapes for e in (False, True)]
-            + [act_quant.ActConfig(g, w, fast_silu=True, recip=True, early=e) for g, w in fast
-               for e in (False, True)])
+    variants = ((False, True), (True, True), (True, False))
+    return ([act_quant.ActConfig(g, w, early=e, evict=v) for g, w in shapes for e, v in variants]
+            + [act_quant.ActConfig(g, w, fast_silu=True, recip=True, early=e, evict=v)
+               for g, w in fast for e, v in variants])
 
 
 def _nvfp4_configs(t: int, i: int) -> list:
     # (blocks, warps, recip, fast_silu, split): the original arithmetic first, then each
-    # variant alone, then split layouts with both (nvfp4 docstring).
+    # variant alone, then split layouts with both (nvfp4 docstring); the last ones also
+    # without cache hints.
     shapes = ((128, 4, False, False, False), (128, 4, True, False, False),
               (128, 4, True, True, False), (32, 2, True, True, False),
               (32, 1, True, True, True), (64, 2, True, True, True), (128, 4, True, True, True),
               (128, 2, True, True, True), (256, 8, True, True, True), (256, 4, True, True, True))
-    return [nvfp4.Nvfp4Config(b, w, recip=r, fast_silu=f, split=s) for b, w, r, f, s in shapes]
+    return ([nvfp4.Nvfp4Config(b, w, recip=r, fast_silu=f, split=s) for b, w, r, f, s in shapes]
+            + [nvfp4.Nvfp4Config(b, w, recip=r, fast_silu=f, split=s, evict=False)
+               for b, w, r, f, s in shapes[3:]])
 
 
 def _check_static(out, ref):
@@ -341,7 +349,7 @@ def measure(spec: OpSpec, compiled: Callable, h: int, t: int, bw: float,
     if args.sweep:  # every config checked like the default, and timed; the best one kept
         best = None
         row["sweep"] = {}
-        for cfg in spec.configs(t, width):
+        for cfg in _swept(spec, t, width, args.only):
             cfg_parts = (spec.check or _check_nvfp4(d["gs"]))(spec.kernel(d, cfg), ref)
             if not all(p.ok(tol, 0.02) for p in cfg_parts):
                 row["sweep"][_cfg_str(cfg)] = "MISMATCH: " + "; ".join(map(str, cfg_parts))
@@ -369,7 +377,16 @@ def _raise_recompile_limits() -> None:
             setattr(torch._dynamo.config, knob, 4096)
 
 
-def _warm(name: str, h: int, tokens: list[int], sweep: bool) -> str:
+def _swept(spec: OpSpec, t: int, width: int, only: str | None) -> list:
+    """The configs the sweep times for one row: all of them, or those whose `k=v` string
+    contains every comma-separated item of `only` (e.g. "evict=False")."""
+    cfgs = spec.configs(t, width)
+    if not only:
+        return cfgs
+    return [c for c in cfgs if all(f"{item}," in _cfg_str(c) + "," for item in only.split(","))]
+
+
+def _warm(name: str, h: int, tokens: list[int], sweep: bool, only: str | None = None) -> str:
     """Compile Inductor's graphs and irfuse's kernels for one (op, H) into the on-disk caches."""
     _raise_recompile_limits()
     t0 = time.time()
@@ -380,7 +397,7 @@ def _warm(name: str, h: int, tokens: list[int], sweep: bool) -> str:
         d = spec.make(t, width)
         compiled(d)
         spec.kernel(d, None)
-        for cfg in spec.configs(t, width) if sweep else ():
+        for cfg in _swept(spec, t, width, only) if sweep else ():
             spec.kernel(d, cfg)
         del d
     if DEVICE == "cuda":
@@ -396,7 +413,7 @@ def prewarm(args: argparse.Namespace) -> None:
 
     ctx = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=ctx) as pool:
-        futures = [pool.submit(_warm, name, h, args.tokens, args.sweep)
+        futures = [pool.submit(_warm, name, h, args.tokens, args.sweep, args.only)
                    for name in args.ops for h in args.hidden]
         for f in concurrent.futures.as_completed(futures):
             try:
@@ -534,6 +551,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="4096 and/or 8192 (SiLU·Mul uses I 14336 / 28672)")
     p.add_argument("--rep", type=int, default=10, help="ms of replays per measurement")
     p.add_argument("--sweep", action="store_true", help="also time several launch shapes")
+    p.add_argument("--only", help="sweep only the configs with these comma-separated k=v "
+                                  "fields (e.g. evict=False)")
     p.add_argument("--jobs", type=int, default=1,
                    help="compile in this many processes before timing (shares the on-disk "
                         "Inductor/Triton caches; set TORCHINDUCTOR_CACHE_DIR)")

@@ -61,6 +61,8 @@ def _nvfp4_configs():
                 for b, w, r, s in ((16, 1, True, False), (32, 2, True, False),
                                    (32, 1, True, True), (64, 2, True, True),
                                    (32, 1, False, True))]
+    variants += [nvfp4.Nvfp4Config(32, 1, split=True, evict=False),
+                 nvfp4.Nvfp4Config(32, 2, evict=False)]
     return orig, variants
 
 
@@ -189,7 +191,7 @@ def _act_checks() -> dict:
                 act_quant.ActConfig(2, 2, fast_silu=True, recip=True),
                 act_quant.ActConfig(4, 4, fast_silu=False, recip=True),
                 act_quant.ActConfig(2, 1, early=True),
-                act_quant.ActConfig(1, 1, fast_silu=True, recip=True, early=True)]
+                act_quant.ActConfig(1, 1, fast_silu=True, recip=True, early=True, evict=False)]
     # Quantizer alone (fp32 input): groups whose quotients y / s hit fp8 ties and neighbours.
     grp = []
     for amax in (448.0, 300.0, 0.75, 1e-3):
@@ -256,9 +258,9 @@ def results() -> dict:
 def test_worker_ran_every_check(results: dict) -> None:
     failed = {k: v for k, v in results.items() if isinstance(v, str)}
     assert not failed
-    # 7 inputs x 6 configs, 2 dtypes x 2 forms x 6 configs, the encoder, 2 x 4 + 2 x 2 x 7.
-    assert sum(k.startswith("quant/") for k in results) == 7 * 6
-    assert sum(k.startswith("silu/") for k in results) == 2 * 2 * 6
+    # 7 inputs x 8 configs (the original and 7 variants), 2 dtypes x 2 forms x 8 configs.
+    assert sum(k.startswith("quant/") for k in results) == 7 * 8
+    assert sum(k.startswith("silu/") for k in results) == 2 * 2 * 8
     assert results["e2m1_count"] > 10000
 
 

@@ -53,12 +53,14 @@ GROUP_VARIANTS = [
     ("persist1", dict(num_warps=2, persist=1)),
     ("persist2_fast_div", dict(num_warps=1, persist=2, fast_div=True)),
     ("early_fast_div", dict(num_warps=2, fast_div=True, early=True)),
+    ("early_no_evict", dict(num_warps=1, early=True, evict=False)),
 ]
 LOOPED_VARIANTS = [
     ("looped", dict(rows=1, num_warps=4, two_pass=True, block_r=32)),
     ("looped_fast_div", dict(rows=1, num_warps=4, two_pass=True, block_r=64, fast_div=True)),
     ("looped_res_first", dict(rows=1, num_warps=2, two_pass=True, block_r=64, fast_div=True,
                               res_first=True)),
+    ("looped_no_evict", dict(rows=1, num_warps=2, two_pass=True, block_r=64, evict=False)),
 ]
 SHAPES = [(13, 96, "bf16"), (6, 256, "fp16")]
 LOOPED_SHAPES = [(5, 96, "bf16"), (3, 256, "fp16")]
@@ -248,9 +250,10 @@ def test_swept_configs_on_gpu(op: str, hidden: int, tokens: int) -> None:
         parts = spec.check(out, ref)
         if not all(p.ok(1e-2, 0.02) for p in parts):
             failures.append(f"{cfg}: {'; '.join(map(str, parts))}")
-        plain = dataclasses.replace(cfg, fast_div=False, persist=0, early=False,
-                                    **({"res_first": False, "evict": True}
-                                       if hasattr(cfg, "res_first") else {}))
+        same_bits = {"fast_div": False, "persist": 0, "early": False, "evict": True,
+                     "res_first": False}
+        plain = dataclasses.replace(cfg, **{k: v for k, v in same_bits.items()
+                                            if hasattr(cfg, k)})
         if plain != cfg:
             base = _flatten(spec.kernel(d, plain))
             if not all(torch.equal(a, b) for a, b in zip(_flatten(out), base, strict=True)):

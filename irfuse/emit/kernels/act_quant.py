@@ -50,13 +50,15 @@ class ActConfig:
     """Launch shape of `_act_quant_kernel`: tile rows (groups/chunks) per program, warps;
     the `fast_silu` and `recip` variants (module docstring); `early`: the static scale is
     loaded with the inputs instead of after SiLU·Mul (at one token the kernel is one latency
-    chain, and a load issued last adds a round trip to it)."""
+    chain, and a load issued last adds a round trip to it); `evict`: the inputs are loaded
+    with `evict_first` (off: no cache hint)."""
 
     groups_per_program: int
     num_warps: int
     fast_silu: bool = False
     recip: bool = False
     early: bool = False
+    evict: bool = True
 
 
 # Launch shapes that measured fastest on the H200 (the sweep in docs/bench_norm_act_quant.md):
@@ -100,7 +102,7 @@ def _act_quant_kernel(
     ACT: tl.constexpr, UP: tl.constexpr, QUANT: tl.constexpr, UE8M0: tl.constexpr,
     FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, GPP: tl.constexpr, GROUP: tl.constexpr,
     DIVIDE: tl.constexpr, FAST: tl.constexpr = False, RECIP: tl.constexpr = False,
-    EARLY: tl.constexpr = False,
+    EARLY: tl.constexpr = False, STREAM: tl.constexpr = "evict_first",
 ):
     DT = x_ptr.dtype.element_ty
     row = tl.program_id(0).to(tl.int64)
@@ -110,14 +112,14 @@ def _act_quant_kernel(
     base = x_ptr + row * stride_x
     if QUANT == 1 and EARLY:
         s = tl.load(s_ptr).to(tl.float32)
-    a = tl.load(base + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    a = tl.load(base + cols, mask=mask, other=0.0, eviction_policy=STREAM).to(tl.float32)
     if ACT:
         if UP:
             b = tl.load(up_ptr + row * stride_up + cols, mask=mask, other=0.0,
-                        eviction_policy="evict_first").to(tl.float32)
+                        eviction_policy=STREAM).to(tl.float32)
         else:
             b = tl.load(base + D + cols, mask=mask, other=0.0,
-                        eviction_policy="evict_first").to(tl.float32)
+                        eviction_policy=STREAM).to(tl.float32)
         act = _silu(a, FAST).to(DT).to(tl.float32)
         y = (act * b).to(DT).to(tl.float32)
     else:
@@ -169,6 +171,7 @@ def _launch(x: torch.Tensor, act: bool, quant: int, out: torch.Tensor,
         DIVIDE=divide and quant == QUANT_STATIC, num_warps=cfg.num_warps,
         # The interpreter has no inline PTX: it runs the plain silu.
         FAST=cfg.fast_silu and act and not interpreting(), RECIP=cfg.recip, EARLY=cfg.early,
+        STREAM="evict_first" if cfg.evict else "",
     )
 
 

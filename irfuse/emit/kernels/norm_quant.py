@@ -71,9 +71,10 @@ class RowConfig:
     `early` (single-pass kernel) issues the loads of the weight, the static scales and the
     scale bound with the row's, before the reduction, instead of after it: the reduction's
     barriers keep a later load from being hoisted, so otherwise every program waits for one
-    more L2 round trip between its reduction and its stores. `evict` (single-pass kernel)
-    streams the row with `evict_first` and keeps the weight with `evict_last`; off, the loads
-    carry no cache hints.
+    more L2 round trip between its reduction and its stores. `evict` streams the row with
+    `evict_first` and keeps the weight with `evict_last` (the looped kernel: the first pass's
+    reads `evict_last`, for the later passes, the last pass's `evict_first`); off, the loads
+    carry no cache hints (not the persistent kernel).
     """
 
     rows: int
@@ -89,14 +90,15 @@ class RowConfig:
 
 @dataclass(frozen=True)
 class GroupConfig:
-    """Launch shape of the per-group kernel: warps per program; `fast_div`, `persist` and
-    `early` (the weight loaded with the row) as in `RowConfig` (`persist` > 0:
+    """Launch shape of the per-group kernel: warps per program; `fast_div`, `persist`,
+    `early` (the weight loaded with the row) and `evict` as in `RowConfig` (`persist` > 0:
     `_norm_group_persistent_kernel`, one row per loop step, the weight loaded once)."""
 
     num_warps: int
     fast_div: bool = False
     persist: int = 0
     early: bool = False
+    evict: bool = True
 
 
 Steps = tuple[tuple[int, object], ...]
@@ -399,6 +401,7 @@ def _norm_group_kernel(
     HAS_RES: tl.constexpr, GEMMA: tl.constexpr, UE8M0: tl.constexpr,
     FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, BLOCK_G: tl.constexpr, GROUP: tl.constexpr,
     ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr, EARLY: tl.constexpr = False,
+    STREAM: tl.constexpr = "evict_first", KEEP: tl.constexpr = "evict_last",
 ):
     DT = x_ptr.dtype.element_ty
     row = tl.program_id(0).to(tl.int64)
@@ -407,17 +410,17 @@ def _norm_group_kernel(
     mask = cols < H
     out_offs = row * H + cols
     if EARLY:
-        w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last")
+        w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy=KEEP)
     x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0,
-                eviction_policy="evict_first").to(tl.float32)
+                eviction_policy=STREAM).to(tl.float32)
     if HAS_RES:
         r = tl.load(res_ptr + row * stride_res + cols, mask=mask, other=0.0,
-                    eviction_policy="evict_first").to(tl.float32)
+                    eviction_policy=STREAM).to(tl.float32)
         x = _residual_sum(x, r, x_ptr, ROUND_SUM)
         tl.store(res_out_ptr + out_offs, x.to(DT), mask=mask)
     rstd = tl.math.rsqrt(tl.sum(tl.sum(x * x, axis=1), axis=0) / H + eps)
     if not EARLY:
-        w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last")
+        w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy=KEEP)
     y = _apply_weight(x * rstd, w, weight_offset, x_ptr, GEMMA)
     _group_quant_store(y, q_ptr, s_ptr, row, groups, out_offs, mask, H, stride_s_row,
                        stride_s_group, FP8_MAX, MIN_SCALE, UE8M0, GROUP, FAST_DIV)
@@ -541,7 +544,8 @@ def _norm_looped_kernel(
     HAS_RES: tl.constexpr, GEMMA: tl.constexpr, QUANT: tl.constexpr, HAS_UB: tl.constexpr,
     FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, BLOCK_R: tl.constexpr,
     DIVIDE: tl.constexpr, ROUND_SUM: tl.constexpr, RES_FIRST: tl.constexpr,
-    FAST_DIV: tl.constexpr,
+    FAST_DIV: tl.constexpr, KEEP: tl.constexpr = "evict_last",
+    STREAM: tl.constexpr = "evict_first",
 ):
     """One row per program, read in BLOCK_R chunks: the sum of squares (loads kept in L2),
     for per-token (QUANT 2) the amax of y (from L2), then y quantized and stored. Static
@@ -552,7 +556,7 @@ def _norm_looped_kernel(
         cols = start + tl.arange(0, BLOCK_R)
         mask = cols < H
         x = _looped_sum(x_ptr, res_ptr, res_out_ptr, row, cols, mask, stride_x, stride_res, H,
-                        HAS_RES, ROUND_SUM, "evict_last", RES_FIRST)
+                        HAS_RES, ROUND_SUM, KEEP, RES_FIRST)
         acc += x * x
     rstd = tl.math.rsqrt(tl.sum(acc, axis=0) / H + eps)
     if QUANT == 1:
@@ -563,7 +567,7 @@ def _norm_looped_kernel(
             cols = start + tl.arange(0, BLOCK_R)
             mask = cols < H
             x = _looped_sum(x_ptr, res_ptr, res_out_ptr, row, cols, mask, stride_x, stride_res,
-                            H, HAS_RES, ROUND_SUM, "evict_last", False)
+                            H, HAS_RES, ROUND_SUM, KEEP, False)
             w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last")
             y = _apply_weight(x * rstd, w, weight_offset, x_ptr, GEMMA)
             amax_acc = tl.maximum(amax_acc, tl.abs(y))
@@ -577,7 +581,7 @@ def _norm_looped_kernel(
         cols = start + tl.arange(0, BLOCK_R)
         mask = cols < H
         x = _looped_sum(x_ptr, res_ptr, res_out_ptr, row, cols, mask, stride_x, stride_res, H,
-                        HAS_RES, ROUND_SUM, "evict_first", not RES_FIRST)
+                        HAS_RES, ROUND_SUM, STREAM, not RES_FIRST)
         w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last")
         y = _apply_weight(x * rstd, w, weight_offset, x_ptr, GEMMA)
         if QUANT == 1:
@@ -621,7 +625,9 @@ def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.T
             MIN_SCALE=quant_ref.fp8_min_scale(out_dtype),
             BLOCK_R=min(cfg.block_r, next_pow2(hidden)), DIVIDE=divide, ROUND_SUM=rs,
             RES_FIRST=cfg.res_first and residual is not None,
-            FAST_DIV=cfg.fast_div and quant == QUANT_PER_TOKEN, num_warps=cfg.num_warps,
+            FAST_DIV=cfg.fast_div and quant == QUANT_PER_TOKEN,
+            KEEP="evict_last" if cfg.evict else "", STREAM="evict_first" if cfg.evict else "",
+            num_warps=cfg.num_warps,
         )
         return res_out
     q = [*qs, *([dummy] * (MAX_STATIC_OUTPUTS - len(qs)))]
@@ -750,6 +756,9 @@ def rms_norm_quant_fp8_group(x: torch.Tensor, weight: torch.Tensor, eps: float,
         FP8_MAX=quant_ref.fp8_max(out_dtype), MIN_SCALE=quant_ref.fp8_min_scale(out_dtype),
         BLOCK_G=next_pow2(hidden // group_size), GROUP=group_size,
         ROUND_SUM=round_sum and residual is not None, FAST_DIV=cfg.fast_div,
-        **({} if cfg.persist > 0 else {"EARLY": cfg.early}), num_warps=cfg.num_warps,
+        **({} if cfg.persist > 0 else {"EARLY": cfg.early,
+                                        "STREAM": "evict_first" if cfg.evict else "",
+                                        "KEEP": "evict_last" if cfg.evict else ""}),
+        num_warps=cfg.num_warps,
     )
     return q, s, res_out

@@ -57,13 +57,15 @@ PAD_ROWS = 32  # padding rows (of the 128-row scale tiles) zeroed per program
 @dataclass(frozen=True)
 class Nvfp4Config:
     """Launch shape and arithmetic variant of the NVFP4 kernels (module docstring):
-    16-element blocks per program, warps, and the `recip`, `fast_silu`, `split` variants."""
+    16-element blocks per program, warps, and the `recip`, `fast_silu`, `split` variants;
+    `evict`: the inputs are loaded with `evict_first` (off: no cache hint)."""
 
     blocks_per_program: int
     num_warps: int
     recip: bool = True
     fast_silu: bool = True
     split: bool = False
+    evict: bool = True
 
 
 # Launch shapes that measured fastest on the H200 (the sweep in docs/bench_norm_act_quant.md):
@@ -135,19 +137,20 @@ def _silu(a, FAST: tl.constexpr):
 
 @triton.jit
 def _load_y(x_ptr, up_ptr, row, cols, mask, N, stride_x, stride_up, ACT: tl.constexpr,
-            UP: tl.constexpr, FAST: tl.constexpr):
+            UP: tl.constexpr, FAST: tl.constexpr, STREAM: tl.constexpr = "evict_first"):
     """The values to quantize at `cols` of `row`, float32: x, or silu(gate) * up rounded as
-    eager rounds it (silu to the model dtype, then the product)."""
+    eager rounds it (silu to the model dtype, then the product). STREAM: the loads' cache
+    hint ("" for none)."""
     DT = x_ptr.dtype.element_ty
     base = x_ptr + row.to(tl.int64) * stride_x
-    a = tl.load(base + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    a = tl.load(base + cols, mask=mask, other=0.0, eviction_policy=STREAM).to(tl.float32)
     if ACT:
         if UP:
             b = tl.load(up_ptr + row.to(tl.int64) * stride_up + cols, mask=mask, other=0.0,
-                        eviction_policy="evict_first").to(tl.float32)
+                        eviction_policy=STREAM).to(tl.float32)
         else:
             b = tl.load(base + N + cols, mask=mask, other=0.0,
-                        eviction_policy="evict_first").to(tl.float32)
+                        eviction_policy=STREAM).to(tl.float32)
         act = _silu(a, FAST).to(DT).to(tl.float32)
         y = (act * b).to(DT).to(tl.float32)
     else:
@@ -211,13 +214,15 @@ def _nvfp4_kernel(
     x_ptr, up_ptr, q_ptr, sf_ptr, gs_ptr, M, MP, N, stride_x, stride_up, K, KP, KP4,
     ACT: tl.constexpr, UP: tl.constexpr, BPP: tl.constexpr, PAD_ROWS: tl.constexpr,
     RECIP: tl.constexpr = False, FAST: tl.constexpr = False,
+    STREAM: tl.constexpr = "evict_first",
 ):
     row = tl.program_id(0)
     blocks = tl.program_id(1) * BPP + tl.arange(0, BPP)
     if row < M:
         sf_offs = _swizzled_offsets(row, blocks, KP4)
         cols = blocks[:, None] * 16 + tl.arange(0, 16)[None, :]
-        y = _load_y(x_ptr, up_ptr, row, cols, cols < N, N, stride_x, stride_up, ACT, UP, FAST)
+        y = _load_y(x_ptr, up_ptr, row, cols, cols < N, N, stride_x, stride_up, ACT, UP, FAST,
+                    STREAM)
         gs = tl.load(gs_ptr).to(tl.float32)
         sb8, sbf = _block_scale(tl.max(tl.abs(y), axis=1), gs, sf_ptr.dtype.element_ty)
         r, smask = _block_recip(sbf)
@@ -242,7 +247,7 @@ def _pack_word(code):
 def _nvfp4_split_kernel(
     x_ptr, up_ptr, q_ptr, sf_ptr, gs_ptr, M, MP, N, stride_x, stride_up, K, KP, KP4,
     ACT: tl.constexpr, UP: tl.constexpr, BPP: tl.constexpr, PAD_ROWS: tl.constexpr,
-    RECIP: tl.constexpr, FAST: tl.constexpr,
+    RECIP: tl.constexpr, FAST: tl.constexpr, STREAM: tl.constexpr = "evict_first",
 ):
     """One thread per 16-element block: the block's halves are [BPP, 8] tiles (8 contiguous
     elements per thread), and q_ptr is the output viewed as int32 words (8 codes each)."""
@@ -251,9 +256,10 @@ def _nvfp4_split_kernel(
     if row < M:
         cols = blocks[:, None] * 16 + tl.arange(0, 8)[None, :]
         mask = blocks[:, None] < K
-        y_lo = _load_y(x_ptr, up_ptr, row, cols, mask, N, stride_x, stride_up, ACT, UP, FAST)
+        y_lo = _load_y(x_ptr, up_ptr, row, cols, mask, N, stride_x, stride_up, ACT, UP, FAST,
+                       STREAM)
         y_hi = _load_y(x_ptr, up_ptr, row, cols + 8, mask, N, stride_x, stride_up, ACT, UP,
-                       FAST)
+                       FAST, STREAM)
         gs = tl.load(gs_ptr).to(tl.float32)
         amax = tl.maximum(tl.max(tl.abs(y_lo), axis=1), tl.max(tl.abs(y_hi), axis=1))
         sb8, sbf = _block_scale(amax, gs, sf_ptr.dtype.element_ty)
@@ -296,7 +302,7 @@ def _launch(x: torch.Tensor, act: bool, global_scale: torch.Tensor,
     kernel[grid](x2, up2, out, sf, global_scale, rows, mp, width, x2.stride(0),
                  up2.stride(0), k, kp, kp // 4, ACT=act, UP=up is not None,
                  BPP=cfg.blocks_per_program, PAD_ROWS=PAD_ROWS, RECIP=cfg.recip, FAST=fast,
-                 num_warps=cfg.num_warps)
+                 STREAM="evict_first" if cfg.evict else "", num_warps=cfg.num_warps)
     return q, sf
 
 
