@@ -3,6 +3,7 @@
 # GPU tests, the kernel benchmark (and, with SWEEP_OPS, a launch-shape sweep), the end-to-end
 # FP8 Llama benchmark and the demo at real size. T_<STEP> are the steps' timeouts in seconds.
 # Outputs go to $OUT (the device tool's result folder) or ./gpu-out.
+# GPU_TESTS overrides the test files; E2E_ROUNDS the end-to-end benchmark's rounds (41).
 # FlashInfer is optional: its wheels in .whl (flashinfer_python + apache_tvm_ffi built for the
 # machine's Python, 3.12) are installed without their dependencies (enough for its norm kernels),
 # and its norm kernels are compiled (nvcc, about a minute) before the tests and the benchmark.
@@ -27,9 +28,10 @@ step "FlashInfer JIT build of its norm kernels"
 timeout "${T_FI_WARM:-300}" python3 -c "from irfuse.emit.kernels import flashinfer_norm as f
 print(f.warm())" 2>&1 | tail -n 5
 step "GPU tests"
-timeout "${T_TESTS:-180}" python3 -m pytest -q -p no:cacheprovider tests/test_kernels_gpu.py \
-  tests/test_norm_kernel_variants.py tests/test_act_kernel_variants.py \
-  tests/test_raise_attention.py tests/test_flashinfer_norm.py -k "gpu or cuda" 2>&1 \
+GPU_TESTS=${GPU_TESTS:-tests/test_kernels_gpu.py tests/test_norm_kernel_variants.py \
+  tests/test_act_kernel_variants.py tests/test_raise_attention.py tests/test_flashinfer_norm.py}
+# shellcheck disable=SC2086 (a list of files)
+timeout "${T_TESTS:-180}" python3 -m pytest -q -p no:cacheprovider $GPU_TESTS -k "gpu or cuda" 2>&1 \
   | tee "$OUT/gpu_tests.log" | tail -n 8
 step "kernel benchmark"
 timeout "${T_KERNELS:-300}" python3 benchmarks/bench_norm_act_quant.py --jobs 12 \
@@ -41,7 +43,7 @@ if [ -n "${SWEEP_OPS:-}" ]; then  # e.g. SWEEP_OPS=add_rms_static,silu_nvfp4
     --json "$OUT/sweep.json" 2>&1 | grep -v "^    " | tail -n 30
 fi
 step "end-to-end FP8 Llama"
-timeout "${T_E2E:-240}" python3 benchmarks/bench_e2e_llama_fp8.py --layers 4 --rounds 41 \
+timeout "${T_E2E:-240}" python3 benchmarks/bench_e2e_llama_fp8.py --layers 4 --rounds "${E2E_ROUNDS:-41}" \
   --out "$OUT/bench_e2e_llama_fp8.md" 2>&1 | tail -n 20
 step "demo"
 timeout "${T_DEMO:-150}" python3 -m irfuse.cli demo --dump-dir /tmp/irfuse-demo 2>&1 | tail -n 30

@@ -6,11 +6,12 @@ from __future__ import annotations
 import torch
 
 from irfuse import backend, models
+from irfuse.emit import kernel_choice
 from irfuse.testing import assert_bit_exact
 
 
 def _run(options: dict, token_counts: list[int]):
-    built = models.build("llama-fp8", size="tiny", max_positions=8192)
+    built = models.build("llama-fp8", size="tiny", max_positions=16384)
     torch._dynamo.reset()
     backend.clear_reports()
     compiled = torch.compile(
@@ -29,17 +30,21 @@ def _run(options: dict, token_counts: list[int]):
 
 
 def test_ranges_split_where_the_kernel_choice_changes() -> None:
-    # On sm90 the kernel table leaves add + RMSNorm + FP8 static to Inductor from 4096 tokens:
-    # [1, 4095] fuses it, [4096, inf) does not (and says why); the second range compiles only
-    # when a call of 4096+ tokens comes.
-    reports, seen = _run({"platform": "cuda:sm90"}, [16, 7, 4100, 5000])
+    # On sm90 the kernel table leaves add + RMSNorm + FP8 static to Inductor from 16384 tokens,
+    # beyond max_num_batched_tokens (8192): [1, 8192] fuses it; the fallback range above it,
+    # [8193, inf), takes the choice for its top and does not (and says why). The second range
+    # compiles only when a call of more than 8192 tokens comes.
+    split = kernel_choice.split_points("cuda:sm90")
+    assert split == [16383]
+    reports, seen = _run({"platform": "cuda:sm90"}, [16, 7, 8200, 9000])
     assert seen == [1, 1, 2, 2]
     low, high = reports
-    assert low.range == [1, 4095] and high.range == [4096, None]
+    assert low.range == [1, 8192] and high.range == [8193, None]
     assert low.fused("fuse-norm-quant") == 4
     assert high.fused("fuse-norm-quant") == 1  # only layer 0's plain norm (no residual add)
     reasons = [m.reason for p in high.passes if p.name == "fuse-norm-quant" for m in p.missed]
-    assert len(reasons) == 3 and all("left to Inductor on cuda:sm90 at 4096+" in r for r in reasons)
+    assert len(reasons) == 3 and all("left to Inductor on cuda:sm90 at 16384+" in r
+                                     for r in reasons)
     assert low.fused("fuse-act-quant") == high.fused("fuse-act-quant") == 2
 
 

@@ -416,10 +416,10 @@ def test_kernel_choice() -> None:
     assert isinstance(available, bool) and reason
     # Size steps: without a token count, the decode (smallest) step, naming the split.
     small = kernel_choice.choose("add_rms_norm_quant_fp8_static", "cuda:sm90")
-    assert small.impl == "triton" and "from 4096 tokens: inductor" in small.reason
-    assert kernel_choice.choose("add_rms_norm_quant_fp8_static", "cuda:sm90", 4095).impl == \
+    assert small.impl == "triton" and "from 16384 tokens: inductor" in small.reason
+    assert kernel_choice.choose("add_rms_norm_quant_fp8_static", "cuda:sm90", 16383).impl == \
         "triton"
-    assert kernel_choice.choose("add_rms_norm_quant_fp8_static", "cuda:sm90", 4096).impl == \
+    assert kernel_choice.choose("add_rms_norm_quant_fp8_static", "cuda:sm90", 16384).impl == \
         "inductor"
     assert kernel_choice.choose("add_rms_norm_quant_fp8_static", "cuda:sm80", 8192).impl == \
         "triton"  # only sm90 was measured

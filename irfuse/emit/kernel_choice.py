@@ -69,12 +69,13 @@ _NOT_MEASURED_ROCM = Choice("triton", "not measured yet (Triton emits float8_e4m
 _BENCH = "docs/bench_norm_act_quant.md"
 _SM90: dict[str, tuple[tuple[int, Choice], ...]] = {
     "add_rms_norm_quant_fp8_static": (
-        (1, Choice("triton", f"{_BENCH}: 0.79-0.90x Inductor's time below 4096 tokens "
-                             "(e.g. 2.4 vs 3.1 us at H 8192, T 1)")),
-        (4096, Choice("inductor", f"{_BENCH}: from 4096 tokens Inductor's kernel is as fast "
-                                  "or faster (1.01-1.04x at T 4096, 1.00-1.02x at T 16384: "
-                                  "113.1 vs 111.3 us at H 4096, with irfuse's best launch "
-                                  "shape, a two-pass row; FlashInfer 1.6x)")),
+        (1, Choice("triton", f"{_BENCH}: 0.78-0.99x Inductor's time below 16384 tokens "
+                             "(2.4 vs 3.0 us at H 8192, T 1; 30.6 vs 31.7 us at H 4096, "
+                             "T 4096, loads without cache hints)")),
+        (16384, Choice("inductor", f"{_BENCH}: from 16384 tokens Inductor's kernel is as "
+                                   "fast or faster (112.4 vs 111.1 us at H 4096, 221.3-223.5 "
+                                   "vs 221.0-221.9 us at H 8192, with irfuse's best launch "
+                                   "shapes; FlashInfer 1.6x)")),
     ),
     "rms_norm_quant_fp8_static": (
         (1, Choice("triton", f"{_BENCH}: 0.67-0.97x Inductor's time at every size "
