@@ -26,7 +26,9 @@ its next rows while it reduces and stores the current ones), `_norm_looped_kerne
 chunks, re-read from L2: static, or per-token in three passes), and `fast_div` (the dynamic
 quants divide through the scale's reciprocal and one FMA correction, `div_rn_by`: the same bits
 as `div_rn` at a third of the instructions, with no per-element branch; on the H200 these
-kernels are close to instruction-issue bound, so that matters).
+kernels are close to instruction-issue bound, so that matters), `early` (the weight and scales
+loaded with the row, ahead of the reduction's barriers) and `evict` (cache hints on the loads;
+off by default where the working set streams from memory: 2-7% faster on the H200).
 """
 
 from __future__ import annotations

@@ -1,0 +1,75 @@
+"""Compile the row kernel of add + RMSNorm + FP8 static for sm90 on a machine without a GPU and
+print its memory, barrier and shuffle instructions and its register use.
+
+Where loads sit relative to the reduction's barrier, and how many registers a launch shape
+takes (so how many programs share a multiprocessor), can be read before spending device time:
+Triton builds the cubin with its own ptxas, and cuobjdump (shipped with Triton) disassembles it.
+
+    python benchmarks/sass_rows.py --hidden 4096 --warps 16 [--early] [--no-evict]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from irfuse.emit.kernels import norm_quant
+
+PTRS = {"x_ptr": "*bf16", "res_ptr": "*bf16", "w_ptr": "*bf16", "y_ptr": "*bf16",
+        "res_out_ptr": "*bf16", **{f"q{i}_ptr": "*fp8e4nv" for i in range(4)},
+        **{f"s{i}_ptr": "*fp32" for i in range(4)}, "ub_ptr": "*fp32"}
+INTERESTING = re.compile(r"\b(LDG|STG|BAR|SHFL|LDS|STS|EXIT)\b")
+
+
+def compile_rows(hidden: int, warps: int, early: bool, evict: bool) -> bytes:
+    """The cubin of `_norm_rows_kernel` (residual, one static FP8 output, one row a program)."""
+    fn = norm_quant._norm_rows_kernel
+    consts = dict(HAS_RES=True, NORM=True, GEMMA=False, QUANT=1, NUM_OUT=1, HAS_UB=False,
+                  FP8_MAX=448.0, MIN_SCALE=1.0 / (448.0 * 512.0), ROWS=1,
+                  BLOCK_H=triton.next_power_of_2(hidden), DIVIDE=False, ROUND_SUM=False,
+                  FAST_DIV=False, EARLY=early, STREAM="evict_first" if evict else "",
+                  KEEP="evict_last" if evict else "")
+    names = fn.arg_names
+    sig = {n: "constexpr" if n in consts else PTRS.get(n, "fp32" if n in ("eps", "weight_offset")
+                                                        else "i32") for n in names}
+    aligned = [n for n in names if n in PTRS or n in ("H", "stride_x", "stride_res")]
+    src = ASTSource(fn, sig, constexprs={(names.index(k),): v for k, v in consts.items()},
+                    attrs={(names.index(n),): [["tt.divisibility", 16]] for n in aligned})
+    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                            options={"num_warps": warps})
+    return kernel.asm["cubin"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--hidden", type=int, default=4096)
+    p.add_argument("--warps", type=int, default=16)
+    p.add_argument("--early", action="store_true")
+    p.add_argument("--no-evict", action="store_true")
+    args = p.parse_args(argv)
+    cubin = compile_rows(args.hidden, args.warps, args.early, not args.no_evict)
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        usage = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True,
+                               check=True).stdout
+        sass = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True,
+                              check=True).stdout
+    print(next((line.strip() for line in usage.splitlines() if "REG:" in line), usage))
+    for line in sass.splitlines():
+        if INTERESTING.search(line):
+            print(line.split(";")[0].strip() + ";")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
