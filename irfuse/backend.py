@@ -246,8 +246,12 @@ class _GraphCompiler:
                 {*(self.resolved.compile_ranges_split_points or ()), *kernel_splits}
             )
             all_ranges = ranges.compile_ranges(split_config, self.platform, hidden, tp, itemsize)
-            top = max(r.hi for r in all_ranges)
-            all_ranges.append(ranges.Range(top + 1, ranges.UNBOUNDED))
+            # Above max_num_batched_tokens: the fallback, split where a kernel choice changes.
+            lo = max(r.hi for r in all_ranges) + 1
+            for point in (p for p in kernel_splits if p >= lo):
+                all_ranges.append(ranges.Range(lo, point))
+                lo = point + 1
+            all_ranges.append(ranges.Range(lo, ranges.UNBOUNDED))
         by_passes: dict[tuple[str, ...], list[ranges.Range]] = {}
         skipped: dict[tuple[str, ...], list[tuple[str, str]]] = {}
         for rng in all_ranges:

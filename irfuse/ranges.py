@@ -14,9 +14,10 @@ Split points (`split_points`), each kept only if it lies in [1, max_num_batched_
 - the user's compile_ranges_split_points.
 
 Above max_num_batched_tokens, vLLM raises. irfuse does not: `range_for` sends such a call to
-one general fallback range `[max + 1, inf]` (`UNBOUNDED`), compiled like any other range with
-the passes whose rule holds there (no all-reduce fusion, no RoPE + KV cache), so a larger batch
-is slower to compile once but never an error.
+a general fallback range `[max + 1, inf]` (`UNBOUNDED`; the backend splits it where a measured
+kernel choice changes), compiled like any other range with the passes whose rule holds there
+(no all-reduce fusion, no RoPE + KV cache), so a larger batch is slower to compile once but
+never an error.
 
 The thresholds are vLLM's measured values (H100/B200): FlashInfer's size cap per compute
 capability and TP size, and the SP threshold (8 MiB of activations per GPU on sm90, for

@@ -11,7 +11,7 @@ from irfuse.testing import assert_bit_exact
 
 
 def _run(options: dict, token_counts: list[int]):
-    built = models.build("llama-fp8", size="tiny", max_positions=16384)
+    built = models.build("llama-fp8", size="tiny", max_positions=16400)
     torch._dynamo.reset()
     backend.clear_reports()
     compiled = torch.compile(
@@ -31,15 +31,16 @@ def _run(options: dict, token_counts: list[int]):
 
 def test_ranges_split_where_the_kernel_choice_changes() -> None:
     # On sm90 the kernel table leaves add + RMSNorm + FP8 static to Inductor from 16384 tokens,
-    # beyond max_num_batched_tokens (8192): [1, 8192] fuses it; the fallback range above it,
-    # [8193, inf), takes the choice for its top and does not (and says why). The second range
-    # compiles only when a call of more than 8192 tokens comes.
+    # beyond max_num_batched_tokens (2048 here): [1, 2048] and the fallback above it up to 16383
+    # fuse it, and, running the same passes, share one compile (its report spans both);
+    # [16384, inf) does not fuse it (and says why), compiled at the first call that large.
     split = kernel_choice.split_points("cuda:sm90")
     assert split == [16383]
-    reports, seen = _run({"platform": "cuda:sm90"}, [16, 7, 8200, 9000])
-    assert seen == [1, 1, 2, 2]
+    reports, seen = _run({"platform": "cuda:sm90", "max_num_batched_tokens": 2048},
+                         [16, 7, 2100, 16400, 3000])
+    assert seen == [1, 1, 1, 2, 2]
     low, high = reports
-    assert low.range == [1, 8192] and high.range == [8193, None]
+    assert low.range == [1, 16383] and high.range == [16384, None]
     assert low.fused("fuse-norm-quant") == 4
     assert high.fused("fuse-norm-quant") == 1  # only layer 0's plain norm (no residual add)
     reasons = [m.reason for p in high.passes if p.name == "fuse-norm-quant" for m in p.missed]
