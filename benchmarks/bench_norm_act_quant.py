@@ -124,6 +124,12 @@ def _row_configs(t: int, h: int) -> list:
     shapes = ((16, 1), (16, 2), (8, 2), (8, 4), (4, 4)) if h <= 4096 else \
         ((16, 1), (8, 1), (8, 2), (4, 2))
     persistent = [rc(1, w, persist=p, fast_div=True) for w, p in shapes]
+    # ... and software-pipelined (cp.async into shared memory), without cache hints, as
+    # (warps, programs per SM, stages): the stages' shared memory bounds the programs per SM.
+    piped = ((16, 2, 2), (16, 2, 3), (8, 4, 2), (8, 4, 3), (8, 2, 4)) if h <= 4096 else \
+        ((16, 1, 3), (16, 2, 2), (8, 2, 2), (8, 2, 3), (8, 1, 4))
+    persistent += [rc(1, w, persist=p, stages=st, fast_div=True, evict=False)
+                   for w, p, st in piped]
     looped += [rc(1, w, two_pass=True, block_r=2048, fast_div=True, res_first=f, evict=e)
                for w, f in ((16, False), (16, True), (8, True)) for e in (True, False)]
     return single + early + looped + fast + persistent
@@ -138,7 +144,10 @@ def _group_configs(t: int, h: int) -> list:
         return plain + [gc(32, fast_div=True, early=e, evict=v)
                         for e, v in ((False, True), (True, True), (True, False))]
     shapes = ((16, 1), (16, 2), (8, 2), (8, 3)) if h <= 4096 else ((16, 1), (8, 1), (4, 2))
-    return plain + [gc(w, fast_div=True, persist=p) for w, p in shapes]
+    piped = ((16, 2, 2), (16, 2, 3), (8, 4, 2), (8, 4, 3)) if h <= 4096 else \
+        ((16, 1, 3), (16, 2, 2), (8, 2, 2), (8, 2, 3))
+    return (plain + [gc(w, fast_div=True, persist=p) for w, p in shapes]
+            + [gc(w, fast_div=True, persist=p, stages=st, evict=False) for w, p, st in piped])
 
 
 def _act_configs(t: int, i: int) -> list:
@@ -378,12 +387,17 @@ def _raise_recompile_limits() -> None:
 
 
 def _swept(spec: OpSpec, t: int, width: int, only: str | None) -> list:
-    """The configs the sweep times for one row: all of them, or those whose `k=v` string
-    contains every comma-separated item of `only` (e.g. "evict=False")."""
+    """The configs the sweep times for one row: all of them, or those whose `k=v` fields match
+    every comma-separated item of `only`, an item being one field or alternatives joined by `|`
+    (e.g. "evict=False" or "stages=2|stages=3")."""
     cfgs = spec.configs(t, width)
     if not only:
         return cfgs
-    return [c for c in cfgs if all(f"{item}," in _cfg_str(c) + "," for item in only.split(","))]
+
+    def fields(c: Any) -> set[str]:
+        return set(_cfg_str(c).split(","))
+
+    return [c for c in cfgs if all(fields(c) & set(item.split("|")) for item in only.split(","))]
 
 
 def _warm(name: str, h: int, tokens: list[int], sweep: bool, only: str | None = None) -> str:
@@ -552,7 +566,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rep", type=int, default=10, help="ms of replays per measurement")
     p.add_argument("--sweep", action="store_true", help="also time several launch shapes")
     p.add_argument("--only", help="sweep only the configs with these comma-separated k=v "
-                                  "fields (e.g. evict=False)")
+                                  "fields, alternatives joined by | (e.g. evict=False)")
     p.add_argument("--jobs", type=int, default=1,
                    help="compile in this many processes before timing (shares the on-disk "
                         "Inductor/Triton caches; set TORCHINDUCTOR_CACHE_DIR)")

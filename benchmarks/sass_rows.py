@@ -1,11 +1,12 @@
-"""Compile the row kernel of add + RMSNorm + FP8 static for sm90 on a machine without a GPU and
-print its memory, barrier and shuffle instructions and its register use.
+"""Compile the row kernel of (add +) RMSNorm + FP8 (static or per-token) for sm90 on a machine
+without a GPU and print its memory, barrier and shuffle instructions and its register use.
 
 Where loads sit relative to the reduction's barrier, and how many registers a launch shape
 takes (so how many programs share a multiprocessor), can be read before spending device time:
 Triton builds the cubin with its own ptxas, and cuobjdump (shipped with Triton) disassembles it.
 
-    python benchmarks/sass_rows.py --hidden 4096 --warps 16 [--early] [--no-evict]
+    python benchmarks/sass_rows.py --hidden 4096 --warps 16 [--rows 1] [--early] [--no-evict]
+        [--no-residual] [--per-token] [--stages 3]
 """
 
 from __future__ import annotations
@@ -26,17 +27,20 @@ from irfuse.emit.kernels import norm_quant
 PTRS = {"x_ptr": "*bf16", "res_ptr": "*bf16", "w_ptr": "*bf16", "y_ptr": "*bf16",
         "res_out_ptr": "*bf16", **{f"q{i}_ptr": "*fp8e4nv" for i in range(4)},
         **{f"s{i}_ptr": "*fp32" for i in range(4)}, "ub_ptr": "*fp32"}
-INTERESTING = re.compile(r"\b(LDG|STG|BAR|SHFL|LDS|STS|EXIT)\b")
+INTERESTING = re.compile(r"\b(LDG|LDGSTS|STG|BAR|SHFL|LDS|STS|DEPBAR|EXIT)\b")
 
 
-def compile_rows(hidden: int, warps: int, early: bool, evict: bool) -> bytes:
-    """The cubin of `_norm_rows_kernel` (residual, one static FP8 output, one row a program)."""
+def compile_rows(hidden: int, warps: int, early: bool, evict: bool, rows: int = 1,
+                 residual: bool = True, per_token: bool = False, stages: int = 0) -> bytes:
+    """The cubin of `_norm_rows_kernel` (one static FP8 output, or per-token FP8; `stages` >= 1:
+    the persistent, software-pipelined loop)."""
     fn = norm_quant._norm_rows_kernel
-    consts = dict(HAS_RES=True, NORM=True, GEMMA=False, QUANT=1, NUM_OUT=1, HAS_UB=False,
-                  FP8_MAX=448.0, MIN_SCALE=1.0 / (448.0 * 512.0), ROWS=1,
+    consts = dict(HAS_RES=residual, NORM=True, GEMMA=False, QUANT=2 if per_token else 1,
+                  NUM_OUT=1, HAS_UB=False, FP8_MAX=448.0, MIN_SCALE=1.0 / (448.0 * 512.0),
+                  ROWS=rows,
                   BLOCK_H=triton.next_power_of_2(hidden), DIVIDE=False, ROUND_SUM=False,
-                  FAST_DIV=False, EARLY=early, STREAM="evict_first" if evict else "",
-                  KEEP="evict_last" if evict else "")
+                  FAST_DIV=per_token, EARLY=early, STREAM="evict_first" if evict else "",
+                  KEEP="evict_last" if evict else "", STAGES=stages)
     names = fn.arg_names
     sig = {n: "constexpr" if n in consts else PTRS.get(n, "fp32" if n in ("eps", "weight_offset")
                                                         else "i32") for n in names}
@@ -54,8 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warps", type=int, default=16)
     p.add_argument("--early", action="store_true")
     p.add_argument("--no-evict", action="store_true")
+    p.add_argument("--rows", type=int, default=1)
+    p.add_argument("--no-residual", action="store_true")
+    p.add_argument("--per-token", action="store_true")
+    p.add_argument("--stages", type=int, default=0, help="persistent loop's pipeline depth")
     args = p.parse_args(argv)
-    cubin = compile_rows(args.hidden, args.warps, args.early, not args.no_evict)
+    cubin = compile_rows(args.hidden, args.warps, args.early, not args.no_evict, args.rows,
+                         not args.no_residual, args.per_token, args.stages)
     tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)

@@ -1,7 +1,7 @@
 """The norm kernels' launch variants (`RowConfig` / `GroupConfig` options), on the CPU under
 TRITON_INTERPRET=1.
 
-- `persist` (a persistent grid that loads its next tile before working on the current one),
+- `persist` (a persistent grid, its loop software-pipelined `stages` deep),
   `fast_div` (division by the row's or group's scale through its correctly rounded reciprocal
   and one FMA correction), `early` (the weight and scales loaded with the row) and `evict`
   (cache hints) change neither the arithmetic nor the reduction order: every output
@@ -47,6 +47,9 @@ ROW_VARIANTS = [
     ("early", dict(rows=1, num_warps=2, early=True)),
     ("early_rows2_fast_div", dict(rows=2, num_warps=2, fast_div=True, early=True)),
     ("early_no_evict", dict(rows=1, num_warps=1, early=True, evict=False)),
+    ("persist2_stages3", dict(rows=1, num_warps=1, persist=2, stages=3, evict=False)),
+    ("persist1_rows2_stages2_fast_div", dict(rows=2, num_warps=2, persist=1, stages=2,
+                                             fast_div=True)),
 ]
 GROUP_VARIANTS = [
     ("fast_div", dict(num_warps=1, fast_div=True)),
@@ -54,6 +57,7 @@ GROUP_VARIANTS = [
     ("persist2_fast_div", dict(num_warps=1, persist=2, fast_div=True)),
     ("early_fast_div", dict(num_warps=2, fast_div=True, early=True)),
     ("early_no_evict", dict(num_warps=1, early=True, evict=False)),
+    ("persist2_stages3", dict(num_warps=1, persist=2, stages=3, fast_div=True, evict=False)),
 ]
 LOOPED_VARIANTS = [
     ("looped", dict(rows=1, num_warps=4, two_pass=True, block_r=32)),
@@ -250,8 +254,8 @@ def test_swept_configs_on_gpu(op: str, hidden: int, tokens: int) -> None:
         parts = spec.check(out, ref)
         if not all(p.ok(1e-2, 0.02) for p in parts):
             failures.append(f"{cfg}: {'; '.join(map(str, parts))}")
-        same_bits = {"fast_div": False, "persist": 0, "early": False, "evict": True,
-                     "res_first": False}
+        same_bits = {"fast_div": False, "persist": 0, "stages": 1, "early": False,
+                     "evict": True, "res_first": False}
         plain = dataclasses.replace(cfg, **{k: v for k, v in same_bits.items()
                                             if hasattr(cfg, k)})
         if plain != cfg:

@@ -20,10 +20,10 @@ reading the float32 sum. Launch shapes (rows per program, warps) come from `row_
 `group_config`, tuned on the H200 (docs/benchmarks.md); every launcher takes `config=` to override
 them (the benchmark's sweep does).
 
-Variants a config selects (same numerics; see `RowConfig`): `_norm_rows_persistent_kernel` and
-`_norm_group_persistent_kernel` (a grid of a few programs per multiprocessor, each prefetching
-its next rows while it reduces and stores the current ones), `_norm_looped_kernel` (the row in
-chunks, re-read from L2: static, or per-token in three passes), and `fast_div` (the dynamic
+Variants a config selects (same numerics; see `RowConfig`): persistent grids (a few programs
+per multiprocessor, each looping over rows in a software-pipelined loop that copies the next
+rows into shared memory while it reduces and stores the current ones), `_norm_looped_kernel`
+(the row in chunks, re-read from L2: static, or per-token in three passes), `fast_div` (the dynamic
 quants divide through the scale's reciprocal and one FMA correction, `div_rn_by`: the same bits
 as `div_rn` at a third of the instructions, with no per-element branch; on the H200 these
 kernels are close to instruction-issue bound, so that matters), `early` (the weight and scales
@@ -61,10 +61,11 @@ class RowConfig:
     reductions do. `res_first` (looped only) stores the residual sum in the first pass, where it
     is computed, as Inductor does, instead of in the last.
 
-    `persist` > 0 selects `_norm_rows_persistent_kernel`: `persist` programs per multiprocessor,
-    each looping over tiles of `rows` rows and loading its next tile before it works on the
-    current one (loads stay in flight through the reductions and stores), with the weight loaded
-    once per program.
+    `persist` > 0 runs `_norm_rows_kernel` on a persistent grid: `persist` programs per
+    multiprocessor, each looping over tiles of `rows` rows with the weight and scales loaded
+    once, the loop software-pipelined `stages` deep (Triton's `tl.range(num_stages=...)`: the
+    next tiles' rows are copied asynchronously into shared memory while the current one is
+    reduced and stored, so more bytes stay in flight than the registers can hold).
 
     `fast_div` (per-token) divides by the row's scale with `div_rn_by` (a multiply by the
     correctly rounded reciprocal and one FMA correction: the same bits as `div_rn`, a third of
@@ -76,7 +77,7 @@ class RowConfig:
     more L2 round trip between its reduction and its stores. `evict` streams the row with
     `evict_first` and keeps the weight with `evict_last` (the looped kernel: the first pass's
     reads `evict_last`, for the later passes, the last pass's `evict_first`); off, the loads
-    carry no cache hints (not the persistent kernel).
+    carry no cache hints.
     """
 
     rows: int
@@ -88,19 +89,21 @@ class RowConfig:
     res_first: bool = False
     early: bool = False
     evict: bool = True
+    stages: int = 1
 
 
 @dataclass(frozen=True)
 class GroupConfig:
-    """Launch shape of the per-group kernel: warps per program; `fast_div`, `persist`,
-    `early` (the weight loaded with the row) and `evict` as in `RowConfig` (`persist` > 0:
-    `_norm_group_persistent_kernel`, one row per loop step, the weight loaded once)."""
+    """Launch shape of the per-group kernel: warps per program; `fast_div`, `persist` (one row
+    per loop step), `stages`, `early` (the weight loaded with the row) and `evict` as in
+    `RowConfig`."""
 
     num_warps: int
     fast_div: bool = False
     persist: int = 0
     early: bool = False
     evict: bool = True
+    stages: int = 1
 
 
 Steps = tuple[tuple[int, object], ...]
@@ -296,32 +299,26 @@ def _quant_store_rows(y, y_ptr, q0_ptr, q1_ptr, q2_ptr, q3_ptr, s0, s1, s2, s3, 
         tl.store(s0_ptr + rows64, s, mask=rmask)
 
 
-@triton.jit(do_not_specialize=["T"])
-def _norm_rows_kernel(
-    x_ptr, res_ptr, w_ptr, y_ptr, res_out_ptr,
-    q0_ptr, q1_ptr, q2_ptr, q3_ptr, s0_ptr, s1_ptr, s2_ptr, s3_ptr, ub_ptr,
+@triton.jit
+def _rows_tile(
+    tile, x_ptr, res_ptr, w_ptr, y_ptr, res_out_ptr, q0_ptr, q1_ptr, q2_ptr, q3_ptr,
+    s0_ptr, s1_ptr, s2_ptr, s3_ptr, ub_ptr, w, s0, s1, s2, s3, ub, cols, cmask,
     T, H, stride_x, stride_res, eps, weight_offset,
     HAS_RES: tl.constexpr, NORM: tl.constexpr, GEMMA: tl.constexpr, QUANT: tl.constexpr,
     NUM_OUT: tl.constexpr, HAS_UB: tl.constexpr, FP8_MAX: tl.constexpr,
-    MIN_SCALE: tl.constexpr, ROWS: tl.constexpr, BLOCK_H: tl.constexpr, DIVIDE: tl.constexpr,
-    ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr, EARLY: tl.constexpr = False,
-    STREAM: tl.constexpr = "evict_first", KEEP: tl.constexpr = "evict_last",
+    MIN_SCALE: tl.constexpr, ROWS: tl.constexpr, DIVIDE: tl.constexpr,
+    ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr, EARLY: tl.constexpr,
+    STREAM: tl.constexpr, KEEP: tl.constexpr,
 ):
-    """ROWS rows per program; STREAM / KEEP: the cache hints of the row's and the weight's
-    loads ("" for none)."""
+    """Tile `tile` (ROWS rows): (residual add +) norm and the quant stores. With EARLY the
+    weight `w` and the scalars `s0..s3`, `ub` come loaded; else they are loaded after the
+    reduction."""
     DT = x_ptr.dtype.element_ty
-    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
-    cols = tl.arange(0, BLOCK_H)
+    rows = tile * ROWS + tl.arange(0, ROWS)
     rmask = rows < T
-    cmask = cols < H
     mask = rmask[:, None] & cmask[None, :]
     rows64 = rows.to(tl.int64)
     out_offs = rows64[:, None] * H + cols[None, :]
-    if EARLY:  # issued with the row's loads, in flight through the reduction
-        s0, s1, s2, s3, ub = _row_scalars(s0_ptr, s1_ptr, s2_ptr, s3_ptr, ub_ptr, QUANT,
-                                          NUM_OUT, HAS_UB)
-        if NORM:
-            w = tl.load(w_ptr + cols, mask=cmask, other=0.0, eviction_policy=KEEP)
     x = tl.load(x_ptr + rows64[:, None] * stride_x + cols[None, :], mask=mask, other=0.0,
                 eviction_policy=STREAM).to(tl.float32)
     if HAS_RES:
@@ -345,80 +342,58 @@ def _norm_rows_kernel(
 
 
 @triton.jit(do_not_specialize=["T"])
-def _norm_rows_persistent_kernel(
+def _norm_rows_kernel(
     x_ptr, res_ptr, w_ptr, y_ptr, res_out_ptr,
     q0_ptr, q1_ptr, q2_ptr, q3_ptr, s0_ptr, s1_ptr, s2_ptr, s3_ptr, ub_ptr,
     T, H, stride_x, stride_res, eps, weight_offset,
     HAS_RES: tl.constexpr, NORM: tl.constexpr, GEMMA: tl.constexpr, QUANT: tl.constexpr,
     NUM_OUT: tl.constexpr, HAS_UB: tl.constexpr, FP8_MAX: tl.constexpr,
     MIN_SCALE: tl.constexpr, ROWS: tl.constexpr, BLOCK_H: tl.constexpr, DIVIDE: tl.constexpr,
-    ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr,
-):
-    """`_norm_rows_kernel`'s arithmetic on a persistent grid: program p takes tiles p, p + P,
-    ... of ROWS rows, and issues the loads of its next tile (kept in the input dtype) before
-    the reductions and stores of the current one."""
-    DT = x_ptr.dtype.element_ty
-    pid = tl.program_id(0)
-    nprog = tl.num_programs(0)
-    cols = tl.arange(0, BLOCK_H)
-    cmask = cols < H
-    if NORM:
-        w = tl.load(w_ptr + cols, mask=cmask, other=0.0, eviction_policy="evict_last")[None, :]
-    s0, s1, s2, s3, ub = _row_scalars(s0_ptr, s1_ptr, s2_ptr, s3_ptr, ub_ptr, QUANT, NUM_OUT,
-                                      HAS_UB)
-    rows = pid * ROWS + tl.arange(0, ROWS)
-    rows64 = rows.to(tl.int64)
-    mask = (rows < T)[:, None] & cmask[None, :]
-    x_next = tl.load(x_ptr + rows64[:, None] * stride_x + cols[None, :], mask=mask, other=0.0,
-                     eviction_policy="evict_first")
-    r_next = x_next
-    if HAS_RES:
-        r_next = tl.load(res_ptr + rows64[:, None] * stride_res + cols[None, :], mask=mask,
-                         other=0.0, eviction_policy="evict_first")
-    for tile in range(pid, tl.cdiv(T, ROWS), nprog):
-        rows = tile * ROWS + tl.arange(0, ROWS)
-        rmask = rows < T
-        mask = rmask[:, None] & cmask[None, :]
-        rows64 = rows.to(tl.int64)
-        out_offs = rows64[:, None] * H + cols[None, :]
-        x = x_next.to(tl.float32)
-        r = r_next.to(tl.float32)
-        nrows64 = rows64 + nprog * ROWS
-        nmask = (nrows64 < T)[:, None] & cmask[None, :]
-        x_next = tl.load(x_ptr + nrows64[:, None] * stride_x + cols[None, :], mask=nmask,
-                         other=0.0, eviction_policy="evict_first")
-        if HAS_RES:
-            r_next = tl.load(res_ptr + nrows64[:, None] * stride_res + cols[None, :],
-                             mask=nmask, other=0.0, eviction_policy="evict_first")
-            x = _residual_sum(x, r, x_ptr, ROUND_SUM)
-            tl.store(res_out_ptr + out_offs, x.to(DT), mask=mask)
-        if NORM:
-            rstd = tl.math.rsqrt(tl.sum(x * x, axis=1) / H + eps)
-            y = _apply_weight(x * rstd[:, None], w, weight_offset, x_ptr, GEMMA)
-        else:
-            y = x
-        _quant_store_rows(y, y_ptr, q0_ptr, q1_ptr, q2_ptr, q3_ptr, s0, s1, s2, s3, s0_ptr, ub,
-                          rows64, rmask, out_offs, mask, QUANT, NUM_OUT, HAS_UB, FP8_MAX,
-                          MIN_SCALE, DIVIDE, FAST_DIV)
-
-
-@triton.jit(do_not_specialize=["T"])
-def _norm_group_kernel(
-    x_ptr, res_ptr, w_ptr, res_out_ptr, q_ptr, s_ptr,
-    T, H, stride_x, stride_res, stride_s_row, stride_s_group, eps, weight_offset,
-    HAS_RES: tl.constexpr, GEMMA: tl.constexpr, UE8M0: tl.constexpr,
-    FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, BLOCK_G: tl.constexpr, GROUP: tl.constexpr,
     ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr, EARLY: tl.constexpr = False,
     STREAM: tl.constexpr = "evict_first", KEEP: tl.constexpr = "evict_last",
+    STAGES: tl.constexpr = 0,
 ):
+    """ROWS rows per tile; STREAM / KEEP: the cache hints of the row's and the weight's loads
+    ("" for none). STAGES 0: one tile per program. STAGES >= 1 (with EARLY): a persistent grid,
+    program p taking tiles p, p + P, ... in a loop software-pipelined STAGES deep (Triton copies
+    the next tiles' rows into shared memory while the current one is reduced and stored)."""
+    cols = tl.arange(0, BLOCK_H)
+    cmask = cols < H
+    w = 0.0
+    s0, s1, s2, s3, ub = 1.0, 1.0, 1.0, 1.0, 1.0
+    if EARLY:  # issued with the row's loads (or once per persistent program)
+        s0, s1, s2, s3, ub = _row_scalars(s0_ptr, s1_ptr, s2_ptr, s3_ptr, ub_ptr, QUANT,
+                                          NUM_OUT, HAS_UB)
+        if NORM:
+            w = tl.load(w_ptr + cols, mask=cmask, other=0.0, eviction_policy=KEEP)
+    if STAGES == 0:
+        _rows_tile(tl.program_id(0), x_ptr, res_ptr, w_ptr, y_ptr, res_out_ptr, q0_ptr, q1_ptr,
+                   q2_ptr, q3_ptr, s0_ptr, s1_ptr, s2_ptr, s3_ptr, ub_ptr, w, s0, s1, s2, s3,
+                   ub, cols, cmask, T, H, stride_x, stride_res, eps, weight_offset, HAS_RES,
+                   NORM, GEMMA, QUANT, NUM_OUT, HAS_UB, FP8_MAX, MIN_SCALE, ROWS, DIVIDE,
+                   ROUND_SUM, FAST_DIV, EARLY, STREAM, KEEP)
+    else:
+        for tile in tl.range(tl.program_id(0), tl.cdiv(T, ROWS), tl.num_programs(0),
+                             num_stages=STAGES):
+            _rows_tile(tile, x_ptr, res_ptr, w_ptr, y_ptr, res_out_ptr, q0_ptr, q1_ptr,
+                       q2_ptr, q3_ptr, s0_ptr, s1_ptr, s2_ptr, s3_ptr, ub_ptr, w, s0, s1, s2,
+                       s3, ub, cols, cmask, T, H, stride_x, stride_res, eps, weight_offset,
+                       HAS_RES, NORM, GEMMA, QUANT, NUM_OUT, HAS_UB, FP8_MAX, MIN_SCALE, ROWS,
+                       DIVIDE, ROUND_SUM, FAST_DIV, EARLY, STREAM, KEEP)
+
+
+@triton.jit
+def _group_row(row32, x_ptr, res_ptr, w_ptr, res_out_ptr, q_ptr, s_ptr, w, groups, cols, mask,
+               H, stride_x, stride_res, stride_s_row, stride_s_group, eps, weight_offset,
+               HAS_RES: tl.constexpr, GEMMA: tl.constexpr, UE8M0: tl.constexpr,
+               FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, GROUP: tl.constexpr,
+               ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr, EARLY: tl.constexpr,
+               STREAM: tl.constexpr, KEEP: tl.constexpr):
+    """Row `row32`: (residual add +) norm and the per-group quant. With EARLY the weight `w`
+    comes loaded; else it is loaded after the reduction."""
     DT = x_ptr.dtype.element_ty
-    row = tl.program_id(0).to(tl.int64)
-    groups = tl.arange(0, BLOCK_G)
-    cols = groups[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
-    mask = cols < H
+    row = tl.cast(row32, tl.int64)  # a plain int in the interpreter's loops
     out_offs = row * H + cols
-    if EARLY:
-        w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy=KEEP)
     x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0,
                 eviction_policy=STREAM).to(tl.float32)
     if HAS_RES:
@@ -432,6 +407,37 @@ def _norm_group_kernel(
     y = _apply_weight(x * rstd, w, weight_offset, x_ptr, GEMMA)
     _group_quant_store(y, q_ptr, s_ptr, row, groups, out_offs, mask, H, stride_s_row,
                        stride_s_group, FP8_MAX, MIN_SCALE, UE8M0, GROUP, FAST_DIV)
+
+
+@triton.jit(do_not_specialize=["T"])
+def _norm_group_kernel(
+    x_ptr, res_ptr, w_ptr, res_out_ptr, q_ptr, s_ptr,
+    T, H, stride_x, stride_res, stride_s_row, stride_s_group, eps, weight_offset,
+    HAS_RES: tl.constexpr, GEMMA: tl.constexpr, UE8M0: tl.constexpr,
+    FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, BLOCK_G: tl.constexpr, GROUP: tl.constexpr,
+    ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr, EARLY: tl.constexpr = False,
+    STREAM: tl.constexpr = "evict_first", KEEP: tl.constexpr = "evict_last",
+    STAGES: tl.constexpr = 0,
+):
+    """One row, tiled [BLOCK_G, GROUP]; STAGES as in `_norm_rows_kernel` (>= 1: a persistent
+    grid looping over rows, software-pipelined, the weight loaded once: needs EARLY)."""
+    groups = tl.arange(0, BLOCK_G)
+    cols = groups[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
+    mask = cols < H
+    w = 0.0
+    if EARLY:
+        w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy=KEEP)
+    if STAGES == 0:
+        _group_row(tl.program_id(0), x_ptr, res_ptr, w_ptr, res_out_ptr, q_ptr, s_ptr, w,
+                   groups, cols, mask, H, stride_x, stride_res, stride_s_row, stride_s_group,
+                   eps, weight_offset, HAS_RES, GEMMA, UE8M0, FP8_MAX, MIN_SCALE, GROUP,
+                   ROUND_SUM, FAST_DIV, EARLY, STREAM, KEEP)
+    else:
+        for row32 in tl.range(tl.program_id(0), T, tl.num_programs(0), num_stages=STAGES):
+            _group_row(row32, x_ptr, res_ptr, w_ptr, res_out_ptr, q_ptr, s_ptr, w, groups,
+                       cols, mask, H, stride_x, stride_res, stride_s_row, stride_s_group, eps,
+                       weight_offset, HAS_RES, GEMMA, UE8M0, FP8_MAX, MIN_SCALE, GROUP,
+                       ROUND_SUM, FAST_DIV, EARLY, STREAM, KEEP)
 
 
 @triton.jit
@@ -448,51 +454,6 @@ def _group_quant_store(y, q_ptr, s_ptr, row, groups, out_offs, mask, H, stride_s
     tl.store(q_ptr + out_offs, v.to(q_ptr.dtype.element_ty), mask=mask)
     tl.store(s_ptr + row * stride_s_row + groups * stride_s_group, s,
              mask=groups * GROUP < H)
-
-
-@triton.jit(do_not_specialize=["T"])
-def _norm_group_persistent_kernel(
-    x_ptr, res_ptr, w_ptr, res_out_ptr, q_ptr, s_ptr,
-    T, H, stride_x, stride_res, stride_s_row, stride_s_group, eps, weight_offset,
-    HAS_RES: tl.constexpr, GEMMA: tl.constexpr, UE8M0: tl.constexpr,
-    FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, BLOCK_G: tl.constexpr, GROUP: tl.constexpr,
-    ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr,
-):
-    """`_norm_group_kernel` on a persistent grid: program p takes rows p, p + P, ..., loading
-    the next row before working on the current one; the weight is loaded once."""
-    DT = x_ptr.dtype.element_ty
-    pid = tl.program_id(0)
-    nprog = tl.num_programs(0)
-    groups = tl.arange(0, BLOCK_G)
-    cols = groups[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
-    mask = cols < H
-    w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last")
-    first = pid.to(tl.int64)
-    fmask = cols < tl.where(first < T, H, 0)
-    x_next = tl.load(x_ptr + first * stride_x + cols, mask=fmask, other=0.0,
-                     eviction_policy="evict_first")
-    r_next = x_next
-    if HAS_RES:
-        r_next = tl.load(res_ptr + first * stride_res + cols, mask=fmask, other=0.0,
-                         eviction_policy="evict_first")
-    for row32 in range(pid, T, nprog):
-        row = tl.cast(row32, tl.int64)
-        out_offs = row * H + cols
-        x = x_next.to(tl.float32)
-        r = r_next.to(tl.float32)
-        nxt = row + nprog
-        nmask = cols < tl.where(nxt < T, H, 0)
-        x_next = tl.load(x_ptr + nxt * stride_x + cols, mask=nmask, other=0.0,
-                         eviction_policy="evict_first")
-        if HAS_RES:
-            r_next = tl.load(res_ptr + nxt * stride_res + cols, mask=nmask, other=0.0,
-                             eviction_policy="evict_first")
-            x = _residual_sum(x, r, x_ptr, ROUND_SUM)
-            tl.store(res_out_ptr + out_offs, x.to(DT), mask=mask)
-        rstd = tl.math.rsqrt(tl.sum(tl.sum(x * x, axis=1), axis=0) / H + eps)
-        y = _apply_weight(x * rstd, w, weight_offset, x_ptr, GEMMA)
-        _group_quant_store(y, q_ptr, s_ptr, row, groups, out_offs, mask, H, stride_s_row,
-                           stride_s_group, FP8_MAX, MIN_SCALE, UE8M0, GROUP, FAST_DIV)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -642,11 +603,8 @@ def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.T
     s = [*scales, *([dummy] * (MAX_STATIC_OUTPUTS - len(scales)))]
     fp8 = out_dtype if quant != QUANT_NONE else torch.float8_e4m3fn
     tiles = triton.cdiv(tokens, cfg.rows)
-    if cfg.persist > 0:
-        kernel, grid = _norm_rows_persistent_kernel, min(tiles, cfg.persist * num_sms(x2.device))
-    else:
-        kernel, grid = _norm_rows_kernel, tiles
-    kernel[(grid,)](
+    grid = min(tiles, cfg.persist * num_sms(x2.device)) if cfg.persist > 0 else tiles
+    _norm_rows_kernel[(grid,)](
         x2, r2 if r2 is not None else dummy, weight if weight is not None else dummy,
         y if y is not None else dummy, res_out if res_out is not None else dummy,
         *q, *s, scale_ub if scale_ub is not None else dummy,
@@ -657,9 +615,8 @@ def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.T
         FP8_MAX=quant_ref.fp8_max(fp8), MIN_SCALE=quant_ref.fp8_min_scale(fp8),
         ROWS=cfg.rows, BLOCK_H=next_pow2(hidden), DIVIDE=divide and quant == QUANT_STATIC,
         ROUND_SUM=rs, FAST_DIV=cfg.fast_div and quant == QUANT_PER_TOKEN,
-        **({} if cfg.persist > 0 else {"EARLY": cfg.early,
-                                        "STREAM": "evict_first" if cfg.evict else "",
-                                        "KEEP": "evict_last" if cfg.evict else ""}),
+        EARLY=cfg.early or cfg.persist > 0, STREAM="evict_first" if cfg.evict else "",
+        KEEP="evict_last" if cfg.evict else "", STAGES=cfg.stages if cfg.persist > 0 else 0,
         num_warps=cfg.num_warps,
     )
     return res_out
@@ -752,11 +709,8 @@ def rms_norm_quant_fp8_group(x: torch.Tensor, weight: torch.Tensor, eps: float,
         return q, s, res_out
     s2 = s.reshape(tokens, hidden // group_size)  # a view in either layout
     cfg = config or group_config(tokens, hidden)
-    if cfg.persist > 0:
-        kernel, grid = _norm_group_persistent_kernel, min(tokens, cfg.persist * num_sms(x2.device))
-    else:
-        kernel, grid = _norm_group_kernel, tokens
-    kernel[(grid,)](
+    grid = min(tokens, cfg.persist * num_sms(x2.device)) if cfg.persist > 0 else tokens
+    _norm_group_kernel[(grid,)](
         x2, r2 if r2 is not None else x2, weight, res_out if res_out is not None else x2, q, s2,
         tokens, hidden, x2.stride(0), r2.stride(0) if r2 is not None else 0,
         s2.stride(0), s2.stride(1), float(eps), float(weight_offset),
@@ -764,9 +718,8 @@ def rms_norm_quant_fp8_group(x: torch.Tensor, weight: torch.Tensor, eps: float,
         FP8_MAX=quant_ref.fp8_max(out_dtype), MIN_SCALE=quant_ref.fp8_min_scale(out_dtype),
         BLOCK_G=next_pow2(hidden // group_size), GROUP=group_size,
         ROUND_SUM=round_sum and residual is not None, FAST_DIV=cfg.fast_div,
-        **({} if cfg.persist > 0 else {"EARLY": cfg.early,
-                                        "STREAM": "evict_first" if cfg.evict else "",
-                                        "KEEP": "evict_last" if cfg.evict else ""}),
+        EARLY=cfg.early or cfg.persist > 0, STREAM="evict_first" if cfg.evict else "",
+        KEEP="evict_last" if cfg.evict else "", STAGES=cfg.stages if cfg.persist > 0 else 0,
         num_warps=cfg.num_warps,
     )
     return q, s, res_out
