@@ -65,7 +65,8 @@ class RowConfig:
     multiprocessor, each looping over tiles of `rows` rows with the weight and scales loaded
     once, the loop software-pipelined `stages` deep (Triton's `tl.range(num_stages=...)`: the
     next tiles' rows are copied asynchronously into shared memory while the current one is
-    reduced and stored, so more bytes stay in flight than the registers can hold).
+    reduced and stored, so more bytes stay in flight than the registers can hold). Measured 3-13%
+    slower than the one-tile-per-program defaults on the H200 (docs/bench_norm_act_quant.md).
 
     `fast_div` (per-token) divides by the row's scale with `div_rn_by` (a multiply by the
     correctly rounded reciprocal and one FMA correction: the same bits as `div_rn`, a third of
