@@ -102,6 +102,11 @@ def _act_two_tensor_inputs(t: int, i: int) -> dict:
             "scale": torch.tensor([0.01], device=DEVICE)}
 
 
+# (early, evict) pairs swept beside a shape: as before, the loads issued early, and early
+# without cache hints.
+_LOAD_VARIANTS = ((False, True), (True, True), (True, False))
+
+
 def _row_configs(t: int, h: int) -> list:
     rc = norm_quant.RowConfig
     shapes = ((1, 4), (1, 8), (1, 16), (2, 16))
@@ -113,14 +118,14 @@ def _row_configs(t: int, h: int) -> list:
               for w, b in ((4, 1024), (8, 2048), (16, 4096)) for e in (True, False)]
     # fast_div: per-token's division through the reciprocal (bit-exact; static ignores it).
     fast = [rc(1, w, fast_div=True, early=e, evict=v) for w in (4, 8, 16)
-            for e, v in ((False, True), (True, True), (True, False))]
+            for e, v in _LOAD_VARIANTS]
     if t <= 16:  # decode: one program, its latency chain is the time
         return single + early + fast + [rc(1, 32, fast_div=True, early=e, evict=v)
-                                         for e, v in ((False, True), (True, True), (True, False))]
-    # Persistent grids (next tile prefetched), as (warps, programs per SM) that fit in the
-    # registers together (~50/85 a thread at 16 warps for H 4096/8192, 64/128 at 8, 128/248 at
-    # 4); Inductor's looped shape (16 warps, 2048 chunks), also with the residual stored in the
-    # first pass; looped per-token (three passes).
+                                         for e, v in _LOAD_VARIANTS]
+    # Persistent grids, as (warps, programs per SM) that fit in the registers together (~50/85
+    # a thread at 16 warps for H 4096/8192, 64/128 at 8, 128/248 at 4); Inductor's looped shape
+    # (16 warps, 2048 chunks), also with the residual stored in the first pass; looped
+    # per-token (three passes).
     shapes = ((16, 1), (16, 2), (8, 2), (8, 4), (4, 4)) if h <= 4096 else \
         ((16, 1), (8, 1), (8, 2), (4, 2))
     persistent = [rc(1, w, persist=p, fast_div=True) for w, p in shapes]
@@ -138,11 +143,9 @@ def _row_configs(t: int, h: int) -> list:
 def _group_configs(t: int, h: int) -> list:
     gc = norm_quant.GroupConfig
     plain = [gc(w) for w in (4, 8, 16)] + [
-        gc(w, fast_div=True, early=e, evict=v) for w in (4, 8, 16)
-        for e, v in ((False, True), (True, True), (True, False))]
+        gc(w, fast_div=True, early=e, evict=v) for w in (4, 8, 16) for e, v in _LOAD_VARIANTS]
     if t <= 16:
-        return plain + [gc(32, fast_div=True, early=e, evict=v)
-                        for e, v in ((False, True), (True, True), (True, False))]
+        return plain + [gc(32, fast_div=True, early=e, evict=v) for e, v in _LOAD_VARIANTS]
     shapes = ((16, 1), (16, 2), (8, 2), (8, 3)) if h <= 4096 else ((16, 1), (8, 1), (4, 2))
     piped = ((16, 2, 2), (16, 2, 3), (8, 4, 2), (8, 4, 3)) if h <= 4096 else \
         ((16, 1, 3), (16, 2, 2), (8, 2, 2), (8, 2, 3))
@@ -157,10 +160,10 @@ def _act_configs(t: int, i: int) -> list:
     shapes = ((4, 2), (16, 4), (16, 8), (32, 8)) + (((1, 1), (2, 1), (2, 2), (8, 4))
                                                     if t <= 128 else ())
     fast = ((1, 1), (2, 1), (4, 2)) if t <= 128 else ((16, 4), (16, 8), (32, 8))
-    variants = ((False, True), (True, True), (True, False))
-    return ([act_quant.ActConfig(g, w, early=e, evict=v) for g, w in shapes for e, v in variants]
+    return ([act_quant.ActConfig(g, w, early=e, evict=v) for g, w in shapes
+             for e, v in _LOAD_VARIANTS]
             + [act_quant.ActConfig(g, w, fast_silu=True, recip=True, early=e, evict=v)
-               for g, w in fast for e, v in variants])
+               for g, w in fast for e, v in _LOAD_VARIANTS])
 
 
 def _nvfp4_configs(t: int, i: int) -> list:

@@ -23,6 +23,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from irfuse.emit.kernels import norm_quant
+from irfuse.emit.kernels.triton_support import cache_hints
 
 PTRS = {"x_ptr": "*bf16", "res_ptr": "*bf16", "w_ptr": "*bf16", "y_ptr": "*bf16",
         "res_out_ptr": "*bf16", **{f"q{i}_ptr": "*fp8e4nv" for i in range(4)},
@@ -39,8 +40,7 @@ def compile_rows(hidden: int, warps: int, early: bool, evict: bool, rows: int = 
                   NUM_OUT=1, HAS_UB=False, FP8_MAX=448.0, MIN_SCALE=1.0 / (448.0 * 512.0),
                   ROWS=rows,
                   BLOCK_H=triton.next_power_of_2(hidden), DIVIDE=False, ROUND_SUM=False,
-                  FAST_DIV=per_token, EARLY=early, STREAM="evict_first" if evict else "",
-                  KEEP="evict_last" if evict else "", STAGES=stages)
+                  FAST_DIV=per_token, EARLY=early, **cache_hints(evict), STAGES=stages)
     names = fn.arg_names
     sig = {n: "constexpr" if n in consts else PTRS.get(n, "fp32" if n in ("eps", "weight_offset")
                                                         else "i32") for n in names}

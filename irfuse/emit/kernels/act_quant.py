@@ -38,7 +38,13 @@ import triton.language as tl
 from irfuse.emit.kernels import act_quant_ref, quant_ref
 from irfuse.emit.kernels.norm_quant import Steps, group_scales, static_scaled, tuned
 from irfuse.emit.kernels.nvfp4 import _silu
-from irfuse.emit.kernels.triton_support import check_device, interpreting, next_pow2, rows_2d
+from irfuse.emit.kernels.triton_support import (
+    cache_hints,
+    check_device,
+    interpreting,
+    next_pow2,
+    rows_2d,
+)
 
 QUANT_NONE = 0
 QUANT_STATIC = 1
@@ -179,7 +185,7 @@ def _launch(x: torch.Tensor, act: bool, quant: int, out: torch.Tensor,
         DIVIDE=divide and quant == QUANT_STATIC, num_warps=cfg.num_warps,
         # The interpreter has no inline PTX: it runs the plain silu.
         FAST=cfg.fast_silu and act and not interpreting(), RECIP=cfg.recip, EARLY=cfg.early,
-        STREAM="evict_first" if cfg.evict else "",
+        STREAM=cache_hints(cfg.evict)["STREAM"],
     )
 
 

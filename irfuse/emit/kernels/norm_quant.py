@@ -28,7 +28,7 @@ quants divide through the scale's reciprocal and one FMA correction, `div_rn_by`
 as `div_rn` at a third of the instructions, with no per-element branch; on the H200 these
 kernels are close to instruction-issue bound, so that matters), `early` (the weight and scales
 loaded with the row, ahead of the reduction's barriers) and `evict` (cache hints on the loads;
-off by default where the working set streams from memory: 2-7% faster on the H200).
+off by default where the working set streams from memory: 1-6% faster on the H200).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ import triton
 import triton.language as tl
 
 from irfuse.emit.kernels import quant_ref
-from irfuse.emit.kernels.triton_support import check_device, next_pow2, rows_2d
+from irfuse.emit.kernels.triton_support import cache_hints, check_device, next_pow2, rows_2d
 
 QUANT_NONE = 0
 QUANT_STATIC = 1
@@ -125,7 +125,7 @@ def tuned(steps: Steps, tokens: int) -> object:
 # `row_config`. Unmeasured kinds borrow: a plain norm or a quantizer alone uses "static", a
 # residual add without quant uses "residual_static". `early` measured as fast or faster
 # everywhere; the cache hints (`evict`) help only where the benchmark's working set stays in
-# the L2 cache (a plain norm at 4096 tokens), and cost 2-7% where it streams from memory.
+# the L2 cache (a plain norm at 4096 tokens), and cost 1-6% where it streams from memory.
 _NO_HINTS = {"early": True, "evict": False}
 _ROW_TUNED: dict[tuple[str, int], Steps] = {
     ("residual_static", 4096): ((1, RowConfig(1, 16, **_NO_HINTS)),),
@@ -596,8 +596,7 @@ def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.T
             BLOCK_R=min(cfg.block_r, next_pow2(hidden)), DIVIDE=divide, ROUND_SUM=rs,
             RES_FIRST=cfg.res_first and residual is not None,
             FAST_DIV=cfg.fast_div and quant == QUANT_PER_TOKEN,
-            KEEP="evict_last" if cfg.evict else "", STREAM="evict_first" if cfg.evict else "",
-            num_warps=cfg.num_warps,
+            **cache_hints(cfg.evict), num_warps=cfg.num_warps,
         )
         return res_out
     q = [*qs, *([dummy] * (MAX_STATIC_OUTPUTS - len(qs)))]
@@ -616,8 +615,8 @@ def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.T
         FP8_MAX=quant_ref.fp8_max(fp8), MIN_SCALE=quant_ref.fp8_min_scale(fp8),
         ROWS=cfg.rows, BLOCK_H=next_pow2(hidden), DIVIDE=divide and quant == QUANT_STATIC,
         ROUND_SUM=rs, FAST_DIV=cfg.fast_div and quant == QUANT_PER_TOKEN,
-        EARLY=cfg.early or cfg.persist > 0, STREAM="evict_first" if cfg.evict else "",
-        KEEP="evict_last" if cfg.evict else "", STAGES=cfg.stages if cfg.persist > 0 else 0,
+        EARLY=cfg.early or cfg.persist > 0, **cache_hints(cfg.evict),
+        STAGES=cfg.stages if cfg.persist > 0 else 0,
         num_warps=cfg.num_warps,
     )
     return res_out
@@ -719,8 +718,8 @@ def rms_norm_quant_fp8_group(x: torch.Tensor, weight: torch.Tensor, eps: float,
         FP8_MAX=quant_ref.fp8_max(out_dtype), MIN_SCALE=quant_ref.fp8_min_scale(out_dtype),
         BLOCK_G=next_pow2(hidden // group_size), GROUP=group_size,
         ROUND_SUM=round_sum and residual is not None, FAST_DIV=cfg.fast_div,
-        EARLY=cfg.early or cfg.persist > 0, STREAM="evict_first" if cfg.evict else "",
-        KEEP="evict_last" if cfg.evict else "", STAGES=cfg.stages if cfg.persist > 0 else 0,
+        EARLY=cfg.early or cfg.persist > 0, **cache_hints(cfg.evict),
+        STAGES=cfg.stages if cfg.persist > 0 else 0,
         num_warps=cfg.num_warps,
     )
     return q, s, res_out

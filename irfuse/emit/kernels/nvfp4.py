@@ -50,7 +50,13 @@ import triton.language as tl
 
 from irfuse.emit.kernels import act_quant_ref, quant_ref
 from irfuse.emit.kernels.norm_quant import Steps, tuned
-from irfuse.emit.kernels.triton_support import check_device, interpreting, next_pow2, rows_2d
+from irfuse.emit.kernels.triton_support import (
+    cache_hints,
+    check_device,
+    interpreting,
+    next_pow2,
+    rows_2d,
+)
 
 PAD_ROWS = 32  # padding rows (of the 128-row scale tiles) zeroed per program
 
@@ -303,7 +309,7 @@ def _launch(x: torch.Tensor, act: bool, global_scale: torch.Tensor,
     kernel[grid](x2, up2, out, sf, global_scale, rows, mp, width, x2.stride(0),
                  up2.stride(0), k, kp, kp // 4, ACT=act, UP=up is not None,
                  BPP=cfg.blocks_per_program, PAD_ROWS=PAD_ROWS, RECIP=cfg.recip, FAST=fast,
-                 STREAM="evict_first" if cfg.evict else "", num_warps=cfg.num_warps)
+                 STREAM=cache_hints(cfg.evict)["STREAM"], num_warps=cfg.num_warps)
     return q, sf
 
 

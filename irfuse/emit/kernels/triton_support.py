@@ -68,6 +68,12 @@ def next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
+def cache_hints(evict: bool) -> dict[str, str]:
+    """The kernels' STREAM / KEEP constexprs for a config's `evict`: the eviction policies of the
+    streamed inputs and of the reused weight, or no hints at all ("")."""
+    return {"STREAM": "evict_first" if evict else "", "KEEP": "evict_last" if evict else ""}
+
+
 def rows_2d(x: torch.Tensor) -> torch.Tensor:
     """`x` as [rows, last] with a unit last stride (a copy only when that needs one)."""
     x2 = x.reshape(-1, x.shape[-1])
