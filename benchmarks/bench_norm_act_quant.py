@@ -119,9 +119,13 @@ def _row_configs(t: int, h: int) -> list:
     # fast_div: per-token's division through the reciprocal (bit-exact; static ignores it).
     fast = [rc(1, w, fast_div=True, early=e, evict=v) for w in (4, 8, 16)
             for e, v in _LOAD_VARIANTS]
+    # vec: one register layout for the row's loads and stores (no exchange through shared
+    # memory), early, with and without cache hints.
+    vec = [rc(r, w, fast_div=True, early=True, evict=e, vec=8)
+           for r, w in shapes + ((1, 32),) for e in (True, False)]
     if t <= 16:  # decode: one program, its latency chain is the time
-        return single + early + fast + [rc(1, 32, fast_div=True, early=e, evict=v)
-                                         for e, v in _LOAD_VARIANTS]
+        return single + early + fast + vec + [rc(1, 32, fast_div=True, early=e, evict=v)
+                                               for e, v in _LOAD_VARIANTS]
     # Persistent grids, as (warps, programs per SM) that fit in the registers together (~50/85
     # a thread at 16 warps for H 4096/8192, 64/128 at 8, 128/248 at 4); Inductor's looped shape
     # (16 warps, 2048 chunks), also with the residual stored in the first pass; looped
@@ -137,13 +141,15 @@ def _row_configs(t: int, h: int) -> list:
                    for w, p, st in piped]
     looped += [rc(1, w, two_pass=True, block_r=2048, fast_div=True, res_first=f, evict=e)
                for w, f in ((16, False), (16, True), (8, True)) for e in (True, False)]
-    return single + early + looped + fast + persistent
+    return single + early + looped + fast + vec + persistent
 
 
 def _group_configs(t: int, h: int) -> list:
     gc = norm_quant.GroupConfig
     plain = [gc(w) for w in (4, 8, 16)] + [
         gc(w, fast_div=True, early=e, evict=v) for w in (4, 8, 16) for e, v in _LOAD_VARIANTS]
+    plain += [gc(w, fast_div=True, early=True, evict=e, vec=8) for w in (4, 8, 16, 32)
+              for e in (True, False)]
     if t <= 16:
         return plain + [gc(32, fast_div=True, early=e, evict=v) for e, v in _LOAD_VARIANTS]
     shapes = ((16, 1), (16, 2), (8, 2), (8, 3)) if h <= 4096 else ((16, 1), (8, 1), (4, 2))

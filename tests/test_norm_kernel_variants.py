@@ -1,11 +1,12 @@
 """The norm kernels' launch variants (`RowConfig` / `GroupConfig` options), on the CPU under
 TRITON_INTERPRET=1.
 
-- `persist` (a persistent grid, its loop software-pipelined `stages` deep),
-  `fast_div` (division by the row's or group's scale through its correctly rounded reciprocal
-  and one FMA correction), `early` (the weight and scales loaded with the row) and `evict`
-  (cache hints) change neither the arithmetic nor the reduction order: every output
-  must equal the default kernel's bit for bit, and the reference's where the default's does.
+- `persist` (a persistent grid, its loop software-pipelined `stages` deep), `fast_div`
+  (division by the row's or group's scale through its correctly rounded reciprocal and one FMA
+  correction), `early` (the weight and scales loaded with the row), `evict` (cache hints) and
+  `vec` (a contiguity hint for the register layout) change neither the arithmetic nor the
+  reduction order: every output must equal the default kernel's bit for bit, and the
+  reference's where the default's does.
 - `two_pass` for per-token (three passes over the row) and `res_first` (the residual stored in
   the first pass) sum in chunks: within the fused-kernel tolerance of the reference, and bit for
   bit at the size where the default kernel is.
@@ -50,6 +51,8 @@ ROW_VARIANTS = [
     ("persist2_stages3", dict(rows=1, num_warps=1, persist=2, stages=3, evict=False)),
     ("persist1_rows2_stages2_fast_div", dict(rows=2, num_warps=2, persist=1, stages=2,
                                              fast_div=True)),
+    ("vec8_early_fast_div", dict(rows=1, num_warps=2, fast_div=True, early=True, vec=8)),
+    ("vec8_rows2", dict(rows=2, num_warps=1, vec=8)),
 ]
 GROUP_VARIANTS = [
     ("fast_div", dict(num_warps=1, fast_div=True)),
@@ -58,6 +61,7 @@ GROUP_VARIANTS = [
     ("early_fast_div", dict(num_warps=2, fast_div=True, early=True)),
     ("early_no_evict", dict(num_warps=1, early=True, evict=False)),
     ("persist2_stages3", dict(num_warps=1, persist=2, stages=3, fast_div=True, evict=False)),
+    ("vec8_early_fast_div", dict(num_warps=2, fast_div=True, early=True, evict=False, vec=8)),
 ]
 LOOPED_VARIANTS = [
     ("looped", dict(rows=1, num_warps=4, two_pass=True, block_r=32)),
@@ -239,7 +243,7 @@ GPU_OPS = ("add_rms_static", "rms_static", "add_rms_per_token", "add_rms_group12
 def test_swept_configs_on_gpu(op: str, hidden: int, tokens: int) -> None:
     """Every launch shape the benchmark sweeps (it checks only the default one): within the
     fused-kernel tolerance of eager, and, where it only adds `persist` / `fast_div` /
-    `res_first` / `early` / no cache hints, equal bit for bit to the same shape without them."""
+    `res_first` / `early` / `vec` / no cache hints, equal bit for bit to the same shape without them."""
     import dataclasses
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -255,7 +259,7 @@ def test_swept_configs_on_gpu(op: str, hidden: int, tokens: int) -> None:
         if not all(p.ok(1e-2, 0.02) for p in parts):
             failures.append(f"{cfg}: {'; '.join(map(str, parts))}")
         same_bits = {"fast_div": False, "persist": 0, "stages": 1, "early": False,
-                     "evict": True, "res_first": False}
+                     "evict": True, "res_first": False, "vec": 0}
         plain = dataclasses.replace(cfg, **{k: v for k, v in same_bits.items()
                                             if hasattr(cfg, k)})
         if plain != cfg:

@@ -1,9 +1,14 @@
-"""The `early` row kernel issues the weight and scale loads before the reduction's barrier.
+"""Claims about the norm kernels' sm90 SASS, which Triton builds on this machine without a GPU
+(benchmarks/sass_rows.py).
 
-The claim behind `RowConfig.early` (norm_quant): loads written after the reduction stay behind
-its `BAR.SYNC`, so the kernel issues them with the row's. Checked on the sm90 SASS that Triton
-builds on this machine without a GPU (benchmarks/sass_rows.py): with `early`, every global load
-(the row, the residual, the weight, the scale) comes before the first barrier.
+- `RowConfig.early`: loads written after the reduction stay behind its `BAR.SYNC`, so the
+  kernel issues them with the row's: with `early`, every global load (the row, the residual,
+  the weight, the scale) comes before the first barrier.
+- `RowConfig.vec` / `GroupConfig.vec`: with the contiguity hint, no tensor of the row changes
+  register layout, so the only barriers and shared-memory stores left are the reductions'
+  (one for the sum of squares; per-token a second for the amax, and one between the two that
+  reuse the buffer; per group, the group scales' store). Without it the same kernels exchange
+  the residual sum (and per-token the row) through shared memory.
 """
 
 from __future__ import annotations
@@ -18,14 +23,18 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
-def _loads_before_barrier(early: bool) -> tuple[int, int]:
+def _sass(*args: str) -> list[str]:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import sass_rows
 
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        sass_rows.main(["--hidden", "4096", "--warps", "16"] + (["--early"] if early else []))
-    out = buf.getvalue().splitlines()
+        sass_rows.main(list(args))
+    return buf.getvalue().splitlines()
+
+
+def _loads_before_barrier(early: bool) -> tuple[int, int]:
+    out = _sass("--hidden", "4096", "--warps", "16", *(["--early"] if early else []))
     barrier = next(i for i, line in enumerate(out) if "BAR.SYNC" in line)
     loads = [i for i, line in enumerate(out) if "LDG" in line]
     return sum(i < barrier for i in loads), len(loads)
@@ -35,3 +44,26 @@ def test_early_loads_precede_the_barrier() -> None:
     pytest.importorskip("triton.backends.nvidia")
     before, total = _loads_before_barrier(early=True)
     assert total == 4 and before == 4  # x, residual, weight, static scale
+
+
+def _barriers_and_shared_stores(*args: str) -> tuple[int, int]:
+    """(BAR.SYNC count, STS count) of a kernel's SASS (lines `/*addr*/ [@pred] OPCODE ...`)."""
+    opcodes = [next((w for w in line.split()[1:] if not w.startswith("@")), "")
+               for line in _sass(*args) if line.startswith("/*")]
+    return (sum(op.startswith("BAR.SYNC") for op in opcodes),
+            sum(op.startswith("STS") for op in opcodes))
+
+
+@pytest.mark.parametrize("kernel, reductions", [
+    (("--hidden", "4096", "--warps", "8", "--early", "--no-evict"), (1, 1)),
+    (("--hidden", "8192", "--warps", "16", "--early", "--no-evict"), (1, 1)),
+    (("--hidden", "4096", "--warps", "8", "--early", "--no-evict", "--per-token"), (3, 2)),
+    (("--hidden", "4096", "--warps", "8", "--early", "--no-evict", "--group", "128"), (3, 2)),
+])
+def test_vec_leaves_only_the_reductions_shared_memory(kernel: tuple[str, ...],
+                                                      reductions: tuple[int, int]) -> None:
+    pytest.importorskip("triton.backends.nvidia")
+    bars, stores = _barriers_and_shared_stores(*kernel, "--vec", "8")
+    bars0, stores0 = _barriers_and_shared_stores(*kernel)
+    assert (bars, stores) == reductions
+    assert bars0 > bars and stores0 > stores

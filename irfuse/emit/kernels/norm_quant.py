@@ -79,6 +79,14 @@ class RowConfig:
     `evict_first` and keeps the weight with `evict_last` (the looped kernel: the first pass's
     reads `evict_last`, for the later passes, the last pass's `evict_first`); off, the loads
     carry no cache hints.
+
+    `vec` > 0 declares the row's offsets contiguous in runs of `vec` elements only (Triton's
+    `max_contiguous`), so that every load and store of a row takes one register layout of `vec`
+    elements a thread (8: 16-byte bf16 loads and stores, 8-byte FP8 stores). Without it
+    Triton's coalescing gives the FP8 stores 16 elements a thread and the row's loads follow
+    them, while the bf16 residual store keeps 8: the residual sum (and, per-token, the row)
+    then crosses between the two layouts through shared memory, two barriers each (the SASS:
+    `benchmarks/sass_rows.py`).
     """
 
     rows: int
@@ -91,12 +99,13 @@ class RowConfig:
     early: bool = False
     evict: bool = True
     stages: int = 1
+    vec: int = 0
 
 
 @dataclass(frozen=True)
 class GroupConfig:
     """Launch shape of the per-group kernel: warps per program; `fast_div`, `persist` (one row
-    per loop step), `stages`, `early` (the weight loaded with the row) and `evict` as in
+    per loop step), `stages`, `early` (the weight loaded with the row), `evict` and `vec` as in
     `RowConfig`."""
 
     num_warps: int
@@ -105,6 +114,7 @@ class GroupConfig:
     early: bool = False
     evict: bool = True
     stages: int = 1
+    vec: int = 0
 
 
 Steps = tuple[tuple[int, object], ...]
@@ -330,8 +340,9 @@ def _rows_tile(
     if NORM:
         rstd = tl.math.rsqrt(tl.sum(x * x, axis=1) / H + eps)
         if not EARLY:
-            w = tl.load(w_ptr + cols, mask=cmask, other=0.0, eviction_policy=KEEP)
-        y = _apply_weight(x * rstd[:, None], w[None, :], weight_offset, x_ptr, GEMMA)
+            w = tl.load(w_ptr + cols[None, :], mask=cmask[None, :], other=0.0,
+                        eviction_policy=KEEP)
+        y = _apply_weight(x * rstd[:, None], w, weight_offset, x_ptr, GEMMA)
     else:
         y = x
     if not EARLY:
@@ -352,21 +363,26 @@ def _norm_rows_kernel(
     MIN_SCALE: tl.constexpr, ROWS: tl.constexpr, BLOCK_H: tl.constexpr, DIVIDE: tl.constexpr,
     ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr, EARLY: tl.constexpr = False,
     STREAM: tl.constexpr = "evict_first", KEEP: tl.constexpr = "evict_last",
-    STAGES: tl.constexpr = 0,
+    STAGES: tl.constexpr = 0, VEC: tl.constexpr = 0,
 ):
     """ROWS rows per tile; STREAM / KEEP: the cache hints of the row's and the weight's loads
-    ("" for none). STAGES 0: one tile per program. STAGES >= 1 (with EARLY): a persistent grid,
-    program p taking tiles p, p + P, ... in a loop software-pipelined STAGES deep (Triton copies
-    the next tiles' rows into shared memory while the current one is reduced and stored)."""
+    ("" for none); VEC > 0: the row's offsets declared contiguous in runs of VEC (one register
+    layout for every load and store: `RowConfig.vec`). STAGES 0: one tile per program.
+    STAGES >= 1 (with EARLY): a persistent grid, program p taking tiles p, p + P, ... in a loop
+    software-pipelined STAGES deep (Triton copies the next tiles' rows into shared memory while
+    the current one is reduced and stored)."""
     cols = tl.arange(0, BLOCK_H)
+    if VEC > 0:
+        cols = tl.max_contiguous(cols, VEC)
     cmask = cols < H
     w = 0.0
     s0, s1, s2, s3, ub = 1.0, 1.0, 1.0, 1.0, 1.0
     if EARLY:  # issued with the row's loads (or once per persistent program)
         s0, s1, s2, s3, ub = _row_scalars(s0_ptr, s1_ptr, s2_ptr, s3_ptr, ub_ptr, QUANT,
                                           NUM_OUT, HAS_UB)
-        if NORM:
-            w = tl.load(w_ptr + cols, mask=cmask, other=0.0, eviction_policy=KEEP)
+        if NORM:  # [1, BLOCK_H], the tile's rank: a 1-D load got a layout of its own
+            w = tl.load(w_ptr + cols[None, :], mask=cmask[None, :], other=0.0,
+                        eviction_policy=KEEP)
     if STAGES == 0:
         _rows_tile(tl.program_id(0), x_ptr, res_ptr, w_ptr, y_ptr, res_out_ptr, q0_ptr, q1_ptr,
                    q2_ptr, q3_ptr, s0_ptr, s1_ptr, s2_ptr, s3_ptr, ub_ptr, w, s0, s1, s2, s3,
@@ -418,12 +434,15 @@ def _norm_group_kernel(
     FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, BLOCK_G: tl.constexpr, GROUP: tl.constexpr,
     ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr, EARLY: tl.constexpr = False,
     STREAM: tl.constexpr = "evict_first", KEEP: tl.constexpr = "evict_last",
-    STAGES: tl.constexpr = 0,
+    STAGES: tl.constexpr = 0, VEC: tl.constexpr = 0,
 ):
-    """One row, tiled [BLOCK_G, GROUP]; STAGES as in `_norm_rows_kernel` (>= 1: a persistent
-    grid looping over rows, software-pipelined, the weight loaded once: needs EARLY)."""
+    """One row, tiled [BLOCK_G, GROUP]; STAGES and VEC as in `_norm_rows_kernel` (STAGES >= 1:
+    a persistent grid looping over rows, software-pipelined, the weight loaded once: needs
+    EARLY)."""
     groups = tl.arange(0, BLOCK_G)
     cols = groups[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
+    if VEC > 0:
+        cols = tl.max_contiguous(cols, [1, VEC])
     mask = cols < H
     w = 0.0
     if EARLY:
@@ -616,7 +635,7 @@ def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.T
         ROWS=cfg.rows, BLOCK_H=next_pow2(hidden), DIVIDE=divide and quant == QUANT_STATIC,
         ROUND_SUM=rs, FAST_DIV=cfg.fast_div and quant == QUANT_PER_TOKEN,
         EARLY=cfg.early or cfg.persist > 0, **cache_hints(cfg.evict),
-        STAGES=cfg.stages if cfg.persist > 0 else 0,
+        STAGES=cfg.stages if cfg.persist > 0 else 0, VEC=cfg.vec,
         num_warps=cfg.num_warps,
     )
     return res_out
@@ -719,7 +738,7 @@ def rms_norm_quant_fp8_group(x: torch.Tensor, weight: torch.Tensor, eps: float,
         BLOCK_G=next_pow2(hidden // group_size), GROUP=group_size,
         ROUND_SUM=round_sum and residual is not None, FAST_DIV=cfg.fast_div,
         EARLY=cfg.early or cfg.persist > 0, **cache_hints(cfg.evict),
-        STAGES=cfg.stages if cfg.persist > 0 else 0,
+        STAGES=cfg.stages if cfg.persist > 0 else 0, VEC=cfg.vec,
         num_warps=cfg.num_warps,
     )
     return q, s, res_out
