@@ -5,10 +5,10 @@
   kernel issues them with the row's: with `early`, every global load (the row, the residual,
   the weight, the scale) comes before the first barrier.
 - `RowConfig.vec` / `GroupConfig.vec`: with the contiguity hint, no tensor of the row changes
-  register layout, so the only barriers and shared-memory stores left are the reductions'
-  (one for the sum of squares; per-token a second for the amax, and one between the two that
-  reuse the buffer; per group, the group scales' store). Without it the same kernels exchange
-  the residual sum (and per-token the row) through shared memory.
+  register layout, so the only barriers left are the reductions' (the sum of squares;
+  per-token also the amax, and one between the two that reuse the buffer; per group, the
+  group scales' exchange). Without it the same kernels exchange the residual sum (and
+  per-token the row) through shared memory.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import contextlib
 import io
 import pathlib
 import sys
+from collections.abc import Callable
 
 import pytest
 
@@ -54,16 +55,22 @@ def _barriers_and_shared_stores(*args: str) -> tuple[int, int]:
             sum(op.startswith("STS") for op in opcodes))
 
 
-@pytest.mark.parametrize("kernel, reductions", [
-    (("--hidden", "4096", "--warps", "8", "--early", "--no-evict"), (1, 1)),
-    (("--hidden", "8192", "--warps", "16", "--early", "--no-evict"), (1, 1)),
-    (("--hidden", "4096", "--warps", "8", "--early", "--no-evict", "--per-token"), (3, 2)),
-    (("--hidden", "4096", "--warps", "8", "--early", "--no-evict", "--group", "128"), (3, 2)),
+ROW = ("--hidden", "4096", "--warps", "8", "--early", "--no-evict")
+
+
+@pytest.mark.parametrize("kernel, barriers", [
+    (ROW, lambda one: one),
+    (("--hidden", "8192", "--warps", "16", "--early", "--no-evict"), lambda one: one),
+    ((*ROW, "--per-token"), lambda one: 2 * one + 1),  # and one before the buffer's reuse
+    ((*ROW, "--group", "128"), lambda one: one + 2),  # and the group scales' exchange
 ])
-def test_vec_leaves_only_the_reductions_shared_memory(kernel: tuple[str, ...],
-                                                      reductions: tuple[int, int]) -> None:
+def test_vec_leaves_only_the_reductions_barriers(kernel: tuple[str, ...],
+                                                 barriers: Callable[[int], int]) -> None:
+    """Counted against the plain norm's SASS (one reduction and nothing else), since Triton
+    versions differ in a reduction's own barriers (3.9: one; 3.6: two)."""
     pytest.importorskip("triton.backends.nvidia")
+    one, _ = _barriers_and_shared_stores(*ROW, "--no-residual", "--vec", "8")
     bars, stores = _barriers_and_shared_stores(*kernel, "--vec", "8")
     bars0, stores0 = _barriers_and_shared_stores(*kernel)
-    assert (bars, stores) == reductions
+    assert bars == barriers(one)
     assert bars0 > bars and stores0 > stores
