@@ -2,7 +2,8 @@
 # A launch-shape sweep on the lent H200, beside the code Inductor generates for the same ops:
 # the variant tests on the GPU (T_TESTS=0 skips them), Inductor's kernels for INDUCTOR_OPS (one
 # tarball), then the sweep of SWEEP_OPS at SWEEP_TOKENS (and of SWEEP_OPS2 at SWEEP_TOKENS2, if
-# set), of the configs matching SWEEP_ONLY if set (bench_norm_act_quant.py --only). Wheels as in
+# set), of the configs matching SWEEP_ONLY if set (bench_norm_act_quant.py --only), timed in
+# SWEEP_ROUNDS interleaved rounds if set (--rounds). Wheels as in
 # gpu_batch.sh; outputs in $OUT. T_<STEP>: each step's timeout in seconds.
 set -u
 OUT=${OUT:-gpu-out}
@@ -27,7 +28,8 @@ fi
 sweep() {  # ops tokens name
   step "sweep of $1 at T $2"
   timeout "${T_SWEEP:-300}" python3 benchmarks/bench_norm_act_quant.py --jobs 14 --sweep \
-    --ops "$1" --tokens "$2" ${SWEEP_ONLY:+--only "$SWEEP_ONLY"} --out "$OUT/$3.md" \
+    --ops "$1" --tokens "$2" ${SWEEP_ONLY:+--only "$SWEEP_ONLY"} \
+    ${SWEEP_ROUNDS:+--rounds "$SWEEP_ROUNDS"} --out "$OUT/$3.md" \
     --json "$OUT/$3.json" 2>&1 \
     | grep -v "^    " | tail -n 40
 }
