@@ -3,6 +3,7 @@ kernel choices) that apply to it, calls dispatch by num_tokens, and each report 
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from irfuse import backend, models
@@ -29,9 +30,25 @@ def _run(options: dict, token_counts: list[int]):
     return backend.reports(), seen
 
 
-def test_ranges_split_where_the_kernel_choice_changes() -> None:
-    # On sm90 the kernel table leaves add + RMSNorm + FP8 static to Inductor from 16384 tokens,
-    # beyond max_num_batched_tokens (2048 here): [1, 2048] and the fallback above it up to 16383
+@pytest.fixture
+def inductor_from_16384(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sm90 table with add + RMSNorm + FP8 static left to Inductor from 16384 tokens, as a
+    measurement that found Inductor's code faster there records it (the third session's
+    table did; the measured table has no such step now)."""
+    op = "add_rms_norm_quant_fp8_static"
+    entries = kernel_choice._TABLE[op]
+    steps = (entries["cuda:sm90"][0],
+             (16384, kernel_choice.Choice("inductor", "Inductor's code measured faster")))
+    monkeypatch.setitem(entries, "cuda:sm90", steps)
+
+
+def test_measured_sm90_table_has_no_split() -> None:
+    assert kernel_choice.split_points("cuda:sm90") == []
+
+
+def test_ranges_split_where_the_kernel_choice_changes(inductor_from_16384: None) -> None:
+    # With add + RMSNorm + FP8 static left to Inductor from 16384 tokens, beyond
+    # max_num_batched_tokens (2048 here): [1, 2048] and the fallback above it up to 16383
     # fuse it, and, running the same passes, share one compile (its report spans both);
     # [16384, inf) does not fuse it (and says why), compiled at the first call that large.
     split = kernel_choice.split_points("cuda:sm90")

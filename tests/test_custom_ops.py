@@ -399,7 +399,7 @@ def test_import_is_cheap_and_needs_no_gpu_or_flashinfer() -> None:
     assert proc.stdout.split() == ["False", "False", "False"]
 
 
-def test_kernel_choice() -> None:
+def test_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     assert kernel_choice.choose("irfuse::rms_norm_quant_fp8_static", "cpu").impl == "reference"
     assert kernel_choice.platform_of("cpu") == "cpu"
     for op in kernel_choice.FUSED_OPS + kernel_choice.LIBRARY_OPS:
@@ -415,11 +415,12 @@ def test_kernel_choice() -> None:
     available, reason = kernel_choice.flashinfer_status()
     assert isinstance(available, bool) and reason
     # Size steps: without a token count, the decode (smallest) step, naming the split.
-    small = kernel_choice.choose("add_rms_norm_quant_fp8_static", "cuda:sm90")
+    op = "add_rms_norm_quant_fp8_static"
+    monkeypatch.setitem(kernel_choice._TABLE[op], "cuda:sm90", (
+        (1, kernel_choice.Choice("triton", "measured faster")),
+        (16384, kernel_choice.Choice("inductor", "Inductor measured faster"))))
+    small = kernel_choice.choose(op, "cuda:sm90")
     assert small.impl == "triton" and "from 16384 tokens: inductor" in small.reason
-    assert kernel_choice.choose("add_rms_norm_quant_fp8_static", "cuda:sm90", 16383).impl == \
-        "triton"
-    assert kernel_choice.choose("add_rms_norm_quant_fp8_static", "cuda:sm90", 16384).impl == \
-        "inductor"
-    assert kernel_choice.choose("add_rms_norm_quant_fp8_static", "cuda:sm80", 8192).impl == \
-        "triton"  # only sm90 was measured
+    assert kernel_choice.choose(op, "cuda:sm90", 16383).impl == "triton"
+    assert kernel_choice.choose(op, "cuda:sm90", 16384).impl == "inductor"
+    assert kernel_choice.choose(op, "cuda:sm80", 8192).impl == "triton"  # sm90 only
