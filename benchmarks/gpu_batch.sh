@@ -3,7 +3,8 @@
 # GPU tests, the kernel benchmark (and, with SWEEP_OPS, a launch-shape sweep), the end-to-end
 # FP8 Llama benchmark and the demo at real size. T_<STEP> are the steps' timeouts in seconds.
 # Outputs go to $OUT (the device tool's result folder) or ./gpu-out.
-# GPU_TESTS overrides the test files; E2E_ROUNDS the end-to-end benchmark's rounds (41).
+# GPU_TESTS overrides the test files; KERNEL_ROUNDS the kernel table's interleaved rounds (3);
+# E2E_ROUNDS the end-to-end benchmark's rounds (41).
 # FlashInfer is optional: its wheels in .whl (flashinfer_python + apache_tvm_ffi built for the
 # machine's Python, 3.12) are installed without their dependencies (enough for its norm kernels),
 # and its norm kernels are compiled (nvcc, about a minute) before the tests and the benchmark.
@@ -34,8 +35,8 @@ GPU_TESTS=${GPU_TESTS:-tests/test_kernels_gpu.py tests/test_norm_kernel_variants
 timeout "${T_TESTS:-180}" python3 -m pytest -q -p no:cacheprovider $GPU_TESTS -k "gpu or cuda" 2>&1 \
   | tee "$OUT/gpu_tests.log" | tail -n 8
 step "kernel benchmark"
-timeout "${T_KERNELS:-300}" python3 benchmarks/bench_norm_act_quant.py --jobs 12 \
-  --out "$OUT/bench_norm_act_quant.md" --json "$OUT/bench_norm_act_quant.json" 2>&1 | tail -n 60
+timeout "${T_KERNELS:-450}" python3 benchmarks/bench_norm_act_quant.py --jobs 12 \
+  --rounds "${KERNEL_ROUNDS:-3}" --out "$OUT/bench_norm_act_quant.md" --json "$OUT/bench_norm_act_quant.json" 2>&1 | tail -n 60
 if [ -n "${SWEEP_OPS:-}" ]; then  # e.g. SWEEP_OPS=add_rms_static,silu_nvfp4
   step "launch-shape sweep of $SWEEP_OPS"
   timeout "${T_SWEEP:-300}" python3 benchmarks/bench_norm_act_quant.py --jobs 12 --sweep \
