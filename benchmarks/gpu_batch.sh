@@ -36,7 +36,8 @@ timeout "${T_TESTS:-180}" python3 -m pytest -q -p no:cacheprovider $GPU_TESTS -k
   | tee "$OUT/gpu_tests.log" | tail -n 8
 step "kernel benchmark"
 timeout "${T_KERNELS:-450}" python3 benchmarks/bench_norm_act_quant.py --jobs 12 \
-  --rounds "${KERNEL_ROUNDS:-3}" --out "$OUT/bench_norm_act_quant.md" --json "$OUT/bench_norm_act_quant.json" 2>&1 | tail -n 60
+  --rounds "${KERNEL_ROUNDS:-3}" --out "$OUT/bench_norm_act_quant.md" \
+  --json "$OUT/bench_norm_act_quant.json" 2>&1 | tail -n 60
 if [ -n "${SWEEP_OPS:-}" ]; then  # e.g. SWEEP_OPS=add_rms_static,silu_nvfp4
   step "launch-shape sweep of $SWEEP_OPS"
   timeout "${T_SWEEP:-300}" python3 benchmarks/bench_norm_act_quant.py --jobs 12 --sweep \

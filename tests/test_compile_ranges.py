@@ -33,8 +33,8 @@ def _run(options: dict, token_counts: list[int]):
 @pytest.fixture
 def inductor_from_16384(monkeypatch: pytest.MonkeyPatch) -> None:
     """The sm90 table with add + RMSNorm + FP8 static left to Inductor from 16384 tokens, as a
-    measurement that found Inductor's code faster there records it (the third session's
-    table did; the measured table has no such step now)."""
+    measurement that found Inductor's code faster there records it (the measured table has
+    no such step now)."""
     op = "add_rms_norm_quant_fp8_static"
     entries = kernel_choice._TABLE[op]
     steps = (entries["cuda:sm90"][0],

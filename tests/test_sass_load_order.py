@@ -45,6 +45,8 @@ def test_early_loads_precede_the_barrier() -> None:
     pytest.importorskip("triton.backends.nvidia")
     before, total = _loads_before_barrier(early=True)
     assert total == 4 and before == 4  # x, residual, weight, static scale
+    before, total = _loads_before_barrier(early=False)
+    assert total == 4 and before == 2  # only x and the residual: the claim `early` rests on
 
 
 def _barriers_and_shared_stores(*args: str) -> tuple[int, int]:

@@ -58,16 +58,17 @@ _NOT_MEASURED_ROCM = Choice("triton", "not measured yet (Triton emits float8_e4m
 
 # Measured on one H200 (torch 2.11, Triton 3.6, CUDA-graph replay, static-shape Inductor on the
 # unfused torch code), bf16, H 4096/8192 (SiLU·Mul I 14336/28672), T 1..16384:
-# docs/bench_norm_act_quant.md (merged into docs/benchmarks.md), fourth session's table
-# (medians of three interleaved rounds). Ratios are irfuse / Inductor with the launch shapes
-# the kernels now use by default (the sweeps' best). No pattern is left to Inductor there any
-# more: add + RMSNorm + FP8 static was from 16384 tokens until its one-pass kernel with one
-# register layout tied (H 4096) and beat (H 8192) Inductor's there. FlashInfer's rmsnorm_quant / fused_add_rmsnorm_quant were measured in the second
-# session and are not chosen: its residual form must copy the residual (FlashInfer updates it
-# in place; irfuse's ops are functional), 1.3-1.7x Inductor's time; its plain form was 0.1-0.3
-# us faster than irfuse's kernel of then at H 8192, T <= 128, but slower from 1024 tokens
-# (1.1-1.8x Inductor), and it does not round y to the model dtype before the quant (2% of FP8
-# codes one step off in bf16: over irfuse's 1% budget, within vLLM's tolerance).
+# docs/bench_norm_act_quant.md (merged into docs/benchmarks.md), fourth session's table (medians
+# of three interleaved rounds). Ratios are irfuse / Inductor with the launch shapes the kernels
+# now use by default (the sweeps' best). No pattern is left to Inductor there any more: add +
+# RMSNorm + FP8 static was from 16384 tokens until its one-pass kernel with one register layout
+# tied (H 4096) and beat (H 8192) Inductor's there. FlashInfer's rmsnorm_quant /
+# fused_add_rmsnorm_quant were measured in the second session and are not chosen: its residual
+# form must copy the residual (FlashInfer updates it in place; irfuse's ops are functional),
+# 1.3-1.7x Inductor's time; its plain form was 0.1-0.3 us faster than irfuse's kernel of then at
+# H 8192, T <= 128, but slower from 1024 tokens (1.1-1.8x Inductor), and it does not round y to
+# the model dtype before the quant (2% of FP8 codes one step off in bf16: over irfuse's 1%
+# budget, within vLLM's tolerance).
 _BENCH = "docs/bench_norm_act_quant.md"
 _SM90: dict[str, tuple[tuple[int, Choice], ...]] = {
     "add_rms_norm_quant_fp8_static": (

@@ -20,15 +20,17 @@ reading the float32 sum. Launch shapes (rows per program, warps) come from `row_
 `group_config`, tuned on the H200 (docs/benchmarks.md); every launcher takes `config=` to override
 them (the benchmark's sweep does).
 
-Variants a config selects (same numerics; see `RowConfig`): persistent grids (a few programs
-per multiprocessor, each looping over rows in a software-pipelined loop that copies the next
-rows into shared memory while it reduces and stores the current ones), `_norm_looped_kernel`
-(the row in chunks, re-read from L2: static, or per-token in three passes), `fast_div` (the dynamic
+Variants a config selects (see `RowConfig`): persistent grids (a few programs per
+multiprocessor, each looping over rows in a software-pipelined loop that copies the next rows
+into shared memory while it reduces and stores the current ones), `_norm_looped_kernel` (the row
+in chunks, re-read from L2: static, or per-token in three passes), `fast_div` (the dynamic
 quants divide through the scale's reciprocal and one FMA correction, `div_rn_by`: the same bits
 as `div_rn` at a third of the instructions, with no per-element branch; on the H200 these
 kernels are close to instruction-issue bound, so that matters), `early` (the weight and scales
-loaded with the row, ahead of the reduction's barriers) and `evict` (cache hints on the loads;
-off by default where the working set streams from memory: 1-6% faster on the H200).
+loaded with the row, ahead of the reduction's barriers), `evict` (cache hints on the loads; off
+by default where the working set streams from memory: 1-6% faster on the H200) and `vec` (one
+register layout for the whole row). All keep the numerics; `vec` and the looped kernel change
+the order of the sum of squares (within the fused-kernel tolerance).
 """
 
 from __future__ import annotations
