@@ -10,15 +10,19 @@ figure is the median over the rounds (the spread is printed: differences below i
 so is the number of rounds in which irfuse was faster, a sign test's count).
 
     python benchmarks/bench_e2e_llama_fp8.py [--layers 4] [--tokens 16 4096] [--out FILE.md]
-        [--profile]
+        [--profile] [--pdl]
 
 `--profile` also lists, per variant and num_tokens, the GPU kernels of one forward (torch
-profiler over plain launches): where the two compiles differ, kernel by kernel.
+profiler over plain launches): where the two compiles differ, kernel by kernel. `--pdl` also
+runs irfuse with programmatic dependent launch off in every kernel (`IRFUSE_PDL=0` while that
+variant compiles and is captured; the other runs with it unset: each launch shape's own `pdl`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import time
 
@@ -92,6 +96,20 @@ def _interleaved(graphs: dict[str, torch.cuda.CUDAGraph], rounds: int,
     return times
 
 
+@contextlib.contextmanager
+def _environ(env: dict[str, str]):
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def _median(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[len(ordered) // 2]
@@ -104,81 +122,100 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None)
     parser.add_argument("--profile", action="store_true", help="list each variant's kernels")
     parser.add_argument("--rounds", type=int, default=15, help="interleaved timing rounds")
+    parser.add_argument("--pdl", action="store_true",
+                        help="also irfuse without programmatic dependent launch")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench_e2e_llama_fp8: needs a CUDA GPU", file=sys.stderr)
         return 1
 
-    from irfuse import backend, models
+    from irfuse import models
 
     built = models.build("llama-fp8", size="llama-8b", device="cuda", num_layers=args.layers)
     model = built.model
-    variants = {
-        "inductor": ("inductor", None),
-        "irfuse O2": ("irfuse", {"optimization_level": 2}),
-    }
+    o2 = {"optimization_level": 2}
+    variants = {"inductor": ("inductor", None, {}),
+                "irfuse O2": ("irfuse", o2, {"IRFUSE_PDL": ""})}  # "": each config's own
+    if args.pdl:
+        variants["irfuse O2, no PDL"] = ("irfuse", o2, {"IRFUSE_PDL": "0"})
     graphs: dict[str, dict[int, torch.cuda.CUDAGraph]] = {}
     compile_s: dict[str, float] = {}
     fused: dict[str, str] = {}
     outputs: dict[str, dict[int, torch.Tensor]] = {}
-    for name, (kind, options) in variants.items():
-        backend.clear_reports()
-        compiled = _compile(model, kind, options)
-        graphs[name], outputs[name] = {}, {}
-        start = time.perf_counter()
-        for t in args.tokens:
-            inputs = built.make_inputs(t)
-            built.mark_dynamic(inputs)
-            with torch.no_grad():
-                outputs[name][t] = compiled(*inputs).float()  # compiles this range
-        torch.cuda.synchronize()
-        compile_s[name] = time.perf_counter() - start
-        for t in args.tokens:
-            inputs = built.make_inputs(t)
-            with torch.no_grad():
-                if args.profile:
-                    print(_kernel_table(compiled, inputs, f"{name}, num_tokens {t}"), flush=True)
-                graphs[name][t] = _capture(lambda c=compiled, i=inputs: c(*i))
-        if kind == "irfuse":
-            fused[name] = "; ".join(
-                f"range {r.range}: "
-                + ", ".join(f"{p.name} {p.count}" for p in r.passes if p.count)
-                for r in backend.reports()
-            )
+    for name, (kind, options, env) in variants.items():
+        with _environ(env):
+            _build_variant(name, kind, options, model, built, args, graphs, outputs,
+                           compile_s, fused)
     results = {t: _interleaved({n: graphs[n][t] for n in variants}, args.rounds)
                for t in args.tokens}
+    text = _table(args, variants, results, outputs, compile_s, fused)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(f"Command: `python {' '.join(sys.argv)}`\n\n{text}\n")
+    return 0
 
+
+def _build_variant(name, kind, options, model, built, args, graphs, outputs, compile_s,
+                   fused) -> None:
+    """Compile one variant, run each num_tokens once (its output kept), capture each."""
+    from irfuse import backend
+
+    backend.clear_reports()
+    compiled = _compile(model, kind, options)
+    graphs[name], outputs[name] = {}, {}
+    start = time.perf_counter()
+    for t in args.tokens:
+        inputs = built.make_inputs(t)
+        built.mark_dynamic(inputs)
+        with torch.no_grad():
+            outputs[name][t] = compiled(*inputs).float()  # compiles this range
+    torch.cuda.synchronize()
+    compile_s[name] = time.perf_counter() - start
+    for t in args.tokens:
+        inputs = built.make_inputs(t)
+        with torch.no_grad():
+            if args.profile:
+                print(_kernel_table(compiled, inputs, f"{name}, num_tokens {t}"), flush=True)
+            graphs[name][t] = _capture(lambda c=compiled, i=inputs: c(*i))
+    if kind == "irfuse":
+        fused[name] = "; ".join(
+            f"range {r.range}: " + ", ".join(f"{p.name} {p.count}" for p in r.passes if p.count)
+            for r in backend.reports()
+        )
+
+
+def _table(args, variants, results, outputs, compile_s, fused) -> str:
+    """The results: one row per (num_tokens, irfuse variant), each against Inductor."""
     lines = [
         f"Llama-3-8B-shaped FP8 stack, {args.layers} layers, bf16 activations, CUDA-graph "
         f"replay, {torch.cuda.get_device_name()}, torch {torch.__version__}",
         "",
         f"({args.rounds} interleaved rounds; median µs per forward, min-max over the rounds)",
         "",
-        "| num_tokens | Inductor (us) | irfuse O2 (us) | irfuse / Inductor | per-round ratio: "
-        "median (min-max) | rounds irfuse faster | max rel. diff |",
-        "|---|---|---|---|---|---|---|",
+        "| num_tokens | variant | Inductor (us) | irfuse (us) | irfuse / Inductor | per-round "
+        "ratio: median (min-max) | rounds irfuse faster | max rel. diff |",
+        "|---|---|---|---|---|---|---|---|",
     ]
+    mine = [n for n in variants if n != "inductor"]
     for t in args.tokens:
-        ind, irf = results[t]["inductor"], results[t]["irfuse O2"]
-        ratios = sorted(b / a for a, b in zip(ind, irf, strict=True))
-        ref, out = outputs["inductor"][t], outputs["irfuse O2"][t]
-        diff = ((out - ref).abs().max() / ref.abs().max()).item()
-        lines.append(f"| {t} | {_median(ind):.1f} ({min(ind):.1f}-{max(ind):.1f}) | "
-                     f"{_median(irf):.1f} ({min(irf):.1f}-{max(irf):.1f}) | "
-                     f"{_median(irf) / _median(ind):.3f} | {_median(ratios):.3f} "
-                     f"({ratios[0]:.3f}-{ratios[-1]:.3f}) | "
-                     f"{sum(r < 1.0 for r in ratios)} of {len(ratios)} | {diff:.1e} |")
+        ind = results[t]["inductor"]
+        for name in mine:
+            irf = results[t][name]
+            ratios = sorted(b / a for a, b in zip(ind, irf, strict=True))
+            ref, out = outputs["inductor"][t], outputs[name][t]
+            diff = ((out - ref).abs().max() / ref.abs().max()).item()
+            lines.append(f"| {t} | {name} | {_median(ind):.1f} ({min(ind):.1f}-{max(ind):.1f}) "
+                         f"| {_median(irf):.1f} ({min(irf):.1f}-{max(irf):.1f}) | "
+                         f"{_median(irf) / _median(ind):.3f} | {_median(ratios):.3f} "
+                         f"({ratios[0]:.3f}-{ratios[-1]:.3f}) | "
+                         f"{sum(r < 1.0 for r in ratios)} of {len(ratios)} | {diff:.1e} |")
     lines += [
         "",
-        f"Compile + first runs: Inductor {compile_s['inductor']:.0f} s, irfuse "
-        f"{compile_s['irfuse O2']:.0f} s. Fused by irfuse: {fused.get('irfuse O2', '-')}.",
+        "Compile + first runs: " + ", ".join(f"{n} {compile_s[n]:.0f} s" for n in variants)
+        + ". Fused by irfuse: " + (fused.get(mine[0], "-") if mine else "-") + ".",
     ]
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(f"Command: `python {' '.join(sys.argv)}`\n\n{text}\n")
-    return 0
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

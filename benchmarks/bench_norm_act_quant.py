@@ -18,6 +18,10 @@ against eager as irfuse's kernel (FlashInfer does not round y to bf16 before the
 that pass vLLM's tolerance but not the mismatch budget read `vllm-tol`) and a check against the
 torch model of FlashInfer's own arithmetic. Warm its JIT build first (`flashinfer_norm.warm()`).
 
+`--pdl` also times irfuse's default config with programmatic dependent launch flipped (on if
+the default is off, and the other way), checked like the default: the *PDL off* / *PDL on*
+columns.
+
 `silu_static_2t` is SiLU·Mul + FP8 static with gate and up as two tensors (separate projections,
 as in Hugging Face Llama/Qwen/Mistral MLPs); the others of the family read one [gate | up] tensor.
 
@@ -35,7 +39,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
@@ -50,6 +54,7 @@ from irfuse.emit.kernels import (
     quant_ref,
 )
 from irfuse.emit.kernels.compare import agreement, fp8_agreement
+from irfuse.emit.kernels.triton_support import pdl_override
 
 FP8 = torch.float8_e4m3fn
 EPS = 1e-6
@@ -75,6 +80,8 @@ class OpSpec:
     check: Callable[[Any, Any], Any]
     # FlashInfer's kernel for the op: (inputs, residual in place) -> the kernel's result form.
     flashinfer: Callable[[dict, bool], Any] | None = None
+    # irfuse's default config for (T, width) (--pdl times it with `pdl` flipped).
+    default: Callable[[int, int], Any] | None = None
 
 
 def _norm_inputs(residual: bool) -> Callable[[int, int], dict]:
@@ -124,9 +131,11 @@ def _row_configs(t: int, h: int) -> list:
     # memory), early, with and without cache hints.
     vec = [rc(r, w, fast_div=True, early=True, evict=e, vec=8)
            for r, w in shapes + ((1, 32),) for e in (True, False)]
+    # pdl: the early and vec shapes launched with programmatic dependent launch.
+    pdl = [replace(c, pdl=True) for c in early + vec]
     if t <= 16:  # decode: one program, its latency chain is the time
-        return single + early + fast + vec + [rc(1, 32, fast_div=True, early=e, evict=v)
-                                               for e, v in _LOAD_VARIANTS]
+        return single + early + fast + vec + pdl + [rc(1, 32, fast_div=True, early=e, evict=v)
+                                                     for e, v in _LOAD_VARIANTS]
     # Persistent grids, as (warps, programs per SM) that fit in the registers together (~50/85
     # a thread at 16 warps for H 4096/8192, 64/128 at 8, 128/248 at 4); Inductor's looped shape
     # (16 warps, 2048 chunks), also with the residual stored in the first pass; looped
@@ -142,7 +151,7 @@ def _row_configs(t: int, h: int) -> list:
                    for w, p, st in piped]
     looped += [rc(1, w, two_pass=True, block_r=2048, fast_div=True, res_first=f, evict=e)
                for w, f in ((16, False), (16, True), (8, True)) for e in (True, False)]
-    return single + early + looped + fast + vec + persistent
+    return single + early + looped + fast + vec + pdl + persistent
 
 
 def _group_configs(t: int, h: int) -> list:
@@ -151,6 +160,7 @@ def _group_configs(t: int, h: int) -> list:
         gc(w, fast_div=True, early=e, evict=v) for w in (4, 8, 16) for e, v in _LOAD_VARIANTS]
     plain += [gc(w, fast_div=True, early=True, evict=e, vec=8) for w in (4, 8, 16, 32)
               for e in (True, False)]
+    plain += [replace(c, pdl=True) for c in plain if c.early]
     if t <= 16:
         return plain + [gc(32, fast_div=True, early=e, evict=v) for e, v in _LOAD_VARIANTS]
     shapes = ((16, 1), (16, 2), (8, 2), (8, 3)) if h <= 4096 else ((16, 1), (8, 1), (4, 2))
@@ -167,10 +177,11 @@ def _act_configs(t: int, i: int) -> list:
     shapes = ((4, 2), (16, 4), (16, 8), (32, 8)) + (((1, 1), (2, 1), (2, 2), (8, 4))
                                                     if t <= 128 else ())
     fast = ((1, 1), (2, 1), (4, 2)) if t <= 128 else ((16, 4), (16, 8), (32, 8))
-    return ([act_quant.ActConfig(g, w, early=e, evict=v) for g, w in shapes
+    cfgs = ([act_quant.ActConfig(g, w, early=e, evict=v) for g, w in shapes
              for e, v in _LOAD_VARIANTS]
             + [act_quant.ActConfig(g, w, fast_silu=True, recip=True, early=e, evict=v)
                for g, w in fast for e, v in _LOAD_VARIANTS])
+    return cfgs + [replace(c, pdl=True) for c in cfgs]  # and with PDL
 
 
 def _nvfp4_configs(t: int, i: int) -> list:
@@ -181,9 +192,11 @@ def _nvfp4_configs(t: int, i: int) -> list:
               (128, 4, True, True, False), (32, 2, True, True, False),
               (32, 1, True, True, True), (64, 2, True, True, True), (128, 4, True, True, True),
               (128, 2, True, True, True), (256, 8, True, True, True), (256, 4, True, True, True))
-    return ([nvfp4.Nvfp4Config(b, w, recip=r, fast_silu=f, split=s) for b, w, r, f, s in shapes]
+    cfgs = ([nvfp4.Nvfp4Config(b, w, recip=r, fast_silu=f, split=s)
+             for b, w, r, f, s in shapes]
             + [nvfp4.Nvfp4Config(b, w, recip=r, fast_silu=f, split=s, evict=False)
                for b, w, r, f, s in shapes[3:]])
+    return cfgs + [replace(c, pdl=True) for c in cfgs[3:]]  # and with PDL
 
 
 def _check_static(out, ref):
@@ -302,7 +315,18 @@ def op_specs() -> dict[str, OpSpec]:
                lambda d, c: nvfp4.silu_mul_quant_nvfp4(d["x"], d["gs"], config=c),
                _nvfp4_configs, lambda t, i: 4 * t * i + t * i // 2 + t * i // 16, None),
     ]
-    return {s.name: s for s in specs}
+    rows, qs, qt = norm_quant.row_config, norm_quant.QUANT_STATIC, norm_quant.QUANT_PER_TOKEN
+    defaults = {
+        "add_rms_static": lambda t, h: rows(t, h, True, qs),
+        "rms_static": lambda t, h: rows(t, h, False, qs),
+        "add_rms_per_token": lambda t, h: rows(t, h, True, qt),
+        "add_rms_group128": norm_quant.group_config,
+        "silu_static": lambda t, i: act_quant.act_config(t, i, act_quant.CHUNK),
+        "silu_static_2t": lambda t, i: act_quant.act_config(t, i, act_quant.CHUNK),
+        "silu_group128": lambda t, i: act_quant.act_config(t, i, 128, act_quant.QUANT_GROUP),
+        "silu_nvfp4": nvfp4.nvfp4_config,
+    }
+    return {s.name: replace(s, default=defaults[s.name]) for s in specs}
 
 
 def bench_us(fn: Callable[[], Any], rep: int) -> float:
@@ -388,8 +412,21 @@ def measure(spec: OpSpec, compiled: Callable, h: int, t: int, bw: float,
                 timed[_cfg_str(cfg)] = lambda cfg=cfg: spec.kernel(d, cfg)
             else:
                 row["sweep"][_cfg_str(cfg)] = "MISMATCH: " + "; ".join(map(str, cfg_parts))
+    default_pdl = None
+    if args.pdl:  # the default config with programmatic dependent launch flipped
+        cfg = spec.default(t, width)
+        override = pdl_override()
+        default_pdl = cfg.pdl if override is None else override
+        flipped = replace(cfg, pdl=not default_pdl)
+        flip_parts = (spec.check or _check_nvfp4(d["gs"]))(spec.kernel(d, flipped), ref)
+        row["pdl_check"] = "ok" if all(p.ok(tol, 0.02) for p in flip_parts) else "MISMATCH"
+        timed["pdl_flipped"] = lambda: spec.kernel(d, flipped)
     us = interleaved_us(timed, args.rep, args.rounds)
     row["inductor_us"], row["irfuse_us"] = us.pop("inductor"), us.pop("irfuse")
+    if default_pdl is not None:
+        flipped_us = us.pop("pdl_flipped")
+        row["pdl_on_us"] = row["irfuse_us"] if default_pdl else flipped_us
+        row["pdl_off_us"] = flipped_us if default_pdl else row["irfuse_us"]
     if args.rounds > 1:
         row["rounds"] = args.rounds
     row.update(measure_flashinfer(spec, d, ref, args.rep))
@@ -429,7 +466,8 @@ def _swept(spec: OpSpec, t: int, width: int, only: str | None) -> list:
     return [c for c in cfgs if all(fields(c) & set(item.split("|")) for item in only.split(","))]
 
 
-def _warm(name: str, h: int, tokens: list[int], sweep: bool, only: str | None = None) -> str:
+def _warm(name: str, h: int, tokens: list[int], sweep: bool, only: str | None = None,
+          pdl: bool = False) -> str:
     """Compile Inductor's graphs and irfuse's kernels for one (op, H) into the on-disk caches."""
     _raise_recompile_limits()
     t0 = time.time()
@@ -442,6 +480,9 @@ def _warm(name: str, h: int, tokens: list[int], sweep: bool, only: str | None = 
         spec.kernel(d, None)
         for cfg in _swept(spec, t, width, only) if sweep else ():
             spec.kernel(d, cfg)
+        if pdl:
+            for on in (False, True):
+                spec.kernel(d, replace(spec.default(t, width), pdl=on))
         del d
     if DEVICE == "cuda":
         torch.cuda.synchronize()
@@ -456,7 +497,7 @@ def prewarm(args: argparse.Namespace) -> None:
 
     ctx = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=ctx) as pool:
-        futures = [pool.submit(_warm, name, h, args.tokens, args.sweep, args.only)
+        futures = [pool.submit(_warm, name, h, args.tokens, args.sweep, args.only, args.pdl)
                    for name in args.ops for h in args.hidden]
         for f in concurrent.futures.as_completed(futures):
             try:
@@ -509,6 +550,8 @@ def _line(r: dict) -> str:
     if "best_us" in r:
         s += f"  best {r['best_us']:.1f} ({r['best_cfg']})"
         s += "".join(f"\n    {cfg}: {us}" for cfg, us in r.get("sweep", {}).items())
+    if "pdl_on_us" in r:
+        s += f"  PDL off {r['pdl_off_us']:.2f} on {r['pdl_on_us']:.2f} ({r['pdl_check']})"
     if "fi_us" in r:
         s += (f"  flashinfer {r['fi_us']:.1f} ({r['fi_us'] / r['inductor_us']:.2f}x"
               + (f", in place {r['fi_inplace_us']:.1f}" if "fi_inplace_us" in r else "")
@@ -559,17 +602,25 @@ def markdown(rows: list[dict], command: str, copy_detail: str = "") -> str:
         "residual first: FlashInfer updates it in place); *FI ratio* = that / Inductor; "
         "*FI in place*: the kernel alone, updating the residual; *FI check*: against eager "
         "(`vllm-tol`: within vLLM's tolerance, over the mismatch budget, since FlashInfer does "
-        "not round y to bf16 before the quant), *own*: against the model of its arithmetic.",
+        "not round y to bf16 before the quant), *own*: against the model of its arithmetic."
+        + (" *PDL off* / *PDL on*: irfuse's default config launched without / with "
+           "programmatic dependent launch (one of them is the *irfuse* column), *PDL check*: "
+           "the other one's output against eager's." if any("pdl_on_us" in r for r in rows)
+           else ""),
         "",
     ]
     notes = sorted({r["fi_note"] for r in rows if "fi_note" in r})
     if notes:
         lines += [f"FlashInfer did not run: {'; '.join(notes)}.", ""]
     has_best = any("best_us" in r for r in rows)
+    has_pdl = any("pdl_on_us" in r for r in rows)
     head = "| op | H | T | MB | eager | Inductor | irfuse | ratio | irfuse % copy | " \
            "Inductor % copy | % same-size copy | check | FlashInfer | FI ratio | FI in place | " \
            "FI check |"
     sep = "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    if has_pdl:
+        head += " PDL off | PDL on | on / off | PDL check |"
+        sep += "---|---|---|---|"
     if has_best:
         head += " best swept | best config |"
         sep += "---|---|"
@@ -581,6 +632,10 @@ def markdown(rows: list[dict], command: str, copy_detail: str = "") -> str:
                 f"{r['irfuse_us']:.1f} | {r['irfuse_us'] / r['inductor_us']:.2f} | "
                 f"{100 * r['copy_frac']:.0f} | {100 * r['inductor_copy_frac']:.0f} | "
                 f"{_same_copy_cell(r)} | {r['check']} | {_fi_cells(r)} |")
+        if has_pdl:
+            line += (f" {r['pdl_off_us']:.2f} | {r['pdl_on_us']:.2f} | "
+                     f"{r['pdl_on_us'] / r['pdl_off_us']:.3f} | {r['pdl_check']} |"
+                     if "pdl_on_us" in r else " - | - | - | - |")
         if has_best:
             line += f" {r.get('best_us', float('nan')):.1f} | {r.get('best_cfg', '')} |"
         lines.append(line)
@@ -602,6 +657,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sweep", action="store_true", help="also time several launch shapes")
     p.add_argument("--only", help="sweep only the configs with these comma-separated k=v "
                                   "fields, alternatives joined by | (e.g. evict=False)")
+    p.add_argument("--pdl", action="store_true",
+                   help="also time the default config with programmatic dependent launch "
+                        "flipped")
     p.add_argument("--jobs", type=int, default=1,
                    help="compile in this many processes before timing (shares the on-disk "
                         "Inductor/Triton caches; set TORCHINDUCTOR_CACHE_DIR)")
@@ -619,6 +677,8 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)
         return 2
+    if args.pdl and pdl_override() is not None:
+        p.error("--pdl flips each config's `pdl`, which IRFUSE_PDL overrides: unset it")
     if args.warm_only:
         prewarm(args)
         return 0
@@ -641,7 +701,8 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown(rows, command, getattr(args, "copy_detail", "")))
     expected = len(args.ops) * len(args.hidden) * len(args.tokens)
     return 0 if len(rows) == expected and all(
-        r["check"] == "ok" and r.get("fi_check") != "MISMATCH" for r in rows) else 1
+        r["check"] == "ok" and r.get("fi_check") != "MISMATCH"
+        and r.get("pdl_check") != "MISMATCH" for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@
 # FP8 Llama benchmark and the demo at real size. T_<STEP> are the steps' timeouts in seconds.
 # Outputs go to $OUT (the device tool's result folder) or ./gpu-out.
 # GPU_TESTS overrides the test files; KERNEL_ROUNDS the kernel table's interleaved rounds (3);
-# E2E_ROUNDS the end-to-end benchmark's rounds (41).
+# E2E_ROUNDS the end-to-end benchmark's rounds (41). Both benchmarks also time irfuse with
+# programmatic dependent launch flipped (--pdl).
 # FlashInfer is optional: its wheels in .whl (flashinfer_python + apache_tvm_ffi built for the
 # machine's Python, 3.12) are installed without their dependencies (enough for its norm kernels),
 # and its norm kernels are compiled (nvcc, about a minute) before the tests and the benchmark.
@@ -30,13 +31,14 @@ timeout "${T_FI_WARM:-300}" python3 -c "from irfuse.emit.kernels import flashinf
 print(f.warm())" 2>&1 | tail -n 5
 step "GPU tests"
 GPU_TESTS=${GPU_TESTS:-tests/test_kernels_gpu.py tests/test_norm_kernel_variants.py \
-  tests/test_act_kernel_variants.py tests/test_raise_attention.py tests/test_flashinfer_norm.py}
+  tests/test_act_kernel_variants.py tests/test_raise_attention.py tests/test_flashinfer_norm.py \
+  tests/test_pdl.py}
 # shellcheck disable=SC2086 (a list of files)
 timeout "${T_TESTS:-180}" python3 -m pytest -q -p no:cacheprovider $GPU_TESTS -k "gpu or cuda" 2>&1 \
   | tee "$OUT/gpu_tests.log" | tail -n 8
 step "kernel benchmark"
 timeout "${T_KERNELS:-450}" python3 benchmarks/bench_norm_act_quant.py --jobs 12 \
-  --rounds "${KERNEL_ROUNDS:-3}" --out "$OUT/bench_norm_act_quant.md" \
+  --rounds "${KERNEL_ROUNDS:-3}" --pdl --out "$OUT/bench_norm_act_quant.md" \
   --json "$OUT/bench_norm_act_quant.json" 2>&1 | tail -n 60
 if [ -n "${SWEEP_OPS:-}" ]; then  # e.g. SWEEP_OPS=add_rms_static,silu_nvfp4
   step "launch-shape sweep of $SWEEP_OPS"
@@ -46,7 +48,7 @@ if [ -n "${SWEEP_OPS:-}" ]; then  # e.g. SWEEP_OPS=add_rms_static,silu_nvfp4
 fi
 step "end-to-end FP8 Llama"
 timeout "${T_E2E:-240}" python3 benchmarks/bench_e2e_llama_fp8.py --layers 4 --rounds "${E2E_ROUNDS:-41}" \
-  --out "$OUT/bench_e2e_llama_fp8.md" 2>&1 | tail -n 20
+  --pdl --out "$OUT/bench_e2e_llama_fp8.md" 2>&1 | tail -n 20
 step "demo"
 timeout "${T_DEMO:-150}" python3 -m irfuse.cli demo --dump-dir /tmp/irfuse-demo 2>&1 | tail -n 30
 step "done"

@@ -244,7 +244,8 @@ GPU_OPS = ("add_rms_static", "rms_static", "add_rms_per_token", "add_rms_group12
 def test_swept_configs_on_gpu(op: str, hidden: int, tokens: int) -> None:
     """Every launch shape the benchmark sweeps (it checks only the default one): within the
     fused-kernel tolerance of eager, and, where it only adds `persist` / `fast_div` /
-    `res_first` / `early` / no cache hints, equal bit for bit to the same shape without them.
+    `res_first` / `early` / no cache hints / PDL, equal bit for bit to the same shape without
+    them.
     (`vec` is not among them on the GPU: fewer elements a thread change the order in which the
     sum of squares adds up, so a `vec` shape is compared with the `vec` shape without the
     others.)"""
@@ -263,7 +264,7 @@ def test_swept_configs_on_gpu(op: str, hidden: int, tokens: int) -> None:
         if not all(p.ok(1e-2, 0.02) for p in parts):
             failures.append(f"{cfg}: {'; '.join(map(str, parts))}")
         same_bits = {"fast_div": False, "persist": 0, "stages": 1, "early": False,
-                     "evict": True, "res_first": False}
+                     "evict": True, "res_first": False, "pdl": False}
         plain = dataclasses.replace(cfg, **{k: v for k, v in same_bits.items()
                                             if hasattr(cfg, k)})
         if plain != cfg:

@@ -44,7 +44,14 @@ import triton
 import triton.language as tl
 
 from irfuse.emit.kernels import quant_ref
-from irfuse.emit.kernels.triton_support import cache_hints, check_device, next_pow2, rows_2d
+from irfuse.emit.kernels.triton_support import (
+    await_previous_kernel,
+    cache_hints,
+    check_device,
+    next_pow2,
+    pdl_launch,
+    rows_2d,
+)
 
 QUANT_NONE = 0
 QUANT_STATIC = 1
@@ -91,6 +98,11 @@ class RowConfig:
     `benchmarks/sass_rows.py`). Fewer elements a thread also change the order in which the
     sum of squares adds up: the outputs stay within the fused-kernel tolerance, not bit for
     bit those of the same shape without `vec`.
+
+    `pdl` launches with programmatic dependent launch (`triton_support.pdl_launch`: the
+    programs are scheduled while the previous kernel drains, and wait for it before their first
+    load); `IRFUSE_PDL` overrides it (`triton_support.pdl_override`); off where the device
+    lacks it.
     """
 
     rows: int
@@ -104,13 +116,14 @@ class RowConfig:
     evict: bool = True
     stages: int = 1
     vec: int = 0
+    pdl: bool = False
 
 
 @dataclass(frozen=True)
 class GroupConfig:
     """Launch shape of the per-group kernel: warps per program; `fast_div`, `persist` (one row
-    per loop step), `stages`, `early` (the weight loaded with the row), `evict` and `vec` as in
-    `RowConfig`."""
+    per loop step), `stages`, `early` (the weight loaded with the row), `evict`, `vec` and `pdl`
+    as in `RowConfig`."""
 
     num_warps: int
     fast_div: bool = False
@@ -119,6 +132,7 @@ class GroupConfig:
     evict: bool = True
     stages: int = 1
     vec: int = 0
+    pdl: bool = False
 
 
 Steps = tuple[tuple[int, object], ...]
@@ -141,9 +155,11 @@ def tuned(steps: Steps, tokens: int) -> object:
 # "residual_static". `early` measured as fast or faster everywhere; `vec` (one register layout
 # for the row) 3-13% faster up to 1024 tokens and at 16384 for the plain norm, a tie
 # elsewhere; the cache hints (`evict`) help only where the benchmark's working set stays in
-# the L2 cache (about 60 MB), and cost 1-6% where it streams from memory.
-_NO_HINTS = {"early": True, "evict": False}
-_VEC = {"early": True, "vec": 8}
+# the L2 cache (about 60 MB), and cost 1-6% where it streams from memory. `pdl` (programmatic
+# dependent launch) measured faster or the same in every cell (same bits): 20-25% at 1 to 128
+# tokens, 1-5% at 1024 and 4096, up to 1% at 16384 (the fifth session's `--pdl` table).
+_NO_HINTS = {"early": True, "evict": False, "pdl": True}
+_VEC = {"early": True, "vec": 8, "pdl": True}
 _VEC_NO_HINTS = {**_NO_HINTS, "vec": 8}
 _ROW_TUNED: dict[tuple[str, int], Steps] = {
     ("residual_static", 4096): ((1, RowConfig(1, 8, **_VEC_NO_HINTS)),
@@ -152,10 +168,10 @@ _ROW_TUNED: dict[tuple[str, int], Steps] = {
     ("residual_static", 8192): ((1, RowConfig(1, 16, **_VEC_NO_HINTS)),
                                 (1024, RowConfig(1, 16, **_VEC)),
                                 (4096, RowConfig(1, 16, **_VEC_NO_HINTS))),
-    ("static", 4096): ((1, RowConfig(1, 8, **_VEC_NO_HINTS)), (1024, RowConfig(1, 4)),
+    ("static", 4096): ((1, RowConfig(1, 8, **_VEC_NO_HINTS)), (1024, RowConfig(1, 4, pdl=True)),
                        (4096, RowConfig(1, 4, **_VEC)),
                        (16384, RowConfig(1, 4, **_VEC_NO_HINTS))),
-    ("static", 8192): ((1, RowConfig(1, 8, **_VEC_NO_HINTS)), (4096, RowConfig(1, 8)),
+    ("static", 8192): ((1, RowConfig(1, 8, **_VEC_NO_HINTS)), (4096, RowConfig(1, 8, pdl=True)),
                        (16384, RowConfig(1, 8, **_VEC_NO_HINTS))),
     # `fast_div` gives the same bits as the division and measured faster at every size.
     ("residual_per_token", 4096): ((1, RowConfig(1, 8, fast_div=True, **_VEC)),
@@ -188,14 +204,14 @@ def row_config(tokens: int, hidden: int, residual: bool = True,
         return tuned(_ROW_TUNED[(kind, _bucket(hidden))], tokens)
     # Small rows (tests, small models): several rows per program, ~16 elements a thread.
     rows = min(next_pow2(tokens), max(1, 4096 // block))
-    return RowConfig(rows=rows, num_warps=max(1, min(8, rows * block // 512)))
+    return RowConfig(rows=rows, num_warps=max(1, min(8, rows * block // 512)), pdl=True)
 
 
 def group_config(tokens: int, hidden: int) -> GroupConfig:
     """Default launch shape of the per-group kernel (one row per program)."""
     if hidden >= 4096:
         return tuned(_GROUP_TUNED[_bucket(hidden)], tokens)
-    return GroupConfig(num_warps=max(1, min(8, next_pow2(hidden) // 512)))
+    return GroupConfig(num_warps=max(1, min(8, next_pow2(hidden) // 512)), pdl=True)
 
 
 @triton.jit
@@ -375,14 +391,15 @@ def _norm_rows_kernel(
     MIN_SCALE: tl.constexpr, ROWS: tl.constexpr, BLOCK_H: tl.constexpr, DIVIDE: tl.constexpr,
     ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr, EARLY: tl.constexpr = False,
     STREAM: tl.constexpr = "evict_first", KEEP: tl.constexpr = "evict_last",
-    STAGES: tl.constexpr = 0, VEC: tl.constexpr = 0,
+    STAGES: tl.constexpr = 0, VEC: tl.constexpr = 0, PDL: tl.constexpr = False,
 ):
     """ROWS rows per tile; STREAM / KEEP: the cache hints of the row's and the weight's loads
     ("" for none); VEC > 0: the row's offsets declared contiguous in runs of VEC (one register
     layout for every load and store: `RowConfig.vec`). STAGES 0: one tile per program.
     STAGES >= 1 (with EARLY): a persistent grid, program p taking tiles p, p + P, ... in a loop
     software-pipelined STAGES deep (Triton copies the next tiles' rows into shared memory while
-    the current one is reduced and stored)."""
+    the current one is reduced and stored). PDL: launched with programmatic dependent launch."""
+    await_previous_kernel(PDL)
     cols = tl.arange(0, BLOCK_H)
     if VEC > 0:
         cols = tl.max_contiguous(cols, VEC)
@@ -446,11 +463,12 @@ def _norm_group_kernel(
     FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, BLOCK_G: tl.constexpr, GROUP: tl.constexpr,
     ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr, EARLY: tl.constexpr = False,
     STREAM: tl.constexpr = "evict_first", KEEP: tl.constexpr = "evict_last",
-    STAGES: tl.constexpr = 0, VEC: tl.constexpr = 0,
+    STAGES: tl.constexpr = 0, VEC: tl.constexpr = 0, PDL: tl.constexpr = False,
 ):
-    """One row, tiled [BLOCK_G, GROUP]; STAGES and VEC as in `_norm_rows_kernel` (STAGES >= 1:
-    a persistent grid looping over rows, software-pipelined, the weight loaded once: needs
+    """One row, tiled [BLOCK_G, GROUP]; STAGES, VEC and PDL as in `_norm_rows_kernel` (STAGES
+    >= 1: a persistent grid looping over rows, software-pipelined, the weight loaded once: needs
     EARLY)."""
+    await_previous_kernel(PDL)
     groups = tl.arange(0, BLOCK_G)
     cols = groups[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
     if VEC > 0:
@@ -546,11 +564,12 @@ def _norm_looped_kernel(
     FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, BLOCK_R: tl.constexpr,
     DIVIDE: tl.constexpr, ROUND_SUM: tl.constexpr, RES_FIRST: tl.constexpr,
     FAST_DIV: tl.constexpr, KEEP: tl.constexpr = "evict_last",
-    STREAM: tl.constexpr = "evict_first",
+    STREAM: tl.constexpr = "evict_first", PDL: tl.constexpr = False,
 ):
     """One row per program, read in BLOCK_R chunks: the sum of squares (loads kept in L2),
     for per-token (QUANT 2) the amax of y (from L2), then y quantized and stored. Static
     (QUANT 1) reads `s_ptr` as its scale; per-token writes its scale there."""
+    await_previous_kernel(PDL)
     row = tl.program_id(0).to(tl.int64)
     acc = tl.zeros([BLOCK_R], dtype=tl.float32)
     for start in tl.range(0, H, BLOCK_R):
@@ -627,7 +646,8 @@ def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.T
             BLOCK_R=min(cfg.block_r, next_pow2(hidden)), DIVIDE=divide, ROUND_SUM=rs,
             RES_FIRST=cfg.res_first and residual is not None,
             FAST_DIV=cfg.fast_div and quant == QUANT_PER_TOKEN,
-            **cache_hints(cfg.evict), num_warps=cfg.num_warps,
+            **cache_hints(cfg.evict), **pdl_launch(cfg.pdl, x2.device),
+            num_warps=cfg.num_warps,
         )
         return res_out
     q = [*qs, *([dummy] * (MAX_STATIC_OUTPUTS - len(qs)))]
@@ -648,7 +668,7 @@ def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.T
         ROUND_SUM=rs, FAST_DIV=cfg.fast_div and quant == QUANT_PER_TOKEN,
         EARLY=cfg.early or cfg.persist > 0, **cache_hints(cfg.evict),
         STAGES=cfg.stages if cfg.persist > 0 else 0, VEC=cfg.vec,
-        num_warps=cfg.num_warps,
+        **pdl_launch(cfg.pdl, x2.device), num_warps=cfg.num_warps,
     )
     return res_out
 
@@ -751,6 +771,6 @@ def rms_norm_quant_fp8_group(x: torch.Tensor, weight: torch.Tensor, eps: float,
         ROUND_SUM=round_sum and residual is not None, FAST_DIV=cfg.fast_div,
         EARLY=cfg.early or cfg.persist > 0, **cache_hints(cfg.evict),
         STAGES=cfg.stages if cfg.persist > 0 else 0, VEC=cfg.vec,
-        num_warps=cfg.num_warps,
+        **pdl_launch(cfg.pdl, x2.device), num_warps=cfg.num_warps,
     )
     return q, s, res_out

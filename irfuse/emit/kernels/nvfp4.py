@@ -51,10 +51,12 @@ import triton.language as tl
 from irfuse.emit.kernels import act_quant_ref, quant_ref
 from irfuse.emit.kernels.norm_quant import Steps, tuned
 from irfuse.emit.kernels.triton_support import (
+    await_previous_kernel,
     cache_hints,
     check_device,
     interpreting,
     next_pow2,
+    pdl_launch,
     rows_2d,
 )
 
@@ -65,7 +67,8 @@ PAD_ROWS = 32  # padding rows (of the 128-row scale tiles) zeroed per program
 class Nvfp4Config:
     """Launch shape and arithmetic variant of the NVFP4 kernels (module docstring):
     16-element blocks per program, warps, and the `recip`, `fast_silu`, `split` variants;
-    `evict`: the inputs are loaded with `evict_first` (off: no cache hint)."""
+    `evict`: the inputs are loaded with `evict_first` (off: no cache hint); `pdl`:
+    programmatic dependent launch (`norm_quant.RowConfig`)."""
 
     blocks_per_program: int
     num_warps: int
@@ -73,15 +76,20 @@ class Nvfp4Config:
     fast_silu: bool = True
     split: bool = False
     evict: bool = True
+    pdl: bool = False
 
 
 # Launch shapes that measured fastest on the H200 (the sweep in docs/bench_norm_act_quant.md):
 # width -> steps of (from tokens, config). `split` (a thread owns whole blocks) wins from 1024
 # tokens, there with loads without cache hints (2-4% faster than with `evict_first`); at decode
-# sizes the paired layout with 2 warps does.
+# sizes the paired layout with 2 warps does. `pdl` (programmatic dependent launch; same bits)
+# measured 20-30% faster up to 16 tokens, 11-33% slower at 128 and within 4% either way from
+# 1024 (the fifth session's `--pdl` table): on below 128 tokens only.
 _NVFP4_TUNED: dict[int, Steps] = {
-    14336: ((1, Nvfp4Config(32, 2)), (1024, Nvfp4Config(128, 2, split=True, evict=False))),
-    28672: ((1, Nvfp4Config(32, 2)), (1024, Nvfp4Config(128, 2, split=True, evict=False))),
+    14336: ((1, Nvfp4Config(32, 2, pdl=True)), (128, Nvfp4Config(32, 2)),
+            (1024, Nvfp4Config(128, 2, split=True, evict=False))),
+    28672: ((1, Nvfp4Config(32, 2, pdl=True)), (128, Nvfp4Config(32, 2)),
+            (1024, Nvfp4Config(128, 2, split=True, evict=False))),
 }
 
 
@@ -221,8 +229,9 @@ def _nvfp4_kernel(
     x_ptr, up_ptr, q_ptr, sf_ptr, gs_ptr, M, MP, N, stride_x, stride_up, K, KP, KP4,
     ACT: tl.constexpr, UP: tl.constexpr, BPP: tl.constexpr, PAD_ROWS: tl.constexpr,
     RECIP: tl.constexpr = False, FAST: tl.constexpr = False,
-    STREAM: tl.constexpr = "evict_first",
+    STREAM: tl.constexpr = "evict_first", PDL: tl.constexpr = False,
 ):
+    await_previous_kernel(PDL)
     row = tl.program_id(0)
     blocks = tl.program_id(1) * BPP + tl.arange(0, BPP)
     if row < M:
@@ -255,9 +264,11 @@ def _nvfp4_split_kernel(
     x_ptr, up_ptr, q_ptr, sf_ptr, gs_ptr, M, MP, N, stride_x, stride_up, K, KP, KP4,
     ACT: tl.constexpr, UP: tl.constexpr, BPP: tl.constexpr, PAD_ROWS: tl.constexpr,
     RECIP: tl.constexpr, FAST: tl.constexpr, STREAM: tl.constexpr = "evict_first",
+    PDL: tl.constexpr = False,
 ):
     """One thread per 16-element block: the block's halves are [BPP, 8] tiles (8 contiguous
     elements per thread), and q_ptr is the output viewed as int32 words (8 codes each)."""
+    await_previous_kernel(PDL)
     row = tl.program_id(0)
     blocks = tl.program_id(1) * BPP + tl.arange(0, BPP)
     if row < M:
@@ -309,7 +320,8 @@ def _launch(x: torch.Tensor, act: bool, global_scale: torch.Tensor,
     kernel[grid](x2, up2, out, sf, global_scale, rows, mp, width, x2.stride(0),
                  up2.stride(0), k, kp, kp // 4, ACT=act, UP=up is not None,
                  BPP=cfg.blocks_per_program, PAD_ROWS=PAD_ROWS, RECIP=cfg.recip, FAST=fast,
-                 STREAM=cache_hints(cfg.evict)["STREAM"], num_warps=cfg.num_warps)
+                 STREAM=cache_hints(cfg.evict)["STREAM"], **pdl_launch(cfg.pdl, x2.device),
+                 num_warps=cfg.num_warps)
     return q, sf
 
 

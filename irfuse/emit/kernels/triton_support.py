@@ -6,6 +6,9 @@ float32 → bfloat16 truncates instead of rounding to nearest even, and float �
 carry when rounding overflows the mantissa (31.6 → 16). `patch_interpreter_casts` routes those
 conversions through torch, whose casts round to nearest even, so the interpreted kernels compute
 what the compiled ones compute on the GPU. Nothing here changes compiled (GPU) behaviour.
+
+`pdl_launch` / `await_previous_kernel`: programmatic dependent launch (PDL, sm90 and later),
+which a config turns on with its `pdl` field.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import numpy as np
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 
 def interpreting() -> bool:
@@ -87,3 +91,48 @@ def triton_fp8_supported(dtype: torch.dtype, device: torch.device) -> bool:
     if dtype == torch.float8_e4m3fnuz:
         return interpreting() or (device.type == "cuda" and torch.version.hip is not None)
     return False
+
+
+@functools.cache
+def _has_pdl(index: int) -> bool:
+    return torch.version.hip is None and torch.cuda.get_device_capability(index) >= (9, 0)
+
+
+def pdl_override() -> bool | None:
+    """`IRFUSE_PDL`: 1 launches every kernel with PDL (where the device has it), 0 none; unset
+    (None), each config's `pdl` decides."""
+    env = os.environ.get("IRFUSE_PDL", "")
+    if env not in ("", "0", "1"):
+        raise ValueError(f"irfuse: IRFUSE_PDL must be 0 or 1, got {env!r}")
+    return None if env == "" else env == "1"
+
+
+def pdl_launch(requested: bool, device: torch.device) -> dict[str, bool]:
+    """The launch arguments of programmatic dependent launch (PDL): the kernels' `PDL`
+    constexpr and Triton's `launch_pdl`, on when the config asks for it (`requested`, unless
+    `pdl_override()` says otherwise) and the device has it (NVIDIA sm90 and later; never in the
+    interpreter).
+
+    Launched so, a kernel's programs are scheduled while the kernel before it still drains: its
+    launch latency and the programs' set-up overlap the previous kernel's tail instead of
+    following it. `await_previous_kernel` then holds every program before its first access to
+    global memory until the previous kernel has finished and its writes are visible, so inputs
+    are never read early and no buffer the previous kernel reads is written early.
+    """
+    override = pdl_override()
+    wanted = requested if override is None else override
+    if not wanted or interpreting() or device.type != "cuda":
+        return {"PDL": False}
+    if not _has_pdl(device.index if device.index is not None else torch.cuda.current_device()):
+        return {"PDL": False}
+    return {"PDL": True, "launch_pdl": True}
+
+
+@triton.jit
+def await_previous_kernel(PDL: tl.constexpr):
+    """With PDL (`pdl_launch`): wait until the previous kernel's writes are visible, then let
+    the next kernel's programs be scheduled (it waits for this one's the same way). Called
+    before a kernel's first load or store."""
+    if PDL:
+        gdc_wait()
+        gdc_launch_dependents()
