@@ -34,7 +34,7 @@ GPU_TESTS=${GPU_TESTS:-tests/test_kernels_gpu.py tests/test_norm_kernel_variants
   tests/test_act_kernel_variants.py tests/test_raise_attention.py tests/test_flashinfer_norm.py \
   tests/test_pdl.py}
 # shellcheck disable=SC2086 (a list of files)
-timeout "${T_TESTS:-180}" python3 -m pytest -q -p no:cacheprovider $GPU_TESTS -k "gpu or cuda" 2>&1 \
+timeout "${T_TESTS:-300}" python3 -m pytest -q -p no:cacheprovider $GPU_TESTS -k "gpu or cuda" 2>&1 \
   | tee "$OUT/gpu_tests.log" | tail -n 8
 step "kernel benchmark"
 timeout "${T_KERNELS:-450}" python3 benchmarks/bench_norm_act_quant.py --jobs 12 \

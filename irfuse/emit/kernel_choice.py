@@ -58,11 +58,12 @@ _NOT_MEASURED_ROCM = Choice("triton", "not measured yet (Triton emits float8_e4m
 
 # Measured on one H200 (torch 2.11, Triton 3.6, CUDA-graph replay, static-shape Inductor on the
 # unfused torch code), bf16, H 4096/8192 (SiLU·Mul I 14336/28672), T 1..16384:
-# docs/bench_norm_act_quant.md (merged into docs/benchmarks.md), fourth session's table (medians
+# docs/bench_norm_act_quant.md (merged into docs/benchmarks.md), fifth session's table (medians
 # of three interleaved rounds). Ratios are irfuse / Inductor with the launch shapes the kernels
-# now use by default (the sweeps' best). No pattern is left to Inductor there any more: add +
-# RMSNorm + FP8 static was from 16384 tokens until its one-pass kernel with one register layout
-# tied (H 4096) and beat (H 8192) Inductor's there. FlashInfer's rmsnorm_quant /
+# use by default (the sweeps' best; programmatic dependent launch where it measured faster).
+# No pattern is left to Inductor there: add + RMSNorm + FP8 static was from 16384 tokens until
+# its one-pass kernel with one register layout tied (H 4096) and beat (H 8192) Inductor's there
+# (fourth session; without PDL it still ties at H 4096). FlashInfer's rmsnorm_quant /
 # fused_add_rmsnorm_quant were measured in the second session and are not chosen: its residual
 # form must copy the residual (FlashInfer updates it in place; irfuse's ops are functional),
 # 1.3-1.7x Inductor's time; its plain form was 0.1-0.3 us faster than irfuse's kernel of then at
@@ -72,37 +73,36 @@ _NOT_MEASURED_ROCM = Choice("triton", "not measured yet (Triton emits float8_e4m
 _BENCH = "docs/bench_norm_act_quant.md"
 _SM90: dict[str, tuple[tuple[int, Choice], ...]] = {
     "add_rms_norm_quant_fp8_static": (
-        (1, Choice("triton", f"{_BENCH}: 0.69-1.00x Inductor's time at every size "
-                             "(2.4 vs 2.8 us at H 8192, T 1; 29.7 vs 32.0 us at H 4096, T 4096; "
-                             "at T 16384 a tie, 111.2 vs 111.2 us at H 4096, and 220.5 vs "
-                             "221.6 us at H 8192)")),),
+        (1, Choice("triton", f"{_BENCH}: 0.53-0.99x Inductor's time at every size "
+                             "(1.74 vs 3.03 us at H 8192, T 1; 28.6 vs 30.8 us at H 4096, "
+                             "T 4096; 109.9 vs 111.1 us at H 4096, T 16384)")),),
     "rms_norm_quant_fp8_static": (
-        (1, Choice("triton", f"{_BENCH}: 0.62-0.93x Inductor's time at every size "
-                             "(48.9 vs 74.5 us at H 4096, T 16384)")),),
+        (1, Choice("triton", f"{_BENCH}: 0.57-0.79x Inductor's time at every size "
+                             "(47.3 vs 74.3 us at H 4096, T 16384)")),),
     "add_rms_norm_quant_fp8_per_token": (
-        (1, Choice("triton", f"{_BENCH}: 0.60-0.91x Inductor's time at every size "
-                             "(2.8 vs 3.7 us at H 8192, T 1; 113.0 vs 124.8 us at H 4096, "
+        (1, Choice("triton", f"{_BENCH}: 0.54-0.91x Inductor's time at every size "
+                             "(2.31 vs 3.68 us at H 8192, T 1; 111.8 vs 123.1 us at H 4096, "
                              "T 16384)")),),
     "rms_norm_quant_fp8_per_token": (
         (1, Choice("triton", f"{_BENCH}: the residual form's kernel without the residual "
-                             "(measured there: 0.60-0.91x Inductor); not measured alone")),),
+                             "(measured there: 0.54-0.91x Inductor); not measured alone")),),
     "add_rms_norm_quant_fp8_group": (
-        (1, Choice("triton", f"{_BENCH}: 0.28-0.74x Inductor's time at every size "
-                             "(group 128; 114.2 vs 181.6 us at H 4096, T 16384)")),),
+        (1, Choice("triton", f"{_BENCH}: 0.32-0.63x Inductor's time at every size "
+                             "(group 128; 113.7 vs 204.2 us at H 4096, T 16384)")),),
     "rms_norm_quant_fp8_group": (
         (1, Choice("triton", f"{_BENCH}: the residual form's kernel without the residual "
-                             "(measured there: 0.28-0.74x Inductor); not measured alone")),),
+                             "(measured there: 0.32-0.63x Inductor); not measured alone")),),
     "silu_mul_quant_fp8_static": (
-        (1, Choice("triton", f"{_BENCH}: 0.65-0.99x Inductor's time at every size "
-                             "(1.21 vs 1.21 us at I 14336, T 1, with the one-token grid; "
-                             "273.7 vs 334.4 us at T 16384)")),),
+        (1, Choice("triton", f"{_BENCH}: 0.60-0.87x Inductor's time at every size "
+                             "(0.78 vs 1.21 us at I 14336, T 1; 272.3 vs 333.4 us at "
+                             "T 16384)")),),
     "silu_mul_quant_fp8_group": (
-        (1, Choice("triton", f"{_BENCH}: 0.39-0.97x Inductor's time at every size "
-                             "(group 128; 1.46 vs 1.50 us at T 1, 277.9 vs 709.4 us at I 14336, "
+        (1, Choice("triton", f"{_BENCH}: 0.26-0.65x Inductor's time at every size "
+                             "(group 128; 0.95 vs 1.46 us at T 1, 276.0 vs 706.3 us at I 14336, "
                              "T 16384)")),),
     "silu_mul_quant_nvfp4": (
-        (1, Choice("triton", f"{_BENCH}: 0.11-0.41x Inductor's time at every size "
-                             "(269.4 vs 764.7 us at I 14336, T 16384: 94% of copy)")),),
+        (1, Choice("triton", f"{_BENCH}: 0.25-0.40x Inductor's time at every size "
+                             "(275.1 vs 769.6 us at I 14336, T 16384: 91% of copy)")),),
 }
 
 

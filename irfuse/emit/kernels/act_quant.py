@@ -78,9 +78,9 @@ class ActConfig:
 # `fast_silu` and `recip` variants (same FP8 codes and scales as the reference; 3-10% faster
 # from 4096 tokens, and faster at T 1 and 16); from 1024 tokens (working sets beyond the L2)
 # both kernels load without cache hints (4-8% faster) and the static scale early. `pdl`
-# (programmatic dependent launch; same bits) measured 25-36% faster at one token, 7-30% at 16,
-# 0-4% from 1024, and at 128 tokens 9% faster at I 14336 but 1-3% slower at I 28672 (static),
-# where it stays off (the fifth session's `--pdl` table).
+# (programmatic dependent launch; same bits) measured 32-38% faster at one token, 7-29% at 16,
+# 5-9% at 128 but for the static kernel at I 28672 (0.6-5% slower: off there), 0-4% from 1024
+# (the fifth session's `--pdl` tables).
 _PDL = {"pdl": True}
 _GROUP = {"fast_silu": True, "recip": True, **_PDL}
 _STREAMED = {"early": True, "evict": False, **_PDL}

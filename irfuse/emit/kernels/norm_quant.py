@@ -156,8 +156,8 @@ def tuned(steps: Steps, tokens: int) -> object:
 # for the row) 3-13% faster up to 1024 tokens and at 16384 for the plain norm, a tie
 # elsewhere; the cache hints (`evict`) help only where the benchmark's working set stays in
 # the L2 cache (about 60 MB), and cost 1-6% where it streams from memory. `pdl` (programmatic
-# dependent launch) measured faster or the same in every cell (same bits): 20-25% at 1 to 128
-# tokens, 1-5% at 1024 and 4096, up to 1% at 16384 (the fifth session's `--pdl` table).
+# dependent launch) measured faster or the same in every cell (same bits): 12-31% at 1 to 128
+# tokens, 1-9% at 1024, 1-6% at 4096, 0-3% at 16384 (the fifth session's `--pdl` tables).
 _NO_HINTS = {"early": True, "evict": False, "pdl": True}
 _VEC = {"early": True, "vec": 8, "pdl": True}
 _VEC_NO_HINTS = {**_NO_HINTS, "vec": 8}
