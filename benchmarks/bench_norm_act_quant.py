@@ -315,11 +315,11 @@ def op_specs() -> dict[str, OpSpec]:
                lambda d, c: nvfp4.silu_mul_quant_nvfp4(d["x"], d["gs"], config=c),
                _nvfp4_configs, lambda t, i: 4 * t * i + t * i // 2 + t * i // 16, None),
     ]
-    rows, qs, qt = norm_quant.row_config, norm_quant.QUANT_STATIC, norm_quant.QUANT_PER_TOKEN
+    row_config, static = norm_quant.row_config, norm_quant.QUANT_STATIC
     defaults = {
-        "add_rms_static": lambda t, h: rows(t, h, True, qs),
-        "rms_static": lambda t, h: rows(t, h, False, qs),
-        "add_rms_per_token": lambda t, h: rows(t, h, True, qt),
+        "add_rms_static": lambda t, h: row_config(t, h, True, static),
+        "rms_static": lambda t, h: row_config(t, h, False, static),
+        "add_rms_per_token": lambda t, h: row_config(t, h, True, norm_quant.QUANT_PER_TOKEN),
         "add_rms_group128": norm_quant.group_config,
         "silu_static": lambda t, i: act_quant.act_config(t, i, act_quant.CHUNK),
         "silu_static_2t": lambda t, i: act_quant.act_config(t, i, act_quant.CHUNK),
@@ -415,8 +415,7 @@ def measure(spec: OpSpec, compiled: Callable, h: int, t: int, bw: float,
     default_pdl = None
     if args.pdl:  # the default config with programmatic dependent launch flipped
         cfg = spec.default(t, width)
-        override = pdl_override()
-        default_pdl = cfg.pdl if override is None else override
+        default_pdl = cfg.pdl  # (main refuses --pdl under IRFUSE_PDL, which would override it)
         flipped = replace(cfg, pdl=not default_pdl)
         flip_parts = (spec.check or _check_nvfp4(d["gs"]))(spec.kernel(d, flipped), ref)
         row["pdl_check"] = "ok" if all(p.ok(tol, 0.02) for p in flip_parts) else "MISMATCH"
