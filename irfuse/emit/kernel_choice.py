@@ -64,12 +64,11 @@ _NOT_MEASURED_ROCM = Choice("triton", "not measured yet (Triton emits float8_e4m
 # No pattern is left to Inductor there: add + RMSNorm + FP8 static was from 16384 tokens until
 # its one-pass kernel with one register layout tied (H 4096) and beat (H 8192) Inductor's there
 # (fourth session; without PDL it still ties at H 4096). FlashInfer's rmsnorm_quant /
-# fused_add_rmsnorm_quant were measured in the second session and are not chosen: its residual
-# form must copy the residual (FlashInfer updates it in place; irfuse's ops are functional),
-# 1.3-1.7x Inductor's time; its plain form was 0.1-0.3 us faster than irfuse's kernel of then at
-# H 8192, T <= 128, but slower from 1024 tokens (1.1-1.8x Inductor), and it does not round y to
-# the model dtype before the quant (2% of FP8 codes one step off in bf16: over irfuse's 1%
-# budget, within vLLM's tolerance).
+# fused_add_rmsnorm_quant (re-measured in the fifth session, with their own PDL) are not chosen:
+# the plain form takes 1.24-1.85x irfuse's time at every size, the residual form 1.03-1.60x in
+# place and 1.67-2.88x with the residual copy that irfuse's functional ops would need
+# (FlashInfer updates it in place); and it does not round y to the model dtype before the quant
+# (2% of FP8 codes one step off in bf16: over irfuse's 1% budget, within vLLM's tolerance).
 _BENCH = "docs/bench_norm_act_quant.md"
 _SM90: dict[str, tuple[tuple[int, Choice], ...]] = {
     "add_rms_norm_quant_fp8_static": (
