@@ -21,7 +21,8 @@ correction, `q0 = RN(y * r)`, `q = RN(q0 + fma(-q0, s, y) * r)`, the sign taken 
 |y / s| <= 448 and s >= MIN_SCALE), in 4 instructions instead of an IEEE division's ~10 with
 its MUFU.RCP; tests/test_act_kernel_variants.py checks it exhaustively over the dividend's
 significands for many divisors. `early` loads the static scale with the inputs; `evict` puts
-`evict_first` on the input loads (off from 1024 tokens by default: 4-8% faster on the H200).
+`evict_first` on the input loads (off from 1024 tokens by default: 4-8% faster on the H200);
+`pdl` launches with programmatic dependent launch (`triton_support.pdl_launch`).
 
 Dynamic per-tensor FP8 (not a fused op) is the static kernel fed with a scale computed by torch
 from the tensor's amax, exactly as the reference computes it.

@@ -28,8 +28,9 @@ quants divide through the scale's reciprocal and one FMA correction, `div_rn_by`
 as `div_rn` at a third of the instructions, with no per-element branch; on the H200 these
 kernels are close to instruction-issue bound, so that matters), `early` (the weight and scales
 loaded with the row, ahead of the reduction's barriers), `evict` (cache hints on the loads; off
-by default where the working set streams from memory: 1-6% faster on the H200) and `vec` (one
-register layout for the whole row). All keep the numerics; `vec` and the looped kernel change
+by default where the working set streams from memory: 1-6% faster on the H200), `vec` (one
+register layout for the whole row) and `pdl` (programmatic dependent launch:
+`triton_support.pdl_launch`). All keep the numerics; `vec` and the looped kernel change
 the order of the sum of squares (within the fused-kernel tolerance).
 """
 

@@ -37,6 +37,7 @@ Variants (fields of `Nvfp4Config`; the kernel is issue-bound on sm90, so they cu
   16-byte loads each), so the block amax needs no shuffle, the per-block scale arithmetic runs
   once per block instead of once per thread of a block, and a block's 16 codes leave as one
   8-byte store (two 32-bit words built in registers).
+- `pdl`: programmatic dependent launch (`triton_support.pdl_launch`).
 """
 
 from __future__ import annotations
