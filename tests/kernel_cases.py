@@ -375,6 +375,21 @@ def _flat(out: torch.Tensor | tuple) -> list[torch.Tensor]:
     return [out] if isinstance(out, torch.Tensor) else list(out)
 
 
+def _output_bytes(out: object) -> list[torch.Tensor]:
+    """A kernel's outputs (nested tuples and lists, Nones skipped) as flat byte tensors."""
+    if out is None:
+        return []
+    if isinstance(out, (tuple, list)):
+        return [b for o in out for b in _output_bytes(o)]
+    return [out.contiguous().view(-1).view(torch.uint8)]
+
+
+def same_bits(a: object, b: object) -> bool:
+    """Whether two launches' outputs (as launchers return them) are equal bit for bit."""
+    pa, pb = _output_bytes(a), _output_bytes(b)
+    return len(pa) == len(pb) and all(torch.equal(x, y) for x, y in zip(pa, pb, strict=True))
+
+
 def run_case(case: Case, device: str) -> dict:
     """Run one case; returns {"ok": bool, "detail": str}."""
     d = _inputs(case, device)

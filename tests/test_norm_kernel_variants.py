@@ -253,6 +253,7 @@ def test_swept_configs_on_gpu(op: str, hidden: int, tokens: int) -> None:
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import bench_norm_act_quant as bench
+    import kernel_cases
 
     spec = bench.op_specs()[op]
     d = spec.make(tokens, hidden)
@@ -267,20 +268,9 @@ def test_swept_configs_on_gpu(op: str, hidden: int, tokens: int) -> None:
                      "evict": True, "res_first": False, "pdl": False}
         plain = dataclasses.replace(cfg, **{k: v for k, v in same_bits.items()
                                             if hasattr(cfg, k)})
-        if plain != cfg:
-            base = _flatten(spec.kernel(d, plain))
-            if not all(torch.equal(a, b) for a, b in zip(_flatten(out), base, strict=True)):
-                failures.append(f"{cfg}: differs from {plain}")
+        if plain != cfg and not kernel_cases.same_bits(out, spec.kernel(d, plain)):
+            failures.append(f"{cfg}: differs from {plain}")
     assert not failures, "\n".join(failures)
-
-
-def _flatten(out: object) -> list[torch.Tensor]:
-    """A kernel's outputs (nested tuples and lists, Nones skipped) as flat byte tensors."""
-    if out is None:
-        return []
-    if isinstance(out, (tuple, list)):
-        return [b for o in out for b in _flatten(o)]
-    return [out.contiguous().view(-1).view(torch.uint8)]
 
 
 @pytest.fixture(scope="module")

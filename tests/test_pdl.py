@@ -4,10 +4,7 @@ A kernel launched with PDL is scheduled while the kernel before it drains, so it
 (`griddepcontrol.wait`) before it touches global memory. Checked:
 
 - where it stays off (CPU tensors, the interpreter), and `IRFUSE_PDL`'s values, a bad one
-  refused;
-- in the sm90 SASS that Triton builds on this machine: the wait (`ACQBULK`) and the release of
-  the next kernel (`PREEXIT`) come before the first global load or store, in the row and the
-  group kernels, and neither is there without `PDL`;
+  refused (where the wait sits in the SASS: `test_sass_load_order.py`);
 - on the GPU: each benchmarked op's default config gives the same bits with PDL as without; and a
   chain of PDL launches, each reading what the one before wrote, replayed as a CUDA graph,
   equals the chain without PDL. That is the case a missing or late wait gets wrong: every
@@ -49,43 +46,6 @@ def test_pdl_is_off_off_the_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     assert triton_support.pdl_launch(True, torch.device("cuda", 0)) == {"PDL": False}
 
 
-def _sass_opcodes(*args: str) -> list[str]:
-    import contextlib
-    import io
-
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import sass_rows
-
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        sass_rows.main(list(args))
-    return [next((w.rstrip(";") for w in line.split()[1:] if not w.startswith("@")), "")
-            for line in buf.getvalue().splitlines() if line.startswith("/*")]
-
-
-@pytest.mark.parametrize("kernel", [
-    ("--hidden", "4096", "--warps", "16", "--early", "--vec", "8"),
-    ("--hidden", "4096", "--warps", "8", "--per-token"),
-    ("--hidden", "4096", "--warps", "8", "--group", "128", "--early"),
-], ids=["static", "per_token", "group"])
-def test_pdl_waits_before_the_first_memory_access(kernel: tuple[str, ...]) -> None:
-    pytest.importorskip("triton.backends.nvidia")
-    ops = _sass_opcodes(*kernel, "--pdl")
-    first_access = next(i for i, op in enumerate(ops) if op.startswith(("LDG", "STG")))
-    assert ops.index("ACQBULK") < first_access
-    assert ops.index("PREEXIT") < first_access
-    plain = _sass_opcodes(*kernel)
-    assert "ACQBULK" not in plain and "PREEXIT" not in plain
-
-
-def _flatten(out: object) -> list[torch.Tensor]:
-    if out is None:
-        return []
-    if isinstance(out, (tuple, list)):
-        return [b for o in out for b in _flatten(o)]
-    return [out.contiguous().view(-1).view(torch.uint8)]
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("op", ["add_rms_static", "rms_static", "add_rms_per_token",
                                 "add_rms_group128", "silu_static", "silu_static_2t",
@@ -94,14 +54,14 @@ def _flatten(out: object) -> list[torch.Tensor]:
 def test_pdl_gives_the_same_bits_on_gpu(op: str, tokens: int) -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import bench_norm_act_quant as bench
+    import kernel_cases
 
     spec = bench.op_specs()[op]
     width = bench.INTERMEDIATE[4096] if spec.act else 4096
     d = spec.make(tokens, width)
     cfg = spec.default(tokens, width)
-    on = _flatten(spec.kernel(d, dataclasses.replace(cfg, pdl=True)))
-    off = _flatten(spec.kernel(d, dataclasses.replace(cfg, pdl=False)))
-    assert all(torch.equal(a, b) for a, b in zip(on, off, strict=True))
+    assert kernel_cases.same_bits(spec.kernel(d, dataclasses.replace(cfg, pdl=True)),
+                                  spec.kernel(d, dataclasses.replace(cfg, pdl=False)))
 
 
 @pytest.mark.gpu

@@ -9,6 +9,9 @@
   per-token also the amax, and one between the two that reuse the buffer; per group, the
   group scales' exchange). Without it the same kernels exchange the residual sum (and
   per-token the row) through shared memory.
+- `RowConfig.pdl` / `GroupConfig.pdl` (programmatic dependent launch): the wait for the previous
+  kernel (`griddepcontrol.wait`, SASS `ACQBULK`) and the release of the next one (`PREEXIT`)
+  come before the first global load or store, and neither is there without PDL.
 """
 
 from __future__ import annotations
@@ -49,10 +52,15 @@ def test_early_loads_precede_the_barrier() -> None:
     assert total == 4 and before == 2  # only x and the residual: the claim `early` rests on
 
 
+def _opcodes(*args: str) -> list[str]:
+    """The opcodes of a kernel's SASS lines (`/*addr*/ [@pred] OPCODE ...;`), in order."""
+    return [next((w.rstrip(";") for w in line.split()[1:] if not w.startswith("@")), "")
+            for line in _sass(*args) if line.startswith("/*")]
+
+
 def _barriers_and_shared_stores(*args: str) -> tuple[int, int]:
-    """(BAR.SYNC count, STS count) of a kernel's SASS (lines `/*addr*/ [@pred] OPCODE ...`)."""
-    opcodes = [next((w for w in line.split()[1:] if not w.startswith("@")), "")
-               for line in _sass(*args) if line.startswith("/*")]
+    """(BAR.SYNC count, STS count) of a kernel's SASS."""
+    opcodes = _opcodes(*args)
     return (sum(op.startswith("BAR.SYNC") for op in opcodes),
             sum(op.startswith("STS") for op in opcodes))
 
@@ -76,3 +84,18 @@ def test_vec_leaves_only_the_reductions_barriers(kernel: tuple[str, ...],
     bars0, stores0 = _barriers_and_shared_stores(*kernel)
     assert bars == barriers(one)
     assert bars0 > bars and stores0 > stores
+
+
+@pytest.mark.parametrize("kernel", [
+    ("--hidden", "4096", "--warps", "16", "--early", "--vec", "8"),
+    ("--hidden", "4096", "--warps", "8", "--per-token"),
+    ("--hidden", "4096", "--warps", "8", "--group", "128", "--early"),
+], ids=["static", "per_token", "group"])
+def test_pdl_waits_before_the_first_memory_access(kernel: tuple[str, ...]) -> None:
+    pytest.importorskip("triton.backends.nvidia")
+    ops = _opcodes(*kernel, "--pdl")
+    first_access = next(i for i, op in enumerate(ops) if op.startswith(("LDG", "STG")))
+    assert ops.index("ACQBULK") < first_access
+    assert ops.index("PREEXIT") < first_access
+    plain = _opcodes(*kernel)
+    assert "ACQBULK" not in plain and "PREEXIT" not in plain

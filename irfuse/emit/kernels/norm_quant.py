@@ -203,13 +203,15 @@ def row_config(tokens: int, hidden: int, residual: bool = True,
         kind = ("residual_per_token" if residual and quant == QUANT_PER_TOKEN
                 else "residual_static" if residual else "static")
         return tuned(_ROW_TUNED[(kind, _bucket(hidden))], tokens)
-    # Small rows (tests, small models): several rows per program, ~16 elements a thread.
+    # Small rows (tests, small models): several rows per program, ~16 elements a thread; PDL
+    # as in every measured shape (these sizes were not measured).
     rows = min(next_pow2(tokens), max(1, 4096 // block))
     return RowConfig(rows=rows, num_warps=max(1, min(8, rows * block // 512)), pdl=True)
 
 
 def group_config(tokens: int, hidden: int) -> GroupConfig:
-    """Default launch shape of the per-group kernel (one row per program)."""
+    """Default launch shape of the per-group kernel (one row per program); below hidden 4096
+    (not measured) PDL as in every measured shape."""
     if hidden >= 4096:
         return tuned(_GROUP_TUNED[_bucket(hidden)], tokens)
     return GroupConfig(num_warps=max(1, min(8, next_pow2(hidden) // 512)), pdl=True)

@@ -84,8 +84,8 @@ class Nvfp4Config:
 # width -> steps of (from tokens, config). `split` (a thread owns whole blocks) wins from 1024
 # tokens, there with loads without cache hints (2-4% faster than with `evict_first`); at decode
 # sizes the paired layout with 2 warps does. `pdl` (programmatic dependent launch; same bits)
-# measured 13-29% faster up to 16 tokens, 11-35% slower at 128, 1-3.5% faster at 1024 (three
-# runs) and within 1% either way from 4096 but once 3.7% slower (the fifth session's `--pdl`
+# measured 13-29% faster up to 16 tokens, 11-35% slower at 128, 0.6-3.5% faster at 1024 (three
+# runs) and within 1.2% either way from 4096 but once 3.7% slower (the fifth session's `--pdl`
 # runs): on below 128 tokens and from 1024 to 4095.
 _SPLIT = {"split": True, "evict": False}
 _NVFP4_TUNED: dict[int, Steps] = {
