@@ -2,7 +2,8 @@
 
 - Markstein's quotient (`nvfp4` `recip`, `act_quant` `recip`): exhaustively, for every float32
   significand of the dividend and every significand an fp8 block scale (or the divisor 6) can
-  have, `fma(fma(-q0, b, p), r, q0)` with `q0 = RN(p * r)`, `r = RN(1 / b)` equals `RN(p / b)`
+  have, `fma(-fma(q0, b, -p), r, q0)` (`norm_quant.div_rn_by`; nvfp4's `fma(fma(-q0, b, p), r, q0)`
+  has the same value) with `q0 = RN(p * r)`, `r = RN(1 / b)` equals `RN(p / b)`
   (true fmas: the interpreter's C fma). Scaling p or b by a power of two scales every step
   exactly, so this covers every normal quotient.
 - Under TRITON_INTERPRET=1 (one subprocess for the module, as in test_kernels_interpret.py):
@@ -43,7 +44,7 @@ def test_markstein_quotient_is_correctly_rounded() -> None:
         b = np.float32(m)
         r = np.float32(1.0) / b  # numpy's float32 division is IEEE: RN(1 / b)
         q0 = p * r
-        q = native.fma_fp32(native.fma_fp32(-q0, np.full_like(p, b), p), np.full_like(p, r), q0)
+        q = native.fma_fp32(-native.fma_fp32(q0, np.full_like(p, b), -p), np.full_like(p, r), q0)
         bad[m] = int((q != p / b).sum())
     # Without the correction, q0 alone is off in many places (the test can fail).
     assert int(((p * (np.float32(1.0) / np.float32(1.125))) != p / np.float32(1.125)).sum()) > 0

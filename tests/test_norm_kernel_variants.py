@@ -11,9 +11,10 @@ TRITON_INTERPRET=1.
 - `two_pass` for per-token (three passes over the row) and `res_first` (the residual stored in
   the first pass) sum in chunks: within the fused-kernel tolerance of the reference, and bit for
   bit at the size where the default kernel is.
-- `div_rn_by` itself against torch's float32 division, on inputs where the plain product by the
-  reciprocal is off in the last bit (so the correction is what makes them agree), and on the
-  edge cases it returns the product for (an infinite scale, an overflowing product).
+- `div_rn_by` itself against torch's float32 division, bit for bit, on inputs where the plain
+  product by the reciprocal is off in the last bit (so the correction is what makes them
+  agree), on signed zeros, infinite scales and dividends, and, bounded, an overflowing product
+  and an infinite dividend under a finite scale.
 
 Sizes are small and odd (T not a multiple of the rows per tile or of the 4 programs the
 interpreter's persistent grid has, H not a power of two), so that loops run several times and
@@ -90,20 +91,21 @@ def _case_ids() -> list[str]:
                 ids.append(f"looped-{name}-{op}-T{t}-H{h}-{dt}")
     for name in ("looped_fast_div", "looped_res_first"):
         ids.append(f"looped-{name}-per_token-exact-T16-H256-bf16")
-    return ids + ["div_rn_by"]
+    return ids + ["div_rn_by-bounded", "div_rn_by-own_amax"]
 
 
 CASES = _case_ids()
 
 
 @triton.jit
-def _div_kernel(y_ptr, s_ptr, out_ptr, naive_ptr, N, BLOCK: tl.constexpr):
+def _div_kernel(y_ptr, s_ptr, out_ptr, naive_ptr, N, BLOCK: tl.constexpr,
+                BOUNDED: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = offs < N
     y = tl.load(y_ptr + offs, mask=m)
     s = tl.load(s_ptr + offs, mask=m, other=1.0)
     inv = tl.math.div_rn(1.0, s)
-    tl.store(out_ptr + offs, div_rn_by(y, s, inv), mask=m)
+    tl.store(out_ptr + offs, div_rn_by(y, s, inv, BOUNDED), mask=m)
     tl.store(naive_ptr + offs, y * inv, mask=m)
 
 
@@ -133,7 +135,9 @@ def _worker() -> None:  # noqa: C901 (one runner for every case, reported as JSO
     def inputs(t: int, h: int, dt: str, seed: int) -> dict:
         g = torch.Generator().manual_seed(seed)
         d = dtypes[dt]
-        return {"x": torch.randn(t, h, generator=g).to(d), "r": torch.randn(t, h, generator=g).to(d),
+        x, r = torch.randn(t, h, generator=g).to(d), torch.randn(t, h, generator=g).to(d)
+        x[:, 1:3], r[:, 1:3] = -0.0, -0.0  # y = -0: its code is -0 (0x80) too
+        return {"x": x, "r": r,
                 "w": (torch.rand(h, generator=g) + 0.5).to(d), "ub": torch.tensor([2.0]),
                 "s": [torch.tensor([0.015]), torch.tensor([0.04])]}
 
@@ -173,8 +177,8 @@ def _worker() -> None:  # noqa: C901 (one runner for every case, reported as JSO
         return {"ok": ok, "detail": detail}
 
     def run(case: str) -> dict:
-        if case == "div_rn_by":
-            return check_div()
+        if case.startswith("div_rn_by"):
+            return check_div(case.endswith("bounded"))
         parts = case.split("-")
         family, name = parts[0], parts[1]
         t, h, dt = int(parts[-3][1:]), int(parts[-2][1:]), parts[-1]
@@ -208,21 +212,31 @@ def _worker() -> None:  # noqa: C901 (one runner for every case, reported as JSO
                                     and bool(torch.allclose(s, s_ref, rtol=1e-2, atol=0.0)))
         return {"ok": ok, "detail": f"{agr}; residual exact {same(res, res_ref)}"}
 
-    def check_div() -> dict:
+    def check_div(bounded: bool) -> dict:
         g = torch.Generator().manual_seed(7)
         n = 1 << 16
         y = torch.randn(n, generator=g) * torch.exp2(torch.randint(-30, 30, (n,), generator=g))
         s = torch.rand(n, generator=g) * torch.exp2(torch.randint(-17, 20, (n,), generator=g))
         s = s + quant_ref.fp8_min_scale(fp8)  # dynamic scales are at least MIN_SCALE
-        y[:4] = torch.tensor([1e38, -3e38, 5.0, 0.0])  # products that overflow; inf scales
-        s[:4] = torch.tensor([1e-5, 1e-5, float("inf"), float("inf")])
+        inf = float("inf")
+        # Signed zeros; an infinite scale (a group or row holding an infinity) with finite,
+        # zero and infinite dividends; bounded, also finite scales under infinite dividends
+        # and quotients that overflow.
+        edge = [(-0.0, 0.5), (0.0, 0.5), (-0.0, inf), (5.0, inf), (-5.0, inf), (0.0, inf),
+                (inf, inf), (-inf, inf)]
+        if bounded:
+            edge += [(1e38, 1e-5), (-3e38, 1e-5), (inf, 0.5), (-inf, 0.5)]
+        y[:len(edge)] = torch.tensor([e[0] for e in edge])
+        s[:len(edge)] = torch.tensor([e[1] for e in edge])
         out, naive = torch.empty_like(y), torch.empty_like(y)
-        _div_kernel[(triton.cdiv(n, 1024),)](y, s, out, naive, n, BLOCK=1024)
+        _div_kernel[(triton.cdiv(n, 1024),)](y, s, out, naive, n, BLOCK=1024, BOUNDED=bounded)
         want = y / s
-        wrong = int((out.view(torch.int32) != want.view(torch.int32)).sum())
+        differ = out.view(torch.int32) != want.view(torch.int32)
+        nan_both = out.isnan() & want.isnan()
+        wrong = int((differ & ~nan_both).sum())
         naive_wrong = int((naive.view(torch.int32) != want.view(torch.int32)).sum())
         return {"ok": wrong == 0 and naive_wrong > 0,
-                "detail": f"{wrong} of {n} quotients differ from torch's "
+                "detail": f"{wrong} of {n} quotients differ from torch's in their bits "
                           f"(the plain product: {naive_wrong})"}
 
     results = {}

@@ -16,9 +16,9 @@ Variants (fields of `ActConfig`): `fast_silu` computes silu by inline PTX
 (`nvfp4._silu`: the same instructions as the plain form without its subnormal range fixes, so
 the same bits for gate values above -87.3; the interpreter runs the plain form); `recip` divides
 each group by its scale with one correctly rounded reciprocal per group and Markstein's
-correction, `q0 = RN(y * r)`, `q = RN(q0 + fma(-q0, s, y) * r)`, the sign taken from q0 (so
--0.0 stays -0.0): the correctly rounded `y / s` by Markstein's theorem (no under- or overflow:
-|y / s| <= 448 and s >= MIN_SCALE), in 4 instructions instead of an IEEE division's ~10 with
+correction (`norm_quant.div_rn_by`: -0.0 stays -0.0, and a group holding an infinity gets the
+division's zeros): the correctly rounded `y / s` by Markstein's theorem (no under- or overflow:
+|y / s| <= 448 and s >= MIN_SCALE), in 3 instructions instead of an IEEE division's ~10 with
 its MUFU.RCP; tests/test_act_kernel_variants.py checks it exhaustively over the dividend's
 significands for many divisors. `early` loads the static scale with the inputs; `evict` puts
 `evict_first` on the input loads (off from 1024 tokens by default: 4-8% faster on the H200);
@@ -37,7 +37,13 @@ import triton
 import triton.language as tl
 
 from irfuse.emit.kernels import act_quant_ref, quant_ref
-from irfuse.emit.kernels.norm_quant import Steps, group_scales, static_scaled, tuned
+from irfuse.emit.kernels.norm_quant import (
+    Steps,
+    div_rn_by,
+    group_scales,
+    static_scaled,
+    tuned,
+)
 from irfuse.emit.kernels.nvfp4 import _silu
 from irfuse.emit.kernels.triton_support import (
     await_previous_kernel,
@@ -114,16 +120,6 @@ def act_config(tokens: int, width: int, group: int, quant: int = QUANT_STATIC) -
 
 
 @triton.jit
-def _div_recip(y, s, r):
-    """RN(y / s) from r = RN(1 / s) (Markstein), with the sign of y / s also for zeros."""
-    q0 = y * r
-    q = tl.fma(tl.fma(-q0, s, y), r, q0)
-    bits = (q.to(tl.int32, bitcast=True) & 0x7FFFFFFF) | (q0.to(tl.int32, bitcast=True)
-                                                         & -2147483648)
-    return bits.to(tl.float32, bitcast=True)
-
-
-@triton.jit
 def _act_quant_kernel(
     x_ptr, up_ptr, out_ptr, s_ptr, D, stride_x, stride_up, stride_s_row, stride_s_group,
     ACT: tl.constexpr, UP: tl.constexpr, QUANT: tl.constexpr, UE8M0: tl.constexpr,
@@ -172,7 +168,7 @@ def _act_quant_kernel(
     else:
         s = group_scales(tl.max(tl.abs(y), axis=1), FP8_MAX, MIN_SCALE, UE8M0)
         if RECIP:
-            q = _div_recip(y, s[:, None], tl.math.div_rn(1.0, s)[:, None])
+            q = div_rn_by(y, s[:, None], tl.math.div_rn(1.0, s)[:, None], False)
         else:
             q = tl.math.div_rn(y, s[:, None])
         v = tl.minimum(tl.maximum(q, -FP8_MAX), FP8_MAX)

@@ -269,21 +269,32 @@ def group_scales(amax, FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, UE8M0: tl
 
 
 @triton.jit
-def div_rn_by(y, s, inv):
-    """`div_rn(y, s)` for a divisor s shared by many y, given `inv = div_rn(1, s)` computed once.
+def div_rn_by(y, s, inv, BOUNDED: tl.constexpr):
+    """`div_rn(y, s)` for a divisor s > 0 shared by many y, given `inv = div_rn(1, s)` computed
+    once.
 
-    q0 = y * inv is within an ulp of y / s; the remainder y - q0 * s is exact in one FMA, and one
-    more FMA, q0 + rem * inv, rounds to the correctly rounded quotient (Markstein's theorem; the
+    q0 = y * inv is within an ulp of y / s; the remainder, taken as t = q0 * s - y, is exact in
+    one FMA, and q0 - t * inv rounds to the correctly rounded quotient (Markstein's theorem; the
     same step the hardware division's fast path takes, which also recomputes the reciprocal and
-    branches per element). Three instructions instead of about ten. Exact while s is normal
-    (the dynamic scales are at least MIN_SCALE) and the remainder does not underflow (|y| above
-    about 2^-100, whose quotients quantize to zero either way); where the correction gives NaN
-    (an infinite product or scale) the plain product is returned, which is what `y / s` gives.
+    branches per element). Three instructions instead of about ten (the negations are operand
+    modifiers). Exact while s is normal (the dynamic scales are at least MIN_SCALE) and the
+    remainder does not underflow (|y| above about 2^-100, whose quotients quantize to zero
+    either way). The remainder's sign convention keeps y = -0 at -0 (y - q0 * s would give +0).
+
+    BOUNDED: the scale may be smaller than the amax of the values it divides (a per-token scale
+    under an upper bound), so an infinite y can meet a finite s; where the correction gives NaN
+    the plain product is returned, which is what `y / s` gives. Otherwise s comes from the amax
+    of these very values, so only an infinite s meets an infinite y, and s is clamped to the
+    largest float for the correction: an infinite s then gives y's signed zero (NaN for an
+    infinite y) with no per-element select.
     """
     q0 = y * inv
-    rem = tl.fma(-q0, s, y)
-    q = tl.fma(rem, inv, q0)
-    return tl.where(q == q, q, q0)
+    if BOUNDED:
+        q = tl.fma(-tl.fma(q0, s, -y), inv, q0)
+        q = tl.where(q == q, q, q0)
+    else:
+        q = tl.fma(-tl.fma(q0, tl.minimum(s, 3.4028234663852886e38), -y), inv, q0)
+    return q
 
 
 @triton.jit
@@ -333,7 +344,7 @@ def _quant_store_rows(y, y_ptr, q0_ptr, q1_ptr, q2_ptr, q3_ptr, s0, s1, s2, s3, 
             amax = tl.minimum(amax, ub)
         s = tl.maximum(tl.math.div_rn(amax, FP8_MAX), MIN_SCALE)
         if FAST_DIV:
-            scaled = div_rn_by(y, s[:, None], tl.math.div_rn(1.0, s)[:, None])
+            scaled = div_rn_by(y, s[:, None], tl.math.div_rn(1.0, s)[:, None], HAS_UB)
         else:
             scaled = tl.math.div_rn(y, s[:, None])
         v = tl.minimum(tl.maximum(scaled, -FP8_MAX), FP8_MAX)
@@ -500,7 +511,7 @@ def _group_quant_store(y, q_ptr, s_ptr, row, groups, out_offs, mask, H, stride_s
     """Per-group FP8 of one row's y [BLOCK_G, GROUP] (float32): codes and group scales."""
     s = group_scales(tl.max(tl.abs(y), axis=1), FP8_MAX, MIN_SCALE, UE8M0)
     if FAST_DIV:
-        scaled = div_rn_by(y, s[:, None], tl.math.div_rn(1.0, s)[:, None])
+        scaled = div_rn_by(y, s[:, None], tl.math.div_rn(1.0, s)[:, None], False)
     else:
         scaled = tl.math.div_rn(y, s[:, None])
     v = tl.minimum(tl.maximum(scaled, -FP8_MAX), FP8_MAX)
@@ -610,7 +621,7 @@ def _norm_looped_kernel(
         if QUANT == 1:
             scaled = static_scaled(y, s, DIVIDE)
         elif FAST_DIV:
-            scaled = div_rn_by(y, s, inv)
+            scaled = div_rn_by(y, s, inv, HAS_UB)
         else:
             scaled = tl.math.div_rn(y, s)
         v = tl.minimum(tl.maximum(scaled, -FP8_MAX), FP8_MAX)
