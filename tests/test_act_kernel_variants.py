@@ -2,8 +2,8 @@
 
 - Markstein's quotient (`nvfp4` `recip`, `act_quant` `recip`): exhaustively, for every float32
   significand of the dividend and every significand an fp8 block scale (or the divisor 6) can
-  have, `fma(-fma(q0, b, -p), r, q0)` (`norm_quant.div_rn_by`; nvfp4's `fma(fma(-q0, b, p), r, q0)`
-  has the same value) with `q0 = RN(p * r)`, `r = RN(1 / b)` equals `RN(p / b)`
+  have, `fma(-fma(q0, b, -p), r, q0)` (`norm_quant.div_rn_by`; nvfp4's `fma(fma(q0, -b, p), r,
+  q0)` has the same value) with `q0 = RN(p * r)`, `r = RN(1 / b)` equals `RN(p / b)`
   (true fmas: the interpreter's C fma). Scaling p or b by a power of two scales every step
   exactly, so this covers every normal quotient.
 - Under TRITON_INTERPRET=1 (one subprocess for the module, as in test_kernels_interpret.py):

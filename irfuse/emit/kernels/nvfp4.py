@@ -17,7 +17,7 @@ larger GEMM output is read in place).
 Variants (fields of `Nvfp4Config`; the kernel is issue-bound on sm90, so they cut instructions):
 - `recip`: per element, the quotient `RN(p / sb)` (`p = RN(y * gs)`) from one correctly rounded
   reciprocal per block, `r = RN(1 / sb)`, and Markstein's correction, `q0 = RN(p * r)`,
-  `q = RN(q0 + fma(-q0, sb, p) * r)` (3 FP instructions instead of an IEEE division, ~10 with
+  `q = RN(q0 + fma(q0, -sb, p) * r)` (3 FP instructions instead of an IEEE division, ~10 with
   its MUFU.RCP and range check). The correction gives the correctly rounded quotient when
   nothing under- or overflows (Markstein's theorem); checked exhaustively for every f32
   significand of p against every fp8 significand of sb (tests/test_act_kernel_variants.py).
@@ -200,7 +200,7 @@ def _codes(y, gs, sbf, r, smask, RECIP: tl.constexpr):
     p = y * gs
     if RECIP:
         q0 = p * r
-        q = tl.fma(tl.fma(-q0, sbf, p), r, q0)
+        q = tl.fma(tl.fma(q0, -sbf, p), r, q0)  # -sbf: one negation a block, not an element
         code = _e2m1_magnitude_bits(q) | ((q0.to(tl.int32, bitcast=True) >> 28) & smask)
     else:
         safe = tl.where(sbf == 0.0, 1.0, sbf)  # an all-zero block quantizes to zeros
