@@ -59,8 +59,9 @@ _NOT_MEASURED_ROCM = Choice("triton", "not measured yet (Triton emits float8_e4m
 # Measured on one H200 (torch 2.11, Triton 3.6, CUDA-graph replay, static-shape Inductor on the
 # unfused torch code), bf16, H 4096/8192 (SiLU·Mul I 14336/28672), T 1..16384:
 # docs/bench_norm_act_quant.md (merged into docs/benchmarks.md), fifth session's table (medians
-# of three interleaved rounds). Ratios are irfuse / Inductor with the launch shapes the kernels
-# use by default (the sweeps' best; programmatic dependent launch where it measured faster).
+# of three interleaved rounds; T 4096 / 16384 re-run in the sixth). Ratios are irfuse / Inductor
+# with the launch shapes the kernels use by default (the sweeps' best; programmatic dependent
+# launch where it measured faster).
 # No pattern is left to Inductor there: add + RMSNorm + FP8 static was from 16384 tokens until
 # its one-pass kernel with one register layout tied (H 4096) and beat (H 8192) Inductor's there
 # (fourth session; without PDL it still ties at H 4096). FlashInfer's rmsnorm_quant /
@@ -101,7 +102,8 @@ _SM90: dict[str, tuple[tuple[int, Choice], ...]] = {
                              "T 16384)")),),
     "silu_mul_quant_nvfp4": (
         (1, Choice("triton", f"{_BENCH}: 0.25-0.40x Inductor's time at every size "
-                             "(275.1 vs 769.6 us at I 14336, T 16384: 91% of copy)")),),
+                             "(276.5 vs 787.4 us at I 14336, T 16384: 91% of copy, "
+                             "sixth session)")),),
 }
 
 
