@@ -2,10 +2,10 @@
 
 The op, its inputs and its kernels are those of `bench_norm_act_quant.py`: irfuse's kernel with
 its default launch shape (or that shape with `--config` fields replaced) and, with `--inductor`,
-the unfused code under `torch.compile`. Each is warmed up (compiled) first, so that a profiler
-filtering on kernel names sees only the timed launches after `--skip` of them.
+the unfused code under `torch.compile`. Each runs once (compiling it), then `--iters` times, so
+a profiler filtering on kernel names skips the first launch (`ncu --launch-skip 1`).
 
-    ncu --clock-control none --set full -k regex:_norm_group --launch-skip 2 --launch-count 1 \\
+    ncu --clock-control none --set full -k regex:_norm_group --launch-skip 1 --launch-count 1 \\
         python3 benchmarks/profile_op.py --op add_rms_group128 --tokens 4096 --hidden 4096
     python3 benchmarks/profile_op.py --op add_rms_static --tokens 4096 --config num_warps=8,vec=0
 """
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="hidden size (the SiLU·Mul ops take its intermediate size)")
     p.add_argument("--config", default="", help="fields of irfuse's default config to replace")
     p.add_argument("--inductor", action="store_true", help="also run Inductor's code")
-    p.add_argument("--iters", type=int, default=3, help="timed launches of each")
+    p.add_argument("--iters", type=int, default=3, help="launches of each after the first")
     args = p.parse_args(argv)
     spec = bench.op_specs()[args.op]
     width = bench.INTERMEDIATE[args.hidden] if spec.act else args.hidden
