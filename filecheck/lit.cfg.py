@@ -10,3 +10,5 @@ config.suffixes = [".mlir"]  # noqa: F821
 config.test_source_root = os.path.dirname(__file__)  # noqa: F821
 config.excludes = ["lit.cfg.py"]  # noqa: F821
 config.environment["PATH"] = os.environ.get("PATH", "")  # noqa: F821
+if "PYTHONPATH" in os.environ:  # a checkout other than the installed one (a git worktree)
+    config.environment["PYTHONPATH"] = os.environ["PYTHONPATH"]  # noqa: F821
