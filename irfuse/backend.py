@@ -22,7 +22,6 @@ pipeline and the backward graph goes to Inductor (or runs as it is) untouched.
 
 from __future__ import annotations
 
-import copy
 import itertools
 import logging
 import os
@@ -233,45 +232,17 @@ class _GraphCompiler:
             self._prepared = None
             self.facts = {}
             return
-        hidden, tp, itemsize = facts["hidden_size"], facts["tp_size"], facts["itemsize"]
         platform = str(self.platform)
-        kernel_splits = kernel_choice.split_points(platform)
-        if self.locator is None or self.locator.symbol is None:
-            size = self.hint or 1
-            all_ranges = [ranges.Range(size, size)]
-        else:
-            # Ranges also end where a kernel choice changes (kernel_choice's measurements).
-            split_config = copy.copy(self.resolved)
-            split_config.compile_ranges_split_points = sorted(
-                {*(self.resolved.compile_ranges_split_points or ()), *kernel_splits}
-            )
-            all_ranges = ranges.compile_ranges(split_config, self.platform, hidden, tp, itemsize)
-            # Above max_num_batched_tokens: the fallback, split where a kernel choice changes.
-            lo = max(r.hi for r in all_ranges) + 1
-            for point in (p for p in kernel_splits if p >= lo):
-                all_ranges.append(ranges.Range(lo, point))
-                lo = point + 1
-            all_ranges.append(ranges.Range(lo, ranges.UNBOUNDED))
-        by_passes: dict[tuple[str, ...], list[ranges.Range]] = {}
-        skipped: dict[tuple[str, ...], list[tuple[str, str]]] = {}
-        for rng in all_ranges:
-            steps = ranges.plan(self.resolved, rng, hidden, tp, itemsize)
-            size_class = kernel_choice.size_class(platform, min(rng.hi, 1 << 31))
-            key = tuple(
-                _pass_spec(s["name"], size_class if kernel_splits else None)
-                for s in steps
-                if s["runs"]
-            )
-            if rng.is_single_size() and len(all_ranges) > 1:
-                key += (f"size {rng.lo}",)  # a compile size is its own compile, as in vLLM
-            by_passes.setdefault(key, []).append(rng)
-            skipped.setdefault(key, [(s["name"], s["reason"]) for s in steps if not s["runs"]])
-        self.groups = [
-            (rngs, [spec for spec in specs if not spec.startswith("size ")])
-            for specs, rngs in by_passes.items()
-        ]
+        groups = ranges.plan_graph(
+            self.resolved, self.platform, kernel_choice.split_points(platform),
+            lambda n: kernel_choice.size_class(platform, n), facts["hidden_size"],
+            facts["tp_size"], facts["itemsize"],
+            symbolic=self.locator is not None and self.locator.symbol is not None,
+            hint=self.hint,
+        )
+        self.groups = [(g.ranges, g.passes) for g in groups]
         # Enabled passes that do not run in a group's ranges, and why (for its report).
-        self.skipped = [skipped[specs] for specs in by_passes]
+        self.skipped = [g.skipped for g in groups]
 
     def _prepare(self, dump: DumpWriter | None) -> pipeline.Prepared:
         return pipeline.prepare(self.gm, self._options(None, (), dump))
@@ -406,16 +377,6 @@ class _GraphCompiler:
         if span is None:
             _REPORTS.append(report)
         return report
-
-
-SIZE_AWARE_PASSES = ("fuse-norm-quant", "fuse-act-quant")
-"""Passes whose kernel choice depends on the token count (they take `max_tokens`)."""
-
-
-def _pass_spec(name: str, size_class: int | None) -> str:
-    if size_class is None or name not in SIZE_AWARE_PASSES:
-        return name
-    return f"{name}{{max_tokens={size_class}}}"
 
 
 def _span_list(span: tuple[int, int] | None) -> list[int | None] | None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from irfuse import ranges, support_matrix
 from irfuse.config import CompilationConfig, ConfigError, itemsize_of, resolve_explained
+from irfuse.emit.declare import RANGE_RULES
 from irfuse.platform import Platform, detect
 
 # ---------------------------------------------------------------------------- irfuse config
@@ -103,7 +104,7 @@ COLUMNS = ("pass", "flag", "what it fuses", "default level", "ranges", "platform
            "schemes", "implemented")
 
 
-def _level_text(row: support_matrix.PassInfo) -> str:
+def _level_text(row: support_matrix.Fusion) -> str:
     by_level: dict[str, list[str]] = {}
     for cls, sup in row.platforms.items():
         label = "opt-in" if sup.default_level is None else f"O{sup.default_level}"
@@ -113,7 +114,7 @@ def _level_text(row: support_matrix.PassInfo) -> str:
     return "; ".join(f"{label} ({', '.join(classes)})" for label, classes in by_level.items())
 
 
-def _platforms_text(row: support_matrix.PassInfo) -> str:
+def _platforms_text(row: support_matrix.Fusion) -> str:
     by_backend: dict[str, list[str]] = {}
     for cls, sup in row.platforms.items():
         by_backend.setdefault(sup.backend, []).append(cls)
@@ -121,7 +122,7 @@ def _platforms_text(row: support_matrix.PassInfo) -> str:
                      by_backend.items())
 
 
-def _schemes_text(row: support_matrix.PassInfo) -> str:
+def _schemes_text(row: support_matrix.Fusion) -> str:
     if row.quant == "independent":
         return "any"
     text = ", ".join(row.schemes)
@@ -146,7 +147,7 @@ def table_rows() -> list[tuple[str, ...]]:
 def _legend() -> list[tuple[str, list[str]]]:
     """The table's legend: (title, entries) sections."""
     return [
-        ("Range rules", [f"{name}: {text}" for name, text in support_matrix.RANGE_RULES.items()]),
+        ("Range rules", [f"{name}: {text}" for name, text in RANGE_RULES.items()]),
         ("Schemes", [f"{s.name}: {s.description}" for s in support_matrix.SCHEMES.values()]),
         ("Notes", [f"{row.name}: {row.note}" for row in support_matrix.passes() if row.note]),
     ]

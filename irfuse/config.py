@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from irfuse import ranges, support_matrix
+from irfuse import support_matrix, thresholds
 from irfuse.platform import Platform, detect
 
 LEVELS: tuple[int, ...] = (0, 1, 2, 3)
@@ -184,7 +184,7 @@ class PassConfig:
     - fi_allreduce_fusion_max_size_mb: largest all-reduced tensor (MB) for that fusion; None:
       FlashInfer's default for the capability and TP size.
     - sp_min_token_num: smallest num_tokens at which SP runs; None: computed from the
-      platform, hidden size, TP size and dtype (`irfuse.ranges.sp_threshold`).
+      platform, hidden size, TP size and dtype (`irfuse.thresholds.sp_threshold`).
     - enable_qk_norm_rope_fusion: fuse the per-head q/k RMSNorm with RoPE (vLLM's default
       False is what every level fills in).
     - fuse_act_padding: fuse residual add + RMSNorm with the padding of the router input
@@ -205,7 +205,7 @@ class PassConfig:
     enable_qk_norm_rope_fusion: bool | None = None
     fuse_act_padding: bool | None = None
     fuse_rope_kvcache: bool | None = None
-    rope_kvcache_fusion_max_token_num: int = ranges.ROPE_KVCACHE_MAX_TOKEN_NUM
+    rope_kvcache_fusion_max_token_num: int = thresholds.ROPE_KVCACHE_MAX_TOKEN_NUM
 
     def __post_init__(self) -> None:
         for f in support_matrix.FLAGS:
@@ -462,7 +462,7 @@ class Resolution:
 
 
 def _level_default(
-    row: support_matrix.PassInfo,
+    row: support_matrix.Fusion,
     level: int,
     platform: Platform,
     tp: int | None,
@@ -502,10 +502,10 @@ def _flashinfer_problem(
         return f"{name} needs FlashInfer on {platform}; it is not installed"
     if tp is None:
         return None
-    if tp not in ranges.FI_ALLREDUCE_WORLD_SIZES:
-        sizes = ", ".join(map(str, ranges.FI_ALLREDUCE_WORLD_SIZES))
+    if tp not in thresholds.FI_ALLREDUCE_WORLD_SIZES:
+        sizes = ", ".join(map(str, thresholds.FI_ALLREDUCE_WORLD_SIZES))
         return f"{name}: FlashInfer's fused all-reduce supports TP {sizes}, not {tp}"
-    if not cap_set and ranges.fi_allreduce_max_size_mb(platform, tp) is None:
+    if not cap_set and thresholds.fi_allreduce_max_size_mb(platform, tp) is None:
         return (f"{name}: no FlashInfer size cap for TP {tp} on {platform}; set "
                 f"pass_config.fi_allreduce_fusion_max_size_mb")
     return None
@@ -590,14 +590,14 @@ def resolve_explained(
 
     # 4. Thresholds the passes that are on need.
     if pc.fuse_allreduce_rms and pc.fi_allreduce_fusion_max_size_mb is None:
-        cap = ranges.fi_allreduce_max_size_mb(plat, tp)
+        cap = thresholds.fi_allreduce_max_size_mb(plat, tp)
         if cap is not None:
             pc.fi_allreduce_fusion_max_size_mb = float(cap)
             notes["fi_allreduce_fusion_max_size_mb"] = f"FlashInfer's cap for TP {tp} on {plat}"
         else:
             notes["fi_allreduce_fusion_max_size_mb"] = f"no size cap on {plat}"
     if pc.enable_sp and pc.sp_min_token_num is None:
-        threshold = ranges.sp_threshold(plat, hidden_size, tp, itemsize)
+        threshold = thresholds.sp_threshold(plat, hidden_size, tp, itemsize)
         if threshold is None:
             why = (f"no sequence-parallelism threshold for {plat} with hidden size "
                    f"{hidden_size}, TP {tp}, itemsize {itemsize}; set "
@@ -661,7 +661,7 @@ def resolve(
        reference lets qk-norm-rope and rope-kvcache run on the CPU).
     4. fi_allreduce_fusion_max_size_mb, if unset while the all-reduce fusion is on, gets
        FlashInfer's cap for the capability and TP size. sp_min_token_num, if unset while SP
-       is on, gets `ranges.sp_threshold`; where there is none (off CUDA sm90, hidden < 8192,
+       is on, gets `thresholds.sp_threshold`; where there is none (off CUDA sm90, hidden < 8192,
        unknown facts) SP and async TP are turned off with a warning, as vLLM does.
     5. With eliminate_noops off while norm/act/attn/all-reduce/padding fusions are on, a
        warning (vLLM's), nothing more.

@@ -61,7 +61,7 @@ def _check_pass_names(argv: Sequence[str]) -> str | None:
             name += ch
     names.append(name.strip())
     for n in names:
-        if n and n not in passes.PASS_MODULES:
+        if n and n not in passes.PASSES:
             return str(passes.UnknownPass(n))
     return None
 

@@ -1,59 +1,48 @@
-"""Every pass irfuse-opt and the pipeline know, by name, loaded lazily.
-
-Names are the CLI names (kebab case; fusion passes are their PassConfig flag in kebab case).
-A pass module is imported only when the pass is asked for, so `irfuse-opt --help` stays fast.
+"""Every pass irfuse-opt and the pipeline know, by name: xDSL's clean-ups, the canonicalization
+before raising, the raising passes (`irfuse.lowering.raising`), every implemented fusion and
+utility rewrite (`irfuse.emit.fusions`, their passes built from their declarations), and
+select-kernels. Names are the CLI names (kebab case; a fusion's is its PassConfig flag).
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 
 from xdsl.passes import ModulePass
+from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
+from xdsl.transforms.dead_code_elimination import DeadCodeElimination
+from xdsl.utils.arg_spec import parse_spec
 
-PASS_MODULES: dict[str, tuple[str, str]] = {
-    # xDSL's generic clean-ups.
-    "cse": ("xdsl.transforms.common_subexpression_elimination", "CommonSubexpressionElimination"),
-    "dce": ("xdsl.transforms.dead_code_elimination", "DeadCodeElimination"),
-    # Canonicalization before raising: exact clean-ups that let more code match.
-    "cse-pure": ("irfuse.rewrites.cse_pure", "CsePure"),
-    # Raising (stage 3): ATen chains -> semantic ops.
-    "raise-vllm-ops": ("irfuse.lowering.raise_vllm_ops", "RaiseVllmOps"),
-    "raise-collectives": ("irfuse.lowering.raise_collectives", "RaiseCollectives"),
-    "raise-attention": ("irfuse.lowering.raise_attention", "RaiseAttention"),
-    "raise-kv-cache-write": ("irfuse.lowering.raise_kv_cache_write", "RaiseKvCacheWrite"),
-    "raise-rms-norm": ("irfuse.lowering.raise_rms_norm", "RaiseRmsNorm"),
-    "raise-gemm": ("irfuse.lowering.raise_gemm", "RaiseGemm"),
-    "raise-quant": ("irfuse.lowering.raise_quant", "RaiseQuant"),
-    "raise-silu-mul": ("irfuse.lowering.raise_silu_mul", "RaiseSiluMul"),
-    "raise-rope": ("irfuse.lowering.raise_rope", "RaiseRope"),
-    "raise-pad": ("irfuse.lowering.raise_pad", "RaisePad"),
-    # Fusion (stage 4): one pass per PassConfig flag.
-    "eliminate-noops": ("irfuse.rewrites.eliminate_noops", "EliminateNoops"),
-    "fuse-norm-quant": ("irfuse.rewrites.fuse_norm_quant", "FuseNormQuant"),
-    "fuse-act-quant": ("irfuse.rewrites.fuse_act_quant", "FuseActQuant"),
-    # Emit: fused ops -> kernel calls.
-    "select-kernels": ("irfuse.emit.select_kernels", "SelectKernels"),
+from irfuse.emit.fusions import FUSIONS
+from irfuse.emit.select_kernels import SelectKernels
+from irfuse.lowering.raising import RAISINGS
+from irfuse.rewrites.cse_pure import CsePure
+
+PASSES: dict[str, type[ModulePass]] = {
+    p.name: p
+    for p in (
+        CommonSubexpressionElimination, DeadCodeElimination, CsePure,
+        *(r.pass_class for r in RAISINGS),
+        *(f.pass_class for f in FUSIONS if f.implemented),
+        SelectKernels,
+    )
 }
-"""Pass name -> (module, class). Raising and fusion passes register themselves below."""
+"""Pass name -> its class."""
 
 
 class UnknownPass(KeyError):
     def __str__(self) -> str:
-        return f"unknown pass '{self.args[0]}'; known passes: {', '.join(sorted(PASS_MODULES))}"
+        return f"unknown pass '{self.args[0]}'; known passes: {', '.join(sorted(PASSES))}"
 
 
 def pass_class(name: str) -> type[ModulePass]:
-    if name not in PASS_MODULES:
+    if name not in PASSES:
         raise UnknownPass(name)
-    module, cls = PASS_MODULES[name]
-    return getattr(importlib.import_module(module), cls)
+    return PASSES[name]
 
 
 def instantiate(spec: str) -> ModulePass:
     """A pass from its pipeline spec, `name` or `name{option=value ...}` (irfuse-opt's syntax)."""
-    from xdsl.utils.arg_spec import parse_spec
-
     parsed = parse_spec(spec)
     return pass_class(parsed.name).from_spec(parsed)
 
@@ -64,5 +53,5 @@ def spec_name(spec: str) -> str:
 
 
 def factories() -> dict[str, Callable[[], type[ModulePass]]]:
-    """Lazy factories, the form xDSL's pass pipeline parser takes."""
-    return {name: (lambda n=name: pass_class(n)) for name in PASS_MODULES}
+    """The form xDSL's pass pipeline parser takes."""
+    return {name: (lambda n=name: PASSES[n]) for name in PASSES}

@@ -23,22 +23,20 @@ from typing import Any
 
 import torch.fx
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import DiagnosticException
 
 from irfuse import dtypes, passes, remarks
 from irfuse.context import make_context
 from irfuse.dialects import aten
+from irfuse.dialects.irfuse import TensorType, set_target
 from irfuse.dump import DumpWriter
 from irfuse.emit.fx_emit import emit_graph
 from irfuse.lowering.fx_import import ImportedGraph, import_graph
+from irfuse.lowering.raise_quant import quant_op_scheme, support_matrix_scheme
+from irfuse.lowering.raising import KIND_OF_OP, RAISE_PASSES, RAISED_KINDS
 from irfuse.ranges import Range
-from irfuse.report import KIND_OF_OP, RAISED_KINDS, PassRecord, Report, StageRecord
-
-PLATFORM_ATTR = "irfuse.platform"
-
-RAISE_PASSES: tuple[str, ...] = ("raise-vllm-ops", "raise-collectives", "raise-rms-norm", "raise-gemm", "raise-quant", "raise-silu-mul", "raise-rope", "raise-pad", "raise-attention", "raise-kv-cache-write")
-"""The raising passes, in order (registered in `irfuse.passes` as they land)."""
+from irfuse.report import PassRecord, Report, StageRecord
 
 CANONICALIZE_PASSES: tuple[str, ...] = ("cse-pure",)
 """Exact clean-ups run right before the raising passes (dumped like every pass; their records go
@@ -70,16 +68,6 @@ class PipelineOptions:
     dump: DumpWriter | None = None
     graph_name: str = "graph"
     config: dict[str, Any] = field(default_factory=dict)
-
-
-def set_target(module: ModuleOp, platform: str) -> None:
-    module.attributes[PLATFORM_ATTR] = StringAttr(platform)
-
-
-def module_platform(module: ModuleOp) -> str:
-    """The platform string a module is compiled for (`cpu` when the IR does not say)."""
-    attr = module.attributes.get(PLATFORM_ATTR)
-    return attr.data if isinstance(attr, StringAttr) else "cpu"
 
 
 def count_ops(module: ModuleOp) -> int:
@@ -130,8 +118,6 @@ def graph_facts(module: ModuleOp) -> dict[str, Any]:
     """What the config resolution needs to know of a model, read off its raised IR: hidden
     size and dtype itemsize of its first norm, TP size of its first collective, quant scheme
     of its first quant (None where the graph has no such op)."""
-    from irfuse.dialects.irfuse import TensorType
-
     facts: dict[str, Any] = {
         "hidden_size": None, "itemsize": None, "tp_size": None, "quant_scheme": None,
     }
@@ -144,8 +130,6 @@ def graph_facts(module: ModuleOp) -> dict[str, Any]:
         elif facts["tp_size"] is None and op.name.startswith("coll."):
             facts["tp_size"] = op.properties["world_size"].value.data
         elif facts["quant_scheme"] is None and op.name in ("quant.fp8", "quant.nvfp4"):
-            from irfuse.lowering.raise_quant import quant_op_scheme, support_matrix_scheme
-
             facts["quant_scheme"] = support_matrix_scheme(quant_op_scheme(op))
     return facts
 

@@ -19,44 +19,23 @@ kernel choice changes), compiled like any other range with the passes whose rule
 (no all-reduce fusion, no RoPE + KV cache), so a larger batch is slower to compile once but
 never an error.
 
-The thresholds are vLLM's measured values (H100/B200): FlashInfer's size cap per compute
-capability and TP size, and the SP threshold (8 MiB of activations per GPU on sm90, for
-hidden sizes of 8192 and up). They are facts from vLLM's tuning; irfuse keeps them until it
-measures its own.
+The thresholds themselves are `irfuse.thresholds`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import copy
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from irfuse import support_matrix
+from irfuse.config import CompilationConfig
 from irfuse.platform import Platform
-
-if TYPE_CHECKING:
-    from irfuse.config import CompilationConfig
-
-MiB = 1024 * 1024
+from irfuse.thresholds import fi_allreduce_max_tokens
 
 # The largest num_tokens a range can hold: the upper end of the fallback range.
 UNBOUNDED = 2**63 - 1
-
-# FlashInfer all-reduce fusion: largest all-reduced tensor (MB) per capability and TP size.
-FI_ALLREDUCE_FUSION_MAX_SIZE_MB: dict[int, dict[int, float]] = {
-    90: {2: 64, 4: 2, 8: 0.5},
-    100: {2: 64, 4: 32, 8: 1},
-}
-# TP sizes FlashInfer's fused all-reduce workspace supports (as vLLM configures it).
-FI_ALLREDUCE_WORLD_SIZES: tuple[int, ...] = (2, 4, 8)
-
-# Sequence parallelism pays once each GPU holds at least this much activation (MB), and only
-# for hidden sizes from SP_MIN_HIDDEN_SIZE up; per compute capability, CUDA only.
-SP_MIN_HIDDEN_SIZE: dict[int, int] = {90: 8192}
-SP_MIN_PER_GPU_SIZE_MB: dict[int, float] = {90: 8}
-
-# RoPE + KV-cache fusion pays up to this many tokens (PassConfig's default).
-ROPE_KVCACHE_MAX_TOKEN_NUM = 256
 
 
 @dataclass(frozen=True, order=True)
@@ -86,43 +65,6 @@ class Range:
 
     def __str__(self) -> str:
         return f"[{self.lo}, {'inf' if self.is_unbounded else self.hi}]"
-
-
-# ---------------------------------------------------------------------------- thresholds
-
-
-def fi_allreduce_max_size_mb(platform: Platform, tp: int | None) -> float | None:
-    """FlashInfer's default size cap (MB) for the fused all-reduce, or None if it has none
-    for this platform and TP size (then the fusion is not turned on by default)."""
-    if not platform.is_cuda or tp is None:
-        return None
-    return FI_ALLREDUCE_FUSION_MAX_SIZE_MB.get(platform.capability or 0, {}).get(tp)
-
-
-def fi_allreduce_max_tokens(
-    max_size_mb: float | None, hidden: int | None, itemsize: int | None
-) -> int | None:
-    """The size cap in tokens: cap_bytes // (hidden * itemsize); None without a cap."""
-    if max_size_mb is None or not hidden or not itemsize:
-        return None
-    return int(max_size_mb * MiB) // (hidden * itemsize)
-
-
-def sp_threshold(
-    platform: Platform, hidden: int | None, tp: int | None, itemsize: int | None
-) -> int | None:
-    """The smallest num_tokens at which sequence parallelism pays, or None where it never
-    does by default: off CUDA, on a capability without a measured threshold, or for hidden
-    sizes below the minimum. It is the token count at which each GPU's share of the
-    activations reaches the per-GPU size: size * tp // (hidden * itemsize)."""
-    if not platform.is_cuda or not hidden or not tp or not itemsize:
-        return None
-    cap = platform.capability or 0
-    min_hidden = SP_MIN_HIDDEN_SIZE.get(cap)
-    per_gpu_mb = SP_MIN_PER_GPU_SIZE_MB.get(cap)
-    if min_hidden is None or per_gpu_mb is None or hidden < min_hidden:
-        return None
-    return int(per_gpu_mb * MiB * tp // (hidden * itemsize))
 
 
 # ---------------------------------------------------------------------------- ranges
@@ -284,3 +226,66 @@ def plan(
         out.append({"name": row.name, "flag": row.flag, "runs": runs, "reason": why,
                     "implemented": row.implemented})
     return out
+
+
+# ---------------------------------------------------------------------------- one graph's plan
+
+
+@dataclass
+class Group:
+    """Ranges compiled once together: they run the same passes (pipeline specs, size-aware
+    fusions with their size class as `max_tokens`); `skipped` are the enabled passes that do
+    not run there, and why."""
+
+    ranges: list[Range]
+    passes: list[str]
+    skipped: list[tuple[str, str]]
+
+
+def plan_graph(
+    config: CompilationConfig,
+    platform: Platform,
+    kernel_splits: Sequence[int],
+    size_class: Callable[[int], int],
+    hidden: int | None,
+    tp: int | None,
+    itemsize: int | None,
+    symbolic: bool,
+    hint: int | None,
+) -> list[Group]:
+    """The compile groups of one graph. A graph whose token count is not symbolic has one
+    range, its size. Otherwise ranges are the config's (`compile_ranges`) plus the fallback
+    above max_num_batched_tokens, all also ending where a kernel choice changes
+    (`kernel_splits`; `size_class(n)` is the first token count of n's choice step)."""
+    if not symbolic:
+        size = hint or 1
+        all_ranges = [Range(size, size)]
+    else:
+        split_config = copy.copy(config)
+        split_config.compile_ranges_split_points = sorted(
+            {*(config.compile_ranges_split_points or ()), *kernel_splits}
+        )
+        all_ranges = compile_ranges(split_config, platform, hidden, tp, itemsize)
+        lo = max(r.hi for r in all_ranges) + 1
+        for point in (p for p in kernel_splits if p >= lo):
+            all_ranges.append(Range(lo, point))
+            lo = point + 1
+        all_ranges.append(Range(lo, UNBOUNDED))
+    groups: dict[tuple[str, ...], Group] = {}
+    for rng in all_ranges:
+        steps = plan(config, rng, hidden, tp, itemsize)
+        max_tokens = size_class(min(rng.hi, 1 << 31)) if kernel_splits else None
+        specs = [_pass_spec(s["name"], max_tokens) for s in steps if s["runs"]]
+        key = tuple(specs)
+        if rng.is_single_size() and len(all_ranges) > 1:
+            key += (f"size {rng.lo}",)  # a compile size is its own compile, as in vLLM
+        group = groups.setdefault(key, Group([], specs, [
+            (s["name"], s["reason"]) for s in steps if not s["runs"]]))
+        group.ranges.append(rng)
+    return list(groups.values())
+
+
+def _pass_spec(name: str, max_tokens: int | None) -> str:
+    if max_tokens is None or not support_matrix.info(name).size_aware:
+        return name
+    return f"{name}{{max_tokens={max_tokens}}}"

@@ -21,43 +21,6 @@ from typing import Any
 
 from irfuse.remarks import Remark
 
-RAISED_KINDS: tuple[str, ...] = (
-    "rms_norm",
-    "add_rms_norm",
-    "quant_fp8",
-    "quant_nvfp4",
-    "silu_mul",
-    "rope",
-    "attention",
-    "mla_attention",
-    "kv_cache_write",
-    "all_reduce",
-    "reduce_scatter",
-    "all_gather",
-    "gemm",
-    "scaled_gemm",
-    "pad",
-)
-
-KIND_OF_OP: dict[str, str] = {
-    "norm.rms_norm": "rms_norm",
-    "norm.add_rms_norm": "add_rms_norm",
-    "quant.fp8": "quant_fp8",
-    "quant.nvfp4": "quant_nvfp4",
-    "act.silu_mul": "silu_mul",
-    "attn.rope": "rope",
-    "attn.attention": "attention",
-    "attn.mla_attention": "mla_attention",
-    "attn.kv_cache_write": "kv_cache_write",
-    "coll.all_reduce": "all_reduce",
-    "coll.reduce_scatter": "reduce_scatter",
-    "coll.all_gather": "all_gather",
-    "gemm.matmul": "gemm",
-    "gemm.scaled_matmul": "scaled_gemm",
-    "act.pad": "pad",
-}
-"""Semantic op name -> the `raised` kind it counts as."""
-
 
 @dataclass
 class PassRecord:

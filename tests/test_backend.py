@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from xdsl.passes import ModulePass
 
 from irfuse import backend, passes, pipeline
-from irfuse.report import RAISED_KINDS
+from irfuse.lowering.raising import RAISED_KINDS
 from irfuse.testing import assert_bit_exact, compile_and_run
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -81,13 +81,8 @@ class _Broken(ModulePass):
 
 @pytest.fixture
 def broken_pass(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(passes.PASS_MODULES, "broken", ("tests", "unused"))
-    monkeypatch.setattr(passes, "pass_class", lambda name: _Broken if name == "broken"
-                        else passes.__dict__["_pass_class_orig"](name))
+    monkeypatch.setitem(passes.PASSES, "broken", _Broken)
     monkeypatch.setattr(pipeline, "RAISE_PASSES", (*pipeline.RAISE_PASSES, "broken"))
-
-
-passes._pass_class_orig = passes.pass_class  # type: ignore[attr-defined]
 
 
 def test_a_failing_pipeline_warns_and_runs_the_graph_unchanged(broken_pass) -> None:

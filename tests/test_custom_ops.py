@@ -18,7 +18,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import irfuse.emit.custom_ops as custom_ops
-from irfuse.emit import kernel_choice
+from irfuse.emit import dispatch, kernel_choice
 from irfuse.emit.kernels import act_quant_ref, norm_quant_ref, quant_ref
 from irfuse.emit.kernels.compare import agreement, fp8_agreement
 
@@ -117,8 +117,8 @@ def _flat(out: object) -> list[torch.Tensor]:
 
 
 def test_every_schema_is_registered_exactly() -> None:
-    assert set(custom_ops.SCHEMAS) == set(kernel_choice.FUSED_OPS + kernel_choice.LIBRARY_OPS)
-    for name, schema in custom_ops.SCHEMAS.items():
+    assert set(custom_ops.OPS) == set(kernel_choice.kernels())
+    for name, schema in ((n, k.schema) for n, k in kernel_choice.kernels().items()):
         registered = str(getattr(ops, name).default._schema)
         assert registered.startswith(f"irfuse::{name}(")
         # The dtype default prints as its enum number and 0.0 as "0."; the rest verbatim.
@@ -150,7 +150,7 @@ def test_column_major_and_nvfp4_layouts() -> None:
     assert sf.shape == (128, 16) and sf.dtype == FP8
 
 
-@pytest.mark.parametrize("name", list(custom_ops.SCHEMAS))
+@pytest.mark.parametrize("name", list(custom_ops.OPS))
 def test_opcheck(name: str) -> None:
     args = dict(_calls(_inputs((3, 128))))[name]
     torch.library.opcheck(getattr(ops, name).default, args)
@@ -389,20 +389,20 @@ def test_ops_trace_with_dynamic_token_count() -> None:
 
 
 def test_import_is_cheap_and_needs_no_gpu_or_flashinfer() -> None:
+    # The ops are declared with their fusions (IR included); Triton and FlashInfer load late.
     code = ("import sys, irfuse.emit.custom_ops\n"
-            "print('triton' in sys.modules, 'flashinfer' in sys.modules, "
-            "'xdsl' in sys.modules)\n")
+            "print('triton' in sys.modules, 'flashinfer' in sys.modules)\n")
     env = dict(os.environ, PYTHONPATH=str(ROOT), CUDA_VISIBLE_DEVICES="")
     proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.split() == ["False", "False", "False"]
+    assert proc.stdout.split() == ["False", "False"]
 
 
 def test_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     assert kernel_choice.choose("irfuse::rms_norm_quant_fp8_static", "cpu").impl == "reference"
-    assert kernel_choice.platform_of("cpu") == "cpu"
-    for op in kernel_choice.FUSED_OPS + kernel_choice.LIBRARY_OPS:
+    assert dispatch.platform_of("cpu") == "cpu"
+    for op in kernel_choice.kernels():
         for platform in ("cuda:sm90", "cuda:sm80", "rocm"):
             choice = kernel_choice.choose(op, platform)
             assert choice.impl in ("triton", "inductor"), (op, platform)
@@ -412,11 +412,11 @@ def test_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
         kernel_choice.choose("rope", "cpu")
     with pytest.raises(ValueError):
         kernel_choice.Choice("cutlass", "no such implementation")
-    available, reason = kernel_choice.flashinfer_status()
+    available, reason = dispatch.flashinfer_status()
     assert isinstance(available, bool) and reason
     # Size steps: without a token count, the decode (smallest) step, naming the split.
     op = "add_rms_norm_quant_fp8_static"
-    monkeypatch.setitem(kernel_choice._TABLE[op], "cuda:sm90", (
+    monkeypatch.setitem(kernel_choice.kernel(op).choices, "cuda:sm90", (
         (1, kernel_choice.Choice("triton", "measured faster")),
         (16384, kernel_choice.Choice("inductor", "Inductor measured faster"))))
     small = kernel_choice.choose(op, "cuda:sm90")

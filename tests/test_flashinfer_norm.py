@@ -20,7 +20,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from irfuse.emit import custom_ops, kernel_choice
+from irfuse.emit import dispatch, kernel_choice
+from irfuse.emit.declare import Choice, Kernel
 from irfuse.emit.kernels import flashinfer_norm as fi
 from irfuse.emit.kernels import norm_quant_ref
 from irfuse.emit.kernels.compare import fp8_agreement
@@ -188,8 +189,8 @@ def test_launcher_plumbing_leaves_callers_tensors_alone(monkeypatch: pytest.Monk
 
 
 def _select_flashinfer(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kernel_choice, "choose", lambda op, platform, num_tokens=None:
-                        kernel_choice.Choice("flashinfer", "test"))
+    monkeypatch.setattr(Kernel, "choose", lambda self, platform, num_tokens=None:
+                        Choice("flashinfer", "test"))
 
 
 def test_dispatch_falls_back_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -198,36 +199,37 @@ def test_dispatch_falls_back_with_the_reason(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(fi, "_WARNED", set())
     d = _inputs(2, 64)
     op = "add_rms_norm_quant_fp8_static"
+    k = kernel_choice.kernel(op)
     # FlashInfer absent (this machine): flashinfer_status's reason.
-    monkeypatch.setattr(kernel_choice, "flashinfer_status",
+    monkeypatch.setattr(dispatch, "flashinfer_status",
                         lambda: (False, "flashinfer is not installed"))
     with pytest.warns(UserWarning, match="not installed; the Triton kernel runs"):
-        assert custom_ops._flashinfer(op, d["x"], d["w"], [d["s"]], 0.0, FP8, d["r"]) is None
+        assert dispatch.flashinfer(k, d["x"], d["w"], [d["s"]], 0.0, FP8, d["r"]) is None
     assert fi.FALLBACKS[op] == "flashinfer is not installed"
     # Present, but a case it refuses: that case's reason.
-    monkeypatch.setattr(kernel_choice, "flashinfer_status", lambda: (True, "installed"))
+    monkeypatch.setattr(dispatch, "flashinfer_status", lambda: (True, "installed"))
     with pytest.warns(UserWarning, match="round_sum"):
-        assert custom_ops._flashinfer(op, d["x"], d["w"], [d["s"]], 0.0, FP8, d["r"],
+        assert dispatch.flashinfer(k, d["x"], d["w"], [d["s"]], 0.0, FP8, d["r"],
                                       round_sum=True) is None
     assert "round_sum" in fi.FALLBACKS[op]
     # A supported call on a CPU tensor: the device.
     with pytest.warns(UserWarning, match="needs CUDA"):
-        assert custom_ops._flashinfer(op, d["x"], d["w"], [d["s"]], 0.0, FP8, d["r"]) is None
+        assert dispatch.flashinfer(k, d["x"], d["w"], [d["s"]], 0.0, FP8, d["r"]) is None
     # Nothing against it: the launchers.
     monkeypatch.setattr(fi, "fallback_reason", lambda *a, **k: None)
-    assert custom_ops._flashinfer(op, d["x"], d["w"], [d["s"]], 0.0, FP8, d["r"]) is fi
+    assert dispatch.flashinfer(k, d["x"], d["w"], [d["s"]], 0.0, FP8, d["r"]) is fi
     # The Triton path still runs for these two ops; other ops have no FlashInfer launcher.
-    assert custom_ops._use_triton(op, d["x"], FP8)
+    assert dispatch.use_triton(k, d["x"], FP8)
     with pytest.raises(NotImplementedError, match="no FlashInfer adapter"):
-        custom_ops._use_triton("silu_mul_quant_fp8_static", d["x"], FP8)
+        dispatch.use_triton(kernel_choice.kernel("silu_mul_quant_fp8_static"), d["x"], FP8)
 
 
 def test_dispatch_keeps_other_choices(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where kernel_choice does not say flashinfer, FlashInfer is not consulted."""
     monkeypatch.setattr(fi, "fallback_reason", lambda *a, **k: pytest.fail("consulted"))
     d = _inputs(2, 64)
-    for op in sorted(custom_ops._FLASHINFER_OPS):
-        assert custom_ops._flashinfer(op, d["x"], d["w"], [d["s"]], 0.0, FP8) is None
+    for k in (k for k in kernel_choice.kernels().values() if k.flashinfer):
+        assert dispatch.flashinfer(k, d["x"], d["w"], [d["s"]], 0.0, FP8) is None
 
 
 def test_module_import_is_cheap() -> None:
@@ -245,7 +247,7 @@ def test_module_import_is_cheap() -> None:
 
 
 def _need_flashinfer() -> None:
-    available, why = kernel_choice.flashinfer_status()
+    available, why = dispatch.flashinfer_status()
     if not available:
         pytest.skip(why)
     module = fi._import()

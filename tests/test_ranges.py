@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
-from irfuse import ranges, support_matrix
+from irfuse import ranges, support_matrix, thresholds
 from irfuse.config import CompilationConfig, resolve
+from irfuse.emit.declare import Fusion
 from irfuse.platform import Platform
 from irfuse.ranges import UNBOUNDED, Range
 
@@ -100,7 +99,7 @@ def test_compile_size_above_the_max_is_exact_and_others_fall_back() -> None:
 )
 def test_vllm_sp_threshold(platform: Platform, hidden: int | None, tp: int, itemsize: int,
                            expected: int | None) -> None:
-    assert ranges.sp_threshold(platform, hidden, tp, itemsize) == expected
+    assert thresholds.sp_threshold(platform, hidden, tp, itemsize) == expected
 
 
 @pytest.mark.parametrize(
@@ -109,14 +108,14 @@ def test_vllm_sp_threshold(platform: Platform, hidden: int | None, tp: int, item
      (SM100, 4, 32, 2048), (SM100, 8, 1, 64)],
 )
 def test_flashinfer_caps(platform: Platform, tp: int, mb: float, tokens_h8192_bf16: int) -> None:
-    assert ranges.fi_allreduce_max_size_mb(platform, tp) == mb
-    assert ranges.fi_allreduce_max_tokens(mb, 8192, 2) == tokens_h8192_bf16
+    assert thresholds.fi_allreduce_max_size_mb(platform, tp) == mb
+    assert thresholds.fi_allreduce_max_tokens(mb, 8192, 2) == tokens_h8192_bf16
 
 
 @pytest.mark.parametrize(("platform", "tp"), [(SM90, 16), (SM90, 1), (SM80, 2), (CPU, 2),
                                               (SM90, None)])
 def test_no_flashinfer_cap(platform: Platform, tp: int | None) -> None:
-    assert ranges.fi_allreduce_max_size_mb(platform, tp) is None
+    assert thresholds.fi_allreduce_max_size_mb(platform, tp) is None
 
 
 # ---------------------------------------------------------------------------- split points
@@ -210,8 +209,7 @@ def test_plan_lists_enabled_passes_in_pipeline_order(monkeypatch: pytest.MonkeyP
             assert e["runs"] and e["reason"] == ""
         else:
             assert not e["runs"] and "not implemented yet" in e["reason"]
-    done = tuple(dataclasses.replace(p, implemented=True) for p in support_matrix.passes())
-    monkeypatch.setattr(support_matrix, "passes", lambda: done)
+    monkeypatch.setattr(Fusion, "implemented", property(lambda self: True))
     runs = {e["name"]: e["runs"] for e in ranges.plan(cfg, Range(4097, 8192), 8192, 2, 2)}
     assert runs == {"eliminate-noops": True, "fuse-allreduce-rms": False,
                     "fuse-norm-quant": True, "fuse-act-quant": True}

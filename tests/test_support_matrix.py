@@ -8,7 +8,8 @@ import pytest
 
 from irfuse import support_matrix as sm
 from irfuse.config import PassConfig
-from irfuse.passes import PASS_MODULES
+from irfuse.emit import declare
+from irfuse.passes import PASSES
 from irfuse.platform import Platform
 
 MISSION_FUSION_FLAGS = {"fuse_norm_quant", "fuse_act_quant", "fuse_attn_quant",
@@ -29,8 +30,8 @@ def test_rows_are_consistent() -> None:
     for row in sm.passes():
         assert row.name == row.flag.replace("_", "-")
         assert row.flag in passconfig_fields
-        assert row.range_rule in sm.RANGE_RULES
-        assert set(row.platforms) <= set(sm.PLATFORM_CLASSES) and row.platforms
+        assert row.range_rule in declare.RANGE_RULES
+        assert set(row.platforms) <= set(declare.PLATFORM_CLASSES) and row.platforms
         assert set(row.schemes) <= set(sm.SCHEMES)
         for sup in row.platforms.values():
             assert sup.default_level in (None, 1, 2, 3)
@@ -38,7 +39,7 @@ def test_rows_are_consistent() -> None:
         assert row.quant != "required" or row.schemes
         assert row.fuses and row.unsupported
         # The matrix says a pass is implemented exactly when irfuse-opt knows it.
-        assert row.implemented is (row.name in PASS_MODULES)
+        assert row.implemented is (row.name in PASSES)
 
 
 def test_pipeline_order_follows_vllm() -> None:

@@ -249,3 +249,18 @@ IR_DTYPES: tuple[Attribute, ...] = (
 
 
 IRFuse = Dialect("irfuse", [YieldOp], [TensorType, SymType, OpaqueType])
+
+
+PLATFORM_ATTR = "irfuse.platform"
+"""The module attribute naming the platform a module is compiled for, so that a pass's behaviour
+depends on the IR alone and `irfuse-opt` reproduces any dumped step."""
+
+
+def set_target(module: builtin.ModuleOp, platform: str) -> None:
+    module.attributes[PLATFORM_ATTR] = StringAttr(platform)
+
+
+def module_platform(module: builtin.ModuleOp) -> str:
+    """The platform string a module is compiled for (`cpu` when the IR does not say)."""
+    attr = module.attributes.get(PLATFORM_ATTR)
+    return attr.data if isinstance(attr, StringAttr) else "cpu"

@@ -28,11 +28,10 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from irfuse import remarks
 from irfuse.dialects.act import SiluMulOp
 from irfuse.dialects.fused import SiluMulQuantNvfp4Op, SiluMulQuantOp
-from irfuse.dialects.irfuse import TensorType
+from irfuse.dialects.irfuse import TensorType, module_platform
 from irfuse.dialects.quant import QuantFp8Op
 from irfuse.dialects.raised import in_decomposition
 from irfuse.lowering.match import NoMatch, block_ops, func_blocks
-from irfuse.pipeline import module_platform
 from irfuse.rewrites.fuse_norm_quant import KERNEL_DTYPES
 from irfuse.rewrites.kernel_gate import check_kernel
 from irfuse.rewrites.quant_consumers import (

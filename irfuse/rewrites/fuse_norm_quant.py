@@ -35,12 +35,11 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from irfuse import remarks
 from irfuse.dialects import aten
 from irfuse.dialects.fused import RmsNormQuantOp
-from irfuse.dialects.irfuse import TensorType, tensor_type
+from irfuse.dialects.irfuse import TensorType, module_platform, tensor_type
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
 from irfuse.dialects.quant import QuantFp8Op
 from irfuse.dialects.raised import in_decomposition
 from irfuse.lowering.match import NoMatch, block_ops, func_blocks
-from irfuse.pipeline import module_platform
 from irfuse.rewrites.kernel_gate import check_kernel
 from irfuse.rewrites.quant_consumers import (
     Consumer,

@@ -59,6 +59,7 @@ from types import ModuleType
 
 import torch
 
+from irfuse.emit import dispatch
 from irfuse.emit.kernels import norm_quant_ref, quant_ref
 
 FP8 = torch.float8_e4m3fn
@@ -168,9 +169,7 @@ def fallback_reason(x: torch.Tensor, weight: torch.Tensor, scales: Sequence[torc
                     round_sum: bool = False) -> str | None:
     """Why a call selected for FlashInfer must run elsewhere (absent, no GPU, does not import,
     or `unsupported`), or None when FlashInfer can run it."""
-    from irfuse.emit.kernel_choice import flashinfer_status
-
-    available, why = flashinfer_status()
+    available, why = dispatch.flashinfer_status()
     if not available:
         return why
     reason = unsupported(x, weight, scales, weight_offset, out_dtype, residual, divide,

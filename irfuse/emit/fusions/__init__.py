@@ -1,0 +1,27 @@
+"""Every fusion and utility rewrite, declared one a file, in pipeline order (vLLM's pass order).
+
+Adding a fusion: write its pattern (irfuse/rewrites/), its kernel and reference
+(irfuse/emit/kernels/), its declaration here (one file), and add it to FUSIONS below.
+"""
+
+from __future__ import annotations
+
+from irfuse.emit.declare import Fusion
+from irfuse.emit.fusions import (
+    eliminate_noops,
+    enable_qk_norm_rope_fusion,
+    enable_sp,
+    fuse_act_padding,
+    fuse_act_quant,
+    fuse_allreduce_rms,
+    fuse_attn_quant,
+    fuse_gemm_comms,
+    fuse_norm_quant,
+    fuse_rope_kvcache,
+)
+
+FUSIONS: tuple[Fusion, ...] = tuple(m.FUSION for m in (
+    eliminate_noops, enable_sp, fuse_gemm_comms, fuse_allreduce_rms, fuse_norm_quant,
+    fuse_act_quant, fuse_act_padding, fuse_rope_kvcache, fuse_attn_quant,
+    enable_qk_norm_rope_fusion,
+))

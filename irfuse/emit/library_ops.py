@@ -1,0 +1,189 @@
+"""The unfused `irfuse::` library ops: RMSNorm, add + RMSNorm, SiLU·Mul and the quants.
+
+Models call them as custom ops (the "custom ops on" spellings the raising passes also match);
+each has its torch reference on the CPU and irfuse's Triton kernel on CUDA. `x` is [..., H],
+leading dims flattened to rows; `weight_offset != 0` is Gemma's RMSNorm form; `add_rms_norm`
+normalizes the float32 sum; `silu_mul` takes `[gate | up]` or gate and `up` apart; the static
+quant multiplies by `1 / s`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from irfuse.emit import dispatch
+from irfuse.emit.declare import Kernel
+from irfuse.emit.dispatch import FP8, check_fp8, contiguous, empty, fake_nvfp4, kernels
+from irfuse.emit.kernels import act_quant_ref, norm_quant_ref, quant_ref
+
+
+def _rms_norm_ref(x, weight, eps, weight_offset=0.0):
+    return contiguous(norm_quant_ref.rms_norm(x, weight, eps, weight_offset)[0])
+
+
+def _rms_norm_cuda(x, weight, eps, weight_offset=0.0):
+    if dispatch.use_triton(RMS_NORM, x):
+        return kernels("norm_quant").rms_norm(x, weight, eps, weight_offset)[0]
+    return _rms_norm_ref(x, weight, eps, weight_offset)
+
+
+def _rms_norm_fake(x, weight, eps, weight_offset=0.0):
+    norm_quant_ref.check_norm_args(x, weight, None)
+    return empty(x, x.shape, x.dtype)
+
+
+RMS_NORM = Kernel(
+    "rms_norm", "(Tensor x, Tensor weight, float eps, float weight_offset=0.0) -> Tensor",
+    _rms_norm_ref, _rms_norm_cuda, _rms_norm_fake, single_tensor=True)
+
+
+def _add_rms_norm_ref(x, residual, weight, eps, weight_offset=0.0):
+    y, r = norm_quant_ref.rms_norm(x, weight, eps, weight_offset, residual)
+    return contiguous(y), contiguous(r)
+
+
+def _add_rms_norm_cuda(x, residual, weight, eps, weight_offset=0.0):
+    if dispatch.use_triton(ADD_RMS_NORM, x):
+        return kernels("norm_quant").rms_norm(x, weight, eps, weight_offset, residual)
+    return _add_rms_norm_ref(x, residual, weight, eps, weight_offset)
+
+
+def _add_rms_norm_fake(x, residual, weight, eps, weight_offset=0.0):
+    norm_quant_ref.check_norm_args(x, weight, residual)
+    return empty(x, x.shape, x.dtype), empty(x, x.shape, x.dtype)
+
+
+ADD_RMS_NORM = Kernel(
+    "add_rms_norm", "(Tensor x, Tensor residual, Tensor weight, float eps, "
+    "float weight_offset=0.0) -> (Tensor, Tensor)",
+    _add_rms_norm_ref, _add_rms_norm_cuda, _add_rms_norm_fake)
+
+
+def _silu_mul_ref(x, up=None):
+    return contiguous(act_quant_ref.silu_mul(x, up))
+
+
+def _silu_mul_cuda(x, up=None):
+    if dispatch.use_triton(SILU_MUL, x):
+        return kernels("act_quant").silu_mul(x, up)
+    return _silu_mul_ref(x, up)
+
+
+def silu_mul_fake(x, up=None):
+    """SiLU·Mul's output: [..., d] for x = [gate | up] [..., 2d], or gate and up [..., d]."""
+    width = act_quant_ref.silu_mul_width(x, up)
+    return empty(x, (*x.shape[:-1], width), x.dtype)
+
+
+SILU_MUL = Kernel("silu_mul", "(Tensor x, Tensor? up=None) -> Tensor",
+                  _silu_mul_ref, _silu_mul_cuda, silu_mul_fake, single_tensor=True)
+
+
+def _quant_fp8_static_ref(x, scale, out_dtype=FP8):
+    return contiguous(quant_ref.quant_fp8_static(x, scale, out_dtype))
+
+
+def _quant_fp8_static_cuda(x, scale, out_dtype=FP8):
+    if dispatch.use_triton(QUANT_FP8_STATIC, x, out_dtype):
+        return kernels("act_quant").quant_fp8_static(x, scale, out_dtype)
+    return _quant_fp8_static_ref(x, scale, out_dtype)
+
+
+def _quant_fp8_static_fake(x, scale, out_dtype=FP8):
+    check_fp8(x, out_dtype)
+    return empty(x, x.shape, out_dtype)
+
+
+QUANT_FP8_STATIC = Kernel(
+    "quant_fp8_static", "(Tensor x, Tensor scale, ScalarType out_dtype=float8_e4m3fn) -> Tensor",
+    _quant_fp8_static_ref, _quant_fp8_static_cuda, _quant_fp8_static_fake, single_tensor=True)
+
+
+def _quant_fp8_per_token_ref(x, scale_ub=None, out_dtype=FP8):
+    q, s = quant_ref.quant_fp8_per_token(x, scale_ub, out_dtype)
+    return contiguous(q), contiguous(s)
+
+
+def _quant_fp8_per_token_cuda(x, scale_ub=None, out_dtype=FP8):
+    if dispatch.use_triton(QUANT_FP8_PER_TOKEN, x, out_dtype):
+        return kernels("norm_quant").quant_fp8_per_token(x, scale_ub, out_dtype)
+    return _quant_fp8_per_token_ref(x, scale_ub, out_dtype)
+
+
+def _quant_fp8_per_token_fake(x, scale_ub=None, out_dtype=FP8):
+    check_fp8(x, out_dtype)
+    return empty(x, x.shape, out_dtype), empty(x, (*x.shape[:-1], 1), torch.float32)
+
+
+QUANT_FP8_PER_TOKEN = Kernel(
+    "quant_fp8_per_token", "(Tensor x, Tensor? scale_ub=None, "
+    "ScalarType out_dtype=float8_e4m3fn) -> (Tensor, Tensor)",
+    _quant_fp8_per_token_ref, _quant_fp8_per_token_cuda, _quant_fp8_per_token_fake)
+
+
+def _quant_fp8_per_tensor_ref(x, out_dtype=FP8):
+    q, s = quant_ref.quant_fp8_per_tensor(x, out_dtype)
+    return contiguous(q), contiguous(s)
+
+
+def _quant_fp8_per_tensor_cuda(x, out_dtype=FP8):
+    if dispatch.use_triton(QUANT_FP8_PER_TENSOR, x, out_dtype):
+        return kernels("act_quant").quant_fp8_per_tensor(x, out_dtype)
+    return _quant_fp8_per_tensor_ref(x, out_dtype)
+
+
+def _quant_fp8_per_tensor_fake(x, out_dtype=FP8):
+    check_fp8(x, out_dtype)
+    return empty(x, x.shape, out_dtype), empty(x, (1,), torch.float32)
+
+
+QUANT_FP8_PER_TENSOR = Kernel(
+    "quant_fp8_per_tensor", "(Tensor x, ScalarType out_dtype=float8_e4m3fn) -> (Tensor, Tensor)",
+    _quant_fp8_per_tensor_ref, _quant_fp8_per_tensor_cuda, _quant_fp8_per_tensor_fake)
+
+
+def _quant_fp8_group_ref(x, group_size, col_major=False, ue8m0=False, out_dtype=FP8):
+    q, s = quant_ref.quant_fp8_group(x, group_size, col_major, ue8m0, out_dtype)
+    return contiguous(q), s
+
+
+def _quant_fp8_group_cuda(x, group_size, col_major=False, ue8m0=False, out_dtype=FP8):
+    if dispatch.use_triton(QUANT_FP8_GROUP, x, out_dtype) and group_size & (group_size - 1) == 0:
+        return kernels("act_quant").quant_fp8_group(x, group_size, col_major, ue8m0, out_dtype)
+    return _quant_fp8_group_ref(x, group_size, col_major, ue8m0, out_dtype)
+
+
+def _quant_fp8_group_fake(x, group_size, col_major=False, ue8m0=False, out_dtype=FP8):
+    check_fp8(x, out_dtype)
+    quant_ref.check_group_size(x.shape[-1], group_size)
+    return empty(x, x.shape, out_dtype), quant_ref.empty_group_scales(x, group_size, col_major)
+
+
+QUANT_FP8_GROUP = Kernel(
+    "quant_fp8_group", "(Tensor x, int group_size, bool col_major=False, bool ue8m0=False, "
+    "ScalarType out_dtype=float8_e4m3fn) -> (Tensor, Tensor)",
+    _quant_fp8_group_ref, _quant_fp8_group_cuda, _quant_fp8_group_fake)
+
+
+def _quant_nvfp4_ref(x, global_scale):
+    return quant_ref.quant_nvfp4(x, global_scale)
+
+
+def _quant_nvfp4_cuda(x, global_scale):
+    if dispatch.use_triton(QUANT_NVFP4, x):
+        return kernels("nvfp4").quant_nvfp4(x, global_scale)
+    return _quant_nvfp4_ref(x, global_scale)
+
+
+def _quant_nvfp4_fake(x, global_scale):
+    quant_ref.check_model_dtype(x)
+    return fake_nvfp4(x, x.shape[-1])
+
+
+QUANT_NVFP4 = Kernel("quant_nvfp4", "(Tensor x, Tensor global_scale) -> (Tensor, Tensor)",
+                     _quant_nvfp4_ref, _quant_nvfp4_cuda, _quant_nvfp4_fake)
+
+LIBRARY_OPS: tuple[Kernel, ...] = (
+    RMS_NORM, ADD_RMS_NORM, SILU_MUL, QUANT_FP8_STATIC, QUANT_FP8_PER_TOKEN,
+    QUANT_FP8_PER_TENSOR, QUANT_FP8_GROUP, QUANT_NVFP4,
+)
