@@ -65,28 +65,23 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import IntAttr, ModuleOp
+from xdsl.dialects.builtin import IntAttr
 from xdsl.ir import Operation, SSAValue
-from xdsl.passes import ModulePass
 
-from irfuse import remarks
 from irfuse.dialects import aten
 from irfuse.dialects.act import PadOp
 from irfuse.dialects.attn import AttentionOp, MlaAttentionOp
 from irfuse.dialects.gemm import MatmulOp, ScaledMatmulOp
 from irfuse.dialects.irfuse import tensor_type as make_tensor_type
-from irfuse.dialects.raised import in_decomposition
+from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
 from irfuse.lowering.match import (
     INT64_MAX,
     VIEWS,
     Call,
     NoMatch,
     as_cast,
-    block_ops,
     call,
     discard,
-    func_blocks,
     last_dim_piece,
     only_user,
     private_to,
@@ -953,43 +948,32 @@ def _raise(attn: _Attention, mla: _Mla | None, order: dict[Operation, int]) -> O
     return raised
 
 
-def _raise_site(found: Call, order: dict[Operation, int]) -> None:
-    attn = _match_attention(found)
-    mla = None
-    snapshot = (list(attn.ops), list(attn.optional))
-    try:
-        mla = _match_mla(attn)
-        if mla is not None:
-            _raise(attn, mla, order)
-            return
-    except NoMatch as miss:
-        remarks.missed(found.op, f"not MLA attention (raised as attention): {miss}")
-        attn.ops, attn.optional = snapshot
-    _raise(attn, None, order)
+class AttentionPattern(AnchorPattern):
+    """SDPA (or the softmax of a decomposed one), and MLA around it."""
+
+    targets = (*FUSED, SAFE_SOFTMAX)
+    remark = "not attention"
+
+    def rewrite(self, op: Operation, site: Site) -> bool:
+        found = call(op)
+        assert found is not None
+        attn = _match_attention(found)
+        snapshot = (list(attn.ops), list(attn.optional))
+        try:
+            mla = _match_mla(attn)
+            if mla is not None:
+                _raise(attn, mla, site.order)
+                return True
+        except NoMatch as miss:
+            self.missed(op, str(miss), remark="not MLA attention (raised as attention)")
+            attn.ops, attn.optional = snapshot
+        _raise(attn, None, site.order)
+        return True
 
 
-class RaiseAttention(ModulePass):
+class RaiseAttention(PatternPass):
     """Raise SDPA (every ATen form, GQA, masks) to `attn.attention`, and DeepSeek's MLA around it
     to `attn.mla_attention`. No options."""
 
     name = "raise-attention"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for block in func_blocks(op):
-            ops = block_ops(block)
-            anchors = [o for o in ops if call(o, *FUSED, SAFE_SOFTMAX) is not None]
-            if not anchors:
-                continue
-            order = {o: i for i, o in enumerate(ops)}
-            for anchor in anchors:
-                if anchor.parent is not block or in_decomposition(anchor):
-                    continue
-                found = call(anchor)
-                assert found is not None
-                try:
-                    _raise_site(found, order)
-                except NoMatch as miss:
-                    remarks.missed(anchor, f"not attention: {miss}")
-                    continue
-                remarks.fused()
-
+    patterns = (AttentionPattern(),)

@@ -34,20 +34,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xdsl.context import Context
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp
 from xdsl.ir import Operation, SSAValue
-from xdsl.passes import ModulePass
 
 from irfuse import remarks
 from irfuse.dialects.coll import REDUCE_OPS, AllGatherOp, AllReduceOp, ReduceScatterOp
-from irfuse.dialects.raised import in_decomposition
+from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
 from irfuse.lowering.match import (
     Call,
     NoMatch,
-    block_ops,
     call,
-    func_blocks,
     only_user,
     producer,
     raise_chain,
@@ -337,30 +333,26 @@ def _raise(coll: _Collective, order: dict[Operation, int]) -> Operation:
     return raised
 
 
-class RaiseCollectives(ModulePass):
+class CollectivePattern(AnchorPattern):
+    """A functional collective (with its wait) anchored at its call."""
+
+    targets = ANCHORS
+    remark = "not a collective"
+
+    def rewrite(self, op: Operation, site: Site) -> bool:
+        sizes = site.scratch.get(self)
+        if sizes is None:  # the block's world sizes, read once, before the first raise
+            assert site.module is not None
+            anchors = [f for o in site.order if (f := call(o, *ANCHORS)) is not None]
+            sizes = site.scratch[self] = _WorldSizes(site.module, anchors)
+        found = call(op)
+        assert found is not None
+        _raise(_match(found, sizes), site.order)
+        return True
+
+
+class RaiseCollectives(PatternPass):
     """Raise functional collectives (with their waits) to `coll` ops. No options."""
 
     name = "raise-collectives"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for block in func_blocks(op):
-            ops = block_ops(block)
-            anchors = [
-                found for candidate in ops
-                if (found := call(candidate, *ANCHORS)) is not None
-                and not in_decomposition(candidate)
-            ]
-            if not anchors:
-                continue
-            order = {o: i for i, o in enumerate(ops)}
-            sizes = _WorldSizes(op, anchors)
-            for anchor in anchors:
-                # Decode again: raising an earlier collective may have replaced this one's input.
-                found = call(anchor.op)
-                assert found is not None
-                try:
-                    _raise(_match(found, sizes), order)
-                except NoMatch as miss:
-                    remarks.missed(found.op, f"not a collective: {miss}")
-                    continue
-                remarks.fused()
+    patterns = (CollectivePattern(),)

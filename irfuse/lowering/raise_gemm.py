@@ -31,26 +31,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import IntAttr, ModuleOp, f32
+from xdsl.dialects.builtin import IntAttr, f32
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse import remarks
 from irfuse.dialects import aten
 from irfuse.dialects.gemm import MatmulOp, ScaledMatmulOp
 from irfuse.dialects.irfuse import tensor_type as make_tensor_type
-from irfuse.dialects.raised import in_decomposition
 from irfuse.dialects.shapes import is_float, is_fp8, is_one_element
+from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
 from irfuse.lowering.match import (
     VIEWS,
     Call,
     NoMatch,
-    block_ops,
     call,
     discard,
-    func_blocks,
     only_user,
     producer,
     raise_chain,
@@ -273,28 +268,25 @@ def _raise(gemm: _Gemm, block_order: dict[Operation, int]) -> Operation:
     return raised
 
 
-class RaiseGemm(ModulePass):
+class GemmPattern(AnchorPattern):
+    """A matrix product anchored at its ATen op."""
+
+    targets = ANCHORS
+    remark = "not a GEMM"
+
+    def rewrite(self, op: Operation, site: Site) -> bool:
+        found = call(op)
+        assert found is not None
+        gemm = _match(found)
+        if gemm is None:
+            return False
+        _raise(gemm, site.order)
+        return True
+
+
+class RaiseGemm(PatternPass):
     """Raise matrix products (`mm`, `addmm`, 2-D `bmm`/`matmul`/`linear`, `_scaled_mm`) to `gemm`
     ops. No options."""
 
     name = "raise-gemm"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for block in func_blocks(op):
-            ops = block_ops(block)
-            order = {o: i for i, o in enumerate(ops)}
-            for candidate in ops:
-                if candidate.parent is not block or in_decomposition(candidate):
-                    continue
-                found = call(candidate, *ANCHORS)
-                if found is None:
-                    continue
-                try:
-                    gemm = _match(found)
-                    if gemm is None:
-                        continue
-                    _raise(gemm, order)
-                except NoMatch as miss:
-                    remarks.missed(candidate, f"not a GEMM: {miss}")
-                    continue
-                remarks.fused()
+    patterns = (GemmPattern(),)

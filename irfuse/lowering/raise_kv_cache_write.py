@@ -37,25 +37,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, IntAttr, ModuleOp, i64
+from xdsl.dialects.builtin import ArrayAttr, IntAttr, i64
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse import remarks
 from irfuse.dialects import aten
 from irfuse.dialects.attn import KvCacheWriteOp, RopeOp
 from irfuse.dialects.irfuse import SymType, tensor_type
-from irfuse.dialects.raised import in_decomposition
 from irfuse.dialects.shapes import is_integer
+from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
 from irfuse.lowering.match import (
     Call,
     NoMatch,
-    block_ops,
     call,
     discard,
-    func_blocks,
     only_user,
     producer,
     raise_chain,
@@ -385,38 +380,32 @@ def _raise(k: _Write, v: _Write, block: Block, order: dict[Operation, int]) -> O
     return raised
 
 
-class RaiseKvCacheWrite(ModulePass):
+class KvCacheWritePattern(AnchorPattern):
+    """Cache writes collected in the walk, raised in pairs (k with v) when it ends."""
+
+    targets = ANCHORS
+    remark = "not a KV-cache write"
+
+    def rewrite(self, op: Operation, site: Site) -> bool:
+        found = call(op)
+        assert found is not None
+        write = _match(found)
+        if write is not None:
+            site.scratch.setdefault(self, []).append(write)
+        return False
+
+    def finish(self, site: Site) -> None:
+        pairs, alone = _pairs(site.scratch.get(self, []))
+        for write in alone:
+            self.missed(write.anchor, "no write of the matching k or v cache at the same slots "
+                        "(one kv_cache_write takes both)")
+        for k, v in pairs:
+            self.attempt(k.anchor, _raise, k, v, site.block, site.order)
+
+
+class RaiseKvCacheWrite(PatternPass):
     """Raise paged KV-cache writes (index_put / index_copy / slice_scatter + copy_ back), k and v
     together, to `attn.kv_cache_write`. No options."""
 
     name = "raise-kv-cache-write"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for block in func_blocks(op):
-            ops = block_ops(block)
-            order = {o: i for i, o in enumerate(ops)}
-            writes: list[_Write] = []
-            for candidate in ops:
-                if in_decomposition(candidate):
-                    continue
-                found = call(candidate, *ANCHORS)
-                if found is None:
-                    continue
-                try:
-                    write = _match(found)
-                except NoMatch as miss:
-                    remarks.missed(candidate, f"not a KV-cache write: {miss}")
-                    continue
-                if write is not None:
-                    writes.append(write)
-            pairs, alone = _pairs(writes)
-            for write in alone:
-                remarks.missed(write.anchor, "not a KV-cache write: no write of the matching "
-                               "k or v cache at the same slots (one kv_cache_write takes both)")
-            for k, v in pairs:
-                try:
-                    _raise(k, v, block, order)
-                except NoMatch as miss:
-                    remarks.missed(k.anchor, f"not a KV-cache write: {miss}")
-                    continue
-                remarks.fused()
+    patterns = (KvCacheWritePattern(),)

@@ -52,8 +52,10 @@ from irfuse.dialects.quant import (
 )
 from irfuse.dialects.shapes import (
     F8E4M3FN,
+    FP8_QUANT_DTYPES,
     is_float,
 )
+from irfuse.lowering.driver import AnchorPattern, Site
 from irfuse.lowering.match import (
     CASTS,
     VIEWS,
@@ -552,3 +554,17 @@ def raise_nvfp4(quant: _Nvfp4, order: dict[Operation, int]) -> None:
     raise_chain(raised, ops, [quant.q, quant.block_scale], "quant", verify=True)
 
 
+class Nvfp4CastPattern(AnchorPattern):
+    """NVFP4 quant, anchored at the fp8 cast of its block scale."""
+
+    targets = CASTS
+    remark = "not an NVFP4 quant"
+
+    def rewrite(self, op: Operation, site: Site) -> bool:
+        if dtype_of(op.results[0]) not in FP8_QUANT_DTYPES:
+            return False
+        block_scale = nvfp4_block_scale(op)
+        if block_scale is None:
+            return False
+        raise_nvfp4(match_nvfp4(op, *block_scale, site.order), site.order)
+        return True

@@ -70,13 +70,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import IntAttr, ModuleOp, f32
+from xdsl.dialects.builtin import IntAttr, f32
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse import remarks
 from irfuse.dialects import aten
 from irfuse.dialects.quant import (
     DYNAMIC_TENSOR,
@@ -89,13 +86,13 @@ from irfuse.dialects.quant import (
     QuantNvfp4Op,
     QuantScheme,
 )
-from irfuse.dialects.raised import in_decomposition
 from irfuse.dialects.shapes import (
     F8E4M3FN,
     F8E4M3FNUZ,
     is_float,
     is_one_element,
 )
+from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
 from irfuse.lowering.match import (
     CASTS,
     SCALAR_MAKERS,
@@ -103,10 +100,8 @@ from irfuse.lowering.match import (
     Call,
     NoMatch,
     as_cast,
-    block_ops,
     call,
     discard,
-    func_blocks,
     is_pure,
     normalize_dim,
     only_user,
@@ -147,9 +142,7 @@ from irfuse.lowering.quant_common import (
     to_f32,
 )
 from irfuse.lowering.raise_nvfp4 import (
-    match_nvfp4,
-    nvfp4_block_scale,
-    raise_nvfp4,
+    Nvfp4CastPattern,
 )
 
 FP8_BOUND: dict[Attribute, float] = {F8E4M3FN: 448.0, F8E4M3FNUZ: 224.0}
@@ -820,52 +813,53 @@ def _near_miss_cast(found: Call, dtype: Attribute) -> str | None:
     return f"clamped to ±{hi:g} but cast to {dtype}, not to f8E4M3FN or f8E4M3FNUZ"
 
 
-class RaiseQuant(ModulePass):
+class CustomFp8QuantPattern(AnchorPattern):
+    """irfuse's FP8 quant custom ops, whole."""
+
+    targets = (CUSTOM_STATIC, CUSTOM_TOKEN, CUSTOM_TENSOR, CUSTOM_GROUP)
+    remark = "not an FP8 quant"
+
+    def rewrite(self, op: Operation, site: Site) -> bool:
+        found = call(op)
+        assert found is not None
+        _raise(_match_custom(found), op, site.order)
+        return True
+
+
+class CustomNvfp4QuantPattern(CustomFp8QuantPattern):
+    """irfuse's NVFP4 quant custom op, whole."""
+
+    targets = (CUSTOM_NVFP4,)
+    remark = "not an NVFP4 quant"
+
+
+class Fp8CastPattern(AnchorPattern):
+    """FP8 quant, anchored at its fp8 cast (after `Nvfp4CastPattern` declined it)."""
+
+    targets = CASTS
+    remark = "not an FP8 quant"
+
+    def rewrite(self, op: Operation, site: Site) -> bool:
+        if dtype_of(op.results[0]) not in FP8_BOUND:
+            # Most casts are bf16 <-> f32 and lead nowhere; a clamp before one is a near miss.
+            clamp = op.operands[0].owner if op.operands else None
+            if isinstance(clamp, aten.CallOp) and clamp.target.data in CLAMPS:
+                cast = as_cast(op.results[0])
+                reason = _near_miss_cast(call(op), cast[1]) if cast else None
+                if reason is not None:
+                    raise NoMatch(reason)
+            return False
+        cast = as_cast(op.results[0])
+        if cast is None:
+            return False
+        _raise(_match_decomposed(op, cast[1]), op, site.order)
+        return True
+
+
+class RaiseQuant(PatternPass):
     """Raise FP8 (static per-tensor, dynamic per-token / per-tensor, per-group) and NVFP4
     quantization to `quant` ops. No options."""
 
     name = "raise-quant"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        anchors = frozenset((*CASTS, *CUSTOM_OPS))
-        for block in func_blocks(op):
-            ops = block_ops(block)
-            order = {o: i for i, o in enumerate(ops)}
-            for candidate in ops:
-                # Cheap filters first: most casts are bf16 <-> f32 and lead nowhere.
-                if not isinstance(candidate, aten.CallOp) or candidate.target.data not in anchors:
-                    continue
-                if candidate.parent is not block or in_decomposition(candidate):
-                    continue
-                target = candidate.target.data
-                if target in CASTS and dtype_of(candidate.results[0]) not in FP8_BOUND:
-                    clamp = candidate.operands[0].owner if candidate.operands else None
-                    if isinstance(clamp, aten.CallOp) and clamp.target.data in CLAMPS:
-                        cast = as_cast(candidate.results[0])
-                        reason = _near_miss_cast(call(candidate), cast[1]) if cast else None
-                        if reason is not None:
-                            remarks.missed(candidate, f"not an FP8 quant: {reason}")
-                    continue
-                found = call(candidate)
-                assert found is not None
-                what = "an NVFP4 quant" if target == CUSTOM_NVFP4 else "an FP8 quant"
-                try:
-                    if target in CUSTOM_OPS:
-                        quant: _Quant | Operation = _match_custom(found)
-                    else:
-                        cast = as_cast(found.result)
-                        if cast is None:
-                            continue
-                        what = "an NVFP4 quant"
-                        block_scale = nvfp4_block_scale(candidate)
-                        if block_scale is not None:
-                            raise_nvfp4(match_nvfp4(candidate, *block_scale, order), order)
-                            remarks.fused()
-                            continue
-                        what = "an FP8 quant"
-                        quant = _match_decomposed(candidate, cast[1])
-                    _raise(quant, candidate, order)
-                except NoMatch as miss:
-                    remarks.missed(candidate, f"not {what}: {miss}")
-                    continue
-                remarks.fused()
+    patterns = (CustomFp8QuantPattern(), CustomNvfp4QuantPattern(), Nvfp4CastPattern(),
+                Fp8CastPattern())

@@ -32,22 +32,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, f32
+from xdsl.dialects.builtin import f32
 from xdsl.ir import Operation, SSAValue
-from xdsl.passes import ModulePass
 
-from irfuse import remarks
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
-from irfuse.dialects.raised import in_decomposition
+from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
 from irfuse.lowering.match import (
     Call,
     NoMatch,
     as_cast,
-    block_ops,
     call,
     commutative_operands,
-    func_blocks,
     is_last_dim,
     only_user,
     producer,
@@ -350,34 +345,28 @@ def _raise(norm: _Norm, block_order: dict[Operation, int]) -> Operation:
     return raised
 
 
-class RaiseRmsNorm(ModulePass):
+class RmsNormPattern(AnchorPattern):
+    """An RMSNorm anchored at its reciprocal square root, or a whole norm op."""
+
+    targets = (RSQRT, RECIPROCAL, *DIV, *WHOLE_OPS)
+    remark = "not an RMSNorm"
+
+    def rewrite(self, op: Operation, site: Site) -> bool:
+        found = call(op)
+        assert found is not None
+        if found.target in DIV and producer(found.arg(1), SQRT) is None:
+            return False
+        if found.target == RECIPROCAL and producer(found.arg(0), SQRT) is None:
+            return False
+        norm = _match_whole(found) if found.target in WHOLE_OPS else _match_decomposed(found)
+        if norm.residual is None and not found.target.startswith("irfuse::"):
+            _match_residual(norm)
+        _raise(norm, site.order)
+        return True
+
+
+class RaiseRmsNorm(PatternPass):
     """Raise RMSNorm (and residual add + RMSNorm) chains to `norm` ops. No options."""
 
     name = "raise-rms-norm"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for block in func_blocks(op):
-            ops = block_ops(block)
-            order = {o: i for i, o in enumerate(ops)}
-            for candidate in ops:
-                if candidate.parent is not block or in_decomposition(candidate):
-                    continue
-                found = call(candidate, RSQRT, RECIPROCAL, *DIV, *WHOLE_OPS)
-                if found is None:
-                    continue
-                if found.target in DIV and producer(found.arg(1), SQRT) is None:
-                    continue
-                if found.target == RECIPROCAL and producer(found.arg(0), SQRT) is None:
-                    continue
-                try:
-                    if found.target in WHOLE_OPS:
-                        norm = _match_whole(found)
-                    else:
-                        norm = _match_decomposed(found)
-                    if norm.residual is None and not found.target.startswith("irfuse::"):
-                        _match_residual(norm)
-                    _raise(norm, order)
-                except NoMatch as miss:
-                    remarks.missed(candidate, f"not an RMSNorm: {miss}")
-                    continue
-                remarks.fused()
+    patterns = (RmsNormPattern(),)

@@ -64,27 +64,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, ComplexType, IntAttr, ModuleOp, bf16, f16, f32
+from xdsl.dialects.builtin import ArrayAttr, ComplexType, IntAttr, bf16, f16, f32
 from xdsl.ir import Block, Operation, SSAValue
-from xdsl.passes import ModulePass
 
-from irfuse import remarks
 from irfuse.dialects import aten
 from irfuse.dialects.attn import RopeOp
 from irfuse.dialects.irfuse import TensorType
 from irfuse.dialects.irfuse import tensor_type as irfuse_tensor_type
-from irfuse.dialects.raised import in_decomposition
+from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
 from irfuse.lowering.match import (
     INT64_MAX,
     SLICE,
     Call,
     NoMatch,
     as_cast,
-    block_ops,
     call,
     commutative_operands,
-    func_blocks,
     last_dim_piece,
     normalize_dim,
     only_user,
@@ -980,50 +975,53 @@ def _is_candidate(found: Call) -> bool:
     return _is_rotate_candidate(found)
 
 
-class RaiseRope(ModulePass):
+@dataclass
+class _Walk:
+    """What the walk of one block collects: the rotations, their ops, the cos/sin views made."""
+
+    rots: list[_Rotation] = field(default_factory=list)
+    taken: set[Operation] = field(default_factory=set)
+    made: _Made = field(default_factory=_Made)
+
+
+class RopePattern(AnchorPattern):
+    """Rotations collected in the walk, paired (q with k) and raised when it ends."""
+
+    targets = (CAT, STACK, ADD, VIEW_AS_REAL)
+    remark = "not a RoPE"
+
+    def start(self, site: Site) -> None:
+        site.scratch[self] = _Walk()
+
+    def rewrite(self, op: Operation, site: Site) -> bool:
+        walk: _Walk = site.scratch[self]
+        found = call(op)
+        assert found is not None
+        if op in walk.taken or not _is_candidate(found):
+            return False
+        rot = _match(found, site.order, walk.made)
+        if not rot.ops & walk.taken:
+            walk.taken |= rot.ops
+            walk.rots.append(rot)
+        return False
+
+    def finish(self, site: Site) -> None:
+        walk: _Walk = site.scratch[self]
+        for q, k in _pairs(walk.rots, site.order):
+            args = (site.block, site.order)
+            if k is None:
+                self.attempt(q.anchor, _raise, q, None, *args)  # type: ignore[arg-type]
+                continue
+            if self.attempt(q.anchor, _raise, q, k, *args,  # type: ignore[arg-type]
+                            remark="q and k of one layer raised apart"):
+                continue
+            for single in (q, k):  # q and k cannot be one op: raise each on its own
+                self.attempt(single.anchor, _raise, single, None, *args)  # type: ignore[arg-type]
+        walk.made.erase_unused()
+
+
+class RaiseRope(PatternPass):
     """Raise rotary embeddings of q (and k) to `attn.rope`, one per attention layer. No options."""
 
     name = "raise-rope"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for block in func_blocks(op):
-            ops = block_ops(block)
-            order: dict[Operation, float] = {o: i for i, o in enumerate(ops)}
-            rots: list[_Rotation] = []
-            taken: set[Operation] = set()
-            made = _Made()
-            for candidate in ops:
-                if candidate in taken or in_decomposition(candidate):
-                    continue
-                found = call(candidate, CAT, STACK, ADD, VIEW_AS_REAL)
-                if found is None or not _is_candidate(found):
-                    continue
-                try:
-                    rot = _match(found, order, made)
-                except NoMatch as miss:
-                    remarks.missed(candidate, f"not a RoPE: {miss}")
-                    continue
-                if rot.ops & taken:
-                    continue
-                taken |= rot.ops
-                rots.append(rot)
-            for q, k in _pairs(rots, order):
-                try:
-                    _raise(q, k, block, order)
-                except NoMatch as miss:
-                    if k is None:
-                        remarks.missed(q.anchor, f"not a RoPE: {miss}")  # type: ignore[arg-type]
-                        continue
-                    remarks.missed(q.anchor, f"q and k of one layer raised apart: {miss}")  # type: ignore[arg-type]
-                    # q and k cannot be one op: raise each on its own.
-                    for single in (q, k):
-                        try:
-                            _raise(single, None, block, order)
-                        except NoMatch as miss_one:
-                            remarks.missed(single.anchor,  # type: ignore[arg-type]
-                                           f"not a RoPE: {miss_one}")
-                            continue
-                        remarks.fused()
-                    continue
-                remarks.fused()
-            made.erase_unused()
+    patterns = (RopePattern(),)

@@ -28,21 +28,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
-from xdsl.passes import ModulePass
 
-from irfuse import remarks
 from irfuse.dialects.act import SiluMulOp
-from irfuse.dialects.raised import in_decomposition
+from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
 from irfuse.lowering.match import (
     Call,
     NoMatch,
-    block_ops,
     call,
     commutative_operands,
-    func_blocks,
     last_dim_piece,
     only_user,
     raise_chain,
@@ -156,34 +150,30 @@ def _raise(found: _SiluMul, order: dict[Operation, int]) -> Operation:
     return raised
 
 
-class RaiseSiluMul(ModulePass):
+class SiluMulPattern(AnchorPattern):
+    """A SiLU·Mul anchored at its SiLU (or the sigmoid of a decomposed one)."""
+
+    targets = ANCHORS
+    remark = "not a SiLU·Mul"
+
+    def rewrite(self, op: Operation, site: Site) -> bool:
+        found = call(op)
+        assert found is not None
+        if found.target == SIGMOID and not _is_silu_sigmoid(found):
+            return False
+        if found.target == GELU:
+            if call(only_user(found.result), MUL) is not None:
+                raise NoMatch("the gated activation is GELU, not SiLU")
+            return False
+        _raise(_match(found), site.order)
+        return True
+
+
+class RaiseSiluMul(PatternPass):
     """Raise SiLU·Mul chains (and `irfuse::silu_mul`) to `act.silu_mul`. No options."""
 
     name = "raise-silu-mul"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for block in func_blocks(op):
-            ops = block_ops(block)
-            order = {o: i for i, o in enumerate(ops)}
-            for candidate in ops:
-                if candidate.parent is not block or in_decomposition(candidate):
-                    continue
-                found = call(candidate, *ANCHORS)
-                if found is None:
-                    continue
-                if found.target == SIGMOID and not _is_silu_sigmoid(found):
-                    continue
-                if found.target == GELU:
-                    if call(only_user(found.result), MUL) is not None:
-                        remarks.missed(candidate, "not a SiLU·Mul: the gated activation is "
-                                       "GELU, not SiLU")
-                    continue
-                try:
-                    _raise(_match(found), order)
-                except NoMatch as miss:
-                    remarks.missed(candidate, f"not a SiLU·Mul: {miss}")
-                    continue
-                remarks.fused()
+    patterns = (SiluMulPattern(),)
 
 
 def _is_silu_sigmoid(found: Call) -> bool:

@@ -63,14 +63,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, IntAttr, ModuleOp, f32
+from xdsl.dialects.builtin import ArrayAttr, IntAttr, f32
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse import remarks
 from irfuse.dialects import aten
 from irfuse.dialects.act import SiluMulOp
 from irfuse.dialects.attn import RopeOp
@@ -78,16 +75,14 @@ from irfuse.dialects.irfuse import SymType
 from irfuse.dialects.irfuse import tensor_type as make_tensor_type
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
 from irfuse.dialects.quant import QuantFp8Op, QuantScheme
-from irfuse.dialects.raised import in_decomposition
 from irfuse.dialects.shapes import F8E4M3FN, F8E4M3FNUZ, is_float, is_one_element, mul_dim
+from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
 from irfuse.lowering.match import (
     Call,
     NoMatch,
     as_cast,
-    block_ops,
     call,
     discard,
-    func_blocks,
     producer,
     raise_chain,
     size_matches,
@@ -714,26 +709,26 @@ def _raise(candidate: Operation, order: dict[Operation, int]) -> None:
     raise_chain(raised, ops, outputs, "vLLM op", verify=True)
 
 
-class RaiseVllmOps(ModulePass):
+class VllmOpPattern(AnchorPattern):
+    """A functionalized vLLM op (`auto_functionalized[_v2]` of one of MUTABLE)."""
+
+    targets = (AF_V1, AF_V2)
+
+    def rewrite(self, op: Operation, site: Site) -> bool:
+        target = vllm_target(op)
+        if target is None:
+            return False
+        try:
+            _raise(op, site.order)
+        except NoMatch as miss:  # the remark names the vLLM op
+            name = target.removesuffix(".default").replace("::", ".")
+            raise NoMatch(f"not {WHAT[target]} ({name}): {miss}") from None
+        return True
+
+
+class RaiseVllmOps(PatternPass):
     """Raise vLLM's functionalized custom ops (`_C.rms_norm`, `_C.static_scaled_fp8_quant`, ...)
     to semantic ops. No options."""
 
     name = "raise-vllm-ops"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for block in func_blocks(op):
-            ops = block_ops(block)
-            order = {o: i for i, o in enumerate(ops)}
-            for candidate in ops:
-                target = vllm_target(candidate)
-                if target is None or candidate.parent is not block:
-                    continue
-                if in_decomposition(candidate):
-                    continue
-                try:
-                    _raise(candidate, order)
-                except NoMatch as miss:
-                    name = target.removesuffix(".default").replace("::", ".")
-                    remarks.missed(candidate, f"not {WHAT[target]} ({name}): {miss}")
-                    continue
-                remarks.fused()
+    patterns = (VllmOpPattern(),)

@@ -15,18 +15,14 @@ steps other than 1, reshapes that change the shape.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import ReturnOp
-from xdsl.ir import SSAValue
-from xdsl.passes import ModulePass
+from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import Rewriter
 
-from irfuse import remarks
-from irfuse.lowering.match import INT64_MAX, Call, block_ops, call, func_blocks, tensor_type
+from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
+from irfuse.lowering.match import INT64_MAX, Call, call, tensor_type
 
 RESHAPES = (
     "aten::view.default",
@@ -88,22 +84,25 @@ def _returned(value: SSAValue) -> bool:
     return any(isinstance(use.operation, ReturnOp) for use in value.uses)
 
 
-@dataclass(frozen=True)
-class EliminateNoops(ModulePass):
+class NoopPattern(AnchorPattern):
+    """A reshape, slice or slice_scatter that returns its input (or its source)."""
+
+    targets = (*RESHAPES, SLICE, SLICE_SCATTER)
+
+    def rewrite(self, op: Operation, site: Site) -> bool:
+        found = call(op)
+        assert found is not None
+        replacement = _replacement(found)
+        if replacement is None or _returned(found.result):
+            return False
+        found.result.replace_all_uses_with(replacement)
+        Rewriter.erase_op(op)
+        return True
+
+
+class EliminateNoops(PatternPass):
     """Replace no-op reshapes, full slices and full slice_scatters by what they return. No
     options."""
 
     name = "eliminate-noops"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for block in func_blocks(op):
-            for candidate in block_ops(block):
-                found = call(candidate, *RESHAPES, SLICE, SLICE_SCATTER)
-                if found is None or candidate.parent is not block:
-                    continue
-                replacement = _replacement(found)
-                if replacement is None or _returned(found.result):
-                    continue
-                found.result.replace_all_uses_with(replacement)
-                Rewriter.erase_op(candidate)
-                remarks.fused()
+    patterns = (NoopPattern(),)
