@@ -39,6 +39,22 @@ from xdsl.ir import Operation, SSAValue
 
 from irfuse import remarks
 from irfuse.dialects.coll import REDUCE_OPS, AllGatherOp, AllReduceOp, ReduceScatterOp
+from irfuse.lowering.aten_ops import (
+    C10D_ALL_GATHER_INTO_TENSOR,
+    C10D_ALL_REDUCE,
+    C10D_ALL_REDUCE_INPLACE,
+    C10D_AUTOGRAD_ALL_GATHER_INTO_TENSOR,
+    C10D_AUTOGRAD_REDUCE_SCATTER_TENSOR,
+    C10D_REDUCE_SCATTER_TENSOR,
+    C10D_WAIT_TENSOR,
+    CAT,
+    COPY,
+    SPLIT_TENSOR,
+    SPLIT_WITH_SIZES,
+    VLLM_ALL_GATHER,
+    VLLM_ALL_REDUCE,
+    VLLM_REDUCE_SCATTER,
+)
 from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
 from irfuse.lowering.match import (
     Call,
@@ -55,26 +71,19 @@ from irfuse.lowering.match import (
 PROCESS_GROUPS_ATTR = "irfuse.process_groups"
 """Module attribute: group name -> world size, for collectives whose call does not say it."""
 
-ALL_REDUCE = ("_c10d_functional::all_reduce.default",)
-ALL_REDUCE_INPLACE = "_c10d_functional::all_reduce_.default"
+ALL_REDUCE = (C10D_ALL_REDUCE,)
 REDUCE_SCATTER = (
-    "_c10d_functional::reduce_scatter_tensor.default",
-    "_c10d_functional_autograd::reduce_scatter_tensor.default",
+    C10D_REDUCE_SCATTER_TENSOR,
+    C10D_AUTOGRAD_REDUCE_SCATTER_TENSOR,
 )
 ALL_GATHER = (
-    "_c10d_functional::all_gather_into_tensor.default",
-    "_c10d_functional_autograd::all_gather_into_tensor.default",
+    C10D_ALL_GATHER_INTO_TENSOR,
+    C10D_AUTOGRAD_ALL_GATHER_INTO_TENSOR,
 )
-VLLM_ALL_REDUCE = "vllm::all_reduce.default"
-VLLM_REDUCE_SCATTER = "vllm::reduce_scatter.default"
-VLLM_ALL_GATHER = "vllm::all_gather.default"
 VLLM = (VLLM_ALL_REDUCE, VLLM_REDUCE_SCATTER, VLLM_ALL_GATHER)
-WAIT = "_c10d_functional::wait_tensor.default"
-COPY = "aten::copy.default"
-CAT = "aten::cat.default"
-SPLIT = ("aten::split.Tensor", "aten::split_with_sizes.default")
+SPLIT = (SPLIT_TENSOR, SPLIT_WITH_SIZES)
 ANCHORS = (
-    *ALL_REDUCE, ALL_REDUCE_INPLACE, *REDUCE_SCATTER, *ALL_GATHER, *VLLM,
+    *ALL_REDUCE, C10D_ALL_REDUCE_INPLACE, *REDUCE_SCATTER, *ALL_GATHER, *VLLM,
 )
 
 
@@ -141,7 +150,7 @@ def _read_call(found: Call) -> _Collective:
 def _match_wait(coll: _Collective) -> None:
     """Take the collective's `wait_tensor` into the region (functional collectives only)."""
     found_users = users(coll.out)
-    waits = [u for u in found_users if call(u, WAIT) is not None]
+    waits = [u for u in found_users if call(u, C10D_WAIT_TENSOR) is not None]
     if not waits:
         raise NoMatch("the collective's result is never waited on")
     if len(found_users) != 1:
@@ -174,7 +183,7 @@ def _split_pieces(value: SSAValue, dim: int, size: object) -> tuple[Call, list[S
         if not isinstance(split_dim, int) or split_dim % t.rank != dim % t.rank:
             continue
         sizes = split.arg(1)
-        if split.target == "aten::split.Tensor":
+        if split.target == SPLIT_TENSOR:
             if not size_matches(sizes, size):
                 continue
         elif not isinstance(sizes, list) or not all(size_matches(s, size) for s in sizes):
@@ -281,6 +290,7 @@ class _WorldSizes:
 
 def _registered_size(group: str) -> int | None:
     """The size of the process group named `group` in this process, if torch knows it."""
+    # torch.distributed only when a graph has a collective whose size the IR does not say.
     import torch.distributed as dist
 
     if not dist.is_available() or not dist.is_initialized():
@@ -294,7 +304,7 @@ def _registered_size(group: str) -> int | None:
 
 
 def _match(found: Call, sizes: _WorldSizes) -> _Collective:
-    if found.target == ALL_REDUCE_INPLACE:
+    if found.target == C10D_ALL_REDUCE_INPLACE:
         raise NoMatch("in-place all_reduce_ that functionalization did not rewrite")
     coll = _read_call(found)
     if found.target not in VLLM:

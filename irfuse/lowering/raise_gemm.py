@@ -39,9 +39,20 @@ from irfuse.dialects import aten
 from irfuse.dialects.gemm import MatmulOp, ScaledMatmulOp
 from irfuse.dialects.irfuse import tensor_type as make_tensor_type
 from irfuse.dialects.shapes import is_float, is_fp8, is_one_element
+from irfuse.lowering.aten_ops import (
+    ADDMM,
+    BMM,
+    CLONE,
+    EXPAND,
+    LINEAR,
+    MATMUL,
+    MATRIX_T,
+    MM,
+    SCALED_MM,
+    VIEWS,
+)
 from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
 from irfuse.lowering.match import (
-    VIEWS,
     Call,
     NoMatch,
     call,
@@ -52,15 +63,7 @@ from irfuse.lowering.match import (
     tensor_type,
 )
 
-MM = "aten::mm.default"
-ADDMM = "aten::addmm.default"
-BMM = "aten::bmm.default"
-MATMUL = "aten::matmul.default"
-LINEAR = "aten::linear.default"
-SCALED_MM = "aten::_scaled_mm.default"
 ANCHORS = (MM, ADDMM, BMM, MATMUL, LINEAR, SCALED_MM)
-EXPAND = "aten::expand.default"
-CLONE = "aten::clone.default"
 
 
 @dataclass
@@ -141,7 +144,7 @@ def _transposed(w: SSAValue, location: Attribute) -> Operation:
     """A new `t(w)`: the `[K, N]` operand of a raised `linear`."""
     wt = tensor_type(w)
     assert wt is not None
-    op = aten.CallOp("aten::t.default", [w], [aten.OperandRefAttr(IntAttr(0))],
+    op = aten.CallOp(MATRIX_T, [w], [aten.OperandRefAttr(IntAttr(0))],
                      [make_tensor_type((wt.dims[1], wt.dims[0]), wt.dtype)])
     op.location = location
     op.results[0].name_hint = f"{w.name_hint or 'weight'}_t"

@@ -45,6 +45,25 @@ from irfuse.dialects import aten
 from irfuse.dialects.attn import KvCacheWriteOp, RopeOp
 from irfuse.dialects.irfuse import SymType, tensor_type
 from irfuse.dialects.shapes import is_integer
+from irfuse.lowering.aten_ops import (
+    ADD_SCALAR,
+    COPY,
+    COPY_INPLACE,
+    CUMSUM,
+    DIV_SCALAR_MODE,
+    DIV_TENSOR_MODE,
+    FLOOR_DIVIDE,
+    INDEX_COPY,
+    INDEX_PUT,
+    INDEX_PUT_HACKED_TWIN,
+    NEW_ONES,
+    REMAINDER_SCALAR,
+    REMAINDER_TENSOR,
+    RESHAPES,
+    SLICE_SCATTER,
+    SLICE_TENSOR,
+    UNSAFE_INDEX_PUT,
+)
 from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
 from irfuse.lowering.match import (
     Call,
@@ -61,20 +80,14 @@ from irfuse.lowering.match import (
 )
 from irfuse.lowering.match import tensor_type as type_of
 
-INDEX_PUT = (
-    "aten::index_put.default",
-    "aten::index_put.hacked_twin",
-    "aten::_unsafe_index_put.default",
+INDEX_PUTS = (
+    INDEX_PUT,
+    INDEX_PUT_HACKED_TWIN,
+    UNSAFE_INDEX_PUT,
 )
-INDEX_COPY = "aten::index_copy.default"
-SLICE_SCATTER = "aten::slice_scatter.default"
-ANCHORS = (*INDEX_PUT, INDEX_COPY, SLICE_SCATTER)
-VIEWS = ("aten::view.default", "aten::_unsafe_view.default", "aten::reshape.default")
-SLICE = "aten::slice.Tensor"
-COPY = "aten::copy.default"
-COPY_BACK = "aten::copy_.default"
-FLOOR_DIV = ("aten::div.Tensor_mode", "aten::floor_divide.default", "aten::div.Scalar_mode")
-REMAINDER = ("aten::remainder.Scalar", "aten::remainder.Tensor")
+ANCHORS = (*INDEX_PUTS, INDEX_COPY, SLICE_SCATTER)
+FLOOR_DIV = (DIV_TENSOR_MODE, FLOOR_DIVIDE, DIV_SCALAR_MODE)
+REMAINDER = (REMAINDER_SCALAR, REMAINDER_TENSOR)
 
 
 @dataclass
@@ -110,7 +123,7 @@ def _is_cache(value: object) -> bool:
 
 def _flattened_cache(flat: SSAValue) -> tuple[SSAValue, Operation] | None:
     """(cache, view) when `flat` is a view of a cache; None when it is not."""
-    view = producer(flat, *VIEWS)
+    view = producer(flat, *RESHAPES)
     if view is None or not _is_cache(view.arg(0)):
         return None
     return view.arg(0), view.op
@@ -147,7 +160,7 @@ def _check_slots(slots: object, new: SSAValue) -> SSAValue:
 
 
 def _view_back(write: _Write, flat_new: SSAValue) -> None:
-    back = call(only_user(flat_new), *VIEWS)
+    back = call(only_user(flat_new), *RESHAPES)
     if back is None or _dims(back.result) != _dims(write.cache):
         raise NoMatch("the updated rows are not viewed back to the cache's shape (or are used "
                       "elsewhere)")
@@ -162,7 +175,7 @@ def _block_index(blk: object, off: object, block_size: object,
     if div is None or rem is None or div.arg(0) is not rem.arg(0):
         raise NoMatch("the 4-D cache write's indices are not (slots // block_size, "
                       "slots % block_size) of one slot mapping")
-    if div.target != "aten::floor_divide.default" and div.kwargs.get(
+    if div.target != FLOOR_DIVIDE and div.kwargs.get(
             "rounding_mode", div.arg(2)) != "floor":
         raise NoMatch("the block index is not a floor division")
     if not (size_matches(div.arg(1), block_size) and size_matches(rem.arg(1), block_size)):
@@ -226,12 +239,12 @@ def _slice_source(src: SSAValue, write: _Write) -> SSAValue:
     target, rows = copy.arg(0), copy.arg(1, "src")
     if type_of(rows) != type_of(target):
         return src  # a copy that broadcasts or casts: the copy's result is what is stored
-    sliced = producer(target, SLICE)
+    sliced = producer(target, SLICE_TENSOR)
     if sliced is None:
         return src
     write.ops.append(copy.op)
     write.optional.append(sliced.op)
-    view = producer(sliced.arg(0), *VIEWS)
+    view = producer(sliced.arg(0), *RESHAPES)
     if view is not None and view.arg(0) is write.cache:
         write.optional.append(view.op)
     return rows
@@ -267,7 +280,7 @@ def _match_slice_scatter(found: Call) -> _Write | None:
 
 
 def _match(found: Call) -> _Write | None:
-    if found.target in INDEX_PUT:
+    if found.target in INDEX_PUTS:
         write = _match_index_put(found)
     elif found.target == INDEX_COPY:
         write = _match_index_copy(found)
@@ -276,7 +289,7 @@ def _match(found: Call) -> _Write | None:
     if write is None:
         return None
     back = [u for u in users(write.updated)
-            if (c := call(u, COPY_BACK)) is not None and c.arg(0) is write.cache
+            if (c := call(u, COPY_INPLACE)) is not None and c.arg(0) is write.cache
             and c.arg(1, "src") is write.updated]
     if not back:
         raise NoMatch("the updated cache is not copied back into the cache input")
@@ -343,13 +356,13 @@ def _slot_range(write: _Write) -> list[aten.CallOp]:
         size_template: Attribute = ArrayAttr([ref(IntAttr(1))])
     else:
         size_template = ArrayAttr([size])
-    ones = aten.CallOp("aten::new_ones.default", operands, [ref(IntAttr(0)), size_template],
+    ones = aten.CallOp(NEW_ONES, operands, [ref(IntAttr(0)), size_template],
                        [slots_type], kw_template={"dtype": i64})
-    counted = aten.CallOp("aten::cumsum.default", [ones.results[0]],
+    counted = aten.CallOp(CUMSUM, [ones.results[0]],
                           [ref(IntAttr(0)), IntAttr(0)], [slots_type])
     made = [ones, counted]
     if write.start != 1:
-        made.append(aten.CallOp("aten::add.Scalar", [counted.results[0]],
+        made.append(aten.CallOp(ADD_SCALAR, [counted.results[0]],
                                 [ref(IntAttr(0)), IntAttr(write.start - 1)], [slots_type]))
     for op, hint in zip(made, ("slot_ones", "slot_count", "slot_range"), strict=False):
         op.location = write.anchor.location

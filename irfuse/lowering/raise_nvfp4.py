@@ -55,10 +55,25 @@ from irfuse.dialects.shapes import (
     FP8_QUANT_DTYPES,
     is_float,
 )
+from irfuse.lowering.aten_ops import (
+    ABS,
+    AMAX,
+    CASTS,
+    DIV_SCALAR,
+    DIV_TENSOR,
+    FULL,
+    FULL_LIKE,
+    MAX_DIM,
+    MUL_SCALAR,
+    MUL_TENSOR,
+    ONES,
+    RECIPROCAL,
+    SCALAR_TENSOR,
+    VIEWS,
+    ZEROS,
+)
 from irfuse.lowering.driver import AnchorPattern, Site
 from irfuse.lowering.match import (
-    CASTS,
-    VIEWS,
     Call,
     NoMatch,
     as_cast,
@@ -80,20 +95,15 @@ from irfuse.lowering.nvfp4_swizzle import (
     swizzle_scales,
 )
 from irfuse.lowering.quant_common import (
-    ABS,
-    AMAX,
     CLAMPS,
     COPIES,
-    DIV,
     E2M1_MAX,
     EQ,
     FILL_WITH,
     FILLS,
     MASKED_FILL,
-    MAX_DIM,
     NVFP4_BLOCK,
     NVFP4_SCALE_BOUND,
-    RECIPROCAL,
     WHERE,
     Blocks,
     GroupedView,
@@ -134,7 +144,7 @@ def _fill_value(value: object, ops: list[Operation]) -> float | None:
     if found.target in FILLS:
         ops.append(found.op)
         return FILLS[found.target]
-    fill = found.arg(1 if found.target == "aten::full_like.default" else 2, "fill_value")
+    fill = found.arg(1 if found.target == FULL_LIKE else 2, "fill_value")
     number = scalar_of(fill)
     if number is None:
         return None
@@ -251,7 +261,7 @@ def _powers(value: object, walk: _Walk, sign: int, depth: int = 0) -> tuple[Powe
         return _powers(source, walk, sign, depth + 1)
     if as_cast(value) is not None:
         raise NoMatch(f"the scaling casts {dtype_of(found.arg(0))} to f32 on the way")
-    if target in ("aten::mul.Tensor", "aten::mul.Scalar", DIV, "aten::div.Scalar"):
+    if target in (MUL_TENSOR, MUL_SCALAR, DIV_TENSOR, DIV_SCALAR):
         if found.kwargs.get("rounding_mode") is not None:
             raise NoMatch("the scaling divides with a rounding mode")
         a, b = found.arg(0), found.arg(1, "other")
@@ -289,17 +299,17 @@ def _one_element_powers(value: SSAValue, walk: _Walk, sign: int, depth: int
                         ) -> tuple[Powers, float]:
     """A one-element f32 factor: a global scale (a leaf), or a reciprocal (`1 / s`), view or
     copy of one (optional ops: other code may share them)."""
-    found = producer(value, RECIPROCAL, DIV, *VIEWS, *COPIES)
-    if found is not None and found.target == DIV and scalar_of(found.arg(0)) != 1:
+    found = producer(value, RECIPROCAL, DIV_TENSOR, *VIEWS, *COPIES)
+    if found is not None and found.target == DIV_TENSOR and scalar_of(found.arg(0)) != 1:
         found = None
     if found is None:
         if dtype_of(value) != f32:
             raise NoMatch(f"the global scale is {dtype_of(value)}, not f32")
         return {value: 1}, 1.0
-    inner = found.arg(1, "other") if found.target == DIV else found.arg(0)
+    inner = found.arg(1, "other") if found.target == DIV_TENSOR else found.arg(0)
     walk.optional.append(found.op)
     powers, c = _powers(inner, walk, sign, depth + 1)
-    if found.target in (RECIPROCAL, DIV):
+    if found.target in (RECIPROCAL, DIV_TENSOR):
         return _combine({}, powers, -1), 1.0 / c
     return powers, c
 
@@ -391,7 +401,7 @@ def nvfp4_block_scale(cast_op: Operation) -> tuple[_Walk, Powers, float] | None:
         clamped, lo, hi = peel_clamps(cast[0], ops)
     except NoMatch:
         return None
-    if producer(clamped, "aten::mul.Tensor", "aten::mul.Scalar", DIV, "aten::div.Scalar") is None:
+    if producer(clamped, MUL_TENSOR, MUL_SCALAR, DIV_TENSOR, DIV_SCALAR) is None:
         return None
     grouped = _find_amax(clamped)
     if grouped is None:
@@ -461,7 +471,7 @@ def _scaled_value(walk: _Walk) -> tuple[SSAValue, SSAValue]:
                     continue
                 if found.target in CLAMPS:
                     clamps.append(user)
-                elif found.target in ("aten::mul.Tensor", DIV, *WHERE, *MASKED_FILL, *CASTS,
+                elif found.target in (MUL_TENSOR, DIV_TENSOR, *WHERE, *MASKED_FILL, *CASTS,
                                       *VIEWS):
                     nxt.append(result)
         frontier = nxt
@@ -511,8 +521,8 @@ def _clamped_scaling(top: Operation, walk: _Walk) -> tuple[SSAValue, SSAValue]:
 
 
 
-_CONSTANT_MAKERS = ("aten::full.default", "aten::scalar_tensor.default", "aten::zeros.default",
-                    "aten::ones.default")
+_CONSTANT_MAKERS = (FULL, SCALAR_TENSOR, ZEROS,
+                    ONES)
 
 
 def _settle_nvfp4(quant: _Nvfp4) -> list[Operation]:

@@ -92,11 +92,38 @@ from irfuse.dialects.shapes import (
     is_float,
     is_one_element,
 )
+from irfuse.lowering.aten_ops import (
+    ABS,
+    AMAX,
+    CASTS,
+    CEIL,
+    DIV_SCALAR,
+    DIV_TENSOR,
+    EXP2,
+    FULL,
+    IRFUSE_QUANT_FP8_GROUP,
+    IRFUSE_QUANT_FP8_PER_TENSOR,
+    IRFUSE_QUANT_FP8_PER_TOKEN,
+    IRFUSE_QUANT_FP8_STATIC,
+    IRFUSE_QUANT_NVFP4,
+    LIFT_FRESH_COPY,
+    LOG2,
+    MATRIX_T,
+    MAX,
+    MAX_DIM,
+    MAXIMUM,
+    MINIMUM,
+    MUL_SCALAR,
+    MUL_TENSOR,
+    POW_SCALAR,
+    RECIPROCAL,
+    SCALAR_MAKERS,
+    SCALAR_TENSOR,
+    TRANSPOSE_INT,
+    VIEWS,
+)
 from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
 from irfuse.lowering.match import (
-    CASTS,
-    SCALAR_MAKERS,
-    VIEWS,
     Call,
     NoMatch,
     as_cast,
@@ -111,25 +138,12 @@ from irfuse.lowering.match import (
     users,
 )
 from irfuse.lowering.quant_common import (
-    ABS,
-    AMAX,
-    CEIL,
-    CLAMP,
-    CLAMP_MAX,
-    CLAMP_MIN,
     CLAMPS,
+    CLAMPS_ABOVE,
+    CLAMPS_BELOW,
+    CLAMPS_BOTH,
     COPIES,
-    DIV,
-    EXP2,
     LAYOUTS,
-    LOG2,
-    MAX_ALL,
-    MAX_DIM,
-    MAXIMUM,
-    MINIMUM,
-    MUL,
-    POW_SCALAR,
-    RECIPROCAL,
     TRANSPOSES,
     bound_value,
     dtype_of,
@@ -149,12 +163,7 @@ FP8_BOUND: dict[Attribute, float] = {F8E4M3FN: 448.0, F8E4M3FNUZ: 224.0}
 """The clamp bound M of each FP8 dtype irfuse quantizes to (vLLM's: 224 for fnuz)."""
 _NEAR_MISS_BOUNDS = (448.0, 224.0, 240.0, 57344.0)
 
-CUSTOM_STATIC = "irfuse::quant_fp8_static.default"
-CUSTOM_TOKEN = "irfuse::quant_fp8_per_token.default"
-CUSTOM_TENSOR = "irfuse::quant_fp8_per_tensor.default"
-CUSTOM_GROUP = "irfuse::quant_fp8_group.default"
-CUSTOM_NVFP4 = "irfuse::quant_nvfp4.default"
-CUSTOM_OPS = (CUSTOM_STATIC, CUSTOM_TOKEN, CUSTOM_TENSOR, CUSTOM_GROUP, CUSTOM_NVFP4)
+CUSTOM_OPS = (IRFUSE_QUANT_FP8_STATIC, IRFUSE_QUANT_FP8_PER_TOKEN, IRFUSE_QUANT_FP8_PER_TENSOR, IRFUSE_QUANT_FP8_GROUP, IRFUSE_QUANT_NVFP4)
 
 
 # --- the scheme names of the support matrix ---------------------------------------------------------
@@ -206,7 +215,7 @@ def _static_source(value: object) -> bool:
         found = producer(value, *VIEWS, *CASTS, *COPIES, *SCALAR_MAKERS)
         if found is None:
             return False
-        if found.target in SCALAR_MAKERS and found.target != "aten::lift_fresh_copy.default":
+        if found.target in SCALAR_MAKERS and found.target != LIFT_FRESH_COPY:
             return scalar_of(value) is not None
         value = found.arg(0)
     return False
@@ -239,9 +248,9 @@ class _Scaling:
 
 
 def _scaling(value: SSAValue) -> _Scaling:
-    found = producer(value, DIV, MUL)
+    found = producer(value, DIV_TENSOR, MUL_TENSOR)
     if found is None:
-        scalar = producer(value, "aten::div.Scalar", "aten::mul.Scalar")
+        scalar = producer(value, DIV_SCALAR, MUL_SCALAR)
         if scalar is not None:
             raise NoMatch(f"x is scaled by the number {scalar.arg(1)}, not by a scale tensor")
         owner = value.owner
@@ -249,7 +258,7 @@ def _scaling(value: SSAValue) -> _Scaling:
         raise NoMatch(f"the clamped value is made by {what}, not by a scaling of x")
     a, b = found.arg(0), found.arg(1, "other")
     out_dims = shape_of(value)
-    if found.target == DIV:
+    if found.target == DIV_TENSOR:
         if not isinstance(b, SSAValue):
             raise NoMatch(f"x is divided by the number {b}, not by a scale tensor")
         if shape_of(a) != out_dims:
@@ -291,10 +300,10 @@ class _ScaleChain:
 
 def _floor_of(found: Call) -> tuple[SSAValue, float] | None:
     """(value, c) when `found` is `max(value, c)` in one of its spellings, else None."""
-    if found.target in CLAMP_MIN:
+    if found.target in CLAMPS_BELOW:
         c = bound_value(found.arg(1, "min"))
         return None if c is None else (found.arg(0), c)
-    if found.target in CLAMP:
+    if found.target in CLAMPS_BOTH:
         if found.arg(2, "max") is not None:
             return None
         c = bound_value(found.arg(1, "min"))
@@ -310,9 +319,9 @@ def _floor_of(found: Call) -> tuple[SSAValue, float] | None:
 def _cap_of(found: Call) -> tuple[SSAValue, SSAValue] | None:
     """(value, ub) when `found` is `min(value, ub)` with a one-element tensor ub, else None."""
     value = ub = None
-    if found.target in CLAMP_MAX:
+    if found.target in CLAMPS_ABOVE:
         value, ub = found.arg(0), found.arg(1, "max")
-    elif found.target in CLAMP and found.arg(1, "min") is None:
+    elif found.target in CLAMPS_BOTH and found.arg(1, "min") is None:
         value, ub = found.arg(0), found.arg(2, "max")
     elif found.target == MINIMUM:
         a, b = found.arg(0), found.arg(1, "other")
@@ -343,7 +352,7 @@ def _ue8m0_of(value: SSAValue) -> tuple[SSAValue, list[Operation]] | None:
 
 
 def _divisor_number(found: Call) -> float | None:
-    if found.target not in ("aten::div.Tensor", "aten::div.Scalar"):
+    if found.target not in (DIV_TENSOR, DIV_SCALAR):
         return None
     number = bound_value(found.arg(1, "other"))
     return number
@@ -363,7 +372,7 @@ def _scale_chain(divisor: SSAValue) -> _ScaleChain:
         found = producer(current)
         if found is None:
             raise _NotDerived
-        if found.target in (AMAX, MAX_ALL, MAX_DIM):
+        if found.target in (AMAX, MAX, MAX_DIM):
             break
         if found.target in VIEWS:
             ops.append(found.op)
@@ -404,7 +413,7 @@ def _scale_chain(divisor: SSAValue) -> _ScaleChain:
     ops.extend([found.op, absolute.op])
     src = absolute.arg(0)
     r = len(shape_of(src))
-    if found.target == MAX_ALL:
+    if found.target == MAX:
         dims: list[int] = list(range(r))
     else:
         dim = found.arg(1, "dim", [])
@@ -665,9 +674,9 @@ def _swaps_last_two(found: Call) -> bool:
     r = len(shape_of(found.arg(0)))
     if r < 2:
         return False
-    if found.target == "aten::t.default":
+    if found.target == MATRIX_T:
         return r == 2
-    if found.target == "aten::transpose.int":
+    if found.target == TRANSPOSE_INT:
         d0, d1 = found.arg(1, "dim0"), found.arg(2, "dim1")
         if not isinstance(d0, int) or not isinstance(d1, int):
             return False
@@ -683,7 +692,7 @@ def _swaps_last_two(found: Call) -> bool:
 
 def _match_custom(found: Call) -> _Quant | Operation:
     x = found.arg(0)
-    if found.target == CUSTOM_NVFP4:
+    if found.target == IRFUSE_QUANT_NVFP4:
         gs = found.arg(1, "global_scale")
         dims = shape_of(x)
         if len(dims) != 2 or not isinstance(dims[1], int) or dims[1] % 16:
@@ -694,17 +703,17 @@ def _match_custom(found: Call) -> _Quant | Operation:
         q, block_scale = found.op.results
         return QuantNvfp4Op(x, gs, result_types=[q.type, block_scale.type])
     results = list(found.op.results)
-    if found.target == CUSTOM_STATIC:
+    if found.target == IRFUSE_QUANT_FP8_STATIC:
         scale = found.arg(1, "scale")
         _static_scale(scale, "quant scale")
         return _Quant(x, results[0], QuantScheme.static_tensor(), [found.op], scale=scale)
-    if found.target == CUSTOM_TOKEN:
+    if found.target == IRFUSE_QUANT_FP8_PER_TOKEN:
         ub = found.arg(1, "scale_ub")
         if ub is not None:
             _static_scale(ub, "scale_ub")
         return _Quant(x, results[0], QuantScheme.dynamic_token(), [found.op], scale_ub=ub,
                       scale_out=results[1])
-    if found.target == CUSTOM_TENSOR:
+    if found.target == IRFUSE_QUANT_FP8_PER_TENSOR:
         return _Quant(x, results[0], QuantScheme.dynamic_tensor(), [found.op],
                       scale_out=results[1])
     group, col_major, ue8m0 = (found.arg(1, "group_size"), found.arg(2, "col_major", False),
@@ -745,7 +754,7 @@ def _settle_chain(quant: _Quant) -> None:
             maker = operand.owner
             if (
                 isinstance(maker, aten.CallOp)
-                and maker.target.data in ("aten::full.default", "aten::scalar_tensor.default")
+                and maker.target.data in (FULL, SCALAR_TENSOR)
                 and maker not in chain
                 and all(u.operation in chain for u in operand.uses)
             ):
@@ -816,7 +825,7 @@ def _near_miss_cast(found: Call, dtype: Attribute) -> str | None:
 class CustomFp8QuantPattern(AnchorPattern):
     """irfuse's FP8 quant custom ops, whole."""
 
-    targets = (CUSTOM_STATIC, CUSTOM_TOKEN, CUSTOM_TENSOR, CUSTOM_GROUP)
+    targets = (IRFUSE_QUANT_FP8_STATIC, IRFUSE_QUANT_FP8_PER_TOKEN, IRFUSE_QUANT_FP8_PER_TENSOR, IRFUSE_QUANT_FP8_GROUP)
     remark = "not an FP8 quant"
 
     def rewrite(self, op: Operation, site: Site) -> bool:
@@ -829,7 +838,7 @@ class CustomFp8QuantPattern(AnchorPattern):
 class CustomNvfp4QuantPattern(CustomFp8QuantPattern):
     """irfuse's NVFP4 quant custom op, whole."""
 
-    targets = (CUSTOM_NVFP4,)
+    targets = (IRFUSE_QUANT_NVFP4,)
     remark = "not an NVFP4 quant"
 
 

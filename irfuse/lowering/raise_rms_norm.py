@@ -36,6 +36,24 @@ from xdsl.dialects.builtin import f32
 from xdsl.ir import Operation, SSAValue
 
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
+from irfuse.lowering.aten_ops import (
+    ADD,
+    ADD_TENSOR,
+    DIV,
+    FUSED_RMS_NORM,
+    IRFUSE_ADD_RMS_NORM,
+    IRFUSE_RMS_NORM,
+    MEAN_DIM,
+    MUL,
+    MUL_TENSOR,
+    POW_TENSOR_SCALAR,
+    RECIPROCAL,
+    RMS_NORM,
+    RSQRT,
+    SQRT,
+    SUB_TENSOR,
+    SUM_DIM_INT_LIST,
+)
 from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
 from irfuse.lowering.match import (
     Call,
@@ -54,17 +72,11 @@ from irfuse.lowering.match import (
 )
 from irfuse.lowering.raise_rope import is_rotation_sum
 
-RSQRT = "aten::rsqrt.default"
-RECIPROCAL = "aten::reciprocal.default"
-SQRT = "aten::sqrt.default"
-MUL = ("aten::mul.Tensor", "aten::mul.Scalar")
-DIV = ("aten::div.Tensor", "aten::div.Scalar")
-ADD = ("aten::add.Tensor", "aten::add.Scalar")
 WHOLE_OPS = (
-    "aten::rms_norm.default",
-    "aten::_fused_rms_norm.default",
-    "irfuse::rms_norm.default",
-    "irfuse::add_rms_norm.default",
+    RMS_NORM,
+    FUSED_RMS_NORM,
+    IRFUSE_RMS_NORM,
+    IRFUSE_ADD_RMS_NORM,
 )
 
 # torch.finfo(dtype).eps, the eps `rms_norm` uses when none is given.
@@ -124,14 +136,14 @@ def _mean_of_square(value: SSAValue) -> tuple[SSAValue, float, list[Operation]]:
 
 def _mean(value: SSAValue) -> tuple[SSAValue, list[Operation]]:
     """value = mean(s, -1, keepdim) (or sum / N): return (s, ops)."""
-    mean = producer(value, "aten::mean.dim")
+    mean = producer(value, MEAN_DIM)
     if mean is not None:
         _check_reduction(mean)
         return mean.arg(0), [mean.op]
     scaled = producer(value, *DIV, *MUL)
     if scaled is None:
         raise NoMatch("the rstd is not of a mean")
-    total = producer(scaled.arg(0), "aten::sum.dim_IntList")
+    total = producer(scaled.arg(0), SUM_DIM_INT_LIST)
     factor = scalar_of(scaled.arg(1, "other"))
     if total is None or factor is None:
         raise NoMatch("the rstd is not of a mean (sum / N)")
@@ -155,12 +167,12 @@ def _check_reduction(reduction: Call) -> None:
 
 
 def _square_base(square: SSAValue) -> SSAValue:
-    power = producer(square, "aten::pow.Tensor_Scalar")
+    power = producer(square, POW_TENSOR_SCALAR)
     if power is not None:
         if power.arg(1, "exponent") != 2:
             raise NoMatch(f"x is raised to {power.arg(1)}, not squared")
         return power.arg(0)
-    product = producer(square, "aten::mul.Tensor")
+    product = producer(square, MUL_TENSOR)
     if product is not None and product.arg(0) is product.arg(1):
         return product.arg(0)
     raise NoMatch("the mean is not of a square")
@@ -200,10 +212,10 @@ def _match_decomposed(anchor: Call) -> _Norm:
 def _is_centered(value: SSAValue) -> bool:
     """Whether `value` is `x - mean(x, -1, keepdim)`: what a LayerNorm normalizes (Cohere's, once
     cse-pure has made its two `x - mean` one value, reads as an RMSNorm of that difference)."""
-    sub = producer(value, "aten::sub.Tensor")
+    sub = producer(value, SUB_TENSOR)
     if sub is None or sub.arg(2, "alpha", 1) != 1:
         return False
-    mean = producer(sub.arg(1, "other"), "aten::mean.dim")
+    mean = producer(sub.arg(1, "other"), MEAN_DIM)
     return mean is not None and mean.arg(0) is sub.arg(0)
 
 
@@ -216,7 +228,7 @@ def _match_weight(norm: _Norm) -> None:
         norm.ops.append(user)  # type: ignore[arg-type]
         value = user.results[0]  # type: ignore[union-attr]
         user = only_user(value)
-    product = call(user, "aten::mul.Tensor")
+    product = call(user, MUL_TENSOR)
     if product is not None:
         for base, other in commutative_operands(product):
             if base is value and _weight_of(norm, other):
@@ -262,7 +274,7 @@ def _weight_of(norm: _Norm, value: object) -> bool:
 
 def _match_residual(norm: _Norm) -> None:
     """Extend a norm by the residual add that feeds it, in the model dtype or in f32."""
-    add = producer(norm.x, "aten::add.Tensor")
+    add = producer(norm.x, ADD_TENSOR)
     if add is None or add.arg(2, "alpha", 1) != 1 or len(add.args) < 2:
         return
     if is_rotation_sum(add):
@@ -300,10 +312,10 @@ def _match_residual(norm: _Norm) -> None:
 
 def _match_whole(found: Call) -> _Norm:
     if found.target.startswith("irfuse::"):
-        eps = found.arg(2 if found.target == "irfuse::rms_norm.default" else 3, "eps")
-        offset = found.arg(3 if found.target == "irfuse::rms_norm.default" else 4,
+        eps = found.arg(2 if found.target == IRFUSE_RMS_NORM else 3, "eps")
+        offset = found.arg(3 if found.target == IRFUSE_RMS_NORM else 4,
                            "weight_offset", 0.0)
-        if found.target == "irfuse::rms_norm.default":
+        if found.target == IRFUSE_RMS_NORM:
             return _Norm(found.arg(0), found.arg(1), eps, found.result, [found.op],
                          weight_offset=offset)
         out, residual_out = found.op.results
@@ -316,7 +328,7 @@ def _match_whole(found: Call) -> _Norm:
     eps = found.arg(3, "eps")
     if eps is None:
         eps = _DTYPE_EPS.get(str(tensor_type(x).dtype))
-    if found.target == "aten::_fused_rms_norm.default" and found.op.results[1].uses:
+    if found.target == FUSED_RMS_NORM and found.op.results[1].uses:
         raise NoMatch("the rstd of _fused_rms_norm is used")
     return _Norm(x, found.arg(2, "weight"), float(eps), found.op.results[0], [found.op])
 

@@ -71,10 +71,32 @@ from irfuse.dialects import aten
 from irfuse.dialects.attn import RopeOp
 from irfuse.dialects.irfuse import TensorType
 from irfuse.dialects.irfuse import tensor_type as irfuse_tensor_type
+from irfuse.lowering.aten_ops import (
+    ADD_TENSOR,
+    ALIAS,
+    CAT,
+    COS,
+    EMBEDDING,
+    EXPAND,
+    INDEX_SELECT,
+    INDEX_TENSOR,
+    MUL_SCALAR,
+    MUL_TENSOR,
+    NEG,
+    RESHAPES_AND_FLATTENS,
+    SELECT_INT,
+    SIN,
+    SLICE_TENSOR,
+    STACK,
+    SUB_TENSOR,
+    UNBIND_INT,
+    UNSQUEEZE,
+    VIEW_AS_COMPLEX,
+    VIEW_AS_REAL,
+)
 from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
 from irfuse.lowering.match import (
     INT64_MAX,
-    SLICE,
     Call,
     NoMatch,
     as_cast,
@@ -91,29 +113,8 @@ from irfuse.lowering.match import (
     tensor_type,
 )
 
-MUL = "aten::mul.Tensor"
-MUL_SCALAR = "aten::mul.Scalar"
-ADD = "aten::add.Tensor"
-SUB = "aten::sub.Tensor"
-NEG = "aten::neg.default"
-CAT = "aten::cat.default"
-STACK = "aten::stack.default"
-SELECT = "aten::select.int"
-UNBIND = "aten::unbind.int"
-ALIAS = "aten::alias.default"
-UNSQUEEZE = "aten::unsqueeze.default"
-EXPAND = "aten::expand.default"
-VIEWS = (
-    "aten::view.default",
-    "aten::reshape.default",
-    "aten::_unsafe_view.default",
-    "aten::flatten.using_ints",
-    "aten::unflatten.int",
-)
-VIEW_AS_REAL = "aten::view_as_real.default"
-VIEW_AS_COMPLEX = "aten::view_as_complex.default"
-LOOKUPS = ("aten::index.Tensor", "aten::index_select.default", "aten::embedding.default")
-TRIG = ("aten::cos.default", "aten::sin.default")
+LOOKUPS = (INDEX_TENSOR, INDEX_SELECT, EMBEDDING)
+TRIG = (COS, SIN)
 LOW = (bf16, f16)  # dtypes a rotation may be widened from to f32 and cast back to
 
 
@@ -173,7 +174,7 @@ def _operands(found: Call) -> tuple[SSAValue, SSAValue] | None:
 
 
 def _mul(value: SSAValue) -> tuple[Call, SSAValue, SSAValue] | None:
-    found = producer(value, MUL)
+    found = producer(value, MUL_TENSOR)
     if found is None:
         return None
     pair = _operands(found)
@@ -190,7 +191,7 @@ def _is_product_of(value: SSAValue, a: SSAValue, b: SSAValue) -> Call | None:
 
 def _negated(value: SSAValue) -> tuple[SSAValue, Operation] | None:
     """(v, op) if value is `-v` (`neg`, or a product with -1)."""
-    found = producer(value, NEG, MUL, MUL_SCALAR)
+    found = producer(value, NEG, MUL_TENSOR, MUL_SCALAR)
     if found is None:
         return None
     if found.target == NEG:
@@ -224,7 +225,7 @@ def _two_tensors(found: Call) -> tuple[SSAValue, SSAValue] | None:
 
 def _flattened(stacked: SSAValue) -> SSAValue | None:
     """The `[..., 2h]` view of a `stack(.., -1)` result `[..., h, 2]` (its only user)."""
-    user = call(only_user(stacked), *VIEWS)
+    user = call(only_user(stacked), *RESHAPES_AND_FLATTENS)
     if user is None:
         return None
     t, r = tensor_type(stacked), tensor_type(user.result)
@@ -252,7 +253,7 @@ def _neox_halves(x1: SSAValue, x2: SSAValue) -> tuple[SSAValue, list[Operation]]
 
 def _strided(value: SSAValue) -> tuple[SSAValue, int, list[Operation]] | None:
     """(x, start, ops) if value is `x[..., start::2]` over x's whole (even) last dim."""
-    found = producer(value, SLICE)
+    found = producer(value, SLICE_TENSOR)
     if found is None:
         return None
     x = found.arg(0)
@@ -273,17 +274,17 @@ def _strided(value: SSAValue) -> tuple[SSAValue, int, list[Operation]] | None:
 
 def _pair_element(value: SSAValue) -> tuple[SSAValue, int, list[Operation]] | None:
     """(x, i, ops) if value is `x.view(..., d/2, 2)[..., i]` (select or unbind)."""
-    found = producer(value, SELECT, UNBIND)
+    found = producer(value, SELECT_INT, UNBIND_INT)
     if found is None:
         return None
     pairs = found.arg(0)
     tp = tensor_type(pairs)
     if tp is None or tp.dims[-1:] != (2,) or not _last_dim(found, 1, "dim", tp.rank):
         return None
-    index = found.arg(2, "index") if found.target == SELECT else value.index  # type: ignore[attr-defined]
+    index = found.arg(2, "index") if found.target == SELECT_INT else value.index  # type: ignore[attr-defined]
     if index not in (0, 1, -1, -2):
         return None
-    view = producer(pairs, *VIEWS)
+    view = producer(pairs, *RESHAPES_AND_FLATTENS)
     if view is None:
         return None
     x = view.arg(0)
@@ -331,7 +332,7 @@ def _deinterleave(x1: SSAValue, x2: SSAValue, muls: list[Operation], after: Oper
     cat = aten.CallOp(CAT, [x1, x2], [ArrayAttr([ref(IntAttr(0)), ref(IntAttr(1))]), IntAttr(-1)],
                       [_with_last(xt, 2 * h)])  # type: ignore[operator]
     halves = [
-        aten.CallOp(SLICE, [cat.results[0]], [ref(IntAttr(0)), IntAttr(-1), IntAttr(start),
+        aten.CallOp(SLICE_TENSOR, [cat.results[0]], [ref(IntAttr(0)), IntAttr(-1), IntAttr(start),
                                              IntAttr(start + h)], [xt])  # type: ignore[operator]
         for start in (0, h)
     ]
@@ -362,7 +363,7 @@ def _is_pairs_candidate(comb: Call) -> bool:
     if inputs is None:
         return False
     factors: list[set[SSAValue]] = []
-    for v, targets in zip(inputs, ((SUB, ADD), (ADD,)), strict=True):
+    for v, targets in zip(inputs, ((SUB_TENSOR, ADD_TENSOR), (ADD_TENSOR,)), strict=True):
         combo = producer(v, *targets)
         pair = None if combo is None else _operands(combo)
         if pair is None:
@@ -376,10 +377,10 @@ def _is_pairs_candidate(comb: Call) -> bool:
 
 def _match_pairs(comb: Call, order: dict[Operation, float] | None = None) -> _Rotation:
     o1, o2 = _two_tensors(comb)  # type: ignore[misc]
-    first = producer(o1, SUB, ADD)
-    second = producer(o2, ADD)
+    first = producer(o1, SUB_TENSOR, ADD_TENSOR)
+    second = producer(o2, ADD_TENSOR)
     assert first is not None and second is not None
-    if first.target == ADD:
+    if first.target == ADD_TENSOR:
         raise NoMatch("o1 = x1 * cos + x2 * sin: the first part has the wrong sign")
     if first.arg(2, "alpha", 1) != 1 or second.arg(2, "alpha", 1) != 1:
         raise NoMatch("a rotation term is scaled by alpha")
@@ -436,7 +437,7 @@ def _rotated(value: SSAValue) -> tuple[SSAValue, bool, list[Operation]] | None:
     comb = producer(value, CAT)
     flat_ops: list[Operation] = []
     if comb is None:
-        view = producer(value, *VIEWS)
+        view = producer(value, *RESHAPES_AND_FLATTENS)
         comb = None if view is None else producer(view.arg(0), STACK)
         if comb is None or _flattened(comb.result) is not value:
             return None
@@ -471,14 +472,14 @@ def _is_rotate_candidate(add: Call) -> bool:
 def is_rotation_sum(add: Call) -> bool:
     """Whether an add looks like the rotate form's `x * cos + rotate(x) * sin` (so that
     raise-rms-norm does not take it for a residual add when a q/k norm follows the RoPE)."""
-    return add.target == ADD and _is_rotate_candidate(add)
+    return add.target == ADD_TENSOR and _is_rotate_candidate(add)
 
 
 def _looks_rotated(value: SSAValue) -> bool:
     value = _unwidened(value)[0]
     comb = producer(value, CAT)
     if comb is None:
-        view = producer(value, *VIEWS)
+        view = producer(value, *RESHAPES_AND_FLATTENS)
         comb = None if view is None else producer(view.arg(0), STACK)
     if comb is None:
         return False
@@ -583,7 +584,7 @@ def _check_types(x: SSAValue, out: SSAValue, parts: Iterable[SSAValue], cos: SSA
 
 
 def _is_complex_candidate(found: Call) -> bool:
-    product = producer(found.arg(0), MUL)
+    product = producer(found.arg(0), MUL_TENSOR)
     pair = None if product is None else _operands(product)
     return pair is not None and any(producer(v, VIEW_AS_COMPLEX) is not None for v in pair)
 
@@ -592,7 +593,7 @@ def _match_complex(anchor: Call, order: dict[Operation, float], made: _Made) -> 
     """Meta's and DeepSeek-V2's RoPE: x's (even, odd) pairs as complex numbers times
     `freqs_cis = cos + i sin`, back to reals, flattened: GPT-J's rotation. cos and sin are made
     as views of freqs_cis (`view_as_real(freqs_cis)[..., 0 / 1]`, bit for bit its parts)."""
-    product = producer(anchor.arg(0), MUL)
+    product = producer(anchor.arg(0), MUL_TENSOR)
     assert product is not None
     a, b = _operands(product)  # type: ignore[misc]
     as_complex = producer(a, VIEW_AS_COMPLEX)
@@ -600,7 +601,7 @@ def _match_complex(anchor: Call, order: dict[Operation, float], made: _Made) -> 
     if as_complex is None:
         as_complex, freqs = producer(b, VIEW_AS_COMPLEX), a
     assert as_complex is not None
-    pairs = producer(as_complex.arg(0), *VIEWS)
+    pairs = producer(as_complex.arg(0), *RESHAPES_AND_FLATTENS)
     x = None if pairs is None else pairs.arg(0)
     xt, pt, ft = tensor_type(x), tensor_type(as_complex.arg(0)), tensor_type(freqs)
     if pairs is None or xt is None or pt is None or ft is None or xt.rank < 2:
@@ -627,7 +628,7 @@ def _match_complex(anchor: Call, order: dict[Operation, float], made: _Made) -> 
 
 def _flattened_real(real: SSAValue) -> SSAValue | None:
     """The `[..., d]` view of a `view_as_real` result `[..., d/2, 2]` (its only user)."""
-    view = call(only_user(real), *VIEWS)
+    view = call(only_user(real), *RESHAPES_AND_FLATTENS)
     if view is None:
         return None
     t, r = tensor_type(real), tensor_type(view.result)
@@ -645,7 +646,7 @@ def _complex_parts(freqs: SSAValue, before: Operation, order: dict[Operation, fl
     part_t = irfuse_tensor_type(ft.dims, ft.dtype.element_type)  # type: ignore[attr-defined]
     ref = aten.OperandRefAttr(IntAttr(0))
     real = aten.CallOp(VIEW_AS_REAL, [freqs], [ref], [real_t])
-    parts = [aten.CallOp(SELECT, [real.results[0]], [ref, IntAttr(-1), IntAttr(i)], [part_t])
+    parts = [aten.CallOp(SELECT_INT, [real.results[0]], [ref, IntAttr(-1), IntAttr(i)], [part_t])
              for i in (0, 1)]
     block = before.parent_block()
     base = order[before]
@@ -713,11 +714,11 @@ def _strip_broadcast(value: SSAValue, ops: list[Operation] | None = None) -> SSA
         nxt = None
         if found.target in (UNSQUEEZE, EXPAND, ALIAS) or as_cast(value) is not None:
             nxt = found.arg(0)
-        elif found.target == SLICE and found.arg(4, "step", 1) == 1:
+        elif found.target == SLICE_TENSOR and found.arg(4, "step", 1) == 1:
             src = tensor_type(found.arg(0))
             if src is not None and tensor_type(value) == src:
                 nxt = found.arg(0)
-        elif found.target in VIEWS:
+        elif found.target in RESHAPES_AND_FLATTENS:
             src, dst = tensor_type(found.arg(0)), tensor_type(value)
             if src is not None and dst is not None and _non_unit(src) == _non_unit(dst):
                 nxt = found.arg(0)
@@ -737,12 +738,12 @@ def _lookup(value: SSAValue) -> tuple[SSAValue, SSAValue, Operation] | None:
     found = producer(value, *LOOKUPS)
     if found is None:
         return None
-    if found.target == "aten::index.Tensor":
+    if found.target == INDEX_TENSOR:
         indices = found.arg(1, "indices")
         if not isinstance(indices, list) or len(indices) != 1:
             return None
         cache, positions = found.arg(0), indices[0]
-    elif found.target == "aten::index_select.default":
+    elif found.target == INDEX_SELECT:
         if found.arg(1, "dim") != 0:
             return None
         cache, positions = found.arg(0), found.arg(2, "index")
@@ -790,7 +791,7 @@ def _origin(value: SSAValue) -> tuple[str, object, object] | None:
         if piece is not None:
             value = piece.source
             continue
-        scaled = producer(value, MUL, MUL_SCALAR)  # HF's attention_scaling: cos * s
+        scaled = producer(value, MUL_TENSOR, MUL_SCALAR)  # HF's attention_scaling: cos * s
         if scaled is not None:
             for v, c in commutative_operands(scaled):
                 if isinstance(v, SSAValue) and scalar_of(c) is not None:
@@ -987,7 +988,7 @@ class _Walk:
 class RopePattern(AnchorPattern):
     """Rotations collected in the walk, paired (q with k) and raised when it ends."""
 
-    targets = (CAT, STACK, ADD, VIEW_AS_REAL)
+    targets = (CAT, STACK, ADD_TENSOR, VIEW_AS_REAL)
     remark = "not a RoPE"
 
     def start(self, site: Site) -> None:

@@ -31,6 +31,13 @@ from dataclasses import dataclass, field
 from xdsl.ir import Operation, SSAValue
 
 from irfuse.dialects.act import SiluMulOp
+from irfuse.lowering.aten_ops import (
+    GELU,
+    IRFUSE_SILU_MUL,
+    MUL_TENSOR,
+    SIGMOID,
+    SILU,
+)
 from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
 from irfuse.lowering.match import (
     Call,
@@ -44,12 +51,7 @@ from irfuse.lowering.match import (
     tensor_type,
 )
 
-SILU = "aten::silu.default"
-SIGMOID = "aten::sigmoid.default"
-GELU = "aten::gelu.default"
-MUL = "aten::mul.Tensor"
-CUSTOM_OP = "irfuse::silu_mul.default"
-ANCHORS = (SILU, SIGMOID, GELU, CUSTOM_OP)
+ANCHORS = (SILU, SIGMOID, GELU, IRFUSE_SILU_MUL)
 
 
 @dataclass
@@ -69,7 +71,7 @@ def _silu_of(anchor: Call) -> tuple[SSAValue, SSAValue, list[Operation]]:
         raise NoMatch("the SiLU's input is not a tensor")
     if anchor.target == SILU:
         return a, anchor.result, [anchor.op]
-    product = call(only_user(anchor.result), MUL)
+    product = call(only_user(anchor.result), MUL_TENSOR)
     twin = None if product is None else _other_factor(product, anchor.result)
     if twin is None or not same_value(twin, a):
         raise NoMatch("sigmoid(a) is not multiplied by a (not a SiLU)")
@@ -93,11 +95,11 @@ def _halves(a: SSAValue, b: SSAValue) -> tuple[SSAValue, list[Operation]] | None
 
 
 def _match(anchor: Call) -> _SiluMul:
-    if anchor.target == CUSTOM_OP:
+    if anchor.target == IRFUSE_SILU_MUL:
         return _SiluMul(anchor.arg(0), None, anchor.result, [anchor.op])
     a, silu, ops = _silu_of(anchor)
     users = list(dict.fromkeys(use.operation for use in silu.uses))
-    products = [p for u in users if (p := call(u, MUL)) is not None]
+    products = [p for u in users if (p := call(u, MUL_TENSOR)) is not None]
     if not products:
         names = sorted({found.target if (found := call(u)) else u.name for u in users})
         what = ", ".join(names) or "nothing"
@@ -162,7 +164,7 @@ class SiluMulPattern(AnchorPattern):
         if found.target == SIGMOID and not _is_silu_sigmoid(found):
             return False
         if found.target == GELU:
-            if call(only_user(found.result), MUL) is not None:
+            if call(only_user(found.result), MUL_TENSOR) is not None:
                 raise NoMatch("the gated activation is GELU, not SiLU")
             return False
         _raise(_match(found), site.order)
@@ -179,7 +181,7 @@ class RaiseSiluMul(PatternPass):
 def _is_silu_sigmoid(found: Call) -> bool:
     """Whether a sigmoid is the one of a decomposed SiLU, `a * sigmoid(a)` (other sigmoids are
     no candidates and leave no remark)."""
-    product = call(only_user(found.result), MUL)
+    product = call(only_user(found.result), MUL_TENSOR)
     twin = None if product is None else _other_factor(product, found.result)
     return twin is not None and same_value(twin, found.arg(0))
 

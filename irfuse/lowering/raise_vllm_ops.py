@@ -76,6 +76,32 @@ from irfuse.dialects.irfuse import tensor_type as make_tensor_type
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
 from irfuse.dialects.quant import QuantFp8Op, QuantScheme
 from irfuse.dialects.shapes import F8E4M3FN, F8E4M3FNUZ, is_float, is_one_element, mul_dim
+from irfuse.lowering.aten_ops import (
+    AS_STRIDED,
+    AS_STRIDED_SCATTER,
+    AUTO_FUNCTIONALIZED,
+    AUTO_FUNCTIONALIZED_V2,
+    EMPTY_LIKE,
+    EMPTY_MEMORY_FORMAT,
+    EMPTY_STRIDED,
+    FLATTEN_USING_INTS,
+    FULL,
+    NEW_EMPTY,
+    NEW_EMPTY_STRIDED,
+    NEW_ZEROS,
+    SLICE_SCATTER,
+    SLICE_TENSOR,
+    UNFLATTEN_INT,
+    VLLM_DYNAMIC_PER_TOKEN_SCALED_FP8_QUANT,
+    VLLM_DYNAMIC_SCALED_FP8_QUANT,
+    VLLM_FUSED_ADD_RMS_NORM,
+    VLLM_RMS_NORM,
+    VLLM_ROTARY_EMBEDDING,
+    VLLM_SILU_AND_MUL,
+    VLLM_STATIC_SCALED_FP8_QUANT,
+    ZEROS,
+    ZEROS_LIKE,
+)
 from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
 from irfuse.lowering.match import (
     Call,
@@ -91,56 +117,45 @@ from irfuse.lowering.match import (
     with_private,
 )
 
-AF_V1 = "hop:auto_functionalized"
-AF_V2 = "hop:auto_functionalized_v2"
-
-RMS_NORM = "_C::rms_norm.default"
-FUSED_ADD_RMS_NORM = "_C::fused_add_rms_norm.default"
-STATIC_FP8 = "_C::static_scaled_fp8_quant.default"
-DYNAMIC_FP8 = "_C::dynamic_scaled_fp8_quant.default"
-PER_TOKEN_FP8 = "_C::dynamic_per_token_scaled_fp8_quant.default"
-SILU_AND_MUL = "_C::silu_and_mul.default"
-ROTARY = "_C::rotary_embedding.default"
-
 MUTABLE: dict[str, tuple[str, ...]] = {
-    RMS_NORM: ("result",),
-    FUSED_ADD_RMS_NORM: ("input", "residual"),
-    STATIC_FP8: ("result",),
-    DYNAMIC_FP8: ("result", "scale"),
-    PER_TOKEN_FP8: ("result", "scale"),
-    SILU_AND_MUL: ("result",),
-    ROTARY: ("query", "key"),
+    VLLM_RMS_NORM: ("result",),
+    VLLM_FUSED_ADD_RMS_NORM: ("input", "residual"),
+    VLLM_STATIC_SCALED_FP8_QUANT: ("result",),
+    VLLM_DYNAMIC_SCALED_FP8_QUANT: ("result", "scale"),
+    VLLM_DYNAMIC_PER_TOKEN_SCALED_FP8_QUANT: ("result", "scale"),
+    VLLM_SILU_AND_MUL: ("result",),
+    VLLM_ROTARY_EMBEDDING: ("query", "key"),
 }
 """vLLM's ops this pass knows -> their mutable (`Tensor!`) arguments, in schema order."""
 
 WHAT = {
-    RMS_NORM: "an RMSNorm",
-    FUSED_ADD_RMS_NORM: "a residual add + RMSNorm",
-    STATIC_FP8: "an FP8 quant",
-    DYNAMIC_FP8: "an FP8 quant",
-    PER_TOKEN_FP8: "an FP8 quant",
-    SILU_AND_MUL: "a SiLU·Mul",
-    ROTARY: "a RoPE",
+    VLLM_RMS_NORM: "an RMSNorm",
+    VLLM_FUSED_ADD_RMS_NORM: "a residual add + RMSNorm",
+    VLLM_STATIC_SCALED_FP8_QUANT: "an FP8 quant",
+    VLLM_DYNAMIC_SCALED_FP8_QUANT: "an FP8 quant",
+    VLLM_DYNAMIC_PER_TOKEN_SCALED_FP8_QUANT: "an FP8 quant",
+    VLLM_SILU_AND_MUL: "a SiLU·Mul",
+    VLLM_ROTARY_EMBEDDING: "a RoPE",
 }
 
 FP8_DTYPES = (F8E4M3FN, F8E4M3FNUZ)
 ALLOCS = (
-    "aten::empty.memory_format",
-    "aten::empty_like.default",
-    "aten::empty_strided.default",
-    "aten::new_empty.default",
-    "aten::new_empty_strided.default",
-    "aten::zeros.default",
-    "aten::zeros_like.default",
-    "aten::new_zeros.default",
-    "aten::full.default",
+    EMPTY_MEMORY_FORMAT,
+    EMPTY_LIKE,
+    EMPTY_STRIDED,
+    NEW_EMPTY,
+    NEW_EMPTY_STRIDED,
+    ZEROS,
+    ZEROS_LIKE,
+    NEW_ZEROS,
+    FULL,
 )
 """Ops that make a fresh buffer: an output buffer made by one of these and used by the call
 alone moves into the region with it."""
-VIEWED = (ROTARY,)
+VIEWED = (VLLM_ROTARY_EMBEDDING,)
 """Ops whose mutable arguments may be views sharing one base (vLLM's q and k, split from one
 qkv buffer): raised with the views rebuilt around the raised op."""
-ZEROS = ("aten::zeros.default", "aten::zeros_like.default", "aten::new_zeros.default")
+ZERO_FILLS = (ZEROS, ZEROS_LIKE, NEW_ZEROS)
 _VIEW_KEYS = ("size", "stride", "storage_offset", "slice_dim", "slice_start", "slice_end", "alias")
 
 
@@ -188,7 +203,7 @@ def read_functionalized(found: Call) -> _Functionalized:
     args = {k: v for k, v in kwargs.items() if not k.startswith("_")}
     outs: dict[str, SSAValue] = {}
     views: dict[str, _View] = {}
-    if found.target == AF_V1:
+    if found.target == AUTO_FUNCTIONALIZED:
         if len(results) != 1 + len(mutable):
             raise NoMatch(f"the call has {len(results)} results, not {1 + len(mutable)}")
         for i, name in enumerate(mutable):
@@ -370,8 +385,8 @@ def _dynamic_fp8(fn: _Functionalized) -> tuple[Operation, list[SSAValue]]:
     st = tensor_type(scale)
     if not is_one_element(st.dims) or st.dtype != f32:  # type: ignore[union-attr]
         raise NoMatch(f"its scale buffer is {st}, not one f32 element")
-    maker = producer(scale, *ZEROS, "aten::full.default")
-    if maker is None or (maker.target == "aten::full.default" and maker.arg(1) != 0):
+    maker = producer(scale, *ZERO_FILLS, FULL)
+    if maker is None or (maker.target == FULL and maker.arg(1) != 0):
         raise NoMatch("its scale buffer is not a new zero tensor (vLLM's kernel takes the max "
                       "with what the buffer holds)")
     q, s = fn.outs["result"], fn.outs["scale"]
@@ -464,10 +479,10 @@ def _view_ops(view: _View, base: SSAValue) -> list[Operation]:
     if view.kind == "slice":
         dims = list(t.dims)
         dims[view.dim] = view.end - view.start
-        return [_aten("aten::slice.Tensor", [base, view.dim, view.start, view.end], dims,
+        return [_aten(SLICE_TENSOR, [base, view.dim, view.start, view.end], dims,
                       t.dtype)]
     if view.kind == "strided":
-        return [_aten("aten::as_strided.default",
+        return [_aten(AS_STRIDED,
                       [base, list(view.size), list(view.stride), view.offset],
                       [_dim_of(d) for d in view.size], t.dtype)]
     return []  # the base itself (or its alias: the same elements)
@@ -485,7 +500,7 @@ def _heads(value: SSAValue, head_size: int, tokens: int, name: str
     if t.rank != tokens + 1 or not isinstance(last, int) or last % head_size:
         raise NoMatch(f"its {name} is {list(t.dims)}: neither [tokens, heads, head_size "
                       f"{head_size}] nor [tokens, heads * head_size]")
-    op = _aten("aten::unflatten.int", [value, t.rank - 1, [last // head_size, head_size]],
+    op = _aten(UNFLATTEN_INT, [value, t.rank - 1, [last // head_size, head_size]],
                (*t.dims[:-1], last // head_size, head_size), t.dtype)
     return op.results[0], [op]
 
@@ -562,7 +577,7 @@ def _flat(r: _Rotated, raised_value: SSAValue) -> tuple[SSAValue, list[Operation
         return raised_value, []
     t = tensor_type(raised_value)
     assert t is not None
-    op = _aten("aten::flatten.using_ints", [raised_value, t.rank - 2, t.rank - 1],
+    op = _aten(FLATTEN_USING_INTS, [raised_value, t.rank - 2, t.rank - 1],
                (*t.dims[:-2], mul_dim(t.dims[-2], t.dims[-1])), t.dtype)
     return op.results[0], [op]
 
@@ -583,10 +598,10 @@ def _rebuilt_base(rs: list[_Rotated]) -> tuple[SSAValue, list[Operation]]:
         piece, flat = _flat(r, r.y)
         ops.extend(flat)
         if v.kind == "slice":
-            op = _aten("aten::slice_scatter.default", [acc, piece, v.dim, v.start, v.end],
+            op = _aten(SLICE_SCATTER, [acc, piece, v.dim, v.start, v.end],
                        t.dims, t.dtype)
         elif v.kind == "strided":
-            op = _aten("aten::as_strided_scatter.default",
+            op = _aten(AS_STRIDED_SCATTER,
                        [acc, piece, list(v.size), list(v.stride), v.offset], t.dims, t.dtype)
         else:
             acc = piece
@@ -677,18 +692,18 @@ def _raise_rotary(fn: _Functionalized) -> None:
 
 
 BUILDERS = {
-    RMS_NORM: _rms_norm,
-    FUSED_ADD_RMS_NORM: _fused_add_rms_norm,
-    STATIC_FP8: _static_fp8,
-    DYNAMIC_FP8: _dynamic_fp8,
-    PER_TOKEN_FP8: _per_token_fp8,
-    SILU_AND_MUL: _silu_and_mul,
+    VLLM_RMS_NORM: _rms_norm,
+    VLLM_FUSED_ADD_RMS_NORM: _fused_add_rms_norm,
+    VLLM_STATIC_SCALED_FP8_QUANT: _static_fp8,
+    VLLM_DYNAMIC_SCALED_FP8_QUANT: _dynamic_fp8,
+    VLLM_DYNAMIC_PER_TOKEN_SCALED_FP8_QUANT: _per_token_fp8,
+    VLLM_SILU_AND_MUL: _silu_and_mul,
 }
 
 
 def vllm_target(op: Operation) -> str | None:
     """The vLLM op an `auto_functionalized[_v2]` call stands for, if it is one of MUTABLE."""
-    if not isinstance(op, aten.CallOp) or op.target.data not in (AF_V1, AF_V2):
+    if not isinstance(op, aten.CallOp) or op.target.data not in (AUTO_FUNCTIONALIZED, AUTO_FUNCTIONALIZED_V2):
         return None
     first = op.template.data[0] if op.template.data else None
     if not isinstance(first, aten.TargetAttr) or first.text.data not in MUTABLE:
@@ -700,7 +715,7 @@ def _raise(candidate: Operation, order: dict[Operation, int]) -> None:
     found = call(candidate)
     assert found is not None
     fn = read_functionalized(found)
-    if fn.target == ROTARY:
+    if fn.target == VLLM_ROTARY_EMBEDDING:
         _raise_rotary(fn)
         return
     raised, outputs = BUILDERS[fn.target](fn)
@@ -712,7 +727,7 @@ def _raise(candidate: Operation, order: dict[Operation, int]) -> None:
 class VllmOpPattern(AnchorPattern):
     """A functionalized vLLM op (`auto_functionalized[_v2]` of one of MUTABLE)."""
 
-    targets = (AF_V1, AF_V2)
+    targets = (AUTO_FUNCTIONALIZED, AUTO_FUNCTIONALIZED_V2)
 
     def rewrite(self, op: Operation, site: Site) -> bool:
         target = vllm_target(op)

@@ -21,17 +21,13 @@ from xdsl.dialects.func import ReturnOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import Rewriter
 
+from irfuse.lowering.aten_ops import (
+    RESHAPES_AND_ALIAS,
+    SLICE_SCATTER,
+    SLICE_TENSOR,
+)
 from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
 from irfuse.lowering.match import INT64_MAX, Call, call, tensor_type
-
-RESHAPES = (
-    "aten::view.default",
-    "aten::_unsafe_view.default",
-    "aten::reshape.default",
-    "aten::alias.default",
-)
-SLICE = "aten::slice.Tensor"
-SLICE_SCATTER = "aten::slice_scatter.default"
 
 
 def _covers(dim_size: Any, start: Any, end: Any, step: Any) -> bool:
@@ -58,9 +54,9 @@ def _replacement(found: Call) -> SSAValue | None:
     source_type, result_type = tensor_type(source), tensor_type(found.result)
     if source_type is None or result_type is None:
         return None
-    if found.target in RESHAPES:
+    if found.target in RESHAPES_AND_ALIAS:
         return source if source_type == result_type else None
-    if found.target == SLICE:
+    if found.target == SLICE_TENSOR:
         dim, start, end, step = _slice_dims(found)
         rank = source_type.rank
         if not isinstance(dim, int) or not -rank <= dim < rank:
@@ -87,7 +83,7 @@ def _returned(value: SSAValue) -> bool:
 class NoopPattern(AnchorPattern):
     """A reshape, slice or slice_scatter that returns its input (or its source)."""
 
-    targets = (*RESHAPES, SLICE, SLICE_SCATTER)
+    targets = (*RESHAPES_AND_ALIAS, SLICE_TENSOR, SLICE_SCATTER)
 
     def rewrite(self, op: Operation, site: Site) -> bool:
         found = call(op)
