@@ -28,7 +28,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from irfuse import remarks
 from irfuse.dialects import aten
 from irfuse.dialects.irfuse import module_platform
-from irfuse.lowering.match import NoMatch, func_blocks
+from irfuse.lowering.match import Call, NoMatch, call, func_blocks
 
 Gate = Callable[[str, str, int | None], None]
 """`(kernel_name, platform, max_tokens)`; raises NoMatch when that kernel is left to Inductor."""
@@ -113,6 +113,18 @@ class AnchorPattern(RewritePattern):
         site = Site.of_block(block, platform)
         if self.attempt(op, self.rewrite, op, site):
             rewriter.has_done_action = True
+
+
+class CallPattern(AnchorPattern):
+    """An `AnchorPattern` on ATen targets whose `rewrite_call` reads the anchor as a `Call`."""
+
+    def rewrite(self, op: Operation, site: Site) -> bool | None:
+        found = call(op)
+        assert found is not None, "anchored on a target: an aten.call"
+        return self.rewrite_call(found, site)
+
+    def rewrite_call(self, found: Call, site: Site) -> bool | None:
+        raise NotImplementedError
 
 
 def _anchors(pattern: AnchorPattern, op: Operation) -> bool:

@@ -114,7 +114,7 @@ from irfuse.lowering.aten_ops import (
     WHERE_SELF,
     ZEROS,
 )
-from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
+from irfuse.lowering.driver import CallPattern, PatternPass, Site
 from irfuse.lowering.match import (
     INT64_MAX,
     Call,
@@ -959,15 +959,13 @@ def _raise(attn: _Attention, mla: _Mla | None, order: dict[Operation, int]) -> O
     return raised
 
 
-class AttentionPattern(AnchorPattern):
+class AttentionPattern(CallPattern):
     """SDPA (or the softmax of a decomposed one), and MLA around it."""
 
     targets = (*FUSED, SAFE_SOFTMAX)
     remark = "not attention"
 
-    def rewrite(self, op: Operation, site: Site) -> bool:
-        found = call(op)
-        assert found is not None
+    def rewrite_call(self, found: Call, site: Site) -> bool:
         attn = _match_attention(found)
         snapshot = (list(attn.ops), list(attn.optional))
         try:
@@ -976,7 +974,7 @@ class AttentionPattern(AnchorPattern):
                 _raise(attn, mla, site.order)
                 return True
         except NoMatch as miss:
-            self.missed(op, str(miss), remark="not MLA attention (raised as attention)")
+            self.missed(found.op, str(miss), remark="not MLA attention (raised as attention)")
             attn.ops, attn.optional = snapshot
         _raise(attn, None, site.order)
         return True

@@ -55,7 +55,7 @@ from irfuse.lowering.aten_ops import (
     VLLM_ALL_REDUCE,
     VLLM_REDUCE_SCATTER,
 )
-from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
+from irfuse.lowering.driver import CallPattern, PatternPass, Site
 from irfuse.lowering.match import (
     Call,
     NoMatch,
@@ -343,20 +343,18 @@ def _raise(coll: _Collective, order: dict[Operation, int]) -> Operation:
     return raised
 
 
-class CollectivePattern(AnchorPattern):
+class CollectivePattern(CallPattern):
     """A functional collective (with its wait) anchored at its call."""
 
     targets = ANCHORS
     remark = "not a collective"
 
-    def rewrite(self, op: Operation, site: Site) -> bool:
+    def rewrite_call(self, found: Call, site: Site) -> bool:
         sizes = site.scratch.get(self)
         if sizes is None:  # the block's world sizes, read once, before the first raise
             assert site.module is not None
             anchors = [f for o in site.order if (f := call(o, *ANCHORS)) is not None]
             sizes = site.scratch[self] = _WorldSizes(site.module, anchors)
-        found = call(op)
-        assert found is not None
         _raise(_match(found, sizes), site.order)
         return True
 

@@ -51,7 +51,7 @@ from irfuse.lowering.aten_ops import (
     SCALED_MM,
     VIEWS,
 )
-from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
+from irfuse.lowering.driver import CallPattern, PatternPass, Site
 from irfuse.lowering.match import (
     Call,
     NoMatch,
@@ -271,15 +271,13 @@ def _raise(gemm: _Gemm, block_order: dict[Operation, int]) -> Operation:
     return raised
 
 
-class GemmPattern(AnchorPattern):
+class GemmPattern(CallPattern):
     """A matrix product anchored at its ATen op."""
 
     targets = ANCHORS
     remark = "not a GEMM"
 
-    def rewrite(self, op: Operation, site: Site) -> bool:
-        found = call(op)
-        assert found is not None
+    def rewrite_call(self, found: Call, site: Site) -> bool:
         gemm = _match(found)
         if gemm is None:
             return False

@@ -64,7 +64,7 @@ from irfuse.lowering.aten_ops import (
     SLICE_TENSOR,
     UNSAFE_INDEX_PUT,
 )
-from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
+from irfuse.lowering.driver import CallPattern, PatternPass, Site
 from irfuse.lowering.match import (
     Call,
     NoMatch,
@@ -393,15 +393,13 @@ def _raise(k: _Write, v: _Write, block: Block, order: dict[Operation, int]) -> O
     return raised
 
 
-class KvCacheWritePattern(AnchorPattern):
+class KvCacheWritePattern(CallPattern):
     """Cache writes collected in the walk, raised in pairs (k with v) when it ends."""
 
     targets = ANCHORS
     remark = "not a KV-cache write"
 
-    def rewrite(self, op: Operation, site: Site) -> bool:
-        found = call(op)
-        assert found is not None
+    def rewrite_call(self, found: Call, site: Site) -> bool:
         write = _match(found)
         if write is not None:
             site.scratch.setdefault(self, []).append(write)

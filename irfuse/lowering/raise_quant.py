@@ -122,7 +122,7 @@ from irfuse.lowering.aten_ops import (
     TRANSPOSE_INT,
     VIEWS,
 )
-from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
+from irfuse.lowering.driver import AnchorPattern, CallPattern, PatternPass, Site
 from irfuse.lowering.match import (
     Call,
     NoMatch,
@@ -822,16 +822,14 @@ def _near_miss_cast(found: Call, dtype: Attribute) -> str | None:
     return f"clamped to ±{hi:g} but cast to {dtype}, not to f8E4M3FN or f8E4M3FNUZ"
 
 
-class CustomFp8QuantPattern(AnchorPattern):
+class CustomFp8QuantPattern(CallPattern):
     """irfuse's FP8 quant custom ops, whole."""
 
     targets = (IRFUSE_QUANT_FP8_STATIC, IRFUSE_QUANT_FP8_PER_TOKEN, IRFUSE_QUANT_FP8_PER_TENSOR, IRFUSE_QUANT_FP8_GROUP)
     remark = "not an FP8 quant"
 
-    def rewrite(self, op: Operation, site: Site) -> bool:
-        found = call(op)
-        assert found is not None
-        _raise(_match_custom(found), op, site.order)
+    def rewrite_call(self, found: Call, site: Site) -> bool:
+        _raise(_match_custom(found), found.op, site.order)
         return True
 
 

@@ -54,7 +54,7 @@ from irfuse.lowering.aten_ops import (
     SUB_TENSOR,
     SUM_DIM_INT_LIST,
 )
-from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
+from irfuse.lowering.driver import CallPattern, PatternPass, Site
 from irfuse.lowering.match import (
     Call,
     NoMatch,
@@ -357,15 +357,13 @@ def _raise(norm: _Norm, block_order: dict[Operation, int]) -> Operation:
     return raised
 
 
-class RmsNormPattern(AnchorPattern):
+class RmsNormPattern(CallPattern):
     """An RMSNorm anchored at its reciprocal square root, or a whole norm op."""
 
     targets = (RSQRT, RECIPROCAL, *DIV, *WHOLE_OPS)
     remark = "not an RMSNorm"
 
-    def rewrite(self, op: Operation, site: Site) -> bool:
-        found = call(op)
-        assert found is not None
+    def rewrite_call(self, found: Call, site: Site) -> bool:
         if found.target in DIV and producer(found.arg(1), SQRT) is None:
             return False
         if found.target == RECIPROCAL and producer(found.arg(0), SQRT) is None:

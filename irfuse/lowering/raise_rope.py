@@ -94,7 +94,7 @@ from irfuse.lowering.aten_ops import (
     VIEW_AS_COMPLEX,
     VIEW_AS_REAL,
 )
-from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
+from irfuse.lowering.driver import CallPattern, PatternPass, Site
 from irfuse.lowering.match import (
     INT64_MAX,
     Call,
@@ -985,7 +985,7 @@ class _Walk:
     made: _Made = field(default_factory=_Made)
 
 
-class RopePattern(AnchorPattern):
+class RopePattern(CallPattern):
     """Rotations collected in the walk, paired (q with k) and raised when it ends."""
 
     targets = (CAT, STACK, ADD_TENSOR, VIEW_AS_REAL)
@@ -994,11 +994,9 @@ class RopePattern(AnchorPattern):
     def start(self, site: Site) -> None:
         site.scratch[self] = _Walk()
 
-    def rewrite(self, op: Operation, site: Site) -> bool:
+    def rewrite_call(self, found: Call, site: Site) -> bool:
         walk: _Walk = site.scratch[self]
-        found = call(op)
-        assert found is not None
-        if op in walk.taken or not _is_candidate(found):
+        if found.op in walk.taken or not _is_candidate(found):
             return False
         rot = _match(found, site.order, walk.made)
         if not rot.ops & walk.taken:

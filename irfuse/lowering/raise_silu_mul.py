@@ -38,7 +38,7 @@ from irfuse.lowering.aten_ops import (
     SIGMOID,
     SILU,
 )
-from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
+from irfuse.lowering.driver import CallPattern, PatternPass, Site
 from irfuse.lowering.match import (
     Call,
     NoMatch,
@@ -152,15 +152,13 @@ def _raise(found: _SiluMul, order: dict[Operation, int]) -> Operation:
     return raised
 
 
-class SiluMulPattern(AnchorPattern):
+class SiluMulPattern(CallPattern):
     """A SiLU·Mul anchored at its SiLU (or the sigmoid of a decomposed one)."""
 
     targets = ANCHORS
     remark = "not a SiLU·Mul"
 
-    def rewrite(self, op: Operation, site: Site) -> bool:
-        found = call(op)
-        assert found is not None
+    def rewrite_call(self, found: Call, site: Site) -> bool:
         if found.target == SIGMOID and not _is_silu_sigmoid(found):
             return False
         if found.target == GELU:

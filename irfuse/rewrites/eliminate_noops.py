@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from xdsl.dialects.func import ReturnOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import SSAValue
 from xdsl.rewriter import Rewriter
 
 from irfuse.lowering.aten_ops import (
@@ -26,8 +26,8 @@ from irfuse.lowering.aten_ops import (
     SLICE_SCATTER,
     SLICE_TENSOR,
 )
-from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
-from irfuse.lowering.match import INT64_MAX, Call, call, tensor_type
+from irfuse.lowering.driver import CallPattern, PatternPass, Site
+from irfuse.lowering.match import INT64_MAX, Call, tensor_type
 
 
 def _covers(dim_size: Any, start: Any, end: Any, step: Any) -> bool:
@@ -80,19 +80,17 @@ def _returned(value: SSAValue) -> bool:
     return any(isinstance(use.operation, ReturnOp) for use in value.uses)
 
 
-class NoopPattern(AnchorPattern):
+class NoopPattern(CallPattern):
     """A reshape, slice or slice_scatter that returns its input (or its source)."""
 
     targets = (*RESHAPES_AND_ALIAS, SLICE_TENSOR, SLICE_SCATTER)
 
-    def rewrite(self, op: Operation, site: Site) -> bool:
-        found = call(op)
-        assert found is not None
+    def rewrite_call(self, found: Call, site: Site) -> bool:
         replacement = _replacement(found)
         if replacement is None or _returned(found.result):
             return False
         found.result.replace_all_uses_with(replacement)
-        Rewriter.erase_op(op)
+        Rewriter.erase_op(found.op)
         return True
 
 
