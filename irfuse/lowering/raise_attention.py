@@ -1,63 +1,13 @@
-"""raise-attention: find scaled dot-product attention, and DeepSeek's MLA around it.
+"""raise-attention: scaled dot-product attention, and DeepSeek's MLA around it.
 
-Matches, anchored at each attention call:
-- SDPA as aot_autograd leaves it: the CPU kernel `_scaled_dot_product_flash_attention_for_cpu`,
-  the CUDA kernels `_scaled_dot_product_flash_attention` / `_efficient_attention` /
-  `_cudnn_attention`, `_scaled_dot_product_attention_math` and `scaled_dot_product_attention`
-  kept whole, and the math fallback decomposed (what the CPU runs when v's head dim differs from
-  q's): q and k each scaled by sqrt(scale), `q @ k^T` (expand/view/bmm/view, with a clone of an
-  operand that is not contiguous), `+ mask` or the causal `where(tril(ones(L, S)), 0, -inf)`,
-  `_safe_softmax`, `@ v`, with the casts to f32 and back that it adds for f16/bf16. Anchors: the
-  call, or the `_safe_softmax`.
-- GQA: natively (k/v with fewer heads, `enable_gqa`), or by K/V repeated before the call: Hugging
-  Face's `repeat_kv` and `repeat_interleave(n, dim=1)` (unsqueeze(2), a no-op slice, expand to
-  n copies, copy, view to Hk * n heads) join the region, so k and v are the un-repeated tensors.
-  Multi-query attention through the math fallback (old-architecture Falcon on the CPU): an
-  `expand` of k's and v's one head to all heads before the bmm (and nothing else expanded) is
-  GQA with one k/v head; the op takes the one-head k and v. A broadcast q is not raised.
-- a bool mask converted by SDPA to `where(mask, 0, -inf)`: the op takes the bool mask (the where
-  joins the region); any other float mask (e.g. cuDNN's `where(mask, 0, -65504)`) is taken as
-  the additive mask it is. The causal flag, the scale (given, or 1/sqrt(head_dim) by default),
-  and the zero padding of head dims to a multiple of 8 that CUDA's flash path adds (pads of q, k
-  and v and the slice of the output join the region).
-
-The op keeps SDPA's layout: q/k/v are the `[..., H, L, D]` tensors SDPA took and the result is
-SDPA's output. The transposes and reshapes between a model's `[T, H, D]` and that layout stay
-outside: they only move data, and `fused.attention_quant` starts from the op and looks through
-them. `causal` means what torch's `is_causal` means: the upper-left aligned causal mask (it
-differs from FlashAttention's lower-right alignment only when q and k have different lengths). A
-bool mask means what SDPA's does: True attends.
-
-MLA (DeepSeek-V2/V3 prefill) raises to `attn.mla_attention` when the attention's key is
-`[k_nope | k_pe]` along the last dim, k_pe one roped head broadcast to all heads, joined by `cat`
-(of `k_pe.expand`) or written into a new tensor (`new_empty` and two `slice_scatter`s of `copy`s
-covering the whole last dim, as aot_autograd functionalizes `k[..., :n].copy_(k_nope)`), and
-k_nope and v are the two parts of one projection of the latent (`mm` or a raised `gemm.matmul` by
-the transposed `[H * (nope + v), kv_lora_rank]` weight, without bias; a linear of dequantized
-operands counts, its operands become kv_c and the weight). The region takes that projection,
-the views and the split into k_nope and v, the key's assembly, v's zero padding to the q/k head
-dim and the slice of the output back (`act.pad` or `constant_pad_nd`), and the attention. q, the
-normed latent and the roped k_pe are operands: the q split into nope/rope, the kv_a split, the
-kv_a norm and the RoPE stay outside (raised by their own passes). Two layouts:
-- token-major (`irfuse.models.mla`, vLLM): `[T, H, D]` tensors moved to SDPA's `[1, H, T, D]`
-  and back around the call (the layout changes join the region); operands q `[T, H, nope +
-  rope]` (its own `cat` stays outside), kv_c `[T, kv_lora_rank]`, k_pe `[T, 1, rope]`, the kv_b
-  weight; result `[T, H, v_head_dim]`; no mask.
-- batch-major (Hugging Face's DeepSeek-V2/V3): everything in SDPA's `[..., H, L, D]` layout, kv
-  viewed `[..., L, H, nope + v]` and transposed; operands q `[..., H, L, nope + rope]`, the latent
-  kv_c `[..., 1, L, kv_lora_rank]` (transformers 5 views it so; a `[..., L, kv_lora_rank]` latent,
-  as transformers 4 writes it, is given its head dim by an `unsqueeze` before the op, and the
-  region reads it as the model did), k_pe `[..., 1, L, rope]`, the kv_b weight, and SDPA's mask
-  (HF builds a bool one); result SDPA's `[..., H, L, v_head_dim]` (the layout changes after it
-  stay outside, as for `attn.attention`).
-An attention that looks like MLA but is not, for a stated reason (an FP8 scaled kv_b GEMM, a mask
-on token-major MLA, a projection with a bias, ...), is raised as `attn.attention` with a remark;
-one whose key is not MLA's (a `copy` that casts, pieces that leave part of the new tensor
-unwritten) is plain attention.
-
-Does not raise, with a remark: dropout, an extra result (logsumexp) that is used, a default
-scale with a symbolic head dim, q/k/v of different dtypes, a math decomposition that does not
-scale q and k by the same factor (or by a negative one).
+Anchored at each SDPA call (every ATen form aot_autograd leaves) or at the `_safe_softmax` of the
+decomposed math fallback. Produces `attn.attention` in SDPA's `[..., H, L, D]` layout, with GQA
+(native, or Hugging Face's `repeat_kv` taken into the region), the mask (a bool mask means what
+SDPA's does: True attends), `causal` (torch's upper-left alignment) and the scale; the layout
+changes around the call stay outside, since they only move data. When the key is `[k_nope |
+k_pe]` decompressed from a latent by `kv_b_proj`, the attention and what builds its operands
+raise to `attn.mla_attention` instead (an MLA near miss is a remark, and plain attention is
+raised). The matched ops stay in the decomposition region (no result bit changes).
 """
 
 from __future__ import annotations

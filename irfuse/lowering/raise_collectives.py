@@ -1,33 +1,11 @@
-"""raise-collectives: find torch's functional collectives, each with its wait, as `coll` ops.
+"""raise-collectives: torch's and vLLM's functional collectives, each with its wait, as `coll` ops.
 
-Matches, anchored at each collective call:
-- `_c10d_functional.all_reduce(x, op, group)` -> `coll.all_reduce`;
-  `_c10d_functional.reduce_scatter_tensor(x, op, world_size, group)` -> `coll.reduce_scatter`;
-  `_c10d_functional.all_gather_into_tensor(x, world_size, group)` -> `coll.all_gather`; the
-  `_c10d_functional_autograd` variants of the last two; vLLM's `vllm.all_reduce(x, group)`,
-  `vllm.reduce_scatter(x, dim, world_size, group)` and `vllm.all_gather(x, dim, world_size,
-  group)`. A functional collective's `wait_tensor` is part of the region (the raised op's result
-  is the waited value); vLLM's ops need none.
-- the in-place `dist.all_reduce(x)` as functionalization leaves it: `all_reduce(x)`, its wait,
-  then `copy(x, waited)` (the value `x` holds afterwards); the copy joins the region.
-- non-zero dims, as `torch.distributed._functional_collectives` spells them: an all-gather along
-  `d` is the dim-0 gather followed by `split(.., x.shape[0], 0)` and `cat(pieces, d)`; a
-  reduce-scatter along `d` is `split(x, x.shape[d] / world_size, d)` and `cat(pieces, 0)` before
-  the dim-0 reduce-scatter. Both reassemblies join the region and the op gets `dim = d`.
-
-Properties: `group` (the group name string), `world_size` (from the call's arguments; for
-all-reduce, which does not carry it, from the module attribute `irfuse.process_groups`
-(`{"0" = 2 : i64}`, group name -> size), else from another collective of the same group in the
-graph, else from `torch.distributed`'s registry, which resolves group names while the process
-group that was traced exists), `reduce_op` (sum, avg, max, min) and `dim`.
-
-Runs before raise-rms-norm, so that the all-reduce + RMSNorm fusion sees one op.
-
-Does not raise, with a remark: a collective whose result is used other than by its wait (or
-without one), a reduction other than sum/avg/max/min, a group that is not named by a string, an
-all-reduce whose world size cannot be found, an in-place `all_reduce_` left unfunctionalized. An
-all-gather whose split/cat reassembly is not clear is raised along dim 0 (what the call does)
-and the reassembly is left as it is, with a remark.
+Anchored at each collective call (`all_reduce`, `reduce_scatter_tensor`, `all_gather_into_tensor`,
+their autograd twins, vLLM's three, and the in-place `all_reduce_` as functionalization leaves
+it). Produces `coll.all_reduce` / `coll.reduce_scatter` / `coll.all_gather` with the wait (and the
+split / cat that spell a non-zero dim) in the region, so the collective fusions anchor on one op.
+`world_size` comes from the call, the module attribute `irfuse.process_groups`, another
+collective of the group, or torch.distributed; unknown, it is a remark.
 """
 
 from __future__ import annotations

@@ -1,36 +1,11 @@
-"""raise-kv-cache-write: find the writes of new keys and values into a paged KV cache.
+"""raise-kv-cache-write: the writes of new keys and values into a paged KV cache.
 
-A paged cache is a graph input `[num_blocks, block_size, kv_heads, head_dim]` that the step
-updates in place; aot_autograd (with `keep_inference_input_mutations`) leaves the update in
-functional form followed by a `copy_` of the new value back into the input. Matches, anchored at
-each write of new rows `[T, kv_heads, head_dim]`:
-- `cache.view(-1, kv_heads, head_dim)` updated by `index_put(flat, [slot_mapping], new)`
-  (`flat[slot_mapping] = new`, `index_put_`) or `index_copy(flat, 0, slot_mapping, new)`, then
-  viewed back to the cache's shape;
-- `index_put(cache, [slot_mapping // block_size, slot_mapping % block_size], new)` on the 4-D
-  cache (the floor division and remainder join the region);
-- the block-size-1 slice form `flat[start:start + T] = new`, functionalized to `copy(slice(..),
-  new)` and `slice_scatter(flat, .., 0, start, start + T)`: the slots are the range `start ..
-  start + T - 1`, which the op takes as a slot mapping made in the graph beside it (`new_ones`,
-  `cumsum`, `add`: ops that take their device from `new`, so no device is named);
-each followed by `copy_(cache, updated)`. The `copy_` stays outside (it is the in-place store
-of the result; emit writes in place), so the op returns the updated caches in SSA form.
-
-k and v are written together: after the walk, each write is paired with the next one in program
-order that uses the same slots (the same slot-mapping value, or the same range), writes another
-cache of the same geometry and rows of the same head count. The first is k, the second v, unless
-only the second writes a rotated key (an `attn.rope` `k_out`). Convention: one
-`attn.kv_cache_write` per attention layer.
-
-Only writes into a 4-D graph input (or a view of one) are looked at: that is what a cache is.
-Does not raise, with a remark: a write along another dim than the slots (`index_copy` on dim 1, an
-index in another position, a slice on another dim), an accumulating `index_put`, an index that is
-not one integer slot per new token (not the slot mapping of the current tokens: its length must
-be the rows' count, the same symbol under dynamic shapes; a model that marks its slot mapping
-dynamic apart from num_tokens ties the two with `torch._check(slots.shape[0] == T)`), a slice whose
-bounds are not `start .. start + T`, a flattening that does not merge exactly the block dims,
-an update that is not copied back into a graph input, rows of another dtype or shape than the
-cache's, and a write with no partner (one op takes k and v).
+Anchored at each functional write of new rows into the cache (`index_put` by slot mapping on the
+flat or the 4-D cache, `index_copy`, or the block-size-1 `slice_scatter`), each followed by its
+`copy_` back into the cache input. Writes are collected during the walk and paired after it (k
+with v: the same slots); each pair raises to one `attn.kv_cache_write` returning the updated
+caches in SSA form, the `copy_` staying outside as the in-place store. A write with no partner is
+a remark.
 """
 
 from __future__ import annotations

@@ -1,41 +1,11 @@
 """raise-quant's NVFP4 half: quantization to NVFP4 written in plain torch.
 
-`raise-quant` calls this module for every fp8 cast that reads like an NVFP4 block scale (an amax
-over blocks of x, times a one-element scale); the chain is anchored there. The custom op
-`irfuse::quant_nvfp4` is raised by `raise_quant` itself. The codes are proven in `nvfp4_codes`, the
-swizzle read in `nvfp4_swizzle`. Each part must be NUMERICS.md's, or the chain is left alone
-with a remark ("not an NVFP4 quant: ..."):
-- the block scale: x viewed `[M, N/16, 16]` (blocks of 16; x 2-D, maybe cast to f32 before or
-  after the view), `amax(|x_b|, -1)` (or `max(-1)[0]`, keepdim or not, in the model dtype then
-  cast), `fp8(clamp(gs * amax / 6))` with the clamp's upper bound 448 (lower -448 or none), cast
-  to f8E4M3FN. The arithmetic is read as a product of powers (any order of `*`, `/`,
-  `reciprocal`, constants): it must be `gs^1 * amax^1 * c` with c = 1/6;
-- the scaled value: `clamp(x_b * gs / sb, -6, 6)`, sb the block scales cast to f32, read the same
-  way (`x * gs / sb`, `x / (sb / gs)`, `x * reciprocal(sb * reciprocal(gs))`, ...), with one guard
-  for blocks whose scale is 0, sound only where such a block then quantizes to 0:
-  `where(w == 0, 0, v)` with v in a numerator, or `where(sb == 0, 1, sb)` as the divisor (w the
-  block scale times powers of gs; `masked_fill` too). Unguarded, x * gs / 0 is ±inf, i.e. ±6;
-- the e2m1 codes: the elementwise ops from the clamped v to the packed codes. They may take
-  |v|, -v, compare with constants, signbit / sign, and do anything elementwise (casts, sums,
-  `where`, bit ops) on those piecewise-constant results; such a function of v is constant between
-  its comparison constants, so it is evaluated (in torch, once per spelling) at each constant,
-  its f32 neighbours and a point between each pair, and must give NUMERICS.md's code there: round
-  to nearest, ties to even, sign bit 0x8 (-0 may encode as 0 or 0x8). Arithmetic on v itself
-  (`round(2 * |v|)`, lookup tables, `bucketize`) is not proven and is left alone;
-- the packing: even and odd codes (`select` on a `[M, N/2, 2]` view, or step-2 slices), the odd
-  ones shifted to the high nibble (`<< 4` or `* 16`), joined by `|` or `+`, ui8 [M, N/2];
-- the swizzle: the block scales (cast exactly to a wider float and back, or not), reshaped
-  [M, N/16], padded with zeros after them (`cat` with `new_zeros` / `zeros` / `full(0)`, or
-  `constant_pad_nd`) to [round_up(M, 128), round_up(N/16, 4)] (a symbolic M is checked at sample
-  values), viewed [(1, ...,) Mp/128, 4, 32, Kp/4, 4], permuted (0, 3, 2, 1, 4), made contiguous,
-  viewed [Mp, Kp], in f8E4M3FN. The slice-assignment spelling (`padded[:m, :k] = sb`) is not
-  matched.
-The whole chain (block scale, scaling, codes, packing, swizzle) becomes the region of
-`quant.nvfp4 (x, gs) -> (q, block_scale)`, so raising changes no bit. A fused kernel computes
-NUMERICS.md's spelling: `gs * amax / 6` and `x * gs / sb`; a model that reassociates
-(`gs * (amax * (1/6))`) or multiplies by reciprocals differs from it by one f32 rounding before
-the fp8 / e2m1 rounding (a code next to a tie moves by one), and a zero block's sign bits may
-differ (the kernels write +0).
+Anchored at the fp8 cast of the block scales (an amax over blocks of 16 times a global scale,
+read as a product of powers); every part must be `shared/NUMERICS.md`'s: the block scale, the
+scaled and clamped value, the e2m1 codes (`nvfp4_codes`) and their packing, the scales' swizzle
+(`nvfp4_swizzle`). Produces `quant.nvfp4` with the chain in its region; a part that differs is a
+remark ("not an NVFP4 quant: ..."), so a lookalike is never raised to a kernel that rounds
+differently.
 """
 
 from __future__ import annotations

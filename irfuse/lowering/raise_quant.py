@@ -1,68 +1,13 @@
-"""raise-quant: find FP8 and NVFP4 activation quantization, in every scheme and spelling.
+"""raise-quant: FP8 and NVFP4 activation quantization, in every scheme and spelling.
 
-Decomposed FP8 chains are matched from their end, the cast to an fp8 dtype (`_to_copy`,
-`to.dtype`, `convert_element_type`; f8E4M3FN with the bound M = 448, or ROCm's f8E4M3FNUZ with
-M = 224, as vLLM uses), back through:
-- the clamp to [-M, M]: `clamp(lo, hi)`, `clamp_min` + `clamp_max`, `maximum` / `minimum` with
-  scalar tensors (`torch.max/min`), in either order;
-- the scaling, which must yield f32 (x cast to f32 first, or promoted by an f32 scale): `x / s`,
-  `x * s.reciprocal()`, or `x * m` (then `s = 1 / m`: the raised op takes a new
-  `reciprocal(m)` as its scale; x * inv_s spelled by the model);
-- the scale `s`, which decides the scheme:
-  - static per-tensor: `s` is a graph input or a constant (`aten.get_attr`, a constant made in
-    the graph) of one f32 element, maybe reshaped, copied or cast on the way. A scale computed
-    from anything else is not static ("quant scale is not a graph input or constant");
-  - dynamic per-token: `s = max(min(amax, ub) / M, MIN_SCALE)`, amax over the last dim of
-    `abs(x)` (`amax(-1, keepdim)`, or `max(-1)` and `unsqueeze(-1)`; in f32, or in the model
-    dtype then cast, which is exact), the cap by a static `scale_ub` optional (`clamp(max=ub)`,
-    `minimum`); results q and the `[..., 1]` scale;
-  - dynamic per-tensor: the same with amax over all of x (`amax()`, `max()`), no cap;
-  - per-group (g = 128 or 64): x viewed `[..., H/g, g]`, `s = max(amax_g, eps) / M` (the eps
-    floor optional when MIN_SCALE absorbs it, e.g. vLLM's `1e-10`), optional UE8M0
-    (`exp2(ceil(log2(s)))` or `2 ** ceil(log2(s))`), then the MIN_SCALE floor; `x / s[..., None]`
-    and the view back to `[..., H]`. The scale result is the `[..., H/g]` value the graph uses:
-    row-major as computed, or column-major (`transpose(-2, -1).contiguous().transpose(-2, -1)`,
-    `.t().contiguous().t()`; 2-D x only), which sets `col_major`.
-  MIN_SCALE is `1 / (M * 512)` (what irfuse's kernels use); the floor is `clamp_min`, `clamp(min=)`
-  or `maximum` with a scalar tensor.
-- Irfuse's custom ops are raised whole: `irfuse::quant_fp8_static`, `quant_fp8_per_token`,
-  `quant_fp8_per_tensor`, `quant_fp8_group` (its group size and flags give the scheme) and
-  `irfuse::quant_nvfp4`.
-
-NVFP4 (`shared/NUMERICS.md`) is raised from `irfuse::quant_nvfp4` here, and from plain torch
-(anchored at the fp8 cast of its block scales) by `raise_nvfp4`, which proves each part of the
-chain NUMERICS.md's before it raises it.
-
-Numerics: the static scheme is `x * (1 / s)` by default (`shared/NUMERICS.md`, vLLM's fused
-kernels), and the raised op keeps the model's spelling, so that a fused kernel rounds as the model
-does: `x / s` raises with the unit property `divide` (the kernels then divide in f32, bit for bit
-the model's quant); `x * s.reciprocal()` raises without it (it is `x * (1 / s)`); `x * inv_s`
-raises without it, with a new `reciprocal(inv_s)` as the op's scale, so its rounding matches the
-model's only to within the rounding of that reciprocal (`1 / (1 / inv_s)` need not give back
-`inv_s`). `irfuse::quant_fp8_static` multiplies by `1 / s`: no `divide`. The two spellings differ
-by one f32 rounding before the fp8 rounding, which moves a value that sits on a tie between two
-fp8 codes to the other code (such ties are common when x is bf16, as a norm's output is); dynamic
-scales are left as NUMERICS.md spells them (`x / s_t` and `x * s_t.reciprocal()` raise alike).
-UE8M0 written `exp2(ceil(log2(s)))` can miss the next power of two where `log2` rounds down
-(irfuse's kernels round on the float bits). The decomposition region keeps the model's own
-spelling, so raising alone changes no bit. The bound is vLLM's M (224 for fnuz), not
-`torch.finfo(float8_e4m3fnuz).max` (240): a clamp to ±240 is left alone with a remark.
-
-Placement: the raised op goes after the chain's last op, or, when an outside user of its results
-sits between the chain's ops (a second `view` of q), right before that user
-(`raised.outline` picks the point).
-
-Produces `quant.fp8` (scheme, fp8 dtype, scale or scale_ub operands, scale result) and
-`quant.nvfp4` (x, global scale; packed values and swizzled block scales), with the matched ops in
-their decomposition regions.
-
-Does not raise, with a remark: no clamp, or a clamp to another bound than the cast dtype's M; a
-scaling in another dtype than f32; a Python-number scale; a scale that is not one element when it
-is not computed per token or group (a per-channel scale); a static-looking scale computed in the
-graph; a dynamic scale without the `/ M` or the MIN_SCALE floor, or with another floor; a
-reduction over other dims; a scale used in two layouts; an intermediate value used outside the
-chain that is not a pure op (a pure one, such as a scale's `unsqueeze` that cse-pure merged with a
-dequant's, is cloned into the region and the original stays for its outside users); a clamp to an fp8 bound followed by a cast to a non-fp8 dtype.
+Anchored at the cast to an fp8 dtype (f8E4M3FN with the bound 448, ROCm's f8E4M3FNUZ with 224)
+and read back through the clamp, the scaling and the scale, which decides the scheme: static
+per-tensor (a graph input or constant), dynamic per-token or per-tensor (an amax), per-group of
+128 / 64 (row- or column-major scales, optional UE8M0). Produces `quant.fp8`; irfuse's custom
+quant ops are raised whole. An fp8 cast that reads as NVFP4's block scale goes to `raise_nvfp4`,
+which produces `quant.nvfp4`. The matched ops stay in the decomposition region (no result bit
+changes); near misses (a clamp bound that is not the dtype's, a scale that is not static) are
+remarks. `filecheck/raise/raise-quant.mlir` shows the spellings.
 """
 
 from __future__ import annotations

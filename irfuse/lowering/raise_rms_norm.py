@@ -1,31 +1,12 @@
-"""raise-rms-norm: find RMSNorm, and the residual add before it, however the model spells it.
+"""raise-rms-norm: RMSNorm, and the residual add before it, however the model spells it.
 
-Matches, anchored at the reciprocal square root of each candidate:
-- the decomposed forms: `x32 = x.float()` (optional), `pow(x32, 2)` or `x32 * x32`, `mean(.., -1,
-  keepdim)` or `sum(.., -1, keepdim) / N` (or `* (1/N)`), `+ eps` (any constant), `rsqrt` or
-  `1 / sqrt` or `reciprocal(sqrt)` (torch 2.13 traces `1.0 / sqrt(v)` as `reciprocal(sqrt(v)) *
-  1.0`: the `* 1` is taken along), `x32 * rstd`, then the weight: `w * y.to(dtype)` (Hugging
-  Face), `(y * w).to(dtype)` (`F.rms_norm`), `y.to(dtype) * w` (vLLM), `y * (1 + w)` (Gemma,
-  `weight_offset = 1`), or none;
-- whole ops: `aten.rms_norm`, `aten._fused_rms_norm`, and irfuse's custom ops `irfuse.rms_norm`
-  and `irfuse.add_rms_norm`;
-- before the norm, a residual add of two same-shaped tensors, in the model dtype or in f32 with
-  the rounded sum as the new residual (vLLM): raised as `norm.add_rms_norm` whose `residual_out`
-  replaces the sum's other uses. The two spellings normalize different values: vLLM's f32 add
-  feeds the norm the f32 sum, a model-dtype add (Hugging Face) the sum rounded to that dtype. The
-  latter sets `round_sum` on the raised op when the sum's dtype is not f32 (for an f32 sum the two
-  readings agree); `irfuse.add_rms_norm` normalizes the f32 sum (`shared/NUMERICS.md`). An add
-  that is a RoPE's `x * cos + rotate(x) * sin` is no residual add (HunYuan's q/k norms read the
-  rotated q and k): the norm is raised alone and raise-rope takes the add.
-
-Produces `norm.rms_norm` / `norm.add_rms_norm` with eps and weight_offset as properties and the
-matched ops kept in the decomposition region (raising changes no result bit).
-
-Does not raise, with a remark: a reduction over another dim than the last, a mean without
-keepdim, an eps that is not a constant, a square that is not of the normalized value, a LayerNorm
-(the normalized value is `x - mean(x)`: Cohere's, whose two `x - mean` cse-pure merges), an
-intermediate value used outside the norm that is not a pure op (a pure one is cloned into the
-region, the original staying for its outside users: `match.clone_shared`).
+Anchored at the norm's reciprocal square root (`rsqrt`, `1 / sqrt`, `reciprocal(sqrt)`) or at a
+whole norm op (`aten.rms_norm`, `_fused_rms_norm`, irfuse's custom ops). Produces `norm.rms_norm`
+or, with the residual add, `norm.add_rms_norm` (eps and weight_offset as properties; `round_sum`
+when the model adds in a non-f32 dtype and normalizes that rounded sum, as Hugging Face does).
+The matched ops stay in the decomposition region, so raising changes no result bit. A LayerNorm,
+a reduction over another dim or an eps that is not a constant is left alone with a remark;
+`filecheck/raise/raise-rms-norm.mlir` shows the spellings.
 """
 
 from __future__ import annotations

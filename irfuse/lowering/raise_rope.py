@@ -1,62 +1,15 @@
-"""raise-rope: find rotary position embeddings, NeoX or GPT-J, and raise q and k together.
+"""raise-rope: rotary position embeddings, NeoX or GPT-J, raised q and k together.
 
-A rotation of one tensor `x` (q or k, head_dim last) by `cos` and `sin` is matched in the forms
-model code writes, anchored at the op that combines it:
-- pairs (vLLM's `forward_native`): `x1, x2` are the halves of x (NeoX: slices, `chunk`, `split`)
-  or its even/odd elements (GPT-J: `x[..., ::2]` / `x[..., 1::2]`, or `x.view(.., d/2, 2)[...,
-  0 / 1]`); `o1 = x1 * cos - x2 * sin`, `o2 = x2 * cos + x1 * sin`; the result is `cat(o1, o2)`
-  (NeoX) or `stack(o1, o2, -1).flatten(-2)` (GPT-J); cos/sin are rotary_dim / 2 wide. Anchor:
-  the cat / stack.
-- rotate (Hugging Face's `apply_rotary_pos_emb`): `x * cos + rotate(x) * sin` with
-  `rotate_half(x) = cat(-x2, x1)` (NeoX) or `stack(-x_odd, x_even, -1).flatten(-2)` (GPT-J,
-  Cohere); cos/sin are rotary_dim wide. Anchor: the add.
-- complex (Meta's Llama code, DeepSeek-V2 and Llama 4 in Hugging Face):
-  `view_as_real(view_as_complex(x.view(.., d/2, 2)) * freqs_cis).flatten(-2)`, GPT-J's rotation;
-  cos and sin are made as views of freqs_cis (`view_as_real(freqs_cis)[..., 0 / 1]`). Anchor:
-  the view_as_real.
-- DeepSeek-V3 in Hugging Face rotates the even/odd elements and concatenates the results as
-  halves: that is NeoX's rotation of x de-interleaved, `y = cat(x[..., ::2], x[..., 1::2])`. The
-  pass makes y (outside the rope; its halves equal x1 and x2 bit for bit) and raises a NeoX rope
-  of y: the op means what the code computes, with no layout property the dialect lacks.
-Either order of every product and sum. Around the rotation: a partial rotary dim (`x[...,
-:rotary_dim]` rotated, `x[..., rotary_dim:]` passed through by `cat`), a cast to f32 before with
-the cast back after (HF's vision and Cohere code, `.type_as(x)`), and the no-op `alias` / full
-slices aot_autograd leaves around x. The rotate form may also be widened to f32 without casting
-x first: bf16 / f16 x times f32 cos / sin (the products promote; OLMo, OLMo2 in Hugging Face),
-or x and rotate(x) each cast to f32 right before their product (Ernie 4.5, GLM-style), when the
-f32 sum is cast straight back to x's dtype: the same exact widening, raised with the casts in
-the region (x in its dtype, cos / sin f32, like the explicit cast-in form).
+Anchored at the op that combines a rotation (the `cat` / `stack` of vLLM's pairs form, the `add`
+of Hugging Face's `x * cos + rotate_half(x) * sin`, the `view_as_real` of Meta's complex form).
+Rotations are collected during the walk and paired after it (the same cos and sin, style and
+rotary dim: q and k of one layer); each pair raises to one `attn.rope` (q_out, k_out), a rotation
+with no partner to a q-only one. When cos and sin are the halves of one lookup of a
+`[max_positions, rotary_dim]` cache, the op takes `positions` and `cos_sin_cache` (vLLM's form);
+otherwise `cos` and `sin`. Properties: is_neox, rotary_dim, head_dim. The matched ops stay in the
+decomposition region (no result bit changes); a wrong sign or mismatched cos/sin is a remark.
 
-cos and sin are the values the products multiply (already broadcast against x, e.g. HF's
-`cos.unsqueeze(1)`). When they are the two halves (`chunk` / `split` / slices, cos first) of one
-lookup `cache[positions]` (`index.Tensor`, `index_select`, `embedding`) of a `[max_positions,
-rotary_dim]` cache, and nothing else uses that lookup, the rope takes `positions` and
-`cos_sin_cache` (vLLM's form) and the lookup joins the region; otherwise it takes `cos` and `sin`
-(HF's form). Semantics of the cos/sin form: with rotary_dim / 2 wide cos/sin, `o1 = x1 * cos -
-x2 * sin`, `o2 = x2 * cos + x1 * sin`; with rotary_dim wide ones, `x * cos + rotate(x) * sin`
-elementwise, every value used (a kernel must not assume the halves repeat); the math runs in the
-promoted dtype of x and cos (the region's casts say which).
-
-Pairing: after the walk, each rotation is paired with the next one in program order when both use
-the same cos and sin (the same values, or the same lookups of one cache by one positions tensor),
-style and rotary dim, and the second does not depend on the first (the next layer's q does):
-one `attn.rope` (q_out, k_out) per attention layer; q is the one with more heads (the first on a
-tie). A rotation with no partner (MLA's q_pe alone) raises a q-only rope. Users of the rotated q
-that sit between the two rotations move after the raised op (pure ATen calls only). If q and k
-cannot be one op, each is raised on its own.
-
-Records is_neox, rotary_dim, head_dim. The matched ops stay in the decomposition region, so
-raising changes no result bit.
-
-Does not raise, with a remark: a rotate_half or a pair product with the wrong sign, cos and sin
-that come from different positions (or are the cos and sin of different angles), cos/sin of the
-wrong width or dtype for the rotated part (a broadcast that changes x's type), parts that are not
-the halves / even-odd elements of one tensor, halves recombined by stack, a rotation promoted to
-f32 that is not cast back to x's dtype, and NanoChat's `rotate_half = cat(x2, -x1)` (a rotation by
--θ: wrong sign for attn.rope).
-
-`is_rotation_sum` lets raise-rms-norm tell a q/k norm applied after RoPE (HunYuan) from a
-residual add + norm.
+`is_rotation_sum` lets raise-rms-norm tell a q/k norm after RoPE from a residual add + norm.
 """
 
 from __future__ import annotations

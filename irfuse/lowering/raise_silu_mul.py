@@ -1,27 +1,10 @@
-"""raise-silu-mul: find the gated activation SiLU·Mul, `silu(gate) * up`, however it is spelled.
+"""raise-silu-mul: the gated activation `silu(gate) * up`, however it is spelled.
 
-Matches, anchored at the SiLU of each candidate (`aten.silu`, the `sigmoid` of a decomposed one,
-or irfuse's custom op):
-- the SiLU: `silu(a)`, or decomposed as `a * sigmoid(a)` (either order: Inductor's decomposition
-  and some model code write it so);
-- times `b`, in either order (`silu(a) * b` or `b * silu(a)`);
-- one operand, `act.silu_mul %x`, when `a` and `b` are the first and second half of one tensor
-  `x` along its last dim: slices `x[..., :d]` / `x[..., d:]`, or the two results of `chunk`,
-  `split` or `split_with_sizes` (vLLM's `silu_and_mul`, a fused gate_up projection);
-- two operands, `act.silu_mul %gate, up %up`, otherwise, when `a` and `b` have one type (Hugging
-  Face's `act_fn(gate_proj(x)) * up_proj(x)`, or halves whose pieces are also used elsewhere);
-- `irfuse::silu_mul` whole.
-
-Produces `act.silu_mul` with the matched ops in its decomposition region (raising changes no
-result bit).
-
-A SiLU whose output is also used outside the product is raised too: the region takes its own
-copy of the SiLU (`raise_chain` clones shared pure values) and the original stays for the other
-users.
-
-Does not raise, with a remark: `silu(a) * b` where b is not a's shape and dtype (a broadcast, a
-scale), a gated GELU (`gelu(a) * b` is not
-a SiLU·Mul; remarked so a reader sees why the gated activation did not raise).
+Anchored at the SiLU (`aten.silu`, the sigmoid of `a * sigmoid(a)`, or `irfuse::silu_mul`).
+Produces `act.silu_mul %x` when gate and up are the two halves of one tensor (slices, `chunk`,
+`split`: vLLM's fused gate_up projection), else `act.silu_mul %gate, up %up` (Hugging Face's MLP).
+The matched ops stay in the decomposition region (no result bit changes). A product with a tensor
+of another shape or dtype, and a gated GELU, are left alone with a remark.
 """
 
 from __future__ import annotations

@@ -1,60 +1,12 @@
-"""raise-vllm-ops: raise vLLM's own custom ops (`torch.ops._C.*`), as functionalized, whole.
+"""raise-vllm-ops: vLLM's own custom ops (`torch.ops._C.*`), as functionalized, raised whole.
 
-With vLLM's custom ops enabled (`custom_ops: ["+rms_norm", "+quant_fp8", ...]`) a model calls
-out-variant ops that write their first argument(s), `torch.ops._C.rms_norm(result, input, weight,
-eps)` and friends (schemas: vLLM's `csrc/torch_bindings.cpp`). aot_autograd functionalizes each
-call into a higher-order op with the written tensors as extra results:
-- `auto_functionalized(_C.op.default, result=buf, input=x, ...)` (v1): every argument by name;
-  results `(None, *new values of the mutable arguments, in schema order)`;
-- `auto_functionalized_v2(_C.op.default, input=x, ..., _result_base_index=0, _all_bases=[buf])`
-  (v2, torch's default): the mutable arguments as indices into `_all_bases`; results `(None,
-  *new bases)`. A mutable argument that is a view of a larger base carries view metadata
-  (`_query_size`, `_query_slice_dim`, ...).
-The IR gets these as `aten.call tuple "hop:auto_functionalized[_v2]"(#aten.target<"_C::...">,
-...)`, one result per tuple element (the FX getitems).
-
-Anchored at each such call whose target is one of vLLM's ops below, the pass raises the call (and
-the fresh output buffers it alone uses, `empty` / `zeros` ...) to the semantic op, whose results
-stand for the call's results the graph uses:
-
-| vLLM op | raised to |
-|---|---|
-| `rms_norm(result!, input, weight, epsilon)` | `norm.rms_norm` (eps, weight_offset 0) |
-| `fused_add_rms_norm(input!, residual!, weight, epsilon)` | `norm.add_rms_norm` (`round_sum` for a non-f32 dtype: vLLM's kernel adds in the model dtype and normalizes that sum) |
-| `static_scaled_fp8_quant(result!, input, scale, group_shape=None)` | `quant.fp8` static_tensor (`x * (1 / s)`, no `divide`) |
-| `dynamic_scaled_fp8_quant(result!, input, scale!)` | `quant.fp8` dynamic_tensor |
-| `dynamic_per_token_scaled_fp8_quant(result!, input, scale!, scale_ub?)` | `quant.fp8` dynamic_token (scale_ub) |
-| `silu_and_mul(result!, input)` | `act.silu_mul` |
-| `rotary_embedding(positions, query!, key!?, head_size, cos_sin_cache, is_neox)` | `attn.rope` (positions + cos_sin_cache; q-only when key is None), on `[T, heads, head_size]` views |
-
-The fp8 dtype is the result buffer's (f8E4M3FN, or ROCm's f8E4M3FNUZ). The call stays in the
-decomposition region, so raising changes no result bit.
-
-**rotary_embedding on views.** vLLM rotates q and k in place in the qkv buffer they are split
-from (`q, k, v = qkv.split(...)`), flat `[T, heads * head_size]` or viewed as heads. v1 passes the
-pieces themselves and returns their new values; v2 passes one base (`_all_bases = [qkv]`) with each
-argument's view of it (`_query_slice_dim/_start/_end` for a slice of the last dim,
-`_query_size/_stride/_storage_offset` for a head view, as torch's `regenerate_view` rebuilds them)
-and returns the new base. The raised `attn.rope` reads `[T, heads, head_size]` views of q and k
-made before it (the same slice / as_strided of the old base, `unflatten` of a flat last dim); its
-region keeps the call and yields the same views of the call's results; after it, what the graph
-read is rebuilt from its results: v1's new q and k (`flatten` back to flat), v2's new base (the
-old base with the rotated pieces put back by `slice_scatter` / `as_strided_scatter`, as
-functionalization itself writes a view back; the rest, v, is the old base's, bit for bit as the
-call leaves it). Emitted unfused, the graph runs the original call and these copies.
-
-Does not raise, with a remark: a mutable argument of another op that is a view of a larger tensor
-or shares its base with another, a result buffer of another shape or dtype than the op writes, a
-weight of another dtype than x, a non-float input, a quant result that is not fp8, a static scale
-that is not a one-element f32 graph input or constant, a group-shaped static quant, a per-tensor
-scale buffer that is not a new zero tensor (vLLM's kernel takes the max with what it holds), a
-per-token scale buffer not `[..., 1]` f32; for RoPE: a query or key that is neither
-`[*tokens, heads, head_size]` nor `[*tokens, heads * head_size]` (tokens: positions' dims), a
-view other than a static slice of the base's last dim or an as_strided split of one row range
-into heads, q and k overlapping in one base (v2 rotates q, then k, in one buffer: k would read
-rotated values), a cos_sin_cache of another dtype than q. Other `_C` ops are left alone without
-a remark. `scaled_fp4_quant` is not raised: its block-scale buffer is int32
-`[round_up(M, 128), round_up(N/16, 4) / 4]` where `quant.nvfp4` yields fp8 scales.
+vLLM's out-variant ops (`_C.rms_norm(result, input, weight, eps)`, ...) reach the graph as
+`auto_functionalized[_v2]` calls with the written tensors as extra results. Anchored at each such
+call of `rms_norm`, `fused_add_rms_norm`, the three FP8 quants, `silu_and_mul` and
+`rotary_embedding`, the pass produces the semantic op that means the same (`norm.*`,
+`quant.fp8`, `act.silu_mul`, `attn.rope`), taking along the fresh output buffers only the call
+uses, so the fusions see vLLM's ops as they see torch's. The call stays in the decomposition
+region (no result bit changes). `filecheck/raise/raise-vllm-ops.mlir` shows each op.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """fuse-act-quant: SiLU·Mul followed by FP8 or NVFP4 quantization -> one kernel.
 
-Matches `act.silu_mul` (x = [gate | up], or separate gate and up tensors as Hugging Face MLPs
-compute them) whose output feeds only quants
-(directly or through a flattening view): `quant.fp8` static per-tensor or per-group 128/64 (row-
-or column-major scales, UE8M0), or `quant.nvfp4`. Identical quants merge first. A static quant's
-spelling (`divide`: `y / s`, else `y * (1 / s)`) goes to the fused op.
-
-Produces `fused.silu_mul_quant` (x, scale?) -> (q, scale_out?) or `fused.silu_mul_quant_nvfp4`
-(x, global_scale) -> (q, block_scale), inserted where the quant was (on the flattened input when
-the quant saw a flattened view).
-
-Does not fuse, with a remark: an output also used unquantized; several different quants of one
-activation; a dynamic per-token or per-tensor quant (no kernel; vLLM has none either); an input
-dtype the kernels do not take; a platform where Inductor's code was measured faster.
+Matches `act.silu_mul` whose output feeds one quant (directly or through a flattening view):
+static per-tensor or per-group FP8, or NVFP4. Produces `fused.silu_mul_quant` or
+`fused.silu_mul_quant_nvfp4` where the quant was. An output also used unquantized, a dynamic
+quant (no kernel) and a kernel the table leaves to Inductor on the platform are remarks.
 """
 
 from __future__ import annotations

@@ -1,25 +1,11 @@
 """fuse-norm-quant: (residual add +) RMSNorm followed by FP8 quantization -> one kernel.
 
-Matches `norm.rms_norm` or `norm.add_rms_norm` whose output feeds only `quant.fp8` ops (directly
-or through the `view(-1, H)` a linear layer adds), for the schemes static per-tensor, dynamic
-per-token (with its optional scale upper bound) and per-group 128/64 (row- or column-major
-scales, UE8M0). Identical quants merge first; several static quants with different scales fuse
-into one kernel with one output each. A static quant's spelling (`divide`: `y / s`, else
-`y * (1 / s)`) goes to the fused op, which applies it to every output; so does the residual
-norm's `round_sum` (the norm reads the sum rounded to the model dtype, as Hugging Face models add),
-for every scheme. Eps, hidden size and group size are attributes: one rewrite for every value. The
-last layer's form (the residual output dead) fuses the same way.
-
-Produces `fused.rms_norm_quant` (x, residual?, weight, scales, scale_ub?) -> (qs, scale_out?,
-residual_out?), inserted where the first fused quant was; when the quants saw a flattened view,
-the fused op runs on the flattened inputs and the residual is reshaped back for its users.
-
-Does not fuse, with a remark: a norm output that is also used unquantized; quants of different
-schemes (or two dynamic ones) on one norm; static quants of one norm spelled differently (some
-with `divide`, some without: one kernel rounds one way); dynamic per-tensor quant (its amax spans
-the whole tensor, vLLM does not fuse it either); a norm without a weight; tma-aligned group
-scales; an input dtype the kernels do not take; a platform where Inductor's code for this pattern
-was measured faster (`irfuse.emit.kernel_choice`), in which case the pattern is left to Inductor.
+Matches `norm.rms_norm` / `norm.add_rms_norm` whose output feeds only `quant.fp8` ops (directly
+or through the `view(-1, H)` of a linear), for static per-tensor (several scales: one output
+each), dynamic per-token and per-group quants. Produces `fused.rms_norm_quant` where the first
+quant was; eps, hidden size, group size, `divide` and `round_sum` are attributes, so one rewrite
+serves every model. A norm output also used unquantized, mixed schemes, dynamic per-tensor and a
+kernel the table leaves to Inductor on the platform are remarks.
 """
 
 from __future__ import annotations
