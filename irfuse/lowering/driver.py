@@ -62,11 +62,12 @@ class Site:
 class AnchorPattern(RewritePattern):
     """A pattern anchored on ATen targets and/or op classes.
 
-    `rewrite` matches at an anchor and rewrites, returning True (or None); it returns False
-    when the op is no candidate at all (no remark, no count), and raises NoMatch for a
-    candidate it leaves alone: the remark reads `f"{remark}: {reason}"` (the reason alone
-    when `remark` is empty). `start` and `finish` run per block around the walk, for patterns
-    that collect sites and pair them.
+    `rewrite` matches at an anchor and rewrites, returning True (or None): a fused count. It
+    returns False when it rewrote nothing there (no candidate, or a site collected for
+    `finish`): no remark, no count, and the next pattern anchored on the op is tried. It raises
+    NoMatch for a candidate it leaves alone: a remark at the anchor, `f"{remark}: {reason}"`
+    (the reason alone when `remark` is empty). `start` and `finish` run per block around the
+    walk, for patterns that collect sites and pair them (`site.scratch[self]` holds the state).
     """
 
     targets: ClassVar[tuple[str, ...]] = ()
