@@ -23,19 +23,18 @@ from typing import Any
 
 import torch.fx
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import DiagnosticException
 
 from irfuse import dtypes, passes, remarks
 from irfuse.context import make_context
 from irfuse.dialects import aten
+from irfuse.dialects.irfuse import set_target
 from irfuse.dump import DumpWriter
 from irfuse.emit.fx_emit import emit_graph
 from irfuse.lowering.fx_import import ImportedGraph, import_graph
 from irfuse.ranges import Range
 from irfuse.report import KIND_OF_OP, RAISED_KINDS, PassRecord, Report, StageRecord
-
-PLATFORM_ATTR = "irfuse.platform"
 
 RAISE_PASSES: tuple[str, ...] = ("raise-vllm-ops", "raise-collectives", "raise-rms-norm", "raise-gemm", "raise-quant", "raise-silu-mul", "raise-rope", "raise-pad", "raise-attention", "raise-kv-cache-write")
 """The raising passes, in order (registered in `irfuse.passes` as they land)."""
@@ -70,16 +69,6 @@ class PipelineOptions:
     dump: DumpWriter | None = None
     graph_name: str = "graph"
     config: dict[str, Any] = field(default_factory=dict)
-
-
-def set_target(module: ModuleOp, platform: str) -> None:
-    module.attributes[PLATFORM_ATTR] = StringAttr(platform)
-
-
-def module_platform(module: ModuleOp) -> str:
-    """The platform string a module is compiled for (`cpu` when the IR does not say)."""
-    attr = module.attributes.get(PLATFORM_ATTR)
-    return attr.data if isinstance(attr, StringAttr) else "cpu"
 
 
 def count_ops(module: ModuleOp) -> int:

@@ -248,4 +248,19 @@ IR_DTYPES: tuple[Attribute, ...] = (
 """The element types that stand for torch dtypes (`irfuse.dtypes` maps them to torch)."""
 
 
+PLATFORM_ATTR = "irfuse.platform"
+"""The module attribute naming the platform a module is compiled for: a pass's behaviour
+depends on the IR alone, so `irfuse-opt` reproduces any dumped step."""
+
+
+def set_target(module: builtin.ModuleOp, platform: str) -> None:
+    module.attributes[PLATFORM_ATTR] = StringAttr(platform)
+
+
+def module_platform(module: builtin.ModuleOp) -> str:
+    """The platform string a module is compiled for (`cpu` when the IR does not say)."""
+    attr = module.attributes.get(PLATFORM_ATTR)
+    return attr.data if isinstance(attr, StringAttr) else "cpu"
+
+
 IRFuse = Dialect("irfuse", [YieldOp], [TensorType, SymType, OpaqueType])

@@ -18,6 +18,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
 from irfuse.dialects import kernel
+from irfuse.dialects.irfuse import module_platform
 
 Lowering = Callable[[Operation, str], kernel.CallOp]
 """Builds the kernel call for a fused op on a platform."""
@@ -34,7 +35,6 @@ class SelectKernels(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from irfuse.emit import lowerings  # noqa: F401  (fills LOWERINGS)
-        from irfuse.pipeline import module_platform
 
         platform = module_platform(op)
         targets = [o for o in op.walk() if o.name in LOWERINGS]
