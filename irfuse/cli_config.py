@@ -111,6 +111,8 @@ def config_main(argv: Sequence[str]) -> int:
             text = json.dumps(out, indent=2)
         else:
             text = res.config.to_json()
+            for warning in res.warnings:  # --explain lists them in the JSON
+                print(f"irfuse config: warning: {warning}", file=sys.stderr)
     except (ConfigError, ValueError) as e:
         print(f"irfuse config: error: {e}", file=sys.stderr)
         return 2
