@@ -1,9 +1,11 @@
 """`irfuse`: the command line.
 
-    irfuse demo [--model M] [--size S] [--tokens T] [--dump-dir D] [--no-inductor] [vLLM flags]
+    irfuse demo [--model M] [--size S] [--layers N] [--tokens T] [--dump-dir D] [--no-inductor]
+                [vLLM flags]
     irfuse passes [--platform P] [--scheme S] [--markdown | --json]
     irfuse config [vLLM flags: -O2 -cc.pass_config.fuse_norm_quant=False ...] [--platform P]
-    irfuse report PATH            (a report.json, or a dump folder: every report under it)
+    irfuse report [--all] PATH    (a report.json, or a dump folder: its newest run's reports,
+                                   or with --all every run's)
 
 `irfuse-opt` (irfuse/opt.py) is the IR optimizer driver.
 """
