@@ -219,7 +219,7 @@ class _GraphCompiler:
                 self.config, platform=self.platform, **facts
             )
             for warning in resolution.warnings:
-                warnings.warn(f"irfuse: {warning}", stacklevel=2)
+                _warn_once(f"irfuse: {warning}")
             self.resolved = resolution.config
             self.facts = facts
             # Implemented passes the resolved config leaves off, with why: the report says so.
@@ -388,7 +388,8 @@ class _GraphCompiler:
         """Warn (or raise, when strict) that irfuse leaves this graph alone; the report keeps
         what the stages that ran found, and the error."""
         where = f"{self.graph_name}" + (f" range {_span_list(span)}" if span else "")
-        reason = str(err) if isinstance(err, pipeline.PipelineError) else f"{stage}: {err!r}"
+        named = isinstance(err, (pipeline.PipelineError, config_mod.ConfigError))
+        reason = str(err) if named else f"{stage}: {err!r}"
         if self.config.strict:
             raise RuntimeError(f"irfuse failed on {where}: {reason}") from err
         warnings.warn(
@@ -410,6 +411,16 @@ class _GraphCompiler:
 
 SIZE_AWARE_PASSES = ("fuse-norm-quant", "fuse-act-quant")
 """Passes whose kernel choice depends on the token count (they take `max_tokens`)."""
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    """A config warning once per process, not once per graph and range."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(message, stacklevel=3)
 
 
 def _pass_spec(name: str, size_class: int | None) -> str:
