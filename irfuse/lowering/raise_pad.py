@@ -42,8 +42,8 @@ from xdsl.passes import ModulePass
 from irfuse import remarks
 from irfuse.dialects.act import PadOp
 from irfuse.dialects.raised import in_decomposition
+from irfuse.lowering import aten_ops as aten
 from irfuse.lowering.match import (
-    SLICE,
     Call,
     NoMatch,
     block_ops,
@@ -57,13 +57,12 @@ from irfuse.lowering.match import (
     tensor_type,
 )
 
-CONSTANT_PAD = "aten::constant_pad_nd.default"
-PAD = "aten::pad.default"
-SLICE_SCATTER = "aten::slice_scatter.default"
-CAT = "aten::cat.default"
-COPY = "aten::copy.default"
-CONSTANT_MAKERS = ("aten::new_zeros.default", "aten::zeros.default", "aten::full.default",
-                   "aten::new_full.default")
+CONSTANT_PAD = aten.CONSTANT_PAD_ND
+PAD = aten.PAD
+SLICE_SCATTER = aten.SLICE_SCATTER
+CAT = aten.CAT
+COPY = aten.COPY
+CONSTANT_MAKERS = (aten.NEW_ZEROS, aten.ZEROS, aten.FULL, aten.NEW_FULL)
 
 
 class NotAPad(Exception):
@@ -165,7 +164,7 @@ def _scatter_pad(scatter: Call) -> tuple[SSAValue, int, int, float, list[Operati
     copy = producer(src, COPY)
     x = src
     if copy is not None:
-        target = producer(copy.arg(0), SLICE)
+        target = producer(copy.arg(0), aten.SLICE_TENSOR)
         if target is None or target.arg(0) is not base or _last_dim_range(target, 1, width) != span:
             raise NoMatch("the copy does not write the slice that is scattered back")
         x = copy.arg(1, "src")
