@@ -7,7 +7,7 @@ bandwidth the kernel reaches against a device-to-device copy measured in the sam
 timings are CUDA-graph replays (`triton.testing.do_bench_cudagraph`, median), as serving engines
 run decode. Outputs are checked against the eager result before timing.
 
-    PYTHONPATH=. python3 benchmarks/bench_norm_act_quant.py --out docs/bench_norm_act_quant.md
+    PYTHONPATH=. python3 benchmarks/bench_norm_act_quant.py --rounds 3 --pdl --out kernels.md
     PYTHONPATH=. python3 benchmarks/bench_norm_act_quant.py --ops add_rms_static --tokens 1,4096
 
 For `add_rms_static` and `rms_static`, FlashInfer's `fused_add_rmsnorm_quant` / `rmsnorm_quant`
@@ -110,8 +110,8 @@ def _act_two_tensor_inputs(t: int, i: int) -> dict:
             "scale": torch.tensor([0.01], device=DEVICE)}
 
 
-# (early, evict) pairs swept beside a shape: as before, the loads issued early, and early
-# without cache hints.
+# (early, evict) pairs swept beside a shape: the loads in program order, the weight and scales
+# loaded with the row, and that without cache hints.
 _LOAD_VARIANTS = ((False, True), (True, True), (True, False))
 
 
@@ -119,39 +119,18 @@ def _row_configs(t: int, h: int) -> list:
     rc = norm_quant.RowConfig
     shapes = ((1, 4), (1, 8), (1, 16), (2, 16))
     single = [rc(r, w) for r, w in shapes]
-    # early: the weight and scales loaded with the row (before the reduction's barriers); also
-    # without cache hints (evict=False).
     early = [rc(r, w, early=True, evict=e) for r, w in shapes for e in (True, False)]
-    looped = [rc(1, w, two_pass=True, block_r=b, evict=e)
-              for w, b in ((4, 1024), (8, 2048), (16, 4096)) for e in (True, False)]
     # fast_div: per-token's division through the reciprocal (bit-exact; static ignores it).
     fast = [rc(1, w, fast_div=True, early=e, evict=v) for w in (4, 8, 16)
             for e, v in _LOAD_VARIANTS]
-    # vec: one register layout for the row's loads and stores (no exchange through shared
-    # memory), early, with and without cache hints.
+    # vec: one register layout for the row's loads and stores, with and without cache hints.
     vec = [rc(r, w, fast_div=True, early=True, evict=e, vec=8)
            for r, w in shapes + ((1, 32),) for e in (True, False)]
-    # pdl: the early and vec shapes launched with programmatic dependent launch.
     pdl = [replace(c, pdl=True) for c in early + vec]
+    cfgs = single + early + fast + vec + pdl
     if t <= 16:  # decode: one program, its latency chain is the time
-        return single + early + fast + vec + pdl + [rc(1, 32, fast_div=True, early=e, evict=v)
-                                                     for e, v in _LOAD_VARIANTS]
-    # Persistent grids, as (warps, programs per SM) that fit in the registers together (~50/85
-    # a thread at 16 warps for H 4096/8192, 64/128 at 8, 128/248 at 4); Inductor's looped shape
-    # (16 warps, 2048 chunks), also with the residual stored in the first pass; looped
-    # per-token (three passes).
-    shapes = ((16, 1), (16, 2), (8, 2), (8, 4), (4, 4)) if h <= 4096 else \
-        ((16, 1), (8, 1), (8, 2), (4, 2))
-    persistent = [rc(1, w, persist=p, fast_div=True) for w, p in shapes]
-    # ... and software-pipelined (cp.async into shared memory), without cache hints, as
-    # (warps, programs per SM, stages): the stages' shared memory bounds the programs per SM.
-    piped = ((16, 2, 2), (16, 2, 3), (8, 4, 2), (8, 4, 3), (8, 2, 4)) if h <= 4096 else \
-        ((16, 1, 3), (16, 2, 2), (8, 2, 2), (8, 2, 3), (8, 1, 4))
-    persistent += [rc(1, w, persist=p, stages=st, fast_div=True, evict=False)
-                   for w, p, st in piped]
-    looped += [rc(1, w, two_pass=True, block_r=2048, fast_div=True, res_first=f, evict=e)
-               for w, f in ((16, False), (16, True), (8, True)) for e in (True, False)]
-    return single + early + looped + fast + vec + pdl + persistent
+        cfgs += [rc(1, 32, fast_div=True, early=e, evict=v) for e, v in _LOAD_VARIANTS]
+    return cfgs
 
 
 def _group_configs(t: int, h: int) -> list:
@@ -162,41 +141,32 @@ def _group_configs(t: int, h: int) -> list:
               for e in (True, False)]
     plain += [replace(c, pdl=True) for c in plain if c.early]
     if t <= 16:
-        return plain + [gc(32, fast_div=True, early=e, evict=v) for e, v in _LOAD_VARIANTS]
-    shapes = ((16, 1), (16, 2), (8, 2), (8, 3)) if h <= 4096 else ((16, 1), (8, 1), (4, 2))
-    piped = ((16, 2, 2), (16, 2, 3), (8, 4, 2), (8, 4, 3)) if h <= 4096 else \
-        ((16, 1, 3), (16, 2, 2), (8, 2, 2), (8, 2, 3))
-    return (plain + [gc(w, fast_div=True, persist=p) for w, p in shapes]
-            + [gc(w, fast_div=True, persist=p, stages=st, evict=False) for w, p, st in piped])
+        plain += [gc(32, fast_div=True, early=e, evict=v) for e, v in _LOAD_VARIANTS]
+    return plain
 
 
 def _act_configs(t: int, i: int) -> list:
-    # Plain arithmetic, then fast_silu + recip (act_quant docstring); small tiles (more
-    # programs, fewer warps: Inductor's shape at T 1) only where T is small; each also with
-    # the static scale loaded early, and without cache hints.
+    # Plain silu, then the inline-PTX silu (act_quant docstring); small tiles (more programs,
+    # fewer warps) only where T is small; each also with the static scale loaded early, and
+    # without cache hints.
     shapes = ((4, 2), (16, 4), (16, 8), (32, 8)) + (((1, 1), (2, 1), (2, 2), (8, 4))
                                                     if t <= 128 else ())
     fast = ((1, 1), (2, 1), (4, 2)) if t <= 128 else ((16, 4), (16, 8), (32, 8))
     cfgs = ([act_quant.ActConfig(g, w, early=e, evict=v) for g, w in shapes
              for e, v in _LOAD_VARIANTS]
-            + [act_quant.ActConfig(g, w, fast_silu=True, recip=True, early=e, evict=v)
+            + [act_quant.ActConfig(g, w, fast_silu=True, early=e, evict=v)
                for g, w in fast for e, v in _LOAD_VARIANTS])
     return cfgs + [replace(c, pdl=True) for c in cfgs]  # and with PDL
 
 
 def _nvfp4_configs(t: int, i: int) -> list:
-    # (blocks, warps, recip, fast_silu, split): the original arithmetic first, then each
-    # variant alone, then split layouts with both (nvfp4 docstring); the last ones also
-    # without cache hints.
-    shapes = ((128, 4, False, False, False), (128, 4, True, False, False),
-              (128, 4, True, True, False), (32, 2, True, True, False),
-              (32, 1, True, True, True), (64, 2, True, True, True), (128, 4, True, True, True),
-              (128, 2, True, True, True), (256, 8, True, True, True), (256, 4, True, True, True))
-    cfgs = ([nvfp4.Nvfp4Config(b, w, recip=r, fast_silu=f, split=s)
-             for b, w, r, f, s in shapes]
-            + [nvfp4.Nvfp4Config(b, w, recip=r, fast_silu=f, split=s, evict=False)
-               for b, w, r, f, s in shapes[3:]])
-    return cfgs + [replace(c, pdl=True) for c in cfgs[3:]]  # and with PDL
+    # (blocks, warps, split): the paired layout, then a thread owning whole blocks (nvfp4
+    # docstring); each with and without cache hints, and with PDL.
+    shapes = ((128, 4, False), (32, 2, False), (32, 1, True), (64, 2, True), (128, 4, True),
+              (128, 2, True), (256, 8, True), (256, 4, True))
+    cfgs = [nvfp4.Nvfp4Config(b, w, split=s, evict=e) for b, w, s in shapes
+            for e in (True, False)]
+    return cfgs + [replace(c, pdl=True) for c in cfgs]
 
 
 def _check_static(out, ref):
@@ -454,7 +424,7 @@ def _raise_recompile_limits() -> None:
 def _swept(spec: OpSpec, t: int, width: int, only: str | None) -> list:
     """The configs the sweep times for one row: all of them, or those whose `k=v` fields match
     every comma-separated item of `only`, an item being one field or alternatives joined by `|`
-    (e.g. "evict=False" or "stages=2|stages=3")."""
+    (e.g. "evict=False" or "num_warps=8|num_warps=16")."""
     cfgs = spec.configs(t, width)
     if not only:
         return cfgs

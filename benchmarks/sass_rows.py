@@ -9,7 +9,7 @@ through shared memory: `STS`/`LDS` and a `BAR.SYNC` beyond the reductions' own):
 Triton builds the cubin with its own ptxas, and cuobjdump (shipped with Triton) disassembles it.
 
     python benchmarks/sass_rows.py --hidden 4096 --warps 16 [--rows 1] [--early] [--no-evict]
-        [--no-residual] [--per-token | --group 128] [--stages 3] [--vec 8] [--pdl]
+        [--no-residual] [--per-token | --group 128] [--vec 8] [--pdl]
 """
 
 from __future__ import annotations
@@ -32,18 +32,17 @@ PTRS = {"x_ptr": "*bf16", "res_ptr": "*bf16", "w_ptr": "*bf16", "y_ptr": "*bf16"
         "res_out_ptr": "*bf16", "q_ptr": "*fp8e4nv", "s_ptr": "*fp32",
         **{f"q{i}_ptr": "*fp8e4nv" for i in range(4)},
         **{f"s{i}_ptr": "*fp32" for i in range(4)}, "ub_ptr": "*fp32"}
-INTERESTING = re.compile(r"\b(LDG|LDGSTS|STG|BAR|SHFL|LDS|STS|DEPBAR|EXIT|ACQBULK|PREEXIT)\b")
+INTERESTING = re.compile(r"\b(LDG|STG|BAR|SHFL|LDS|STS|EXIT|ACQBULK|PREEXIT)\b")
 
 
 def compile_rows(hidden: int, warps: int, early: bool, evict: bool, rows: int = 1,
-                 residual: bool = True, per_token: bool = False, stages: int = 0,
-                 group: int = 0, vec: int = 0, pdl: bool = False) -> bytes:
+                 residual: bool = True, per_token: bool = False, group: int = 0,
+                 vec: int = 0, pdl: bool = False) -> bytes:
     """The cubin of `_norm_rows_kernel` (one static FP8 output, or per-token FP8) or, with
-    `group`, of `_norm_group_kernel`; `stages` >= 1: the persistent, software-pipelined loop;
-    `vec`: the kernels' VEC hint; `pdl`: their PDL constexpr (programmatic dependent launch)."""
+    `group`, of `_norm_group_kernel`; `vec`: the kernels' VEC hint; `pdl`: their PDL constexpr
+    (programmatic dependent launch)."""
     common = dict(HAS_RES=residual, GEMMA=False, FP8_MAX=448.0, MIN_SCALE=1.0 / (448.0 * 512.0),
-                  ROUND_SUM=False, EARLY=early, **cache_hints(evict), STAGES=stages, VEC=vec,
-                  PDL=pdl)
+                  ROUND_SUM=False, EARLY=early, **cache_hints(evict), VEC=vec, PDL=pdl)
     if group:
         fn = norm_quant._norm_group_kernel
         consts = dict(common, UE8M0=False, BLOCK_G=triton.next_power_of_2(hidden // group),
@@ -75,13 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-residual", action="store_true")
     p.add_argument("--per-token", action="store_true")
     p.add_argument("--group", type=int, default=0, help="the per-group kernel, this group size")
-    p.add_argument("--stages", type=int, default=0, help="persistent loop's pipeline depth")
     p.add_argument("--vec", type=int, default=0, help="elements per thread hint (VEC)")
     p.add_argument("--pdl", action="store_true", help="programmatic dependent launch (PDL)")
     args = p.parse_args(argv)
     cubin = compile_rows(args.hidden, args.warps, args.early, not args.no_evict, args.rows,
-                         not args.no_residual, args.per_token, args.stages, args.group,
-                         args.vec, args.pdl)
+                         not args.no_residual, args.per_token, args.group, args.vec,
+                         args.pdl)
     tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)

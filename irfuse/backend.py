@@ -218,7 +218,7 @@ class _GraphCompiler:
                 self.config, platform=self.platform, **facts
             )
             for warning in resolution.warnings:
-                warnings.warn(f"irfuse: {warning}", stacklevel=2)
+                _warn_once(f"irfuse: {warning}")
             self.resolved = resolution.config
             self.facts = facts
             # Implemented passes the resolved config leaves off, with why: the report says so.
@@ -359,7 +359,8 @@ class _GraphCompiler:
         """Warn (or raise, when strict) that irfuse leaves this graph alone; the report keeps
         what the stages that ran found, and the error."""
         where = f"{self.graph_name}" + (f" range {_span_list(span)}" if span else "")
-        reason = str(err) if isinstance(err, pipeline.PipelineError) else f"{stage}: {err!r}"
+        named = isinstance(err, (pipeline.PipelineError, config_mod.ConfigError))
+        reason = str(err) if named else f"{stage}: {err!r}"
         if self.config.strict:
             raise RuntimeError(f"irfuse failed on {where}: {reason}") from err
         warnings.warn(
@@ -377,6 +378,16 @@ class _GraphCompiler:
         if span is None:
             _REPORTS.append(report)
         return report
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    """A config warning once per process, not once per graph and range."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(message, stacklevel=3)
 
 
 def _span_list(span: tuple[int, int] | None) -> list[int | None] | None:

@@ -1,23 +1,26 @@
 """`irfuse`: the command line.
 
-    irfuse demo [--model M] [--size S] [--tokens T] [--dump-dir D] [--no-inductor] [vLLM flags]
+    irfuse demo [--model M] [--size S] [--layers N] [--tokens T] [--dump-dir D] [--no-inductor]
+                [vLLM flags]
     irfuse passes [--platform P] [--scheme S] [--markdown | --json]
     irfuse config [vLLM flags: -O2 -cc.pass_config.fuse_norm_quant=False ...] [--platform P]
-    irfuse report PATH            (a report.json, or a dump folder: every report under it)
+    irfuse report [--all] PATH    (a report.json, or a dump folder: its newest run's reports,
+                                   or with --all every run's)
 
 `irfuse-opt` (irfuse/opt.py) is the IR optimizer driver.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
+import os
 import pathlib
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
+from typing import Any
 
+from irfuse.dump import RUN_PREFIX
 from irfuse.remarks import Remark
 from irfuse.report import PassRecord, Report, StageRecord
 
@@ -55,61 +58,153 @@ def _config(argv: Sequence[str]) -> int:
 # --- report -----------------------------------------------------------------------------------
 
 
-def load_report(data: dict) -> Report:
-    """A Report from its JSON form (the inverse of Report.to_dict)."""
+class BadReport(ValueError):
+    """A report.json that is not a compile report: which field is wrong, and how."""
 
-    def records(items: list[dict], count: str, missed: str) -> list[PassRecord]:
-        return [
-            PassRecord(p["name"], p[count], [Remark(**r) for r in p[missed]], p["ms"])
-            for p in items
-        ]
 
+def _field(data: dict, key: str, types: type | tuple[type, ...], where: str = "",
+           optional: bool = False) -> Any:
+    if key not in data:
+        if optional:
+            return None
+        raise BadReport(f"{where}{key!r} is missing")
+    value = data[key]
+    if value is None and optional:
+        return None
+    if not isinstance(value, types) or isinstance(value, bool) and bool not in _tuple(types):
+        names = " or ".join(t.__name__ for t in _tuple(types))
+        raise BadReport(f"{where}{key!r} is {type(value).__name__} {value!r:.60}, not {names}")
+    return value
+
+
+def _tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
+    return types if isinstance(types, tuple) else (types,)
+
+
+def load_report(data: Any) -> Report:
+    """A Report from its JSON form (the inverse of Report.to_dict); a field of the wrong type
+    (or missing) is a BadReport naming it."""
+    if not isinstance(data, dict):
+        raise BadReport(f"the file holds a {type(data).__name__}, not a JSON object")
+    number = (int, float)
+
+    def records(key: str, count: str, missed: str, optional: bool) -> list[PassRecord]:
+        out = []
+        items = _field(data, key, list, optional=optional) or []
+        for i, p in enumerate(items):
+            where = f"{key}[{i}]."
+            if not isinstance(p, dict):
+                raise BadReport(f"{key}[{i}] is {type(p).__name__}, not an object")
+            remarks = []
+            for j, r in enumerate(_field(p, missed, list, where)):
+                at = f"{where}{missed}[{j}]."
+                if not isinstance(r, dict):
+                    raise BadReport(f"{at[:-1]} is {type(r).__name__}, not an object")
+                remarks.append(Remark(_field(r, "reason", str, at),
+                                      str(_field(r, "location", str, at, optional=True))))
+            out.append(PassRecord(_field(p, "name", str, where), _field(p, count, int, where),
+                                  remarks, float(_field(p, "ms", number, where))))
+        return out
+
+    rng = _field(data, "range", list, optional=True)
+    if rng is not None and (len(rng) != 2 or not all(
+            v is None or isinstance(v, int) and not isinstance(v, bool) for v in rng)):
+        raise BadReport(f"'range' is {rng!r:.60}, not [lo, hi] (integers, hi may be null)")
+    raised = _field(data, "raised", dict)
+    for kind, n in raised.items():
+        if not isinstance(n, int) or isinstance(n, bool):
+            raise BadReport(f"'raised'[{kind!r}] is {type(n).__name__} {n!r:.60}, not int")
+    stages = []
+    for i, st in enumerate(_field(data, "stages", list)):
+        if not isinstance(st, dict):
+            raise BadReport(f"stages[{i}] is {type(st).__name__}, not an object")
+        where = f"stages[{i}]."
+        stages.append(StageRecord(_field(st, "name", str, where),
+                                  float(_field(st, "ms", number, where)),
+                                  _field(st, "ops", int, where)))
     return Report(
-        graph=data["graph"],
-        range=data["range"],
-        platform=data["platform"],
-        config=data["config"],
-        raised=data["raised"],
-        raise_passes=records(data.get("raise", []), "raised", "not_raised"),
-        passes=records(data["passes"], "fused", "not_fused"),
-        stages=[StageRecord(**s) for s in data["stages"]],
-        error=data.get("error"),
+        graph=_field(data, "graph", str),
+        range=rng,
+        platform=_field(data, "platform", str),
+        config=_field(data, "config", dict),
+        raised=raised,
+        raise_passes=records("raise", "raised", "not_raised", optional=True),
+        passes=records("passes", "fused", "not_fused", optional=False),
+        stages=stages,
+        error=_field(data, "error", str, optional=True),
     )
 
 
+def report_files(path: pathlib.Path, every_run: bool) -> tuple[list[pathlib.Path], str | None]:
+    """The report.json files to show for a path, and a note on the runs left out. A dump
+    folder holds one run folder per process (irfuse.dump): the newest run's reports, unless
+    `every_run`."""
+    if not path.is_dir():
+        return [path], None
+    files = sorted(path.rglob("report.json"))
+    runs = sorted(p for p in path.iterdir() if p.is_dir() and p.name.startswith(RUN_PREFIX)
+                  and any(p.rglob("report.json")))
+    if every_run or len(runs) <= 1:
+        return files, None
+    newest = runs[-1]
+    note = (f"irfuse report: {newest.name}, the newest of {len(runs)} runs under {path} "
+            f"(--all for every run)")
+    return [f for f in files if newest in f.parents], note
+
+
 def report_main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(prog="irfuse report", description="print compile reports")
+    from irfuse.cli_config import OneLineParser
+
+    parser = OneLineParser(prog="irfuse report", description="print compile reports")
     parser.add_argument("path", help="a report.json or a dump folder")
+    parser.add_argument("--all", action="store_true",
+                        help="every run under a dump folder (default: the newest)")
     args = parser.parse_args(argv)
     path = pathlib.Path(args.path)
-    files = sorted(path.rglob("report.json")) if path.is_dir() else [path]
+    if not path.exists():
+        print(f"irfuse report: {path} does not exist", file=sys.stderr)
+        return 1
+    files, note = report_files(path, args.all)
     if not files:
         print(f"irfuse report: no report.json under {path}", file=sys.stderr)
         return 1
+    if note:
+        print(note)
+    bad = []
     for file in files:
         try:
             report = load_report(json.loads(file.read_text()))
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            print(f"irfuse report: {file}: not a compile report ({err})", file=sys.stderr)
-            return 1
+        except (OSError, UnicodeDecodeError, ValueError) as err:  # BadReport and JSON errors
+            bad.append(f"{file}: not a compile report ({err})")
+            continue
         print(f"{file}:\n{report.format_table()}\n")
-    return 0
+    for line in bad:
+        print(f"irfuse report: {line}", file=sys.stderr)
+    if bad and len(files) > 1:
+        print(f"irfuse report: {len(bad)} of {len(files)} reports could not be read",
+              file=sys.stderr)
+    return 1 if bad else 0
 
 
 # --- demo -------------------------------------------------------------------------------------
 
 
 def demo_main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
+    from irfuse.cli_config import OneLineParser, positive_int
+
+    parser = OneLineParser(
         prog="irfuse demo",
         description="compile a built-in FP8 Llama-style model with irfuse, check it against "
         "eager and print the report",
     )
     parser.add_argument("--model", default="llama-fp8", help="a built-in model (irfuse.models)")
     parser.add_argument("--size", default=None, help="tiny, small (CPU default), llama-8b (GPU)")
-    parser.add_argument("--layers", type=int, default=None, help="override the layer count")
-    parser.add_argument("--tokens", type=int, default=None, help="num_tokens of the input")
-    parser.add_argument("--dump-dir", default=None, help="where the stage dumps go")
+    parser.add_argument("--layers", type=positive_int, default=None,
+                        help="override the layer count")
+    parser.add_argument("--tokens", type=positive_int, default=None,
+                        help="num_tokens of the input (up to the model's max_positions)")
+    parser.add_argument("--dump-dir", default=None,
+                        help="where the stage dumps go (default: none are written)")
     parser.add_argument("--no-inductor", action="store_true", help="run the emitted graph as is")
     args, rest = parser.parse_known_args(argv)
 
@@ -130,12 +225,21 @@ def demo_main(argv: Sequence[str]) -> int:
         overrides["num_layers"] = args.layers
     elif size == "llama-8b":
         overrides["num_layers"] = 4
+    problem = _demo_problem(args.model, size, args.tokens, overrides)
+    if problem:
+        print(f"irfuse demo: {problem}", file=sys.stderr)
+        return 2
     device = "cuda" if cuda else "cpu"
-    built = models.build(args.model, size=size, device=device, **overrides)
+    try:
+        built = models.build(args.model, size=size, device=device, **overrides)
+    except (models.CustomOpsUnavailable, RuntimeError, ValueError) as err:
+        print(f"irfuse demo: cannot build {args.model!r}: {err}", file=sys.stderr)
+        return 2
     inputs = built.example_inputs
     if args.tokens is not None:
         inputs = built.make_inputs(args.tokens)
-    dump_dir = args.dump_dir or config.dump_dir or tempfile.mkdtemp(prefix="irfuse-demo-")
+    # No dump unless asked for (a temporary folder would be left behind by every run).
+    dump_dir = args.dump_dir or config.dump_dir or os.environ.get("IRFUSE_DUMP_DIR")
     options = {**config.to_dict(), "dump_dir": dump_dir, "inductor": not args.no_inductor}
     print(
         f"irfuse demo: {args.model} ({size}, {built.config.num_layers} layers, hidden "
@@ -174,8 +278,28 @@ def demo_main(argv: Sequence[str]) -> int:
     if baseline is not None:
         print(f"|plain torch.compile - eager| / |eager| = {baseline:.2e} (RMS)")
     print(f"|irfuse - eager| / |eager| = {error:.2e} (RMS; tolerance {tolerance:.1e}): {verdict}")
-    print(f"dumps: {dump_dir}  (irfuse report {dump_dir})")
+    if dump_dir:
+        print(f"dumps: {dump_dir}  (irfuse report {dump_dir})")
+    else:
+        print("dumps: none written (--dump-dir D writes every stage)")
     return 0 if error <= tolerance else 1
+
+
+def _demo_problem(model: str, size: str, tokens: int | None, overrides: dict) -> str | None:
+    """Why the demo cannot run a model at this size and token count, or None. The inputs are
+    one sequence of `tokens` positions, which must fit the model's RoPE cache."""
+    from irfuse import models
+
+    spec = models.MODELS[model]
+    if size not in spec.sizes:
+        return f"--size {size}: model {model!r} comes in {', '.join(spec.sizes)}"
+    if spec.options.get("tp_collective"):
+        return f"--model {model}: a tensor-parallel model needs a process group; the demo runs one"
+    _, cfg, _ = models.resolve(model, size, **overrides)
+    if tokens is not None and spec.family != "paged" and tokens > cfg.max_positions:
+        return (f"--tokens {tokens}: {model} ({size}) has positions (its RoPE cache) up to "
+                f"{cfg.max_positions}")
+    return None
 
 
 if __name__ == "__main__":

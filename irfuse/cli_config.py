@@ -20,6 +20,7 @@ import argparse
 import json
 import sys
 import textwrap
+import typing
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,11 +29,31 @@ from irfuse.config import CompilationConfig, ConfigError, itemsize_of, resolve_e
 from irfuse.emit.declare import RANGE_RULES
 from irfuse.platform import Platform, detect
 
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one line naming the argument (no usage dump), status 2."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        print(f"{self.prog}: error: {message} (--help for the arguments)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1 (argparse names the argument in the error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is below 1")
+    return value
+
+
 # ---------------------------------------------------------------------------- irfuse config
 
 
 def _config_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="irfuse config",
         allow_abbrev=False,
         description="Print the resolved compilation config as JSON.",
@@ -41,8 +62,8 @@ def _config_parser() -> argparse.ArgumentParser:
         "-cc.<key>+=a,b, --compilation-config '<json>', -cc '<json>'.",
     )
     p.add_argument("--platform", help="cpu, cuda:smNN or rocm[:gfxNNN] (default: detected)")
-    p.add_argument("--tp", type=int, help="tensor-parallel size (default: unknown)")
-    p.add_argument("--hidden", type=int, help="hidden size of the model")
+    p.add_argument("--tp", type=positive_int, help="tensor-parallel size (default: unknown)")
+    p.add_argument("--hidden", type=positive_int, help="hidden size of the model")
     p.add_argument("--dtype", default="bfloat16", help="model dtype (default: bfloat16)")
     p.add_argument("--scheme", choices=list(support_matrix.SCHEMES),
                    help="the model's quantization scheme (default: unknown)")
@@ -91,6 +112,8 @@ def config_main(argv: Sequence[str]) -> int:
             text = json.dumps(out, indent=2)
         else:
             text = res.config.to_json()
+            for warning in res.warnings:  # --explain lists them in the JSON
+                print(f"irfuse config: warning: {warning}", file=sys.stderr)
     except (ConfigError, ValueError) as e:
         print(f"irfuse config: error: {e}", file=sys.stderr)
         return 2
@@ -190,7 +213,7 @@ def render_text() -> str:
 
 
 def passes_main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="irfuse passes", allow_abbrev=False,
         description="Print the support matrix: every pass, where and when it applies.")
     fmt = parser.add_mutually_exclusive_group()

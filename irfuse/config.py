@@ -511,6 +511,18 @@ def _flashinfer_problem(
     return None
 
 
+def _why_idle(row: support_matrix.PassInfo, tp: int | None) -> str | None:
+    """Why a pass the user turned on, which the platform and model allow, still runs nowhere:
+    it is not implemented, or it needs TP > 1 and the TP size is unknown. None if it runs."""
+    reasons = []
+    if not row.implemented:
+        reasons.append(f"{row.name} is not implemented yet")
+    if row.needs_tp and tp is None:
+        reasons.append(f"{row.name} needs TP > 1 and the TP size is unknown (set tp_size; "
+                       "the backend reads it from the graph's collectives)")
+    return "; ".join(reasons) or None
+
+
 def resolve_explained(
     config: CompilationConfig | Mapping[str, Any] | None = None,
     *,
@@ -585,6 +597,10 @@ def resolve_explained(
                 ok, why = False, problem
         if not ok:
             turn_off(row.flag, why)
+        elif row.flag in user_set and (idle := _why_idle(row, tp)):
+            if cfg.strict:
+                raise ConfigError(f"pass_config.{row.flag}=True cannot apply: {idle}")
+            warns.append(f"pass_config.{row.flag}=True has no effect: {idle}")
     if not pc.enable_sp and pc.fuse_gemm_comms:
         turn_off("fuse_gemm_comms", "it needs enable_sp, which is off")
 
@@ -656,7 +672,9 @@ def resolve(
     2. fuse_gemm_comms implies enable_sp (vLLM's rule), even over enable_sp=False.
     3. A pass that is on but cannot apply (platform, quant scheme, TP 1, FlashInfer missing
        or TP not in {2, 4, 8}) is turned off with a warning, or with strict=True raises
-       ConfigError. vLLM forces off only qk-norm-rope off CUDA/ROCm and act-padding /
+       ConfigError. A pass the user turned on that is not implemented yet, or that needs TP > 1
+       while the TP size is unknown, stays on but runs nowhere: a warning, or with strict=True
+       a ConfigError. vLLM forces off only qk-norm-rope off CUDA/ROCm and act-padding /
        rope-kvcache off ROCm; irfuse generalises that to its support matrix (its CPU
        reference lets qk-norm-rope and rope-kvcache run on the CPU).
     4. fi_allreduce_fusion_max_size_mb, if unset while the all-reduce fusion is on, gets

@@ -25,6 +25,11 @@ KINDS: tuple[str, ...] = ("cpu", "cuda", "rocm")
 
 _CUDA_RE = re.compile(r"^cuda:sm_?(\d{2,3})[a-z]?$")
 _ROCM_RE = re.compile(r"^rocm(?::(gfx[0-9a-f]+))?$")
+CUDA_CAPABILITIES: tuple[int, ...] = (
+    50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121)
+"""The compute capabilities NVIDIA has shipped, which `Platform.parse` accepts (a typo such as
+`cuda:sm999` is refused). `detect()` takes whatever the GPU reports, so a newer GPU still works."""
+
 _FORMS = ("'cpu', 'cuda:smNN' (e.g. cuda:sm90, cuda:sm100), 'rocm' or 'rocm:gfxNNN' "
           "(e.g. rocm:gfx942)")
 
@@ -88,7 +93,8 @@ class Platform:
     @classmethod
     def parse(cls, text: str) -> Platform:
         """The inverse of `str()`; also accepts `cuda:sm_90` and a trailing arch letter
-        (`cuda:sm90a` is sm90). Raises ValueError naming the accepted forms (TypeError for a
+        (`cuda:sm90a` is sm90); a CUDA capability must be one of
+        `CUDA_CAPABILITIES`. Raises ValueError naming the accepted forms (TypeError for a
         non-string)."""
         if not isinstance(text, str):
             raise TypeError(f"platform must be a string like {_FORMS}; got {text!r}")
@@ -97,7 +103,12 @@ class Platform:
             return cls("cpu")
         m = _CUDA_RE.match(norm)
         if m:
-            return cls("cuda", capability=int(m.group(1)))
+            capability = int(m.group(1))
+            if capability not in CUDA_CAPABILITIES:
+                known = ", ".join(f"sm{c}" for c in CUDA_CAPABILITIES)
+                raise ValueError(f"bad platform {text!r}: sm{capability} is not a CUDA compute "
+                                 f"capability (known: {known}); expected {_FORMS}")
+            return cls("cuda", capability=capability)
         m = _ROCM_RE.match(norm)
         if m:
             return cls("rocm", arch=m.group(1))

@@ -196,8 +196,6 @@ def run_norm_static(case: Case, d: dict, c: _Checks) -> None:
     out = FP8_OUT[case.opts.get("out", "e4m3fn")]
     cfg = case.opts.get("rows")
     cfg = norm_quant.RowConfig(cfg, 1) if cfg else None
-    if case.opts.get("two_pass"):
-        cfg = norm_quant.RowConfig(1, 4, two_pass=True, block_r=32)
     divide = case.opts.get("divide", False)
     rs = case.opts.get("round_sum", False)
     qs, r = norm_quant.rms_norm_quant_fp8_static(d["x"], d["w"], scales, 1e-6, 0.0, out, res,
@@ -426,8 +424,6 @@ def interpreter_cases() -> list[Case]:
         Case("norm_static", 5, 96, "bf16", {"scales": 2}),
         Case("norm_static", 5, 64, "bf16", {"scales": 5, "residual": True}),
         Case("norm_static", 5, 64, "bf16", {"rows": 2}),
-        Case("norm_static", 5, 96, "bf16", {"two_pass": True, "residual": True}),
-        Case("norm_static", 3, 64, "fp16", {"two_pass": True}),
         Case("norm_static", 4, 64, "bf16", {"out": "e4m3fnuz"}),
         Case("norm_per_token", 4, 64, "bf16", {"offset": 1.0}),
         Case("norm_group", 4, 128, "bf16", {"group": 64, "col_major": True, "ue8m0": True}),
@@ -449,8 +445,6 @@ def interpreter_cases() -> list[Case]:
                                         "out": "e4m3fnuz"}),
         Case("norm_static", 16, 256, "bf16", {"residual": True, "divide": True, "exact": True}),
         Case("norm_static", 16, 256, "bf16", {"scales": 5, "divide": True, "exact": True}),
-        Case("norm_static", 16, 256, "fp16", {"two_pass": True, "residual": True,
-                                              "divide": True, "exact": True}),
         Case("silu", 16, 256, "bf16", {"scheme": "static", "divide": True, "exact": True}),
         Case("silu", 16, 256, "fp16", {"scheme": "static", "up": "slice", "divide": True,
                                        "exact": True}),
@@ -461,9 +455,8 @@ def interpreter_cases() -> list[Case]:
                                               "exact": True}),
         Case("norm_static", 16, 256, "bf16", {"residual": True, "scales": 5, "divide": True,
                                               "round_sum": True, "exact": True}),
-        Case("norm_static", 16, 256, "fp16", {"two_pass": True, "residual": True,
-                                              "divide": True, "round_sum": True,
-                                              "exact": True}),
+        Case("norm_static", 16, 256, "fp16", {"residual": True, "divide": True,
+                                              "round_sum": True, "exact": True}),
         Case("norm_per_token", 16, 256, "bf16", {"residual": True, "ub": True,
                                                  "round_sum": True, "exact": True}),
         Case("norm_group", 16, 256, "fp16", {"group": 64, "col_major": True, "residual": True,
@@ -510,8 +503,6 @@ def gpu_cases() -> list[Case]:
         cases += [
             Case("rms_norm", t, 4096, opts={"residual": True, "round_sum": True}),
             Case("norm_static", t, 4096, opts={"residual": True, "scales": 2, "divide": True,
-                                               "round_sum": True}),
-            Case("norm_static", t, 4096, opts={"residual": True, "two_pass": True,
                                                "round_sum": True}),
             Case("norm_per_token", t, 4096, opts={"residual": True, "ub": True,
                                                   "round_sum": True}),

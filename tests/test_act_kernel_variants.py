@@ -1,22 +1,22 @@
-"""The arithmetic and layout variants of the NVFP4 and SiLU·Mul + FP8 kernels, bit for bit.
+"""The NVFP4 and SiLU·Mul + FP8 kernels' arithmetic and config fields, bit for bit.
 
-- Markstein's quotient (`nvfp4` `recip`, `act_quant` `recip`): exhaustively, for every float32
+- Markstein's quotient (NVFP4's and the FP8 group quant's division): exhaustively, for every float32
   significand of the dividend and every significand an fp8 block scale (or the divisor 6) can
   have, `fma(-fma(q0, b, -p), r, q0)` (`norm_quant.div_rn_by`; nvfp4's `fma(fma(q0, -b, p), r,
   q0)` has the same value) with `q0 = RN(p * r)`, `r = RN(1 / b)` equals `RN(p / b)`
   (true fmas: the interpreter's C fma). Scaling p or b by a power of two scales every step
   exactly, so this covers every normal quotient.
 - Under TRITON_INTERPRET=1 (one subprocess for the module, as in test_kernels_interpret.py):
-  every variant against the torch reference and against the original kernel, bit for bit, on
+  the default and other launch configs against the torch reference, bit for bit, on
   inputs built to hit every e2m1 boundary and tie (exactly, and one ulp either side), -0.0,
   all-zero blocks, tiny blocks (subnormal and zero fp8 scales), clamped block scales (a large
   global scale), random blocks, bf16/fp16/fp32, T 1 and 3, [gate | up] and gate and up apart;
   the e2m1 encoder alone on every float32 within 300 ulps of each boundary and grid value,
-  zeros, tiny, huge and infinite values; the FP8 group kernel's `recip` variant on groups
-  whose quotients land on fp8 ties and on -0.0.
-- On the GPU (@pytest.mark.gpu): every variant against the original kernel and the reference
-  at a real size, and `fast_silu` on every bf16 gate value above -87 (same bits as the plain
-  form's silu there).
+  zeros, tiny, huge and infinite values; the FP8 group kernel on groups whose quotients land on
+  fp8 ties and on -0.0.
+- On the GPU (@pytest.mark.gpu): every NVFP4 config against the default at a real size, the
+  quantizer alone against the reference, and `fast_silu` on every bf16 gate value above -87
+  (same bits as the plain form's silu there).
 """
 
 from __future__ import annotations
@@ -54,17 +54,13 @@ def test_markstein_quotient_is_correctly_rounded() -> None:
 # --- the interpreter worker -----------------------------------------------------------------
 
 
-def _nvfp4_configs():
+def _nvfp4_configs() -> list:
+    """The default (None) and other launch shapes of both layouts."""
     from irfuse.emit.kernels import nvfp4
 
-    orig = nvfp4.Nvfp4Config(16, 1, recip=False, fast_silu=False, split=False)
-    variants = [nvfp4.Nvfp4Config(b, w, recip=r, fast_silu=True, split=s)
-                for b, w, r, s in ((16, 1, True, False), (32, 2, True, False),
-                                   (32, 1, True, True), (64, 2, True, True),
-                                   (32, 1, False, True))]
-    variants += [nvfp4.Nvfp4Config(32, 1, split=True, evict=False),
-                 nvfp4.Nvfp4Config(32, 2, evict=False)]
-    return orig, variants
+    c = nvfp4.Nvfp4Config
+    return [None, c(16, 1), c(32, 2), c(32, 1, split=True), c(64, 2, split=True),
+            c(32, 1, split=True, evict=False), c(32, 2, evict=False)]
 
 
 def _tie_blocks() -> torch.Tensor:
@@ -105,7 +101,7 @@ def _nvfp4_checks() -> dict:
     from irfuse.emit.kernels import act_quant_ref, nvfp4, quant_ref
 
     g = torch.Generator().manual_seed(0)
-    orig, variants = _nvfp4_configs()
+    configs = _nvfp4_configs()
     out: dict = {}
     ties = _tie_blocks()
     inputs = {
@@ -122,13 +118,10 @@ def _nvfp4_checks() -> dict:
         inputs[f"random_{dt}"] = (x, (448.0 * 6.0 / x.float().abs().amax()).reshape(1))
     for name, (x, gs) in inputs.items():
         ref = quant_ref.quant_nvfp4(x, gs)
-        base = nvfp4.quant_nvfp4(x, gs, orig)
-        out[f"quant/{name}/orig"] = _same(base, ref)
-        for cfg in variants:
+        for cfg in configs:
             out[f"quant/{name}/{_cfg(cfg)}"] = _same(nvfp4.quant_nvfp4(x, gs, cfg), ref)
-    # SiLU·Mul: [gate | up] and gate, up apart; gate values on which silu is exact matter less
-    # than agreement: every variant gives the original kernel's bits (the interpreter runs the
-    # plain silu), and the reference's.
+    # SiLU·Mul: [gate | up] and gate, up apart; every config gives the reference's bits (the
+    # interpreter runs the plain silu).
     for dt in (torch.bfloat16, torch.float16):
         x = (torch.randn(3, 512, generator=g) * 2).to(dt)
         x[0, :16] = 0.0  # silu(0) * up = +-0: a zero block and signed zeros
@@ -137,15 +130,15 @@ def _nvfp4_checks() -> dict:
         gate, up = x[:, :256], x[:, 256:]
         for form, args in (("cat", (x, gs)), ("apart", (gate, gs, up))):
             ref = act_quant_ref.silu_mul_quant_nvfp4(*args)
-            base = nvfp4.silu_mul_quant_nvfp4(*args, config=orig)
-            out[f"silu/{dt}/{form}/orig_vs_ref"] = _same(base, ref)
-            for cfg in variants:
+            for cfg in configs:
                 got = nvfp4.silu_mul_quant_nvfp4(*args, config=cfg)
-                out[f"silu/{dt}/{form}/{_cfg(cfg)}"] = _same(got, base) and _same(got, ref)
+                out[f"silu/{dt}/{form}/{_cfg(cfg)}"] = _same(got, ref)
     return out
 
 
 def _cfg(cfg) -> str:
+    if cfg is None:
+        return "default"
     return ",".join(f"{k}={int(v) if isinstance(v, bool) else v}"
                     for k, v in cfg.__dict__.items())
 
@@ -182,17 +175,15 @@ def _e2m1_check() -> dict:
 
 
 def _act_checks() -> dict:
-    from irfuse.emit.kernels import act_quant, act_quant_ref
+    from irfuse.emit.kernels import act_quant, act_quant_ref, quant_ref
 
     out: dict = {}
     fp8 = torch.float8_e4m3fn
     g = torch.Generator().manual_seed(1)
-    orig = act_quant.ActConfig(4, 2)
-    variants = [act_quant.ActConfig(1, 1, fast_silu=True, recip=True),
-                act_quant.ActConfig(2, 2, fast_silu=True, recip=True),
-                act_quant.ActConfig(4, 4, fast_silu=False, recip=True),
-                act_quant.ActConfig(2, 1, early=True),
-                act_quant.ActConfig(1, 1, fast_silu=True, recip=True, early=True, evict=False)]
+    configs = [None, act_quant.ActConfig(4, 2), act_quant.ActConfig(1, 1, fast_silu=True),
+               act_quant.ActConfig(2, 2, fast_silu=True), act_quant.ActConfig(4, 4),
+               act_quant.ActConfig(2, 1, early=True),
+               act_quant.ActConfig(1, 1, fast_silu=True, early=True, evict=False)]
     # Quantizer alone (fp32 input): groups whose quotients y / s hit fp8 ties and neighbours.
     grp = []
     for amax in (448.0, 300.0, 0.75, 1e-3):
@@ -207,11 +198,8 @@ def _act_checks() -> dict:
     x = torch.tensor(np.array(grp, dtype=np.float32))
     x = torch.cat([x, torch.zeros(-x.numel() % 512)]).reshape(-1, 512)
     for ue8m0 in (False, True):
-        ref = act_quant.quant_fp8_group(x, 128, False, ue8m0, fp8, config=orig)
-        want = __import__("irfuse.emit.kernels.quant_ref", fromlist=["x"]).quant_fp8_group(
-            x, 128, False, ue8m0, fp8)
-        out[f"group_quant/ue8m0={ue8m0}/orig_vs_ref"] = _same(ref, want)
-        for cfg in variants:
+        want = quant_ref.quant_fp8_group(x, 128, False, ue8m0, fp8)
+        for cfg in configs:
             got = act_quant.quant_fp8_group(x, 128, False, ue8m0, fp8, config=cfg)
             out[f"group_quant/ue8m0={ue8m0}/{_cfg(cfg)}"] = _same(got, want)
     for dt in (torch.bfloat16, torch.float16):
@@ -223,10 +211,7 @@ def _act_checks() -> dict:
             ref_g = act_quant_ref.silu_mul_quant_fp8_group(*args, 128, False, False, fp8, **kw)
             ref_s = act_quant_ref.silu_mul_quant_fp8_static(*args, torch.tensor([0.01]), fp8,
                                                             **kw)
-            base_g = act_quant.silu_mul_quant_fp8_group(*args, 128, False, False, fp8,
-                                                        config=orig, **kw)
-            out[f"silu_group/{dt}/{form}/orig_vs_ref"] = _same(base_g, ref_g)
-            for cfg in variants:
+            for cfg in configs:
                 got = act_quant.silu_mul_quant_fp8_group(*args, 128, False, False, fp8,
                                                          config=cfg, **kw)
                 out[f"silu_group/{dt}/{form}/{_cfg(cfg)}"] = _same(got, ref_g)
@@ -259,13 +244,13 @@ def results() -> dict:
 def test_worker_ran_every_check(results: dict) -> None:
     failed = {k: v for k, v in results.items() if isinstance(v, str)}
     assert not failed
-    # 7 inputs x 8 configs (the original and 7 variants), 2 dtypes x 2 forms x 8 configs.
-    assert sum(k.startswith("quant/") for k in results) == 7 * 8
-    assert sum(k.startswith("silu/") for k in results) == 2 * 2 * 8
+    # 7 inputs x 7 configs (the default and 6 others), 2 dtypes x 2 forms x 7 configs.
+    assert sum(k.startswith("quant/") for k in results) == 7 * 7
+    assert sum(k.startswith("silu/") for k in results) == 2 * 2 * 7
     assert results["e2m1_count"] > 10000
 
 
-def test_nvfp4_variants_bit_exact(results: dict) -> None:
+def test_nvfp4_configs_bit_exact(results: dict) -> None:
     bad = [k for k, v in results.items()
            if k.startswith(("quant/", "silu/")) and v is not True]
     assert not bad
@@ -275,10 +260,10 @@ def test_e2m1_bit_encoder(results: dict) -> None:
     assert results["e2m1_bits"] is True
 
 
-def test_act_quant_variants_bit_exact(results: dict) -> None:
+def test_act_quant_configs_bit_exact(results: dict) -> None:
     keys = [k for k in results if k.startswith(("group_quant/", "silu_group/", "silu_static/"))]
-    n = 5  # variants
-    assert len(keys) == 2 * (1 + n) + 2 * 2 * (1 + n + n)
+    n = 7  # configs
+    assert len(keys) == 2 * n + 2 * 2 * (n + n)
     assert [k for k in keys if results[k] is not True] == []
 
 
@@ -286,19 +271,21 @@ def test_act_quant_variants_bit_exact(results: dict) -> None:
 
 
 @pytest.mark.gpu
-def test_gpu_nvfp4_variants_match_original() -> None:
+def test_gpu_nvfp4_configs_agree() -> None:
+    """Both layouts and every launch shape give the default's bits; the quantizer alone, the
+    reference's."""
     from irfuse.emit.kernels import act_quant_ref, nvfp4
 
     torch.manual_seed(0)
     x = torch.randn(300, 2 * 1024, device="cuda", dtype=torch.bfloat16) * 3
     gs = (448.0 * 6.0 / act_quant_ref.silu_mul(x).float().abs().amax()).reshape(1)
-    orig, variants = _nvfp4_configs()
-    base = nvfp4.silu_mul_quant_nvfp4(x, gs, config=orig)
-    for cfg in variants + [nvfp4.Nvfp4Config(128, 4, split=True), nvfp4.Nvfp4Config(256, 8)]:
+    base = nvfp4.silu_mul_quant_nvfp4(x, gs)
+    for cfg in _nvfp4_configs()[1:] + [nvfp4.Nvfp4Config(128, 4, split=True),
+                                       nvfp4.Nvfp4Config(256, 8)]:
         assert _same(nvfp4.silu_mul_quant_nvfp4(x, gs, config=cfg), base), cfg
     xf = x.float()
-    assert _same(nvfp4.quant_nvfp4(xf, gs, nvfp4.Nvfp4Config(128, 4, split=True)),
-                 act_quant_ref.quant_ref.quant_nvfp4(xf, gs))
+    for cfg in (None, nvfp4.Nvfp4Config(128, 4, split=True), nvfp4.Nvfp4Config(32, 2)):
+        assert _same(nvfp4.quant_nvfp4(xf, gs, cfg), act_quant_ref.quant_ref.quant_nvfp4(xf, gs))
 
 
 @pytest.mark.gpu

@@ -110,7 +110,7 @@ def dumped(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
         dynamic_dims=DYN,
         options={"dump_dir": str(root), "optimization_level": 2, "debug": False},
     )
-    (folder,) = [p for p in root.iterdir() if p.is_dir()]
+    (folder,) = [p.parent for p in root.rglob("report.json")]  # <root>/run-*/graph_*
     return folder
 
 

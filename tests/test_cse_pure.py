@@ -114,7 +114,7 @@ def test_built_in_model_dump_and_report(with_cse, tmp_path: pathlib.Path) -> Non
     raised = compiled.raised()
     assert {k: raised[k] for k in built.expected} == built.expected
 
-    (folder,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    (folder,) = [p.parent for p in tmp_path.rglob("report.json")]
     names = sorted(p.name for p in folder.iterdir())
     assert names[2:4] == ["02-import.mlir", "03-cse-pure.mlir"]
     assert names[4] == f"04-{pipeline.RAISE_PASSES[0]}.mlir"

@@ -93,7 +93,7 @@ def _cases():
 
 
 def _raised_line(dump_dir, op_name: str) -> str:
-    (path,) = dump_dir.glob("*/*raise-attention.mlir")
+    (path,) = dump_dir.glob("run-*/*/*raise-attention.mlir")
     lines = [line for line in path.read_text().splitlines() if f"= {op_name} " in line]
     assert len(lines) == 1, lines
     return lines[0]

@@ -472,6 +472,8 @@ class GetAttrOp(IRDLOperation):
 
 def decode_template(template: Attribute, operands: Sequence[Any]) -> Any:
     """The Python value an argument template stands for, with operands substituted."""
+    # torch (and dtypes, targets, which import it) only here: parsing, printing and matching IR
+    # never need it.
     import torch
 
     from irfuse import dtypes

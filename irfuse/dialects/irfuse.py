@@ -248,12 +248,9 @@ IR_DTYPES: tuple[Attribute, ...] = (
 """The element types that stand for torch dtypes (`irfuse.dtypes` maps them to torch)."""
 
 
-IRFuse = Dialect("irfuse", [YieldOp], [TensorType, SymType, OpaqueType])
-
-
 PLATFORM_ATTR = "irfuse.platform"
-"""The module attribute naming the platform a module is compiled for, so that a pass's behaviour
-depends on the IR alone and `irfuse-opt` reproduces any dumped step."""
+"""The module attribute naming the platform a module is compiled for: a pass's behaviour
+depends on the IR alone, so `irfuse-opt` reproduces any dumped step."""
 
 
 def set_target(module: builtin.ModuleOp, platform: str) -> None:
@@ -264,3 +261,6 @@ def module_platform(module: builtin.ModuleOp) -> str:
     """The platform string a module is compiled for (`cpu` when the IR does not say)."""
     attr = module.attributes.get(PLATFORM_ATTR)
     return attr.data if isinstance(attr, StringAttr) else "cpu"
+
+
+IRFuse = Dialect("irfuse", [YieldOp], [TensorType, SymType, OpaqueType])

@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 from xdsl.context import Context
+from xdsl.dialects.builtin import Builtin
+from xdsl.dialects.func import Func
 from xdsl.ir import Dialect
 
 from irfuse.dialects.act import Act
@@ -24,9 +26,6 @@ ALL_DIALECTS: tuple[Dialect, ...] = (IRFuse, Norm, Quant, Gemm, Attn, Act, Coll,
 
 def load_all(ctx: Context) -> Context:
     """Load every irfuse dialect (and builtin, func) into `ctx`, skipping those already there."""
-    from xdsl.dialects.builtin import Builtin
-    from xdsl.dialects.func import Func
-
     known = set(ctx.registered_dialect_names)
     for dialect in (Builtin, Func, *ALL_DIALECTS):
         if dialect.name not in known:

@@ -192,7 +192,7 @@ class Fusion:
     needs_tp: bool = False
     vllm_pass: str = ""
     note: str = ""
-    patterns: tuple[type[AnchorPattern], ...] = ()
+    patterns: tuple[AnchorPattern, ...] = ()
     lowerings: Mapping[str, Lowering] = field(default_factory=dict, hash=False)
     kernels: tuple[Kernel, ...] = ()
     size_aware: bool = False

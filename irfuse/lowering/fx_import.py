@@ -287,7 +287,7 @@ def _process_groups(gm: torch.fx.GraphModule) -> dict[str, int]:
 
 
 def _group_size(name: str) -> int | None:
-    try:
+    try:  # torch.distributed only for graphs with collectives
         from torch.distributed.distributed_c10d import _resolve_process_group
 
         return _resolve_process_group(name).size()

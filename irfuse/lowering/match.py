@@ -26,9 +26,23 @@ from xdsl.dialects.builtin import (
     StringAttr,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.utils.exceptions import VerifyException
 
 from irfuse.dialects import aten
-from irfuse.dialects.irfuse import TensorType
+from irfuse.dialects.irfuse import SymType, TensorType
+from irfuse.dialects.raised import outline
+from irfuse.lowering.aten_ops import (
+    CASTS,
+    FULL,
+    SCALAR_MAKERS,
+    SCALAR_TENSOR,
+    SLICE_TENSOR,
+    SPLITS,
+    TO_COPY,
+    VIEWS,
+)
+from irfuse.lowering.purity import PURE, target_info
 
 
 @dataclass(frozen=True)
@@ -134,7 +148,6 @@ def is_last_dim(dims: Any, rank_: int) -> bool:
     )
 
 
-CASTS = ("aten::_to_copy.default", "aten::to.dtype", "prims::convert_element_type.default")
 
 
 def as_cast(value: Any) -> tuple[SSAValue, Attribute] | None:
@@ -143,7 +156,7 @@ def as_cast(value: Any) -> tuple[SSAValue, Attribute] | None:
     if found is None:
         return None
     source = found.arg(0)
-    if found.target == "aten::_to_copy.default":
+    if found.target == TO_COPY:
         if set(found.kwargs) - {"dtype", "layout", "device"} or len(found.args) != 1:
             return None
         dtype = found.kwargs.get("dtype")
@@ -163,7 +176,6 @@ def strip_casts(value: SSAValue) -> tuple[SSAValue, list[Call]]:
     return value, casts
 
 
-SCALAR_MAKERS = ("aten::scalar_tensor.default", "aten::full.default", "aten::lift_fresh_copy.default")
 
 
 def scalar_of(value: Any) -> float | int | None:
@@ -175,10 +187,10 @@ def scalar_of(value: Any) -> float | int | None:
     made = producer(value, *SCALAR_MAKERS)
     if made is None:
         return None
-    if made.target == "aten::full.default":
+    if made.target == FULL:
         shape = made.arg(0)
         return made.arg(1) if shape in ([], [1]) else None
-    if made.target == "aten::scalar_tensor.default":
+    if made.target == SCALAR_TENSOR:
         return made.arg(0)
     return None
 
@@ -212,13 +224,6 @@ class NoMatch(Exception):
 
 INT64_MAX = 2**63 - 1
 
-SLICE = "aten::slice.Tensor"
-SPLITS = (
-    "aten::split.Tensor",
-    "aten::split_with_sizes.default",
-    "aten::unsafe_split.Tensor",
-    "aten::unsafe_split_with_sizes.default",
-)
 
 
 @dataclass(frozen=True)
@@ -240,7 +245,7 @@ class Piece:
 def strip_full_slices(value: SSAValue) -> tuple[SSAValue, tuple[Operation, ...]]:
     """Follow `x[:, 0:]`-style slices that keep every element up to the value they start from."""
     skipped: list[Operation] = []
-    while (found := producer(value, SLICE)) is not None:
+    while (found := producer(value, SLICE_TENSOR)) is not None:
         source = found.arg(0)
         if found.arg(4, "step", 1) != 1 or tensor_type(source) != tensor_type(value):
             break
@@ -255,7 +260,7 @@ def last_dim_piece(value: Any) -> Piece | None:
     `split` / `split_with_sizes` (what `chunk` and `torch.split` become). None otherwise, or when
     the last dim is symbolic."""
     found = producer(value)
-    if found is None or (found.target != SLICE and found.target not in SPLITS):
+    if found is None or (found.target != SLICE_TENSOR and found.target not in SPLITS):
         return None
     source = found.arg(0)
     t = tensor_type(source)
@@ -263,7 +268,7 @@ def last_dim_piece(value: Any) -> Piece | None:
         return None
     size = t.dims[-1]
     source, skipped = strip_full_slices(source)
-    if found.target == SLICE:
+    if found.target == SLICE_TENSOR:
         dim = found.arg(1, "dim", 0)
         start, stop = found.arg(2, "start"), found.arg(3, "end")
         step = found.arg(4, "step", 1)
@@ -324,17 +329,6 @@ def same_value(a: Any, b: Any, depth: int = 8) -> bool:
 
 # --- reshapes (raise-gemm, raise-quant, and the fusions that look through a linear's views) ---
 
-VIEWS = (
-    "aten::view.default",
-    "aten::_unsafe_view.default",
-    "aten::reshape.default",
-    "aten::unsqueeze.default",
-    "aten::squeeze.dim",
-    "aten::squeeze.dims",
-    "aten::squeeze.default",
-    "aten::alias.default",
-)
-"""Ops that give the same elements, in the same order, under another shape."""
 
 
 def strip_views(value: Any) -> tuple[Any, list[Call]]:
@@ -365,8 +359,6 @@ def size_matches(size: Any, dim: Any) -> bool:
     """Whether a size argument (an int, or a symbolic size value `!irfuse.sym<s0>`) is `dim` (an
     int, or a symbol as tensor types print it): `split(x, s0)` splits into pieces of `x`'s `s0`
     rows, `expand(x, [1, 4, s0, 64])` keeps a `[1, 4, s0, 64]` tensor as it is."""
-    from irfuse.dialects.irfuse import SymType
-
     if isinstance(size, bool):
         return False
     if isinstance(size, int):
@@ -431,9 +423,7 @@ def discard(*ops: Operation) -> None:
 
 def is_pure(op: Operation) -> bool:
     """Whether `op` is an ATen call that cse-pure would merge (so a copy of it is the same
-    value): the one purity rule, `irfuse.rewrites.cse_pure.target_info`."""
-    from irfuse.rewrites.cse_pure import PURE, target_info
-
+    value): the one purity rule, `irfuse.lowering.purity.target_info`."""
     return isinstance(op, aten.CallOp) and target_info(op.target.data).kind == PURE
 
 
@@ -486,8 +476,6 @@ def clone_shared(
                     raise NoMatch(f"{_describe(op)} reads an output of the chain")
                 continue
             shared.append(owner)
-    from xdsl.rewriter import InsertPoint, Rewriter
-
     mapping: dict[SSAValue, SSAValue] = {}
     pairs: list[tuple[Operation, Operation]] = []
     new_ops: list[Operation] = []
@@ -534,10 +522,6 @@ def raise_chain(
     `prelude` ops inserted before it), and give it the chain's location and names. On failure
     every op the pass built (`raised`, `prelude`, `made`, the copies) is erased and NoMatch says
     why, naming `what`."""
-    from xdsl.utils.exceptions import VerifyException
-
-    from irfuse.dialects.raised import outline
-
     if verify:
         try:
             raised.verify()

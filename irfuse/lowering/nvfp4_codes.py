@@ -23,10 +23,38 @@ from irfuse.dialects.shapes import (
     UI8,
     is_integer,
 )
-from irfuse.lowering.match import (
+from irfuse.lowering.aten_ops import (
+    ABS,
+    ADD_SCALAR,
+    ADD_TENSOR,
+    BITWISE_LEFT_SHIFT_TENSOR,
+    BITWISE_LEFT_SHIFT_TENSOR_SCALAR,
+    BITWISE_NOT,
+    BITWISE_OR_TENSOR,
+    BITWISE_RIGHT_SHIFT_TENSOR,
+    BITWISE_RIGHT_SHIFT_TENSOR_SCALAR,
     CASTS,
+    CLONE,
+    LOGICAL_AND,
+    LOGICAL_NOT,
+    LOGICAL_OR,
+    LOGICAL_XOR,
+    LSHIFT_SCALAR,
+    MUL_SCALAR,
+    MUL_TENSOR,
+    NEG,
+    OR_TENSOR,
     SCALAR_MAKERS,
+    SELECT_INT,
+    SGN,
+    SIGN,
+    SIGNBIT,
+    SLICE_TENSOR,
+    SUB_SCALAR,
+    SUB_TENSOR,
     VIEWS,
+)
+from irfuse.lowering.match import (
     Call,
     NoMatch,
     as_cast,
@@ -38,7 +66,6 @@ from irfuse.lowering.match import (
     users,
 )
 from irfuse.lowering.quant_common import (
-    CLONE,
     E2M1_MAX,
     FILL_WITH,
     FILLS,
@@ -55,32 +82,30 @@ from irfuse.lowering.quant_common import (
 _E2M1_BOUNDS = ((0.25, False), (0.75, True), (1.25, False), (1.75, True), (2.5, False),
                 (3.5, True), (5.0, False))
 
-SELECT = "aten::select.int"
-SLICE = "aten::slice.Tensor"
 _COMPARISONS = tuple(f"aten::{name}.{overload}" for name in ("gt", "ge", "lt", "le", "eq", "ne")
                      for overload in ("Scalar", "Tensor"))
 # Ops the e2m1 code may be computed with: on the scaled value v only abs, neg, sign(bit) and
 # comparisons with constants; on their (piecewise-constant) results anything elementwise.
-_ON_FLOAT = ("aten::abs.default", "aten::neg.default")
-_TO_DISCRETE = ("aten::signbit.default", "aten::sign.default", "aten::sgn.default",
+_ON_FLOAT = (ABS, NEG)
+_TO_DISCRETE = (SIGNBIT, SIGN, SGN,
                 *_COMPARISONS)
 _ON_DISCRETE = (
     *_ON_FLOAT, *_TO_DISCRETE, *CASTS, *WHERE, *MASKED_FILL, *FILLS, *FILL_WITH,
-    "aten::logical_and.default", "aten::logical_or.default", "aten::logical_xor.default",
-    "aten::logical_not.default", "aten::bitwise_not.default",
+    LOGICAL_AND, LOGICAL_OR, LOGICAL_XOR,
+    LOGICAL_NOT, BITWISE_NOT,
     *(f"aten::{name}.{overload}" for name in ("bitwise_and", "bitwise_or", "bitwise_xor")
       for overload in ("Tensor", "Scalar")),
     *(f"aten::__{name}__.{overload}" for name in ("and", "or", "xor", "lshift", "rshift")
       for overload in ("Tensor", "Scalar")),
-    "aten::bitwise_left_shift.Tensor_Scalar", "aten::bitwise_left_shift.Tensor",
-    "aten::bitwise_right_shift.Tensor_Scalar", "aten::bitwise_right_shift.Tensor",
-    "aten::add.Tensor", "aten::add.Scalar", "aten::sub.Tensor", "aten::sub.Scalar",
-    "aten::mul.Tensor", "aten::mul.Scalar",
+    BITWISE_LEFT_SHIFT_TENSOR_SCALAR, BITWISE_LEFT_SHIFT_TENSOR,
+    BITWISE_RIGHT_SHIFT_TENSOR_SCALAR, BITWISE_RIGHT_SHIFT_TENSOR,
+    ADD_TENSOR, ADD_SCALAR, SUB_TENSOR, SUB_SCALAR,
+    MUL_TENSOR, MUL_SCALAR,
 )
 _I8 = IntegerType(8)
 _TRANSPARENT = (*VIEWS, CLONE)  # same elements: identity when the code is evaluated
-_SHIFTS = ("aten::__lshift__.Scalar", "aten::bitwise_left_shift.Tensor_Scalar")
-_COMBINES = ("aten::bitwise_or.Tensor", "aten::__or__.Tensor", "aten::add.Tensor")
+_SHIFTS = (LSHIFT_SCALAR, BITWISE_LEFT_SHIFT_TENSOR_SCALAR)
+_COMBINES = (BITWISE_OR_TENSOR, OR_TENSOR, ADD_TENSOR)
 
 
 def _e2m1_reference(v: torch.Tensor) -> torch.Tensor:
@@ -147,7 +172,7 @@ def _codes(y: SSAValue, blocks: Blocks, order: dict[Operation, int]
             found = call(user)
             if found is None:
                 raise NoMatch(f"the scaled x is used by {user.name}")
-            if found.target in (SELECT, SLICE):
+            if found.target in (SELECT_INT, SLICE_TENSOR):
                 splits.append(found)
                 continue
             if len(user.results) != 1 or not blocks.elementwise(shape_of(user.results[0])):
@@ -282,7 +307,7 @@ def _split_index(found: Call, code_dims: tuple) -> int | None:
     """0 or 1 when `found` takes the even or odd elements of the code's last dim: `select(-1,
     i)` of a [..., N/2, 2] view, or `slice(-1, i, None, 2)` of [..., N]; else None."""
     r = len(code_dims)
-    if found.target == SELECT:
+    if found.target == SELECT_INT:
         dim, index = found.arg(1, "dim"), found.arg(2, "index")
         if not isinstance(dim, int) or normalize_dim(dim, r) != r - 1 or code_dims[-1] != 2:
             return None
@@ -311,7 +336,7 @@ def _packing(splits: list[Call], code: SSAValue, blocks: Blocks
         halves[index] = found
     ops = [halves[0].op, halves[1].op]
     lo, hi = halves[0].result, halves[1].result
-    shift = call(only_user(hi), *_SHIFTS, "aten::mul.Tensor", "aten::mul.Scalar")
+    shift = call(only_user(hi), *_SHIFTS, MUL_TENSOR, MUL_SCALAR)
     amount = scalar_of(shift.arg(1, "other")) if shift is not None else None
     if shift is None or shift.arg(0) is not hi or amount != (
         4 if shift.target in _SHIFTS else 16

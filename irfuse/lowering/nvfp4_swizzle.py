@@ -18,8 +18,19 @@ from irfuse.dialects.irfuse import TensorType
 from irfuse.dialects.shapes import (
     F8E4M3FN,
 )
-from irfuse.lowering.match import (
+from irfuse.lowering.aten_ops import (
+    CAT,
+    CLONE,
+    CONSTANT_PAD_ND,
+    FULL,
+    NEW_FULL,
+    NEW_ZEROS,
+    PERMUTE,
     VIEWS,
+    ZEROS,
+    ZEROS_LIKE,
+)
+from irfuse.lowering.match import (
     Call,
     NoMatch,
     as_cast,
@@ -29,18 +40,14 @@ from irfuse.lowering.match import (
     users,
 )
 from irfuse.lowering.quant_common import (
-    CLONE,
     Blocks,
     dtype_of,
     fmt_dims,
     shape_of,
 )
 
-ZERO_MAKERS = ("aten::new_zeros.default", "aten::zeros.default", "aten::zeros_like.default",
-               "aten::full.default", "aten::new_full.default")
-CAT = "aten::cat.default"
-CONSTANT_PAD = "aten::constant_pad_nd.default"
-PERMUTE = "aten::permute.default"
+ZERO_MAKERS = (NEW_ZEROS, ZEROS, ZEROS_LIKE,
+               FULL, NEW_FULL)
 
 
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
@@ -151,7 +158,7 @@ def swizzle_scales(sb: SSAValue, taken: set[Operation], blocks: Blocks
     mp, kp = (m if isinstance(m, int) and m % 128 == 0 else None), (g if g % 4 == 0 else None)
     found = step("swizzled")
     padded = False
-    while found.target in (CAT, CONSTANT_PAD):
+    while found.target in (CAT, CONSTANT_PAD_ND):
         _check_padding(found, value, ops)
         take(found)
         exact_casts()
@@ -200,7 +207,7 @@ def swizzle_scales(sb: SSAValue, taken: set[Operation], blocks: Blocks
 
 def _check_padding(found: Call, value: SSAValue, ops: list[Operation]) -> None:
     """A zero padding after the data: `cat([t, zeros], d)` or `constant_pad_nd(t, [0, a, 0, b])`."""
-    if found.target == CONSTANT_PAD:
+    if found.target == CONSTANT_PAD_ND:
         pad = found.arg(1, "pad")
         fill = found.arg(2, "value", 0)
         if not isinstance(pad, list) or len(pad) not in (2, 4) or pad[0::2] != [0] * (
@@ -214,8 +221,8 @@ def _check_padding(found: Call, value: SSAValue, ops: list[Operation]) -> None:
         raise NoMatch("the block scales are concatenated with more than zeros after them")
     zeros = producer(tensors[1], *ZERO_MAKERS)
     fill = 0
-    if zeros is not None and zeros.target in ("aten::full.default", "aten::new_full.default"):
-        fill = zeros.arg(1 if zeros.target == "aten::full.default" else 2, "fill_value")
+    if zeros is not None and zeros.target in (FULL, NEW_FULL):
+        fill = zeros.arg(1 if zeros.target == FULL else 2, "fill_value")
     if zeros is None or fill != 0:
         raise NoMatch("the block scales are padded with something other than zeros")
     if any(isinstance(o.type, TensorType) for o in zeros.op.operands):

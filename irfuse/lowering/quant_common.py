@@ -17,8 +17,39 @@ from irfuse.dialects.shapes import (
     is_float,
     is_one_element,
 )
-from irfuse.lowering.match import (
+from irfuse.lowering.aten_ops import (
+    CLAMP,
+    CLAMP_MAX,
+    CLAMP_MAX_TENSOR,
+    CLAMP_MIN,
+    CLAMP_MIN_TENSOR,
+    CLAMP_TENSOR,
+    CLIP,
+    CLONE,
+    DETACH,
+    EQ_SCALAR,
+    EQ_TENSOR,
+    FULL_LIKE,
+    LIFT_FRESH_COPY,
+    MASKED_FILL_SCALAR,
+    MASKED_FILL_TENSOR,
+    MATRIX_T,
+    MAXIMUM,
+    MINIMUM,
+    NEW_FULL,
+    NEW_ONES,
+    NEW_ZEROS,
+    ONES_LIKE,
+    PERMUTE,
+    TRANSPOSE_INT,
     VIEWS,
+    WHERE_SCALAR,
+    WHERE_SCALAR_OTHER,
+    WHERE_SCALAR_SELF,
+    WHERE_SELF,
+    ZEROS_LIKE,
+)
+from irfuse.lowering.match import (
     NoMatch,
     as_cast,
     producer,
@@ -26,38 +57,24 @@ from irfuse.lowering.match import (
     tensor_type,
 )
 
-DIV = "aten::div.Tensor"
-MUL = "aten::mul.Tensor"
-RECIPROCAL = "aten::reciprocal.default"
-ABS = "aten::abs.default"
-AMAX = "aten::amax.default"
-MAX_ALL = "aten::max.default"
-MAX_DIM = "aten::max.dim"
-CLAMP = ("aten::clamp.default", "aten::clamp.Tensor", "aten::clip.default")
-CLAMP_MIN = ("aten::clamp_min.default", "aten::clamp_min.Tensor")
-CLAMP_MAX = ("aten::clamp_max.default", "aten::clamp_max.Tensor")
-MAXIMUM = "aten::maximum.default"
-MINIMUM = "aten::minimum.default"
-CLAMPS = (*CLAMP, *CLAMP_MIN, *CLAMP_MAX, MAXIMUM, MINIMUM)
-LOG2 = "aten::log2.default"
-CEIL = "aten::ceil.default"
-EXP2 = "aten::exp2.default"
-POW_SCALAR = "aten::pow.Scalar"
-TRANSPOSES = ("aten::t.default", "aten::transpose.int", "aten::permute.default")
-CLONE = "aten::clone.default"
-COPIES = ("aten::lift_fresh_copy.default", CLONE, "aten::detach.default")
+CLAMPS_BOTH = (CLAMP, CLAMP_TENSOR, CLIP)
+CLAMPS_BELOW = (CLAMP_MIN, CLAMP_MIN_TENSOR)
+CLAMPS_ABOVE = (CLAMP_MAX, CLAMP_MAX_TENSOR)
+CLAMPS = (*CLAMPS_BOTH, *CLAMPS_BELOW, *CLAMPS_ABOVE, MAXIMUM, MINIMUM)
+TRANSPOSES = (MATRIX_T, TRANSPOSE_INT, PERMUTE)
+COPIES = (LIFT_FRESH_COPY, CLONE, DETACH)
 LAYOUTS = (*VIEWS, *TRANSPOSES, CLONE)
 NVFP4_BLOCK = 16
 E2M1_MAX = 6.0
 NVFP4_SCALE_BOUND = 448.0
 
-WHERE = ("aten::where.self", "aten::where.ScalarOther", "aten::where.ScalarSelf",
-         "aten::where.Scalar")
-MASKED_FILL = ("aten::masked_fill.Scalar", "aten::masked_fill.Tensor")
-EQ = ("aten::eq.Scalar", "aten::eq.Tensor")
-FILLS = {"aten::ones_like.default": 1.0, "aten::zeros_like.default": 0.0,
-         "aten::new_ones.default": 1.0, "aten::new_zeros.default": 0.0}
-FILL_WITH = ("aten::full_like.default", "aten::new_full.default")
+WHERE = (WHERE_SELF, WHERE_SCALAR_OTHER, WHERE_SCALAR_SELF,
+         WHERE_SCALAR)
+MASKED_FILL = (MASKED_FILL_SCALAR, MASKED_FILL_TENSOR)
+EQ = (EQ_SCALAR, EQ_TENSOR)
+FILLS = {ONES_LIKE: 1.0, ZEROS_LIKE: 0.0,
+         NEW_ONES: 1.0, NEW_ZEROS: 0.0}
+FILL_WITH = (FULL_LIKE, NEW_FULL)
 
 
 # --- small readers -----------------------------------------------------------------------------------
@@ -116,7 +133,7 @@ def peel_clamps(value: SSAValue, ops: list[Operation]) -> tuple[SSAValue, float 
         if found is None:
             break
         new_lo = new_hi = None
-        if found.target in CLAMP:
+        if found.target in CLAMPS_BOTH:
             new_lo = found.arg(1, "min")
             new_hi = found.arg(2, "max")
             new_lo = None if new_lo is None else bound_value(new_lo)
@@ -126,11 +143,11 @@ def peel_clamps(value: SSAValue, ops: list[Operation]) -> tuple[SSAValue, float 
                 found.arg(2, "max") is not None and new_hi is None
             ):
                 raise NoMatch("a clamp bound is not a constant")
-        elif found.target in CLAMP_MIN or found.target in CLAMP_MAX:
-            bound = bound_value(found.arg(1, "min" if found.target in CLAMP_MIN else "max"))
+        elif found.target in CLAMPS_BELOW or found.target in CLAMPS_ABOVE:
+            bound = bound_value(found.arg(1, "min" if found.target in CLAMPS_BELOW else "max"))
             if bound is None:
                 raise NoMatch("a clamp bound is not a constant")
-            if found.target in CLAMP_MIN:
+            if found.target in CLAMPS_BELOW:
                 new_lo = bound
             else:
                 new_hi = bound

@@ -1,63 +1,13 @@
-"""raise-attention: find scaled dot-product attention, and DeepSeek's MLA around it.
+"""raise-attention: scaled dot-product attention, and DeepSeek's MLA around it.
 
-Matches, anchored at each attention call:
-- SDPA as aot_autograd leaves it: the CPU kernel `_scaled_dot_product_flash_attention_for_cpu`,
-  the CUDA kernels `_scaled_dot_product_flash_attention` / `_efficient_attention` /
-  `_cudnn_attention`, `_scaled_dot_product_attention_math` and `scaled_dot_product_attention`
-  kept whole, and the math fallback decomposed (what the CPU runs when v's head dim differs from
-  q's): q and k each scaled by sqrt(scale), `q @ k^T` (expand/view/bmm/view, with a clone of an
-  operand that is not contiguous), `+ mask` or the causal `where(tril(ones(L, S)), 0, -inf)`,
-  `_safe_softmax`, `@ v`, with the casts to f32 and back that it adds for f16/bf16. Anchors: the
-  call, or the `_safe_softmax`.
-- GQA: natively (k/v with fewer heads, `enable_gqa`), or by K/V repeated before the call: Hugging
-  Face's `repeat_kv` and `repeat_interleave(n, dim=1)` (unsqueeze(2), a no-op slice, expand to
-  n copies, copy, view to Hk * n heads) join the region, so k and v are the un-repeated tensors.
-  Multi-query attention through the math fallback (old-architecture Falcon on the CPU): an
-  `expand` of k's and v's one head to all heads before the bmm (and nothing else expanded) is
-  GQA with one k/v head; the op takes the one-head k and v. A broadcast q is not raised.
-- a bool mask converted by SDPA to `where(mask, 0, -inf)`: the op takes the bool mask (the where
-  joins the region); any other float mask (e.g. cuDNN's `where(mask, 0, -65504)`) is taken as
-  the additive mask it is. The causal flag, the scale (given, or 1/sqrt(head_dim) by default),
-  and the zero padding of head dims to a multiple of 8 that CUDA's flash path adds (pads of q, k
-  and v and the slice of the output join the region).
-
-The op keeps SDPA's layout: q/k/v are the `[..., H, L, D]` tensors SDPA took and the result is
-SDPA's output. The transposes and reshapes between a model's `[T, H, D]` and that layout stay
-outside: they only move data, and `fused.attention_quant` starts from the op and looks through
-them. `causal` means what torch's `is_causal` means: the upper-left aligned causal mask (it
-differs from FlashAttention's lower-right alignment only when q and k have different lengths). A
-bool mask means what SDPA's does: True attends.
-
-MLA (DeepSeek-V2/V3 prefill) raises to `attn.mla_attention` when the attention's key is
-`[k_nope | k_pe]` along the last dim, k_pe one roped head broadcast to all heads, joined by `cat`
-(of `k_pe.expand`) or written into a new tensor (`new_empty` and two `slice_scatter`s of `copy`s
-covering the whole last dim, as aot_autograd functionalizes `k[..., :n].copy_(k_nope)`), and
-k_nope and v are the two parts of one projection of the latent (`mm` or a raised `gemm.matmul` by
-the transposed `[H * (nope + v), kv_lora_rank]` weight, without bias; a linear of dequantized
-operands counts, its operands become kv_c and the weight). The region takes that projection,
-the views and the split into k_nope and v, the key's assembly, v's zero padding to the q/k head
-dim and the slice of the output back (`act.pad` or `constant_pad_nd`), and the attention. q, the
-normed latent and the roped k_pe are operands: the q split into nope/rope, the kv_a split, the
-kv_a norm and the RoPE stay outside (raised by their own passes). Two layouts:
-- token-major (`irfuse.models.mla`, vLLM): `[T, H, D]` tensors moved to SDPA's `[1, H, T, D]`
-  and back around the call (the layout changes join the region); operands q `[T, H, nope +
-  rope]` (its own `cat` stays outside), kv_c `[T, kv_lora_rank]`, k_pe `[T, 1, rope]`, the kv_b
-  weight; result `[T, H, v_head_dim]`; no mask.
-- batch-major (Hugging Face's DeepSeek-V2/V3): everything in SDPA's `[..., H, L, D]` layout, kv
-  viewed `[..., L, H, nope + v]` and transposed; operands q `[..., H, L, nope + rope]`, the latent
-  kv_c `[..., 1, L, kv_lora_rank]` (transformers 5 views it so; a `[..., L, kv_lora_rank]` latent,
-  as transformers 4 writes it, is given its head dim by an `unsqueeze` before the op, and the
-  region reads it as the model did), k_pe `[..., 1, L, rope]`, the kv_b weight, and SDPA's mask
-  (HF builds a bool one); result SDPA's `[..., H, L, v_head_dim]` (the layout changes after it
-  stay outside, as for `attn.attention`).
-An attention that looks like MLA but is not, for a stated reason (an FP8 scaled kv_b GEMM, a mask
-on token-major MLA, a projection with a bias, ...), is raised as `attn.attention` with a remark;
-one whose key is not MLA's (a `copy` that casts, pieces that leave part of the new tensor
-unwritten) is plain attention.
-
-Does not raise, with a remark: dropout, an extra result (logsumexp) that is used, a default
-scale with a symbolic head dim, q/k/v of different dtypes, a math decomposition that does not
-scale q and k by the same factor (or by a negative one).
+Anchored at each SDPA call (every ATen form aot_autograd leaves) or at the `_safe_softmax` of the
+decomposed math fallback. Produces `attn.attention` in SDPA's `[..., H, L, D]` layout, with GQA
+(native, or Hugging Face's `repeat_kv` taken into the region), the mask (a bool mask means what
+SDPA's does: True attends), `causal` (torch's upper-left alignment) and the scale; the layout
+changes around the call stay outside, since they only move data. When the key is `[k_nope |
+k_pe]` decompressed from a latent by `kv_b_proj`, the attention and what builds its operands
+raise to `attn.mla_attention` instead (an MLA near miss is a remark, and plain attention is
+raised). The matched ops stay in the decomposition region (no result bit changes).
 """
 
 from __future__ import annotations
@@ -65,28 +15,63 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import IntAttr, ModuleOp
+from xdsl.dialects.builtin import IntAttr
 from xdsl.ir import Operation, SSAValue
-from xdsl.passes import ModulePass
 
-from irfuse import remarks
 from irfuse.dialects import aten
 from irfuse.dialects.act import PadOp
 from irfuse.dialects.attn import AttentionOp, MlaAttentionOp
 from irfuse.dialects.gemm import MatmulOp, ScaledMatmulOp
 from irfuse.dialects.irfuse import tensor_type as make_tensor_type
-from irfuse.dialects.raised import in_decomposition
+from irfuse.lowering.aten_ops import (
+    ADD_TENSOR,
+    ADDMM,
+    BMM,
+    CAT,
+    CLONE,
+    CONSTANT_PAD_ND,
+    COPY,
+    EMPTY_MEMORY_FORMAT,
+    EXPAND,
+    LINEAR,
+    MATRIX_T,
+    MM,
+    MUL,
+    NEW_EMPTY,
+    NEW_ZEROS,
+    ONES,
+    PERMUTE,
+    PRIMS_CONVERT_ELEMENT_TYPE,
+    RESHAPES,
+    SAFE_SOFTMAX,
+    SCALED_DOT_PRODUCT_ATTENTION,
+    SCALED_DOT_PRODUCT_ATTENTION_MATH,
+    SCALED_DOT_PRODUCT_CUDNN_ATTENTION,
+    SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION,
+    SCALED_DOT_PRODUCT_FLASH_ATTENTION,
+    SCALED_DOT_PRODUCT_FLASH_ATTENTION_FOR_CPU,
+    SCALED_MM,
+    SLICE_SCATTER,
+    SLICE_TENSOR,
+    SQUEEZE_DIM,
+    SQUEEZE_DIMS,
+    TO_COPY,
+    TO_DTYPE,
+    TRANSPOSE_INT,
+    TRIL,
+    UNSQUEEZE,
+    VIEWS,
+    WHERE_SELF,
+    ZEROS,
+)
+from irfuse.lowering.driver import CallPattern, PatternPass, Site
 from irfuse.lowering.match import (
     INT64_MAX,
-    VIEWS,
     Call,
     NoMatch,
     as_cast,
-    block_ops,
     call,
     discard,
-    func_blocks,
     last_dim_piece,
     only_user,
     private_to,
@@ -100,40 +85,11 @@ from irfuse.lowering.match import (
     with_private,
 )
 
-CPU_FLASH = "aten::_scaled_dot_product_flash_attention_for_cpu.default"
-FLASH = "aten::_scaled_dot_product_flash_attention.default"
-EFFICIENT = "aten::_scaled_dot_product_efficient_attention.default"
-CUDNN = "aten::_scaled_dot_product_cudnn_attention.default"
-MATH = "aten::_scaled_dot_product_attention_math.default"
-SDPA = "aten::scaled_dot_product_attention.default"
-FUSED = (CPU_FLASH, FLASH, EFFICIENT, CUDNN, MATH, SDPA)
-SAFE_SOFTMAX = "aten::_safe_softmax.default"
+FUSED = (SCALED_DOT_PRODUCT_FLASH_ATTENTION_FOR_CPU, SCALED_DOT_PRODUCT_FLASH_ATTENTION, SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION, SCALED_DOT_PRODUCT_CUDNN_ATTENTION, SCALED_DOT_PRODUCT_ATTENTION_MATH, SCALED_DOT_PRODUCT_ATTENTION)
 
-VIEW_OPS = ("aten::view.default", "aten::_unsafe_view.default", "aten::reshape.default")
-UNSQUEEZE = "aten::unsqueeze.default"
-SQUEEZE = ("aten::squeeze.dim", "aten::squeeze.dims")
-TRANSPOSE = "aten::transpose.int"
-PERMUTE = "aten::permute.default"
-T = "aten::t.default"
-EXPAND = "aten::expand.default"
-CLONE = "aten::clone.default"
-SLICE = "aten::slice.Tensor"
-CAT = "aten::cat.default"
-SLICE_SCATTER = "aten::slice_scatter.default"
-COPY = "aten::copy.default"
-NEW_TENSOR = ("aten::new_empty.default", "aten::empty.memory_format", "aten::new_zeros.default",
-              "aten::zeros.default")
-BMM = "aten::bmm.default"
-MM = "aten::mm.default"
-LINEAR = "aten::linear.default"
-SCALED_MM = "aten::_scaled_mm.default"
-ADDMM = "aten::addmm.default"
-CONSTANT_PAD = "aten::constant_pad_nd.default"
-ADD = "aten::add.Tensor"
-MUL = ("aten::mul.Scalar", "aten::mul.Tensor")
-WHERE = "aten::where.self"
-TRIL = "aten::tril.default"
-ONES = "aten::ones.default"
+SQUEEZE_BY_DIM = (SQUEEZE_DIM, SQUEEZE_DIMS)
+NEW_TENSOR = (NEW_EMPTY, EMPTY_MEMORY_FORMAT, NEW_ZEROS,
+              ZEROS)
 
 
 @dataclass
@@ -197,19 +153,19 @@ def _read_fused(found: Call) -> _Attention:
     t = found.target
     q, k, v = found.arg(0), found.arg(1, "key"), found.arg(2, "value")
     dropout_mask = None
-    if t == CPU_FLASH:
+    if t == SCALED_DOT_PRODUCT_FLASH_ATTENTION_FOR_CPU:
         dropout, causal = found.arg(3, "dropout_p", 0.0), found.arg(4, "is_causal", False)
         mask = found.kwargs.get("attn_mask")
-    elif t == FLASH:
+    elif t == SCALED_DOT_PRODUCT_FLASH_ATTENTION:
         dropout, causal = found.arg(3, "dropout_p", 0.0), found.arg(4, "is_causal", False)
         mask = None
-    elif t in (EFFICIENT, CUDNN):
+    elif t in (SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION, SCALED_DOT_PRODUCT_CUDNN_ATTENTION):
         mask = found.arg(3, "attn_bias")
         dropout, causal = found.arg(5, "dropout_p", 0.0), found.arg(6, "is_causal", False)
     else:  # MATH, SDPA
         mask = found.arg(3, "attn_mask")
         dropout, causal = found.arg(4, "dropout_p", 0.0), found.arg(5, "is_causal", False)
-        if t == MATH:
+        if t == SCALED_DOT_PRODUCT_ATTENTION_MATH:
             dropout_mask = found.arg(6, "dropout_mask")
     if dropout != 0.0 or dropout_mask is not None:
         raise NoMatch(f"attention with dropout (p = {dropout})")
@@ -260,7 +216,7 @@ def _batched_operand(value: SSAValue, ops: list[Operation], kv: bool = False) ->
     expand, and a `clone` between them when x is not contiguous, e.g. a transposed v), or the
     operand itself when it is already 3-D input to the bmm. For k and v (`kv`), the expand may
     also copy one head to all (`_is_head_broadcast`)."""
-    view = producer(value, *VIEW_OPS)
+    view = producer(value, *RESHAPES)
     if view is None:
         return value
     clone = producer(view.arg(0), CLONE)
@@ -294,7 +250,7 @@ def _is_head_broadcast(expand: Call | None) -> bool:
 def _matmul_back(value: SSAValue, ops: list[Operation]) -> tuple[SSAValue, SSAValue]:
     """value = a @ b as `torch.matmul` decomposes it for batches: view(bmm(view(expand(a)),
     view(expand(b)))). Returns (a, b); adds the ops."""
-    view = producer(value, *VIEW_OPS)
+    view = producer(value, *RESHAPES)
     bmm = producer(view.arg(0) if view is not None else value, BMM)
     if bmm is None:
         raise NoMatch("the scores are not a batched matmul")
@@ -316,7 +272,7 @@ def _matmul_forward(lhs: SSAValue, ops: list[Operation]) -> tuple[SSAValue, SSAV
             raise NoMatch("the attention weights are broadcast")
         ops.append(expand.op)
         value = expand.result
-        view = call(only_user(value), *VIEW_OPS)
+        view = call(only_user(value), *RESHAPES)
         if view is None:
             raise NoMatch("the attention weights are not flattened for bmm")
         ops.append(view.op)
@@ -327,7 +283,7 @@ def _matmul_forward(lhs: SSAValue, ops: list[Operation]) -> tuple[SSAValue, SSAV
     ops.append(bmm.op)
     rhs = _batched_operand(bmm.arg(1, "mat2"), ops, kv=True)
     out = bmm.result
-    back = call(only_user(out), *VIEW_OPS)
+    back = call(only_user(out), *RESHAPES)
     if expand is not None:
         if back is None:
             raise NoMatch("the attention output is not unflattened")
@@ -358,7 +314,7 @@ def _uncast(value: SSAValue, ops: list[Operation]) -> tuple[SSAValue, object | N
 
 def _causal_bias(bias: SSAValue, optional: list[Operation]) -> bool:
     """bias = where(tril(ones([L, S], bool)), 0, -inf): the math path's causal mask."""
-    where = producer(bias, WHERE)
+    where = producer(bias, WHERE_SELF)
     if where is None:
         return False
     tril = producer(where.arg(0), TRIL)
@@ -390,13 +346,13 @@ def _read_math(softmax: Call) -> _Attention:
     ops: list[Operation] = [softmax.op]
     optional: list[Operation] = []
     causal, mask = False, None
-    add = producer(scores, ADD)
+    add = producer(scores, ADD_TENSOR)
     raw = scores
     if add is not None:
         if add.arg(2, "alpha", 1) != 1:
             raise NoMatch("the mask is added with an alpha")
         raw, bias = add.arg(0), add.arg(1, "other")
-        if producer(raw, *VIEW_OPS, BMM) is None:
+        if producer(raw, *RESHAPES, BMM) is None:
             raw, bias = bias, raw
         ops.append(add.op)
         causal = _causal_bias(bias, optional)
@@ -410,7 +366,7 @@ def _read_math(softmax: Call) -> _Attention:
     if s_q != s_k or s_q <= 0:
         raise NoMatch(f"q and k are scaled by {s_q} and {s_k}, not by one positive factor")
     ops.extend([q_mul, k_mul])
-    transpose = producer(kt, TRANSPOSE)
+    transpose = producer(kt, TRANSPOSE_INT)
     k_rank = len(_dims(kt))
     if transpose is None or {_norm_dim(transpose.arg(1), k_rank),
                              _norm_dim(transpose.arg(2), k_rank)} != {k_rank - 2, k_rank - 1}:
@@ -426,8 +382,8 @@ def _read_math(softmax: Call) -> _Attention:
     if not q_from == k_from == v_from:
         raise NoMatch("q, k and v are not cast alike before the math attention")
     if q_from is not None:
-        back = call(only_user(out), "aten::_to_copy.default", "aten::to.dtype",
-                    "prims::convert_element_type.default")
+        back = call(only_user(out), TO_COPY, TO_DTYPE,
+                    PRIMS_CONVERT_ELEMENT_TYPE)
         if back is None or as_cast(back.result) is None or tensor_type(back.result).dtype != q_from:  # type: ignore[union-attr]
             raise NoMatch("the math attention's output is not cast back to q's dtype")
         ops.append(back.op)
@@ -444,7 +400,7 @@ def _read_math(softmax: Call) -> _Attention:
 
 
 def _noop_slice(found: Call | None) -> bool:
-    if found is None or found.target != SLICE:
+    if found is None or found.target != SLICE_TENSOR:
         return False
     return (found.arg(2, "start", 0) in (0, None) and found.arg(4, "step", 1) == 1
             and found.arg(3, "end") in (None, INT64_MAX)
@@ -456,7 +412,7 @@ def _peel_repeat(value: SSAValue) -> tuple[SSAValue, list[Operation]]:
     ([B, Hk, L, D] -> unsqueeze(2) -> expand to n copies -> copy -> view [B, Hk * n, L, D]), with
     the ops; (value, []) when value is not such a repeat or a step of it is used elsewhere."""
     ops: list[Operation] = []
-    view = producer(value, *VIEW_OPS)
+    view = producer(value, *RESHAPES)
     if view is None:
         return value, []
     current = view.arg(0)
@@ -470,7 +426,7 @@ def _peel_repeat(value: SSAValue) -> tuple[SSAValue, list[Operation]]:
         return value, []
     ops.append(expand.op)
     current = expand.arg(0)
-    while _noop_slice(slice_ := producer(current, SLICE)):
+    while _noop_slice(slice_ := producer(current, SLICE_TENSOR)):
         assert slice_ is not None
         ops.append(slice_.op)
         current = slice_.arg(0)
@@ -499,7 +455,7 @@ def _peel_repeat(value: SSAValue) -> tuple[SSAValue, list[Operation]]:
 
 def _fold_bool_mask(attn: _Attention) -> None:
     """where(m, 0, -inf) of a bool m (SDPA's conversion) -> take m itself."""
-    where = producer(attn.mask, WHERE)
+    where = producer(attn.mask, WHERE_SELF)
     if where is None:
         return
     cond = where.arg(0)
@@ -520,7 +476,7 @@ def _pad_of(value: SSAValue) -> tuple[SSAValue, int, Operation] | None:
         if owner.low.value.data == 0 and owner.value.value.data == 0.0:
             return owner.x, owner.high.value.data, owner
         return None
-    found = producer(value, CONSTANT_PAD)
+    found = producer(value, CONSTANT_PAD_ND)
     if found is None:
         return None
     pad = found.arg(1)
@@ -532,7 +488,7 @@ def _pad_of(value: SSAValue) -> tuple[SSAValue, int, Operation] | None:
 
 def _last_dim_slice(value: SSAValue, size: object) -> Call | None:
     """The only user of `value` if it is `value[..., :size]`."""
-    found = call(only_user(value), SLICE)
+    found = call(only_user(value), SLICE_TENSOR)
     rank = len(_dims(value))
     if found is None or found.arg(0) is not value or _norm_dim(found.arg(1, "dim", 0),
                                                                 rank) != rank - 1:
@@ -587,11 +543,11 @@ def _match_attention(found: Call) -> _Attention:
 def _token_major_in(value: SSAValue, ops: list[Operation]) -> SSAValue | None:
     """x [T, H, D] for value [1, H, T, D] = x.transpose(0, 1).unsqueeze(0) (or
     x.unsqueeze(0).transpose(1, 2))."""
-    found = producer(value, UNSQUEEZE, TRANSPOSE)
+    found = producer(value, UNSQUEEZE, TRANSPOSE_INT)
     if found is None or len(_dims(value)) != 4 or _dims(value)[0] != 1:
         return None
     if found.target == UNSQUEEZE:
-        inner = producer(found.arg(0), TRANSPOSE)
+        inner = producer(found.arg(0), TRANSPOSE_INT)
         if _norm_dim(found.arg(1), 4) != 0 or inner is None:
             return None
         if {_norm_dim(inner.arg(1), 3), _norm_dim(inner.arg(2), 3)} != {0, 1}:
@@ -615,11 +571,11 @@ def _token_major_out(value: SSAValue, ops: list[Operation]) -> SSAValue | None:
     second = call(only_user(first.result))
     if second is None:
         return None
-    if first.target in SQUEEZE and second.target == TRANSPOSE:
+    if first.target in SQUEEZE_BY_DIM and second.target == TRANSPOSE_INT:
         if _squeezed(first) != 0 or {_norm_dim(second.arg(1), 3),
                                      _norm_dim(second.arg(2), 3)} != {0, 1}:
             return None
-    elif first.target == TRANSPOSE and second.target in SQUEEZE:
+    elif first.target == TRANSPOSE_INT and second.target in SQUEEZE_BY_DIM:
         if {_norm_dim(first.arg(1), 4), _norm_dim(first.arg(2), 4)} != {1, 2}:
             return None
         if _squeezed(second) != 0:
@@ -645,10 +601,10 @@ def _unpad_out(value: SSAValue, v_dim: int, ops: list[Operation]) -> SSAValue | 
         ops.append(direct.op)
         return direct.result
     dims = _dims(value)
-    flat = call(only_user(value), *VIEW_OPS)
+    flat = call(only_user(value), *RESHAPES)
     if flat is None or len(_dims(flat.result)) != 2:
         return None
-    back = call(only_user(flat.result), *VIEW_OPS)
+    back = call(only_user(flat.result), *RESHAPES)
     if back is None or _dims(back.result) != dims:
         return None
     sliced = _last_dim_slice(back.result, v_dim)
@@ -659,7 +615,7 @@ def _unpad_out(value: SSAValue, v_dim: int, ops: list[Operation]) -> SSAValue | 
 
 
 def _transposed_weight(b: SSAValue, optional: list[Operation]) -> SSAValue:
-    found = producer(b, T, TRANSPOSE, PERMUTE)
+    found = producer(b, MATRIX_T, TRANSPOSE_INT, PERMUTE)
     if found is None or len(_dims(found.arg(0))) != 2:
         raise NoMatch("the kv_b projection's weight is not a transposed [N, K] weight")
     if found.target == PERMUTE and found.arg(1) != [1, 0]:
@@ -739,7 +695,7 @@ def _scattered_pieces(k: SSAValue) -> tuple[SSAValue, SSAValue, list[Operation]]
         copy = producer(scatter.arg(1, "src"), COPY)
         if span is None or copy is None:
             return None
-        target = producer(copy.arg(0), SLICE)
+        target = producer(copy.arg(0), SLICE_TENSOR)
         if target is None or target.arg(0) is not into or _last_dim_range(
                 target, 1, rank, size) != span:
             return None
@@ -869,7 +825,7 @@ def _unsqueezed_head(latent: SSAValue) -> Operation:
     """A new `unsqueeze(latent, -3)`: the single-head `[..., 1, L, rank]` kv_c operand."""
     t = tensor_type(latent)
     assert t is not None
-    op = aten.CallOp("aten::unsqueeze.default", [latent],
+    op = aten.CallOp(UNSQUEEZE, [latent],
                      [aten.OperandRefAttr(IntAttr(0)), IntAttr(-3)],
                      [make_tensor_type((*t.dims[:-2], 1, *t.dims[-2:]), t.dtype)])
     op.results[0].name_hint = f"{latent.name_hint or 'latent'}_head"
@@ -882,7 +838,7 @@ def _batch_major_mla(attn: _Attention, k_nope: SSAValue, k_pe: SSAValue,
     [..., Lk, H, nope + v] and transposed to [..., H, Lk, nope + v]; the call's own output."""
     kv, nope, v_dim = _split_kv(k_nope, _unpad_v(attn.v, ops), ops)
     rank = len(_dims(kv))
-    moved = producer(kv, TRANSPOSE)
+    moved = producer(kv, TRANSPOSE_INT)
     if moved is None or {_norm_dim(moved.arg(1), rank), _norm_dim(moved.arg(2), rank)} != {
             rank - 3, rank - 2}:
         raise NoMatch("k_nope and v are not a [..., L, H, D] projection transposed to SDPA's "
@@ -953,43 +909,30 @@ def _raise(attn: _Attention, mla: _Mla | None, order: dict[Operation, int]) -> O
     return raised
 
 
-def _raise_site(found: Call, order: dict[Operation, int]) -> None:
-    attn = _match_attention(found)
-    mla = None
-    snapshot = (list(attn.ops), list(attn.optional))
-    try:
-        mla = _match_mla(attn)
-        if mla is not None:
-            _raise(attn, mla, order)
-            return
-    except NoMatch as miss:
-        remarks.missed(found.op, f"not MLA attention (raised as attention): {miss}")
-        attn.ops, attn.optional = snapshot
-    _raise(attn, None, order)
+class AttentionPattern(CallPattern):
+    """SDPA (or the softmax of a decomposed one), and MLA around it."""
+
+    targets = (*FUSED, SAFE_SOFTMAX)
+    remark = "not attention"
+
+    def rewrite_call(self, found: Call, site: Site) -> bool:
+        attn = _match_attention(found)
+        snapshot = (list(attn.ops), list(attn.optional))
+        try:
+            mla = _match_mla(attn)
+            if mla is not None:
+                _raise(attn, mla, site.order)
+                return True
+        except NoMatch as miss:
+            self.missed(found.op, str(miss), remark="not MLA attention (raised as attention)")
+            attn.ops, attn.optional = snapshot
+        _raise(attn, None, site.order)
+        return True
 
 
-class RaiseAttention(ModulePass):
+class RaiseAttention(PatternPass):
     """Raise SDPA (every ATen form, GQA, masks) to `attn.attention`, and DeepSeek's MLA around it
     to `attn.mla_attention`. No options."""
 
     name = "raise-attention"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for block in func_blocks(op):
-            ops = block_ops(block)
-            anchors = [o for o in ops if call(o, *FUSED, SAFE_SOFTMAX) is not None]
-            if not anchors:
-                continue
-            order = {o: i for i, o in enumerate(ops)}
-            for anchor in anchors:
-                if anchor.parent is not block or in_decomposition(anchor):
-                    continue
-                found = call(anchor)
-                assert found is not None
-                try:
-                    _raise_site(found, order)
-                except NoMatch as miss:
-                    remarks.missed(anchor, f"not attention: {miss}")
-                    continue
-                remarks.fused()
-
+    patterns = (AttentionPattern(),)

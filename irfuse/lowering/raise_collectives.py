@@ -1,53 +1,43 @@
-"""raise-collectives: find torch's functional collectives, each with its wait, as `coll` ops.
+"""raise-collectives: torch's and vLLM's functional collectives, each with its wait, as `coll` ops.
 
-Matches, anchored at each collective call:
-- `_c10d_functional.all_reduce(x, op, group)` -> `coll.all_reduce`;
-  `_c10d_functional.reduce_scatter_tensor(x, op, world_size, group)` -> `coll.reduce_scatter`;
-  `_c10d_functional.all_gather_into_tensor(x, world_size, group)` -> `coll.all_gather`; the
-  `_c10d_functional_autograd` variants of the last two; vLLM's `vllm.all_reduce(x, group)`,
-  `vllm.reduce_scatter(x, dim, world_size, group)` and `vllm.all_gather(x, dim, world_size,
-  group)`. A functional collective's `wait_tensor` is part of the region (the raised op's result
-  is the waited value); vLLM's ops need none.
-- the in-place `dist.all_reduce(x)` as functionalization leaves it: `all_reduce(x)`, its wait,
-  then `copy(x, waited)` (the value `x` holds afterwards); the copy joins the region.
-- non-zero dims, as `torch.distributed._functional_collectives` spells them: an all-gather along
-  `d` is the dim-0 gather followed by `split(.., x.shape[0], 0)` and `cat(pieces, d)`; a
-  reduce-scatter along `d` is `split(x, x.shape[d] / world_size, d)` and `cat(pieces, 0)` before
-  the dim-0 reduce-scatter. Both reassemblies join the region and the op gets `dim = d`.
-
-Properties: `group` (the group name string), `world_size` (from the call's arguments; for
-all-reduce, which does not carry it, from the module attribute `irfuse.process_groups`
-(`{"0" = 2 : i64}`, group name -> size), else from another collective of the same group in the
-graph, else from `torch.distributed`'s registry, which resolves group names while the process
-group that was traced exists), `reduce_op` (sum, avg, max, min) and `dim`.
-
-Runs before raise-rms-norm, so that the all-reduce + RMSNorm fusion sees one op.
-
-Does not raise, with a remark: a collective whose result is used other than by its wait (or
-without one), a reduction other than sum/avg/max/min, a group that is not named by a string, an
-all-reduce whose world size cannot be found, an in-place `all_reduce_` left unfunctionalized. An
-all-gather whose split/cat reassembly is not clear is raised along dim 0 (what the call does)
-and the reassembly is left as it is, with a remark.
+Anchored at each collective call (`all_reduce`, `reduce_scatter_tensor`, `all_gather_into_tensor`,
+their autograd twins, vLLM's three, and the in-place `all_reduce_` as functionalization leaves
+it). Produces `coll.all_reduce` / `coll.reduce_scatter` / `coll.all_gather` with the wait (and the
+split / cat that spell a non-zero dim) in the region, so the collective fusions anchor on one op.
+`world_size` comes from the call, the module attribute `irfuse.process_groups`, another
+collective of the group, or torch.distributed; unknown, it is a remark.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xdsl.context import Context
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp
 from xdsl.ir import Operation, SSAValue
-from xdsl.passes import ModulePass
 
 from irfuse import remarks
 from irfuse.dialects.coll import REDUCE_OPS, AllGatherOp, AllReduceOp, ReduceScatterOp
-from irfuse.dialects.raised import in_decomposition
+from irfuse.lowering.aten_ops import (
+    C10D_ALL_GATHER_INTO_TENSOR,
+    C10D_ALL_REDUCE,
+    C10D_ALL_REDUCE_INPLACE,
+    C10D_AUTOGRAD_ALL_GATHER_INTO_TENSOR,
+    C10D_AUTOGRAD_REDUCE_SCATTER_TENSOR,
+    C10D_REDUCE_SCATTER_TENSOR,
+    C10D_WAIT_TENSOR,
+    CAT,
+    COPY,
+    SPLIT_TENSOR,
+    SPLIT_WITH_SIZES,
+    VLLM_ALL_GATHER,
+    VLLM_ALL_REDUCE,
+    VLLM_REDUCE_SCATTER,
+)
+from irfuse.lowering.driver import CallPattern, PatternPass, Site
 from irfuse.lowering.match import (
     Call,
     NoMatch,
-    block_ops,
     call,
-    func_blocks,
     only_user,
     producer,
     raise_chain,
@@ -59,26 +49,19 @@ from irfuse.lowering.match import (
 PROCESS_GROUPS_ATTR = "irfuse.process_groups"
 """Module attribute: group name -> world size, for collectives whose call does not say it."""
 
-ALL_REDUCE = ("_c10d_functional::all_reduce.default",)
-ALL_REDUCE_INPLACE = "_c10d_functional::all_reduce_.default"
+ALL_REDUCE = (C10D_ALL_REDUCE,)
 REDUCE_SCATTER = (
-    "_c10d_functional::reduce_scatter_tensor.default",
-    "_c10d_functional_autograd::reduce_scatter_tensor.default",
+    C10D_REDUCE_SCATTER_TENSOR,
+    C10D_AUTOGRAD_REDUCE_SCATTER_TENSOR,
 )
 ALL_GATHER = (
-    "_c10d_functional::all_gather_into_tensor.default",
-    "_c10d_functional_autograd::all_gather_into_tensor.default",
+    C10D_ALL_GATHER_INTO_TENSOR,
+    C10D_AUTOGRAD_ALL_GATHER_INTO_TENSOR,
 )
-VLLM_ALL_REDUCE = "vllm::all_reduce.default"
-VLLM_REDUCE_SCATTER = "vllm::reduce_scatter.default"
-VLLM_ALL_GATHER = "vllm::all_gather.default"
 VLLM = (VLLM_ALL_REDUCE, VLLM_REDUCE_SCATTER, VLLM_ALL_GATHER)
-WAIT = "_c10d_functional::wait_tensor.default"
-COPY = "aten::copy.default"
-CAT = "aten::cat.default"
-SPLIT = ("aten::split.Tensor", "aten::split_with_sizes.default")
+SPLIT = (SPLIT_TENSOR, SPLIT_WITH_SIZES)
 ANCHORS = (
-    *ALL_REDUCE, ALL_REDUCE_INPLACE, *REDUCE_SCATTER, *ALL_GATHER, *VLLM,
+    *ALL_REDUCE, C10D_ALL_REDUCE_INPLACE, *REDUCE_SCATTER, *ALL_GATHER, *VLLM,
 )
 
 
@@ -145,7 +128,7 @@ def _read_call(found: Call) -> _Collective:
 def _match_wait(coll: _Collective) -> None:
     """Take the collective's `wait_tensor` into the region (functional collectives only)."""
     found_users = users(coll.out)
-    waits = [u for u in found_users if call(u, WAIT) is not None]
+    waits = [u for u in found_users if call(u, C10D_WAIT_TENSOR) is not None]
     if not waits:
         raise NoMatch("the collective's result is never waited on")
     if len(found_users) != 1:
@@ -178,7 +161,7 @@ def _split_pieces(value: SSAValue, dim: int, size: object) -> tuple[Call, list[S
         if not isinstance(split_dim, int) or split_dim % t.rank != dim % t.rank:
             continue
         sizes = split.arg(1)
-        if split.target == "aten::split.Tensor":
+        if split.target == SPLIT_TENSOR:
             if not size_matches(sizes, size):
                 continue
         elif not isinstance(sizes, list) or not all(size_matches(s, size) for s in sizes):
@@ -285,6 +268,7 @@ class _WorldSizes:
 
 def _registered_size(group: str) -> int | None:
     """The size of the process group named `group` in this process, if torch knows it."""
+    # torch.distributed only when a graph has a collective whose size the IR does not say.
     import torch.distributed as dist
 
     if not dist.is_available() or not dist.is_initialized():
@@ -298,7 +282,7 @@ def _registered_size(group: str) -> int | None:
 
 
 def _match(found: Call, sizes: _WorldSizes) -> _Collective:
-    if found.target == ALL_REDUCE_INPLACE:
+    if found.target == C10D_ALL_REDUCE_INPLACE:
         raise NoMatch("in-place all_reduce_ that functionalization did not rewrite")
     coll = _read_call(found)
     if found.target not in VLLM:
@@ -337,30 +321,24 @@ def _raise(coll: _Collective, order: dict[Operation, int]) -> Operation:
     return raised
 
 
-class RaiseCollectives(ModulePass):
+class CollectivePattern(CallPattern):
+    """A functional collective (with its wait) anchored at its call."""
+
+    targets = ANCHORS
+    remark = "not a collective"
+
+    def rewrite_call(self, found: Call, site: Site) -> bool:
+        sizes = site.scratch.get(self)
+        if sizes is None:  # the block's world sizes, read once, before the first raise
+            assert site.module is not None
+            anchors = [f for o in site.order if (f := call(o, *ANCHORS)) is not None]
+            sizes = site.scratch[self] = _WorldSizes(site.module, anchors)
+        _raise(_match(found, sizes), site.order)
+        return True
+
+
+class RaiseCollectives(PatternPass):
     """Raise functional collectives (with their waits) to `coll` ops. No options."""
 
     name = "raise-collectives"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for block in func_blocks(op):
-            ops = block_ops(block)
-            anchors = [
-                found for candidate in ops
-                if (found := call(candidate, *ANCHORS)) is not None
-                and not in_decomposition(candidate)
-            ]
-            if not anchors:
-                continue
-            order = {o: i for i, o in enumerate(ops)}
-            sizes = _WorldSizes(op, anchors)
-            for anchor in anchors:
-                # Decode again: raising an earlier collective may have replaced this one's input.
-                found = call(anchor.op)
-                assert found is not None
-                try:
-                    _raise(_match(found, sizes), order)
-                except NoMatch as miss:
-                    remarks.missed(found.op, f"not a collective: {miss}")
-                    continue
-                remarks.fused()
+    patterns = (CollectivePattern(),)

@@ -1,71 +1,49 @@
-"""raise-gemm: find the matrix products of linear layers, plain and FP8-scaled.
+"""raise-gemm: the matrix products of linear layers, plain and FP8-scaled.
 
-Matches, anchored at each product:
-- `aten.mm(a, b)` -> `gemm.matmul a, b`; `aten.addmm(bias, a, b)` with beta = alpha = 1 and a
-  1-D bias of N elements -> `gemm.matmul a, b, bias`;
-- `aten.matmul` and `aten.linear` of 2-D operands (aot_autograd decomposes both, so they are
-  rare; `linear` takes the weight `[N, K]`, so a new `t` makes the `[K, N]` operand);
-- `aten.bmm` of a batch of one whose operands are reshapes of 2-D tensors and whose result is
-  reshaped back to 2-D: the reshapes go into the region;
-- `aten._scaled_mm(a, b, scale_a, scale_b, bias, out_dtype=...)` -> `gemm.scaled_matmul`, with
-  per-tensor or row-wise scales. A per-tensor scale expanded to the row-wise shape and made
-  contiguous (`s.expand(M, 1).contiguous()`, which picks a faster CPU kernel) is folded: the op
-  takes `s`, and the expand and copy go into the region (same product, same bits).
-
-The boundary, decided here and relied on by the fusion passes: a raised GEMM is 2-D, as the
-`gemm` dialect is, so its operands are what `aten.mm` multiplies. `a` is the `[M, K]`
-activation: for a 3-D activation, the `view(-1, K)` a linear layer adds stays before the op, and
-the `view(*lead, N)` after it; `b` is the `[K, N]` transposed weight view, and its `t` /
-`permute` stays outside too. All of those are reshapes or views that move no data;
-`match.strip_views` looks through them, so `quant.fp8 -> view -> gemm.scaled_matmul` counts as
-adjacent. A product of dequantized operands (`q.float() * scale`) is a plain `gemm.matmul`.
-
-Does not raise, with a remark: `addmm` with beta or alpha other than 1 or an input that is not a
-`[N]` bias; products of non-float operands; `_scaled_mm` with `scale_result`, with
-`use_fast_accum` (not represented in the op), or with scales that are neither per-tensor nor
-row-wise (block-wise); a batch-of-one `bmm` whose operands are not reshaped 2-D tensors. Batched
-`bmm`s (attention) and `matmul`s of other ranks are left alone without a remark.
+Anchored at `mm`, `addmm`, 2-D `bmm` / `matmul` / `linear` and `_scaled_mm`; produces
+`gemm.matmul` (with the bias of `addmm`) and `gemm.scaled_matmul` (per-tensor or row-wise
+scales). A raised GEMM is 2-D, as the dialect is: the `view(-1, K)` before it, the view back after
+it and the weight's transpose stay outside, and the fusions look through them
+(`match.strip_views`). The matched ops stay in the decomposition region (no result bit changes).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import IntAttr, ModuleOp, f32
+from xdsl.dialects.builtin import IntAttr, f32
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse import remarks
 from irfuse.dialects import aten
 from irfuse.dialects.gemm import MatmulOp, ScaledMatmulOp
 from irfuse.dialects.irfuse import tensor_type as make_tensor_type
-from irfuse.dialects.raised import in_decomposition
 from irfuse.dialects.shapes import is_float, is_fp8, is_one_element
-from irfuse.lowering.match import (
+from irfuse.lowering.aten_ops import (
+    ADDMM,
+    BMM,
+    CLONE,
+    EXPAND,
+    LINEAR,
+    MATMUL,
+    MATRIX_T,
+    MM,
+    SCALED_MM,
     VIEWS,
+)
+from irfuse.lowering.driver import CallPattern, PatternPass, Site
+from irfuse.lowering.match import (
     Call,
     NoMatch,
-    block_ops,
     call,
     discard,
-    func_blocks,
     only_user,
     producer,
     raise_chain,
     tensor_type,
 )
 
-MM = "aten::mm.default"
-ADDMM = "aten::addmm.default"
-BMM = "aten::bmm.default"
-MATMUL = "aten::matmul.default"
-LINEAR = "aten::linear.default"
-SCALED_MM = "aten::_scaled_mm.default"
 ANCHORS = (MM, ADDMM, BMM, MATMUL, LINEAR, SCALED_MM)
-EXPAND = "aten::expand.default"
-CLONE = "aten::clone.default"
 
 
 @dataclass
@@ -146,7 +124,7 @@ def _transposed(w: SSAValue, location: Attribute) -> Operation:
     """A new `t(w)`: the `[K, N]` operand of a raised `linear`."""
     wt = tensor_type(w)
     assert wt is not None
-    op = aten.CallOp("aten::t.default", [w], [aten.OperandRefAttr(IntAttr(0))],
+    op = aten.CallOp(MATRIX_T, [w], [aten.OperandRefAttr(IntAttr(0))],
                      [make_tensor_type((wt.dims[1], wt.dims[0]), wt.dtype)])
     op.location = location
     op.results[0].name_hint = f"{w.name_hint or 'weight'}_t"
@@ -273,28 +251,23 @@ def _raise(gemm: _Gemm, block_order: dict[Operation, int]) -> Operation:
     return raised
 
 
-class RaiseGemm(ModulePass):
+class GemmPattern(CallPattern):
+    """A matrix product anchored at its ATen op."""
+
+    targets = ANCHORS
+    remark = "not a GEMM"
+
+    def rewrite_call(self, found: Call, site: Site) -> bool:
+        gemm = _match(found)
+        if gemm is None:
+            return False
+        _raise(gemm, site.order)
+        return True
+
+
+class RaiseGemm(PatternPass):
     """Raise matrix products (`mm`, `addmm`, 2-D `bmm`/`matmul`/`linear`, `_scaled_mm`) to `gemm`
     ops. No options."""
 
     name = "raise-gemm"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for block in func_blocks(op):
-            ops = block_ops(block)
-            order = {o: i for i, o in enumerate(ops)}
-            for candidate in ops:
-                if candidate.parent is not block or in_decomposition(candidate):
-                    continue
-                found = call(candidate, *ANCHORS)
-                if found is None:
-                    continue
-                try:
-                    gemm = _match(found)
-                    if gemm is None:
-                        continue
-                    _raise(gemm, order)
-                except NoMatch as miss:
-                    remarks.missed(candidate, f"not a GEMM: {miss}")
-                    continue
-                remarks.fused()
+    patterns = (GemmPattern(),)

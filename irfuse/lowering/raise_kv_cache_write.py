@@ -1,61 +1,50 @@
-"""raise-kv-cache-write: find the writes of new keys and values into a paged KV cache.
+"""raise-kv-cache-write: the writes of new keys and values into a paged KV cache.
 
-A paged cache is a graph input `[num_blocks, block_size, kv_heads, head_dim]` that the step
-updates in place; aot_autograd (with `keep_inference_input_mutations`) leaves the update in
-functional form followed by a `copy_` of the new value back into the input. Matches, anchored at
-each write of new rows `[T, kv_heads, head_dim]`:
-- `cache.view(-1, kv_heads, head_dim)` updated by `index_put(flat, [slot_mapping], new)`
-  (`flat[slot_mapping] = new`, `index_put_`) or `index_copy(flat, 0, slot_mapping, new)`, then
-  viewed back to the cache's shape;
-- `index_put(cache, [slot_mapping // block_size, slot_mapping % block_size], new)` on the 4-D
-  cache (the floor division and remainder join the region);
-- the block-size-1 slice form `flat[start:start + T] = new`, functionalized to `copy(slice(..),
-  new)` and `slice_scatter(flat, .., 0, start, start + T)`: the slots are the range `start ..
-  start + T - 1`, which the op takes as a slot mapping made in the graph beside it (`new_ones`,
-  `cumsum`, `add`: ops that take their device from `new`, so no device is named);
-each followed by `copy_(cache, updated)`. The `copy_` stays outside (it is the in-place store
-of the result; emit writes in place), so the op returns the updated caches in SSA form.
-
-k and v are written together: after the walk, each write is paired with the next one in program
-order that uses the same slots (the same slot-mapping value, or the same range), writes another
-cache of the same geometry and rows of the same head count. The first is k, the second v, unless
-only the second writes a rotated key (an `attn.rope` `k_out`). Convention: one
-`attn.kv_cache_write` per attention layer.
-
-Only writes into a 4-D graph input (or a view of one) are looked at: that is what a cache is.
-Does not raise, with a remark: a write along another dim than the slots (`index_copy` on dim 1, an
-index in another position, a slice on another dim), an accumulating `index_put`, an index that is
-not one integer slot per new token (not the slot mapping of the current tokens: its length must
-be the rows' count, the same symbol under dynamic shapes; a model that marks its slot mapping
-dynamic apart from num_tokens ties the two with `torch._check(slots.shape[0] == T)`), a slice whose
-bounds are not `start .. start + T`, a flattening that does not merge exactly the block dims,
-an update that is not copied back into a graph input, rows of another dtype or shape than the
-cache's, and a write with no partner (one op takes k and v).
+Anchored at each functional write of new rows into the cache (`index_put` by slot mapping on the
+flat or the 4-D cache, `index_copy`, or the block-size-1 `slice_scatter`), each followed by its
+`copy_` back into the cache input. Writes are collected during the walk and paired after it (k
+with v: the same slots); each pair raises to one `attn.kv_cache_write` returning the updated
+caches in SSA form, the `copy_` staying outside as the in-place store. A write with no partner is
+a remark.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, IntAttr, ModuleOp, i64
+from xdsl.dialects.builtin import ArrayAttr, IntAttr, i64
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse import remarks
 from irfuse.dialects import aten
 from irfuse.dialects.attn import KvCacheWriteOp, RopeOp
 from irfuse.dialects.irfuse import SymType, tensor_type
-from irfuse.dialects.raised import in_decomposition
 from irfuse.dialects.shapes import is_integer
+from irfuse.lowering.aten_ops import (
+    ADD_SCALAR,
+    COPY,
+    COPY_INPLACE,
+    CUMSUM,
+    DIV_SCALAR_MODE,
+    DIV_TENSOR_MODE,
+    FLOOR_DIVIDE,
+    INDEX_COPY,
+    INDEX_PUT,
+    INDEX_PUT_HACKED_TWIN,
+    NEW_ONES,
+    REMAINDER_SCALAR,
+    REMAINDER_TENSOR,
+    RESHAPES,
+    SLICE_SCATTER,
+    SLICE_TENSOR,
+    UNSAFE_INDEX_PUT,
+)
+from irfuse.lowering.driver import CallPattern, PatternPass, Site
 from irfuse.lowering.match import (
     Call,
     NoMatch,
-    block_ops,
     call,
     discard,
-    func_blocks,
     only_user,
     producer,
     raise_chain,
@@ -66,20 +55,14 @@ from irfuse.lowering.match import (
 )
 from irfuse.lowering.match import tensor_type as type_of
 
-INDEX_PUT = (
-    "aten::index_put.default",
-    "aten::index_put.hacked_twin",
-    "aten::_unsafe_index_put.default",
+INDEX_PUTS = (
+    INDEX_PUT,
+    INDEX_PUT_HACKED_TWIN,
+    UNSAFE_INDEX_PUT,
 )
-INDEX_COPY = "aten::index_copy.default"
-SLICE_SCATTER = "aten::slice_scatter.default"
-ANCHORS = (*INDEX_PUT, INDEX_COPY, SLICE_SCATTER)
-VIEWS = ("aten::view.default", "aten::_unsafe_view.default", "aten::reshape.default")
-SLICE = "aten::slice.Tensor"
-COPY = "aten::copy.default"
-COPY_BACK = "aten::copy_.default"
-FLOOR_DIV = ("aten::div.Tensor_mode", "aten::floor_divide.default", "aten::div.Scalar_mode")
-REMAINDER = ("aten::remainder.Scalar", "aten::remainder.Tensor")
+ANCHORS = (*INDEX_PUTS, INDEX_COPY, SLICE_SCATTER)
+FLOOR_DIV = (DIV_TENSOR_MODE, FLOOR_DIVIDE, DIV_SCALAR_MODE)
+REMAINDER = (REMAINDER_SCALAR, REMAINDER_TENSOR)
 
 
 @dataclass
@@ -115,7 +98,7 @@ def _is_cache(value: object) -> bool:
 
 def _flattened_cache(flat: SSAValue) -> tuple[SSAValue, Operation] | None:
     """(cache, view) when `flat` is a view of a cache; None when it is not."""
-    view = producer(flat, *VIEWS)
+    view = producer(flat, *RESHAPES)
     if view is None or not _is_cache(view.arg(0)):
         return None
     return view.arg(0), view.op
@@ -152,7 +135,7 @@ def _check_slots(slots: object, new: SSAValue) -> SSAValue:
 
 
 def _view_back(write: _Write, flat_new: SSAValue) -> None:
-    back = call(only_user(flat_new), *VIEWS)
+    back = call(only_user(flat_new), *RESHAPES)
     if back is None or _dims(back.result) != _dims(write.cache):
         raise NoMatch("the updated rows are not viewed back to the cache's shape (or are used "
                       "elsewhere)")
@@ -167,7 +150,7 @@ def _block_index(blk: object, off: object, block_size: object,
     if div is None or rem is None or div.arg(0) is not rem.arg(0):
         raise NoMatch("the 4-D cache write's indices are not (slots // block_size, "
                       "slots % block_size) of one slot mapping")
-    if div.target != "aten::floor_divide.default" and div.kwargs.get(
+    if div.target != FLOOR_DIVIDE and div.kwargs.get(
             "rounding_mode", div.arg(2)) != "floor":
         raise NoMatch("the block index is not a floor division")
     if not (size_matches(div.arg(1), block_size) and size_matches(rem.arg(1), block_size)):
@@ -231,12 +214,12 @@ def _slice_source(src: SSAValue, write: _Write) -> SSAValue:
     target, rows = copy.arg(0), copy.arg(1, "src")
     if type_of(rows) != type_of(target):
         return src  # a copy that broadcasts or casts: the copy's result is what is stored
-    sliced = producer(target, SLICE)
+    sliced = producer(target, SLICE_TENSOR)
     if sliced is None:
         return src
     write.ops.append(copy.op)
     write.optional.append(sliced.op)
-    view = producer(sliced.arg(0), *VIEWS)
+    view = producer(sliced.arg(0), *RESHAPES)
     if view is not None and view.arg(0) is write.cache:
         write.optional.append(view.op)
     return rows
@@ -272,7 +255,7 @@ def _match_slice_scatter(found: Call) -> _Write | None:
 
 
 def _match(found: Call) -> _Write | None:
-    if found.target in INDEX_PUT:
+    if found.target in INDEX_PUTS:
         write = _match_index_put(found)
     elif found.target == INDEX_COPY:
         write = _match_index_copy(found)
@@ -281,7 +264,7 @@ def _match(found: Call) -> _Write | None:
     if write is None:
         return None
     back = [u for u in users(write.updated)
-            if (c := call(u, COPY_BACK)) is not None and c.arg(0) is write.cache
+            if (c := call(u, COPY_INPLACE)) is not None and c.arg(0) is write.cache
             and c.arg(1, "src") is write.updated]
     if not back:
         raise NoMatch("the updated cache is not copied back into the cache input")
@@ -348,13 +331,13 @@ def _slot_range(write: _Write) -> list[aten.CallOp]:
         size_template: Attribute = ArrayAttr([ref(IntAttr(1))])
     else:
         size_template = ArrayAttr([size])
-    ones = aten.CallOp("aten::new_ones.default", operands, [ref(IntAttr(0)), size_template],
+    ones = aten.CallOp(NEW_ONES, operands, [ref(IntAttr(0)), size_template],
                        [slots_type], kw_template={"dtype": i64})
-    counted = aten.CallOp("aten::cumsum.default", [ones.results[0]],
+    counted = aten.CallOp(CUMSUM, [ones.results[0]],
                           [ref(IntAttr(0)), IntAttr(0)], [slots_type])
     made = [ones, counted]
     if write.start != 1:
-        made.append(aten.CallOp("aten::add.Scalar", [counted.results[0]],
+        made.append(aten.CallOp(ADD_SCALAR, [counted.results[0]],
                                 [ref(IntAttr(0)), IntAttr(write.start - 1)], [slots_type]))
     for op, hint in zip(made, ("slot_ones", "slot_count", "slot_range"), strict=False):
         op.location = write.anchor.location
@@ -385,38 +368,30 @@ def _raise(k: _Write, v: _Write, block: Block, order: dict[Operation, int]) -> O
     return raised
 
 
-class RaiseKvCacheWrite(ModulePass):
+class KvCacheWritePattern(CallPattern):
+    """Cache writes collected in the walk, raised in pairs (k with v) when it ends."""
+
+    targets = ANCHORS
+    remark = "not a KV-cache write"
+
+    def rewrite_call(self, found: Call, site: Site) -> bool:
+        write = _match(found)
+        if write is not None:
+            site.scratch.setdefault(self, []).append(write)
+        return False
+
+    def finish(self, site: Site) -> None:
+        pairs, alone = _pairs(site.scratch.get(self, []))
+        for write in alone:
+            self.missed(write.anchor, "no write of the matching k or v cache at the same slots "
+                        "(one kv_cache_write takes both)")
+        for k, v in pairs:
+            self.attempt(k.anchor, _raise, k, v, site.block, site.order)
+
+
+class RaiseKvCacheWrite(PatternPass):
     """Raise paged KV-cache writes (index_put / index_copy / slice_scatter + copy_ back), k and v
     together, to `attn.kv_cache_write`. No options."""
 
     name = "raise-kv-cache-write"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for block in func_blocks(op):
-            ops = block_ops(block)
-            order = {o: i for i, o in enumerate(ops)}
-            writes: list[_Write] = []
-            for candidate in ops:
-                if in_decomposition(candidate):
-                    continue
-                found = call(candidate, *ANCHORS)
-                if found is None:
-                    continue
-                try:
-                    write = _match(found)
-                except NoMatch as miss:
-                    remarks.missed(candidate, f"not a KV-cache write: {miss}")
-                    continue
-                if write is not None:
-                    writes.append(write)
-            pairs, alone = _pairs(writes)
-            for write in alone:
-                remarks.missed(write.anchor, "not a KV-cache write: no write of the matching "
-                               "k or v cache at the same slots (one kv_cache_write takes both)")
-            for k, v in pairs:
-                try:
-                    _raise(k, v, block, order)
-                except NoMatch as miss:
-                    remarks.missed(k.anchor, f"not a KV-cache write: {miss}")
-                    continue
-                remarks.fused()
+    patterns = (KvCacheWritePattern(),)

@@ -1,41 +1,11 @@
 """raise-quant's NVFP4 half: quantization to NVFP4 written in plain torch.
 
-`raise-quant` calls this module for every fp8 cast that reads like an NVFP4 block scale (an amax
-over blocks of x, times a one-element scale); the chain is anchored there. The custom op
-`irfuse::quant_nvfp4` is raised by `raise_quant` itself. The codes are proven in `nvfp4_codes`, the
-swizzle read in `nvfp4_swizzle`. Each part must be NUMERICS.md's, or the chain is left alone
-with a remark ("not an NVFP4 quant: ..."):
-- the block scale: x viewed `[M, N/16, 16]` (blocks of 16; x 2-D, maybe cast to f32 before or
-  after the view), `amax(|x_b|, -1)` (or `max(-1)[0]`, keepdim or not, in the model dtype then
-  cast), `fp8(clamp(gs * amax / 6))` with the clamp's upper bound 448 (lower -448 or none), cast
-  to f8E4M3FN. The arithmetic is read as a product of powers (any order of `*`, `/`,
-  `reciprocal`, constants): it must be `gs^1 * amax^1 * c` with c = 1/6;
-- the scaled value: `clamp(x_b * gs / sb, -6, 6)`, sb the block scales cast to f32, read the same
-  way (`x * gs / sb`, `x / (sb / gs)`, `x * reciprocal(sb * reciprocal(gs))`, ...), with one guard
-  for blocks whose scale is 0, sound only where such a block then quantizes to 0:
-  `where(w == 0, 0, v)` with v in a numerator, or `where(sb == 0, 1, sb)` as the divisor (w the
-  block scale times powers of gs; `masked_fill` too). Unguarded, x * gs / 0 is ±inf, i.e. ±6;
-- the e2m1 codes: the elementwise ops from the clamped v to the packed codes. They may take
-  |v|, -v, compare with constants, signbit / sign, and do anything elementwise (casts, sums,
-  `where`, bit ops) on those piecewise-constant results; such a function of v is constant between
-  its comparison constants, so it is evaluated (in torch, once per spelling) at each constant,
-  its f32 neighbours and a point between each pair, and must give NUMERICS.md's code there: round
-  to nearest, ties to even, sign bit 0x8 (-0 may encode as 0 or 0x8). Arithmetic on v itself
-  (`round(2 * |v|)`, lookup tables, `bucketize`) is not proven and is left alone;
-- the packing: even and odd codes (`select` on a `[M, N/2, 2]` view, or step-2 slices), the odd
-  ones shifted to the high nibble (`<< 4` or `* 16`), joined by `|` or `+`, ui8 [M, N/2];
-- the swizzle: the block scales (cast exactly to a wider float and back, or not), reshaped
-  [M, N/16], padded with zeros after them (`cat` with `new_zeros` / `zeros` / `full(0)`, or
-  `constant_pad_nd`) to [round_up(M, 128), round_up(N/16, 4)] (a symbolic M is checked at sample
-  values), viewed [(1, ...,) Mp/128, 4, 32, Kp/4, 4], permuted (0, 3, 2, 1, 4), made contiguous,
-  viewed [Mp, Kp], in f8E4M3FN. The slice-assignment spelling (`padded[:m, :k] = sb`) is not
-  matched.
-The whole chain (block scale, scaling, codes, packing, swizzle) becomes the region of
-`quant.nvfp4 (x, gs) -> (q, block_scale)`, so raising changes no bit. A fused kernel computes
-NUMERICS.md's spelling: `gs * amax / 6` and `x * gs / sb`; a model that reassociates
-(`gs * (amax * (1/6))`) or multiplies by reciprocals differs from it by one f32 rounding before
-the fp8 / e2m1 rounding (a code next to a tie moves by one), and a zero block's sign bits may
-differ (the kernels write +0).
+Anchored at the fp8 cast of the block scales (an amax over blocks of 16 times a global scale,
+read as a product of powers); every part must be `shared/NUMERICS.md`'s: the block scale, the
+scaled and clamped value, the e2m1 codes (`nvfp4_codes`) and their packing, the scales' swizzle
+(`nvfp4_swizzle`). Produces `quant.nvfp4` with the chain in its region; a part that differs is a
+remark ("not an NVFP4 quant: ..."), so a lookalike is never raised to a kernel that rounds
+differently.
 """
 
 from __future__ import annotations
@@ -52,11 +22,28 @@ from irfuse.dialects.quant import (
 )
 from irfuse.dialects.shapes import (
     F8E4M3FN,
+    FP8_QUANT_DTYPES,
     is_float,
 )
-from irfuse.lowering.match import (
+from irfuse.lowering.aten_ops import (
+    ABS,
+    AMAX,
     CASTS,
+    DIV_SCALAR,
+    DIV_TENSOR,
+    FULL,
+    FULL_LIKE,
+    MAX_DIM,
+    MUL_SCALAR,
+    MUL_TENSOR,
+    ONES,
+    RECIPROCAL,
+    SCALAR_TENSOR,
     VIEWS,
+    ZEROS,
+)
+from irfuse.lowering.driver import AnchorPattern, Site
+from irfuse.lowering.match import (
     Call,
     NoMatch,
     as_cast,
@@ -78,20 +65,15 @@ from irfuse.lowering.nvfp4_swizzle import (
     swizzle_scales,
 )
 from irfuse.lowering.quant_common import (
-    ABS,
-    AMAX,
     CLAMPS,
     COPIES,
-    DIV,
     E2M1_MAX,
     EQ,
     FILL_WITH,
     FILLS,
     MASKED_FILL,
-    MAX_DIM,
     NVFP4_BLOCK,
     NVFP4_SCALE_BOUND,
-    RECIPROCAL,
     WHERE,
     Blocks,
     GroupedView,
@@ -132,7 +114,7 @@ def _fill_value(value: object, ops: list[Operation]) -> float | None:
     if found.target in FILLS:
         ops.append(found.op)
         return FILLS[found.target]
-    fill = found.arg(1 if found.target == "aten::full_like.default" else 2, "fill_value")
+    fill = found.arg(1 if found.target == FULL_LIKE else 2, "fill_value")
     number = scalar_of(fill)
     if number is None:
         return None
@@ -249,7 +231,7 @@ def _powers(value: object, walk: _Walk, sign: int, depth: int = 0) -> tuple[Powe
         return _powers(source, walk, sign, depth + 1)
     if as_cast(value) is not None:
         raise NoMatch(f"the scaling casts {dtype_of(found.arg(0))} to f32 on the way")
-    if target in ("aten::mul.Tensor", "aten::mul.Scalar", DIV, "aten::div.Scalar"):
+    if target in (MUL_TENSOR, MUL_SCALAR, DIV_TENSOR, DIV_SCALAR):
         if found.kwargs.get("rounding_mode") is not None:
             raise NoMatch("the scaling divides with a rounding mode")
         a, b = found.arg(0), found.arg(1, "other")
@@ -287,17 +269,17 @@ def _one_element_powers(value: SSAValue, walk: _Walk, sign: int, depth: int
                         ) -> tuple[Powers, float]:
     """A one-element f32 factor: a global scale (a leaf), or a reciprocal (`1 / s`), view or
     copy of one (optional ops: other code may share them)."""
-    found = producer(value, RECIPROCAL, DIV, *VIEWS, *COPIES)
-    if found is not None and found.target == DIV and scalar_of(found.arg(0)) != 1:
+    found = producer(value, RECIPROCAL, DIV_TENSOR, *VIEWS, *COPIES)
+    if found is not None and found.target == DIV_TENSOR and scalar_of(found.arg(0)) != 1:
         found = None
     if found is None:
         if dtype_of(value) != f32:
             raise NoMatch(f"the global scale is {dtype_of(value)}, not f32")
         return {value: 1}, 1.0
-    inner = found.arg(1, "other") if found.target == DIV else found.arg(0)
+    inner = found.arg(1, "other") if found.target == DIV_TENSOR else found.arg(0)
     walk.optional.append(found.op)
     powers, c = _powers(inner, walk, sign, depth + 1)
-    if found.target in (RECIPROCAL, DIV):
+    if found.target in (RECIPROCAL, DIV_TENSOR):
         return _combine({}, powers, -1), 1.0 / c
     return powers, c
 
@@ -389,7 +371,7 @@ def nvfp4_block_scale(cast_op: Operation) -> tuple[_Walk, Powers, float] | None:
         clamped, lo, hi = peel_clamps(cast[0], ops)
     except NoMatch:
         return None
-    if producer(clamped, "aten::mul.Tensor", "aten::mul.Scalar", DIV, "aten::div.Scalar") is None:
+    if producer(clamped, MUL_TENSOR, MUL_SCALAR, DIV_TENSOR, DIV_SCALAR) is None:
         return None
     grouped = _find_amax(clamped)
     if grouped is None:
@@ -459,7 +441,7 @@ def _scaled_value(walk: _Walk) -> tuple[SSAValue, SSAValue]:
                     continue
                 if found.target in CLAMPS:
                     clamps.append(user)
-                elif found.target in ("aten::mul.Tensor", DIV, *WHERE, *MASKED_FILL, *CASTS,
+                elif found.target in (MUL_TENSOR, DIV_TENSOR, *WHERE, *MASKED_FILL, *CASTS,
                                       *VIEWS):
                     nxt.append(result)
         frontier = nxt
@@ -509,8 +491,8 @@ def _clamped_scaling(top: Operation, walk: _Walk) -> tuple[SSAValue, SSAValue]:
 
 
 
-_CONSTANT_MAKERS = ("aten::full.default", "aten::scalar_tensor.default", "aten::zeros.default",
-                    "aten::ones.default")
+_CONSTANT_MAKERS = (FULL, SCALAR_TENSOR, ZEROS,
+                    ONES)
 
 
 def _settle_nvfp4(quant: _Nvfp4) -> list[Operation]:
@@ -552,3 +534,17 @@ def raise_nvfp4(quant: _Nvfp4, order: dict[Operation, int]) -> None:
     raise_chain(raised, ops, [quant.q, quant.block_scale], "quant", verify=True)
 
 
+class Nvfp4CastPattern(AnchorPattern):
+    """NVFP4 quant, anchored at the fp8 cast of its block scale."""
+
+    targets = CASTS
+    remark = "not an NVFP4 quant"
+
+    def rewrite(self, op: Operation, site: Site) -> bool:
+        if dtype_of(op.results[0]) not in FP8_QUANT_DTYPES:
+            return False
+        block_scale = nvfp4_block_scale(op)
+        if block_scale is None:
+            return False
+        raise_nvfp4(match_nvfp4(op, *block_scale, site.order), site.order)
+        return True

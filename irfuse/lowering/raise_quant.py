@@ -1,68 +1,13 @@
-"""raise-quant: find FP8 and NVFP4 activation quantization, in every scheme and spelling.
+"""raise-quant: FP8 and NVFP4 activation quantization, in every scheme and spelling.
 
-Decomposed FP8 chains are matched from their end, the cast to an fp8 dtype (`_to_copy`,
-`to.dtype`, `convert_element_type`; f8E4M3FN with the bound M = 448, or ROCm's f8E4M3FNUZ with
-M = 224, as vLLM uses), back through:
-- the clamp to [-M, M]: `clamp(lo, hi)`, `clamp_min` + `clamp_max`, `maximum` / `minimum` with
-  scalar tensors (`torch.max/min`), in either order;
-- the scaling, which must yield f32 (x cast to f32 first, or promoted by an f32 scale): `x / s`,
-  `x * s.reciprocal()`, or `x * m` (then `s = 1 / m`: the raised op takes a new
-  `reciprocal(m)` as its scale; x * inv_s spelled by the model);
-- the scale `s`, which decides the scheme:
-  - static per-tensor: `s` is a graph input or a constant (`aten.get_attr`, a constant made in
-    the graph) of one f32 element, maybe reshaped, copied or cast on the way. A scale computed
-    from anything else is not static ("quant scale is not a graph input or constant");
-  - dynamic per-token: `s = max(min(amax, ub) / M, MIN_SCALE)`, amax over the last dim of
-    `abs(x)` (`amax(-1, keepdim)`, or `max(-1)` and `unsqueeze(-1)`; in f32, or in the model
-    dtype then cast, which is exact), the cap by a static `scale_ub` optional (`clamp(max=ub)`,
-    `minimum`); results q and the `[..., 1]` scale;
-  - dynamic per-tensor: the same with amax over all of x (`amax()`, `max()`), no cap;
-  - per-group (g = 128 or 64): x viewed `[..., H/g, g]`, `s = max(amax_g, eps) / M` (the eps
-    floor optional when MIN_SCALE absorbs it, e.g. vLLM's `1e-10`), optional UE8M0
-    (`exp2(ceil(log2(s)))` or `2 ** ceil(log2(s))`), then the MIN_SCALE floor; `x / s[..., None]`
-    and the view back to `[..., H]`. The scale result is the `[..., H/g]` value the graph uses:
-    row-major as computed, or column-major (`transpose(-2, -1).contiguous().transpose(-2, -1)`,
-    `.t().contiguous().t()`; 2-D x only), which sets `col_major`.
-  MIN_SCALE is `1 / (M * 512)` (what irfuse's kernels use); the floor is `clamp_min`, `clamp(min=)`
-  or `maximum` with a scalar tensor.
-- Irfuse's custom ops are raised whole: `irfuse::quant_fp8_static`, `quant_fp8_per_token`,
-  `quant_fp8_per_tensor`, `quant_fp8_group` (its group size and flags give the scheme) and
-  `irfuse::quant_nvfp4`.
-
-NVFP4 (`shared/NUMERICS.md`) is raised from `irfuse::quant_nvfp4` here, and from plain torch
-(anchored at the fp8 cast of its block scales) by `raise_nvfp4`, which proves each part of the
-chain NUMERICS.md's before it raises it.
-
-Numerics: the static scheme is `x * (1 / s)` by default (`shared/NUMERICS.md`, vLLM's fused
-kernels), and the raised op keeps the model's spelling, so that a fused kernel rounds as the model
-does: `x / s` raises with the unit property `divide` (the kernels then divide in f32, bit for bit
-the model's quant); `x * s.reciprocal()` raises without it (it is `x * (1 / s)`); `x * inv_s`
-raises without it, with a new `reciprocal(inv_s)` as the op's scale, so its rounding matches the
-model's only to within the rounding of that reciprocal (`1 / (1 / inv_s)` need not give back
-`inv_s`). `irfuse::quant_fp8_static` multiplies by `1 / s`: no `divide`. The two spellings differ
-by one f32 rounding before the fp8 rounding, which moves a value that sits on a tie between two
-fp8 codes to the other code (such ties are common when x is bf16, as a norm's output is); dynamic
-scales are left as NUMERICS.md spells them (`x / s_t` and `x * s_t.reciprocal()` raise alike).
-UE8M0 written `exp2(ceil(log2(s)))` can miss the next power of two where `log2` rounds down
-(irfuse's kernels round on the float bits). The decomposition region keeps the model's own
-spelling, so raising alone changes no bit. The bound is vLLM's M (224 for fnuz), not
-`torch.finfo(float8_e4m3fnuz).max` (240): a clamp to ±240 is left alone with a remark.
-
-Placement: the raised op goes after the chain's last op, or, when an outside user of its results
-sits between the chain's ops (a second `view` of q), right before that user
-(`raised.outline` picks the point).
-
-Produces `quant.fp8` (scheme, fp8 dtype, scale or scale_ub operands, scale result) and
-`quant.nvfp4` (x, global scale; packed values and swizzled block scales), with the matched ops in
-their decomposition regions.
-
-Does not raise, with a remark: no clamp, or a clamp to another bound than the cast dtype's M; a
-scaling in another dtype than f32; a Python-number scale; a scale that is not one element when it
-is not computed per token or group (a per-channel scale); a static-looking scale computed in the
-graph; a dynamic scale without the `/ M` or the MIN_SCALE floor, or with another floor; a
-reduction over other dims; a scale used in two layouts; an intermediate value used outside the
-chain that is not a pure op (a pure one, such as a scale's `unsqueeze` that cse-pure merged with a
-dequant's, is cloned into the region and the original stays for its outside users); a clamp to an fp8 bound followed by a cast to a non-fp8 dtype.
+Anchored at the cast to an fp8 dtype (f8E4M3FN with the bound 448, ROCm's f8E4M3FNUZ with 224)
+and read back through the clamp, the scaling and the scale, which decides the scheme: static
+per-tensor (a graph input or constant), dynamic per-token or per-tensor (an amax), per-group of
+128 / 64 (row- or column-major scales, optional UE8M0). Produces `quant.fp8`; irfuse's custom
+quant ops are raised whole. An fp8 cast that reads as NVFP4's block scale goes to `raise_nvfp4`,
+which produces `quant.nvfp4`. The matched ops stay in the decomposition region (no result bit
+changes); near misses (a clamp bound that is not the dtype's, a scale that is not static) are
+remarks. `filecheck/raise/raise-quant.mlir` shows the spellings.
 """
 
 from __future__ import annotations
@@ -70,13 +15,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import IntAttr, ModuleOp, f32
+from xdsl.dialects.builtin import IntAttr, f32
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse import remarks
 from irfuse.dialects import aten
 from irfuse.dialects.quant import (
     DYNAMIC_TENSOR,
@@ -89,24 +31,49 @@ from irfuse.dialects.quant import (
     QuantNvfp4Op,
     QuantScheme,
 )
-from irfuse.dialects.raised import in_decomposition
 from irfuse.dialects.shapes import (
     F8E4M3FN,
     F8E4M3FNUZ,
     is_float,
     is_one_element,
 )
-from irfuse.lowering.match import (
+from irfuse.lowering.aten_ops import (
+    ABS,
+    AMAX,
     CASTS,
+    CEIL,
+    DIV_SCALAR,
+    DIV_TENSOR,
+    EXP2,
+    FULL,
+    IRFUSE_QUANT_FP8_GROUP,
+    IRFUSE_QUANT_FP8_PER_TENSOR,
+    IRFUSE_QUANT_FP8_PER_TOKEN,
+    IRFUSE_QUANT_FP8_STATIC,
+    IRFUSE_QUANT_NVFP4,
+    LIFT_FRESH_COPY,
+    LOG2,
+    MATRIX_T,
+    MAX,
+    MAX_DIM,
+    MAXIMUM,
+    MINIMUM,
+    MUL_SCALAR,
+    MUL_TENSOR,
+    POW_SCALAR,
+    RECIPROCAL,
     SCALAR_MAKERS,
+    SCALAR_TENSOR,
+    TRANSPOSE_INT,
     VIEWS,
+)
+from irfuse.lowering.driver import AnchorPattern, CallPattern, PatternPass, Site
+from irfuse.lowering.match import (
     Call,
     NoMatch,
     as_cast,
-    block_ops,
     call,
     discard,
-    func_blocks,
     is_pure,
     normalize_dim,
     only_user,
@@ -116,25 +83,12 @@ from irfuse.lowering.match import (
     users,
 )
 from irfuse.lowering.quant_common import (
-    ABS,
-    AMAX,
-    CEIL,
-    CLAMP,
-    CLAMP_MAX,
-    CLAMP_MIN,
     CLAMPS,
+    CLAMPS_ABOVE,
+    CLAMPS_BELOW,
+    CLAMPS_BOTH,
     COPIES,
-    DIV,
-    EXP2,
     LAYOUTS,
-    LOG2,
-    MAX_ALL,
-    MAX_DIM,
-    MAXIMUM,
-    MINIMUM,
-    MUL,
-    POW_SCALAR,
-    RECIPROCAL,
     TRANSPOSES,
     bound_value,
     dtype_of,
@@ -147,21 +101,14 @@ from irfuse.lowering.quant_common import (
     to_f32,
 )
 from irfuse.lowering.raise_nvfp4 import (
-    match_nvfp4,
-    nvfp4_block_scale,
-    raise_nvfp4,
+    Nvfp4CastPattern,
 )
 
 FP8_BOUND: dict[Attribute, float] = {F8E4M3FN: 448.0, F8E4M3FNUZ: 224.0}
 """The clamp bound M of each FP8 dtype irfuse quantizes to (vLLM's: 224 for fnuz)."""
 _NEAR_MISS_BOUNDS = (448.0, 224.0, 240.0, 57344.0)
 
-CUSTOM_STATIC = "irfuse::quant_fp8_static.default"
-CUSTOM_TOKEN = "irfuse::quant_fp8_per_token.default"
-CUSTOM_TENSOR = "irfuse::quant_fp8_per_tensor.default"
-CUSTOM_GROUP = "irfuse::quant_fp8_group.default"
-CUSTOM_NVFP4 = "irfuse::quant_nvfp4.default"
-CUSTOM_OPS = (CUSTOM_STATIC, CUSTOM_TOKEN, CUSTOM_TENSOR, CUSTOM_GROUP, CUSTOM_NVFP4)
+CUSTOM_OPS = (IRFUSE_QUANT_FP8_STATIC, IRFUSE_QUANT_FP8_PER_TOKEN, IRFUSE_QUANT_FP8_PER_TENSOR, IRFUSE_QUANT_FP8_GROUP, IRFUSE_QUANT_NVFP4)
 
 
 # --- the scheme names of the support matrix ---------------------------------------------------------
@@ -213,7 +160,7 @@ def _static_source(value: object) -> bool:
         found = producer(value, *VIEWS, *CASTS, *COPIES, *SCALAR_MAKERS)
         if found is None:
             return False
-        if found.target in SCALAR_MAKERS and found.target != "aten::lift_fresh_copy.default":
+        if found.target in SCALAR_MAKERS and found.target != LIFT_FRESH_COPY:
             return scalar_of(value) is not None
         value = found.arg(0)
     return False
@@ -246,9 +193,9 @@ class _Scaling:
 
 
 def _scaling(value: SSAValue) -> _Scaling:
-    found = producer(value, DIV, MUL)
+    found = producer(value, DIV_TENSOR, MUL_TENSOR)
     if found is None:
-        scalar = producer(value, "aten::div.Scalar", "aten::mul.Scalar")
+        scalar = producer(value, DIV_SCALAR, MUL_SCALAR)
         if scalar is not None:
             raise NoMatch(f"x is scaled by the number {scalar.arg(1)}, not by a scale tensor")
         owner = value.owner
@@ -256,7 +203,7 @@ def _scaling(value: SSAValue) -> _Scaling:
         raise NoMatch(f"the clamped value is made by {what}, not by a scaling of x")
     a, b = found.arg(0), found.arg(1, "other")
     out_dims = shape_of(value)
-    if found.target == DIV:
+    if found.target == DIV_TENSOR:
         if not isinstance(b, SSAValue):
             raise NoMatch(f"x is divided by the number {b}, not by a scale tensor")
         if shape_of(a) != out_dims:
@@ -298,10 +245,10 @@ class _ScaleChain:
 
 def _floor_of(found: Call) -> tuple[SSAValue, float] | None:
     """(value, c) when `found` is `max(value, c)` in one of its spellings, else None."""
-    if found.target in CLAMP_MIN:
+    if found.target in CLAMPS_BELOW:
         c = bound_value(found.arg(1, "min"))
         return None if c is None else (found.arg(0), c)
-    if found.target in CLAMP:
+    if found.target in CLAMPS_BOTH:
         if found.arg(2, "max") is not None:
             return None
         c = bound_value(found.arg(1, "min"))
@@ -317,9 +264,9 @@ def _floor_of(found: Call) -> tuple[SSAValue, float] | None:
 def _cap_of(found: Call) -> tuple[SSAValue, SSAValue] | None:
     """(value, ub) when `found` is `min(value, ub)` with a one-element tensor ub, else None."""
     value = ub = None
-    if found.target in CLAMP_MAX:
+    if found.target in CLAMPS_ABOVE:
         value, ub = found.arg(0), found.arg(1, "max")
-    elif found.target in CLAMP and found.arg(1, "min") is None:
+    elif found.target in CLAMPS_BOTH and found.arg(1, "min") is None:
         value, ub = found.arg(0), found.arg(2, "max")
     elif found.target == MINIMUM:
         a, b = found.arg(0), found.arg(1, "other")
@@ -350,7 +297,7 @@ def _ue8m0_of(value: SSAValue) -> tuple[SSAValue, list[Operation]] | None:
 
 
 def _divisor_number(found: Call) -> float | None:
-    if found.target not in ("aten::div.Tensor", "aten::div.Scalar"):
+    if found.target not in (DIV_TENSOR, DIV_SCALAR):
         return None
     number = bound_value(found.arg(1, "other"))
     return number
@@ -370,7 +317,7 @@ def _scale_chain(divisor: SSAValue) -> _ScaleChain:
         found = producer(current)
         if found is None:
             raise _NotDerived
-        if found.target in (AMAX, MAX_ALL, MAX_DIM):
+        if found.target in (AMAX, MAX, MAX_DIM):
             break
         if found.target in VIEWS:
             ops.append(found.op)
@@ -411,7 +358,7 @@ def _scale_chain(divisor: SSAValue) -> _ScaleChain:
     ops.extend([found.op, absolute.op])
     src = absolute.arg(0)
     r = len(shape_of(src))
-    if found.target == MAX_ALL:
+    if found.target == MAX:
         dims: list[int] = list(range(r))
     else:
         dim = found.arg(1, "dim", [])
@@ -672,9 +619,9 @@ def _swaps_last_two(found: Call) -> bool:
     r = len(shape_of(found.arg(0)))
     if r < 2:
         return False
-    if found.target == "aten::t.default":
+    if found.target == MATRIX_T:
         return r == 2
-    if found.target == "aten::transpose.int":
+    if found.target == TRANSPOSE_INT:
         d0, d1 = found.arg(1, "dim0"), found.arg(2, "dim1")
         if not isinstance(d0, int) or not isinstance(d1, int):
             return False
@@ -690,7 +637,7 @@ def _swaps_last_two(found: Call) -> bool:
 
 def _match_custom(found: Call) -> _Quant | Operation:
     x = found.arg(0)
-    if found.target == CUSTOM_NVFP4:
+    if found.target == IRFUSE_QUANT_NVFP4:
         gs = found.arg(1, "global_scale")
         dims = shape_of(x)
         if len(dims) != 2 or not isinstance(dims[1], int) or dims[1] % 16:
@@ -701,17 +648,17 @@ def _match_custom(found: Call) -> _Quant | Operation:
         q, block_scale = found.op.results
         return QuantNvfp4Op(x, gs, result_types=[q.type, block_scale.type])
     results = list(found.op.results)
-    if found.target == CUSTOM_STATIC:
+    if found.target == IRFUSE_QUANT_FP8_STATIC:
         scale = found.arg(1, "scale")
         _static_scale(scale, "quant scale")
         return _Quant(x, results[0], QuantScheme.static_tensor(), [found.op], scale=scale)
-    if found.target == CUSTOM_TOKEN:
+    if found.target == IRFUSE_QUANT_FP8_PER_TOKEN:
         ub = found.arg(1, "scale_ub")
         if ub is not None:
             _static_scale(ub, "scale_ub")
         return _Quant(x, results[0], QuantScheme.dynamic_token(), [found.op], scale_ub=ub,
                       scale_out=results[1])
-    if found.target == CUSTOM_TENSOR:
+    if found.target == IRFUSE_QUANT_FP8_PER_TENSOR:
         return _Quant(x, results[0], QuantScheme.dynamic_tensor(), [found.op],
                       scale_out=results[1])
     group, col_major, ue8m0 = (found.arg(1, "group_size"), found.arg(2, "col_major", False),
@@ -752,7 +699,7 @@ def _settle_chain(quant: _Quant) -> None:
             maker = operand.owner
             if (
                 isinstance(maker, aten.CallOp)
-                and maker.target.data in ("aten::full.default", "aten::scalar_tensor.default")
+                and maker.target.data in (FULL, SCALAR_TENSOR)
                 and maker not in chain
                 and all(u.operation in chain for u in operand.uses)
             ):
@@ -820,52 +767,51 @@ def _near_miss_cast(found: Call, dtype: Attribute) -> str | None:
     return f"clamped to ±{hi:g} but cast to {dtype}, not to f8E4M3FN or f8E4M3FNUZ"
 
 
-class RaiseQuant(ModulePass):
+class CustomFp8QuantPattern(CallPattern):
+    """irfuse's FP8 quant custom ops, whole."""
+
+    targets = (IRFUSE_QUANT_FP8_STATIC, IRFUSE_QUANT_FP8_PER_TOKEN, IRFUSE_QUANT_FP8_PER_TENSOR, IRFUSE_QUANT_FP8_GROUP)
+    remark = "not an FP8 quant"
+
+    def rewrite_call(self, found: Call, site: Site) -> bool:
+        _raise(_match_custom(found), found.op, site.order)
+        return True
+
+
+class CustomNvfp4QuantPattern(CustomFp8QuantPattern):
+    """irfuse's NVFP4 quant custom op, whole."""
+
+    targets = (IRFUSE_QUANT_NVFP4,)
+    remark = "not an NVFP4 quant"
+
+
+class Fp8CastPattern(AnchorPattern):
+    """FP8 quant, anchored at its fp8 cast (after `Nvfp4CastPattern` declined it)."""
+
+    targets = CASTS
+    remark = "not an FP8 quant"
+
+    def rewrite(self, op: Operation, site: Site) -> bool:
+        if dtype_of(op.results[0]) not in FP8_BOUND:
+            # Most casts are bf16 <-> f32 and lead nowhere; a clamp before one is a near miss.
+            clamp = op.operands[0].owner if op.operands else None
+            if isinstance(clamp, aten.CallOp) and clamp.target.data in CLAMPS:
+                cast = as_cast(op.results[0])
+                reason = _near_miss_cast(call(op), cast[1]) if cast else None
+                if reason is not None:
+                    raise NoMatch(reason)
+            return False
+        cast = as_cast(op.results[0])
+        if cast is None:
+            return False
+        _raise(_match_decomposed(op, cast[1]), op, site.order)
+        return True
+
+
+class RaiseQuant(PatternPass):
     """Raise FP8 (static per-tensor, dynamic per-token / per-tensor, per-group) and NVFP4
     quantization to `quant` ops. No options."""
 
     name = "raise-quant"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        anchors = frozenset((*CASTS, *CUSTOM_OPS))
-        for block in func_blocks(op):
-            ops = block_ops(block)
-            order = {o: i for i, o in enumerate(ops)}
-            for candidate in ops:
-                # Cheap filters first: most casts are bf16 <-> f32 and lead nowhere.
-                if not isinstance(candidate, aten.CallOp) or candidate.target.data not in anchors:
-                    continue
-                if candidate.parent is not block or in_decomposition(candidate):
-                    continue
-                target = candidate.target.data
-                if target in CASTS and dtype_of(candidate.results[0]) not in FP8_BOUND:
-                    clamp = candidate.operands[0].owner if candidate.operands else None
-                    if isinstance(clamp, aten.CallOp) and clamp.target.data in CLAMPS:
-                        cast = as_cast(candidate.results[0])
-                        reason = _near_miss_cast(call(candidate), cast[1]) if cast else None
-                        if reason is not None:
-                            remarks.missed(candidate, f"not an FP8 quant: {reason}")
-                    continue
-                found = call(candidate)
-                assert found is not None
-                what = "an NVFP4 quant" if target == CUSTOM_NVFP4 else "an FP8 quant"
-                try:
-                    if target in CUSTOM_OPS:
-                        quant: _Quant | Operation = _match_custom(found)
-                    else:
-                        cast = as_cast(found.result)
-                        if cast is None:
-                            continue
-                        what = "an NVFP4 quant"
-                        block_scale = nvfp4_block_scale(candidate)
-                        if block_scale is not None:
-                            raise_nvfp4(match_nvfp4(candidate, *block_scale, order), order)
-                            remarks.fused()
-                            continue
-                        what = "an FP8 quant"
-                        quant = _match_decomposed(candidate, cast[1])
-                    _raise(quant, candidate, order)
-                except NoMatch as miss:
-                    remarks.missed(candidate, f"not {what}: {miss}")
-                    continue
-                remarks.fused()
+    patterns = (CustomFp8QuantPattern(), CustomNvfp4QuantPattern(), Nvfp4CastPattern(),
+                Fp8CastPattern())

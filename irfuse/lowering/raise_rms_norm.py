@@ -1,53 +1,47 @@
-"""raise-rms-norm: find RMSNorm, and the residual add before it, however the model spells it.
+"""raise-rms-norm: RMSNorm, and the residual add before it, however the model spells it.
 
-Matches, anchored at the reciprocal square root of each candidate:
-- the decomposed forms: `x32 = x.float()` (optional), `pow(x32, 2)` or `x32 * x32`, `mean(.., -1,
-  keepdim)` or `sum(.., -1, keepdim) / N` (or `* (1/N)`), `+ eps` (any constant), `rsqrt` or
-  `1 / sqrt` or `reciprocal(sqrt)` (torch 2.13 traces `1.0 / sqrt(v)` as `reciprocal(sqrt(v)) *
-  1.0`: the `* 1` is taken along), `x32 * rstd`, then the weight: `w * y.to(dtype)` (Hugging
-  Face), `(y * w).to(dtype)` (`F.rms_norm`), `y.to(dtype) * w` (vLLM), `y * (1 + w)` (Gemma,
-  `weight_offset = 1`), or none;
-- whole ops: `aten.rms_norm`, `aten._fused_rms_norm`, and irfuse's custom ops `irfuse.rms_norm`
-  and `irfuse.add_rms_norm`;
-- before the norm, a residual add of two same-shaped tensors, in the model dtype or in f32 with
-  the rounded sum as the new residual (vLLM): raised as `norm.add_rms_norm` whose `residual_out`
-  replaces the sum's other uses. The two spellings normalize different values: vLLM's f32 add
-  feeds the norm the f32 sum, a model-dtype add (Hugging Face) the sum rounded to that dtype. The
-  latter sets `round_sum` on the raised op when the sum's dtype is not f32 (for an f32 sum the two
-  readings agree); `irfuse.add_rms_norm` normalizes the f32 sum (`shared/NUMERICS.md`). An add
-  that is a RoPE's `x * cos + rotate(x) * sin` is no residual add (HunYuan's q/k norms read the
-  rotated q and k): the norm is raised alone and raise-rope takes the add.
-
-Produces `norm.rms_norm` / `norm.add_rms_norm` with eps and weight_offset as properties and the
-matched ops kept in the decomposition region (raising changes no result bit).
-
-Does not raise, with a remark: a reduction over another dim than the last, a mean without
-keepdim, an eps that is not a constant, a square that is not of the normalized value, a LayerNorm
-(the normalized value is `x - mean(x)`: Cohere's, whose two `x - mean` cse-pure merges), an
-intermediate value used outside the norm that is not a pure op (a pure one is cloned into the
-region, the original staying for its outside users: `match.clone_shared`).
+Anchored at the norm's reciprocal square root (`rsqrt`, `1 / sqrt`, `reciprocal(sqrt)`) or at a
+whole norm op (`aten.rms_norm`, `_fused_rms_norm`, irfuse's custom ops). Produces `norm.rms_norm`
+or, with the residual add, `norm.add_rms_norm` (eps and weight_offset as properties; `round_sum`
+when the model adds in a non-f32 dtype and normalizes that rounded sum, as Hugging Face does).
+The matched ops stay in the decomposition region, so raising changes no result bit. A LayerNorm,
+a reduction over another dim or an eps that is not a constant is left alone with a remark;
+`filecheck/raise/raise-rms-norm.mlir` shows the spellings.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, f32
+from xdsl.dialects.builtin import f32
 from xdsl.ir import Operation, SSAValue
-from xdsl.passes import ModulePass
 
-from irfuse import remarks
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
-from irfuse.dialects.raised import in_decomposition
+from irfuse.lowering.aten_ops import (
+    ADD,
+    ADD_TENSOR,
+    DIV,
+    FUSED_RMS_NORM,
+    IRFUSE_ADD_RMS_NORM,
+    IRFUSE_RMS_NORM,
+    MEAN_DIM,
+    MUL,
+    MUL_TENSOR,
+    POW_TENSOR_SCALAR,
+    RECIPROCAL,
+    RMS_NORM,
+    RSQRT,
+    SQRT,
+    SUB_TENSOR,
+    SUM_DIM_INT_LIST,
+)
+from irfuse.lowering.driver import CallPattern, PatternPass, Site
 from irfuse.lowering.match import (
     Call,
     NoMatch,
     as_cast,
-    block_ops,
     call,
     commutative_operands,
-    func_blocks,
     is_last_dim,
     only_user,
     producer,
@@ -59,17 +53,11 @@ from irfuse.lowering.match import (
 )
 from irfuse.lowering.raise_rope import is_rotation_sum
 
-RSQRT = "aten::rsqrt.default"
-RECIPROCAL = "aten::reciprocal.default"
-SQRT = "aten::sqrt.default"
-MUL = ("aten::mul.Tensor", "aten::mul.Scalar")
-DIV = ("aten::div.Tensor", "aten::div.Scalar")
-ADD = ("aten::add.Tensor", "aten::add.Scalar")
 WHOLE_OPS = (
-    "aten::rms_norm.default",
-    "aten::_fused_rms_norm.default",
-    "irfuse::rms_norm.default",
-    "irfuse::add_rms_norm.default",
+    RMS_NORM,
+    FUSED_RMS_NORM,
+    IRFUSE_RMS_NORM,
+    IRFUSE_ADD_RMS_NORM,
 )
 
 # torch.finfo(dtype).eps, the eps `rms_norm` uses when none is given.
@@ -129,14 +117,14 @@ def _mean_of_square(value: SSAValue) -> tuple[SSAValue, float, list[Operation]]:
 
 def _mean(value: SSAValue) -> tuple[SSAValue, list[Operation]]:
     """value = mean(s, -1, keepdim) (or sum / N): return (s, ops)."""
-    mean = producer(value, "aten::mean.dim")
+    mean = producer(value, MEAN_DIM)
     if mean is not None:
         _check_reduction(mean)
         return mean.arg(0), [mean.op]
     scaled = producer(value, *DIV, *MUL)
     if scaled is None:
         raise NoMatch("the rstd is not of a mean")
-    total = producer(scaled.arg(0), "aten::sum.dim_IntList")
+    total = producer(scaled.arg(0), SUM_DIM_INT_LIST)
     factor = scalar_of(scaled.arg(1, "other"))
     if total is None or factor is None:
         raise NoMatch("the rstd is not of a mean (sum / N)")
@@ -160,12 +148,12 @@ def _check_reduction(reduction: Call) -> None:
 
 
 def _square_base(square: SSAValue) -> SSAValue:
-    power = producer(square, "aten::pow.Tensor_Scalar")
+    power = producer(square, POW_TENSOR_SCALAR)
     if power is not None:
         if power.arg(1, "exponent") != 2:
             raise NoMatch(f"x is raised to {power.arg(1)}, not squared")
         return power.arg(0)
-    product = producer(square, "aten::mul.Tensor")
+    product = producer(square, MUL_TENSOR)
     if product is not None and product.arg(0) is product.arg(1):
         return product.arg(0)
     raise NoMatch("the mean is not of a square")
@@ -205,10 +193,10 @@ def _match_decomposed(anchor: Call) -> _Norm:
 def _is_centered(value: SSAValue) -> bool:
     """Whether `value` is `x - mean(x, -1, keepdim)`: what a LayerNorm normalizes (Cohere's, once
     cse-pure has made its two `x - mean` one value, reads as an RMSNorm of that difference)."""
-    sub = producer(value, "aten::sub.Tensor")
+    sub = producer(value, SUB_TENSOR)
     if sub is None or sub.arg(2, "alpha", 1) != 1:
         return False
-    mean = producer(sub.arg(1, "other"), "aten::mean.dim")
+    mean = producer(sub.arg(1, "other"), MEAN_DIM)
     return mean is not None and mean.arg(0) is sub.arg(0)
 
 
@@ -221,7 +209,7 @@ def _match_weight(norm: _Norm) -> None:
         norm.ops.append(user)  # type: ignore[arg-type]
         value = user.results[0]  # type: ignore[union-attr]
         user = only_user(value)
-    product = call(user, "aten::mul.Tensor")
+    product = call(user, MUL_TENSOR)
     if product is not None:
         for base, other in commutative_operands(product):
             if base is value and _weight_of(norm, other):
@@ -267,7 +255,7 @@ def _weight_of(norm: _Norm, value: object) -> bool:
 
 def _match_residual(norm: _Norm) -> None:
     """Extend a norm by the residual add that feeds it, in the model dtype or in f32."""
-    add = producer(norm.x, "aten::add.Tensor")
+    add = producer(norm.x, ADD_TENSOR)
     if add is None or add.arg(2, "alpha", 1) != 1 or len(add.args) < 2:
         return
     if is_rotation_sum(add):
@@ -305,10 +293,10 @@ def _match_residual(norm: _Norm) -> None:
 
 def _match_whole(found: Call) -> _Norm:
     if found.target.startswith("irfuse::"):
-        eps = found.arg(2 if found.target == "irfuse::rms_norm.default" else 3, "eps")
-        offset = found.arg(3 if found.target == "irfuse::rms_norm.default" else 4,
+        eps = found.arg(2 if found.target == IRFUSE_RMS_NORM else 3, "eps")
+        offset = found.arg(3 if found.target == IRFUSE_RMS_NORM else 4,
                            "weight_offset", 0.0)
-        if found.target == "irfuse::rms_norm.default":
+        if found.target == IRFUSE_RMS_NORM:
             return _Norm(found.arg(0), found.arg(1), eps, found.result, [found.op],
                          weight_offset=offset)
         out, residual_out = found.op.results
@@ -321,7 +309,7 @@ def _match_whole(found: Call) -> _Norm:
     eps = found.arg(3, "eps")
     if eps is None:
         eps = _DTYPE_EPS.get(str(tensor_type(x).dtype))
-    if found.target == "aten::_fused_rms_norm.default" and found.op.results[1].uses:
+    if found.target == FUSED_RMS_NORM and found.op.results[1].uses:
         raise NoMatch("the rstd of _fused_rms_norm is used")
     return _Norm(x, found.arg(2, "weight"), float(eps), found.op.results[0], [found.op])
 
@@ -350,34 +338,26 @@ def _raise(norm: _Norm, block_order: dict[Operation, int]) -> Operation:
     return raised
 
 
-class RaiseRmsNorm(ModulePass):
+class RmsNormPattern(CallPattern):
+    """An RMSNorm anchored at its reciprocal square root, or a whole norm op."""
+
+    targets = (RSQRT, RECIPROCAL, *DIV, *WHOLE_OPS)
+    remark = "not an RMSNorm"
+
+    def rewrite_call(self, found: Call, site: Site) -> bool:
+        if found.target in DIV and producer(found.arg(1), SQRT) is None:
+            return False
+        if found.target == RECIPROCAL and producer(found.arg(0), SQRT) is None:
+            return False
+        norm = _match_whole(found) if found.target in WHOLE_OPS else _match_decomposed(found)
+        if norm.residual is None and not found.target.startswith("irfuse::"):
+            _match_residual(norm)
+        _raise(norm, site.order)
+        return True
+
+
+class RaiseRmsNorm(PatternPass):
     """Raise RMSNorm (and residual add + RMSNorm) chains to `norm` ops. No options."""
 
     name = "raise-rms-norm"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for block in func_blocks(op):
-            ops = block_ops(block)
-            order = {o: i for i, o in enumerate(ops)}
-            for candidate in ops:
-                if candidate.parent is not block or in_decomposition(candidate):
-                    continue
-                found = call(candidate, RSQRT, RECIPROCAL, *DIV, *WHOLE_OPS)
-                if found is None:
-                    continue
-                if found.target in DIV and producer(found.arg(1), SQRT) is None:
-                    continue
-                if found.target == RECIPROCAL and producer(found.arg(0), SQRT) is None:
-                    continue
-                try:
-                    if found.target in WHOLE_OPS:
-                        norm = _match_whole(found)
-                    else:
-                        norm = _match_decomposed(found)
-                    if norm.residual is None and not found.target.startswith("irfuse::"):
-                        _match_residual(norm)
-                    _raise(norm, order)
-                except NoMatch as miss:
-                    remarks.missed(candidate, f"not an RMSNorm: {miss}")
-                    continue
-                remarks.fused()
+    patterns = (RmsNormPattern(),)

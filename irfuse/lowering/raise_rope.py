@@ -1,62 +1,15 @@
-"""raise-rope: find rotary position embeddings, NeoX or GPT-J, and raise q and k together.
+"""raise-rope: rotary position embeddings, NeoX or GPT-J, raised q and k together.
 
-A rotation of one tensor `x` (q or k, head_dim last) by `cos` and `sin` is matched in the forms
-model code writes, anchored at the op that combines it:
-- pairs (vLLM's `forward_native`): `x1, x2` are the halves of x (NeoX: slices, `chunk`, `split`)
-  or its even/odd elements (GPT-J: `x[..., ::2]` / `x[..., 1::2]`, or `x.view(.., d/2, 2)[...,
-  0 / 1]`); `o1 = x1 * cos - x2 * sin`, `o2 = x2 * cos + x1 * sin`; the result is `cat(o1, o2)`
-  (NeoX) or `stack(o1, o2, -1).flatten(-2)` (GPT-J); cos/sin are rotary_dim / 2 wide. Anchor:
-  the cat / stack.
-- rotate (Hugging Face's `apply_rotary_pos_emb`): `x * cos + rotate(x) * sin` with
-  `rotate_half(x) = cat(-x2, x1)` (NeoX) or `stack(-x_odd, x_even, -1).flatten(-2)` (GPT-J,
-  Cohere); cos/sin are rotary_dim wide. Anchor: the add.
-- complex (Meta's Llama code, DeepSeek-V2 and Llama 4 in Hugging Face):
-  `view_as_real(view_as_complex(x.view(.., d/2, 2)) * freqs_cis).flatten(-2)`, GPT-J's rotation;
-  cos and sin are made as views of freqs_cis (`view_as_real(freqs_cis)[..., 0 / 1]`). Anchor:
-  the view_as_real.
-- DeepSeek-V3 in Hugging Face rotates the even/odd elements and concatenates the results as
-  halves: that is NeoX's rotation of x de-interleaved, `y = cat(x[..., ::2], x[..., 1::2])`. The
-  pass makes y (outside the rope; its halves equal x1 and x2 bit for bit) and raises a NeoX rope
-  of y: the op means what the code computes, with no layout property the dialect lacks.
-Either order of every product and sum. Around the rotation: a partial rotary dim (`x[...,
-:rotary_dim]` rotated, `x[..., rotary_dim:]` passed through by `cat`), a cast to f32 before with
-the cast back after (HF's vision and Cohere code, `.type_as(x)`), and the no-op `alias` / full
-slices aot_autograd leaves around x. The rotate form may also be widened to f32 without casting
-x first: bf16 / f16 x times f32 cos / sin (the products promote; OLMo, OLMo2 in Hugging Face),
-or x and rotate(x) each cast to f32 right before their product (Ernie 4.5, GLM-style), when the
-f32 sum is cast straight back to x's dtype: the same exact widening, raised with the casts in
-the region (x in its dtype, cos / sin f32, like the explicit cast-in form).
+Anchored at the op that combines a rotation (the `cat` / `stack` of vLLM's pairs form, the `add`
+of Hugging Face's `x * cos + rotate_half(x) * sin`, the `view_as_real` of Meta's complex form).
+Rotations are collected during the walk and paired after it (the same cos and sin, style and
+rotary dim: q and k of one layer); each pair raises to one `attn.rope` (q_out, k_out), a rotation
+with no partner to a q-only one. When cos and sin are the halves of one lookup of a
+`[max_positions, rotary_dim]` cache, the op takes `positions` and `cos_sin_cache` (vLLM's form);
+otherwise `cos` and `sin`. Properties: is_neox, rotary_dim, head_dim. The matched ops stay in the
+decomposition region (no result bit changes); a wrong sign or mismatched cos/sin is a remark.
 
-cos and sin are the values the products multiply (already broadcast against x, e.g. HF's
-`cos.unsqueeze(1)`). When they are the two halves (`chunk` / `split` / slices, cos first) of one
-lookup `cache[positions]` (`index.Tensor`, `index_select`, `embedding`) of a `[max_positions,
-rotary_dim]` cache, and nothing else uses that lookup, the rope takes `positions` and
-`cos_sin_cache` (vLLM's form) and the lookup joins the region; otherwise it takes `cos` and `sin`
-(HF's form). Semantics of the cos/sin form: with rotary_dim / 2 wide cos/sin, `o1 = x1 * cos -
-x2 * sin`, `o2 = x2 * cos + x1 * sin`; with rotary_dim wide ones, `x * cos + rotate(x) * sin`
-elementwise, every value used (a kernel must not assume the halves repeat); the math runs in the
-promoted dtype of x and cos (the region's casts say which).
-
-Pairing: after the walk, each rotation is paired with the next one in program order when both use
-the same cos and sin (the same values, or the same lookups of one cache by one positions tensor),
-style and rotary dim, and the second does not depend on the first (the next layer's q does):
-one `attn.rope` (q_out, k_out) per attention layer; q is the one with more heads (the first on a
-tie). A rotation with no partner (MLA's q_pe alone) raises a q-only rope. Users of the rotated q
-that sit between the two rotations move after the raised op (pure ATen calls only). If q and k
-cannot be one op, each is raised on its own.
-
-Records is_neox, rotary_dim, head_dim. The matched ops stay in the decomposition region, so
-raising changes no result bit.
-
-Does not raise, with a remark: a rotate_half or a pair product with the wrong sign, cos and sin
-that come from different positions (or are the cos and sin of different angles), cos/sin of the
-wrong width or dtype for the rotated part (a broadcast that changes x's type), parts that are not
-the halves / even-odd elements of one tensor, halves recombined by stack, a rotation promoted to
-f32 that is not cast back to x's dtype, and NanoChat's `rotate_half = cat(x2, -x1)` (a rotation by
--θ: wrong sign for attn.rope).
-
-`is_rotation_sum` lets raise-rms-norm tell a q/k norm applied after RoPE (HunYuan) from a
-residual add + norm.
+`is_rotation_sum` lets raise-rms-norm tell a q/k norm after RoPE from a residual add + norm.
 """
 
 from __future__ import annotations
@@ -64,27 +17,44 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, ComplexType, IntAttr, ModuleOp, bf16, f16, f32
+from xdsl.dialects.builtin import ArrayAttr, ComplexType, IntAttr, bf16, f16, f32
 from xdsl.ir import Block, Operation, SSAValue
-from xdsl.passes import ModulePass
 
-from irfuse import remarks
 from irfuse.dialects import aten
 from irfuse.dialects.attn import RopeOp
 from irfuse.dialects.irfuse import TensorType
 from irfuse.dialects.irfuse import tensor_type as irfuse_tensor_type
-from irfuse.dialects.raised import in_decomposition
+from irfuse.lowering.aten_ops import (
+    ADD_TENSOR,
+    ALIAS,
+    CAT,
+    COS,
+    EMBEDDING,
+    EXPAND,
+    INDEX_SELECT,
+    INDEX_TENSOR,
+    MUL_SCALAR,
+    MUL_TENSOR,
+    NEG,
+    RESHAPES_AND_FLATTENS,
+    SELECT_INT,
+    SIN,
+    SLICE_TENSOR,
+    STACK,
+    SUB_TENSOR,
+    UNBIND_INT,
+    UNSQUEEZE,
+    VIEW_AS_COMPLEX,
+    VIEW_AS_REAL,
+)
+from irfuse.lowering.driver import CallPattern, PatternPass, Site
 from irfuse.lowering.match import (
     INT64_MAX,
-    SLICE,
     Call,
     NoMatch,
     as_cast,
-    block_ops,
     call,
     commutative_operands,
-    func_blocks,
     last_dim_piece,
     normalize_dim,
     only_user,
@@ -96,29 +66,8 @@ from irfuse.lowering.match import (
     tensor_type,
 )
 
-MUL = "aten::mul.Tensor"
-MUL_SCALAR = "aten::mul.Scalar"
-ADD = "aten::add.Tensor"
-SUB = "aten::sub.Tensor"
-NEG = "aten::neg.default"
-CAT = "aten::cat.default"
-STACK = "aten::stack.default"
-SELECT = "aten::select.int"
-UNBIND = "aten::unbind.int"
-ALIAS = "aten::alias.default"
-UNSQUEEZE = "aten::unsqueeze.default"
-EXPAND = "aten::expand.default"
-VIEWS = (
-    "aten::view.default",
-    "aten::reshape.default",
-    "aten::_unsafe_view.default",
-    "aten::flatten.using_ints",
-    "aten::unflatten.int",
-)
-VIEW_AS_REAL = "aten::view_as_real.default"
-VIEW_AS_COMPLEX = "aten::view_as_complex.default"
-LOOKUPS = ("aten::index.Tensor", "aten::index_select.default", "aten::embedding.default")
-TRIG = ("aten::cos.default", "aten::sin.default")
+LOOKUPS = (INDEX_TENSOR, INDEX_SELECT, EMBEDDING)
+TRIG = (COS, SIN)
 LOW = (bf16, f16)  # dtypes a rotation may be widened from to f32 and cast back to
 
 
@@ -178,7 +127,7 @@ def _operands(found: Call) -> tuple[SSAValue, SSAValue] | None:
 
 
 def _mul(value: SSAValue) -> tuple[Call, SSAValue, SSAValue] | None:
-    found = producer(value, MUL)
+    found = producer(value, MUL_TENSOR)
     if found is None:
         return None
     pair = _operands(found)
@@ -195,7 +144,7 @@ def _is_product_of(value: SSAValue, a: SSAValue, b: SSAValue) -> Call | None:
 
 def _negated(value: SSAValue) -> tuple[SSAValue, Operation] | None:
     """(v, op) if value is `-v` (`neg`, or a product with -1)."""
-    found = producer(value, NEG, MUL, MUL_SCALAR)
+    found = producer(value, NEG, MUL_TENSOR, MUL_SCALAR)
     if found is None:
         return None
     if found.target == NEG:
@@ -229,7 +178,7 @@ def _two_tensors(found: Call) -> tuple[SSAValue, SSAValue] | None:
 
 def _flattened(stacked: SSAValue) -> SSAValue | None:
     """The `[..., 2h]` view of a `stack(.., -1)` result `[..., h, 2]` (its only user)."""
-    user = call(only_user(stacked), *VIEWS)
+    user = call(only_user(stacked), *RESHAPES_AND_FLATTENS)
     if user is None:
         return None
     t, r = tensor_type(stacked), tensor_type(user.result)
@@ -257,7 +206,7 @@ def _neox_halves(x1: SSAValue, x2: SSAValue) -> tuple[SSAValue, list[Operation]]
 
 def _strided(value: SSAValue) -> tuple[SSAValue, int, list[Operation]] | None:
     """(x, start, ops) if value is `x[..., start::2]` over x's whole (even) last dim."""
-    found = producer(value, SLICE)
+    found = producer(value, SLICE_TENSOR)
     if found is None:
         return None
     x = found.arg(0)
@@ -278,17 +227,17 @@ def _strided(value: SSAValue) -> tuple[SSAValue, int, list[Operation]] | None:
 
 def _pair_element(value: SSAValue) -> tuple[SSAValue, int, list[Operation]] | None:
     """(x, i, ops) if value is `x.view(..., d/2, 2)[..., i]` (select or unbind)."""
-    found = producer(value, SELECT, UNBIND)
+    found = producer(value, SELECT_INT, UNBIND_INT)
     if found is None:
         return None
     pairs = found.arg(0)
     tp = tensor_type(pairs)
     if tp is None or tp.dims[-1:] != (2,) or not _last_dim(found, 1, "dim", tp.rank):
         return None
-    index = found.arg(2, "index") if found.target == SELECT else value.index  # type: ignore[attr-defined]
+    index = found.arg(2, "index") if found.target == SELECT_INT else value.index  # type: ignore[attr-defined]
     if index not in (0, 1, -1, -2):
         return None
-    view = producer(pairs, *VIEWS)
+    view = producer(pairs, *RESHAPES_AND_FLATTENS)
     if view is None:
         return None
     x = view.arg(0)
@@ -336,7 +285,7 @@ def _deinterleave(x1: SSAValue, x2: SSAValue, muls: list[Operation], after: Oper
     cat = aten.CallOp(CAT, [x1, x2], [ArrayAttr([ref(IntAttr(0)), ref(IntAttr(1))]), IntAttr(-1)],
                       [_with_last(xt, 2 * h)])  # type: ignore[operator]
     halves = [
-        aten.CallOp(SLICE, [cat.results[0]], [ref(IntAttr(0)), IntAttr(-1), IntAttr(start),
+        aten.CallOp(SLICE_TENSOR, [cat.results[0]], [ref(IntAttr(0)), IntAttr(-1), IntAttr(start),
                                              IntAttr(start + h)], [xt])  # type: ignore[operator]
         for start in (0, h)
     ]
@@ -367,7 +316,7 @@ def _is_pairs_candidate(comb: Call) -> bool:
     if inputs is None:
         return False
     factors: list[set[SSAValue]] = []
-    for v, targets in zip(inputs, ((SUB, ADD), (ADD,)), strict=True):
+    for v, targets in zip(inputs, ((SUB_TENSOR, ADD_TENSOR), (ADD_TENSOR,)), strict=True):
         combo = producer(v, *targets)
         pair = None if combo is None else _operands(combo)
         if pair is None:
@@ -381,10 +330,10 @@ def _is_pairs_candidate(comb: Call) -> bool:
 
 def _match_pairs(comb: Call, order: dict[Operation, float] | None = None) -> _Rotation:
     o1, o2 = _two_tensors(comb)  # type: ignore[misc]
-    first = producer(o1, SUB, ADD)
-    second = producer(o2, ADD)
+    first = producer(o1, SUB_TENSOR, ADD_TENSOR)
+    second = producer(o2, ADD_TENSOR)
     assert first is not None and second is not None
-    if first.target == ADD:
+    if first.target == ADD_TENSOR:
         raise NoMatch("o1 = x1 * cos + x2 * sin: the first part has the wrong sign")
     if first.arg(2, "alpha", 1) != 1 or second.arg(2, "alpha", 1) != 1:
         raise NoMatch("a rotation term is scaled by alpha")
@@ -441,7 +390,7 @@ def _rotated(value: SSAValue) -> tuple[SSAValue, bool, list[Operation]] | None:
     comb = producer(value, CAT)
     flat_ops: list[Operation] = []
     if comb is None:
-        view = producer(value, *VIEWS)
+        view = producer(value, *RESHAPES_AND_FLATTENS)
         comb = None if view is None else producer(view.arg(0), STACK)
         if comb is None or _flattened(comb.result) is not value:
             return None
@@ -476,14 +425,14 @@ def _is_rotate_candidate(add: Call) -> bool:
 def is_rotation_sum(add: Call) -> bool:
     """Whether an add looks like the rotate form's `x * cos + rotate(x) * sin` (so that
     raise-rms-norm does not take it for a residual add when a q/k norm follows the RoPE)."""
-    return add.target == ADD and _is_rotate_candidate(add)
+    return add.target == ADD_TENSOR and _is_rotate_candidate(add)
 
 
 def _looks_rotated(value: SSAValue) -> bool:
     value = _unwidened(value)[0]
     comb = producer(value, CAT)
     if comb is None:
-        view = producer(value, *VIEWS)
+        view = producer(value, *RESHAPES_AND_FLATTENS)
         comb = None if view is None else producer(view.arg(0), STACK)
     if comb is None:
         return False
@@ -588,7 +537,7 @@ def _check_types(x: SSAValue, out: SSAValue, parts: Iterable[SSAValue], cos: SSA
 
 
 def _is_complex_candidate(found: Call) -> bool:
-    product = producer(found.arg(0), MUL)
+    product = producer(found.arg(0), MUL_TENSOR)
     pair = None if product is None else _operands(product)
     return pair is not None and any(producer(v, VIEW_AS_COMPLEX) is not None for v in pair)
 
@@ -597,7 +546,7 @@ def _match_complex(anchor: Call, order: dict[Operation, float], made: _Made) -> 
     """Meta's and DeepSeek-V2's RoPE: x's (even, odd) pairs as complex numbers times
     `freqs_cis = cos + i sin`, back to reals, flattened: GPT-J's rotation. cos and sin are made
     as views of freqs_cis (`view_as_real(freqs_cis)[..., 0 / 1]`, bit for bit its parts)."""
-    product = producer(anchor.arg(0), MUL)
+    product = producer(anchor.arg(0), MUL_TENSOR)
     assert product is not None
     a, b = _operands(product)  # type: ignore[misc]
     as_complex = producer(a, VIEW_AS_COMPLEX)
@@ -605,7 +554,7 @@ def _match_complex(anchor: Call, order: dict[Operation, float], made: _Made) -> 
     if as_complex is None:
         as_complex, freqs = producer(b, VIEW_AS_COMPLEX), a
     assert as_complex is not None
-    pairs = producer(as_complex.arg(0), *VIEWS)
+    pairs = producer(as_complex.arg(0), *RESHAPES_AND_FLATTENS)
     x = None if pairs is None else pairs.arg(0)
     xt, pt, ft = tensor_type(x), tensor_type(as_complex.arg(0)), tensor_type(freqs)
     if pairs is None or xt is None or pt is None or ft is None or xt.rank < 2:
@@ -632,7 +581,7 @@ def _match_complex(anchor: Call, order: dict[Operation, float], made: _Made) -> 
 
 def _flattened_real(real: SSAValue) -> SSAValue | None:
     """The `[..., d]` view of a `view_as_real` result `[..., d/2, 2]` (its only user)."""
-    view = call(only_user(real), *VIEWS)
+    view = call(only_user(real), *RESHAPES_AND_FLATTENS)
     if view is None:
         return None
     t, r = tensor_type(real), tensor_type(view.result)
@@ -650,7 +599,7 @@ def _complex_parts(freqs: SSAValue, before: Operation, order: dict[Operation, fl
     part_t = irfuse_tensor_type(ft.dims, ft.dtype.element_type)  # type: ignore[attr-defined]
     ref = aten.OperandRefAttr(IntAttr(0))
     real = aten.CallOp(VIEW_AS_REAL, [freqs], [ref], [real_t])
-    parts = [aten.CallOp(SELECT, [real.results[0]], [ref, IntAttr(-1), IntAttr(i)], [part_t])
+    parts = [aten.CallOp(SELECT_INT, [real.results[0]], [ref, IntAttr(-1), IntAttr(i)], [part_t])
              for i in (0, 1)]
     block = before.parent_block()
     base = order[before]
@@ -718,11 +667,11 @@ def _strip_broadcast(value: SSAValue, ops: list[Operation] | None = None) -> SSA
         nxt = None
         if found.target in (UNSQUEEZE, EXPAND, ALIAS) or as_cast(value) is not None:
             nxt = found.arg(0)
-        elif found.target == SLICE and found.arg(4, "step", 1) == 1:
+        elif found.target == SLICE_TENSOR and found.arg(4, "step", 1) == 1:
             src = tensor_type(found.arg(0))
             if src is not None and tensor_type(value) == src:
                 nxt = found.arg(0)
-        elif found.target in VIEWS:
+        elif found.target in RESHAPES_AND_FLATTENS:
             src, dst = tensor_type(found.arg(0)), tensor_type(value)
             if src is not None and dst is not None and _non_unit(src) == _non_unit(dst):
                 nxt = found.arg(0)
@@ -742,12 +691,12 @@ def _lookup(value: SSAValue) -> tuple[SSAValue, SSAValue, Operation] | None:
     found = producer(value, *LOOKUPS)
     if found is None:
         return None
-    if found.target == "aten::index.Tensor":
+    if found.target == INDEX_TENSOR:
         indices = found.arg(1, "indices")
         if not isinstance(indices, list) or len(indices) != 1:
             return None
         cache, positions = found.arg(0), indices[0]
-    elif found.target == "aten::index_select.default":
+    elif found.target == INDEX_SELECT:
         if found.arg(1, "dim") != 0:
             return None
         cache, positions = found.arg(0), found.arg(2, "index")
@@ -795,7 +744,7 @@ def _origin(value: SSAValue) -> tuple[str, object, object] | None:
         if piece is not None:
             value = piece.source
             continue
-        scaled = producer(value, MUL, MUL_SCALAR)  # HF's attention_scaling: cos * s
+        scaled = producer(value, MUL_TENSOR, MUL_SCALAR)  # HF's attention_scaling: cos * s
         if scaled is not None:
             for v, c in commutative_operands(scaled):
                 if isinstance(v, SSAValue) and scalar_of(c) is not None:
@@ -980,50 +929,51 @@ def _is_candidate(found: Call) -> bool:
     return _is_rotate_candidate(found)
 
 
-class RaiseRope(ModulePass):
+@dataclass
+class _Walk:
+    """What the walk of one block collects: the rotations, their ops, the cos/sin views made."""
+
+    rots: list[_Rotation] = field(default_factory=list)
+    taken: set[Operation] = field(default_factory=set)
+    made: _Made = field(default_factory=_Made)
+
+
+class RopePattern(CallPattern):
+    """Rotations collected in the walk, paired (q with k) and raised when it ends."""
+
+    targets = (CAT, STACK, ADD_TENSOR, VIEW_AS_REAL)
+    remark = "not a RoPE"
+
+    def start(self, site: Site) -> None:
+        site.scratch[self] = _Walk()
+
+    def rewrite_call(self, found: Call, site: Site) -> bool:
+        walk: _Walk = site.scratch[self]
+        if found.op in walk.taken or not _is_candidate(found):
+            return False
+        rot = _match(found, site.order, walk.made)
+        if not rot.ops & walk.taken:
+            walk.taken |= rot.ops
+            walk.rots.append(rot)
+        return False
+
+    def finish(self, site: Site) -> None:
+        walk: _Walk = site.scratch[self]
+        for q, k in _pairs(walk.rots, site.order):
+            args = (site.block, site.order)
+            if k is None:
+                self.attempt(q.anchor, _raise, q, None, *args)  # type: ignore[arg-type]
+                continue
+            if self.attempt(q.anchor, _raise, q, k, *args,  # type: ignore[arg-type]
+                            remark="q and k of one layer raised apart"):
+                continue
+            for single in (q, k):  # q and k cannot be one op: raise each on its own
+                self.attempt(single.anchor, _raise, single, None, *args)  # type: ignore[arg-type]
+        walk.made.erase_unused()
+
+
+class RaiseRope(PatternPass):
     """Raise rotary embeddings of q (and k) to `attn.rope`, one per attention layer. No options."""
 
     name = "raise-rope"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for block in func_blocks(op):
-            ops = block_ops(block)
-            order: dict[Operation, float] = {o: i for i, o in enumerate(ops)}
-            rots: list[_Rotation] = []
-            taken: set[Operation] = set()
-            made = _Made()
-            for candidate in ops:
-                if candidate in taken or in_decomposition(candidate):
-                    continue
-                found = call(candidate, CAT, STACK, ADD, VIEW_AS_REAL)
-                if found is None or not _is_candidate(found):
-                    continue
-                try:
-                    rot = _match(found, order, made)
-                except NoMatch as miss:
-                    remarks.missed(candidate, f"not a RoPE: {miss}")
-                    continue
-                if rot.ops & taken:
-                    continue
-                taken |= rot.ops
-                rots.append(rot)
-            for q, k in _pairs(rots, order):
-                try:
-                    _raise(q, k, block, order)
-                except NoMatch as miss:
-                    if k is None:
-                        remarks.missed(q.anchor, f"not a RoPE: {miss}")  # type: ignore[arg-type]
-                        continue
-                    remarks.missed(q.anchor, f"q and k of one layer raised apart: {miss}")  # type: ignore[arg-type]
-                    # q and k cannot be one op: raise each on its own.
-                    for single in (q, k):
-                        try:
-                            _raise(single, None, block, order)
-                        except NoMatch as miss_one:
-                            remarks.missed(single.anchor,  # type: ignore[arg-type]
-                                           f"not a RoPE: {miss_one}")
-                            continue
-                        remarks.fused()
-                    continue
-                remarks.fused()
-            made.erase_unused()
+    patterns = (RopePattern(),)

@@ -1,48 +1,32 @@
-"""raise-silu-mul: find the gated activation SiLU·Mul, `silu(gate) * up`, however it is spelled.
+"""raise-silu-mul: the gated activation `silu(gate) * up`, however it is spelled.
 
-Matches, anchored at the SiLU of each candidate (`aten.silu`, the `sigmoid` of a decomposed one,
-or irfuse's custom op):
-- the SiLU: `silu(a)`, or decomposed as `a * sigmoid(a)` (either order: Inductor's decomposition
-  and some model code write it so);
-- times `b`, in either order (`silu(a) * b` or `b * silu(a)`);
-- one operand, `act.silu_mul %x`, when `a` and `b` are the first and second half of one tensor
-  `x` along its last dim: slices `x[..., :d]` / `x[..., d:]`, or the two results of `chunk`,
-  `split` or `split_with_sizes` (vLLM's `silu_and_mul`, a fused gate_up projection);
-- two operands, `act.silu_mul %gate, up %up`, otherwise, when `a` and `b` have one type (Hugging
-  Face's `act_fn(gate_proj(x)) * up_proj(x)`, or halves whose pieces are also used elsewhere);
-- `irfuse::silu_mul` whole.
-
-Produces `act.silu_mul` with the matched ops in its decomposition region (raising changes no
-result bit).
-
-A SiLU whose output is also used outside the product is raised too: the region takes its own
-copy of the SiLU (`raise_chain` clones shared pure values) and the original stays for the other
-users.
-
-Does not raise, with a remark: `silu(a) * b` where b is not a's shape and dtype (a broadcast, a
-scale), a gated GELU (`gelu(a) * b` is not
-a SiLU·Mul; remarked so a reader sees why the gated activation did not raise).
+Anchored at the SiLU (`aten.silu`, the sigmoid of `a * sigmoid(a)`, or `irfuse::silu_mul`).
+Produces `act.silu_mul %x` when gate and up are the two halves of one tensor (slices, `chunk`,
+`split`: vLLM's fused gate_up projection), else `act.silu_mul %gate, up %up` (Hugging Face's MLP).
+The matched ops stay in the decomposition region (no result bit changes). A product with a tensor
+of another shape or dtype, and a gated GELU, are left alone with a remark.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
-from xdsl.passes import ModulePass
 
-from irfuse import remarks
 from irfuse.dialects.act import SiluMulOp
-from irfuse.dialects.raised import in_decomposition
+from irfuse.lowering.aten_ops import (
+    GELU,
+    IRFUSE_SILU_MUL,
+    MUL_TENSOR,
+    SIGMOID,
+    SILU,
+)
+from irfuse.lowering.driver import CallPattern, PatternPass, Site
 from irfuse.lowering.match import (
     Call,
     NoMatch,
-    block_ops,
     call,
     commutative_operands,
-    func_blocks,
     last_dim_piece,
     only_user,
     raise_chain,
@@ -50,12 +34,7 @@ from irfuse.lowering.match import (
     tensor_type,
 )
 
-SILU = "aten::silu.default"
-SIGMOID = "aten::sigmoid.default"
-GELU = "aten::gelu.default"
-MUL = "aten::mul.Tensor"
-CUSTOM_OP = "irfuse::silu_mul.default"
-ANCHORS = (SILU, SIGMOID, GELU, CUSTOM_OP)
+ANCHORS = (SILU, SIGMOID, GELU, IRFUSE_SILU_MUL)
 
 
 @dataclass
@@ -75,7 +54,7 @@ def _silu_of(anchor: Call) -> tuple[SSAValue, SSAValue, list[Operation]]:
         raise NoMatch("the SiLU's input is not a tensor")
     if anchor.target == SILU:
         return a, anchor.result, [anchor.op]
-    product = call(only_user(anchor.result), MUL)
+    product = call(only_user(anchor.result), MUL_TENSOR)
     twin = None if product is None else _other_factor(product, anchor.result)
     if twin is None or not same_value(twin, a):
         raise NoMatch("sigmoid(a) is not multiplied by a (not a SiLU)")
@@ -99,11 +78,11 @@ def _halves(a: SSAValue, b: SSAValue) -> tuple[SSAValue, list[Operation]] | None
 
 
 def _match(anchor: Call) -> _SiluMul:
-    if anchor.target == CUSTOM_OP:
+    if anchor.target == IRFUSE_SILU_MUL:
         return _SiluMul(anchor.arg(0), None, anchor.result, [anchor.op])
     a, silu, ops = _silu_of(anchor)
     users = list(dict.fromkeys(use.operation for use in silu.uses))
-    products = [p for u in users if (p := call(u, MUL)) is not None]
+    products = [p for u in users if (p := call(u, MUL_TENSOR)) is not None]
     if not products:
         names = sorted({found.target if (found := call(u)) else u.name for u in users})
         what = ", ".join(names) or "nothing"
@@ -156,40 +135,34 @@ def _raise(found: _SiluMul, order: dict[Operation, int]) -> Operation:
     return raised
 
 
-class RaiseSiluMul(ModulePass):
+class SiluMulPattern(CallPattern):
+    """A SiLU·Mul anchored at its SiLU (or the sigmoid of a decomposed one)."""
+
+    targets = ANCHORS
+    remark = "not a SiLU·Mul"
+
+    def rewrite_call(self, found: Call, site: Site) -> bool:
+        if found.target == SIGMOID and not _is_silu_sigmoid(found):
+            return False
+        if found.target == GELU:
+            if call(only_user(found.result), MUL_TENSOR) is not None:
+                raise NoMatch("the gated activation is GELU, not SiLU")
+            return False
+        _raise(_match(found), site.order)
+        return True
+
+
+class RaiseSiluMul(PatternPass):
     """Raise SiLU·Mul chains (and `irfuse::silu_mul`) to `act.silu_mul`. No options."""
 
     name = "raise-silu-mul"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for block in func_blocks(op):
-            ops = block_ops(block)
-            order = {o: i for i, o in enumerate(ops)}
-            for candidate in ops:
-                if candidate.parent is not block or in_decomposition(candidate):
-                    continue
-                found = call(candidate, *ANCHORS)
-                if found is None:
-                    continue
-                if found.target == SIGMOID and not _is_silu_sigmoid(found):
-                    continue
-                if found.target == GELU:
-                    if call(only_user(found.result), MUL) is not None:
-                        remarks.missed(candidate, "not a SiLU·Mul: the gated activation is "
-                                       "GELU, not SiLU")
-                    continue
-                try:
-                    _raise(_match(found), order)
-                except NoMatch as miss:
-                    remarks.missed(candidate, f"not a SiLU·Mul: {miss}")
-                    continue
-                remarks.fused()
+    patterns = (SiluMulPattern(),)
 
 
 def _is_silu_sigmoid(found: Call) -> bool:
     """Whether a sigmoid is the one of a decomposed SiLU, `a * sigmoid(a)` (other sigmoids are
     no candidates and leave no remark)."""
-    product = call(only_user(found.result), MUL)
+    product = call(only_user(found.result), MUL_TENSOR)
     twin = None if product is None else _other_factor(product, found.result)
     return twin is not None and same_value(twin, found.arg(0))
 

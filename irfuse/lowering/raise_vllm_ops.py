@@ -1,60 +1,12 @@
-"""raise-vllm-ops: raise vLLM's own custom ops (`torch.ops._C.*`), as functionalized, whole.
+"""raise-vllm-ops: vLLM's own custom ops (`torch.ops._C.*`), as functionalized, raised whole.
 
-With vLLM's custom ops enabled (`custom_ops: ["+rms_norm", "+quant_fp8", ...]`) a model calls
-out-variant ops that write their first argument(s), `torch.ops._C.rms_norm(result, input, weight,
-eps)` and friends (schemas: vLLM's `csrc/torch_bindings.cpp`). aot_autograd functionalizes each
-call into a higher-order op with the written tensors as extra results:
-- `auto_functionalized(_C.op.default, result=buf, input=x, ...)` (v1): every argument by name;
-  results `(None, *new values of the mutable arguments, in schema order)`;
-- `auto_functionalized_v2(_C.op.default, input=x, ..., _result_base_index=0, _all_bases=[buf])`
-  (v2, torch's default): the mutable arguments as indices into `_all_bases`; results `(None,
-  *new bases)`. A mutable argument that is a view of a larger base carries view metadata
-  (`_query_size`, `_query_slice_dim`, ...).
-The IR gets these as `aten.call tuple "hop:auto_functionalized[_v2]"(#aten.target<"_C::...">,
-...)`, one result per tuple element (the FX getitems).
-
-Anchored at each such call whose target is one of vLLM's ops below, the pass raises the call (and
-the fresh output buffers it alone uses, `empty` / `zeros` ...) to the semantic op, whose results
-stand for the call's results the graph uses:
-
-| vLLM op | raised to |
-|---|---|
-| `rms_norm(result!, input, weight, epsilon)` | `norm.rms_norm` (eps, weight_offset 0) |
-| `fused_add_rms_norm(input!, residual!, weight, epsilon)` | `norm.add_rms_norm` (`round_sum` for a non-f32 dtype: vLLM's kernel adds in the model dtype and normalizes that sum) |
-| `static_scaled_fp8_quant(result!, input, scale, group_shape=None)` | `quant.fp8` static_tensor (`x * (1 / s)`, no `divide`) |
-| `dynamic_scaled_fp8_quant(result!, input, scale!)` | `quant.fp8` dynamic_tensor |
-| `dynamic_per_token_scaled_fp8_quant(result!, input, scale!, scale_ub?)` | `quant.fp8` dynamic_token (scale_ub) |
-| `silu_and_mul(result!, input)` | `act.silu_mul` |
-| `rotary_embedding(positions, query!, key!?, head_size, cos_sin_cache, is_neox)` | `attn.rope` (positions + cos_sin_cache; q-only when key is None), on `[T, heads, head_size]` views |
-
-The fp8 dtype is the result buffer's (f8E4M3FN, or ROCm's f8E4M3FNUZ). The call stays in the
-decomposition region, so raising changes no result bit.
-
-**rotary_embedding on views.** vLLM rotates q and k in place in the qkv buffer they are split
-from (`q, k, v = qkv.split(...)`), flat `[T, heads * head_size]` or viewed as heads. v1 passes the
-pieces themselves and returns their new values; v2 passes one base (`_all_bases = [qkv]`) with each
-argument's view of it (`_query_slice_dim/_start/_end` for a slice of the last dim,
-`_query_size/_stride/_storage_offset` for a head view, as torch's `regenerate_view` rebuilds them)
-and returns the new base. The raised `attn.rope` reads `[T, heads, head_size]` views of q and k
-made before it (the same slice / as_strided of the old base, `unflatten` of a flat last dim); its
-region keeps the call and yields the same views of the call's results; after it, what the graph
-read is rebuilt from its results: v1's new q and k (`flatten` back to flat), v2's new base (the
-old base with the rotated pieces put back by `slice_scatter` / `as_strided_scatter`, as
-functionalization itself writes a view back; the rest, v, is the old base's, bit for bit as the
-call leaves it). Emitted unfused, the graph runs the original call and these copies.
-
-Does not raise, with a remark: a mutable argument of another op that is a view of a larger tensor
-or shares its base with another, a result buffer of another shape or dtype than the op writes, a
-weight of another dtype than x, a non-float input, a quant result that is not fp8, a static scale
-that is not a one-element f32 graph input or constant, a group-shaped static quant, a per-tensor
-scale buffer that is not a new zero tensor (vLLM's kernel takes the max with what it holds), a
-per-token scale buffer not `[..., 1]` f32; for RoPE: a query or key that is neither
-`[*tokens, heads, head_size]` nor `[*tokens, heads * head_size]` (tokens: positions' dims), a
-view other than a static slice of the base's last dim or an as_strided split of one row range
-into heads, q and k overlapping in one base (v2 rotates q, then k, in one buffer: k would read
-rotated values), a cos_sin_cache of another dtype than q. Other `_C` ops are left alone without
-a remark. `scaled_fp4_quant` is not raised: its block-scale buffer is int32
-`[round_up(M, 128), round_up(N/16, 4) / 4]` where `quant.nvfp4` yields fp8 scales.
+vLLM's out-variant ops (`_C.rms_norm(result, input, weight, eps)`, ...) reach the graph as
+`auto_functionalized[_v2]` calls with the written tensors as extra results. Anchored at each such
+call of `rms_norm`, `fused_add_rms_norm`, the three FP8 quants, `silu_and_mul` and
+`rotary_embedding`, the pass produces the semantic op that means the same (`norm.*`,
+`quant.fp8`, `act.silu_mul`, `attn.rope`), taking along the fresh output buffers only the call
+uses, so the fusions see vLLM's ops as they see torch's. The call stays in the decomposition
+region (no result bit changes). `filecheck/raise/raise-vllm-ops.mlir` shows each op.
 """
 
 from __future__ import annotations
@@ -63,14 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, IntAttr, ModuleOp, f32
+from xdsl.dialects.builtin import ArrayAttr, IntAttr, f32
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse import remarks
 from irfuse.dialects import aten
 from irfuse.dialects.act import SiluMulOp
 from irfuse.dialects.attn import RopeOp
@@ -78,16 +27,40 @@ from irfuse.dialects.irfuse import SymType
 from irfuse.dialects.irfuse import tensor_type as make_tensor_type
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
 from irfuse.dialects.quant import QuantFp8Op, QuantScheme
-from irfuse.dialects.raised import in_decomposition
 from irfuse.dialects.shapes import F8E4M3FN, F8E4M3FNUZ, is_float, is_one_element, mul_dim
+from irfuse.lowering.aten_ops import (
+    AS_STRIDED,
+    AS_STRIDED_SCATTER,
+    AUTO_FUNCTIONALIZED,
+    AUTO_FUNCTIONALIZED_V2,
+    EMPTY_LIKE,
+    EMPTY_MEMORY_FORMAT,
+    EMPTY_STRIDED,
+    FLATTEN_USING_INTS,
+    FULL,
+    NEW_EMPTY,
+    NEW_EMPTY_STRIDED,
+    NEW_ZEROS,
+    SLICE_SCATTER,
+    SLICE_TENSOR,
+    UNFLATTEN_INT,
+    VLLM_DYNAMIC_PER_TOKEN_SCALED_FP8_QUANT,
+    VLLM_DYNAMIC_SCALED_FP8_QUANT,
+    VLLM_FUSED_ADD_RMS_NORM,
+    VLLM_RMS_NORM,
+    VLLM_ROTARY_EMBEDDING,
+    VLLM_SILU_AND_MUL,
+    VLLM_STATIC_SCALED_FP8_QUANT,
+    ZEROS,
+    ZEROS_LIKE,
+)
+from irfuse.lowering.driver import AnchorPattern, PatternPass, Site
 from irfuse.lowering.match import (
     Call,
     NoMatch,
     as_cast,
-    block_ops,
     call,
     discard,
-    func_blocks,
     producer,
     raise_chain,
     size_matches,
@@ -96,56 +69,45 @@ from irfuse.lowering.match import (
     with_private,
 )
 
-AF_V1 = "hop:auto_functionalized"
-AF_V2 = "hop:auto_functionalized_v2"
-
-RMS_NORM = "_C::rms_norm.default"
-FUSED_ADD_RMS_NORM = "_C::fused_add_rms_norm.default"
-STATIC_FP8 = "_C::static_scaled_fp8_quant.default"
-DYNAMIC_FP8 = "_C::dynamic_scaled_fp8_quant.default"
-PER_TOKEN_FP8 = "_C::dynamic_per_token_scaled_fp8_quant.default"
-SILU_AND_MUL = "_C::silu_and_mul.default"
-ROTARY = "_C::rotary_embedding.default"
-
 MUTABLE: dict[str, tuple[str, ...]] = {
-    RMS_NORM: ("result",),
-    FUSED_ADD_RMS_NORM: ("input", "residual"),
-    STATIC_FP8: ("result",),
-    DYNAMIC_FP8: ("result", "scale"),
-    PER_TOKEN_FP8: ("result", "scale"),
-    SILU_AND_MUL: ("result",),
-    ROTARY: ("query", "key"),
+    VLLM_RMS_NORM: ("result",),
+    VLLM_FUSED_ADD_RMS_NORM: ("input", "residual"),
+    VLLM_STATIC_SCALED_FP8_QUANT: ("result",),
+    VLLM_DYNAMIC_SCALED_FP8_QUANT: ("result", "scale"),
+    VLLM_DYNAMIC_PER_TOKEN_SCALED_FP8_QUANT: ("result", "scale"),
+    VLLM_SILU_AND_MUL: ("result",),
+    VLLM_ROTARY_EMBEDDING: ("query", "key"),
 }
 """vLLM's ops this pass knows -> their mutable (`Tensor!`) arguments, in schema order."""
 
 WHAT = {
-    RMS_NORM: "an RMSNorm",
-    FUSED_ADD_RMS_NORM: "a residual add + RMSNorm",
-    STATIC_FP8: "an FP8 quant",
-    DYNAMIC_FP8: "an FP8 quant",
-    PER_TOKEN_FP8: "an FP8 quant",
-    SILU_AND_MUL: "a SiLU·Mul",
-    ROTARY: "a RoPE",
+    VLLM_RMS_NORM: "an RMSNorm",
+    VLLM_FUSED_ADD_RMS_NORM: "a residual add + RMSNorm",
+    VLLM_STATIC_SCALED_FP8_QUANT: "an FP8 quant",
+    VLLM_DYNAMIC_SCALED_FP8_QUANT: "an FP8 quant",
+    VLLM_DYNAMIC_PER_TOKEN_SCALED_FP8_QUANT: "an FP8 quant",
+    VLLM_SILU_AND_MUL: "a SiLU·Mul",
+    VLLM_ROTARY_EMBEDDING: "a RoPE",
 }
 
 FP8_DTYPES = (F8E4M3FN, F8E4M3FNUZ)
 ALLOCS = (
-    "aten::empty.memory_format",
-    "aten::empty_like.default",
-    "aten::empty_strided.default",
-    "aten::new_empty.default",
-    "aten::new_empty_strided.default",
-    "aten::zeros.default",
-    "aten::zeros_like.default",
-    "aten::new_zeros.default",
-    "aten::full.default",
+    EMPTY_MEMORY_FORMAT,
+    EMPTY_LIKE,
+    EMPTY_STRIDED,
+    NEW_EMPTY,
+    NEW_EMPTY_STRIDED,
+    ZEROS,
+    ZEROS_LIKE,
+    NEW_ZEROS,
+    FULL,
 )
 """Ops that make a fresh buffer: an output buffer made by one of these and used by the call
 alone moves into the region with it."""
-VIEWED = (ROTARY,)
+VIEWED = (VLLM_ROTARY_EMBEDDING,)
 """Ops whose mutable arguments may be views sharing one base (vLLM's q and k, split from one
 qkv buffer): raised with the views rebuilt around the raised op."""
-ZEROS = ("aten::zeros.default", "aten::zeros_like.default", "aten::new_zeros.default")
+ZERO_FILLS = (ZEROS, ZEROS_LIKE, NEW_ZEROS)
 _VIEW_KEYS = ("size", "stride", "storage_offset", "slice_dim", "slice_start", "slice_end", "alias")
 
 
@@ -193,7 +155,7 @@ def read_functionalized(found: Call) -> _Functionalized:
     args = {k: v for k, v in kwargs.items() if not k.startswith("_")}
     outs: dict[str, SSAValue] = {}
     views: dict[str, _View] = {}
-    if found.target == AF_V1:
+    if found.target == AUTO_FUNCTIONALIZED:
         if len(results) != 1 + len(mutable):
             raise NoMatch(f"the call has {len(results)} results, not {1 + len(mutable)}")
         for i, name in enumerate(mutable):
@@ -375,8 +337,8 @@ def _dynamic_fp8(fn: _Functionalized) -> tuple[Operation, list[SSAValue]]:
     st = tensor_type(scale)
     if not is_one_element(st.dims) or st.dtype != f32:  # type: ignore[union-attr]
         raise NoMatch(f"its scale buffer is {st}, not one f32 element")
-    maker = producer(scale, *ZEROS, "aten::full.default")
-    if maker is None or (maker.target == "aten::full.default" and maker.arg(1) != 0):
+    maker = producer(scale, *ZERO_FILLS, FULL)
+    if maker is None or (maker.target == FULL and maker.arg(1) != 0):
         raise NoMatch("its scale buffer is not a new zero tensor (vLLM's kernel takes the max "
                       "with what the buffer holds)")
     q, s = fn.outs["result"], fn.outs["scale"]
@@ -469,10 +431,10 @@ def _view_ops(view: _View, base: SSAValue) -> list[Operation]:
     if view.kind == "slice":
         dims = list(t.dims)
         dims[view.dim] = view.end - view.start
-        return [_aten("aten::slice.Tensor", [base, view.dim, view.start, view.end], dims,
+        return [_aten(SLICE_TENSOR, [base, view.dim, view.start, view.end], dims,
                       t.dtype)]
     if view.kind == "strided":
-        return [_aten("aten::as_strided.default",
+        return [_aten(AS_STRIDED,
                       [base, list(view.size), list(view.stride), view.offset],
                       [_dim_of(d) for d in view.size], t.dtype)]
     return []  # the base itself (or its alias: the same elements)
@@ -490,7 +452,7 @@ def _heads(value: SSAValue, head_size: int, tokens: int, name: str
     if t.rank != tokens + 1 or not isinstance(last, int) or last % head_size:
         raise NoMatch(f"its {name} is {list(t.dims)}: neither [tokens, heads, head_size "
                       f"{head_size}] nor [tokens, heads * head_size]")
-    op = _aten("aten::unflatten.int", [value, t.rank - 1, [last // head_size, head_size]],
+    op = _aten(UNFLATTEN_INT, [value, t.rank - 1, [last // head_size, head_size]],
                (*t.dims[:-1], last // head_size, head_size), t.dtype)
     return op.results[0], [op]
 
@@ -567,7 +529,7 @@ def _flat(r: _Rotated, raised_value: SSAValue) -> tuple[SSAValue, list[Operation
         return raised_value, []
     t = tensor_type(raised_value)
     assert t is not None
-    op = _aten("aten::flatten.using_ints", [raised_value, t.rank - 2, t.rank - 1],
+    op = _aten(FLATTEN_USING_INTS, [raised_value, t.rank - 2, t.rank - 1],
                (*t.dims[:-2], mul_dim(t.dims[-2], t.dims[-1])), t.dtype)
     return op.results[0], [op]
 
@@ -588,10 +550,10 @@ def _rebuilt_base(rs: list[_Rotated]) -> tuple[SSAValue, list[Operation]]:
         piece, flat = _flat(r, r.y)
         ops.extend(flat)
         if v.kind == "slice":
-            op = _aten("aten::slice_scatter.default", [acc, piece, v.dim, v.start, v.end],
+            op = _aten(SLICE_SCATTER, [acc, piece, v.dim, v.start, v.end],
                        t.dims, t.dtype)
         elif v.kind == "strided":
-            op = _aten("aten::as_strided_scatter.default",
+            op = _aten(AS_STRIDED_SCATTER,
                        [acc, piece, list(v.size), list(v.stride), v.offset], t.dims, t.dtype)
         else:
             acc = piece
@@ -682,18 +644,18 @@ def _raise_rotary(fn: _Functionalized) -> None:
 
 
 BUILDERS = {
-    RMS_NORM: _rms_norm,
-    FUSED_ADD_RMS_NORM: _fused_add_rms_norm,
-    STATIC_FP8: _static_fp8,
-    DYNAMIC_FP8: _dynamic_fp8,
-    PER_TOKEN_FP8: _per_token_fp8,
-    SILU_AND_MUL: _silu_and_mul,
+    VLLM_RMS_NORM: _rms_norm,
+    VLLM_FUSED_ADD_RMS_NORM: _fused_add_rms_norm,
+    VLLM_STATIC_SCALED_FP8_QUANT: _static_fp8,
+    VLLM_DYNAMIC_SCALED_FP8_QUANT: _dynamic_fp8,
+    VLLM_DYNAMIC_PER_TOKEN_SCALED_FP8_QUANT: _per_token_fp8,
+    VLLM_SILU_AND_MUL: _silu_and_mul,
 }
 
 
 def vllm_target(op: Operation) -> str | None:
     """The vLLM op an `auto_functionalized[_v2]` call stands for, if it is one of MUTABLE."""
-    if not isinstance(op, aten.CallOp) or op.target.data not in (AF_V1, AF_V2):
+    if not isinstance(op, aten.CallOp) or op.target.data not in (AUTO_FUNCTIONALIZED, AUTO_FUNCTIONALIZED_V2):
         return None
     first = op.template.data[0] if op.template.data else None
     if not isinstance(first, aten.TargetAttr) or first.text.data not in MUTABLE:
@@ -705,7 +667,7 @@ def _raise(candidate: Operation, order: dict[Operation, int]) -> None:
     found = call(candidate)
     assert found is not None
     fn = read_functionalized(found)
-    if fn.target == ROTARY:
+    if fn.target == VLLM_ROTARY_EMBEDDING:
         _raise_rotary(fn)
         return
     raised, outputs = BUILDERS[fn.target](fn)
@@ -714,26 +676,26 @@ def _raise(candidate: Operation, order: dict[Operation, int]) -> None:
     raise_chain(raised, ops, outputs, "vLLM op", verify=True)
 
 
-class RaiseVllmOps(ModulePass):
+class VllmOpPattern(AnchorPattern):
+    """A functionalized vLLM op (`auto_functionalized[_v2]` of one of MUTABLE)."""
+
+    targets = (AUTO_FUNCTIONALIZED, AUTO_FUNCTIONALIZED_V2)
+
+    def rewrite(self, op: Operation, site: Site) -> bool:
+        target = vllm_target(op)
+        if target is None:
+            return False
+        try:
+            _raise(op, site.order)
+        except NoMatch as miss:  # the remark names the vLLM op
+            name = target.removesuffix(".default").replace("::", ".")
+            raise NoMatch(f"not {WHAT[target]} ({name}): {miss}") from None
+        return True
+
+
+class RaiseVllmOps(PatternPass):
     """Raise vLLM's functionalized custom ops (`_C.rms_norm`, `_C.static_scaled_fp8_quant`, ...)
     to semantic ops. No options."""
 
     name = "raise-vllm-ops"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for block in func_blocks(op):
-            ops = block_ops(block)
-            order = {o: i for i, o in enumerate(ops)}
-            for candidate in ops:
-                target = vllm_target(candidate)
-                if target is None or candidate.parent is not block:
-                    continue
-                if in_decomposition(candidate):
-                    continue
-                try:
-                    _raise(candidate, order)
-                except NoMatch as miss:
-                    name = target.removesuffix(".default").replace("::", ".")
-                    remarks.missed(candidate, f"not {WHAT[target]} ({name}): {miss}")
-                    continue
-                remarks.fused()
+    patterns = (VllmOpPattern(),)

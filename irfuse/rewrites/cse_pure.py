@@ -39,9 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
-import torch
 from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp
 from xdsl.dialects.func import ReturnOp
@@ -49,91 +47,16 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
-from irfuse import remarks, targets
+from irfuse import remarks
 from irfuse.dialects import aten
 from irfuse.lowering.match import func_blocks
-
-PURE = "pure"
-UNMERGEABLE = "unmergeable"  # pure enough to leave in place, but two of them are not one value
-OTHER = "other"  # not merged, writes nothing
-WRITES = "writes"  # mutates some of its operands: a mutation region boundary
-
-RANDOM_NAMES = (
-    "rand", "dropout", "bernoulli", "normal", "uniform", "multinomial", "poisson",
-    "exponential", "geometric", "cauchy", "log_normal", "rrelu",
+from irfuse.lowering.purity import (
+    OTHER,
+    PURE,
+    WRITES,
+    TargetInfo,
+    target_info,
 )
-"""Op base names (or name parts) that draw random numbers, on top of the schema's tag."""
-
-UNDEFINED_NAMES = ("empty", "new_empty", "_empty")
-"""Op base name prefixes whose results have undefined contents."""
-
-FUNCTIONAL_HOPS = ("hop:auto_functionalized", "hop:auto_functionalized_v2")
-"""Higher-order ops that write nothing (the others are treated as writing their operands)."""
-
-_NOT_MERGED_TAGS = {
-    tag: reason
-    for name, reason in (
-        ("nondeterministic_seeded", "random op"),
-        ("nondeterministic_bitwise", "op is not bitwise deterministic"),
-        ("data_dependent_output", "data-dependent result"),
-        ("dynamic_output_shape", "data-dependent result shape"),
-    )
-    # Tags differ between torch versions (2.11 has no `out` tag): only those this one has.
-    if (tag := getattr(torch.Tag, name, None)) is not None
-}
-_WRITE_TAGS = {tag for name in ("out", "inplace") if (tag := getattr(torch.Tag, name, None))}
-
-
-@dataclass(frozen=True)
-class TargetInfo:
-    """What cse-pure knows of a call target."""
-
-    kind: str
-    reason: str = ""  # why an UNMERGEABLE target does not merge
-    schema: Any = None  # the torch schema (for WRITES: which arguments it writes)
-    aliases_self: bool = False  # the result is a view of argument 0
-
-
-_TARGETS: dict[str, TargetInfo] = {}
-
-
-def target_info(target: str) -> TargetInfo:
-    """Classify a target string (cached: graphs repeat a few dozen targets)."""
-    found = _TARGETS.get(target)
-    if found is None:
-        found = _TARGETS[target] = _classify(target)
-    return found
-
-
-def _classify(target: str) -> TargetInfo:
-    if target.startswith("py:") or target in FUNCTIONAL_HOPS:
-        return TargetInfo(OTHER)
-    try:
-        op = targets.resolve(target)
-    except targets.UnknownTarget:
-        return TargetInfo(WRITES)
-    if not isinstance(op, torch._ops.OpOverload):
-        return TargetInfo(WRITES)  # another higher-order op: it may write its operands
-    schema = op._schema
-    if schema.is_mutable:
-        return TargetInfo(WRITES, schema=schema)
-    if not target.startswith("aten::") or not schema.returns:
-        return TargetInfo(OTHER)
-    tags = set(op.tags)
-    if tags & _WRITE_TAGS:
-        return TargetInfo(WRITES, schema=schema)
-    base = schema.name.split("::", 1)[1]
-    if base.endswith("_"):
-        return TargetInfo(WRITES, schema=schema)
-    for tag, reason in _NOT_MERGED_TAGS.items():
-        if tag in tags:
-            return TargetInfo(UNMERGEABLE, reason)
-    if any(name in base for name in RANDOM_NAMES):
-        return TargetInfo(UNMERGEABLE, "random op")
-    if base.startswith(UNDEFINED_NAMES):
-        return TargetInfo(UNMERGEABLE, "result contents are undefined (empty)")
-    aliases = schema.returns[0].alias_info is not None
-    return TargetInfo(PURE, aliases_self=aliases and bool(schema.arguments))
 
 
 def _operand_refs(value: Attribute, out: list[int]) -> None:

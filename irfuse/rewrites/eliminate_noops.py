@@ -15,27 +15,19 @@ steps other than 1, reshapes that change the shape.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import ReturnOp
 from xdsl.ir import SSAValue
-from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
-from irfuse import remarks
-from irfuse.lowering.match import INT64_MAX, Call, block_ops, call, func_blocks, tensor_type
-
-RESHAPES = (
-    "aten::view.default",
-    "aten::_unsafe_view.default",
-    "aten::reshape.default",
-    "aten::alias.default",
+from irfuse.lowering.aten_ops import (
+    RESHAPES_AND_ALIAS,
+    SLICE_SCATTER,
+    SLICE_TENSOR,
 )
-SLICE = "aten::slice.Tensor"
-SLICE_SCATTER = "aten::slice_scatter.default"
+from irfuse.lowering.driver import CallPattern, Site
+from irfuse.lowering.match import INT64_MAX, Call, tensor_type
 
 
 def _covers(dim_size: Any, start: Any, end: Any, step: Any) -> bool:
@@ -62,9 +54,9 @@ def _replacement(found: Call) -> SSAValue | None:
     source_type, result_type = tensor_type(source), tensor_type(found.result)
     if source_type is None or result_type is None:
         return None
-    if found.target in RESHAPES:
+    if found.target in RESHAPES_AND_ALIAS:
         return source if source_type == result_type else None
-    if found.target == SLICE:
+    if found.target == SLICE_TENSOR:
         dim, start, end, step = _slice_dims(found)
         rank = source_type.rank
         if not isinstance(dim, int) or not -rank <= dim < rank:
@@ -88,22 +80,16 @@ def _returned(value: SSAValue) -> bool:
     return any(isinstance(use.operation, ReturnOp) for use in value.uses)
 
 
-@dataclass(frozen=True)
-class EliminateNoops(ModulePass):
-    """Replace no-op reshapes, full slices and full slice_scatters by what they return. No
-    options."""
+class NoopPattern(CallPattern):
+    """A reshape, slice or slice_scatter that returns its input (or its source)."""
 
-    name = "eliminate-noops"
+    targets = (*RESHAPES_AND_ALIAS, SLICE_TENSOR, SLICE_SCATTER)
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for block in func_blocks(op):
-            for candidate in block_ops(block):
-                found = call(candidate, *RESHAPES, SLICE, SLICE_SCATTER)
-                if found is None or candidate.parent is not block:
-                    continue
-                replacement = _replacement(found)
-                if replacement is None or _returned(found.result):
-                    continue
-                found.result.replace_all_uses_with(replacement)
-                Rewriter.erase_op(candidate)
-                remarks.fused()
+    def rewrite_call(self, found: Call, site: Site) -> bool:
+        replacement = _replacement(found)
+        if replacement is None or _returned(found.result):
+            return False
+        found.result.replace_all_uses_with(replacement)
+        Rewriter.erase_op(found.op)
+        return True
+

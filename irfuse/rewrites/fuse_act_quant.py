@@ -1,39 +1,23 @@
 """fuse-act-quant: SiLU·Mul followed by FP8 or NVFP4 quantization -> one kernel.
 
-Matches `act.silu_mul` (x = [gate | up], or separate gate and up tensors as Hugging Face MLPs
-compute them) whose output feeds only quants
-(directly or through a flattening view): `quant.fp8` static per-tensor or per-group 128/64 (row-
-or column-major scales, UE8M0), or `quant.nvfp4`. Identical quants merge first. A static quant's
-spelling (`divide`: `y / s`, else `y * (1 / s)`) goes to the fused op.
-
-Produces `fused.silu_mul_quant` (x, scale?) -> (q, scale_out?) or `fused.silu_mul_quant_nvfp4`
-(x, global_scale) -> (q, block_scale), inserted where the quant was (on the flattened input when
-the quant saw a flattened view).
-
-Does not fuse, with a remark: an output also used unquantized; several different quants of one
-activation; a dynamic per-token or per-tensor quant (no kernel; vLLM has none either); an input
-dtype the kernels do not take; a platform where Inductor's code was measured faster.
+Matches `act.silu_mul` whose output feeds one quant (directly or through a flattening view):
+static per-tensor or per-group FP8, or NVFP4. Produces `fused.silu_mul_quant` or
+`fused.silu_mul_quant_nvfp4` where the quant was. An output also used unquantized, a dynamic
+quant (no kernel) and a kernel the table leaves to Inductor on the platform are remarks.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from irfuse import remarks
 from irfuse.dialects.act import SiluMulOp
 from irfuse.dialects.fused import SiluMulQuantNvfp4Op, SiluMulQuantOp
-from irfuse.dialects.irfuse import TensorType, module_platform
+from irfuse.dialects.irfuse import TensorType
 from irfuse.dialects.quant import QuantFp8Op
-from irfuse.dialects.raised import in_decomposition
-from irfuse.lowering.match import NoMatch, block_ops, func_blocks
+from irfuse.lowering.driver import AnchorPattern, Site
+from irfuse.lowering.match import NoMatch
 from irfuse.rewrites.fuse_norm_quant import KERNEL_DTYPES
-from irfuse.rewrites.kernel_gate import check_kernel
 from irfuse.rewrites.quant_consumers import (
     divides,
     flatten_leading,
@@ -54,9 +38,18 @@ def kernel_name(quant: Operation) -> str:
     raise NoMatch(f"SiLU·Mul + {kind} FP8 quant has no fused kernel (vLLM has none either)")
 
 
-def _fuse(
-    act: SiluMulOp, platform: str, max_tokens: int | None, order: dict[Operation, int]
-) -> bool:
+class ActQuantPattern(AnchorPattern):
+    """A raised SiLU·Mul whose output feeds one quant."""
+
+    op_types = (SiluMulOp,)
+
+    def rewrite(self, op: Operation, site: Site) -> bool:
+        assert isinstance(op, SiluMulOp)
+        return _fuse(op, site)
+
+
+def _fuse(act: SiluMulOp, site: Site) -> bool:
+    order = site.order
     consumers = quant_consumers(act.y, order)
     if not consumers:
         return False
@@ -72,7 +65,7 @@ def _fuse(
     name = kernel_name(quant)
     if isinstance(quant, QuantFp8Op) and quant.scheme.is_group and quant.scheme.is_tma_aligned:
         raise NoMatch("tma-aligned group scales are not produced by the fused kernel")
-    check_kernel(name, platform, max_tokens)
+    site.require_kernel(name)
 
     x, up = act.x, act.up
     if consumer.view is not None:
@@ -103,28 +96,3 @@ def _fuse(
     Rewriter.erase_op(act)
     return True
 
-
-@dataclass(frozen=True)
-class FuseActQuant(ModulePass):
-    """SiLU·Mul -> FP8 / NVFP4 quant into `fused.silu_mul_quant(_nvfp4)`.
-
-    Options: `max_tokens`, the size class of the compile range (see `kernel_choice`).
-    """
-
-    name = "fuse-act-quant"
-
-    max_tokens: int | None = None
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        platform = module_platform(op)
-        for block in func_blocks(op):
-            ops = block_ops(block)
-            order = {o: i for i, o in enumerate(ops)}
-            for act in ops:
-                if not isinstance(act, SiluMulOp) or in_decomposition(act):
-                    continue
-                try:
-                    if _fuse(act, platform, self.max_tokens, order):
-                        remarks.fused()
-                except NoMatch as miss:
-                    remarks.missed(act, str(miss))

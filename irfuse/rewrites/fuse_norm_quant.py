@@ -1,46 +1,26 @@
 """fuse-norm-quant: (residual add +) RMSNorm followed by FP8 quantization -> one kernel.
 
-Matches `norm.rms_norm` or `norm.add_rms_norm` whose output feeds only `quant.fp8` ops (directly
-or through the `view(-1, H)` a linear layer adds), for the schemes static per-tensor, dynamic
-per-token (with its optional scale upper bound) and per-group 128/64 (row- or column-major
-scales, UE8M0). Identical quants merge first; several static quants with different scales fuse
-into one kernel with one output each. A static quant's spelling (`divide`: `y / s`, else
-`y * (1 / s)`) goes to the fused op, which applies it to every output; so does the residual
-norm's `round_sum` (the norm reads the sum rounded to the model dtype, as Hugging Face models add),
-for every scheme. Eps, hidden size and group size are attributes: one rewrite for every value. The
-last layer's form (the residual output dead) fuses the same way.
-
-Produces `fused.rms_norm_quant` (x, residual?, weight, scales, scale_ub?) -> (qs, scale_out?,
-residual_out?), inserted where the first fused quant was; when the quants saw a flattened view,
-the fused op runs on the flattened inputs and the residual is reshaped back for its users.
-
-Does not fuse, with a remark: a norm output that is also used unquantized; quants of different
-schemes (or two dynamic ones) on one norm; static quants of one norm spelled differently (some
-with `divide`, some without: one kernel rounds one way); dynamic per-tensor quant (its amax spans
-the whole tensor, vLLM does not fuse it either); a norm without a weight; tma-aligned group
-scales; an input dtype the kernels do not take; a platform where Inductor's code for this pattern
-was measured faster (`irfuse.emit.kernel_choice`), in which case the pattern is left to Inductor.
+Matches `norm.rms_norm` / `norm.add_rms_norm` whose output feeds only `quant.fp8` ops (directly
+or through the `view(-1, H)` of a linear), for static per-tensor (several scales: one output
+each), dynamic per-token and per-group quants. Produces `fused.rms_norm_quant` where the first
+quant was; eps, hidden size, group size, `divide` and `round_sum` are attributes, so one rewrite
+serves every model. A norm output also used unquantized, mixed schemes, dynamic per-tensor and a
+kernel the table leaves to Inductor on the platform are remarks.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, bf16, f16, f32
+from xdsl.dialects.builtin import bf16, f16, f32
 from xdsl.ir import Operation, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from irfuse import remarks
 from irfuse.dialects import aten
 from irfuse.dialects.fused import RmsNormQuantOp
-from irfuse.dialects.irfuse import TensorType, module_platform, tensor_type
+from irfuse.dialects.irfuse import TensorType, tensor_type
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
 from irfuse.dialects.quant import QuantFp8Op
-from irfuse.dialects.raised import in_decomposition
-from irfuse.lowering.match import NoMatch, block_ops, func_blocks
-from irfuse.rewrites.kernel_gate import check_kernel
+from irfuse.lowering.driver import AnchorPattern, Site
+from irfuse.lowering.match import NoMatch
 from irfuse.rewrites.quant_consumers import (
     Consumer,
     divides,
@@ -88,12 +68,18 @@ def _check_schemes(consumers: list[Consumer]) -> str:
     return kind
 
 
-def _fuse(
-    norm: RmsNormOp | AddRmsNormOp,
-    platform: str,
-    max_tokens: int | None,
-    order: dict[Operation, int],
-) -> bool:
+class NormQuantPattern(AnchorPattern):
+    """A raised norm whose output feeds only FP8 quants."""
+
+    op_types = (RmsNormOp, AddRmsNormOp)
+
+    def rewrite(self, op: Operation, site: Site) -> bool:
+        assert isinstance(op, RmsNormOp | AddRmsNormOp)
+        return _fuse(op, site)
+
+
+def _fuse(norm: RmsNormOp | AddRmsNormOp, site: Site) -> bool:
+    order = site.order
     consumers = quant_consumers(norm.y, order)
     if not consumers:
         return False
@@ -107,7 +93,7 @@ def _fuse(
         raise NoMatch(f"the fused kernels take bf16, f16 or f32 inputs, not {x_type.dtype}")
     residual = norm.residual if isinstance(norm, AddRmsNormOp) else None
     round_sum = isinstance(norm, AddRmsNormOp) and norm.round_sum is not None
-    check_kernel(kernel_name(residual is not None, kind), platform, max_tokens)
+    site.require_kernel(kernel_name(residual is not None, kind))
 
     # The fused op goes where the first quant was (its results may be used before the later
     # quants); scales defined after that point are constants, moved up to it.
@@ -192,29 +178,3 @@ def _after(op: Operation) -> Operation:
     assert nxt is not None, "a fused op is never the block terminator"
     return nxt
 
-
-@dataclass(frozen=True)
-class FuseNormQuant(ModulePass):
-    """(Residual add +) RMSNorm -> FP8 quant into `fused.rms_norm_quant`.
-
-    Options: `max_tokens`, the size class of the compile range (see `kernel_choice`); where the
-    kernel table leaves a pattern to Inductor from some size on, the pass fuses below it only.
-    """
-
-    name = "fuse-norm-quant"
-
-    max_tokens: int | None = None
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        platform = module_platform(op)
-        for block in func_blocks(op):
-            ops = block_ops(block)
-            order = {o: i for i, o in enumerate(ops)}
-            for norm in ops:
-                if not isinstance(norm, RmsNormOp | AddRmsNormOp) or in_decomposition(norm):
-                    continue
-                try:
-                    if _fuse(norm, platform, self.max_tokens, order):
-                        remarks.fused()
-                except NoMatch as miss:
-                    remarks.missed(norm, str(miss))

@@ -18,9 +18,12 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from irfuse.dialects import aten
 from irfuse.dialects.irfuse import Dim, TensorType, tensor_type
 from irfuse.dialects.quant import QuantFp8Op, QuantNvfp4Op
+from irfuse.lowering.aten_ops import (
+    FLATTEN_USING_INTS,
+    RESHAPE_AS,
+    RESHAPES,
+)
 from irfuse.lowering.match import NoMatch, call, users
-
-FLATTENS = ("aten::view.default", "aten::reshape.default", "aten::_unsafe_view.default")
 
 
 def divides(quant: Operation) -> bool:
@@ -70,7 +73,7 @@ def quant_consumers(value: SSAValue, order: dict[Operation, int]) -> list[Consum
         if isinstance(user, QuantFp8Op | QuantNvfp4Op) and user.x is value:
             found.append(Consumer(user, None))
             continue
-        view = call(user, *FLATTENS)
+        view = call(user, *RESHAPES)
         if view is not None and _flattens(value, user):  # type: ignore[arg-type]
             inner = users(view.result)
             quants = [q for q in inner if isinstance(q, QuantFp8Op | QuantNvfp4Op)]
@@ -109,7 +112,7 @@ def flatten_leading(value: SSAValue, rows: Dim, before: Operation) -> SSAValue:
     src = value.type
     assert isinstance(src, TensorType)
     new = aten.CallOp(
-        "aten::flatten.using_ints",
+        FLATTEN_USING_INTS,
         [value],
         [aten.OperandRefAttr(IntAttr(0)), IntAttr(0), IntAttr(src.rank - 2)],
         [tensor_type((rows, src.dims[-1]), src.dtype)],
@@ -125,7 +128,7 @@ def reshape_as(value: SSAValue, like: SSAValue, before: Operation) -> SSAValue:
     src = value.type
     assert isinstance(src, TensorType)
     new = aten.CallOp(
-        "aten::reshape_as.default",
+        RESHAPE_AS,
         [value, like],
         [aten.OperandRefAttr(IntAttr(0)), aten.OperandRefAttr(IntAttr(1))],
         [tensor_type(like_type.dims, src.dtype)],

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from irfuse.emit.declare import PLATFORM_CLASSES, Fusion, Support
-from irfuse.rewrites.eliminate_noops import EliminateNoops
+from irfuse.rewrites.eliminate_noops import NoopPattern
 
 FUSION = Fusion(
     name="eliminate-noops",
@@ -16,5 +16,5 @@ FUSION = Fusion(
     range_rule="all",
     platforms={c: Support("ir", 1) for c in PLATFORM_CLASSES},
     vllm_pass="NoOpEliminationPass",
-    patterns=(EliminateNoops,),
+    patterns=(NoopPattern(),),
 )

@@ -18,7 +18,7 @@ from irfuse.emit.dispatch import check_fp8, contiguous, empty, fake_nvfp4, kerne
 from irfuse.emit.kernel_call import Args, flag, kernel_call
 from irfuse.emit.kernels import act_quant_ref, quant_ref
 from irfuse.emit.library_ops import silu_mul_fake
-from irfuse.rewrites.fuse_act_quant import FuseActQuant
+from irfuse.rewrites.fuse_act_quant import ActQuantPattern
 
 _BENCH = "docs/benchmarks.md"
 
@@ -136,7 +136,7 @@ FUSION = Fusion(
     range_rule="all",
     platforms=everywhere("triton", 1),
     vllm_pass="ActivationQuantFusionPass",
-    patterns=(FuseActQuant,),
+    patterns=(ActQuantPattern(),),
     lowerings={
         fused.SiluMulQuantOp.name: _lower,  # type: ignore[dict-item]
         fused.SiluMulQuantNvfp4Op.name: _lower_nvfp4,  # type: ignore[dict-item]

@@ -22,7 +22,7 @@ from irfuse.emit.declare import FP8_SCHEMES, Choice, Fusion, Kernel, everywhere
 from irfuse.emit.dispatch import check_fp8, contiguous, empty, kernels
 from irfuse.emit.kernel_call import Args, flag, kernel_call
 from irfuse.emit.kernels import norm_quant_ref, quant_ref
-from irfuse.rewrites.fuse_norm_quant import FuseNormQuant, kernel_name
+from irfuse.rewrites.fuse_norm_quant import NormQuantPattern, kernel_name
 
 _BENCH = "docs/benchmarks.md"
 
@@ -291,7 +291,7 @@ FUSION = Fusion(
     range_rule="all",
     platforms=everywhere("triton", 1),
     vllm_pass="RMSNormQuantFusionPass",
-    patterns=(FuseNormQuant,),
+    patterns=(NormQuantPattern(),),
     lowerings={fused.RmsNormQuantOp.name: _lower},  # type: ignore[dict-item]
     kernels=KERNELS,
     size_aware=True,

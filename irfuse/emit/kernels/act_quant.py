@@ -12,17 +12,17 @@ place (UP is a constexpr: the [gate | up] form, UP=0, keeps its loads and arithm
 DIVIDE (a model that spells its quant `y / s`), divides by it (`norm_quant.static_scaled`).
 Numerics: `act_quant_ref` and `quant_ref`.
 
-Variants (fields of `ActConfig`): `fast_silu` computes silu by inline PTX
-(`nvfp4._silu`: the same instructions as the plain form without its subnormal range fixes, so
-the same bits for gate values above -87.3; the interpreter runs the plain form); `recip` divides
-each group by its scale with one correctly rounded reciprocal per group and Markstein's
-correction (`norm_quant.div_rn_by`: -0.0 stays -0.0, and a group holding an infinity gets the
-division's zeros): the correctly rounded `y / s` by Markstein's theorem (no under- or overflow:
-|y / s| <= 448 and s >= MIN_SCALE), in 3 instructions instead of an IEEE division's ~10 with
-its MUFU.RCP; tests/test_act_kernel_variants.py checks it exhaustively over the dividend's
-significands for many divisors. `early` loads the static scale with the inputs; `evict` puts
-`evict_first` on the input loads (off from 1024 tokens by default: 4-8% faster on the H200);
-`pdl` launches with programmatic dependent launch (`triton_support.pdl_launch`).
+The per-group quant divides each group by its scale through one correctly rounded reciprocal
+per group and Markstein's correction (`norm_quant.div_rn_by`): the correctly rounded `y / s` (no
+under- or overflow: |y / s| <= 448 and s >= MIN_SCALE; -0.0 stays -0.0, a group holding an
+infinity gets the division's zeros) in 3 instructions instead of an IEEE division's ~10;
+tests/test_act_kernel_variants.py checks it exhaustively over the dividend's significands.
+
+Config fields (`ActConfig`): `fast_silu` computes silu by inline PTX (`nvfp4._silu`: the plain
+form's instructions without its subnormal range fixes, so the same bits for gate values above
+-87.3; the interpreter runs the plain form); `early` loads the static scale with the inputs;
+`evict` puts `evict_first` on the input loads (off from 1024 tokens by default: 4-8% faster on
+the H200); `pdl`: programmatic dependent launch (`triton_support.pdl_launch`).
 
 Dynamic per-tensor FP8 (not a fused op) is the static kernel fed with a scale computed by torch
 from the tensor's amax, exactly as the reference computes it.
@@ -64,32 +64,29 @@ CHUNK = 128  # tile width for the modes without groups
 @dataclass(frozen=True)
 class ActConfig:
     """Launch shape of `_act_quant_kernel`: tile rows (groups/chunks) per program, warps;
-    the `fast_silu` and `recip` variants (module docstring); `early`: the static scale is
-    loaded with the inputs instead of after SiLU·Mul (at one token the kernel is one latency
-    chain, and a load issued last adds a round trip to it); `evict`: the inputs are loaded
-    with `evict_first` (off: no cache hint); `pdl`: programmatic dependent launch
-    (`norm_quant.RowConfig`)."""
+    `fast_silu` (module docstring); `early`: the static scale is loaded with the inputs instead
+    of after SiLU·Mul (at one token the kernel is one latency chain, and a load issued last adds
+    a round trip to it); `evict`: the inputs are loaded with `evict_first` (off: no cache
+    hint); `pdl`: programmatic dependent launch (`norm_quant.RowConfig`)."""
 
     groups_per_program: int
     num_warps: int
     fast_silu: bool = False
-    recip: bool = False
     early: bool = False
     evict: bool = True
     pdl: bool = False
 
 
-# Launch shapes that measured fastest on the H200 (the sweeps in docs/bench_norm_act_quant.md):
-# (kind, width) -> steps of (from this many tokens, (tile columns, warps, variants)). Widths up to
-# 20000 use the I 14336 steps, wider ones the I 28672 steps. The per-group kernel runs the
-# `fast_silu` and `recip` variants (same FP8 codes and scales as the reference; 3-10% faster
-# from 4096 tokens, and faster at T 1 and 16); from 1024 tokens (working sets beyond the L2)
-# both kernels load without cache hints (4-8% faster) and the static scale early. `pdl`
-# (programmatic dependent launch; same bits) measured 32-38% faster at one token, 7-29% at 16,
-# 5-9% at 128 but for the static kernel at I 28672 (0.6-5% slower: off there), 0-4% from 1024
-# (the fifth session's `--pdl` tables).
+# Launch shapes that measured fastest on the H200 (docs/kernel_study.md): (kind, width) ->
+# steps of (from this many tokens, (tile columns, warps, fields)). Widths up to 20000 use the
+# I 14336 steps, wider ones the I 28672 steps. The per-group kernel takes `fast_silu` (with its
+# reciprocal division: the reference's codes and scales, together 3-10% faster from 4096
+# tokens, and faster at T 1 and 16); from 1024 tokens (working sets beyond the L2) both kernels
+# load without cache hints (4-8% faster) and the static scale early. PDL (same bits) measured
+# 32-38% faster at one token, 7-29% at 16, 5-9% at 128 but for the static kernel at I 28672
+# (0.6-5% slower: off there), 0-4% from 1024.
 _PDL = {"pdl": True}
-_GROUP = {"fast_silu": True, "recip": True, **_PDL}
+_GROUP = {"fast_silu": True, **_PDL}
 _STREAMED = {"early": True, "evict": False, **_PDL}
 # One token (the kernel's ONE_ROW form): one latency chain, cut by the inline-PTX silu and the
 # loads' missing cache-policy set-up.
@@ -124,8 +121,7 @@ def _act_quant_kernel(
     x_ptr, up_ptr, out_ptr, s_ptr, D, stride_x, stride_up, stride_s_row, stride_s_group,
     ACT: tl.constexpr, UP: tl.constexpr, QUANT: tl.constexpr, UE8M0: tl.constexpr,
     FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, GPP: tl.constexpr, GROUP: tl.constexpr,
-    DIVIDE: tl.constexpr, FAST: tl.constexpr = False, RECIP: tl.constexpr = False,
-    EARLY: tl.constexpr = False, STREAM: tl.constexpr = "evict_first",
+    DIVIDE: tl.constexpr, FAST: tl.constexpr = False, EARLY: tl.constexpr = False, STREAM: tl.constexpr = "evict_first",
     ONE_ROW: tl.constexpr = False, PDL: tl.constexpr = False,
 ):
     """Grid (rows, column blocks); ONE_ROW (one token): grid (column blocks,), the row offsets
@@ -167,10 +163,7 @@ def _act_quant_kernel(
         tl.store(out_ptr + out_offs, v.to(out_ptr.dtype.element_ty), mask=mask)
     else:
         s = group_scales(tl.max(tl.abs(y), axis=1), FP8_MAX, MIN_SCALE, UE8M0)
-        if RECIP:
-            q = div_rn_by(y, s[:, None], tl.math.div_rn(1.0, s)[:, None], False)
-        else:
-            q = tl.math.div_rn(y, s[:, None])
+        q = div_rn_by(y, s[:, None], tl.math.div_rn(1.0, s)[:, None], False)
         v = tl.minimum(tl.maximum(q, -FP8_MAX), FP8_MAX)
         tl.store(out_ptr + out_offs, v.to(out_ptr.dtype.element_ty), mask=mask)
         tl.store(s_ptr + row * stride_s_row + groups * stride_s_group, s,
@@ -203,7 +196,7 @@ def _launch(x: torch.Tensor, act: bool, quant: int, out: torch.Tensor,
         MIN_SCALE=quant_ref.fp8_min_scale(fp8), GPP=cfg.groups_per_program, GROUP=group,
         DIVIDE=divide and quant == QUANT_STATIC, num_warps=cfg.num_warps,
         # The interpreter has no inline PTX: it runs the plain silu.
-        FAST=cfg.fast_silu and act and not interpreting(), RECIP=cfg.recip, EARLY=cfg.early,
+        FAST=cfg.fast_silu and act and not interpreting(), EARLY=cfg.early,
         STREAM=cache_hints(cfg.evict)["STREAM"], ONE_ROW=tokens == 1,
         **pdl_launch(cfg.pdl, x2.device),
     )

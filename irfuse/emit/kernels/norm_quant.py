@@ -16,27 +16,16 @@ quant `y / s`), divides by `s` with `div_rn`, so that values on a tie between tw
 as the model's division does. With a residual, every kernel takes the constexpr `ROUND_SUM` (the
 fused op's `round_sum`: a model that adds in the model dtype): the sum is rounded to the model
 dtype before the norm reads it (`(x + r).to(DT)`, as the stored residual), instead of the norm
-reading the float32 sum. Launch shapes (rows per program, warps) come from `row_config` /
-`group_config`, tuned on the H200 (docs/benchmarks.md); every launcher takes `config=` to override
-them (the benchmark's sweep does).
+reading the float32 sum.
 
-Variants a config selects (see `RowConfig`): persistent grids (a few programs per
-multiprocessor, each looping over rows in a software-pipelined loop that copies the next rows
-into shared memory while it reduces and stores the current ones), `_norm_looped_kernel` (the row
-in chunks, re-read from L2: static, or per-token in three passes), `fast_div` (the dynamic
-quants divide through the scale's reciprocal and one FMA correction, `div_rn_by`: the same bits
-as `div_rn` at a third of the instructions, with no per-element branch; on the H200 these
-kernels are close to instruction-issue bound, so that matters), `early` (the weight and scales
-loaded with the row, ahead of the reduction's barriers), `evict` (cache hints on the loads; off
-by default where the working set streams from memory: 1-6% faster on the H200), `vec` (one
-register layout for the whole row) and `pdl` (programmatic dependent launch:
-`triton_support.pdl_launch`). All keep the numerics; `vec` and the looped kernel change
-the order of the sum of squares (within the fused-kernel tolerance).
+Launch shapes come from `row_config` / `group_config`, tuned on the H200 (docs/kernel_study.md);
+every launcher takes `config=` to override them (the benchmark's sweep does). The config fields
+(`RowConfig`) keep the numerics; `vec` changes the order of the sum of squares on the GPU
+(within the fused-kernel tolerance).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -63,75 +52,44 @@ MAX_HIDDEN = 65536  # the row must fit in registers
 
 @dataclass(frozen=True)
 class RowConfig:
-    """Launch shape of `_norm_rows_kernel`: rows per program and warps per program.
+    """Launch shape of `_norm_rows_kernel`: rows per program, warps per program, and:
 
-    `two_pass` (one static output, or per-token) selects `_norm_looped_kernel` instead: one row
-    per program, read in `block_r` chunks several times (the sum of squares; for per-token the
-    row's amax; then the normalisation; the later reads hit L2), as Inductor's looped
-    reductions do. `res_first` (looped only) stores the residual sum in the first pass, where it
-    is computed, as Inductor does, instead of in the last.
-
-    `persist` > 0 runs `_norm_rows_kernel` on a persistent grid: `persist` programs per
-    multiprocessor, each looping over tiles of `rows` rows with the weight and scales loaded
-    once, the loop software-pipelined `stages` deep (Triton's `tl.range(num_stages=...)`: the
-    next tiles' rows are copied asynchronously into shared memory while the current one is
-    reduced and stored, so more bytes stay in flight than the registers can hold). Measured 3-13%
-    slower than the one-tile-per-program defaults on the H200 (docs/bench_norm_act_quant.md).
-
-    `fast_div` (per-token) divides by the row's scale with `div_rn_by` (a multiply by the
-    correctly rounded reciprocal and one FMA correction: the same bits as `div_rn`, a third of
-    the instructions and no per-element branch).
-
-    `early` (single-pass kernel) issues the loads of the weight, the static scales and the
-    scale bound with the row's, before the reduction, instead of after it: the reduction's
-    barriers keep a later load from being hoisted, so otherwise every program waits for one
-    more L2 round trip between its reduction and its stores. `evict` streams the row with
-    `evict_first` and keeps the weight with `evict_last` (the looped kernel: the first pass's
-    reads `evict_last`, for the later passes, the last pass's `evict_first`); off, the loads
-    carry no cache hints.
-
-    `vec` > 0 declares the row's offsets contiguous in runs of `vec` elements only (Triton's
-    `max_contiguous`), so that every load and store of a row takes one register layout of `vec`
-    elements a thread (8: 16-byte bf16 loads and stores, 8-byte FP8 stores). Without it
-    Triton's coalescing gives the FP8 stores 16 elements a thread and the row's loads follow
-    them, while the bf16 residual store keeps 8: the residual sum (and, per-token, the row)
-    then crosses between the two layouts through shared memory, two barriers each (the SASS:
-    `benchmarks/sass_rows.py`). Fewer elements a thread also change the order in which the
-    sum of squares adds up: the outputs stay within the fused-kernel tolerance, not bit for
-    bit those of the same shape without `vec`.
-
-    `pdl` launches with programmatic dependent launch (`triton_support.pdl_launch`: the
-    programs are scheduled while the previous kernel drains, and wait for it before their first
-    load); `IRFUSE_PDL` overrides it (`triton_support.pdl_override`); off where the device
-    lacks it.
+    - `fast_div` (per-token): divide by the row's scale with `div_rn_by` (the correctly rounded
+      reciprocal and one FMA correction: the same bits as `div_rn`, a third of the instructions
+      and no per-element branch; these kernels are close to issue-bound on the H200).
+    - `early`: load the weight, the static scales and the scale bound with the row, before the
+      reduction. Loads written after it stay behind its barrier, so otherwise every program
+      waits one more L2 round trip between its reduction and its stores.
+    - `evict`: stream the row with `evict_first` and keep the weight with `evict_last`; off, the
+      loads carry no cache hints (faster where the working set streams from memory).
+    - `vec` > 0: the row's offsets declared contiguous in runs of `vec` (`tl.max_contiguous`), so
+      every load and store of the row takes one register layout of `vec` elements a thread.
+      Without it Triton gives the FP8 stores 16 elements a thread and the bf16 residual store 8,
+      and the row crosses between the two layouts through shared memory, two barriers each
+      (`benchmarks/sass_rows.py`). Fewer elements a thread change the order of the sum of
+      squares: within the fused-kernel tolerance, not bit for bit the shape without `vec`.
+    - `pdl`: programmatic dependent launch (`triton_support.pdl_launch`); `IRFUSE_PDL`
+      overrides it; off where the device lacks it.
     """
 
     rows: int
     num_warps: int
-    two_pass: bool = False
-    block_r: int = 2048
     fast_div: bool = False
-    persist: int = 0
-    res_first: bool = False
     early: bool = False
     evict: bool = True
-    stages: int = 1
     vec: int = 0
     pdl: bool = False
 
 
 @dataclass(frozen=True)
 class GroupConfig:
-    """Launch shape of the per-group kernel: warps per program; `fast_div`, `persist` (one row
-    per loop step), `stages`, `early` (the weight loaded with the row), `evict`, `vec` and `pdl`
-    as in `RowConfig`."""
+    """Launch shape of the per-group kernel: warps per program; `fast_div`, `early` (the weight
+    loaded with the row), `evict`, `vec` and `pdl` as in `RowConfig`."""
 
     num_warps: int
     fast_div: bool = False
-    persist: int = 0
     early: bool = False
     evict: bool = True
-    stages: int = 1
     vec: int = 0
     pdl: bool = False
 
@@ -148,17 +106,14 @@ def tuned(steps: Steps, tokens: int) -> object:
     return chosen
 
 
-# Launch shapes that measured fastest on the H200 (the sweeps in docs/bench_norm_act_quant.md;
-# from the fourth session on, medians of interleaved rounds), as (kind, hidden) -> steps of
-# (from this many tokens, config). A hidden size of 4096 or more uses the nearer measured one
-# (4096 up to 6144, else 8192); smaller ones the rule in `row_config`. Unmeasured kinds borrow:
-# a plain norm or a quantizer alone uses "static", a residual add without quant uses
-# "residual_static". `early` measured as fast or faster everywhere; `vec` (one register layout
-# for the row) 3-13% faster up to 1024 tokens and at 16384 for the plain norm, a tie
-# elsewhere; the cache hints (`evict`) help only where the benchmark's working set stays in
-# the L2 cache (about 60 MB), and cost 1-6% where it streams from memory. `pdl` (programmatic
-# dependent launch) measured faster or the same in every cell (same bits): 12-31% at 1 to 128
-# tokens, 1-9% at 1024, 1-6% at 4096, 0-3% at 16384 (the fifth session's `--pdl` tables).
+# Launch shapes that measured fastest on the H200 (medians of interleaved rounds;
+# docs/kernel_study.md), as (kind, hidden) -> steps of (from this many tokens, config). A hidden
+# size of 4096 or more uses the nearer measured one (4096 up to 6144, else 8192); smaller ones
+# the rule in `row_config`. Unmeasured kinds borrow: a plain norm or a quantizer alone uses
+# "static", a residual add without quant "residual_static". `early` measured as fast or faster
+# everywhere; `vec` 3-13% faster up to 1024 tokens and at 16384 for the plain norm, a tie
+# elsewhere; cache hints help only where the working set stays in the 60 MB L2 and cost 1-6%
+# where it streams from memory; PDL faster or the same in every cell (same bits).
 _NO_HINTS = {"early": True, "evict": False, "pdl": True}
 _VEC = {"early": True, "vec": 8, "pdl": True}
 _VEC_NO_HINTS = {**_NO_HINTS, "vec": 8}
@@ -203,8 +158,8 @@ def row_config(tokens: int, hidden: int, residual: bool = True,
         kind = ("residual_per_token" if residual and quant == QUANT_PER_TOKEN
                 else "residual_static" if residual else "static")
         return tuned(_ROW_TUNED[(kind, _bucket(hidden))], tokens)
-    # Small rows (tests, small models): several rows per program, ~16 elements a thread; PDL
-    # as in every measured shape (these sizes were not measured).
+    # Small rows (tests, small models; not measured): several rows per program, ~16 elements a
+    # thread, PDL as in every measured shape.
     rows = min(next_pow2(tokens), max(1, 4096 // block))
     return RowConfig(rows=rows, num_warps=max(1, min(8, rows * block // 512)), pdl=True)
 
@@ -352,22 +307,38 @@ def _quant_store_rows(y, y_ptr, q0_ptr, q1_ptr, q2_ptr, q3_ptr, s0, s1, s2, s3, 
         tl.store(s0_ptr + rows64, s, mask=rmask)
 
 
-@triton.jit
-def _rows_tile(
-    tile, x_ptr, res_ptr, w_ptr, y_ptr, res_out_ptr, q0_ptr, q1_ptr, q2_ptr, q3_ptr,
-    s0_ptr, s1_ptr, s2_ptr, s3_ptr, ub_ptr, w, s0, s1, s2, s3, ub, cols, cmask,
+@triton.jit(do_not_specialize=["T"])
+def _norm_rows_kernel(
+    x_ptr, res_ptr, w_ptr, y_ptr, res_out_ptr,
+    q0_ptr, q1_ptr, q2_ptr, q3_ptr, s0_ptr, s1_ptr, s2_ptr, s3_ptr, ub_ptr,
     T, H, stride_x, stride_res, eps, weight_offset,
     HAS_RES: tl.constexpr, NORM: tl.constexpr, GEMMA: tl.constexpr, QUANT: tl.constexpr,
     NUM_OUT: tl.constexpr, HAS_UB: tl.constexpr, FP8_MAX: tl.constexpr,
-    MIN_SCALE: tl.constexpr, ROWS: tl.constexpr, DIVIDE: tl.constexpr,
-    ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr, EARLY: tl.constexpr,
-    STREAM: tl.constexpr, KEEP: tl.constexpr,
+    MIN_SCALE: tl.constexpr, ROWS: tl.constexpr, BLOCK_H: tl.constexpr, DIVIDE: tl.constexpr,
+    ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr, EARLY: tl.constexpr = False,
+    STREAM: tl.constexpr = "evict_first", KEEP: tl.constexpr = "evict_last",
+    VEC: tl.constexpr = 0, PDL: tl.constexpr = False,
 ):
-    """Tile `tile` (ROWS rows): (residual add +) norm and the quant stores. With EARLY the
-    weight `w` and the scalars `s0..s3`, `ub` come loaded; else they are loaded after the
-    reduction."""
+    """ROWS rows per program: (residual add +) norm and the quant stores. STREAM / KEEP: the
+    cache hints of the row's and the weight's loads ("" for none); EARLY: the weight and the
+    scalars loaded with the row (`RowConfig.early`); VEC > 0: the row's offsets declared
+    contiguous in runs of VEC (`RowConfig.vec`); PDL: launched with programmatic dependent
+    launch."""
+    await_previous_kernel(PDL)
     DT = x_ptr.dtype.element_ty
-    rows = tile * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK_H)
+    if VEC > 0:
+        cols = tl.max_contiguous(cols, VEC)
+    cmask = cols < H
+    w = 0.0
+    s0, s1, s2, s3, ub = 1.0, 1.0, 1.0, 1.0, 1.0
+    if EARLY:
+        s0, s1, s2, s3, ub = _row_scalars(s0_ptr, s1_ptr, s2_ptr, s3_ptr, ub_ptr, QUANT,
+                                          NUM_OUT, HAS_UB)
+        if NORM:  # [1, BLOCK_H], the tile's rank: a 1-D load got a layout of its own
+            w = tl.load(w_ptr + cols[None, :], mask=cmask[None, :], other=0.0,
+                        eviction_policy=KEEP)
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     rmask = rows < T
     mask = rmask[:, None] & cmask[None, :]
     rows64 = rows.to(tl.int64)
@@ -396,63 +367,28 @@ def _rows_tile(
 
 
 @triton.jit(do_not_specialize=["T"])
-def _norm_rows_kernel(
-    x_ptr, res_ptr, w_ptr, y_ptr, res_out_ptr,
-    q0_ptr, q1_ptr, q2_ptr, q3_ptr, s0_ptr, s1_ptr, s2_ptr, s3_ptr, ub_ptr,
-    T, H, stride_x, stride_res, eps, weight_offset,
-    HAS_RES: tl.constexpr, NORM: tl.constexpr, GEMMA: tl.constexpr, QUANT: tl.constexpr,
-    NUM_OUT: tl.constexpr, HAS_UB: tl.constexpr, FP8_MAX: tl.constexpr,
-    MIN_SCALE: tl.constexpr, ROWS: tl.constexpr, BLOCK_H: tl.constexpr, DIVIDE: tl.constexpr,
+def _norm_group_kernel(
+    x_ptr, res_ptr, w_ptr, res_out_ptr, q_ptr, s_ptr,
+    T, H, stride_x, stride_res, stride_s_row, stride_s_group, eps, weight_offset,
+    HAS_RES: tl.constexpr, GEMMA: tl.constexpr, UE8M0: tl.constexpr,
+    FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, BLOCK_G: tl.constexpr, GROUP: tl.constexpr,
     ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr, EARLY: tl.constexpr = False,
     STREAM: tl.constexpr = "evict_first", KEEP: tl.constexpr = "evict_last",
-    STAGES: tl.constexpr = 0, VEC: tl.constexpr = 0, PDL: tl.constexpr = False,
+    VEC: tl.constexpr = 0, PDL: tl.constexpr = False,
 ):
-    """ROWS rows per tile; STREAM / KEEP: the cache hints of the row's and the weight's loads
-    ("" for none); VEC > 0: the row's offsets declared contiguous in runs of VEC (one register
-    layout for every load and store: `RowConfig.vec`). STAGES 0: one tile per program.
-    STAGES >= 1 (with EARLY): a persistent grid, program p taking tiles p, p + P, ... in a loop
-    software-pipelined STAGES deep (Triton copies the next tiles' rows into shared memory while
-    the current one is reduced and stored). PDL: launched with programmatic dependent launch."""
+    """One row per program, tiled [BLOCK_G, GROUP]: (residual add +) norm and the per-group
+    quant; EARLY, STREAM / KEEP, VEC and PDL as in `_norm_rows_kernel`."""
     await_previous_kernel(PDL)
-    cols = tl.arange(0, BLOCK_H)
-    if VEC > 0:
-        cols = tl.max_contiguous(cols, VEC)
-    cmask = cols < H
-    w = 0.0
-    s0, s1, s2, s3, ub = 1.0, 1.0, 1.0, 1.0, 1.0
-    if EARLY:  # issued with the row's loads (or once per persistent program)
-        s0, s1, s2, s3, ub = _row_scalars(s0_ptr, s1_ptr, s2_ptr, s3_ptr, ub_ptr, QUANT,
-                                          NUM_OUT, HAS_UB)
-        if NORM:  # [1, BLOCK_H], the tile's rank: a 1-D load got a layout of its own
-            w = tl.load(w_ptr + cols[None, :], mask=cmask[None, :], other=0.0,
-                        eviction_policy=KEEP)
-    if STAGES == 0:
-        _rows_tile(tl.program_id(0), x_ptr, res_ptr, w_ptr, y_ptr, res_out_ptr, q0_ptr, q1_ptr,
-                   q2_ptr, q3_ptr, s0_ptr, s1_ptr, s2_ptr, s3_ptr, ub_ptr, w, s0, s1, s2, s3,
-                   ub, cols, cmask, T, H, stride_x, stride_res, eps, weight_offset, HAS_RES,
-                   NORM, GEMMA, QUANT, NUM_OUT, HAS_UB, FP8_MAX, MIN_SCALE, ROWS, DIVIDE,
-                   ROUND_SUM, FAST_DIV, EARLY, STREAM, KEEP)
-    else:
-        for tile in tl.range(tl.program_id(0), tl.cdiv(T, ROWS), tl.num_programs(0),
-                             num_stages=STAGES):
-            _rows_tile(tile, x_ptr, res_ptr, w_ptr, y_ptr, res_out_ptr, q0_ptr, q1_ptr,
-                       q2_ptr, q3_ptr, s0_ptr, s1_ptr, s2_ptr, s3_ptr, ub_ptr, w, s0, s1, s2,
-                       s3, ub, cols, cmask, T, H, stride_x, stride_res, eps, weight_offset,
-                       HAS_RES, NORM, GEMMA, QUANT, NUM_OUT, HAS_UB, FP8_MAX, MIN_SCALE, ROWS,
-                       DIVIDE, ROUND_SUM, FAST_DIV, EARLY, STREAM, KEEP)
-
-
-@triton.jit
-def _group_row(row32, x_ptr, res_ptr, w_ptr, res_out_ptr, q_ptr, s_ptr, w, groups, cols, mask,
-               H, stride_x, stride_res, stride_s_row, stride_s_group, eps, weight_offset,
-               HAS_RES: tl.constexpr, GEMMA: tl.constexpr, UE8M0: tl.constexpr,
-               FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, GROUP: tl.constexpr,
-               ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr, EARLY: tl.constexpr,
-               STREAM: tl.constexpr, KEEP: tl.constexpr):
-    """Row `row32`: (residual add +) norm and the per-group quant. With EARLY the weight `w`
-    comes loaded; else it is loaded after the reduction."""
     DT = x_ptr.dtype.element_ty
-    row = tl.cast(row32, tl.int64)  # a plain int in the interpreter's loops
+    groups = tl.arange(0, BLOCK_G)
+    cols = groups[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
+    if VEC > 0:
+        cols = tl.max_contiguous(cols, [1, VEC])
+    mask = cols < H
+    w = 0.0
+    if EARLY:
+        w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy=KEEP)
+    row = tl.program_id(0).to(tl.int64)
     out_offs = row * H + cols
     x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0,
                 eviction_policy=STREAM).to(tl.float32)
@@ -467,41 +403,6 @@ def _group_row(row32, x_ptr, res_ptr, w_ptr, res_out_ptr, q_ptr, s_ptr, w, group
     y = _apply_weight(x * rstd, w, weight_offset, x_ptr, GEMMA)
     _group_quant_store(y, q_ptr, s_ptr, row, groups, out_offs, mask, H, stride_s_row,
                        stride_s_group, FP8_MAX, MIN_SCALE, UE8M0, GROUP, FAST_DIV)
-
-
-@triton.jit(do_not_specialize=["T"])
-def _norm_group_kernel(
-    x_ptr, res_ptr, w_ptr, res_out_ptr, q_ptr, s_ptr,
-    T, H, stride_x, stride_res, stride_s_row, stride_s_group, eps, weight_offset,
-    HAS_RES: tl.constexpr, GEMMA: tl.constexpr, UE8M0: tl.constexpr,
-    FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, BLOCK_G: tl.constexpr, GROUP: tl.constexpr,
-    ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr, EARLY: tl.constexpr = False,
-    STREAM: tl.constexpr = "evict_first", KEEP: tl.constexpr = "evict_last",
-    STAGES: tl.constexpr = 0, VEC: tl.constexpr = 0, PDL: tl.constexpr = False,
-):
-    """One row, tiled [BLOCK_G, GROUP]; STAGES, VEC and PDL as in `_norm_rows_kernel` (STAGES
-    >= 1: a persistent grid looping over rows, software-pipelined, the weight loaded once: needs
-    EARLY)."""
-    await_previous_kernel(PDL)
-    groups = tl.arange(0, BLOCK_G)
-    cols = groups[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
-    if VEC > 0:
-        cols = tl.max_contiguous(cols, [1, VEC])
-    mask = cols < H
-    w = 0.0
-    if EARLY:
-        w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy=KEEP)
-    if STAGES == 0:
-        _group_row(tl.program_id(0), x_ptr, res_ptr, w_ptr, res_out_ptr, q_ptr, s_ptr, w,
-                   groups, cols, mask, H, stride_x, stride_res, stride_s_row, stride_s_group,
-                   eps, weight_offset, HAS_RES, GEMMA, UE8M0, FP8_MAX, MIN_SCALE, GROUP,
-                   ROUND_SUM, FAST_DIV, EARLY, STREAM, KEEP)
-    else:
-        for row32 in tl.range(tl.program_id(0), T, tl.num_programs(0), num_stages=STAGES):
-            _group_row(row32, x_ptr, res_ptr, w_ptr, res_out_ptr, q_ptr, s_ptr, w, groups,
-                       cols, mask, H, stride_x, stride_res, stride_s_row, stride_s_group, eps,
-                       weight_offset, HAS_RES, GEMMA, UE8M0, FP8_MAX, MIN_SCALE, GROUP,
-                       ROUND_SUM, FAST_DIV, EARLY, STREAM, KEEP)
 
 
 @triton.jit
@@ -524,19 +425,6 @@ def _group_quant_store(y, q_ptr, s_ptr, row, groups, out_offs, mask, H, stride_s
 # Launchers
 
 
-@functools.cache
-def _device_sms(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
-
-
-def num_sms(device: torch.device) -> int:
-    """Multiprocessors of `device` (the persistent grids' unit); 4 on the CPU (interpreter)."""
-    if device.type != "cuda":
-        return 4
-    return _device_sms(device.index if device.index is not None else
-                       torch.cuda.current_device())
-
-
 def _prepare(x: torch.Tensor, weight: torch.Tensor | None,
              residual: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
     quant_ref.check_model_dtype(x)
@@ -551,81 +439,6 @@ def _prepare(x: torch.Tensor, weight: torch.Tensor | None,
     check_device(x, *(t for t in (weight, residual) if t is not None))
     x2 = rows_2d(x)
     return x2, (rows_2d(residual) if residual is not None else None)
-
-
-@triton.jit
-def _looped_sum(x_ptr, res_ptr, res_out_ptr, row, cols, mask, stride_x, stride_res, H,
-                HAS_RES: tl.constexpr, ROUND_SUM: tl.constexpr, EVICT: tl.constexpr,
-                STORE_RES: tl.constexpr):
-    """One chunk of a looped pass: x (+ r) in float32; with STORE_RES the residual sum is
-    stored."""
-    x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0,
-                eviction_policy=EVICT).to(tl.float32)
-    if HAS_RES:
-        r = tl.load(res_ptr + row * stride_res + cols, mask=mask, other=0.0,
-                    eviction_policy=EVICT).to(tl.float32)
-        x = _residual_sum(x, r, x_ptr, ROUND_SUM)
-        if STORE_RES:
-            tl.store(res_out_ptr + row * H + cols, x.to(x_ptr.dtype.element_ty), mask=mask)
-    return x
-
-
-@triton.jit(do_not_specialize=["T"])
-def _norm_looped_kernel(
-    x_ptr, res_ptr, w_ptr, res_out_ptr, q_ptr, s_ptr, ub_ptr,
-    T, H, stride_x, stride_res, eps, weight_offset,
-    HAS_RES: tl.constexpr, GEMMA: tl.constexpr, QUANT: tl.constexpr, HAS_UB: tl.constexpr,
-    FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, BLOCK_R: tl.constexpr,
-    DIVIDE: tl.constexpr, ROUND_SUM: tl.constexpr, RES_FIRST: tl.constexpr,
-    FAST_DIV: tl.constexpr, KEEP: tl.constexpr = "evict_last",
-    STREAM: tl.constexpr = "evict_first", PDL: tl.constexpr = False,
-):
-    """One row per program, read in BLOCK_R chunks: the sum of squares (loads kept in L2),
-    for per-token (QUANT 2) the amax of y (from L2), then y quantized and stored. Static
-    (QUANT 1) reads `s_ptr` as its scale; per-token writes its scale there."""
-    await_previous_kernel(PDL)
-    row = tl.program_id(0).to(tl.int64)
-    acc = tl.zeros([BLOCK_R], dtype=tl.float32)
-    for start in tl.range(0, H, BLOCK_R):
-        cols = start + tl.arange(0, BLOCK_R)
-        mask = cols < H
-        x = _looped_sum(x_ptr, res_ptr, res_out_ptr, row, cols, mask, stride_x, stride_res, H,
-                        HAS_RES, ROUND_SUM, KEEP, RES_FIRST)
-        acc += x * x
-    rstd = tl.math.rsqrt(tl.sum(acc, axis=0) / H + eps)
-    if QUANT == 1:
-        s = tl.load(s_ptr).to(tl.float32)
-    else:
-        amax_acc = tl.zeros([BLOCK_R], dtype=tl.float32)
-        for start in tl.range(0, H, BLOCK_R):
-            cols = start + tl.arange(0, BLOCK_R)
-            mask = cols < H
-            x = _looped_sum(x_ptr, res_ptr, res_out_ptr, row, cols, mask, stride_x, stride_res,
-                            H, HAS_RES, ROUND_SUM, KEEP, False)
-            w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last")
-            y = _apply_weight(x * rstd, w, weight_offset, x_ptr, GEMMA)
-            amax_acc = tl.maximum(amax_acc, tl.abs(y))
-        amax = tl.max(amax_acc, axis=0)
-        if HAS_UB:
-            amax = tl.minimum(amax, tl.load(ub_ptr).to(tl.float32))
-        s = tl.maximum(tl.math.div_rn(amax, FP8_MAX), MIN_SCALE)
-        inv = tl.math.div_rn(1.0, s)
-        tl.store(s_ptr + row, s)
-    for start in tl.range(0, H, BLOCK_R):
-        cols = start + tl.arange(0, BLOCK_R)
-        mask = cols < H
-        x = _looped_sum(x_ptr, res_ptr, res_out_ptr, row, cols, mask, stride_x, stride_res, H,
-                        HAS_RES, ROUND_SUM, STREAM, not RES_FIRST)
-        w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last")
-        y = _apply_weight(x * rstd, w, weight_offset, x_ptr, GEMMA)
-        if QUANT == 1:
-            scaled = static_scaled(y, s, DIVIDE)
-        elif FAST_DIV:
-            scaled = div_rn_by(y, s, inv, HAS_UB)
-        else:
-            scaled = tl.math.div_rn(y, s)
-        v = tl.minimum(tl.maximum(scaled, -FP8_MAX), FP8_MAX)
-        tl.store(q_ptr + row * H + cols, v.to(q_ptr.dtype.element_ty), mask=mask)
 
 
 def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.Tensor | None,
@@ -645,31 +458,10 @@ def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.T
         return res_out
     cfg = config or row_config(tokens, hidden, residual is not None, quant)
     dummy = x2
-    rs = round_sum and residual is not None
-    looped = (quant == QUANT_STATIC and len(qs) == 1) or quant == QUANT_PER_TOKEN
-    if cfg.two_pass and looped and weight is not None:
-        _norm_looped_kernel[(tokens,)](
-            x2, r2 if r2 is not None else dummy, weight,
-            res_out if res_out is not None else dummy, qs[0], scales[0],
-            scale_ub if scale_ub is not None else dummy,
-            tokens, hidden, x2.stride(0), r2.stride(0) if r2 is not None else 0,
-            float(eps), float(weight_offset),
-            HAS_RES=residual is not None, GEMMA=weight_offset != 0.0, QUANT=quant,
-            HAS_UB=scale_ub is not None, FP8_MAX=quant_ref.fp8_max(out_dtype),
-            MIN_SCALE=quant_ref.fp8_min_scale(out_dtype),
-            BLOCK_R=min(cfg.block_r, next_pow2(hidden)), DIVIDE=divide, ROUND_SUM=rs,
-            RES_FIRST=cfg.res_first and residual is not None,
-            FAST_DIV=cfg.fast_div and quant == QUANT_PER_TOKEN,
-            **cache_hints(cfg.evict), **pdl_launch(cfg.pdl, x2.device),
-            num_warps=cfg.num_warps,
-        )
-        return res_out
     q = [*qs, *([dummy] * (MAX_STATIC_OUTPUTS - len(qs)))]
     s = [*scales, *([dummy] * (MAX_STATIC_OUTPUTS - len(scales)))]
     fp8 = out_dtype if quant != QUANT_NONE else torch.float8_e4m3fn
-    tiles = triton.cdiv(tokens, cfg.rows)
-    grid = min(tiles, cfg.persist * num_sms(x2.device)) if cfg.persist > 0 else tiles
-    _norm_rows_kernel[(grid,)](
+    _norm_rows_kernel[(triton.cdiv(tokens, cfg.rows),)](
         x2, r2 if r2 is not None else dummy, weight if weight is not None else dummy,
         y if y is not None else dummy, res_out if res_out is not None else dummy,
         *q, *s, scale_ub if scale_ub is not None else dummy,
@@ -679,10 +471,10 @@ def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.T
         QUANT=quant, NUM_OUT=max(1, len(qs)), HAS_UB=scale_ub is not None,
         FP8_MAX=quant_ref.fp8_max(fp8), MIN_SCALE=quant_ref.fp8_min_scale(fp8),
         ROWS=cfg.rows, BLOCK_H=next_pow2(hidden), DIVIDE=divide and quant == QUANT_STATIC,
-        ROUND_SUM=rs, FAST_DIV=cfg.fast_div and quant == QUANT_PER_TOKEN,
-        EARLY=cfg.early or cfg.persist > 0, **cache_hints(cfg.evict),
-        STAGES=cfg.stages if cfg.persist > 0 else 0, VEC=cfg.vec,
-        **pdl_launch(cfg.pdl, x2.device), num_warps=cfg.num_warps,
+        ROUND_SUM=round_sum and residual is not None,
+        FAST_DIV=cfg.fast_div and quant == QUANT_PER_TOKEN, EARLY=cfg.early,
+        **cache_hints(cfg.evict), VEC=cfg.vec, **pdl_launch(cfg.pdl, x2.device),
+        num_warps=cfg.num_warps,
     )
     return res_out
 
@@ -774,17 +566,15 @@ def rms_norm_quant_fp8_group(x: torch.Tensor, weight: torch.Tensor, eps: float,
         return q, s, res_out
     s2 = s.reshape(tokens, hidden // group_size)  # a view in either layout
     cfg = config or group_config(tokens, hidden)
-    grid = min(tokens, cfg.persist * num_sms(x2.device)) if cfg.persist > 0 else tokens
-    _norm_group_kernel[(grid,)](
+    _norm_group_kernel[(tokens,)](
         x2, r2 if r2 is not None else x2, weight, res_out if res_out is not None else x2, q, s2,
         tokens, hidden, x2.stride(0), r2.stride(0) if r2 is not None else 0,
         s2.stride(0), s2.stride(1), float(eps), float(weight_offset),
         HAS_RES=residual is not None, GEMMA=weight_offset != 0.0, UE8M0=ue8m0,
         FP8_MAX=quant_ref.fp8_max(out_dtype), MIN_SCALE=quant_ref.fp8_min_scale(out_dtype),
         BLOCK_G=next_pow2(hidden // group_size), GROUP=group_size,
-        ROUND_SUM=round_sum and residual is not None, FAST_DIV=cfg.fast_div,
-        EARLY=cfg.early or cfg.persist > 0, **cache_hints(cfg.evict),
-        STAGES=cfg.stages if cfg.persist > 0 else 0, VEC=cfg.vec,
-        **pdl_launch(cfg.pdl, x2.device), num_warps=cfg.num_warps,
+        ROUND_SUM=round_sum and residual is not None, FAST_DIV=cfg.fast_div, EARLY=cfg.early,
+        **cache_hints(cfg.evict), VEC=cfg.vec, **pdl_launch(cfg.pdl, x2.device),
+        num_warps=cfg.num_warps,
     )
     return q, s, res_out

@@ -1,43 +1,37 @@
-"""Triton kernel for NVFP4 quantization (16-element blocks), alone or fused after SiLU·Mul.
+"""Triton kernels for NVFP4 quantization (16-element blocks), alone or fused after SiLU·Mul.
 
-Program (row, block range) handles BPP blocks of one row as a [BPP, 16] tile (16-byte loads);
-the codes are reshaped to [BPP, 8, 2] so that the pair sharing a byte is split off and packed
-within each thread. Per block:
+Program (row, block range) handles BPP blocks of one row. Per block:
 `sb = fp8(clamp(gs * amax / 6, ±448))`, `q = e2m1(clamp(x * gs / sb, ±6))` rounded to nearest
-even in arithmetic (sm90 has no e2m1 conversion instruction; see `_e2m1_code`), two codes per
-byte (element 2i low). Block scales go to the swizzled 128×4 layout
+even, two codes per byte (element 2i low). Block scales go to the swizzled 128×4 layout
 (`quant_ref.swizzle_block_scales`); the grid also covers the scale padding (rows up to a multiple
 of 128, PAD_ROWS of them per extra program; columns up to a multiple of 4), so the kernel writes
-the padding zeros itself (no memset launch). Numerics: `quant_ref.quant_nvfp4`.
+the padding zeros itself (no memset launch). Numerics: `quant_ref.quant_nvfp4`, bit for bit.
 
 The fused form reads `x = [gate | up]` (UP=0), or, with UP=1, the gate from `x` [:, N] and up from
 a second tensor [:, N] with its own row stride (separate gate/up projections; a column slice of a
 larger GEMM output is read in place).
 
-Variants (fields of `Nvfp4Config`; the kernel is issue-bound on sm90, so they cut instructions):
-- `recip`: per element, the quotient `RN(p / sb)` (`p = RN(y * gs)`) from one correctly rounded
-  reciprocal per block, `r = RN(1 / sb)`, and Markstein's correction, `q0 = RN(p * r)`,
-  `q = RN(q0 + fma(q0, -sb, p) * r)` (3 FP instructions instead of an IEEE division, ~10 with
-  its MUFU.RCP and range check). The correction gives the correctly rounded quotient when
-  nothing under- or overflows (Markstein's theorem); checked exhaustively for every f32
-  significand of p against every fp8 significand of sb (tests/test_act_kernel_variants.py).
-  Where it matters (|q| >= 1/8, so p and the residual are normal) that holds; below, any
-  quotient of that size encodes to a signed 0; past the e2m1 range, inf/NaN from an overflow
-  only saturate. The sign comes from q0 (a zero keeps p's sign), so -0.0 encodes as 0x8, and an
-  all-zero block (sb = 0) takes r = 0 and no sign, as the reference's +0. Then the e2m1 code
-  from the bits (`_e2m1_magnitude_bits`): saturate |q| at 6 (one min, |q| a free operand
-  modifier), and round once by adding 2**22 * step (step 0.5, 1 or 2, from the exponent) in float32. No F2I
-  (16/clk/SM on sm90, like MUFU) and no float clamps.
-- `fast_silu`: `silu(a) = a * rcp.approx.ftz(1 + ex2.approx.ftz(-a * log2 e))` by inline PTX:
-  the instructions that `a / (1 + exp(-a))` compiles to, without the subnormal range fixes
-  (5 instructions instead of 13). Same bits as the plain form except for a < -87.3, where 1 / d
-  is subnormal and flushes: silu is -0 instead of about -5e-37 (which then quantizes to the same
-  NVFP4 code). The interpreter, which has no inline PTX, runs the plain form.
-- `split`: each thread owns whole 16-element blocks (the block is loaded as two [BPP, 8] halves,
-  16-byte loads each), so the block amax needs no shuffle, the per-block scale arithmetic runs
-  once per block instead of once per thread of a block, and a block's 16 codes leave as one
-  8-byte store (two 32-bit words built in registers).
-- `pdl`: programmatic dependent launch (`triton_support.pdl_launch`).
+The kernel is issue-bound on sm90 (and draws the board to its power cap), so its arithmetic is
+cut to few instructions, with the reference's bits:
+- the quotient `RN(p / sb)` (`p = RN(y * gs)`) from one correctly rounded reciprocal per block,
+  `r = RN(1 / sb)`, and Markstein's correction, `q0 = RN(p * r)`, `q = RN(q0 + fma(q0, -sb, p) *
+  r)` (3 FP instructions instead of an IEEE division's ~10), correctly rounded when nothing under-
+  or overflows; checked exhaustively for every f32 significand of p against every fp8
+  significand of sb (tests/test_act_kernel_variants.py). Where it matters (|q| >= 1/8) that
+  holds; smaller quotients encode to a signed 0, inf/NaN past the e2m1 range only saturate. The
+  sign comes from q0 (a zero keeps p's sign), so -0.0 encodes as 0x8; an all-zero block (sb = 0)
+  takes r = 0 and no sign, as the reference's +0.
+- the e2m1 code from the float's bits (`_e2m1_magnitude_bits`: no F2I, no float clamps; sm90 has
+  no e2m1 conversion instruction).
+- silu as `a * rcp.approx.ftz(1 + ex2.approx.ftz(-a * log2 e))` by inline PTX (`_silu`): the
+  instructions `a / (1 + exp(-a))` compiles to, without the subnormal range fixes; the same bits
+  except for a < -87.3, where silu is -0 instead of about -5e-37 (the same NVFP4 code). The
+  interpreter, which has no inline PTX, runs the plain form.
+
+Two layouts (`Nvfp4Config.split`): `_nvfp4_kernel` holds a [BPP, 16] tile (16-byte loads) and
+splits the codes into the pairs that share a byte; `_nvfp4_split_kernel` gives each thread whole
+blocks (two [BPP, 8] halves), so the block amax needs no shuffle, the scale arithmetic runs once
+per block, and a block's codes leave as one 8-byte store.
 """
 
 from __future__ import annotations
@@ -66,27 +60,24 @@ PAD_ROWS = 32  # padding rows (of the 128-row scale tiles) zeroed per program
 
 @dataclass(frozen=True)
 class Nvfp4Config:
-    """Launch shape and arithmetic variant of the NVFP4 kernels (module docstring):
-    16-element blocks per program, warps, and the `recip`, `fast_silu`, `split` variants;
-    `evict`: the inputs are loaded with `evict_first` (off: no cache hint); `pdl`:
-    programmatic dependent launch (`norm_quant.RowConfig`)."""
+    """Launch shape of the NVFP4 kernels: 16-element blocks per program, warps, `split` (a
+    thread owns whole blocks: module docstring); `evict`: the inputs are loaded with
+    `evict_first` (off: no cache hint); `pdl`: programmatic dependent launch
+    (`norm_quant.RowConfig`)."""
 
     blocks_per_program: int
     num_warps: int
-    recip: bool = True
-    fast_silu: bool = True
     split: bool = False
     evict: bool = True
     pdl: bool = False
 
 
-# Launch shapes that measured fastest on the H200 (the sweep in docs/bench_norm_act_quant.md):
-# width -> steps of (from tokens, config). `split` (a thread owns whole blocks) wins from 1024
-# tokens, there with loads without cache hints (2-4% faster than with `evict_first`); at decode
-# sizes the paired layout with 2 warps does. `pdl` (programmatic dependent launch; same bits)
-# measured 13-29% faster up to 16 tokens, 11-35% slower at 128, 0.6-3.5% faster at 1024 (three
-# runs) and within 1.2% either way from 4096 but once 3.7% slower (the fifth session's `--pdl`
-# runs): on below 128 tokens and from 1024 to 4095.
+# Launch shapes that measured fastest on the H200 (docs/kernel_study.md): width -> steps of
+# (from tokens, config). `split` wins from 1024 tokens, there with loads without cache hints
+# (2-4% faster than with `evict_first`); at decode sizes the paired layout with 2 warps does. PDL
+# (same bits) measured 13-29% faster up to 16 tokens, 11-35% slower at 128, 0.6-3.5% faster at
+# 1024 and within 1.2% either way from 4096 (once 3.7% slower): on below 128 tokens and from 1024
+# to 4095.
 _SPLIT = {"split": True, "evict": False}
 _NVFP4_TUNED: dict[int, Steps] = {
     width: ((1, Nvfp4Config(32, 2, pdl=True)), (128, Nvfp4Config(32, 2)),
@@ -102,25 +93,6 @@ def nvfp4_config(tokens: int, width: int) -> Nvfp4Config:
     per_warp = 32 if cfg.split else 16  # a split thread owns a block, else two threads do
     return dataclasses.replace(cfg, blocks_per_program=blocks,
                                num_warps=max(1, min(cfg.num_warps, blocks // per_warp)))
-
-
-@triton.jit
-def _e2m1_code(v):
-    """e2m1 code (0..15, int32) of float32 v in [-6, 6], ties to even; sign from the bits.
-
-    The e2m1 grid has step 0.5 below 2, 1 in [2, 4) and 2 in [4, 6], so the magnitude code is
-    one round-to-nearest-even of |v| scaled to that step, plus the code of the range's start:
-    rint(2a) below 2, rint(a) + 2 in [2, 4), rint(a / 2) + 4 from 4 (the scalings are exact).
-    This gives the boundary-counting codes of `quant_ref.e2m1_encode` in a third of the
-    instructions (the kernel is compute-bound otherwise).
-    """
-    a = tl.abs(v)
-    scale = tl.where(a < 2.0, 2.0, tl.where(a < 4.0, 1.0, 0.5))
-    base = tl.where(a < 2.0, 0.0, tl.where(a < 4.0, 2.0, 4.0))
-    # x + 1.5 * 2**23 - 1.5 * 2**23 rounds x (< 2**22) to an integer, nearest even (IEEE).
-    rounded = (a * scale + 12582912.0) - 12582912.0
-    mag = (rounded + base).to(tl.int32)
-    return mag | ((v.to(tl.int32, bitcast=True) >> 28) & 8)
 
 
 @triton.jit
@@ -193,20 +165,13 @@ def _block_recip(sbf):
 
 
 @triton.jit
-def _codes(y, gs, sbf, r, smask, RECIP: tl.constexpr):
-    """e2m1 codes (int32 0..15) of `clamp(RN(RN(y * gs) / sb), ±6)`; sbf, r, smask broadcast
-    against y. RECIP: Markstein's quotient and the bit encoding; else an IEEE division per
-    element and `_e2m1_code`."""
+def _codes(y, gs, sbf, r, smask):
+    """e2m1 codes (int32 0..15) of `clamp(RN(RN(y * gs) / sb), ±6)` by Markstein's quotient and
+    the bit encoding (module docstring); sbf, r, smask broadcast against y."""
     p = y * gs
-    if RECIP:
-        q0 = p * r
-        q = tl.fma(tl.fma(q0, -sbf, p), r, q0)  # -sbf: one negation a block, not an element
-        code = _e2m1_magnitude_bits(q) | ((q0.to(tl.int32, bitcast=True) >> 28) & smask)
-    else:
-        safe = tl.where(sbf == 0.0, 1.0, sbf)  # an all-zero block quantizes to zeros
-        v = tl.where(sbf == 0.0, 0.0, tl.math.div_rn(p, safe))
-        code = _e2m1_code(tl.minimum(tl.maximum(v, -6.0), 6.0))
-    return code
+    q0 = p * r
+    q = tl.fma(tl.fma(q0, -sbf, p), r, q0)  # -sbf: one negation a block, not an element
+    return _e2m1_magnitude_bits(q) | ((q0.to(tl.int32, bitcast=True) >> 28) & smask)
 
 
 @triton.jit
@@ -230,9 +195,10 @@ def _zero_pad_scales(sf_ptr, row, blocks, M, MP, KP, KP4, PAD_ROWS: tl.constexpr
 def _nvfp4_kernel(
     x_ptr, up_ptr, q_ptr, sf_ptr, gs_ptr, M, MP, N, stride_x, stride_up, K, KP, KP4,
     ACT: tl.constexpr, UP: tl.constexpr, BPP: tl.constexpr, PAD_ROWS: tl.constexpr,
-    RECIP: tl.constexpr = False, FAST: tl.constexpr = False,
-    STREAM: tl.constexpr = "evict_first", PDL: tl.constexpr = False,
+    FAST: tl.constexpr = False, STREAM: tl.constexpr = "evict_first", PDL: tl.constexpr = False,
 ):
+    """A [BPP, 16] tile of blocks per program; the codes are reshaped to [BPP, 8, 2] so that
+    the pair sharing a byte is split off and packed within each thread."""
     await_previous_kernel(PDL)
     row = tl.program_id(0)
     blocks = tl.program_id(1) * BPP + tl.arange(0, BPP)
@@ -244,7 +210,7 @@ def _nvfp4_kernel(
         gs = tl.load(gs_ptr).to(tl.float32)
         sb8, sbf = _block_scale(tl.max(tl.abs(y), axis=1), gs, sf_ptr.dtype.element_ty)
         r, smask = _block_recip(sbf)
-        code = _codes(y, gs, sbf[:, None], r[:, None], smask[:, None], RECIP)
+        code = _codes(y, gs, sbf[:, None], r[:, None], smask[:, None])
         # Elements 2i and 2i+1 share byte i: split the pairs off the last axis and pack.
         lo, hi = tl.split(tl.reshape(code, (BPP, 8, 2)))
         packed = (lo | (hi << 4)).to(tl.uint8)
@@ -265,8 +231,7 @@ def _pack_word(code):
 def _nvfp4_split_kernel(
     x_ptr, up_ptr, q_ptr, sf_ptr, gs_ptr, M, MP, N, stride_x, stride_up, K, KP, KP4,
     ACT: tl.constexpr, UP: tl.constexpr, BPP: tl.constexpr, PAD_ROWS: tl.constexpr,
-    RECIP: tl.constexpr, FAST: tl.constexpr, STREAM: tl.constexpr = "evict_first",
-    PDL: tl.constexpr = False,
+    FAST: tl.constexpr, STREAM: tl.constexpr = "evict_first", PDL: tl.constexpr = False,
 ):
     """One thread per 16-element block: the block's halves are [BPP, 8] tiles (8 contiguous
     elements per thread), and q_ptr is the output viewed as int32 words (8 codes each)."""
@@ -284,8 +249,8 @@ def _nvfp4_split_kernel(
         amax = tl.maximum(tl.max(tl.abs(y_lo), axis=1), tl.max(tl.abs(y_hi), axis=1))
         sb8, sbf = _block_scale(amax, gs, sf_ptr.dtype.element_ty)
         r, smask = _block_recip(sbf)
-        lo = _codes(y_lo, gs, sbf[:, None], r[:, None], smask[:, None], RECIP)
-        hi = _codes(y_hi, gs, sbf[:, None], r[:, None], smask[:, None], RECIP)
+        lo = _codes(y_lo, gs, sbf[:, None], r[:, None], smask[:, None])
+        hi = _codes(y_hi, gs, sbf[:, None], r[:, None], smask[:, None])
         words = tl.join(_pack_word(lo), _pack_word(hi))
         q_offs = row.to(tl.int64) * (N // 8) + blocks[:, None] * 2 + tl.arange(0, 2)[None, :]
         tl.store(q_ptr + q_offs, words, mask=blocks[:, None] < K)
@@ -317,11 +282,11 @@ def _launch(x: torch.Tensor, act: bool, global_scale: torch.Tensor,
     cfg = config or nvfp4_config(rows, width)
     grid = (rows + triton.cdiv(mp - rows, PAD_ROWS), triton.cdiv(kp, cfg.blocks_per_program))
     # The interpreter has no inline PTX: it runs the plain silu (module docstring).
-    fast = cfg.fast_silu and act and not interpreting()
+    fast = act and not interpreting()
     kernel, out = (_nvfp4_split_kernel, q.view(torch.int32)) if cfg.split else (_nvfp4_kernel, q)
     kernel[grid](x2, up2, out, sf, global_scale, rows, mp, width, x2.stride(0),
                  up2.stride(0), k, kp, kp // 4, ACT=act, UP=up is not None,
-                 BPP=cfg.blocks_per_program, PAD_ROWS=PAD_ROWS, RECIP=cfg.recip, FAST=fast,
+                 BPP=cfg.blocks_per_program, PAD_ROWS=PAD_ROWS, FAST=fast,
                  STREAM=cache_hints(cfg.evict)["STREAM"], **pdl_launch(cfg.pdl, x2.device),
                  num_warps=cfg.num_warps)
     return q, sf
