@@ -49,8 +49,7 @@ STATIC = Kernel(
     "(Tensor x, Tensor scale, ScalarType out_dtype, Tensor? up=None, bool divide=False) "
     "-> Tensor",
     _static_ref, _static_cuda, _static_fake,
-    _sm90("0.60-0.87x Inductor's time at every size (0.78 vs 1.21 us at I 14336, T 1; "
-          "272.3 vs 333.4 us at T 16384)"),
+    _sm90("0.61-0.86x Inductor's time at every size (I 14336 / 28672, T 1-16384; 2026-12-04)"),
     single_tensor=True)
 
 
@@ -79,8 +78,8 @@ GROUP = Kernel(
     "(Tensor x, int group_size, bool col_major, bool ue8m0, ScalarType out_dtype, "
     "Tensor? up=None) -> (Tensor, Tensor)",
     _group_ref, _group_cuda, _group_fake,
-    _sm90("0.26-0.65x Inductor's time at every size (group 128; 0.95 vs 1.46 us at T 1, "
-          "276.0 vs 706.3 us at I 14336, T 16384)"))
+    _sm90("0.23-0.58x Inductor's time at every size (group 128; I 14336 / 28672, "
+          "T 1-16384; 2026-12-04)"))
 
 
 def _nvfp4_ref(x, global_scale, up=None):
@@ -100,8 +99,7 @@ def _nvfp4_fake(x, global_scale, up=None):
 NVFP4 = Kernel(
     "silu_mul_quant_nvfp4", "(Tensor x, Tensor global_scale, Tensor? up=None) -> (Tensor, Tensor)",
     _nvfp4_ref, _nvfp4_cuda, _nvfp4_fake,
-    _sm90("0.25-0.40x Inductor's time at every size (276.5 vs 787.4 us at I 14336, T 16384: "
-          "91% of copy)"))
+    _sm90("0.25-0.40x Inductor's time at every size (I 14336 / 28672, T 1-16384; 2026-12-04)"))
 
 
 def _lower(op: fused.SiluMulQuantOp, platform: str) -> kernel.CallOp:

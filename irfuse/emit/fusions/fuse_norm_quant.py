@@ -63,7 +63,7 @@ STATIC = Kernel(
     "(Tensor x, Tensor weight, Tensor[] scales, float eps, float weight_offset, "
     "ScalarType out_dtype, bool divide=False) -> Tensor[]",
     _static_ref, _static_cuda, _static_fake,
-    _sm90("0.57-0.79x Inductor's time at every size (47.3 vs 74.3 us at H 4096, T 16384)"),
+    _sm90("0.57-0.79x Inductor's time at every size (H 4096 / 8192, T 1-16384; 2026-12-04)"),
     flashinfer=True)
 
 
@@ -105,8 +105,7 @@ ADD_STATIC = Kernel(
     "float weight_offset, ScalarType out_dtype, bool divide=False, bool round_sum=False) "
     "-> Tensor[]",
     _add_static_ref, _add_static_cuda, _add_static_fake,
-    _sm90("0.53-0.99x Inductor's time at every size (1.74 vs 3.03 us at H 8192, T 1; "
-          "109.9 vs 111.1 us at H 4096, T 16384)"),
+    _sm90("0.54-0.99x Inductor's time at every size (H 4096 / 8192, T 1-16384; 2026-12-04)"),
     flashinfer=True)
 
 
@@ -137,7 +136,7 @@ PER_TOKEN = Kernel(
     "(Tensor x, Tensor weight, Tensor? scale_ub, float eps, float weight_offset, "
     "ScalarType out_dtype) -> (Tensor, Tensor)",
     _token_ref, _token_cuda, _token_fake,
-    _sm90("the residual form's kernel without the residual (measured there: 0.54-0.91x "
+    _sm90("the residual form's kernel without the residual (measured there: 0.55-0.88x "
           "Inductor); not measured alone"))
 
 
@@ -172,8 +171,7 @@ ADD_PER_TOKEN = Kernel(
     "float weight_offset, ScalarType out_dtype, bool round_sum=False) "
     "-> (Tensor, Tensor, Tensor)",
     _add_token_ref, _add_token_cuda, _add_token_fake,
-    _sm90("0.54-0.91x Inductor's time at every size (2.31 vs 3.68 us at H 8192, T 1; "
-          "111.8 vs 123.1 us at H 4096, T 16384)"))
+    _sm90("0.55-0.88x Inductor's time at every size (H 4096 / 8192, T 1-16384; 2026-12-04)"))
 
 
 # --- dynamic per-group -------------------------------------------------------------------------
@@ -208,7 +206,7 @@ GROUP = Kernel(
     "(Tensor x, Tensor weight, float eps, float weight_offset, int group_size, bool col_major, "
     "bool ue8m0, ScalarType out_dtype) -> (Tensor, Tensor)",
     _group_ref, _group_cuda, _group_fake,
-    _sm90("the residual form's kernel without the residual (measured there: 0.32-0.63x "
+    _sm90("the residual form's kernel without the residual (measured there: 0.30-0.70x "
           "Inductor); not measured alone"))
 
 
@@ -245,8 +243,8 @@ ADD_GROUP = Kernel(
     "bool col_major, bool ue8m0, ScalarType out_dtype, bool round_sum=False) "
     "-> (Tensor, Tensor, Tensor)",
     _add_group_ref, _add_group_cuda, _add_group_fake,
-    _sm90("0.32-0.63x Inductor's time at every size (group 128; 113.7 vs 204.2 us at H 4096, "
-          "T 16384)"))
+    _sm90("0.30-0.70x Inductor's time at every size (group 128; H 4096 / 8192, T 1-16384; "
+          "2026-12-04)"))
 
 KERNELS = (STATIC, ADD_STATIC, PER_TOKEN, ADD_PER_TOKEN, GROUP, ADD_GROUP)
 
