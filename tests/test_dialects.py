@@ -319,8 +319,15 @@ def _b_all_gather_gemm(a: Args):
 
 def _b_add_rms_norm_pad(a: Args):
     x, r, w = a(((S0, 2880), bf16), ((S0, 2880), bf16), ((2880,), bf16))
-    op = fused.AddRmsNormPadOp(x, r, w, eps=1e-5, pad_multiple=128)
+    op = fused.RmsNormPadOp(x, r, w, eps=1e-5, high=64, round_sum=True)
     return op, [T((S0, 2944), bf16), T((S0, 2880), bf16)]
+
+
+def _b_rms_norm_pad(a: Args):
+    x, w = a(((S0, 3000), bf16), ((3000,), f32))
+    op = fused.RmsNormPadOp(x, None, w, eps=1e-6, low=8, high=64, value=-1.0, weight_f32=True,
+                            result_types=[T((S0, 3072), f32), None])
+    return op, [T((S0, 3072), f32)]
 
 
 BUILDERS: list[Callable[[Args], tuple[Operation, list[Attribute]]]] = [
@@ -356,6 +363,7 @@ BUILDERS: list[Callable[[Args], tuple[Operation, list[Attribute]]]] = [
     _b_gemm_reduce_scatter,
     _b_all_gather_gemm,
     _b_add_rms_norm_pad,
+    _b_rms_norm_pad,
 ]
 
 

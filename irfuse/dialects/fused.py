@@ -20,11 +20,12 @@ it replaced (norm weights, quant scheme shapes, attention head counts, world siz
 | `fused.mla_attention_quant` | attn.mla_attention -> quant | fuse-attn-quant |
 | `fused.gemm_reduce_scatter` | gemm.(scaled_)matmul -> coll.reduce_scatter | fuse-gemm-comms |
 | `fused.all_gather_gemm` | coll.all_gather -> gemm.(scaled_)matmul | fuse-gemm-comms |
-| `fused.add_rms_norm_pad` | norm.add_rms_norm -> act.pad | fuse-act-padding |
+| `fused.rms_norm_pad` | (add_)rms_norm -> act.pad | fuse-act-padding |
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from xdsl.dialects.builtin import (
@@ -55,7 +56,7 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse.dialects.act import silu_mul_dims
+from irfuse.dialects.act import pad_dims, silu_mul_dims
 from irfuse.dialects.attn import (
     check_attention,
     check_cos_sin_cache,
@@ -94,7 +95,6 @@ from irfuse.dialects.shapes import (
     check_shape,
     mul_dim,
     normalize_dim,
-    round_up_dim,
     shape_str,
     static_numel,
 )
@@ -1148,81 +1148,104 @@ class AllGatherGemmOp(NamedOperandSyntax):
         _check_c(self.c.type, (mul_dim(m, ws), n), dtype)
 
 
-# --- add + norm + pad ---------------------------------------------------------------------------
+# --- norm + pad --------------------------------------------------------------------------------
 
 
 @irdl_op_definition
-class AddRmsNormPadOp(NamedOperandSyntax):
-    """Residual add + RMSNorm + zero padding of the last dim to a multiple, in one kernel.
+class RmsNormPadOp(NamedOperandSyntax):
+    """(Residual add +) RMSNorm + constant pad of the last dim, in one kernel.
 
-    Replaces `norm.add_rms_norm` followed by `act.pad` of its `y` (AITER's
-    `triton_add_rmsnorm_pad`, ROCm; GPT-OSS pads hidden 2880 for the router GEMM).
+    Replaces `norm.rms_norm` or `norm.add_rms_norm` whose `y` is padded by `act.pad` (AITER's
+    `triton_add_rmsnorm_pad` on ROCm; GPT-OSS pads hidden 2880 for its experts).
 
     ```mlir
-    %p, %r = fused.add_rms_norm_pad %x, %res, %w
-            {eps = 1.000000e-05 : f64, pad_multiple = 256 : i64}
+    %p, %r = fused.rms_norm_pad %x, residual %res, %w
+            {eps = 1.000000e-05 : f64, low = 0 : i64, high = 192 : i64, round_sum}
         : (!irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[s0, 2880], bf16>,
            !irfuse.tensor<[2880], bf16>)
-        -> (!irfuse.tensor<[s0, 3072], bf16>, !irfuse.tensor<[s0, 2880], bf16>)
+        -> (!irfuse.tensor<[s0, 3072], bf16>, residual_out !irfuse.tensor<[s0, 2880], bf16>)
     ```
-    `out` is the norm padded with zeros to `round_up(H, pad_multiple)`; `residual_out` is
-    `x + residual`, typed like x.
+    `out` is the norm with `low` columns of `value` before each row and `high` after (the pad's
+    own amounts: any hidden size, any multiple). `residual_out` exists iff `residual` does.
+    `round_sum` is `norm.add_rms_norm`'s; the unit property `weight_f32` marks a weight product
+    in float32 rounded once (`(w * normed).to(dtype)`, GPT-OSS's and `F.rms_norm`'s order)
+    instead of the rounded norm times the weight in the model dtype.
     """
 
-    name = "fused.add_rms_norm_pad"
+    name = "fused.rms_norm_pad"
 
     x = operand_def(TensorType)
-    residual = operand_def(TensorType)
+    residual = opt_operand_def(TensorType)
     weight = operand_def(TensorType)
 
     out = result_def(TensorType)
-    residual_out = result_def(TensorType)
+    residual_out = opt_result_def(TensorType)
 
     eps = prop_def(FloatAttr[Float64Type])
     weight_offset = prop_def(FloatAttr[Float64Type], default_value=f64_attr(0.0))
-    pad_multiple = prop_def(IntegerAttr[I64])
+    low = prop_def(IntegerAttr[I64])
+    high = prop_def(IntegerAttr[I64])
+    value = prop_def(FloatAttr[Float64Type], default_value=f64_attr(0.0))
+    round_sum = opt_prop_def(UnitAttr)
+    weight_f32 = opt_prop_def(UnitAttr)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     traits = traits_def(Pure())
 
     def __init__(
         self,
         x: SSAValue,
-        residual: SSAValue,
+        residual: SSAValue | None,
         weight: SSAValue,
         *,
         eps: float,
-        pad_multiple: int,
+        low: int = 0,
+        high: int,
+        value: float = 0.0,
         weight_offset: float = 0.0,
-        result_types: Sequence[Attribute] | None = None,
+        round_sum: bool = False,
+        weight_f32: bool = False,
+        result_types: Sequence[Attribute | None] | None = None,
         attributes: Mapping[str, Attribute] | None = None,
     ):
         if result_types is None:
             xt: TensorType = x.type  # type: ignore[assignment]
-            last = round_up_dim(xt.dims[-1], pad_multiple)
-            if last is None:
+            dims = pad_dims(xt, low, high)
+            if None in dims:
                 raise ValueError(f"give result_types: the last dim of {xt} is symbolic")
-            result_types = [tensor_type((*xt.dims[:-1], last), xt.dtype), xt]
+            result_types = [tensor_type(dims, xt.dtype), None if residual is None else xt]  # type: ignore[arg-type]
         super().__init__(
             operands=[x, residual, weight],
             result_types=list(result_types),
             properties={
                 "eps": f64_attr(eps),
                 "weight_offset": f64_attr(weight_offset),
-                "pad_multiple": i64_attr(pad_multiple),
+                "low": i64_attr(low),
+                "high": i64_attr(high),
+                "value": f64_attr(value),
+                "round_sum": UnitAttr() if round_sum else None,
+                "weight_f32": UnitAttr() if weight_f32 else None,
             },
             attributes=attributes,
         )
 
     def verify_(self) -> None:
         check_eps(self.eps)
-        multiple = check_positive("pad_multiple", self.pad_multiple)
-        x, residual, weight = self.x.type, self.residual.type, self.weight.type
+        x, weight, residual = self.x.type, self.weight.type, opt_type(self.residual)
         check_norm_weight(x, weight)
-        check_float("residual", residual)
-        check_shape("residual", residual, x.dims)
-        check_norm_result("residual_out", self.residual_out.type, x, residual)
+        if self.round_sum is not None and residual is None:
+            raise VerifyException("round_sum applies to a norm with a residual only")
+        if (residual is None) != (self.residual_out is None):
+            raise VerifyException("residual_out exists exactly when residual does")
+        if residual is not None:
+            check_float("residual", residual)
+            check_shape("residual", residual, x.dims)
+            check_norm_result("residual_out", self.residual_out.type, x, residual)  # type: ignore[union-attr]
+        if math.isnan(self.value.value.data):
+            raise VerifyException("a NaN pad value is not supported")
         out = self.out.type
-        check_shape("out", out, (*x.dims[:-1], round_up_dim(x.dims[-1], multiple)))
+        check_shape("out", out, pad_dims(x, self.low.value.data, self.high.value.data))
         check_norm_dtype("out", out, x, weight)
 
 
@@ -1239,7 +1262,7 @@ Fused = Dialect(
         MlaAttentionQuantOp,
         GemmReduceScatterOp,
         AllGatherGemmOp,
-        AddRmsNormPadOp,
+        RmsNormPadOp,
     ],
     [],
 )

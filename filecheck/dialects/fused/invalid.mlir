@@ -292,18 +292,34 @@ func.func @agg_scale_rows(%a: !irfuse.tensor<[64, 4096], f8E4M3FN>, %b: !irfuse.
 // -----
 
 func.func @pad_out(%x: !irfuse.tensor<[s0, 2880], bf16>, %w: !irfuse.tensor<[2880], bf16>) {
-  %p, %r = fused.add_rms_norm_pad %x, %x, %w {eps = 1.0e-05 : f64, pad_multiple = 256 : i64} : (!irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[2880], bf16>) -> (!irfuse.tensor<[s0, 2944], bf16>, !irfuse.tensor<[s0, 2880], bf16>)
+  %p, %r = fused.rms_norm_pad %x, residual %x, %w {eps = 1.0e-05 : f64, low = 0 : i64, high = 192 : i64} : (!irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[2880], bf16>) -> (!irfuse.tensor<[s0, 2944], bf16>, residual_out !irfuse.tensor<[s0, 2880], bf16>)
   func.return
 }
 // CHECK: out has shape [s0, 2944], expected [s0, 3072]
 
 // -----
 
-func.func @pad_multiple(%x: !irfuse.tensor<[s0, 2880], bf16>, %w: !irfuse.tensor<[2880], bf16>) {
-  %p, %r = fused.add_rms_norm_pad %x, %x, %w {eps = 1.0e-05 : f64, pad_multiple = 0 : i64} : (!irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[2880], bf16>) -> (!irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[s0, 2880], bf16>)
+func.func @pad_negative(%x: !irfuse.tensor<[s0, 2880], bf16>, %w: !irfuse.tensor<[2880], bf16>) {
+  %p = fused.rms_norm_pad %x, %w {eps = 1.0e-05 : f64, low = 0 : i64, high = -64 : i64} : (!irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[2880], bf16>) -> !irfuse.tensor<[s0, 2816], bf16>
   func.return
 }
-// CHECK: pad_multiple must be >= 1, got 0
+// CHECK: pad amounts must be >= 0, got low 0, high -64
+
+// -----
+
+func.func @pad_nan(%x: !irfuse.tensor<[s0, 2880], bf16>, %w: !irfuse.tensor<[2880], bf16>) {
+  %p = fused.rms_norm_pad %x, %w {eps = 1.0e-05 : f64, low = 0 : i64, high = 64 : i64, value = 0x7FF8000000000000 : f64} : (!irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[2880], bf16>) -> !irfuse.tensor<[s0, 2944], bf16>
+  func.return
+}
+// CHECK: a NaN pad value is not supported
+
+// -----
+
+func.func @pad_round_sum_no_residual(%x: !irfuse.tensor<[s0, 2880], bf16>, %w: !irfuse.tensor<[2880], bf16>) {
+  %p = fused.rms_norm_pad %x, %w {eps = 1.0e-05 : f64, low = 0 : i64, high = 64 : i64, round_sum} : (!irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[2880], bf16>) -> !irfuse.tensor<[s0, 2944], bf16>
+  func.return
+}
+// CHECK: round_sum applies to a norm with a residual only
 
 // -----
 

@@ -91,9 +91,11 @@ func.func @gemm_comms(%a: !irfuse.tensor<[256, 4096], bf16>, %b: !irfuse.tensor<
   func.return
 }
 
-// CHECK-LABEL: func.func @add_rms_norm_pad
-func.func @add_rms_norm_pad(%x: !irfuse.tensor<[s0, 2880], bf16>, %res: !irfuse.tensor<[s0, 2880], bf16>, %w: !irfuse.tensor<[2880], bf16>) {
-  // CHECK: fused.add_rms_norm_pad %{{.*}}, %{{.*}}, %{{[^ ]+}} {eps = 1.000000e-05 : f64, pad_multiple = 256 : i64} : (!irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[2880], bf16>) -> (!irfuse.tensor<[s0, 3072], bf16>, !irfuse.tensor<[s0, 2880], bf16>)
-  %p, %r = fused.add_rms_norm_pad %x, %res, %w {eps = 1.0e-05 : f64, pad_multiple = 256 : i64} : (!irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[2880], bf16>) -> (!irfuse.tensor<[s0, 3072], bf16>, !irfuse.tensor<[s0, 2880], bf16>)
+// CHECK-LABEL: func.func @rms_norm_pad
+func.func @rms_norm_pad(%x: !irfuse.tensor<[s0, 2880], bf16>, %res: !irfuse.tensor<[s0, 2880], bf16>, %w: !irfuse.tensor<[2880], bf16>, %w32: !irfuse.tensor<[2880], f32>) {
+  // CHECK: fused.rms_norm_pad %{{.*}}, residual %{{.*}}, %{{[^ ]+}} {eps = 1.000000e-05 : f64, low = 0 : i64, high = 192 : i64, round_sum} : (!irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[2880], bf16>) -> (!irfuse.tensor<[s0, 3072], bf16>, residual_out !irfuse.tensor<[s0, 2880], bf16>)
+  %p, %r = fused.rms_norm_pad %x, residual %res, %w {eps = 1.0e-05 : f64, low = 0 : i64, high = 192 : i64, round_sum} : (!irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[2880], bf16>) -> (!irfuse.tensor<[s0, 3072], bf16>, residual_out !irfuse.tensor<[s0, 2880], bf16>)
+  // CHECK: fused.rms_norm_pad %{{.*}}, %{{[^ ]+}} {eps = 1.000000e-06 : f64, low = 64 : i64, high = 128 : i64, value = -1.000000e+00 : f64, weight_f32} : (!irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[2880], f32>) -> !irfuse.tensor<[s0, 3072], f32>
+  %q = fused.rms_norm_pad %x, %w32 {eps = 1.0e-06 : f64, low = 64 : i64, high = 128 : i64, value = -1.0 : f64, weight_f32} : (!irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[2880], f32>) -> !irfuse.tensor<[s0, 3072], f32>
   func.return
 }
