@@ -213,19 +213,20 @@ def test_sp_without_threshold_is_turned_off_unless_the_user_sets_one() -> None:
 
 
 def test_pass_that_cannot_apply_is_turned_off_with_a_warning() -> None:
-    res = resolve_explained(CompilationConfig(pass_config={"fuse_act_padding": True}),
-                            platform="cuda:sm90", **FACTS)
-    assert res.config.pass_config.fuse_act_padding is False
-    assert any("fuse_act_padding turned off" in w and "ROCm AITER" in w for w in res.warnings)
-    rocm = resolve(CompilationConfig(pass_config={"fuse_act_padding": True}), platform="rocm",
-                   **FACTS)
-    assert rocm.pass_config.fuse_act_padding is True
+    res = resolve_explained(CompilationConfig(pass_config={"fuse_allreduce_rms": True}),
+                            platform="cuda:sm80", **FACTS)
+    assert res.config.pass_config.fuse_allreduce_rms is False
+    assert any("fuse_allreduce_rms turned off" in w and "built for sm90 and sm100 only" in w
+               for w in res.warnings)
+    hopper = resolve(CompilationConfig(pass_config={"fuse_allreduce_rms": True}),
+                     platform="cuda:sm90", **FACTS)
+    assert hopper.pass_config.fuse_allreduce_rms is True
 
 
 def test_strict_makes_an_impossible_user_flag_an_error() -> None:
-    cfg = CompilationConfig(strict=True, pass_config={"fuse_act_padding": True})
-    with pytest.raises(ConfigError, match=r"pass_config.fuse_act_padding=True cannot apply"):
-        resolve(cfg, platform="cuda:sm90", **FACTS)
+    cfg = CompilationConfig(strict=True, pass_config={"fuse_allreduce_rms": True})
+    with pytest.raises(ConfigError, match=r"pass_config.fuse_allreduce_rms=True cannot apply"):
+        resolve(cfg, platform="cuda:sm80", **FACTS)
 
 
 @pytest.mark.parametrize(

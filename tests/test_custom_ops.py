@@ -101,6 +101,12 @@ def _round_sum_calls(d: dict) -> list[tuple[str, tuple]]:
     ]
 
 
+def _declared_calls(shape: tuple[int, ...]) -> list[tuple[str, tuple]]:
+    """The calls kernels declare for themselves (`Kernel.examples`), for an x of `shape`."""
+    return [(name, args) for name, k in kernel_choice.kernels().items() if k.examples
+            for args in k.examples(shape)]
+
+
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bitwise equality (fp8 compared as bytes), same dtype and strides."""
     if a.dtype != b.dtype or a.shape != b.shape or a.stride() != b.stride():
@@ -129,7 +135,8 @@ def test_every_schema_is_registered_exactly() -> None:
 @pytest.mark.parametrize("shape", [(4, 256), (2, 3, 128)])
 def test_fake_outputs_match_real_shapes_dtypes_strides(shape: tuple[int, ...]) -> None:
     d = _inputs(shape)
-    for name, args in _calls(d) + _two_tensor_calls(d) + _divide_calls(d) + _round_sum_calls(d):
+    calls = _calls(d) + _two_tensor_calls(d) + _divide_calls(d) + _round_sum_calls(d)
+    for name, args in calls + _declared_calls(shape):
         real = _flat(getattr(ops, name)(*args))
         with FakeTensorMode(allow_non_fake_inputs=True) as mode:
             fake_args = tuple(
@@ -152,7 +159,15 @@ def test_column_major_and_nvfp4_layouts() -> None:
 
 @pytest.mark.parametrize("name", list(custom_ops.OPS))
 def test_opcheck(name: str) -> None:
-    args = dict(_calls(_inputs((3, 128))))[name]
+    calls = dict(_calls(_inputs((3, 128))))
+    for declared, args in _declared_calls((3, 128)):
+        calls.setdefault(declared, args)
+    torch.library.opcheck(getattr(ops, name).default, calls[name])
+
+
+@pytest.mark.parametrize("name,args", _declared_calls((3, 128)),
+                         ids=lambda v: v if isinstance(v, str) else "")
+def test_opcheck_declared_examples(name: str, args: tuple) -> None:
     torch.library.opcheck(getattr(ops, name).default, args)
 
 

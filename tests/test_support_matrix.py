@@ -78,8 +78,8 @@ P = Platform.parse
 @pytest.mark.parametrize(
     ("name", "platform", "scheme", "ok", "fragment"),
     [
-        ("fuse-act-padding", "cuda:sm90", None, False, "needs ROCm AITER kernels"),
-        ("fuse-act-padding", "rocm", None, True, ""),
+        ("fuse-allreduce-rms", "rocm", None, False, "built for sm90 and sm100 only"),
+        ("fuse-allreduce-rms", "cuda:sm90", None, True, ""),
         ("fuse-norm-quant", "cuda:sm90", "fp8-static-tensor", True, ""),
         ("fuse-norm-quant", "cuda:sm90", "nvfp4", False, "does not fuse nvfp4"),
         ("fuse-norm-quant", "cuda:sm90", "none", False, "not quantized"),

@@ -65,7 +65,9 @@ class Kernel:
     """One `irfuse::` custom op. `choices` adds measured entries to DEFAULT_CHOICES, keyed by
     platform (`cuda:sm90`) or family (`cuda`, `rocm`); the lookup tries the exact platform first.
     `single_tensor`: it returns one tensor (else a tuple or list, unpacked by emit).
-    `flashinfer`: its CUDA implementation has a FlashInfer launcher (the choice may select it)."""
+    `flashinfer`: its CUDA implementation has a FlashInfer launcher (the choice may select it).
+    `examples(shape)`: argument tuples for an input x of `shape`, each a call of the op that the
+    custom-op tests run through `torch.library.opcheck` and compare against the fake."""
 
     name: str
     schema: str
@@ -75,6 +77,7 @@ class Kernel:
     choices: Mapping[str, Steps] = field(default_factory=dict, hash=False)
     single_tensor: bool = False
     flashinfer: bool = False
+    examples: Callable[[tuple[int, ...]], Sequence[tuple]] | None = None
 
     def steps(self, platform: str) -> Steps | None:
         table = {**DEFAULT_CHOICES, **self.choices}
