@@ -202,7 +202,7 @@ def test_plan_lists_enabled_passes_in_pipeline_order(monkeypatch: pytest.MonkeyP
     cfg = _resolved(SM90)
     names = [e["name"] for e in ranges.plan(cfg, Range(1, 4096), 8192, 2, 2)]
     assert names == ["eliminate-noops", "fuse-allreduce-rms", "fuse-norm-quant",
-                     "fuse-act-quant"]
+                     "fuse-act-quant", "fuse-act-padding"]
     entries = ranges.plan(cfg, Range(1, 4096), 8192, 2, 2)
     for e in entries:
         if support_matrix.info(e["name"]).implemented:
@@ -212,4 +212,4 @@ def test_plan_lists_enabled_passes_in_pipeline_order(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(Fusion, "implemented", property(lambda self: True))
     runs = {e["name"]: e["runs"] for e in ranges.plan(cfg, Range(4097, 8192), 8192, 2, 2)}
     assert runs == {"eliminate-noops": True, "fuse-allreduce-rms": False,
-                    "fuse-norm-quant": True, "fuse-act-quant": True}
+                    "fuse-norm-quant": True, "fuse-act-quant": True, "fuse-act-padding": True}

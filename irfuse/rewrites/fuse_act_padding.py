@@ -1,0 +1,185 @@
+"""fuse-act-padding: (residual add +) RMSNorm followed by a constant pad of its last dim -> one
+kernel that writes the padded rows directly.
+
+Matches `norm.rms_norm` / `norm.add_rms_norm` whose `y` is padded by `act.pad` (GPT-OSS pads
+hidden 2880 to a multiple of 128 or 256 for its experts). Any hidden size, pad amounts and pad
+value are attributes. Other users of `y` (the router GEMM in vLLM's GPT-OSS) read the norm from
+the padded rows through a slice, as vLLM's AITER pass does. Produces `fused.rms_norm_pad` where
+the norm was.
+
+The kernel rounds like the model: the weight product in the model dtype (vLLM, Llama-style
+`w * normed.to(dtype)`) or in float32 rounded once (`(w * normed).to(dtype)`, GPT-OSS,
+`F.rms_norm`), read off the norm's decomposition. Norms whose rounding the kernel has no reading
+for, outputs returned unpadded and views the slice cannot take are remarks.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import IntAttr, f32
+from xdsl.dialects.func import ReturnOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from irfuse.dialects import aten
+from irfuse.dialects.act import PadOp
+from irfuse.dialects.fused import RmsNormPadOp
+from irfuse.dialects.irfuse import TensorType, tensor_type
+from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
+from irfuse.dialects.raised import decomposition_block
+from irfuse.lowering import aten_ops
+from irfuse.lowering.driver import AnchorPattern, Site
+from irfuse.lowering.match import NoMatch, call
+from irfuse.rewrites.fuse_norm_quant import KERNEL_DTYPES
+
+F32_NORMS = (aten_ops.RMS_NORM, aten_ops.FUSED_RMS_NORM)
+"""ATen's own RMSNorm, which multiplies by the weight in float32 and rounds once."""
+
+
+def kernel_name(residual: bool) -> str:
+    """The custom op that implements a padded norm of this form."""
+    return "add_rms_norm_pad" if residual else "rms_norm_pad"
+
+
+class NormPadPattern(AnchorPattern):
+    """A raised norm whose output is padded."""
+
+    op_types = (RmsNormOp, AddRmsNormOp)
+
+    def rewrite(self, op: Operation, site: Site) -> bool:
+        assert isinstance(op, RmsNormOp | AddRmsNormOp)
+        return _fuse(op, site)
+
+
+def _fuse(norm: RmsNormOp | AddRmsNormOp, site: Site) -> bool:
+    pads = [u.operation for u in norm.y.uses if isinstance(u.operation, PadOp)]
+    if not pads:
+        return False
+    amounts = {_amounts(p) for p in pads}
+    if len(amounts) != 1:
+        raise NoMatch(f"the norm output is padded {len(amounts)} different ways; one kernel "
+                      "writes one padding")
+    low, high, value = amounts.pop()
+    if norm.weight is None:
+        raise NoMatch("a norm without a weight has no fused kernel")
+    x_type, y_type = norm.x.type, norm.y.type
+    assert isinstance(x_type, TensorType) and isinstance(y_type, TensorType)
+    if x_type.dtype not in KERNEL_DTYPES:
+        raise NoMatch(f"the fused kernels take bf16, f16 or f32 inputs, not {x_type.dtype}")
+    if y_type.dtype != x_type.dtype:
+        raise NoMatch(f"the norm's output is {y_type.dtype} but its input {x_type.dtype}; the "
+                      "kernel writes the input's dtype")
+    weight_f32 = _weight_product_in_f32(norm, x_type)
+    others = [u.operation for u in norm.y.uses if not isinstance(u.operation, PadOp)]
+    hidden = x_type.dims[-1]
+    _check_slice_users(others, hidden)
+    residual = norm.residual if isinstance(norm, AddRmsNormOp) else None
+    site.require_kernel(kernel_name(residual is not None))
+
+    fused = RmsNormPadOp(
+        norm.x,
+        residual,
+        norm.weight,
+        eps=norm.eps.value.data,
+        low=low,
+        high=high,
+        value=value,
+        weight_offset=norm.weight_offset.value.data,
+        round_sum=isinstance(norm, AddRmsNormOp) and norm.round_sum is not None,
+        weight_f32=weight_f32,
+        result_types=[pads[0].y.type, None if residual is None else norm.residual_out.type],
+    )
+    fused.location = norm.location
+    Rewriter.insert_op(fused, InsertPoint.before(norm))
+    fused.out.name_hint = pads[0].y.name_hint
+    for pad in pads:
+        pad.y.replace_all_uses_with(fused.out)
+        Rewriter.erase_op(pad)
+    if others:
+        norm.y.replace_all_uses_with(_unpadded(fused.out, low, hidden, y_type, norm))  # type: ignore[arg-type]
+    if residual is not None:
+        assert fused.residual_out is not None
+        fused.residual_out.name_hint = norm.residual_out.name_hint
+        norm.residual_out.replace_all_uses_with(fused.residual_out)
+    Rewriter.erase_op(norm)
+    return True
+
+
+def _amounts(pad: PadOp) -> tuple[int, int, float]:
+    return pad.low.value.data, pad.high.value.data, pad.value.value.data
+
+
+def _weight_product_in_f32(norm: RmsNormOp | AddRmsNormOp, x_type: TensorType) -> bool:
+    """Whether the model multiplies the weight in float32 and rounds once (True) or multiplies
+    the norm rounded to the model dtype by the weight in that dtype (False), from the norm's
+    decomposition. vLLM's custom ops (no ATen product there) multiply in the model dtype."""
+    if norm.weight_offset.value.data != 0.0 or x_type.dtype == f32:
+        return True  # Gemma's `1 + w` is an f32 product in every reading; f32 models agree
+    block = decomposition_block(norm)
+    if block is None:
+        return False
+    weight = block.args[_operand_index(norm, norm.weight)]  # type: ignore[arg-type]
+    for op in block.ops:
+        found = call(op)
+        if found is None:
+            continue
+        if found.target in F32_NORMS:
+            return True
+        if found.target == aten_ops.MUL_TENSOR and _reads(found.op, weight):
+            product = found.result.type
+            assert isinstance(product, TensorType)
+            if product.dtype == x_type.dtype:
+                return False
+            normed = next(v for v in found.op.operands if not _reads_value(v, weight))
+            if product.dtype == f32 and getattr(normed.type, "dtype", None) == f32:
+                return True
+            raise NoMatch(f"the norm multiplies a {getattr(normed.type, 'dtype', '?')} norm by "
+                          f"the weight in {product.dtype}; the kernel rounds the {x_type.dtype} "
+                          "norm times the weight, or the float32 product once")
+    return False
+
+
+def _operand_index(op: Operation, value: SSAValue) -> int:
+    return next(i for i, v in enumerate(op.operands) if v is value)
+
+
+def _reads(op: Operation, weight: SSAValue) -> bool:
+    return any(_reads_value(v, weight) for v in op.operands)
+
+
+def _reads_value(value: SSAValue, weight: SSAValue) -> bool:
+    """`value` is the weight, maybe cast (`w.to(dtype)`) first."""
+    found = call(value.owner) if isinstance(value.owner, Operation) else None
+    if found is not None and found.target in aten_ops.CASTS:
+        value = found.arg(0)
+    return value is weight
+
+
+def _check_slice_users(users: list[Operation], hidden: object) -> None:
+    """The unpadded norm's other users read it as a slice of the padded rows: not a graph
+    output (its strides would change), nor a view that merges the hidden dim."""
+    for user in users:
+        if isinstance(user, ReturnOp):
+            raise NoMatch("the norm output is also returned unpadded")
+        if not isinstance(hidden, int):
+            raise NoMatch("the norm output has other users and a symbolic hidden size")
+        found = call(user)
+        if found is not None and found.target in aten_ops.RESHAPES:
+            out = found.result.type
+            if not isinstance(out, TensorType) or out.dims[-1] != hidden:
+                raise NoMatch(f"the norm output is also reshaped ({found.target}) across the "
+                              "hidden dim, which a slice of the padded rows cannot take")
+
+
+def _unpadded(out: SSAValue, low: int, hidden: int, y_type: TensorType,
+              norm: Operation) -> SSAValue:
+    """`out[..., low:low + hidden]`, inserted before `norm` (right after the fused op)."""
+    sliced = aten.CallOp(
+        aten_ops.SLICE_TENSOR,
+        [out],
+        [aten.OperandRefAttr(IntAttr(0)), IntAttr(y_type.rank - 1), IntAttr(low),
+         IntAttr(low + hidden)],
+        [tensor_type(y_type.dims, y_type.dtype)],
+    )
+    sliced.location = norm.location
+    Rewriter.insert_op(sliced, InsertPoint.before(norm))
+    return sliced.results[0]
