@@ -34,21 +34,15 @@ constant tensor is no pad attempt and leaves no remark.
 
 from __future__ import annotations
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
-from xdsl.passes import ModulePass
 
-from irfuse import remarks
 from irfuse.dialects.act import PadOp
-from irfuse.dialects.raised import in_decomposition
 from irfuse.lowering import aten_ops as aten
+from irfuse.lowering.driver import CallPattern, PatternPass, Site
 from irfuse.lowering.match import (
     Call,
     NoMatch,
-    block_ops,
     call,
-    func_blocks,
     normalize_dim,
     only_user,
     producer,
@@ -57,11 +51,6 @@ from irfuse.lowering.match import (
     tensor_type,
 )
 
-CONSTANT_PAD = aten.CONSTANT_PAD_ND
-PAD = aten.PAD
-SLICE_SCATTER = aten.SLICE_SCATTER
-CAT = aten.CAT
-COPY = aten.COPY
 CONSTANT_MAKERS = (aten.NEW_ZEROS, aten.ZEROS, aten.FULL, aten.NEW_FULL)
 
 
@@ -76,7 +65,7 @@ def _amounts(found: Call) -> tuple[int, int, float]:
     if t is None or t.rank == 0:
         raise NoMatch("the padded value is not a tensor of rank >= 1")
     pad = found.arg(1, "pad")
-    if found.target == PAD:
+    if found.target == aten.PAD:
         mode = found.arg(2, "mode", "constant")
         if mode != "constant":
             raise NoMatch(f"pad mode {mode!r} is not a constant pad")
@@ -161,7 +150,7 @@ def _scatter_pad(scatter: Call) -> tuple[SSAValue, int, int, float, list[Operati
         raise NoMatch("x is not written along the buffer's last dim (step 1)")
     src = scatter.arg(1, "src")
     ops: list[Operation] = [maker.op, *skipped]
-    copy = producer(src, COPY)
+    copy = producer(src, aten.COPY)
     x = src
     if copy is not None:
         target = producer(copy.arg(0), aten.SLICE_TENSOR)
@@ -180,7 +169,7 @@ def _scatter_pad(scatter: Call) -> tuple[SSAValue, int, int, float, list[Operati
     result = scatter.result
     # `buf[:, :H] = x` scatters back through the full slices it took: each one's scatter joins.
     for sliced in reversed(skipped):
-        outer = call(only_user(result), SLICE_SCATTER)
+        outer = call(only_user(result), aten.SLICE_SCATTER)
         inner = call(sliced)
         assert inner is not None
         if (outer is None or outer.arg(0) is not inner.arg(0) or outer.arg(1, "src") is not result
@@ -188,7 +177,7 @@ def _scatter_pad(scatter: Call) -> tuple[SSAValue, int, int, float, list[Operati
             raise NoMatch("the full slices of the buffer are not scattered back")
         ops.append(outer.op)
         result = outer.result
-    if any(call(use.operation, SLICE_SCATTER) is not None and use.index == 0
+    if any(call(use.operation, aten.SLICE_SCATTER) is not None and use.index == 0
            for use in result.uses):
         raise NoMatch("the buffer is written again after x (pieces assembled into it)")
     return x, span[0], width - span[1], value, ops, result
@@ -227,40 +216,35 @@ def _cat_pad(cat: Call) -> tuple[SSAValue, int, int, float, list[Operation], SSA
     return x, low, high, values.pop(), [*dict.fromkeys(ops), cat.op], cat.result
 
 
-def _raise(found: Call) -> Operation:
-    if found.target in (CONSTANT_PAD, PAD):
+def _raise(found: Call, order: dict[Operation, float]) -> Operation:
+    if found.target in (aten.CONSTANT_PAD_ND, aten.PAD):
         low, high, value = _amounts(found)
         x, ops, result = found.arg(0), [found.op], found.result
     else:
-        x, low, high, value, ops, result = (_scatter_pad if found.target == SLICE_SCATTER
+        x, low, high, value, ops, result = (_scatter_pad if found.target == aten.SLICE_SCATTER
                                             else _cat_pad)(found)
-        block = found.op.parent_block()
-        assert block is not None
-        order = {op: i for i, op in enumerate(block.ops)}
         ops = sorted(ops, key=order.__getitem__)
     raised = PadOp(x, low=low, high=high, value=value, result_type=result.type)
     raise_chain(raised, ops, [result], "pad", verify=True)
     return raised
 
 
-class RaisePad(ModulePass):
+class PadPattern(CallPattern):
+    """A constant pad of the last dim, anchored at its pad, scatter or cat."""
+
+    targets = (aten.CONSTANT_PAD_ND, aten.PAD, aten.SLICE_SCATTER, aten.CAT)
+    remark = "not a last-dim pad"
+
+    def rewrite_call(self, found: Call, site: Site) -> bool:
+        try:
+            _raise(found, site.order)
+        except NotAPad:
+            return False
+        return True
+
+
+class RaisePad(PatternPass):
     """Raise last-dim constant pads to `act.pad`. No options."""
 
     name = "raise-pad"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for block in func_blocks(op):
-            for candidate in block_ops(block):
-                if candidate.parent is not block or in_decomposition(candidate):
-                    continue
-                found = call(candidate, CONSTANT_PAD, PAD, SLICE_SCATTER, CAT)
-                if found is None:
-                    continue
-                try:
-                    _raise(found)
-                except NotAPad:
-                    continue
-                except NoMatch as miss:
-                    remarks.missed(candidate, f"not a last-dim pad: {miss}")
-                    continue
-                remarks.fused()
+    patterns = (PadPattern(),)
