@@ -407,7 +407,8 @@ def test_import_is_cheap_and_needs_no_gpu_or_flashinfer() -> None:
     # The ops are declared with their fusions (IR included); Triton and FlashInfer load late.
     code = ("import sys, irfuse.emit.custom_ops\n"
             "print('triton' in sys.modules, 'flashinfer' in sys.modules)\n")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), CUDA_VISIBLE_DEVICES="")
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, PYTHONPATH=path, CUDA_VISIBLE_DEVICES="")
     proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
