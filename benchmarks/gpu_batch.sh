@@ -30,9 +30,9 @@ step "FlashInfer JIT build of its norm kernels"
 timeout "${T_FI_WARM:-300}" python3 -c "from irfuse.emit.kernels import flashinfer_norm as f
 print(f.warm())" 2>&1 | tail -n 5
 step "GPU tests"
-GPU_TESTS=${GPU_TESTS:-tests/test_kernels_gpu.py tests/test_norm_kernel_variants.py \
-  tests/test_act_kernel_variants.py tests/test_raise_attention.py tests/test_flashinfer_norm.py \
-  tests/test_pdl.py}
+GPU_TESTS=${GPU_TESTS:-tests/kernels/test_kernels_gpu.py tests/kernels/test_norm_kernel_variants.py \
+  tests/kernels/test_act_kernel_variants.py tests/lowering/test_raise_attention.py tests/kernels/test_flashinfer_norm.py \
+  tests/kernels/test_pdl.py}
 # shellcheck disable=SC2086 (a list of files)
 timeout "${T_TESTS:-300}" python3 -m pytest -q -p no:cacheprovider $GPU_TESTS -k "gpu or cuda" 2>&1 \
   | tee "$OUT/gpu_tests.log" | tail -n 8

@@ -16,7 +16,7 @@ step() { echo "=== $1 ($(date +%T))"; }
 if [ "${T_TESTS:-150}" != 0 ]; then
   step "variant tests on the GPU"
   timeout "${T_TESTS:-150}" python3 -m pytest -q -p no:cacheprovider -x \
-    tests/test_norm_kernel_variants.py tests/test_act_kernel_variants.py -k "gpu" 2>&1 | tail -n 6
+    tests/kernels/test_norm_kernel_variants.py tests/kernels/test_act_kernel_variants.py -k "gpu" 2>&1 | tail -n 6
 fi
 if [ -n "${INDUCTOR_OPS:-}" ]; then
   step "Inductor's code for $INDUCTOR_OPS"

@@ -3,7 +3,7 @@ true count of each raised kind, derived by running the eager model -- not typed 
 
 `build_family(name)` gives the causal LM as ids -> logits (`hf_corpus.Logits`), bf16, SDPA
 attention, 2 layers. `truth_counts(model, ids)` runs it once in eager and counts what really
-runs, following the conventions of `tests/test_models.py`:
+runs, following the conventions of `tests/corpus/test_models.py`:
 - rms_norm / add_rms_norm: one per call of a module whose class is an RMSNorm (name ends in
   `RMSNorm`, with an eps: Gemma's `x * (1 + w)` ones included); add_rms_norm when its input is
   the sum of two same-shaped tensors (the residual add just before it), rms_norm otherwise
@@ -143,7 +143,7 @@ EXCLUDED: dict[str, str] = {
         "transformers refuses SDPA (soft-capping / ALiBi); ALiBi is out of scope",
     "gptj, codegen, dbrx, dots1, youtu, longcat_flash, minimax_m2":
         "no tiny config built in a few tries (rotary_dim / MoE / MLA fields); not investigated",
-    "deepseek_v2, deepseek_v3": "MLA: covered by tests/test_raise_attention.py",
+    "deepseek_v2, deepseek_v3": "MLA: covered by tests/lowering/test_raise_attention.py",
 }
 """Families looked at and left out, with the reason."""
 

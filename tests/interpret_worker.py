@@ -19,7 +19,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 def run_worker(script: str) -> dict:
     """The JSON the script's `--worker` branch printed last, run with TRITON_INTERPRET=1."""
     env = dict(os.environ, TRITON_INTERPRET="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), str(ROOT / "tests"),
                                                        os.environ.get("PYTHONPATH")])))
     proc = subprocess.run([sys.executable, script, "--worker"], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=600)

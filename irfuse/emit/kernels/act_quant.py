@@ -16,7 +16,7 @@ The per-group quant divides each group by its scale through one correctly rounde
 per group and Markstein's correction (`norm_quant.div_rn_by`): the correctly rounded `y / s` (no
 under- or overflow: |y / s| <= 448 and s >= MIN_SCALE; -0.0 stays -0.0, a group holding an
 infinity gets the division's zeros) in 3 instructions instead of an IEEE division's ~10;
-tests/test_act_kernel_variants.py checks it exhaustively over the dividend's significands.
+tests/kernels/test_act_kernel_variants.py checks it exhaustively over the dividend's significands.
 
 Config fields (`ActConfig`): `fast_silu` computes silu by inline PTX (`nvfp4._silu`: the plain
 form's instructions without its subnormal range fixes, so the same bits for gate values above

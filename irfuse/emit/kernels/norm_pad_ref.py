@@ -16,7 +16,7 @@ value=value)`, so its numerics are those of `shared/NUMERICS.md`:
 
 Bit for bit these equal the unfused torch code in those spellings (the same torch ops in the same
 order; the pad spelled `F.pad`, `new_zeros` + a slice assignment, or `cat` with zeros);
-`tests/test_norm_pad_kernel.py` holds them to it. Any hidden size and amounts >= 0; bf16, fp16
+`tests/kernels/test_norm_pad_kernel.py` holds them to it. Any hidden size and amounts >= 0; bf16, fp16
 and fp32 inputs (another dtype is a ValueError naming it).
 """
 

@@ -17,7 +17,7 @@ cut to few instructions, with the reference's bits:
   `r = RN(1 / sb)`, and Markstein's correction, `q0 = RN(p * r)`, `q = RN(q0 + fma(q0, -sb, p) *
   r)` (3 FP instructions instead of an IEEE division's ~10), correctly rounded when nothing under-
   or overflows; checked exhaustively for every f32 significand of p against every fp8
-  significand of sb (tests/test_act_kernel_variants.py). Where it matters (|q| >= 1/8) that
+  significand of sb (tests/kernels/test_act_kernel_variants.py). Where it matters (|q| >= 1/8) that
   holds; smaller quotients encode to a signed 0, inf/NaN past the e2m1 range only saturate. The
   sign comes from q0 (a zero keeps p's sign), so -0.0 encodes as 0x8; an all-zero block (sb = 0)
   takes r = 0 and no sign, as the reference's +0.

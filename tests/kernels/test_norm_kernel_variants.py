@@ -31,7 +31,7 @@ import triton.language as tl
 
 from irfuse.emit.kernels.norm_quant import div_rn_by
 
-HERE = pathlib.Path(__file__).resolve().parent
+HERE = pathlib.Path(__file__).resolve().parents[1]  # tests/: the shared helpers
 ROOT = HERE.parent
 
 FP8 = "float8_e4m3fn"

@@ -17,7 +17,7 @@ import pytest
 
 from irfuse import opt
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent / "filecheck"
+ROOT = pathlib.Path(__file__).resolve().parents[2] / "filecheck"
 FUSE_NORM = ROOT / "rewrites" / "fuse-norm-quant.mlir"
 BAD_WEIGHT = """\
 func.func @weight_size(%x: !irfuse.tensor<[s0, 4096], bf16>, %w: !irfuse.tensor<[2048], bf16>) {

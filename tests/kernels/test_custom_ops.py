@@ -22,7 +22,7 @@ from irfuse.emit import dispatch, kernel_choice
 from irfuse.emit.kernels import act_quant_ref, norm_quant_ref, quant_ref
 from irfuse.emit.kernels.compare import agreement, fp8_agreement
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 FP8 = torch.float8_e4m3fn
 ops = torch.ops.irfuse
 

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-HERE = pathlib.Path(__file__).resolve().parent
+HERE = pathlib.Path(__file__).resolve().parents[1]  # tests/: the shared helpers
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 

@@ -372,7 +372,7 @@ MISSES = {
         "quant scale is not a graph input or constant"),
 }
 # An intermediate value also used outside the quant is no miss: it is a pure op, cloned into the
-# region (tests/test_raise_after_cse.py).
+# region (tests/lowering/test_raise_after_cse.py).
 
 
 def test_near_misses():

@@ -10,7 +10,7 @@ import pytest
 from irfuse import support_matrix
 from irfuse.cli_config import COLUMNS, config_main, passes_main, render_markdown
 
-DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
+DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 
 def _config(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:

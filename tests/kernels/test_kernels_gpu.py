@@ -13,7 +13,7 @@ import sys
 import pytest
 import torch
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 import kernel_cases  # noqa: E402
 

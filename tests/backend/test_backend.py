@@ -18,7 +18,7 @@ from irfuse import backend, passes, pipeline
 from irfuse.lowering.raising import RAISED_KINDS
 from irfuse.testing import assert_bit_exact, compile_and_run
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 OPT = [sys.executable, "-m", "irfuse.opt"]
 
 

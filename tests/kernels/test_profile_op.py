@@ -9,7 +9,7 @@ import pytest
 
 from irfuse.emit.kernels import norm_quant, nvfp4
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
 import profile_op  # noqa: E402 (a script beside the benchmarks, by path)
 
 

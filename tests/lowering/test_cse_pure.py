@@ -3,7 +3,7 @@ duplicated cast that blocks the RMSNorm raise stops blocking it, and the pass sh
 and the report like every pass.
 
 The pipeline runs `CANONICALIZE_PASSES` right before raising; cse-pure is in it by default
-(`tests/test_raise_after_cse.py` checks what raising does with the values it makes shared). The
+(`tests/lowering/test_raise_after_cse.py` checks what raising does with the values it makes shared). The
 fixtures below set the list explicitly, so each test says which pipeline it runs.
 """
 

@@ -26,7 +26,7 @@ from irfuse.emit.kernels import flashinfer_norm as fi
 from irfuse.emit.kernels import norm_quant_ref
 from irfuse.emit.kernels.compare import fp8_agreement
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 FP8 = torch.float8_e4m3fn
 BF16 = torch.bfloat16
 EPS = 1e-6

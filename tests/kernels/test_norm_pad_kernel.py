@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from irfuse.emit.kernels import norm_pad_ref
 from irfuse.emit.kernels.compare import agreement
 
-HERE = pathlib.Path(__file__).resolve().parent
+HERE = pathlib.Path(__file__).resolve().parents[1]  # tests/: the shared helpers
 sys.path.insert(0, str(HERE))
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}

@@ -22,7 +22,7 @@ import torch
 
 from irfuse.emit.kernels import norm_quant, triton_support
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_irfuse_pdl_overrides_the_configs(monkeypatch: pytest.MonkeyPatch) -> None:

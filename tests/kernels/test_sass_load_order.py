@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _sass(*args: str) -> list[str]:
