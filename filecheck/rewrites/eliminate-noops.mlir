@@ -24,3 +24,35 @@ func.func @noops(%x: !irfuse.tensor<[s0, 64], bf16>, %s0: !irfuse.sym<s0>, %y: !
   %r = aten.call "aten::view.default"(%a, [%s0, 64]) : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 64], bf16>
   func.return %r, %half, %h : !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 32], bf16>, !irfuse.tensor<[s0, 2, 32], bf16>
 }
+
+// vLLM's no-op test: a chain of reshapes collapses to one (a view of views stays a view; with a
+// reshape in the chain the merged op is a reshape), and a chain that ends where it began goes.
+// CHECK-LABEL: func.func @chains
+// CHECK-SAME:  (%[[X:.+]]: !irfuse.tensor<[s0, 64], bf16>, %[[S:.+]]: !irfuse.sym<s0>)
+// CHECK-NEXT:  %[[V:.+]] = aten.call "aten::view.default"(%[[X]], [%[[S]], 2, 32])
+// CHECK-NEXT:  %[[R:.+]] = aten.call "aten::reshape.default"(%[[X]], [%[[S]], 4, 16])
+// CHECK-NEXT:  %[[N:.+]] = aten.call "aten::neg.default"(%[[X]])
+// CHECK-NEXT:  func.return %[[V]], %[[R]], %[[N]]
+func.func @chains(%x: !irfuse.tensor<[s0, 64], bf16>, %s: !irfuse.sym<s0>) -> (!irfuse.tensor<[s0, 2, 32], bf16>, !irfuse.tensor<[s0, 4, 16], bf16>, !irfuse.tensor<[s0, 64], bf16>) {
+  %a = aten.call "aten::view.default"(%x, [%s, 8, 8]) : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 8, 8], bf16>
+  %b = aten.call "aten::view.default"(%a, [%s, 2, 32]) : (!irfuse.tensor<[s0, 8, 8], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 2, 32], bf16>
+  %c = aten.call "aten::reshape.default"(%x, [%s, 16, 4]) : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 16, 4], bf16>
+  %d = aten.call "aten::view.default"(%c, [%s, 4, 16]) : (!irfuse.tensor<[s0, 16, 4], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 4, 16], bf16>
+  %e = aten.call "aten::view.default"(%x, [%s, 4, 16]) : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 4, 16], bf16>
+  %f = aten.call "aten::view.default"(%e, [%s, 64]) : (!irfuse.tensor<[s0, 4, 16], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 64], bf16>
+  %n = aten.call "aten::neg.default"(%f) : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  func.return %b, %d, %n : !irfuse.tensor<[s0, 2, 32], bf16>, !irfuse.tensor<[s0, 4, 16], bf16>, !irfuse.tensor<[s0, 64], bf16>
+}
+
+// A slice whose end is the symbolic length of its dim (`b[0:b.shape[0]]`) keeps all of it.
+// CHECK-LABEL: func.func @symbolic_end
+// CHECK-SAME:  (%[[X:.+]]: !irfuse.tensor<[s0, 64], bf16>, %[[S:.+]]: !irfuse.sym<s0>)
+// CHECK-NEXT:  %[[N:.+]] = aten.call "aten::neg.default"(%[[X]])
+// CHECK-NEXT:  %[[P:.+]] = aten.call "aten::slice.Tensor"(%[[N]], 0, 0, %[[S]])
+// CHECK-NEXT:  func.return %[[P]]
+func.func @symbolic_end(%x: !irfuse.tensor<[s0, 64], bf16>, %s: !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 64], bf16> {
+  %a = aten.call "aten::slice.Tensor"(%x, 0, 0, %s) : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 64], bf16>
+  %n = aten.call "aten::neg.default"(%a) : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %p = aten.call "aten::slice.Tensor"(%n, 0, 0, %s) : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 64], bf16>
+  func.return %p : !irfuse.tensor<[s0, 64], bf16>
+}

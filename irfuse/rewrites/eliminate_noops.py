@@ -2,8 +2,8 @@
 
 vLLM's `NoOpEliminationPass`, on the IR: a reshape (`view`, `_unsafe_view`, `reshape`, `alias`)
 whose result type is its input's, a `slice` that keeps the whole dim (start 0, end at least the
-dim's size, step 1), and a `slice_scatter` whose source covers the whole input (the result is the
-source). Their users read the input (or the source) directly, so fusions see through them; the
+dim's size or the size's own symbol, step 1), and a `slice_scatter` whose source covers the whole
+input (the result is the source); a chain of reshapes collapses to one. Their users read the input (or the source) directly, so fusions see through them; the
 graph computes the same values (the functional graph has no aliasing to preserve, except in what
 it returns: a returned value is left alone).
 
@@ -17,25 +17,36 @@ from __future__ import annotations
 
 from typing import Any
 
+from xdsl.dialects.builtin import StringAttr
 from xdsl.dialects.func import ReturnOp
 from xdsl.ir import SSAValue
 from xdsl.rewriter import Rewriter
 
+from irfuse.dialects.irfuse import SymType
 from irfuse.lowering.aten_ops import (
+    RESHAPE,
+    RESHAPES,
     RESHAPES_AND_ALIAS,
     SLICE_SCATTER,
     SLICE_TENSOR,
+    UNSAFE_VIEW,
+    VIEW,
 )
 from irfuse.lowering.driver import CallPattern, Site
-from irfuse.lowering.match import INT64_MAX, Call, tensor_type
+from irfuse.lowering.match import INT64_MAX, Call, call, tensor_type
+
+VIEWS_ONLY = (VIEW, UNSAFE_VIEW)
 
 
 def _covers(dim_size: Any, start: Any, end: Any, step: Any) -> bool:
-    """Whether slice(start, end, step) keeps all of a dim of `dim_size`."""
+    """Whether slice(start, end, step) keeps all of a dim of `dim_size`: an end of at least a
+    static size, or the symbol the size is (`b[0:b.shape[0]]` under dynamic shapes)."""
     if start not in (0, None) or step not in (1, None):
         return False
     if end is None or end == INT64_MAX:
         return True
+    if isinstance(end, SSAValue):
+        return isinstance(end.type, SymType) and end.type.expr.data == str(dim_size)
     return isinstance(end, int) and isinstance(dim_size, int) and end >= dim_size
 
 
@@ -80,15 +91,38 @@ def _returned(value: SSAValue) -> bool:
     return any(isinstance(use.operation, ReturnOp) for use in value.uses)
 
 
+def _collapse(found: Call) -> bool:
+    """A reshape of a reshape reads the first one's input (one reshape for the chain); the
+    merged op is a view only when both were views. The first one goes when nothing else reads
+    it."""
+    inner = call(found.arg(0).owner, *RESHAPES)
+    if found.target not in RESHAPES or inner is None:
+        return False
+    source = inner.arg(0)
+    if not isinstance(source, SSAValue):
+        return False
+    views = found.target in VIEWS_ONLY and inner.target in VIEWS_ONLY
+    target = found.target if views else RESHAPE
+    if target != found.target:
+        found.op.properties["target"] = StringAttr(target)
+    found.op.operands = [source, *found.op.operands[1:]]
+    if not inner.result.uses:
+        Rewriter.erase_op(inner.op)
+    return True
+
+
 class NoopPattern(CallPattern):
     """A reshape, slice or slice_scatter that returns its input (or its source)."""
 
     targets = (*RESHAPES_AND_ALIAS, SLICE_TENSOR, SLICE_SCATTER)
 
     def rewrite_call(self, found: Call, site: Site) -> bool:
+        collapsed = _collapse(found)
+        if collapsed:
+            found = call(found.op)  # type: ignore[assignment]
         replacement = _replacement(found)
         if replacement is None or _returned(found.result):
-            return False
+            return collapsed
         found.result.replace_all_uses_with(replacement)
         Rewriter.erase_op(found.op)
         return True
