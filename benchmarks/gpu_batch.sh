@@ -32,7 +32,8 @@ print(f.warm())" 2>&1 | tail -n 5
 step "GPU tests"
 GPU_TESTS=${GPU_TESTS:-tests/kernels/test_kernels_gpu.py tests/kernels/test_norm_kernel_variants.py \
   tests/kernels/test_act_kernel_variants.py tests/lowering/test_raise_attention.py tests/kernels/test_flashinfer_norm.py \
-  tests/kernels/test_pdl.py}
+  tests/kernels/test_pdl.py tests/kernels/test_norm_pad_kernel.py tests/fuse/test_fuse_act_padding.py \
+  tests/backend/test_cuda_graphs.py}
 # shellcheck disable=SC2086 (a list of files)
 timeout "${T_TESTS:-300}" python3 -m pytest -q -p no:cacheprovider $GPU_TESTS -k "gpu or cuda" 2>&1 \
   | tee "$OUT/gpu_tests.log" | tail -n 8
