@@ -13,6 +13,7 @@ from xdsl.transforms.common_subexpression_elimination import CommonSubexpression
 from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 from xdsl.utils.arg_spec import parse_spec
 
+from irfuse.emit import custom_ops  # noqa: F401  (registers torch.ops.irfuse.*, the kernels)
 from irfuse.emit.fusions import FUSIONS
 from irfuse.emit.select_kernels import SelectKernels
 from irfuse.lowering.raising import RAISINGS

@@ -2,7 +2,8 @@
 
 Target strings in the IR:
 - `aten::mul.Tensor`, `_c10d_functional::all_reduce.default`, `irfuse::rms_norm.default`:
-  torch operator overloads (`torch.ops.<ns>.<name>.<overload>`);
+  torch operator overloads (`torch.ops.<ns>.<name>.<overload>`; irfuse's own are registered by
+  `irfuse.emit.custom_ops`, which the pipeline and irfuse-opt import);
 - `hop:auto_functionalized`: higher-order operators (`torch.ops.higher_order.<name>`);
 - `py:operator.mul`, `py:torch.sym_float`: other Python callables, by module and qualified name.
 """
@@ -80,8 +81,6 @@ def _resolve_uncached(name: str) -> Callable[..., Any]:
     if "::" not in name:
         raise ValueError("operator names look like 'namespace::op.overload'")
     namespace, _, op = name.partition("::")
-    if namespace == "irfuse":
-        import irfuse.emit.custom_ops  # noqa: F401  (registers torch.ops.irfuse.*)
     op_name, _, overload = op.partition(".")
     packet = getattr(getattr(torch.ops, namespace), op_name)
     return getattr(packet, overload) if overload else packet

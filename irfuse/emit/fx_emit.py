@@ -23,6 +23,7 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from irfuse import targets
 from irfuse.dialects import aten, kernel
 from irfuse.dialects.irfuse import YieldOp
+from irfuse.emit import custom_ops  # noqa: F401  (registers the irfuse:: ops kernel calls name)
 from irfuse.lowering.fx_import import decode_outputs
 
 
