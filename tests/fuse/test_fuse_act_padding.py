@@ -18,6 +18,7 @@ import vllm_ops as V
 from torch import nn
 
 from irfuse import support_matrix
+from irfuse.emit import dispatch, kernel_choice
 from irfuse.testing import Compiled, assert_bit_exact, compile_and_run
 
 PASS = "fuse-act-padding"
@@ -252,6 +253,8 @@ def test_gpt_oss_stack_on_gpu_runs_the_triton_kernel(inductor):
     compiled = compile_and_run(model, [x], options={"optimization_level": 1,
                                                     "inductor": inductor})
     assert compiled.fused(PASS) == 3
+    platform = dispatch.platform_of(x.device)
+    assert kernel_choice.choose("add_rms_norm_pad", platform).impl == "triton"
     (out, _), (ref, _) = compiled.outputs, compiled.eager
     err = (out.float() - ref.float()).abs().max() / ref.float().abs().max()
     assert err.item() < 2e-2
