@@ -56,3 +56,21 @@ func.func @symbolic_end(%x: !irfuse.tensor<[s0, 64], bf16>, %s: !irfuse.sym<s0>)
   %p = aten.call "aten::slice.Tensor"(%n, 0, 0, %s) : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 64], bf16>
   func.return %p : !irfuse.tensor<[s0, 64], bf16>
 }
+
+// vLLM's rotary concatenates the rotated head with its empty pass-through part when it rotates
+// the whole head: the cat is the rotated tensor, and the empty slice goes with it. A cat of two
+// real parts stays.
+// CHECK-LABEL: func.func @empty_cat
+// CHECK-SAME:  (%[[X:.+]]: !irfuse.tensor<[s0, 4, 64], bf16>)
+// CHECK-NEXT:  %[[N:.+]] = aten.call "aten::neg.default"(%[[X]])
+// CHECK-NEXT:  %[[M:.+]] = aten.call "aten::neg.default"(%[[N]])
+// CHECK-NEXT:  %[[C:.+]] = aten.call "aten::cat.default"([%[[N]], %[[N]]], -1)
+// CHECK-NEXT:  func.return %[[M]], %[[C]]
+func.func @empty_cat(%x: !irfuse.tensor<[s0, 4, 64], bf16>) -> (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[s0, 4, 128], bf16>) {
+  %n = aten.call "aten::neg.default"(%x) : (!irfuse.tensor<[s0, 4, 64], bf16>) -> !irfuse.tensor<[s0, 4, 64], bf16>
+  %pass = aten.call "aten::slice.Tensor"(%x, 2, 64, 9223372036854775807) : (!irfuse.tensor<[s0, 4, 64], bf16>) -> !irfuse.tensor<[s0, 4, 0], bf16>
+  %c = aten.call "aten::cat.default"([%n, %pass], -1) : (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[s0, 4, 0], bf16>) -> !irfuse.tensor<[s0, 4, 64], bf16>
+  %m = aten.call "aten::neg.default"(%c) : (!irfuse.tensor<[s0, 4, 64], bf16>) -> !irfuse.tensor<[s0, 4, 64], bf16>
+  %two = aten.call "aten::cat.default"([%n, %n], -1) : (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[s0, 4, 64], bf16>) -> !irfuse.tensor<[s0, 4, 128], bf16>
+  func.return %m, %two : !irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[s0, 4, 128], bf16>
+}

@@ -453,6 +453,37 @@ def verify_mla_properties(
     )
 
 
+def check_rope_tables(
+    positions: TensorType | None,
+    cache: TensorType | None,
+    cos: TensorType | None,
+    sin: TensorType | None,
+    rotary_dim: int,
+) -> None:
+    """Exactly one form of RoPE table: positions + cos_sin_cache `[max_pos, rotary_dim]`, or cos
+    and sin of one type whose last dim is rotary_dim or rotary_dim / 2."""
+    cached = positions is not None or cache is not None
+    direct = cos is not None or sin is not None
+    if cached and direct:
+        raise VerifyException(
+            "rope takes either positions and cos_sin_cache or cos and sin, not both"
+        )
+    if cached:
+        if positions is None or cache is None:
+            raise VerifyException("rope needs both positions and cos_sin_cache")
+        check_cos_sin_cache(positions, cache, rotary_dim)
+    elif cos is not None and sin is not None:
+        check_float("cos", cos)
+        check_same_type("sin", sin, cos, "cos")
+        if cos.dims[-1:] not in ((rotary_dim,), (rotary_dim // 2,)):
+            raise VerifyException(
+                f"cos has shape {shape_str(cos.dims)}: its last dim must be rotary_dim "
+                f"{rotary_dim} or rotary_dim / 2"
+            )
+    else:
+        raise VerifyException("rope needs positions and cos_sin_cache, or cos and sin")
+
+
 @irdl_op_definition
 class RopeOp(RaisedOperation):
     """Rotary position embedding of q (and k), NeoX or GPT-J style.
@@ -527,29 +558,11 @@ class RopeOp(RaisedOperation):
         rotary_dim, head_dim = _int(self.rotary_dim), _int(self.head_dim)
         check_rotary(rotary_dim, head_dim)
         # Each accessor decodes the segment sizes: read every operand once.
-        positions, cache = opt_type(self.positions), opt_type(self.cos_sin_cache)
-        cos, sin = opt_type(self.cos), opt_type(self.sin)
+        check_rope_tables(
+            opt_type(self.positions), opt_type(self.cos_sin_cache), opt_type(self.cos),
+            opt_type(self.sin), rotary_dim,
+        )
         k, k_out = opt_type(self.k), opt_type(self.k_out)
-        cached = positions is not None or cache is not None
-        direct = cos is not None or sin is not None
-        if cached and direct:
-            raise VerifyException(
-                "rope takes either positions and cos_sin_cache or cos and sin, not both"
-            )
-        if cached:
-            if positions is None or cache is None:
-                raise VerifyException("rope needs both positions and cos_sin_cache")
-            check_cos_sin_cache(positions, cache, rotary_dim)
-        elif cos is not None and sin is not None:
-            check_float("cos", cos)
-            check_same_type("sin", sin, cos, "cos")
-            if cos.dims[-1:] not in ((rotary_dim,), (rotary_dim // 2,)):
-                raise VerifyException(
-                    f"cos has shape {shape_str(cos.dims)}: its last dim must be rotary_dim "
-                    f"{rotary_dim} or rotary_dim / 2"
-                )
-        else:
-            raise VerifyException("rope needs positions and cos_sin_cache, or cos and sin")
         q = self.q.type
         check_float("q", q)
         check_min_rank("q", q, 2)

@@ -14,7 +14,7 @@ it replaced (norm weights, quant scheme shapes, attention head counts, world siz
 | `fused.silu_mul_quant` | act.silu_mul -> quant.fp8 (static, group) | fuse-act-quant |
 | `fused.silu_mul_quant_nvfp4` | act.silu_mul -> quant.nvfp4 | fuse-act-quant |
 | `fused.all_reduce_rms_norm` | coll.all_reduce -> (add_)rms_norm (-> quant) | fuse-allreduce-rms |
-| `fused.qk_norm_rope` | split, per-head rms_norm of q, k, attn.rope | enable-qk-norm-rope-fusion |
+| `fused.qk_norm_rope` | per-head rms_norm of q and k -> attn.rope | enable-qk-norm-rope-fusion |
 | `fused.rope_kv_cache_write` | attn.rope -> attn.kv_cache_write | fuse-rope-kvcache |
 | `fused.attention_quant` | attn.attention -> quant | fuse-attn-quant |
 | `fused.mla_attention_quant` | attn.mla_attention -> quant | fuse-attn-quant |
@@ -61,7 +61,7 @@ from irfuse.dialects.attn import (
     check_attention,
     check_cos_sin_cache,
     check_paged_cache_write,
-    check_positive,
+    check_rope_tables,
     check_rotary,
     check_scale,
     mla_properties,
@@ -541,105 +541,106 @@ class AllReduceRmsNormOp(NamedOperandSyntax):
 
 @irdl_op_definition
 class QkNormRopeOp(NamedOperandSyntax):
-    """Split qkv, per-head RMSNorm of q and k, RoPE of q and k, in one kernel.
+    """Per-head RMSNorm of q and of k, then RoPE of both, in one kernel.
 
-    Replaces the split of `qkv` into q, k, v, `norm.rms_norm` on the `[T, heads, head_dim]` views
-    of q and k and `attn.rope` with a cos/sin cache (vLLM's `fused_qk_norm_rope`; Qwen3).
+    Replaces `norm.rms_norm` of q and of k (weights `[head_dim]`) feeding `attn.rope` (Qwen3,
+    Qwen3-MoE, vLLM's `fused_qk_norm_rope`). q and k are the norms' inputs in the rope's layout
+    (`[T, heads, D]`, or Hugging Face's `[B, heads, T, D]`); the tables are the rope's own.
 
     ```mlir
-    %q, %k, %v = fused.qk_norm_rope %qkv, %qw, %kw, %pos, %cache
-            {num_heads_q = 32 : i64, num_heads_kv = 8 : i64, head_dim = 128 : i64,
-             eps = 1.000000e-06 : f64, is_neox = true}
-        : (!irfuse.tensor<[s0, 6144], bf16>, !irfuse.tensor<[128], bf16>,
-           !irfuse.tensor<[128], bf16>, !irfuse.tensor<[s0], i64>,
-           !irfuse.tensor<[40960, 128], bf16>)
-        -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 1024], bf16>,
-            !irfuse.tensor<[s0, 1024], bf16>)
+    %qo, %ko = fused.qk_norm_rope %q, %k, %qw, %kw, positions %pos, cos_sin_cache %cache
+            {eps = 1.000000e-06 : f64, is_neox = true, rotary_dim = 128 : i64,
+             head_dim = 128 : i64}
+        : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>,
+           !irfuse.tensor<[128], bf16>, !irfuse.tensor<[128], bf16>,
+           !irfuse.tensor<[s0], i64>, !irfuse.tensor<[40960, 128], bf16>)
+        -> (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>)
     ```
-    qkv `[T, (Hq + 2 Hkv) * D]`; weights `[D]`; rotary_dim is head_dim (cache `[P, D]`);
-    results q `[T, Hq * D]`, k and v `[T, Hkv * D]` in qkv's dtype.
+    The norm's readings are `norm.rms_norm`'s (`eps`, `weight_offset`) and `fused.rms_norm_pad`'s
+    `weight_f32`; `rope_f32` marks a rotation computed in float32 and rounded once (else every
+    product and sum rounds to the model dtype, as torch computes it in bf16/fp16). Results are
+    typed like q and k.
     """
 
     name = "fused.qk_norm_rope"
 
-    qkv = operand_def(TensorType)
+    q = operand_def(TensorType)
+    k = operand_def(TensorType)
     q_weight = operand_def(TensorType)
     k_weight = operand_def(TensorType)
-    positions = operand_def(TensorType)
-    cos_sin_cache = operand_def(TensorType)
+    positions = opt_operand_def(TensorType)
+    cos_sin_cache = opt_operand_def(TensorType)
+    cos = opt_operand_def(TensorType)
+    sin = opt_operand_def(TensorType)
 
-    q = result_def(TensorType)
-    k = result_def(TensorType)
-    v = result_def(TensorType)
+    q_out = result_def(TensorType)
+    k_out = result_def(TensorType)
 
-    num_heads_q = prop_def(IntegerAttr[I64])
-    num_heads_kv = prop_def(IntegerAttr[I64])
-    head_dim = prop_def(IntegerAttr[I64])
     eps = prop_def(FloatAttr[Float64Type])
+    weight_offset = prop_def(FloatAttr[Float64Type], default_value=f64_attr(0.0))
     is_neox = prop_def(BoolAttr)
+    rotary_dim = prop_def(IntegerAttr[I64])
+    head_dim = prop_def(IntegerAttr[I64])
+    weight_f32 = opt_prop_def(UnitAttr)
+    rope_f32 = opt_prop_def(UnitAttr)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     traits = traits_def(Pure())
 
     def __init__(
         self,
-        qkv: SSAValue,
+        q: SSAValue,
+        k: SSAValue,
         q_weight: SSAValue,
         k_weight: SSAValue,
-        positions: SSAValue,
-        cos_sin_cache: SSAValue,
         *,
-        num_heads_q: int,
-        num_heads_kv: int,
-        head_dim: int,
+        positions: SSAValue | None = None,
+        cos_sin_cache: SSAValue | None = None,
+        cos: SSAValue | None = None,
+        sin: SSAValue | None = None,
         eps: float,
         is_neox: bool,
+        rotary_dim: int,
+        head_dim: int,
+        weight_offset: float = 0.0,
+        weight_f32: bool = False,
+        rope_f32: bool = False,
+        result_types: Sequence[Attribute] | None = None,
         attributes: Mapping[str, Attribute] | None = None,
     ):
-        qt: TensorType = qkv.type  # type: ignore[assignment]
-        t = qt.dims[0]
         super().__init__(
-            operands=[qkv, q_weight, k_weight, positions, cos_sin_cache],
-            result_types=[
-                tensor_type((t, num_heads_q * head_dim), qt.dtype),
-                tensor_type((t, num_heads_kv * head_dim), qt.dtype),
-                tensor_type((t, num_heads_kv * head_dim), qt.dtype),
-            ],
+            operands=[q, k, q_weight, k_weight, positions, cos_sin_cache, cos, sin],
+            result_types=list(result_types or (q.type, k.type)),
             properties={
-                "num_heads_q": i64_attr(num_heads_q),
-                "num_heads_kv": i64_attr(num_heads_kv),
-                "head_dim": i64_attr(head_dim),
                 "eps": f64_attr(eps),
+                "weight_offset": f64_attr(weight_offset),
                 "is_neox": bool_attr(is_neox),
+                "rotary_dim": i64_attr(rotary_dim),
+                "head_dim": i64_attr(head_dim),
+                "weight_f32": UnitAttr() if weight_f32 else None,
+                "rope_f32": UnitAttr() if rope_f32 else None,
             },
             attributes=attributes,
         )
 
     def verify_(self) -> None:
-        hq = check_positive("num_heads_q", self.num_heads_q)
-        hkv = check_positive("num_heads_kv", self.num_heads_kv)
-        d = check_positive("head_dim", self.head_dim)
-        check_rotary(d, d)
         check_eps(self.eps)
-        qkv = self.qkv.type
-        check_float("qkv", qkv)
-        check_rank("qkv", qkv, 2)
-        t = qkv.dims[0]
-        check_dim(
-            "qkv's last dim ((num_heads_q + 2 * num_heads_kv) * head_dim)",
-            qkv.dims[1],
-            (hq + 2 * hkv) * d,
+        rotary_dim, head_dim = _int(self.rotary_dim), _int(self.head_dim)
+        check_rotary(rotary_dim, head_dim)
+        check_rope_tables(
+            opt_type(self.positions), opt_type(self.cos_sin_cache), opt_type(self.cos),
+            opt_type(self.sin), rotary_dim,
         )
-        for what, w in (("q_weight", self.q_weight.type), ("k_weight", self.k_weight.type)):
-            check_float(what, w)
-            check_shape(what, w, (d,))
-        check_cos_sin_cache(self.positions.type, self.cos_sin_cache.type, d)
-        check_shape("positions", self.positions.type, (t,))
-        for what, r, h in (("q", self.q, hq), ("k", self.k, hkv), ("v", self.v, hkv)):
-            check_shape(what, r.type, (t, h * d))
-            if r.type.dtype != qkv.dtype:
-                raise VerifyException(
-                    f"{what} has dtype {r.type.dtype}, expected qkv's {qkv.dtype}"
-                )
+        q, k = self.q.type, self.k.type
+        for what, x, w in (("q", q, self.q_weight.type), ("k", k, self.k_weight.type)):
+            check_min_rank(what, x, 2)
+            check_dim(f"{what}'s last dim (head_dim)", x.dims[-1], head_dim)
+            check_norm_weight(x, w, what)
+        if k.dtype != q.dtype:
+            raise VerifyException(f"k has dtype {k.dtype}, expected q's {q.dtype}")
+        check_same_type("q_out", self.q_out.type, q, "q")
+        check_same_type("k_out", self.k_out.type, k, "k")
 
 
 @irdl_op_definition

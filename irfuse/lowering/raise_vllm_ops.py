@@ -23,7 +23,7 @@ from xdsl.utils.exceptions import VerifyException
 from irfuse.dialects import aten
 from irfuse.dialects.act import SiluMulOp
 from irfuse.dialects.attn import RopeOp
-from irfuse.dialects.irfuse import SymType
+from irfuse.dialects.irfuse import SymType, TensorType
 from irfuse.dialects.irfuse import tensor_type as make_tensor_type
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
 from irfuse.dialects.quant import QuantFp8Op, QuantScheme
@@ -457,6 +457,19 @@ def _heads(value: SSAValue, head_size: int, tokens: int, name: str
     return op.results[0], [op]
 
 
+def _flattens_heads(view: _View, base: TensorType, head_size: int) -> bool:
+    """The as_strided view is the row-major `[*tokens, heads * head_size]` flattening of a
+    whole `[*tokens, heads, head_size]` base (vLLM views q back after its per-head norm)."""
+    size, stride = list(view.size), list(view.stride)
+    if base.rank < 2 or base.dims[-1] != head_size or len(size) != base.rank - 1 \
+            or view.offset not in (0, None) or not isinstance(base.dims[-2], int):
+        return False
+    row = base.dims[-2] * head_size
+    return (size[-1] == row and stride[-1] == 1
+            and all(size_matches(s, d) for s, d in zip(size[:-1], base.dims[:-2], strict=True))
+            and (len(size) == 1 or (stride[-2] == row and len(size) == 2)))
+
+
 def _check_view(view: _View, head_size: int, name: str) -> None:
     """Views raised: a step-1 static slice of the base's last dim, or an as_strided view that
     splits a static range of each row of the base into heads (`q.view(T, heads, head_size)` of
@@ -474,6 +487,8 @@ def _check_view(view: _View, head_size: int, name: str) -> None:
             raise NoMatch(f"its {name} is a slice of dim {dim} [{start}:{end}] of a "
                           f"{list(t.dims)} base, not a range of its last dim")
         view.dim = t.rank - 1
+    elif view.kind == "strided" and _flattens_heads(view, t, head_size):
+        view.kind = "alias"  # the whole base, its heads merged: the same elements in order
     elif view.kind == "strided":
         size, stride, offset = view.size, view.stride, view.offset
         if (len(size) != t.rank + 1 or len(stride) != t.rank + 1

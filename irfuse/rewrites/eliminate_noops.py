@@ -2,8 +2,10 @@
 
 vLLM's `NoOpEliminationPass`, on the IR: a reshape (`view`, `_unsafe_view`, `reshape`, `alias`)
 whose result type is its input's, a `slice` that keeps the whole dim (start 0, end at least the
-dim's size or the size's own symbol, step 1), and a `slice_scatter` whose source covers the whole
-input (the result is the source); a chain of reshapes collapses to one. Their users read the input (or the source) directly, so fusions see through them; the
+dim's size or the size's own symbol, step 1), a `slice_scatter` whose source covers the whole
+input (the result is the source), and a `cat` of one tensor with empty ones (vLLM's rotary
+concatenates the rotated part with an empty pass-through part when it rotates the whole head);
+a chain of reshapes collapses to one. Their users read the input (or the source) directly, so fusions see through them; the
 graph computes the same values (the functional graph has no aliasing to preserve, except in what
 it returns: a returned value is left alone).
 
@@ -19,11 +21,12 @@ from typing import Any
 
 from xdsl.dialects.builtin import StringAttr
 from xdsl.dialects.func import ReturnOp
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import Rewriter
 
 from irfuse.dialects.irfuse import SymType
 from irfuse.lowering.aten_ops import (
+    CAT,
     RESHAPE,
     RESHAPES,
     RESHAPES_AND_ALIAS,
@@ -33,7 +36,7 @@ from irfuse.lowering.aten_ops import (
     VIEW,
 )
 from irfuse.lowering.driver import CallPattern, Site
-from irfuse.lowering.match import INT64_MAX, Call, call, tensor_type
+from irfuse.lowering.match import INT64_MAX, Call, call, is_pure, tensor_type
 
 VIEWS_ONLY = (VIEW, UNSAFE_VIEW)
 
@@ -61,6 +64,8 @@ def _slice_dims(found: Call) -> tuple[Any, Any, Any, Any]:
 
 def _replacement(found: Call) -> SSAValue | None:
     """The value a no-op call can be replaced by, or None when it changes its input."""
+    if found.target == CAT:
+        return _cat_of_one(found)
     source = found.arg(0)
     source_type, result_type = tensor_type(source), tensor_type(found.result)
     if source_type is None or result_type is None:
@@ -85,6 +90,34 @@ def _replacement(found: Call) -> SSAValue | None:
     return src if _covers(size, start, end, step) else None
 
 
+def _cat_of_one(found: Call) -> SSAValue | None:
+    """The one tensor a `cat` joins to empty ones (0 along the cat dim), when it has the result's
+    type."""
+    tensors, dim = found.arg(0), found.arg(1, "dim", 0)
+    result_type = tensor_type(found.result)
+    if not isinstance(tensors, list | tuple) or not isinstance(dim, int) or result_type is None:
+        return None
+    kept = [t for t in tensors if not _empty_along(t, dim)]
+    if len(kept) != 1 or tensor_type(kept[0]) != result_type:
+        return None
+    return kept[0]
+
+
+def _empty_along(value: Any, dim: int) -> bool:
+    t = tensor_type(value)
+    return t is not None and -t.rank <= dim < t.rank and t.dims[dim] == 0
+
+
+def _erase_dead(values: list[SSAValue]) -> None:
+    """Erase the pure calls that made `values` and are read no more (the empty parts of a
+    collapsed cat)."""
+    for value in values:
+        owner = value.owner
+        if isinstance(owner, Operation) and is_pure(owner) and owner.parent is not None \
+                and not any(r.uses for r in owner.results):
+            Rewriter.erase_op(owner)
+
+
 def _returned(value: SSAValue) -> bool:
     """Whether the function returns `value`: aot_autograd's runtime wrapper knows how each
     output aliases the inputs, so an output that is a view stays a view."""
@@ -95,8 +128,10 @@ def _collapse(found: Call) -> bool:
     """A reshape of a reshape reads the first one's input (one reshape for the chain); the
     merged op is a view only when both were views. The first one goes when nothing else reads
     it."""
+    if found.target not in RESHAPES:
+        return False
     inner = call(found.arg(0).owner, *RESHAPES)
-    if found.target not in RESHAPES or inner is None:
+    if inner is None:
         return False
     source = inner.arg(0)
     if not isinstance(source, SSAValue):
@@ -114,7 +149,7 @@ def _collapse(found: Call) -> bool:
 class NoopPattern(CallPattern):
     """A reshape, slice or slice_scatter that returns its input (or its source)."""
 
-    targets = (*RESHAPES_AND_ALIAS, SLICE_TENSOR, SLICE_SCATTER)
+    targets = (*RESHAPES_AND_ALIAS, SLICE_TENSOR, SLICE_SCATTER, CAT)
 
     def rewrite_call(self, found: Call, site: Site) -> bool:
         collapsed = _collapse(found)
@@ -124,6 +159,8 @@ class NoopPattern(CallPattern):
         if replacement is None or _returned(found.result):
             return collapsed
         found.result.replace_all_uses_with(replacement)
+        inputs = list(found.op.operands)
         Rewriter.erase_op(found.op)
+        _erase_dead(inputs)
         return True
 

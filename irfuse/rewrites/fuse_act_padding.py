@@ -15,7 +15,7 @@ for, outputs returned unpadded and views the slice cannot take are remarks.
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import IntAttr, f32
+from xdsl.dialects.builtin import IntAttr
 from xdsl.dialects.func import ReturnOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -25,14 +25,11 @@ from irfuse.dialects.act import PadOp
 from irfuse.dialects.fused import RmsNormPadOp
 from irfuse.dialects.irfuse import TensorType, tensor_type
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
-from irfuse.dialects.raised import decomposition_block
 from irfuse.lowering import aten_ops
 from irfuse.lowering.driver import AnchorPattern, Site
 from irfuse.lowering.match import NoMatch, call
 from irfuse.rewrites.fuse_norm_quant import KERNEL_DTYPES
-
-F32_NORMS = (aten_ops.RMS_NORM, aten_ops.FUSED_RMS_NORM)
-"""ATen's own RMSNorm, which multiplies by the weight in float32 and rounds once."""
+from irfuse.rewrites.norm_readings import weight_product_in_f32
 
 
 def kernel_name(residual: bool) -> str:
@@ -68,7 +65,7 @@ def _fuse(norm: RmsNormOp | AddRmsNormOp, site: Site) -> bool:
     if y_type.dtype != x_type.dtype:
         raise NoMatch(f"the norm's output is {y_type.dtype} but its input {x_type.dtype}; the "
                       "kernel writes the input's dtype")
-    weight_f32 = _weight_product_in_f32(norm, x_type)
+    weight_f32 = weight_product_in_f32(norm, x_type)
     others = [u.operation for u in norm.y.uses if not isinstance(u.operation, PadOp)]
     hidden = x_type.dims[-1]
     _check_slice_users(others, hidden)
@@ -106,52 +103,6 @@ def _fuse(norm: RmsNormOp | AddRmsNormOp, site: Site) -> bool:
 
 def _amounts(pad: PadOp) -> tuple[int, int, float]:
     return pad.low.value.data, pad.high.value.data, pad.value.value.data
-
-
-def _weight_product_in_f32(norm: RmsNormOp | AddRmsNormOp, x_type: TensorType) -> bool:
-    """Whether the model multiplies the weight in float32 and rounds once (True) or multiplies
-    the norm rounded to the model dtype by the weight in that dtype (False), from the norm's
-    decomposition. vLLM's custom ops (no ATen product there) multiply in the model dtype."""
-    if norm.weight_offset.value.data != 0.0 or x_type.dtype == f32:
-        return True  # Gemma's `1 + w` is an f32 product in every reading; f32 models agree
-    block = decomposition_block(norm)
-    if block is None:
-        return False
-    weight = block.args[_operand_index(norm, norm.weight)]  # type: ignore[arg-type]
-    for op in block.ops:
-        found = call(op)
-        if found is None:
-            continue
-        if found.target in F32_NORMS:
-            return True
-        if found.target == aten_ops.MUL_TENSOR and _reads(found.op, weight):
-            product = found.result.type
-            assert isinstance(product, TensorType)
-            if product.dtype == x_type.dtype:
-                return False
-            normed = next(v for v in found.op.operands if not _reads_value(v, weight))
-            if product.dtype == f32 and getattr(normed.type, "dtype", None) == f32:
-                return True
-            raise NoMatch(f"the norm multiplies a {getattr(normed.type, 'dtype', '?')} norm by "
-                          f"the weight in {product.dtype}; the kernel rounds the {x_type.dtype} "
-                          "norm times the weight, or the float32 product once")
-    return False
-
-
-def _operand_index(op: Operation, value: SSAValue) -> int:
-    return next(i for i, v in enumerate(op.operands) if v is value)
-
-
-def _reads(op: Operation, weight: SSAValue) -> bool:
-    return any(_reads_value(v, weight) for v in op.operands)
-
-
-def _reads_value(value: SSAValue, weight: SSAValue) -> bool:
-    """`value` is the weight, maybe cast (`w.to(dtype)`) first."""
-    found = call(value.owner) if isinstance(value.owner, Operation) else None
-    if found is not None and found.target in aten_ops.CASTS:
-        value = found.arg(0)
-    return value is weight
 
 
 def _check_slice_users(users: list[Operation], hidden: object) -> None:

@@ -245,22 +245,26 @@ def _b_all_reduce_rms_norm(a: Args):
 
 
 def _b_qk_norm_rope(a: Args):
-    qkv, qw, kw, pos, cache = a(
-        ((S0, 8 * 64), bf16), ((64,), bf16), ((64,), bf16), ((S0,), i64), ((256, 64), bf16)
+    q, k, qw, kw, pos, cache = a(
+        ((S0, 4, 64), bf16), ((S0, 2, 64), bf16), ((64,), bf16), ((64,), bf16), ((S0,), i64),
+        ((256, 32), bf16),
     )
     op = fused.QkNormRopeOp(
-        qkv,
-        qw,
-        kw,
-        pos,
-        cache,
-        num_heads_q=4,
-        num_heads_kv=2,
-        head_dim=64,
-        eps=1e-6,
-        is_neox=True,
+        q, k, qw, kw, positions=pos, cos_sin_cache=cache, eps=1e-6, is_neox=False,
+        rotary_dim=32, head_dim=64, weight_f32=True,
     )
-    return op, [T((S0, 256), bf16), T((S0, 128), bf16), T((S0, 128), bf16)]
+    return op, [T((S0, 4, 64), bf16), T((S0, 2, 64), bf16)]
+
+
+def _b_qk_norm_rope_hf(a: Args):
+    q, k, qw, kw, cos = a(
+        ((1, 4, S0, 64), bf16), ((1, 2, S0, 64), bf16), ((64,), bf16), ((64,), bf16),
+        ((1, 1, S0, 64), bf16),
+    )
+    op = fused.QkNormRopeOp(
+        q, k, qw, kw, cos=cos, sin=cos, eps=1e-6, is_neox=True, rotary_dim=64, head_dim=64,
+    )
+    return op, [T((1, 4, S0, 64), bf16), T((1, 2, S0, 64), bf16)]
 
 
 def _b_rope_kv_cache_write(a: Args):
@@ -357,6 +361,7 @@ BUILDERS: list[Callable[[Args], tuple[Operation, list[Attribute]]]] = [
     _b_silu_mul_quant_nvfp4,
     _b_all_reduce_rms_norm,
     _b_qk_norm_rope,
+    _b_qk_norm_rope_hf,
     _b_rope_kv_cache_write,
     _b_attention_quant,
     _b_mla_attention_quant,

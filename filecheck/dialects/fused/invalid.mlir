@@ -144,37 +144,32 @@ func.func @arn_nvfp4(%x: !irfuse.tensor<[s0, 4096], bf16>, %w: !irfuse.tensor<[4
 // CHECK: out has shape [s0, 4096], expected [s0, 2048]
 
 // -----
-
-func.func @qk_qkv(%qkv: !irfuse.tensor<[s0, 5120], bf16>, %w: !irfuse.tensor<[128], bf16>, %p: !irfuse.tensor<[s0], i64>, %c: !irfuse.tensor<[40960, 128], bf16>) {
-  %q, %k, %v = fused.qk_norm_rope %qkv, %w, %w, %p, %c {num_heads_q = 32 : i64, num_heads_kv = 8 : i64, head_dim = 128 : i64, eps = 1.0e-06 : f64, is_neox = true} : (!irfuse.tensor<[s0, 5120], bf16>, !irfuse.tensor<[128], bf16>, !irfuse.tensor<[128], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[40960, 128], bf16>) -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 1024], bf16>, !irfuse.tensor<[s0, 1024], bf16>)
+func.func @qk_weight(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse.tensor<[s0, 8, 128], bf16>, %w: !irfuse.tensor<[64], bf16>, %p: !irfuse.tensor<[s0], i64>, %c: !irfuse.tensor<[40960, 128], bf16>) {
+  %qo, %ko = fused.qk_norm_rope %q, %k, %w, %w, positions %p, cos_sin_cache %c {eps = 1.0e-06 : f64, is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[64], bf16>, !irfuse.tensor<[64], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[40960, 128], bf16>) -> (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>)
   func.return
 }
-// CHECK: qkv's last dim ((num_heads_q + 2 * num_heads_kv) * head_dim) is 5120, expected 6144
+// CHECK: weight has shape [64] but q's last dim is 128
 
 // -----
-
-func.func @qk_weight(%qkv: !irfuse.tensor<[s0, 6144], bf16>, %w: !irfuse.tensor<[64], bf16>, %p: !irfuse.tensor<[s0], i64>, %c: !irfuse.tensor<[40960, 128], bf16>) {
-  %q, %k, %v = fused.qk_norm_rope %qkv, %w, %w, %p, %c {num_heads_q = 32 : i64, num_heads_kv = 8 : i64, head_dim = 128 : i64, eps = 1.0e-06 : f64, is_neox = true} : (!irfuse.tensor<[s0, 6144], bf16>, !irfuse.tensor<[64], bf16>, !irfuse.tensor<[64], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[40960, 128], bf16>) -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 1024], bf16>, !irfuse.tensor<[s0, 1024], bf16>)
+func.func @qk_both_tables(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse.tensor<[s0, 8, 128], bf16>, %w: !irfuse.tensor<[128], bf16>, %p: !irfuse.tensor<[s0], i64>, %c: !irfuse.tensor<[40960, 128], bf16>, %cs: !irfuse.tensor<[s0, 1, 64], bf16>) {
+  %qo, %ko = fused.qk_norm_rope %q, %k, %w, %w, positions %p, cos_sin_cache %c, cos %cs, sin %cs {eps = 1.0e-06 : f64, is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[128], bf16>, !irfuse.tensor<[128], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[40960, 128], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>) -> (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>)
   func.return
 }
-// CHECK: q_weight has shape [64], expected [128]
+// CHECK: rope takes either positions and cos_sin_cache or cos and sin, not both
 
 // -----
-
-func.func @qk_positions(%qkv: !irfuse.tensor<[s0, 6144], bf16>, %w: !irfuse.tensor<[128], bf16>, %p: !irfuse.tensor<[s1], i64>, %c: !irfuse.tensor<[40960, 128], bf16>) {
-  %q, %k, %v = fused.qk_norm_rope %qkv, %w, %w, %p, %c {num_heads_q = 32 : i64, num_heads_kv = 8 : i64, head_dim = 128 : i64, eps = 1.0e-06 : f64, is_neox = true} : (!irfuse.tensor<[s0, 6144], bf16>, !irfuse.tensor<[128], bf16>, !irfuse.tensor<[128], bf16>, !irfuse.tensor<[s1], i64>, !irfuse.tensor<[40960, 128], bf16>) -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 1024], bf16>, !irfuse.tensor<[s0, 1024], bf16>)
-  func.return
-}
-// CHECK: positions has shape [s1], expected [s0]
-
-// -----
-
-// The fused kernel rotates the whole head: rotary_dim is head_dim.
-func.func @qk_cache(%qkv: !irfuse.tensor<[s0, 6144], bf16>, %w: !irfuse.tensor<[128], bf16>, %p: !irfuse.tensor<[s0], i64>, %c: !irfuse.tensor<[40960, 64], bf16>) {
-  %q, %k, %v = fused.qk_norm_rope %qkv, %w, %w, %p, %c {num_heads_q = 32 : i64, num_heads_kv = 8 : i64, head_dim = 128 : i64, eps = 1.0e-06 : f64, is_neox = true} : (!irfuse.tensor<[s0, 6144], bf16>, !irfuse.tensor<[128], bf16>, !irfuse.tensor<[128], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[40960, 64], bf16>) -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 1024], bf16>, !irfuse.tensor<[s0, 1024], bf16>)
+func.func @qk_cache(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse.tensor<[s0, 8, 128], bf16>, %w: !irfuse.tensor<[128], bf16>, %p: !irfuse.tensor<[s0], i64>, %c: !irfuse.tensor<[40960, 64], bf16>) {
+  %qo, %ko = fused.qk_norm_rope %q, %k, %w, %w, positions %p, cos_sin_cache %c {eps = 1.0e-06 : f64, is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[128], bf16>, !irfuse.tensor<[128], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[40960, 64], bf16>) -> (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>)
   func.return
 }
 // CHECK: cos_sin_cache's last dim (rotary_dim) is 64, expected 128
+
+// -----
+func.func @qk_rotary(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse.tensor<[s0, 8, 128], bf16>, %w: !irfuse.tensor<[128], bf16>, %p: !irfuse.tensor<[s0], i64>, %c: !irfuse.tensor<[40960, 128], bf16>) {
+  %qo, %ko = fused.qk_norm_rope %q, %k, %w, %w, positions %p, cos_sin_cache %c {eps = 1.0e-06 : f64, is_neox = true, rotary_dim = 256 : i64, head_dim = 128 : i64} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[128], bf16>, !irfuse.tensor<[128], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[40960, 128], bf16>) -> (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>)
+  func.return
+}
+// CHECK: rotary_dim must be even, >= 2 and <= head_dim 128, got 256
 
 // -----
 

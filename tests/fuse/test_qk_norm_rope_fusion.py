@@ -1,0 +1,208 @@
+"""enable-qk-norm-rope-fusion end to end on the CPU: per-head q/k RMSNorm -> RoPE becomes one
+`irfuse::qk_norm_rope` call in every spelling models use, with outputs bit for bit those of
+eager (the torch reference rounds as the model does), and the cases it leaves alone say why.
+
+Spellings: the built-in Qwen3 decoder (vLLM's layout, the cos/sin cache or Hugging Face's cos/sin
+inputs, NeoX and GPT-J, partial rotary, every norm spelling), Hugging Face's Qwen3 (norms on
+`[B, T, H, D]`, the rope on the transposed view), vLLM's native Qwen3 attention (view to heads,
+norm, view back, rotary on the flat q and k) and vLLM's `_C` ops functionalized.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import vllm_ops as V
+from hf_corpus import build_hf, input_ids
+from torch import nn
+
+import irfuse.models as M
+from irfuse.testing import Compiled, assert_bit_exact, compile_and_run
+
+PASS = "enable-qk-norm-rope-fusion"
+ON = {"optimization_level": 1, "pass_config": {"enable_qk_norm_rope_fusion": True}}
+
+
+def _missed(compiled: Compiled) -> list[str]:
+    return [m.reason for r in compiled.reports for p in r.passes if p.name == PASS
+            for m in p.missed]
+
+
+@pytest.mark.parametrize("rope_source", ["cache", "hf"])
+@pytest.mark.parametrize("rope_style", ["neox", "gptj"])
+@pytest.mark.parametrize("rotary_fraction", [1.0, 0.5])
+def test_builtin_qwen3_fuses_every_layer_bit_exact(rope_source, rope_style, rotary_fraction):
+    built = M.build("qwen3", size="tiny", num_layers=2, rope_source=rope_source,
+                    rope_style=rope_style, rotary_fraction=rotary_fraction)
+    compiled = compile_and_run(built.model, built.example_inputs,
+                               dynamic_dims=tuple(built.dynamic_dims.items()), options=ON)
+    assert compiled.fused(PASS) == 2, _missed(compiled)
+    assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+@pytest.mark.parametrize("norm_style", ["vllm", "hf", "square", "functional", "custom_op"])
+def test_every_norm_spelling(norm_style):
+    built = M.build("qwen3", size="tiny", num_layers=1, norm_style=norm_style)
+    compiled = compile_and_run(built.model, built.example_inputs,
+                               dynamic_dims=tuple(built.dynamic_dims.items()), options=ON)
+    assert compiled.fused(PASS) == 1, _missed(compiled)
+    assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+def test_fp16_and_the_pass_is_off_by_default_on_the_cpu():
+    built = M.build("qwen3", size="tiny", num_layers=1, dtype=torch.float16)
+    dims = tuple(built.dynamic_dims.items())
+    on = compile_and_run(built.model, built.example_inputs, dynamic_dims=dims, options=ON)
+    assert on.fused(PASS) == 1, _missed(on)
+    assert_bit_exact(on.outputs, on.eager)
+    default = compile_and_run(built.model, built.example_inputs, dynamic_dims=dims,
+                              options={"optimization_level": 3})
+    assert default.fused(PASS) == 0
+    assert default.raised()["rope"] == 1
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_hugging_face_qwen3(dynamic):
+    model = build_hf("qwen3")
+    compiled = compile_and_run(model, [input_ids(12)],
+                               dynamic_dims=((0, 1),) if dynamic else (), options=ON)
+    layers = model.lm.config.num_hidden_layers
+    assert compiled.fused(PASS) == layers, _missed(compiled)
+    assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+# --- vLLM's spellings ----------------------------------------------------------------------------
+
+HQ, HK, D = 4, 2, 64
+DIMS = ((0, 0), (1, 0))  # positions and qkv: num_tokens, as vLLM marks them
+
+
+class _VllmNorm(nn.Module):
+    """vLLM's RMSNorm.forward_native (or its `_C` op)."""
+
+    def __init__(self, eps: float, custom: bool):
+        super().__init__()
+        self.weight = nn.Parameter(torch.rand(D, dtype=torch.bfloat16) + 0.5,
+                                   requires_grad=False)
+        self.eps, self.custom = eps, custom
+
+    def forward(self, x):
+        if self.custom:
+            return V.vllm_rms_norm(x, self.weight, self.eps)
+        orig = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return x.to(orig) * self.weight
+
+
+def _native_rotary(positions, query, key, cache, is_neox, rotary_dim):
+    """vLLM's RotaryEmbedding.forward_native on flat q and k."""
+    cos, sin = cache.index_select(0, positions).chunk(2, dim=-1)
+    out = []
+    for x in (query, key):
+        shape = x.shape
+        x = x.view(positions.shape[0], -1, D)
+        rot, rest = x[..., :rotary_dim], x[..., rotary_dim:]
+        c, s = cos.unsqueeze(-2).to(x.dtype), sin.unsqueeze(-2).to(x.dtype)
+        if is_neox:
+            x1, x2 = torch.chunk(rot, 2, dim=-1)
+        else:
+            x1, x2 = rot[..., ::2], rot[..., 1::2]
+        o1, o2 = x1 * c - x2 * s, x2 * c + x1 * s
+        rot = torch.cat((o1, o2), -1) if is_neox else torch.stack((o1, o2), -1).flatten(-2)
+        out.append(torch.cat((rot, rest), -1).reshape(shape))
+    return out
+
+
+class VllmQwen3Attention(nn.Module):
+    """The qkv split, per-head norms and rotary of vLLM's Qwen3Attention."""
+
+    def __init__(self, *, eps=1e-6, k_eps=None, custom_norm=False, custom_rope=False,
+                 is_neox=True, rotary_dim=D):
+        super().__init__()
+        self.q_norm = _VllmNorm(eps, custom_norm)
+        self.k_norm = _VllmNorm(eps if k_eps is None else k_eps, custom_norm)
+        self.custom_rope, self.is_neox, self.rotary_dim = custom_rope, is_neox, rotary_dim
+        self.register_buffer("cache", V.rope_cache(rotary_dim))
+
+    def forward(self, positions, qkv):
+        q, k, v = qkv.split([HQ * D, HK * D, HK * D], dim=-1)
+        q = self.q_norm(q.view(*q.shape[:-1], HQ, D)).view(q.shape)
+        k = self.k_norm(k.view(*k.shape[:-1], HK, D)).view(k.shape)
+        if self.custom_rope:
+            q, k = V.vllm_rotary_embedding(positions, q, k, D, self.cache, self.is_neox)
+        else:
+            q, k = _native_rotary(positions, q, k, self.cache, self.is_neox, self.rotary_dim)
+        return q, k, v
+
+
+def _vllm_inputs(t: int = 7):
+    g = torch.Generator().manual_seed(0)
+    return [torch.randint(0, 64, (t,), generator=g),
+            torch.randn(t, (HQ + 2 * HK) * D, generator=g).to(torch.bfloat16)]
+
+
+@pytest.mark.parametrize("custom_norm,custom_rope", [(False, False), (True, False),
+                                                     (False, True), (True, True)])
+@pytest.mark.parametrize("is_neox", [True, False])
+def test_vllm_native_and_custom_ops(custom_norm, custom_rope, is_neox):
+    model = VllmQwen3Attention(custom_norm=custom_norm, custom_rope=custom_rope, is_neox=is_neox)
+    compiled = compile_and_run(model, _vllm_inputs(), dynamic_dims=DIMS, options=ON)
+    assert compiled.fused(PASS) == 1, _missed(compiled)
+    assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+def test_vllm_partial_rotary():
+    model = VllmQwen3Attention(rotary_dim=32)
+    compiled = compile_and_run(model, _vllm_inputs(), dynamic_dims=DIMS, options=ON)
+    assert compiled.fused(PASS) == 1, _missed(compiled)
+    assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+# --- what is left alone, and why -------------------------------------------------------------------
+
+
+def test_q_and_k_with_different_eps_is_a_remark():
+    compiled = compile_and_run(VllmQwen3Attention(k_eps=1e-5), _vllm_inputs(), dynamic_dims=DIMS,
+                               options=ON)
+    assert compiled.fused(PASS) == 0
+    assert any("different eps" in m for m in _missed(compiled)), _missed(compiled)
+    assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+class _OnlyQNormed(VllmQwen3Attention):
+    def forward(self, positions, qkv):
+        q, k, v = qkv.split([HQ * D, HK * D, HK * D], dim=-1)
+        q = self.q_norm(q.view(-1, HQ, D)).view(q.shape)
+        return (*_native_rotary(positions, q, k, self.cache, True, D), v)
+
+
+class _Olmo2(nn.Module):
+    """OLMo2 normalizes all heads of q (and of k) together, then views them as heads."""
+
+    def __init__(self):
+        super().__init__()
+        self.qw = nn.Parameter(torch.rand(HQ * D).to(torch.bfloat16) + 0.5, requires_grad=False)
+        self.kw = nn.Parameter(torch.rand(HK * D).to(torch.bfloat16) + 0.5, requires_grad=False)
+        self.register_buffer("cache", V.rope_cache(D))
+
+    @staticmethod
+    def _norm(x, w):
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * w
+
+    def forward(self, positions, qkv):
+        q, k, v = qkv.split([HQ * D, HK * D, HK * D], dim=-1)
+        q, k = self._norm(q, self.qw), self._norm(k, self.kw)
+        return (*_native_rotary(positions, q, k, self.cache, True, D), v)
+
+
+@pytest.mark.parametrize("model,reason", [
+    (_OnlyQNormed(), "only q is normalized"),
+    (_Olmo2(), "spans all heads"),
+], ids=["only-q", "olmo2"])
+def test_unfusable_sites_are_remarks(model, reason):
+    compiled = compile_and_run(model, _vllm_inputs(), dynamic_dims=DIMS, options=ON)
+    assert compiled.fused(PASS) == 0
+    assert any(reason in m for m in _missed(compiled)), _missed(compiled)
+    assert_bit_exact(compiled.outputs, compiled.eager)
