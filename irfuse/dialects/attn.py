@@ -202,7 +202,8 @@ def check_paged_cache_write(
     v_cache: TensorType,
     slot_mapping: TensorType,
 ) -> None:
-    """k/v `[T, kv_heads, head_dim]` into caches `[num_blocks, block_size, kv_heads, head_dim]`."""
+    """k/v `[T, kv_heads, head_dim]` into caches `[num_blocks, block_size, kv_heads, head_dim]` at
+    `slot_mapping [T]`."""
     check_rank("k", k, 3)
     check_rank("v", v, 3)
     check_rank("k_cache", k_cache, 4)
@@ -216,7 +217,11 @@ def check_paged_cache_write(
         if val.dtype != cache.dtype:
             raise VerifyException(f"{what} has dtype {val.dtype} but its cache holds {cache.dtype}")
     check_integer("slot_mapping", slot_mapping)
-    check_shape("slot_mapping", slot_mapping, (t,))
+    check_rank("slot_mapping", slot_mapping, 1)
+    if isinstance(t, int) and isinstance(slot_mapping.dims[0], int):
+        check_shape("slot_mapping", slot_mapping, (t,))
+    # A symbolic length may be a symbol of its own (vLLM marks the slot mapping dynamic on its
+    # own): one slot per new token is then checked when the write runs.
 
 
 def _int(attr: IntegerAttr) -> int:

@@ -15,7 +15,7 @@ it replaced (norm weights, quant scheme shapes, attention head counts, world siz
 | `fused.silu_mul_quant_nvfp4` | act.silu_mul -> quant.nvfp4 | fuse-act-quant |
 | `fused.all_reduce_rms_norm` | coll.all_reduce -> (add_)rms_norm (-> quant) | fuse-allreduce-rms |
 | `fused.qk_norm_rope` | per-head rms_norm of q and k -> attn.rope | enable-qk-norm-rope-fusion |
-| `fused.rope_kv_cache_write` | attn.rope -> attn.kv_cache_write | fuse-rope-kvcache |
+| `fused.rope_kv_cache_write` | attn.rope (or fused.qk_norm_rope) -> attn.kv_cache_write | fuse-rope-kvcache |
 | `fused.attention_quant` | attn.attention -> quant | fuse-attn-quant |
 | `fused.mla_attention_quant` | attn.mla_attention -> quant | fuse-attn-quant |
 | `fused.gemm_reduce_scatter` | gemm.(scaled_)matmul -> coll.reduce_scatter | fuse-gemm-comms |
@@ -59,7 +59,6 @@ from xdsl.utils.exceptions import VerifyException
 from irfuse.dialects.act import pad_dims, silu_mul_dims
 from irfuse.dialects.attn import (
     check_attention,
-    check_cos_sin_cache,
     check_paged_cache_write,
     check_rope_tables,
     check_rotary,
@@ -645,13 +644,15 @@ class QkNormRopeOp(NamedOperandSyntax):
 
 @irdl_op_definition
 class RopeKvCacheWriteOp(NamedOperandSyntax):
-    """RoPE of q and k + the paged KV-cache write of (roped) k and v, in one kernel.
+    """RoPE of q and k (after their per-head norms, when `q_weight`/`k_weight` are given) and the
+    paged KV-cache write of the rotated k and of v, in one kernel that returns rotated q.
 
-    Replaces `attn.rope` (positions + cos_sin_cache form) followed by `attn.kv_cache_write` of
-    its k (vLLM's `fused_rope_and_unified_kv_cache_update`, ROCm).
+    Replaces `attn.rope` (or `fused.qk_norm_rope`) whose k only feeds `attn.kv_cache_write`
+    (vLLM's `fused_rope_and_unified_kv_cache_update`, ROCm only there).
 
     ```mlir
-    %qr, %kc2, %vc2 = fused.rope_kv_cache_write %q, %k, %v, %pos, %cache, %kc, %vc, %slots
+    %qr, %kc2, %vc2 = fused.rope_kv_cache_write %q, %k, %v, positions %pos,
+            cos_sin_cache %cache, %kc, %vc, %slots
             {is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64}
         : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>,
            !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0], i64>,
@@ -660,8 +661,9 @@ class RopeKvCacheWriteOp(NamedOperandSyntax):
         -> (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[64, 16, 8, 128], bf16>,
             !irfuse.tensor<[64, 16, 8, 128], bf16>)
     ```
-    q `[T, Hq, D]`, k and v `[T, Hkv, D]`; caches and results as for `attn.kv_cache_write`;
-    `q_out` is typed like q.
+    q `[T, Hq, D]`, k `[T, Hkv, D]`, v `[T, Hkv, Dv]`; tables as `attn.rope`'s; caches and
+    slots as `attn.kv_cache_write`'s (the caches' new values are results here; the kernel
+    writes them in place). With norm weights, `eps` and the readings of `fused.qk_norm_rope`.
     """
 
     name = "fused.rope_kv_cache_write"
@@ -669,8 +671,12 @@ class RopeKvCacheWriteOp(NamedOperandSyntax):
     q = operand_def(TensorType)
     k = operand_def(TensorType)
     v = operand_def(TensorType)
-    positions = operand_def(TensorType)
-    cos_sin_cache = operand_def(TensorType)
+    q_weight = opt_operand_def(TensorType)
+    k_weight = opt_operand_def(TensorType)
+    positions = opt_operand_def(TensorType)
+    cos_sin_cache = opt_operand_def(TensorType)
+    cos = opt_operand_def(TensorType)
+    sin = opt_operand_def(TensorType)
     k_cache = operand_def(TensorType)
     v_cache = operand_def(TensorType)
     slot_mapping = operand_def(TensorType)
@@ -682,30 +688,50 @@ class RopeKvCacheWriteOp(NamedOperandSyntax):
     is_neox = prop_def(BoolAttr)
     rotary_dim = prop_def(IntegerAttr[I64])
     head_dim = prop_def(IntegerAttr[I64])
+    eps = opt_prop_def(FloatAttr[Float64Type])
+    weight_offset = prop_def(FloatAttr[Float64Type], default_value=f64_attr(0.0))
+    weight_f32 = opt_prop_def(UnitAttr)
+    rope_f32 = opt_prop_def(UnitAttr)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     def __init__(
         self,
         q: SSAValue,
         k: SSAValue,
         v: SSAValue,
-        positions: SSAValue,
-        cos_sin_cache: SSAValue,
         k_cache: SSAValue,
         v_cache: SSAValue,
         slot_mapping: SSAValue,
         *,
+        q_weight: SSAValue | None = None,
+        k_weight: SSAValue | None = None,
+        positions: SSAValue | None = None,
+        cos_sin_cache: SSAValue | None = None,
+        cos: SSAValue | None = None,
+        sin: SSAValue | None = None,
         is_neox: bool,
         rotary_dim: int,
         head_dim: int,
+        eps: float | None = None,
+        weight_offset: float = 0.0,
+        weight_f32: bool = False,
+        rope_f32: bool = False,
+        result_types: Sequence[Attribute] | None = None,
         attributes: Mapping[str, Attribute] | None = None,
     ):
         super().__init__(
-            operands=[q, k, v, positions, cos_sin_cache, k_cache, v_cache, slot_mapping],
-            result_types=[q.type, k_cache.type, v_cache.type],
+            operands=[q, k, v, q_weight, k_weight, positions, cos_sin_cache, cos, sin,
+                      k_cache, v_cache, slot_mapping],
+            result_types=list(result_types or (q.type, k_cache.type, v_cache.type)),
             properties={
                 "is_neox": bool_attr(is_neox),
                 "rotary_dim": i64_attr(rotary_dim),
                 "head_dim": i64_attr(head_dim),
+                "eps": None if eps is None else f64_attr(eps),
+                "weight_offset": f64_attr(weight_offset),
+                "weight_f32": UnitAttr() if weight_f32 else None,
+                "rope_f32": UnitAttr() if rope_f32 else None,
             },
             attributes=attributes,
         )
@@ -713,6 +739,10 @@ class RopeKvCacheWriteOp(NamedOperandSyntax):
     def verify_(self) -> None:
         rotary_dim, head_dim = _int(self.rotary_dim), _int(self.head_dim)
         check_rotary(rotary_dim, head_dim)
+        check_rope_tables(
+            opt_type(self.positions), opt_type(self.cos_sin_cache), opt_type(self.cos),
+            opt_type(self.sin), rotary_dim,
+        )
         q, k = self.q.type, self.k.type
         check_float("q", q)
         check_rank("q", q, 3)
@@ -720,11 +750,18 @@ class RopeKvCacheWriteOp(NamedOperandSyntax):
         check_dim("k's last dim (head_dim)", k.dims[-1], head_dim)
         if k.dtype != q.dtype:
             raise VerifyException(f"k has dtype {k.dtype}, expected q's {q.dtype}")
-        check_cos_sin_cache(self.positions.type, self.cos_sin_cache.type, rotary_dim)
-        check_shape("positions", self.positions.type, (q.dims[0],))
+        check_dim("k's token count", k.dims[0], q.dims[0])
+        weights = (opt_type(self.q_weight), opt_type(self.k_weight))
+        if (weights[0] is None) != (weights[1] is None):
+            raise VerifyException("q_weight and k_weight go together")
+        if (weights[0] is None) != (self.eps is None):
+            raise VerifyException("eps is given exactly when the norm weights are")
+        if self.eps is not None:
+            check_eps(self.eps)
+            check_norm_weight(q, weights[0], "q")
+            check_norm_weight(k, weights[1], "k")
         k_cache, v_cache = self.k_cache.type, self.v_cache.type
         check_paged_cache_write(k, self.v.type, k_cache, v_cache, self.slot_mapping.type)
-        check_dim("k's token count", k.dims[0], q.dims[0])
         check_same_type("q_out", self.q_out.type, q, "q")
         check_same_type("k_cache_out", self.k_cache_out.type, k_cache, "k_cache")
         check_same_type("v_cache_out", self.v_cache_out.type, v_cache, "v_cache")

@@ -14,6 +14,8 @@ call, FlashInfer on the first call that selects it.
 
 from __future__ import annotations
 
+import re
+
 from torch.library import custom_op
 
 from irfuse.emit.declare import Kernel
@@ -22,9 +24,14 @@ from irfuse.emit.kernel_choice import kernels
 NAMESPACE = "irfuse"
 
 
+def _written(schema: str) -> tuple[str, ...]:
+    """The arguments a schema marks as written in place (`Tensor(a!) k_cache`)."""
+    return tuple(re.findall(r"Tensor\(\w+!\) (\w+)", schema))
+
+
 def _define(k: Kernel) -> object:
-    op = custom_op(f"{NAMESPACE}::{k.name}", k.reference, mutates_args=(), device_types="cpu",
-                   schema=k.schema)
+    op = custom_op(f"{NAMESPACE}::{k.name}", k.reference, mutates_args=_written(k.schema),
+                   device_types="cpu", schema=k.schema)
     op.register_kernel("cuda")(k.cuda)
     op.register_fake(k.fake)
     return op

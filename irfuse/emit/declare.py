@@ -23,7 +23,7 @@ from irfuse.lowering.driver import AnchorPattern, run_patterns
 from irfuse.lowering.match import NoMatch
 
 if TYPE_CHECKING:
-    from xdsl.ir import Operation
+    from xdsl.ir import Operation, SSAValue
 
     from irfuse.dialects import kernel
 
@@ -168,8 +168,18 @@ def everywhere(gpu_backend: str, level: int | None) -> dict[str, Support]:
 
 # --- the declaration -------------------------------------------------------------------------
 
-Lowering = Callable[["Operation", str], "kernel.CallOp"]
+Lowering = Callable[["Operation", str], "kernel.CallOp | InPlace"]
 """Builds the kernel call for a fused op on a platform."""
+
+
+@dataclass(frozen=True)
+class InPlace:
+    """A lowering whose kernel writes some of the fused op's operands in place (a KV cache):
+    `call` returns the op's other results; `results` are the values that replace each result of
+    the op, in order (a call result, or the operand the kernel wrote)."""
+
+    call: kernel.CallOp
+    results: tuple[SSAValue, ...]
 
 
 @dataclass(frozen=True)

@@ -48,8 +48,10 @@ def kernel_call(
     op: Operation,
     platform: str,
     keywords: dict[str, Attribute] | None = None,
+    result_types: Sequence[Attribute] | None = None,
 ) -> kernel.CallOp:
-    """The call of `k` replacing `op`, with the implementation chosen for `platform`."""
+    """The call of `k` replacing `op`, with the implementation chosen for `platform`; it returns
+    `op`'s result types unless `result_types` says otherwise (a kernel writing in place)."""
     impl = k.choose(platform).impl
     if impl == "inductor":  # the pass should have left the pattern alone; run our kernel anyway
         impl = "triton"
@@ -57,7 +59,7 @@ def kernel_call(
         f"irfuse::{k.name}.default",
         args.operands,
         template,
-        [r.type for r in op.results],
+        [r.type for r in op.results] if result_types is None else list(result_types),
         kw_template=keywords or None,
         tuple_result=not k.single_tensor,
         extra={"impl": StringAttr(impl)},

@@ -13,12 +13,15 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
-from xdsl.rewriter import Rewriter
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from irfuse.dialects.irfuse import module_platform
-from irfuse.emit.declare import Lowering
+from irfuse.emit.declare import InPlace, Lowering
 from irfuse.emit.fusions import FUSIONS
+from irfuse.lowering.aten_ops import COPY_INPLACE
+from irfuse.lowering.match import call as call_of
 
 LOWERINGS: dict[str, Lowering] = {
     name: lower for fusion in FUSIONS for name, lower in fusion.lowerings.items()
@@ -35,8 +38,32 @@ class SelectKernels(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         platform = module_platform(op)
         for fused in [o for o in op.walk() if o.name in LOWERINGS]:
-            call = LOWERINGS[fused.name](fused, platform)
-            call.location = fused.location
-            for old, new in zip(fused.results, call.results, strict=True):
+            lowered = LOWERINGS[fused.name](fused, platform)
+            if isinstance(lowered, InPlace):
+                _replace_in_place(fused, lowered)
+                continue
+            lowered.location = fused.location
+            for old, new in zip(fused.results, lowered.results, strict=True):
                 new.name_hint = old.name_hint
-            Rewriter.replace_op(fused, call)
+            Rewriter.replace_op(fused, lowered)
+
+
+def _replace_in_place(fused: Operation, lowered: InPlace) -> None:
+    """The call before the fused op; its results, and the operands it writes, in the op's
+    place. The graph's copy of a written input back into itself (`copy_(x, x)`) goes: the
+    kernel has written it."""
+    call = lowered.call
+    call.location = fused.location
+    Rewriter.insert_op(call, InsertPoint.before(fused))
+    written = [new for new in lowered.results if new.owner is not call]
+    for old, new in zip(fused.results, lowered.results, strict=True):
+        if new.owner is call:
+            new.name_hint = old.name_hint
+        old.replace_all_uses_with(new)
+    Rewriter.erase_op(fused)
+    for value in written:
+        for use in list(value.uses):
+            found = call_of(use.operation, COPY_INPLACE)
+            if found is not None and found.arg(0) is value and found.arg(1) is value \
+                    and not found.result.uses:
+                Rewriter.erase_op(found.op)

@@ -64,7 +64,7 @@ def _fuse(rope: RopeOp, site: Site) -> bool:
         raise NoMatch("q and k are normalized with different eps, weight offsets or weight "
                       "rounding; the kernel reads one")
     eps, offset, weight_f32 = readings.pop()
-    rope_f32 = _rotates_in_f32(rope)
+    rope_f32 = rotates_in_f32(rope)
     site.require_kernel(KERNEL)
 
     q_in = _rebase(q_norm, q_views)
@@ -152,7 +152,7 @@ def _reading(norm: RmsNormOp, head_dim: int) -> tuple[float, float, bool]:
     return norm.eps.value.data, norm.weight_offset.value.data, weight_product_in_f32(norm, x)
 
 
-def _rotates_in_f32(rope: RopeOp) -> bool:
+def rotates_in_f32(rope: RopeOp) -> bool:
     """Whether the model rotates in float32 (products in f32, rounded once at the end) rather
     than in q's dtype, from the products in the rope's decomposition (vLLM's `_C` rotary, with
     no products there, rotates in the model dtype)."""

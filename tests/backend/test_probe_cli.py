@@ -172,7 +172,6 @@ def _compile_linear(options: dict) -> list[str]:
     ("flag", "why"),
     [
         ("fuse_attn_quant", "fuse-attn-quant is not implemented yet"),
-        ("fuse_rope_kvcache", "fuse-rope-kvcache is not implemented yet"),
         ("fuse_allreduce_rms", "fuse-allreduce-rms needs TP > 1 and the TP size is unknown"),
     ],
 )

@@ -43,12 +43,14 @@ def test_rows_are_consistent() -> None:
 
 
 def test_pipeline_order_follows_vllm() -> None:
+    """vLLM's order, except that QK norm + RoPE runs before RoPE + KV-cache write (which then
+    takes the fused norms along)."""
     names = [r.name for r in sm.passes()]
     assert names.index("eliminate-noops") < names.index("enable-sp") < \
         names.index("fuse-gemm-comms") < names.index("fuse-allreduce-rms") < \
         names.index("fuse-norm-quant") < names.index("fuse-act-quant") < \
-        names.index("fuse-rope-kvcache") < names.index("fuse-attn-quant") < \
-        names.index("enable-qk-norm-rope-fusion")
+        names.index("enable-qk-norm-rope-fusion") < names.index("fuse-rope-kvcache") < \
+        names.index("fuse-attn-quant")
 
 
 def test_info_by_name_or_flag() -> None:

@@ -279,7 +279,8 @@ def _b_rope_kv_cache_write(a: Args):
         ((S0,), i64),
     )
     op = fused.RopeKvCacheWriteOp(
-        q, k, v, pos, cache, kc, vc, sl, is_neox=True, rotary_dim=64, head_dim=64
+        q, k, v, kc, vc, sl, positions=pos, cos_sin_cache=cache, is_neox=True, rotary_dim=64,
+        head_dim=64,
     )
     return op, [T((S0, 4, 64), bf16), T((8, 4, 2, 64), bf16), T((8, 4, 2, 64), bf16)]
 

@@ -305,11 +305,11 @@ func.func @kv_slots(%k: !irfuse.tensor<[s0, 8, 128], bf16>, %v: !irfuse.tensor<[
 
 // -----
 
-func.func @kv_slots_len(%k: !irfuse.tensor<[s0, 8, 128], bf16>, %v: !irfuse.tensor<[s0, 8, 128], bf16>, %kc: !irfuse.tensor<[1024, 16, 8, 128], bf16>, %vc: !irfuse.tensor<[1024, 16, 8, 128], bf16>, %s: !irfuse.tensor<[s1], i64>) {
-  %a, %b = attn.kv_cache_write %k, %v, %kc, %vc, %s : (!irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[1024, 16, 8, 128], bf16>, !irfuse.tensor<[1024, 16, 8, 128], bf16>, !irfuse.tensor<[s1], i64>) -> (!irfuse.tensor<[1024, 16, 8, 128], bf16>, !irfuse.tensor<[1024, 16, 8, 128], bf16>)
+func.func @kv_slots_len(%k: !irfuse.tensor<[4, 8, 128], bf16>, %v: !irfuse.tensor<[4, 8, 128], bf16>, %kc: !irfuse.tensor<[1024, 16, 8, 128], bf16>, %vc: !irfuse.tensor<[1024, 16, 8, 128], bf16>, %s: !irfuse.tensor<[5], i64>) {
+  %a, %b = attn.kv_cache_write %k, %v, %kc, %vc, %s : (!irfuse.tensor<[4, 8, 128], bf16>, !irfuse.tensor<[4, 8, 128], bf16>, !irfuse.tensor<[1024, 16, 8, 128], bf16>, !irfuse.tensor<[1024, 16, 8, 128], bf16>, !irfuse.tensor<[5], i64>) -> (!irfuse.tensor<[1024, 16, 8, 128], bf16>, !irfuse.tensor<[1024, 16, 8, 128], bf16>)
   func.return
 }
-// CHECK: slot_mapping has shape [s1], expected [s0]
+// CHECK: slot_mapping has shape [5], expected [4]
 
 // -----
 

@@ -174,7 +174,7 @@ func.func @qk_rotary(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse.tensor
 // -----
 
 func.func @rkv_cache_heads(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse.tensor<[s0, 8, 128], bf16>, %p: !irfuse.tensor<[s0], i64>, %c: !irfuse.tensor<[40960, 128], bf16>, %kc: !irfuse.tensor<[64, 16, 4, 128], bf16>) {
-  %qo, %a, %b = fused.rope_kv_cache_write %q, %k, %k, %p, %c, %kc, %kc, %p {is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[40960, 128], bf16>, !irfuse.tensor<[64, 16, 4, 128], bf16>, !irfuse.tensor<[64, 16, 4, 128], bf16>, !irfuse.tensor<[s0], i64>) -> (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[64, 16, 4, 128], bf16>, !irfuse.tensor<[64, 16, 4, 128], bf16>)
+  %qo, %a, %b = fused.rope_kv_cache_write %q, %k, %k, positions %p, cos_sin_cache %c, %kc, %kc, %p {is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[40960, 128], bf16>, !irfuse.tensor<[64, 16, 4, 128], bf16>, !irfuse.tensor<[64, 16, 4, 128], bf16>, !irfuse.tensor<[s0], i64>) -> (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[64, 16, 4, 128], bf16>, !irfuse.tensor<[64, 16, 4, 128], bf16>)
   func.return
 }
 // CHECK: k_cache has shape [64, 16, 4, 128], expected [?, ?, 8, 128]
@@ -182,7 +182,7 @@ func.func @rkv_cache_heads(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse.
 // -----
 
 func.func @rkv_q_out(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse.tensor<[s0, 8, 128], bf16>, %p: !irfuse.tensor<[s0], i64>, %c: !irfuse.tensor<[40960, 128], bf16>, %kc: !irfuse.tensor<[64, 16, 8, 128], bf16>) {
-  %qo, %a, %b = fused.rope_kv_cache_write %q, %k, %k, %p, %c, %kc, %kc, %p {is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[40960, 128], bf16>, !irfuse.tensor<[64, 16, 8, 128], bf16>, !irfuse.tensor<[64, 16, 8, 128], bf16>, !irfuse.tensor<[s0], i64>) -> (!irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[64, 16, 8, 128], bf16>, !irfuse.tensor<[64, 16, 8, 128], bf16>)
+  %qo, %a, %b = fused.rope_kv_cache_write %q, %k, %k, positions %p, cos_sin_cache %c, %kc, %kc, %p {is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[40960, 128], bf16>, !irfuse.tensor<[64, 16, 8, 128], bf16>, !irfuse.tensor<[64, 16, 8, 128], bf16>, !irfuse.tensor<[s0], i64>) -> (!irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[64, 16, 8, 128], bf16>, !irfuse.tensor<[64, 16, 8, 128], bf16>)
   func.return
 }
 // CHECK: q_out has shape [s0, 8, 128], expected [s0, 32, 128]

@@ -1,4 +1,6 @@
-"""Every fusion and utility rewrite, declared one a file, in pipeline order (vLLM's pass order).
+"""Every fusion and utility rewrite, declared one a file, in pipeline order: vLLM's pass order,
+except that enable-qk-norm-rope-fusion runs before fuse-rope-kvcache, so that with both on the
+norms, the rope and the cache write become one kernel.
 
 Adding a fusion: write its pattern (irfuse/rewrites/), its kernel and reference
 (irfuse/emit/kernels/), its declaration here (one file), and add it to FUSIONS below.
@@ -22,6 +24,6 @@ from irfuse.emit.fusions import (
 
 FUSIONS: tuple[Fusion, ...] = tuple(m.FUSION for m in (
     eliminate_noops, enable_sp, fuse_gemm_comms, fuse_allreduce_rms, fuse_norm_quant,
-    fuse_act_quant, fuse_act_padding, fuse_rope_kvcache, fuse_attn_quant,
-    enable_qk_norm_rope_fusion,
+    fuse_act_quant, fuse_act_padding, enable_qk_norm_rope_fusion, fuse_rope_kvcache,
+    fuse_attn_quant,
 ))

@@ -1,0 +1,47 @@
+// RUN: irfuse-opt %s -p fuse-rope-kvcache | filecheck %s
+// RUN: irfuse-opt %s -p enable-qk-norm-rope-fusion,fuse-rope-kvcache,select-kernels | filecheck %s --check-prefix=KERNEL
+
+// RoPE of q and k, then the cache write of the rotated k and of v: one op returning the rotated
+// q and the caches. The slot mapping's length is a symbol of its own (vLLM marks it dynamic
+// apart from the tokens); the kernel checks it when it runs.
+// CHECK-LABEL: func.func @rope_write
+// CHECK:       %[[Q:.+]], %[[KC:.+]], %[[VC:.+]] = fused.rope_kv_cache_write %{{.*}}, %{{.*}}, %{{.*}}, positions %{{.*}}, cos_sin_cache %{{.*}}, %{{.*}}, %{{.*}}, %{{[^ ]+}} {is_neox = true, rotary_dim = 64 : i64, head_dim = 64 : i64} : (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>, !irfuse.tensor<[s1], i64>)
+// CHECK-NOT:   attn.rope
+// CHECK-NOT:   attn.kv_cache_write
+// CHECK:       aten.call "aten::copy_.default"(%{{.*}}, %[[KC]])
+// CHECK:       func.return %[[Q]]
+// The kernel writes the caches in place: the call returns q, and the copies back go.
+// KERNEL-LABEL: func.func @rope_write
+// KERNEL:      %[[Q:.+]] = kernel.call impl "reference" "irfuse::rope_kv_cache_write.default"(%{{.*}}, %{{.*}}, %{{.*}}, none, none, %{{.*}}, %{{.*}}, none, none, %{{.*}}, %{{.*}}, %{{.*}}, true, 64)
+// KERNEL-NOT:  copy_
+// KERNEL:      func.return %[[Q]]
+func.func @rope_write(%q: !irfuse.tensor<[s0, 4, 64], bf16>, %k: !irfuse.tensor<[s0, 2, 64], bf16>, %v: !irfuse.tensor<[s0, 2, 64], bf16>, %pos: !irfuse.tensor<[s0], i64>, %cache: !irfuse.tensor<[4096, 64], bf16>, %kc: !irfuse.tensor<[32, 16, 2, 64], bf16>, %vc: !irfuse.tensor<[32, 16, 2, 64], bf16>, %slots: !irfuse.tensor<[s1], i64>) -> !irfuse.tensor<[s0, 4, 64], bf16> {
+  %qr, %kr = attn.rope %q, k %k, positions %pos, cos_sin_cache %cache {is_neox = true, rotary_dim = 64 : i64, head_dim = 64 : i64} : (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 64], bf16>) -> (!irfuse.tensor<[s0, 4, 64], bf16>, k_out !irfuse.tensor<[s0, 2, 64], bf16>)
+  %kc2, %vc2 = attn.kv_cache_write %kr, %v, %kc, %vc, %slots : (!irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>, !irfuse.tensor<[s1], i64>) -> (!irfuse.tensor<[32, 16, 2, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>)
+  %c1 = aten.call "aten::copy_.default"(%kc, %kc2) : (!irfuse.tensor<[32, 16, 2, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>) -> !irfuse.tensor<[32, 16, 2, 64], bf16>
+  %c2 = aten.call "aten::copy_.default"(%vc, %vc2) : (!irfuse.tensor<[32, 16, 2, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>) -> !irfuse.tensor<[32, 16, 2, 64], bf16>
+  func.return %qr : !irfuse.tensor<[s0, 4, 64], bf16>
+}
+
+// Per-head norms, RoPE and the cache write: with enable-qk-norm-rope-fusion first, one kernel
+// (vLLM has this only on ROCm).
+// KERNEL-LABEL: func.func @norm_rope_write
+// KERNEL:      kernel.call impl "reference" "irfuse::rope_kv_cache_write.default"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, none, none, %{{.*}}, %{{.*}}, %{{.*}}, false, 32, eps = 1.0e-06)
+// KERNEL-NOT:  norm.rms_norm
+func.func @norm_rope_write(%q: !irfuse.tensor<[s0, 4, 64], bf16>, %k: !irfuse.tensor<[s0, 2, 64], bf16>, %v: !irfuse.tensor<[s0, 2, 64], bf16>, %w: !irfuse.tensor<[64], bf16>, %pos: !irfuse.tensor<[s0], i64>, %cache: !irfuse.tensor<[4096, 32], bf16>, %kc: !irfuse.tensor<[32, 16, 2, 64], bf16>, %vc: !irfuse.tensor<[32, 16, 2, 64], bf16>, %slots: !irfuse.tensor<[s0], i64>) -> (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>) {
+  %qn = norm.rms_norm %q, weight %w {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 4, 64], bf16>
+  %kn = norm.rms_norm %k, weight %w {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 2, 64], bf16>
+  %qr, %kr = attn.rope %qn, k %kn, positions %pos, cos_sin_cache %cache {is_neox = false, rotary_dim = 32 : i64, head_dim = 64 : i64} : (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 32], bf16>) -> (!irfuse.tensor<[s0, 4, 64], bf16>, k_out !irfuse.tensor<[s0, 2, 64], bf16>)
+  %kc2, %vc2 = attn.kv_cache_write %kr, %v, %kc, %vc, %slots : (!irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>, !irfuse.tensor<[s0], i64>) -> (!irfuse.tensor<[32, 16, 2, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>)
+  func.return %qr, %vc2 : !irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>
+}
+
+// Not fused: the rotated k is also returned (the kernel returns only q).
+// CHECK-LABEL: func.func @k_read_elsewhere
+// CHECK:       attn.rope
+// CHECK:       attn.kv_cache_write
+func.func @k_read_elsewhere(%q: !irfuse.tensor<[s0, 4, 64], bf16>, %k: !irfuse.tensor<[s0, 2, 64], bf16>, %v: !irfuse.tensor<[s0, 2, 64], bf16>, %pos: !irfuse.tensor<[s0], i64>, %cache: !irfuse.tensor<[4096, 64], bf16>, %kc: !irfuse.tensor<[32, 16, 2, 64], bf16>, %vc: !irfuse.tensor<[32, 16, 2, 64], bf16>, %slots: !irfuse.tensor<[s0], i64>) -> (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>) {
+  %qr, %kr = attn.rope %q, k %k, positions %pos, cos_sin_cache %cache {is_neox = true, rotary_dim = 64 : i64, head_dim = 64 : i64} : (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 64], bf16>) -> (!irfuse.tensor<[s0, 4, 64], bf16>, k_out !irfuse.tensor<[s0, 2, 64], bf16>)
+  %kc2, %vc2 = attn.kv_cache_write %kr, %v, %kc, %vc, %slots : (!irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>, !irfuse.tensor<[s0], i64>) -> (!irfuse.tensor<[32, 16, 2, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>)
+  func.return %qr, %kr, %kc2 : !irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>
+}

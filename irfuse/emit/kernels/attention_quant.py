@@ -1,0 +1,461 @@
+"""Triton attention kernels that store their output already quantized to FP8 (static scale).
+
+`attention_fp8` (prefill / dense): a FlashAttention-2 forward. A program owns BLOCK_M query
+rows of one (batch, query head); it walks the keys of that head's KV head (GQA: query head h
+reads KV head h // (Hq / Hk)) in BLOCK_N tiles, with the online softmax in base 2
+(`exp2(qk * softmax_scale * log2(e) - m)`), float32 scores, row max and sum, and a float32
+accumulator fed by `tl.dot` of the model-dtype probabilities with V. Causal programs skip the
+key tiles above the diagonal and mask only the tiles that cross it; with `heavy_first` the
+longest query tiles (the last ones) are launched first, so the short ones fill the tail. The
+epilogue divides by the row sum and by the output scale (one float32 multiply by
+`1 / (l * scale)`), clamps to ±448 and stores float8_e4m3fn: the output is never written in the
+model dtype.
+
+`paged_decode_fp8` (one new token per sequence over a paged KV cache, flash-decoding): a program
+owns one (sequence, KV head, split): the Hq / Hk query heads that share the KV head are the rows
+of one `tl.dot` (padded to 16 rows), so each cached key and value is read once for all of them.
+Keys are gathered through the block table tile by tile (BLOCK_N tokens, any block size). With
+one split the program quantizes and stores the output itself; with several (few sequences or
+long contexts: `decode_config` aims at a few programs per SM) each writes its float32 partial
+output and base-2 log-sum-exp, and a small second kernel combines the splits and quantizes.
+
+Numerics: the reference (`attention_quant_ref`) rounds the attention output to the model dtype
+and then quantizes; these kernels quantize the float32 output. The scores, the softmax and the
+sums are float32 in both, but added in another order and with exp2 for exp, so an output can
+land on the neighbouring FP8 code where the exact value sits near a rounding boundary: every
+element within one FP8 step of the reference, a few percent of codes off, the mean error far
+inside NUMERICS.md's attention + quant tolerance (1e-2); see the kernel tests for the exact
+criterion. Launch shapes come from `prefill_config` / `decode_config` (measured on the H200 with
+`benchmarks/bench_attention_quant.py`); `config=` overrides them.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from irfuse.emit.kernels import attention_quant_ref
+from irfuse.emit.kernels.triton_support import check_device, interpreting, next_pow2
+
+FP8_MAX = 448.0
+_FP8_MAX = tl.constexpr(FP8_MAX)  # the clamp bound inside the kernels
+LOG2E = 1.4426950408889634
+MAX_HEAD_DIM = 256
+
+
+@dataclass(frozen=True)
+class PrefillConfig:
+    """Launch shape of `attention_fp8`: query rows and key tokens per tile, warps, software
+    pipeline stages, and whether the grid launches the longest causal query tiles first."""
+
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+    heavy_first: bool = True
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """Launch shape of `paged_decode_fp8`: key tokens per tile, warps, stages, and the number
+    of splits of each context (None: `decode_config` picks it from the grid size)."""
+
+    block_n: int
+    num_warps: int
+    num_stages: int
+    splits: int | None = None
+
+
+def prefill_config(tq: int, tk: int, d: int, causal: bool) -> PrefillConfig:
+    """Default launch shape (measured on the H200 at Hq 32 / Hk 8 / D 128, bf16); small shapes
+    (tests, the interpreter) get small tiles."""
+    if interpreting() or max(tq, tk) <= 64:
+        return PrefillConfig(16, 16, 4, 1)
+    if d <= 64:
+        return PrefillConfig(128, 64, 4, 3)
+    if tq <= 1024:
+        return PrefillConfig(64, 64, 4, 3)
+    return PrefillConfig(128, 64, 8, 3)
+
+
+@functools.cache
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def _device_sms(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 4
+    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def decode_splits(programs: int, max_ctx: int, block_n: int, sms: int,
+                  per_sm: int = 4, min_tokens: int = 256) -> int:
+    """Splits of each context so that about `per_sm` programs run per SM, each with at least
+    `min_tokens` tokens of the longest context (never more splits than tiles)."""
+    want = -(-per_sm * sms // max(programs, 1))
+    cap = max(1, max_ctx // min_tokens, 1)
+    return max(1, min(want, cap, -(-max_ctx // block_n)))
+
+
+def decode_config(batch: int, hk: int, max_ctx: int, d: int, sms: int) -> DecodeConfig:
+    """Default decode launch shape; `splits` left to `decode_splits`."""
+    if interpreting():
+        return DecodeConfig(16, 4, 1)
+    return DecodeConfig(64, 4, 2)
+
+
+# --- prefill ----------------------------------------------------------------------------------
+
+
+@triton.jit
+def _dot(a, b, acc, F32: tl.constexpr):
+    """`tl.dot(a, b, acc)`; with F32 (the interpreter, whose dot multiplies bf16/fp16 bit
+    patterns as integers) on the operands widened to float32: the same products, exact in
+    float32, and a float32 sum."""
+    if F32:
+        out = tl.dot(a.to(tl.float32), b.to(tl.float32), acc)
+    else:
+        out = tl.dot(a, b, acc)
+    return out
+
+
+@triton.jit
+def _idx(x, WIDE: tl.constexpr):
+    """Offsets within one head in int64 only where they can pass 2**31 (`WIDE`)."""
+    if WIDE:
+        out = x.to(tl.int64)
+    else:
+        out = x
+    return out
+
+
+@triton.jit
+def _attn_tile(acc, l_i, m_i, q, k_base, v_base, start_n, rows, offs_n, offs_d, Tk, qk_scale,
+               skn, svn, D: tl.constexpr, BLOCK_D: tl.constexpr, MASKED: tl.constexpr,
+               CAUSAL: tl.constexpr, DOT_F32: tl.constexpr, WIDE: tl.constexpr):
+    """One BLOCK_N key tile of the online softmax; MASKED tiles bound the keys at Tk (and, if
+    CAUSAL, at the diagonal), the others are entirely visible."""
+    cols = start_n + offs_n
+    k_ptrs = k_base + _idx(cols, WIDE)[None, :] * skn + offs_d[:, None]
+    v_ptrs = v_base + _idx(cols, WIDE)[:, None] * svn + offs_d[None, :]
+    if MASKED:
+        kmask = cols < Tk
+        if D == BLOCK_D:
+            k = tl.load(k_ptrs, mask=kmask[None, :], other=0.0)
+            v = tl.load(v_ptrs, mask=kmask[:, None], other=0.0)
+        else:
+            dmask = offs_d < D
+            k = tl.load(k_ptrs, mask=kmask[None, :] & dmask[:, None], other=0.0)
+            v = tl.load(v_ptrs, mask=kmask[:, None] & dmask[None, :], other=0.0)
+    else:
+        if D == BLOCK_D:
+            k = tl.load(k_ptrs)
+            v = tl.load(v_ptrs)
+        else:
+            dmask = offs_d < D
+            k = tl.load(k_ptrs, mask=dmask[:, None], other=0.0)
+            v = tl.load(v_ptrs, mask=dmask[None, :], other=0.0)
+    qk = _dot(q, k, tl.zeros([q.shape[0], k.shape[1]], tl.float32), DOT_F32) * qk_scale
+    if MASKED:
+        valid = (cols < Tk)[None, :]
+        if CAUSAL:
+            valid = valid & (cols[None, :] <= rows[:, None])
+        qk = tl.where(valid, qk, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(qk, 1))
+    p = tl.math.exp2(qk - m_new[:, None])
+    alpha = tl.math.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None]
+    acc = _dot(p.to(v.dtype), v, acc, DOT_F32)
+    return acc, l_i, m_new
+
+
+@triton.jit
+def _attn_fwd_kernel(
+    q_ptr, k_ptr, v_ptr, o_ptr, scale_ptr,
+    sqb, sqh, sqm, skb, skh, skn, svb, svh, svn,
+    Tq, Tk, qk_scale,
+    HQ: tl.constexpr, GROUP: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
+    CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    HEAVY_FIRST: tl.constexpr, OUT_FP8: tl.constexpr, DOT_F32: tl.constexpr,
+    WIDE: tl.constexpr,
+):
+    """Query rows [m * BLOCK_M, m * BLOCK_M + BLOCK_M) of one (batch, head) into o
+    [B, HQ, Tq, D] (contiguous). The last dims of q, k, v are contiguous; the other strides
+    are arguments."""
+    if HEAVY_FIRST:
+        bh = tl.program_id(0)
+        pid_m = tl.num_programs(1) - 1 - tl.program_id(1)
+    else:
+        pid_m = tl.program_id(0)
+        bh = tl.program_id(1)
+    b = bh // HQ
+    h = bh % HQ
+    kvh = h // GROUP
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    rmask = rows < Tq
+    q_base = q_ptr + b.to(tl.int64) * sqb + h.to(tl.int64) * sqh
+    q_ptrs = q_base + _idx(rows, WIDE)[:, None] * sqm + offs_d[None, :]
+    if D == BLOCK_D:
+        q = tl.load(q_ptrs, mask=rmask[:, None], other=0.0)
+    else:
+        q = tl.load(q_ptrs, mask=rmask[:, None] & (offs_d < D)[None, :], other=0.0)
+    k_base = k_ptr + b.to(tl.int64) * skb + kvh.to(tl.int64) * skh
+    v_base = v_ptr + b.to(tl.int64) * svb + kvh.to(tl.int64) * svh
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    if CAUSAL:
+        # Tiles whose every key is visible to every row of this block, then the ones that
+        # cross the diagonal (or the end of the keys); tiles above the diagonal are skipped.
+        first_row = pid_m * BLOCK_M
+        full_end = tl.minimum((first_row + 1) // BLOCK_N * BLOCK_N, Tk // BLOCK_N * BLOCK_N)
+        end = tl.minimum(first_row + BLOCK_M, Tk)
+    else:
+        full_end = Tk // BLOCK_N * BLOCK_N
+        end = Tk
+    for start_n in range(0, full_end, BLOCK_N):
+        acc, l_i, m_i = _attn_tile(acc, l_i, m_i, q, k_base, v_base, start_n, rows, offs_n,
+                                   offs_d, Tk, qk_scale, skn, svn, D, BLOCK_D, False, CAUSAL,
+                                   DOT_F32, WIDE)
+    for start_n in range(full_end, end, BLOCK_N):
+        acc, l_i, m_i = _attn_tile(acc, l_i, m_i, q, k_base, v_base, start_n, rows, offs_n,
+                                   offs_d, Tk, qk_scale, skn, svn, D, BLOCK_D, True, CAUSAL,
+                                   DOT_F32, WIDE)
+    o_ptrs = o_ptr + (bh.to(tl.int64) * Tq + rows[:, None]) * D + offs_d[None, :]
+    omask = rmask[:, None] & (offs_d < D)[None, :]
+    if OUT_FP8:
+        inv = 1.0 / (l_i * tl.load(scale_ptr))
+        o = tl.clamp(acc * inv[:, None], -_FP8_MAX, _FP8_MAX)
+        tl.store(o_ptrs, o.to(o_ptr.dtype.element_ty), mask=omask)
+    else:
+        tl.store(o_ptrs, (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=omask)
+
+
+def _last_contiguous(t: torch.Tensor) -> torch.Tensor:
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               scale_out: torch.Tensor | None, softmax_scale: float, causal: bool,
+               config: PrefillConfig | None) -> torch.Tensor:
+    b, hq, tq, d = q.shape
+    hk, tk = k.shape[1], k.shape[2]
+    if d > MAX_HEAD_DIM:
+        raise ValueError(f"irfuse: head size {d} exceeds the kernel's {MAX_HEAD_DIM}")
+    check_device(q, k, v, *(() if scale_out is None else (scale_out,)))
+    q, k, v = _last_contiguous(q), _last_contiguous(k), _last_contiguous(v)
+    out_dtype = attention_quant_ref.OUT_DTYPE if scale_out is not None else q.dtype
+    out = torch.empty((b, hq, tq, d), dtype=out_dtype, device=q.device)
+    if out.numel() == 0:
+        return out
+    cfg = config or prefill_config(tq, tk, d, causal)
+    num_m = triton.cdiv(tq, cfg.block_m)
+    grid = (b * hq, num_m) if cfg.heavy_first else (num_m, b * hq)
+    scale = scale_out if scale_out is not None else out  # unused without OUT_FP8
+    _attn_fwd_kernel[grid](
+        q, k, v, out, scale,
+        q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+        v.stride(0), v.stride(1), v.stride(2),
+        tq, tk, softmax_scale * LOG2E,
+        HQ=hq, GROUP=hq // hk, D=d, BLOCK_D=max(16, next_pow2(d)), CAUSAL=causal,
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, HEAVY_FIRST=cfg.heavy_first,
+        OUT_FP8=scale_out is not None, DOT_F32=interpreting(),
+        WIDE=max(tq * q.stride(2), tk * k.stride(2), tk * v.stride(2)) >= 2**31,
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+    )
+    return out
+
+
+def attention_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale_out: torch.Tensor,
+                  *, softmax_scale: float, causal: bool,
+                  config: PrefillConfig | None = None) -> torch.Tensor:
+    """quant(sdpa(q, k, v)) as one kernel: float8_e4m3fn [B, Hq, Tq, D], contiguous; arguments
+    and errors as `attention_quant_ref.attention_fp8` (a last dim that is not contiguous is
+    copied first)."""
+    attention_quant_ref.check_attention_args(q, k, v, scale_out)
+    return _attention(q, k, v, scale_out, softmax_scale, causal, config)
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, softmax_scale: float,
+              causal: bool, config: PrefillConfig | None = None) -> torch.Tensor:
+    """The same kernel storing the model dtype (no quant): the benchmark's "kernel unfused"."""
+    attention_quant_ref.check_attention_args(q, k, v, torch.ones(1))
+    return _attention(q, k, v, None, softmax_scale, causal, config)
+
+
+# --- paged decode -----------------------------------------------------------------------------
+
+
+@triton.jit
+def _paged_decode_kernel(
+    q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, scale_ptr, o_ptr, op_ptr, lse_ptr,
+    sqb, sqh, skb, skt, skh, svb, svt, svh, sbt, qk_scale,
+    HQ: tl.constexpr, GROUP: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
+    BLOCK_G: tl.constexpr, PAGE: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr,
+    OUT_FP8: tl.constexpr, DOT_F32: tl.constexpr,
+):
+    """Sequence b, KV head kvh (program 0 = b * HK + kvh), split s (program 1): its GROUP
+    query heads against tokens [s * len_s, (s + 1) * len_s) of the context. With SPLITS == 1
+    the output (o [B, HQ, D]), otherwise the float32 partial (op [B, HQ, SPLITS, D]) and its
+    base-2 log-sum-exp (lse [B, HQ, SPLITS])."""
+    pid = tl.program_id(0)
+    split = tl.program_id(1)
+    b = pid // (HQ // GROUP)
+    kvh = pid % (HQ // GROUP)
+    seq_len = tl.load(lens_ptr + b)
+    split_len = tl.cdiv(tl.cdiv(seq_len, BLOCK_N), SPLITS) * BLOCK_N
+    start = split * split_len
+    end = tl.minimum(start + split_len, seq_len)
+    g = tl.arange(0, BLOCK_G)
+    heads = kvh * GROUP + g
+    gmask = g < GROUP
+    offs_d = tl.arange(0, BLOCK_D)
+    dmask = offs_d < D
+    q_ptrs = q_ptr + b.to(tl.int64) * sqb + heads[:, None] * sqh + offs_d[None, :]
+    q = tl.load(q_ptrs, mask=gmask[:, None] & dmask[None, :], other=0.0)
+    offs_n = tl.arange(0, BLOCK_N)
+    bt_row = bt_ptr + b.to(tl.int64) * sbt
+    m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_G], tl.float32)
+    acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
+    for n in range(start, end, BLOCK_N):
+        toks = n + offs_n
+        tmask = toks < end
+        page = tl.load(bt_row + toks // PAGE, mask=tmask, other=0).to(tl.int64)
+        slot = toks % PAGE
+        k_rows = page * skb + slot * skt + kvh * skh
+        v_rows = page * svb + slot * svt + kvh * svh
+        k = tl.load(k_ptr + k_rows[None, :] + offs_d[:, None],
+                    mask=tmask[None, :] & dmask[:, None], other=0.0)
+        v = tl.load(v_ptr + v_rows[:, None] + offs_d[None, :],
+                    mask=tmask[:, None] & dmask[None, :], other=0.0)
+        qk = _dot(q, k, tl.zeros([BLOCK_G, BLOCK_N], tl.float32), DOT_F32) * qk_scale
+        qk = tl.where(tmask[None, :], qk, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.math.exp2(qk - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        acc = _dot(p.to(v.dtype), v, acc, DOT_F32)
+        m_i = m_new
+    out_rows = b.to(tl.int64) * HQ + heads
+    omask = gmask[:, None] & dmask[None, :]
+    if SPLITS == 1:
+        if OUT_FP8:
+            inv = 1.0 / (l_i * tl.load(scale_ptr))
+            o = tl.clamp(acc * inv[:, None], -_FP8_MAX, _FP8_MAX)
+        else:
+            o = acc / l_i[:, None]
+        tl.store(o_ptr + out_rows[:, None] * D + offs_d[None, :],
+                 o.to(o_ptr.dtype.element_ty), mask=omask)
+    else:
+        # An empty split (a short sequence) has l = 0 and m = -inf: lse -inf, weight 0.
+        has = l_i > 0
+        o = acc / tl.where(has, l_i, 1.0)[:, None]
+        lse = tl.where(has, m_i + tl.math.log2(tl.where(has, l_i, 1.0)), float("-inf"))
+        part = out_rows * SPLITS + split
+        tl.store(op_ptr + part[:, None] * D + offs_d[None, :], o, mask=omask)
+        tl.store(lse_ptr + part, lse, mask=gmask)
+
+
+@triton.jit
+def _combine_splits_kernel(op_ptr, lse_ptr, scale_ptr, o_ptr, D: tl.constexpr,
+                           BLOCK_D: tl.constexpr, SPLITS: tl.constexpr, BLOCK_S: tl.constexpr,
+                           OUT_FP8: tl.constexpr):
+    """Row r = b * HQ + h: the splits' partial outputs weighted by exp2(lse - max lse), then the
+    quant (or the model dtype)."""
+    r = tl.program_id(0).to(tl.int64)
+    s = tl.arange(0, BLOCK_S)
+    smask = s < SPLITS
+    offs_d = tl.arange(0, BLOCK_D)
+    dmask = offs_d < D
+    lse = tl.load(lse_ptr + r * SPLITS + s, mask=smask, other=float("-inf"))
+    w = tl.math.exp2(lse - tl.max(lse, 0))
+    w = tl.where(smask, w, 0.0)
+    parts = tl.load(op_ptr + (r * SPLITS + s[:, None]) * D + offs_d[None, :],
+                    mask=smask[:, None] & dmask[None, :], other=0.0)
+    num = tl.sum(parts * w[:, None], 0)
+    if OUT_FP8:
+        o = tl.clamp(num * (1.0 / (tl.sum(w, 0) * tl.load(scale_ptr))), -_FP8_MAX, _FP8_MAX)
+    else:
+        o = num / tl.sum(w, 0)
+    tl.store(o_ptr + r * D + offs_d, o.to(o_ptr.dtype.element_ty), mask=dmask)
+
+
+def _paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                  block_table: torch.Tensor, seq_lens: torch.Tensor,
+                  scale_out: torch.Tensor | None, softmax_scale: float,
+                  config: DecodeConfig | None) -> torch.Tensor:
+    b, hq, d = q.shape
+    page, hk = k_cache.shape[1], k_cache.shape[2]
+    if d > MAX_HEAD_DIM:
+        raise ValueError(f"irfuse: head size {d} exceeds the kernel's {MAX_HEAD_DIM}")
+    check_device(q, k_cache, v_cache, block_table, seq_lens,
+                 *(() if scale_out is None else (scale_out,)))
+    q, k_cache, v_cache = _last_contiguous(q), _last_contiguous(k_cache), _last_contiguous(v_cache)
+    block_table = _last_contiguous(block_table)
+    out_dtype = attention_quant_ref.OUT_DTYPE if scale_out is not None else q.dtype
+    out = torch.empty((b, hq, d), dtype=out_dtype, device=q.device)
+    if out.numel() == 0:
+        return out
+    max_ctx = block_table.shape[1] * page  # known on the host: no sync, graph-capturable
+    cfg = config or decode_config(b, hk, max_ctx, d, _device_sms(q.device))
+    splits = cfg.splits or decode_splits(b * hk, max_ctx, cfg.block_n, _device_sms(q.device))
+    group = hq // hk
+    block_d = max(16, next_pow2(d))
+    if splits > 1:
+        op = torch.empty((b, hq, splits, d), dtype=torch.float32, device=q.device)
+        lse = torch.empty((b, hq, splits), dtype=torch.float32, device=q.device)
+    else:
+        op = lse = out  # unused
+    scale = scale_out if scale_out is not None else out  # unused without OUT_FP8
+    _paged_decode_kernel[(b * hk, splits)](
+        q, k_cache, v_cache, block_table, seq_lens, scale, out, op, lse,
+        q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_table.stride(0),
+        softmax_scale * LOG2E,
+        HQ=hq, GROUP=group, D=d, BLOCK_D=block_d, BLOCK_G=max(16, next_pow2(group)),
+        PAGE=page, BLOCK_N=cfg.block_n, SPLITS=splits, OUT_FP8=scale_out is not None,
+        DOT_F32=interpreting(), num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
+    if splits > 1:
+        _combine_splits_kernel[(b * hq,)](
+            op, lse, scale, out, D=d, BLOCK_D=block_d, SPLITS=splits,
+            BLOCK_S=next_pow2(splits), OUT_FP8=scale_out is not None, num_warps=1)
+    return out
+
+
+def paged_decode_fp8(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                     block_table: torch.Tensor, seq_lens: torch.Tensor, scale_out: torch.Tensor,
+                     *, softmax_scale: float, config: DecodeConfig | None = None) -> torch.Tensor:
+    """Paged decode attention with the FP8 quant fused: float8_e4m3fn [B, Hq, D], contiguous;
+    arguments as `attention_quant_ref.paged_decode_fp8` (every `seq_lens[b]` in
+    [1, max_blocks * block_size]; not checked here, that would need a device sync)."""
+    attention_quant_ref.check_decode_args(q, k_cache, v_cache, block_table, seq_lens, scale_out)
+    return _paged_decode(q, k_cache, v_cache, block_table, seq_lens, scale_out, softmax_scale,
+                         config)
+
+
+def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                 block_table: torch.Tensor, seq_lens: torch.Tensor, *, softmax_scale: float,
+                 config: DecodeConfig | None = None) -> torch.Tensor:
+    """The same decode storing the model dtype (no quant): the benchmark's "kernel unfused"."""
+    attention_quant_ref.check_decode_args(q, k_cache, v_cache, block_table, seq_lens,
+                                          torch.ones(1))
+    return _paged_decode(q, k_cache, v_cache, block_table, seq_lens, None, softmax_scale,
+                         config)
+
+
+def default_softmax_scale(d: int) -> float:
+    """1 / sqrt(D), SDPA's default."""
+    return 1.0 / math.sqrt(d)

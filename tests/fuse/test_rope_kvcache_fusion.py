@@ -1,0 +1,114 @@
+"""fuse-rope-kvcache end to end on the CPU: RoPE -> paged KV-cache write becomes one
+`irfuse::rope_kv_cache_write` call that writes the caches in place, and with
+enable-qk-norm-rope-fusion also on, the per-head norms join it (one kernel for norm, rope and
+write). Outputs and caches bit for bit those of eager; ranges past
+rope_kvcache_fusion_max_token_num and rotated keys read elsewhere stay unfused, with a reason.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import irfuse.models as M
+from irfuse.testing import Compiled, assert_bit_exact, compile_and_run
+
+PASS = "fuse-rope-kvcache"
+BOTH = {"fuse_rope_kvcache": True, "enable_qk_norm_rope_fusion": True}
+
+
+def _run(built: M.BuiltModel, pass_config: dict, **options) -> Compiled:
+    return compile_and_run(built.model, built.example_inputs,
+                           dynamic_dims=tuple(built.dynamic_dims.items()),
+                           options={"optimization_level": 1, "pass_config": pass_config,
+                                    **options})
+
+
+def _missed(compiled: Compiled, name: str = PASS) -> list[str]:
+    return [m.reason for r in compiled.reports for p in r.passes if p.name == name
+            for m in p.missed]
+
+
+@pytest.mark.parametrize("name", ["paged", "paged-index-copy", "paged-slice"])
+def test_every_cache_write_spelling_fuses_bit_exact(name):
+    built = M.build(name, size="tiny", num_layers=2)
+    compiled = _run(built, {"fuse_rope_kvcache": True})
+    assert compiled.fused(PASS) == 2, _missed(compiled)
+    assert compiled.raised()["kv_cache_write"] == 2
+    assert_bit_exact(compiled.outputs, compiled.eager)  # the output and every cache
+
+
+@pytest.mark.parametrize("rope_style", ["neox", "gptj"])
+def test_norm_rope_and_write_become_one_kernel(rope_style):
+    built = M.build("paged", size="tiny", num_layers=2, qk_norm=True, rope_style=rope_style,
+                    rotary_fraction=0.5)
+    compiled = _run(built, BOTH)
+    assert compiled.fused("enable-qk-norm-rope-fusion") == 2
+    assert compiled.fused(PASS) == 2, _missed(compiled)
+    assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+def test_the_kernel_writes_the_caches_it_is_given():
+    """With Inductor compiling the rest, the kernel still writes the cache inputs (nothing is
+    copied back): the written rows agree with eager up to Inductor's own rounding upstream, the
+    others are untouched."""
+    built = M.build("paged", size="tiny", num_layers=1, qk_norm=True)
+    compiled = _run(built, BOTH, inductor=True)
+    assert compiled.fused(PASS) == 1
+    outputs, caches = compiled.outputs
+    eager_outputs, eager_caches = compiled.eager
+    slots = built.example_inputs[2]
+    for got, want, old in zip(caches, eager_caches, built.example_inputs, strict=True):
+        torch.testing.assert_close(got, want, rtol=2e-2, atol=5e-2)
+        if got.dim() == 4:  # a cache: the rows no slot names are as they were
+            kept = torch.ones(got.shape[0] * got.shape[1], dtype=torch.bool)
+            kept[slots] = False
+            assert torch.equal(got.flatten(0, 1)[kept], old.flatten(0, 1)[kept])
+    torch.testing.assert_close(outputs, eager_outputs, rtol=2e-2, atol=5e-2)
+
+
+def test_ranges_past_the_token_limit_are_left_alone():
+    built = M.build("paged", size="tiny", num_layers=1)
+    compiled = _run(built, {"fuse_rope_kvcache": True, "rope_kvcache_fusion_max_token_num": 2})
+    assert compiled.fused(PASS) == 0
+    assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+class _PrefillWrite(nn.Module):
+    """A prefill step that attends over the new keys directly and also writes them."""
+
+    def __init__(self):
+        super().__init__()
+        inv = 10000.0 ** (-torch.arange(0, 64, 2, dtype=torch.float32) / 64)
+        freqs = torch.outer(torch.arange(64, dtype=torch.float32), inv)
+        self.register_buffer("cache", torch.cat((freqs.cos(), freqs.sin()), -1).bfloat16())
+
+    def _rope(self, x, positions):
+        cos, sin = self.cache[positions].chunk(2, -1)
+        cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)
+        x1, x2 = x.chunk(2, -1)
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), -1)
+
+    def forward(self, positions, q, k, v, k_cache, v_cache, slots):
+        q, k = self._rope(q, positions), self._rope(k, positions)
+        k_cache.view(-1, 2, 64).index_put_((slots,), k)
+        v_cache.view(-1, 2, 64).index_put_((slots,), v)
+        return torch.nn.functional.scaled_dot_product_attention(
+            q.transpose(0, 1), k.transpose(0, 1).repeat_interleave(2, 0),
+            v.transpose(0, 1).repeat_interleave(2, 0), is_causal=True)
+
+
+def test_a_rotated_k_read_elsewhere_is_a_remark():
+    t = 6
+    g = torch.Generator().manual_seed(0)
+    inputs = [torch.arange(t), *(torch.randn(t, h, 64, generator=g).bfloat16() for h in (4, 2, 2)),
+              torch.zeros(4, 4, 2, 64, dtype=torch.bfloat16),
+              torch.zeros(4, 4, 2, 64, dtype=torch.bfloat16), torch.randperm(16, generator=g)[:t]]
+    compiled = compile_and_run(_PrefillWrite(), inputs, dynamic_dims=(),
+                               options={"optimization_level": 1,
+                                        "pass_config": {"fuse_rope_kvcache": True}})
+    assert compiled.raised()["kv_cache_write"] == 1
+    assert compiled.fused(PASS) == 0
+    assert any("rotated k is also read" in m for m in _missed(compiled)), _missed(compiled)
+    assert_bit_exact(compiled.outputs, compiled.eager)
