@@ -818,7 +818,7 @@ class AttentionQuantOp(NamedOperandSyntax):
     ```
     Operands and properties as `attn.attention`; `out` is the output in token-major order,
     flattened to `[..., Hq * Dv]` (the layout the quant saw). static_tensor takes
-    `output_scale`; group yields `scale_out [..., Hq * Dv / g]`; nvfp4 takes the global scale as
+    `output_scale` (`divide`: `x / s`, as `quant.fp8`); group yields `scale_out [..., Hq * Dv / g]`; nvfp4 takes the global scale as
     `output_scale` and yields ui8 `out [M, Hq * Dv / 2]` and swizzled `scale_out`.
     """
 
@@ -836,6 +836,7 @@ class AttentionQuantOp(NamedOperandSyntax):
     scale = prop_def(FloatAttr[Float64Type])
     causal = prop_def(BoolAttr, default_value=bool_attr(False))
     scheme = prop_def(QuantScheme)
+    divide = opt_prop_def(UnitAttr)
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
@@ -852,6 +853,7 @@ class AttentionQuantOp(NamedOperandSyntax):
         scale: float,
         causal: bool = False,
         scheme: QuantScheme,
+        divide: bool = False,
         result_types: Sequence[Attribute | None] | None = None,
         attributes: Mapping[str, Attribute] | None = None,
     ):
@@ -869,6 +871,7 @@ class AttentionQuantOp(NamedOperandSyntax):
                 "scale": f64_attr(scale),
                 "causal": bool_attr(causal),
                 "scheme": scheme,
+                "divide": UnitAttr() if divide else None,
             },
             attributes=attributes,
         )

@@ -171,7 +171,7 @@ def _compile_linear(options: dict) -> list[str]:
 @pytest.mark.parametrize(
     ("flag", "why"),
     [
-        ("fuse_attn_quant", "fuse-attn-quant is not implemented yet"),
+        ("enable_sp", "enable-sp is not implemented yet"),
         ("fuse_allreduce_rms", "fuse-allreduce-rms needs TP > 1 and the TP size is unknown"),
     ],
 )
@@ -182,27 +182,27 @@ def test_strict_refuses_a_pass_that_cannot_run(flag: str, why: str) -> None:
 
 def test_the_default_warns_once_about_a_pass_that_cannot_run() -> None:
     backend._WARNED.clear()
-    first = _compile_linear({"pass_config": {"fuse_attn_quant": True}})
-    second = _compile_linear({"pass_config": {"fuse_attn_quant": True}})
-    assert [m for m in first if "fuse_attn_quant" in m] == [
-        "irfuse: pass_config.fuse_attn_quant=True has no effect: fuse-attn-quant is not "
-        "implemented yet"]
-    assert not [m for m in second if "fuse_attn_quant" in m]
+    first = _compile_linear({"pass_config": {"enable_sp": True}})
+    second = _compile_linear({"pass_config": {"enable_sp": True}})
+    assert ("irfuse: pass_config.enable_sp=True has no effect: enable-sp is not implemented "
+            "yet; enable-sp needs TP > 1 and the TP size is unknown (set tp_size; the backend "
+            "reads it from the graph's collectives)") in first
+    assert not [m for m in second if "enable_sp" in m]
 
 
 def test_config_explain_lists_the_warning_and_plain_config_prints_it(
         capsys: pytest.CaptureFixture[str]) -> None:
-    flags = ["config", "--platform", "cpu", "-cc.pass_config.fuse_attn_quant=True"]
+    flags = ["config", "--platform", "cpu", "-cc.pass_config.enable_sp=True"]
     assert cli.main([*flags, "--explain"]) == 0
     out, _ = capsys.readouterr()
-    assert any("fuse-attn-quant is not implemented yet" in w
+    assert any("enable-sp is not implemented yet" in w
                for w in json.loads(out)["warnings"])
     assert cli.main(flags) == 0
     _, err = capsys.readouterr()
-    assert "irfuse config: warning: pass_config.fuse_attn_quant=True has no effect" in err
+    assert "irfuse config: warning: pass_config.enable_sp=True has no effect" in err
     assert cli.main([*flags, "-cc.strict=true"]) == 2
     _, err = capsys.readouterr()
-    assert "pass_config.fuse_attn_quant=True cannot apply" in err
+    assert "pass_config.enable_sp=True cannot apply" in err
 
 
 # ---------------------------------------------------------------------------- irfuse report

@@ -1,0 +1,265 @@
+"""Benchmark of attention with the FP8 output quant fused (`irfuse.emit.kernels.attention_quant`)
+against the unfused graph, on one GPU.
+
+Prefill (B 1, Hq 32, Hk 8, D 128, bf16, causal; T from --tokens), side by side:
+- `sdpa`: `F.scaled_dot_product_attention(..., is_causal=True, enable_gqa=True)` alone;
+- `unfused`: SDPA + the static FP8 quant (`(o.float() / s).clamp(-448, 448).to(fp8)`) under
+  `torch.compile` (Inductor, static shapes): the graph irfuse would otherwise run;
+- `kernel+quant`: irfuse's kernel storing bf16, then Inductor's quant (what the epilogue saves);
+- `fused`: irfuse's kernel with the FP8 epilogue (default launch shape; with --sweep also the
+  best of several shapes, `best`).
+
+Paged decode (Hq 32, Hk 8, D 128, bf16, block size 16, every sequence at the full context;
+batch from --batches, context from --contexts):
+- `unfused`: the fastest unfused baseline built from torch: the cache gathered through the block
+  table, SDPA of the one query over it, and the quant, all under `torch.compile` (Inductor);
+- `kernel+quant`: irfuse's paged decode storing bf16, then Inductor's quant;
+- `fused`: irfuse's paged decode with the quant fused (and, with --sweep, the best shape).
+
+Every candidate's output is checked against the eager unfused graph first (the test criterion of
+`tests/kernels/test_attention_quant_kernel.py`). Timings are CUDA-graph replays
+(`triton.testing.do_bench_cudagraph`, median) in interleaved rounds (the helpers of
+`bench_norm_act_quant.py`). Ratios are unfused / fused (above 1: the fused kernel wins).
+
+    PYTHONPATH=. python3 benchmarks/bench_attention_quant.py --sweep --out attn.md --json attn.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import asdict
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_norm_act_quant as nq  # noqa: E402 (timing helpers, by path)
+
+from irfuse.emit.kernels import attention_quant  # noqa: E402
+from irfuse.emit.kernels.compare import agreement  # noqa: E402
+
+FP8 = torch.float8_e4m3fn
+HQ, HK, D, PAGE = 32, 8, 128, 16
+SM_SCALE = D ** -0.5
+PREFILL_SWEEP = tuple(attention_quant.PrefillConfig(*c) for c in (
+    (64, 64, 4, 3), (64, 64, 4, 4), (128, 64, 8, 3), (128, 64, 4, 3), (128, 128, 8, 2),
+    (128, 32, 4, 3), (64, 128, 4, 2), (64, 32, 4, 4), (128, 64, 8, 3, False),
+    (64, 64, 4, 3, False)))
+DECODE_SWEEP = tuple(attention_quant.DecodeConfig(*c) for c in (
+    (32, 4, 2), (64, 4, 2), (64, 4, 3), (128, 4, 2), (128, 8, 2), (64, 2, 2), (64, 4, 1),
+    (64, 4, 2, 1), (64, 4, 2, 2), (64, 4, 2, 4), (64, 4, 2, 8), (64, 4, 2, 16),
+    (128, 4, 2, 4), (128, 4, 2, 8)))
+
+
+def quant(o: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    return (o.float() / s).clamp(-448.0, 448.0).to(FP8)
+
+
+def sdpa(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=SM_SCALE,
+                                          enable_gqa=True)
+
+
+def sdpa_quant(q, k, v, s):
+    return quant(sdpa(q, k, v), s)
+
+
+def gather_decode_quant(q, kc, vc, table, s):
+    """Decode over each sequence's whole block-table row (every sequence at full context)."""
+    b = q.shape[0]
+    k = kc[table.long()].reshape(b, -1, HK, D).transpose(1, 2)
+    v = vc[table.long()].reshape(b, -1, HK, D).transpose(1, 2)
+    o = F.scaled_dot_product_attention(q[:, :, None, :], k, v, scale=SM_SCALE, enable_gqa=True)
+    return quant(o[:, :, 0, :], s)
+
+
+def check(out: torch.Tensor, ref: torch.Tensor, s: torch.Tensor) -> str:
+    """The kernel tests' criterion (bf16): one FP8 step + u * max|ref|, mean 1e-2, 10% codes."""
+    sf = float(s)
+    b = ref.float() * sf
+    agr = agreement(out.float() * sf, b, 0.125, sf * 2.0**-9 + 2.0**-8 * float(b.abs().max()),
+                    codes=(out.view(torch.uint8), ref.view(torch.uint8)))
+    return "ok" if agr.ok(1e-2, 0.10) else f"MISMATCH ({agr})"
+
+
+def _cfg(c: Any) -> str:
+    return ",".join(str(v) for v in asdict(c).values())
+
+
+def _time(timed: dict, args) -> dict[str, float]:
+    return nq.interleaved_us(timed, args.rep, args.rounds)
+
+
+def prefill_row(t: int, compiled: dict, args) -> dict:
+    q = torch.randn(1, HQ, t, D, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(1, HK, t, D, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(1, HK, t, D, device="cuda", dtype=torch.bfloat16)
+    o = sdpa(q, k, v)
+    s = (o.float().abs().amax() / 300.0).reshape(1)
+    ref = quant(o, s)
+
+    def fused(c=None):
+        return attention_quant.attention_fp8(q, k, v, s, softmax_scale=SM_SCALE, causal=True,
+                                             config=c)
+
+    def kernel_quant():
+        o = attention_quant.attention(q, k, v, softmax_scale=SM_SCALE, causal=True)
+        return compiled["quant"](o, s)
+
+    default = attention_quant.prefill_config(t, t, D, True)
+    row: dict[str, Any] = {"case": "prefill", "T": t, "default_cfg": _cfg(default),
+                           "check": check(fused(), ref, s),
+                           "unfused_check": check(compiled["prefill"](q, k, v, s), ref, s),
+                           "kernel_quant_check": check(kernel_quant(), ref, s)}
+    timed = {"sdpa": lambda: sdpa(q, k, v), "unfused": lambda: compiled["prefill"](q, k, v, s),
+             "kernel_quant": kernel_quant, "fused": fused}
+    row["sweep"] = {}
+    if args.sweep:
+        for c in PREFILL_SWEEP:
+            if c != default:
+                verdict = check(fused(c), ref, s)
+                if verdict == "ok":
+                    timed[_cfg(c)] = lambda c=c: fused(c)
+                else:
+                    row["sweep"][_cfg(c)] = verdict
+    return _finish(row, _time(timed, args), t)
+
+
+def decode_row(b: int, ctx: int, compiled: dict, args) -> dict:
+    blocks = ctx // PAGE
+    num_blocks = b * blocks
+    kc = torch.randn(num_blocks, PAGE, HK, D, device="cuda", dtype=torch.bfloat16)
+    vc = torch.randn(num_blocks, PAGE, HK, D, device="cuda", dtype=torch.bfloat16)
+    table = torch.randperm(num_blocks, device="cuda").to(torch.int32).reshape(b, blocks)
+    lens = torch.full((b,), ctx, dtype=torch.int32, device="cuda")
+    q = torch.randn(b, HQ, D, device="cuda", dtype=torch.bfloat16)
+    o = gather_decode_quant(q, kc, vc, table, torch.ones(1, device="cuda"))
+    s = (o.float().abs().amax() / 300.0).reshape(1)
+    ref = gather_decode_quant(q, kc, vc, table, s)
+
+    def fused(c=None):
+        return attention_quant.paged_decode_fp8(q, kc, vc, table, lens, s,
+                                                softmax_scale=SM_SCALE, config=c)
+
+    def kernel_quant():
+        o = attention_quant.paged_decode(q, kc, vc, table, lens, softmax_scale=SM_SCALE)
+        return compiled["quant"](o, s)
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    default = attention_quant.decode_config(b, HK, ctx, D, sms)
+    splits = default.splits or attention_quant.decode_splits(b * HK, ctx, default.block_n, sms)
+    row: dict[str, Any] = {"case": "decode", "B": b, "ctx": ctx,
+                           "default_cfg": _cfg(default) + f" (splits {splits})",
+                           "check": check(fused(), ref, s),
+                           "unfused_check": check(compiled["decode"](q, kc, vc, table, s), ref, s),
+                           "kernel_quant_check": check(kernel_quant(), ref, s)}
+    timed = {"unfused": lambda: compiled["decode"](q, kc, vc, table, s),
+             "kernel_quant": kernel_quant, "fused": fused}
+    row["sweep"] = {}
+    if args.sweep:
+        for c in DECODE_SWEEP:
+            if c != default:
+                verdict = check(fused(c), ref, s)
+                if verdict == "ok":
+                    timed[_cfg(c)] = lambda c=c: fused(c)
+                else:
+                    row["sweep"][_cfg(c)] = verdict
+    row["kv_bytes"] = 2 * kc.numel() * kc.element_size()
+    return _finish(row, _time(timed, args), None)
+
+
+def _finish(row: dict, us: dict[str, float], t: int | None) -> dict:
+    row["sdpa_us"] = us.pop("sdpa", None)
+    row["unfused_us"] = us.pop("unfused")
+    row["kernel_quant_us"] = us.pop("kernel_quant")
+    row["fused_us"] = us.pop("fused")
+    row["sweep"].update({k: round(v, 2) for k, v in us.items()})
+    row["best_us"], row["best_cfg"] = min([(row["fused_us"], row["default_cfg"]),
+                                           *((v, k) for k, v in us.items())])
+    row["ratio"] = row["unfused_us"] / row["fused_us"]
+    row["best_ratio"] = row["unfused_us"] / row["best_us"]
+    if t is not None:  # causal attention FLOPs: 2 matmuls of T x T/2 x D per head
+        row["tflops"] = 4 * t * t / 2 * D * HQ / (row["fused_us"] * 1e-6) / 1e12
+    else:
+        row["tbps"] = row["kv_bytes"] / (row["fused_us"] * 1e-6) / 1e12
+    return row
+
+
+def markdown(rows: list[dict], command: str) -> str:
+    lines = [f"`{command}` ({torch.cuda.get_device_name()}, torch {torch.__version__})", "",
+             "| case | SDPA µs | unfused (Inductor) µs | irfuse bf16 + quant µs | fused µs | "
+             "unfused / fused | best fused µs (shape) | unfused / best | fused rate | check |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["case"] == "prefill":
+            name, rate = f"prefill T={r['T']}", f"{r['tflops']:.0f} TFLOP/s"
+        else:
+            name, rate = f"decode B={r['B']} ctx={r['ctx']}", f"{r['tbps']:.2f} TB/s KV"
+        sd = f"{r['sdpa_us']:.1f}" if r["sdpa_us"] is not None else "-"
+        lines.append(
+            f"| {name} | {sd} | {r['unfused_us']:.1f} | {r['kernel_quant_us']:.1f} | "
+            f"{r['fused_us']:.1f} | {r['ratio']:.2f} | {r['best_us']:.1f} ({r['best_cfg']}) | "
+            f"{r['best_ratio']:.2f} | {rate} | {r['check']} / {r['unfused_check']} / "
+            f"{r['kernel_quant_check']} |")
+    lines += ["", "Shapes: prefill (block_m, block_n, warps, stages, heavy_first); decode "
+              "(block_n, warps, stages, splits). Check: fused / unfused / bf16+quant against "
+              "the eager unfused graph."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tokens", default="512,2048,8192")
+    p.add_argument("--batches", default="16,32,64")
+    p.add_argument("--contexts", default="2048,8192")
+    p.add_argument("--rep", type=int, default=10, help="ms of replays per measurement")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median)")
+    p.add_argument("--sweep", action="store_true", help="also time other launch shapes")
+    p.add_argument("--out", help="write the markdown table here")
+    p.add_argument("--json", help="write the raw rows here")
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("needs a CUDA GPU", file=sys.stderr)
+        return 2
+    command = "PYTHONPATH=. python3 benchmarks/bench_attention_quant.py " + " ".join(
+        argv if argv is not None else sys.argv[1:])
+    nq._raise_recompile_limits()
+    torch.manual_seed(0)
+    compiled = {"prefill": torch.compile(sdpa_quant, dynamic=False),
+                "decode": torch.compile(gather_decode_quant, dynamic=False),
+                "quant": torch.compile(quant, dynamic=False)}
+    cases = [("prefill", int(t)) for t in args.tokens.split(",") if t] + [
+        ("decode", (int(b), int(c))) for b in args.batches.split(",") if b
+        for c in args.contexts.split(",") if c]
+    rows: list[dict] = []
+    for kind, size in cases:
+        t0 = time.time()
+        try:
+            row = (prefill_row(size, compiled, args) if kind == "prefill"
+                   else decode_row(*size, compiled, args))
+        except Exception as e:  # noqa: BLE001 (report and go on: one run, many rows)
+            print(f"{kind} {size}: FAILED {type(e).__name__}: {e}", flush=True)
+            continue
+        rows.append(row)
+        print(f"{kind} {size}: unfused {row['unfused_us']:.1f} fused {row['fused_us']:.1f} "
+              f"({row['ratio']:.2f}) best {row['best_us']:.1f} {row['best_cfg']} "
+              f"{row['check']} sweep {row['sweep']} [{time.time() - t0:.1f}s]", flush=True)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(rows, f, indent=1)
+        torch.cuda.empty_cache()
+    table = markdown(rows, command)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(table)
+    print(table)
+    return 0 if len(rows) == len(cases) and all(r["check"] == "ok" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

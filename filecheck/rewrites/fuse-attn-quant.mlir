@@ -1,0 +1,62 @@
+// RUN: irfuse-opt %s -p fuse-attn-quant | filecheck %s
+// RUN: irfuse-opt %s -p fuse-attn-quant,select-kernels | filecheck %s --check-prefix=KERNEL
+
+// Causal prefill in the built-in models' spelling: squeeze the batch, transpose to token-major,
+// view [T, H * Dv], static FP8 quant (x / s): one op writing the FP8 output.
+// CHECK-LABEL: func.func @prefill
+// CHECK:       %[[O:.+]] = fused.attention_quant %{{.*}}, %{{.*}}, %{{.*}}, output_scale %{{[^ ]+}} {scale = 1.250000e-01 : f64, causal = true, scheme = #quant.scheme<static_tensor>, divide} : (!irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 2, s0, 64], bf16>, !irfuse.tensor<[1, 2, s0, 64], bf16>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN>
+// CHECK-NOT:   attn.attention
+// CHECK-NOT:   quant.fp8
+// CHECK:       func.return %[[O]]
+// KERNEL-LABEL: func.func @prefill
+// KERNEL:      kernel.call impl "reference" "irfuse::attention_quant_fp8_static.default"(%{{.*}}, %{{.*}}, %{{.*}}, none, %{{.*}}, 0.125, true, f8E4M3FN, divide = true)
+func.func @prefill(%q: !irfuse.tensor<[1, 4, s0, 64], bf16>, %k: !irfuse.tensor<[1, 2, s0, 64], bf16>, %v: !irfuse.tensor<[1, 2, s0, 64], bf16>, %s: !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN> {
+  %o = attn.attention %q, %k, %v {scale = 0.125 : f64, causal = true} : (!irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 2, s0, 64], bf16>, !irfuse.tensor<[1, 2, s0, 64], bf16>) -> !irfuse.tensor<[1, 4, s0, 64], bf16>
+  %a = aten.call "aten::squeeze.dim"(%o, 0) : (!irfuse.tensor<[1, 4, s0, 64], bf16>) -> !irfuse.tensor<[4, s0, 64], bf16>
+  %b = aten.call "aten::transpose.int"(%a, 0, 1) : (!irfuse.tensor<[4, s0, 64], bf16>) -> !irfuse.tensor<[s0, 4, 64], bf16>
+  %c = aten.call "aten::view.default"(%b, [-1, 256]) : (!irfuse.tensor<[s0, 4, 64], bf16>) -> !irfuse.tensor<[s0, 256], bf16>
+  %f = quant.fp8 %c, scale %s {scheme = #quant.scheme<static_tensor>, divide} : (!irfuse.tensor<[s0, 256], bf16>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN>
+  func.return %f : !irfuse.tensor<[s0, 256], f8E4M3FN>
+}
+
+// Hugging Face: transpose(1, 2), reshape to [B, T, H * Dv], the linear's view to [B * T, H * Dv].
+// CHECK-LABEL: func.func @hf
+// CHECK:       fused.attention_quant
+// CHECK-NOT:   quant.fp8
+func.func @hf(%q: !irfuse.tensor<[2, 4, 8, 64], bf16>, %k: !irfuse.tensor<[2, 4, 8, 64], bf16>, %s: !irfuse.tensor<[], f32>) -> !irfuse.tensor<[16, 256], f8E4M3FN> {
+  %o = attn.attention %q, %k, %k {scale = 0.125 : f64, causal = true} : (!irfuse.tensor<[2, 4, 8, 64], bf16>, !irfuse.tensor<[2, 4, 8, 64], bf16>, !irfuse.tensor<[2, 4, 8, 64], bf16>) -> !irfuse.tensor<[2, 4, 8, 64], bf16>
+  %a = aten.call "aten::transpose.int"(%o, 1, 2) : (!irfuse.tensor<[2, 4, 8, 64], bf16>) -> !irfuse.tensor<[2, 8, 4, 64], bf16>
+  %b = aten.call "aten::reshape.default"(%a, [2, 8, 256]) : (!irfuse.tensor<[2, 8, 4, 64], bf16>) -> !irfuse.tensor<[2, 8, 256], bf16>
+  %c = aten.call "aten::view.default"(%b, [-1, 256]) : (!irfuse.tensor<[2, 8, 256], bf16>) -> !irfuse.tensor<[16, 256], bf16>
+  %f = quant.fp8 %c, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[16, 256], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[16, 256], f8E4M3FN>
+  func.return %f : !irfuse.tensor<[16, 256], f8E4M3FN>
+}
+
+// Paged decode: one query per sequence over its gathered pages, with the length mask; the
+// [B, H, 1, Dv] output flattens to [B, H * Dv].
+// CHECK-LABEL: func.func @decode
+// CHECK:       fused.attention_quant %{{.*}}, %{{.*}}, %{{.*}}, mask %{{.*}}, output_scale
+// KERNEL-LABEL: func.func @decode
+// KERNEL:      "irfuse::attention_quant_fp8_static.default"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, 0.125, false, f8E4M3FN)
+func.func @decode(%q: !irfuse.tensor<[s0, 4, 1, 64], bf16>, %k: !irfuse.tensor<[s0, 2, 64, 64], bf16>, %m: !irfuse.tensor<[s0, 1, 1, 64], i1>, %s: !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN> {
+  %o = attn.attention %q, %k, %k, mask %m {scale = 0.125 : f64} : (!irfuse.tensor<[s0, 4, 1, 64], bf16>, !irfuse.tensor<[s0, 2, 64, 64], bf16>, !irfuse.tensor<[s0, 2, 64, 64], bf16>, !irfuse.tensor<[s0, 1, 1, 64], i1>) -> !irfuse.tensor<[s0, 4, 1, 64], bf16>
+  %c = aten.call "aten::view.default"(%o, [-1, 256]) : (!irfuse.tensor<[s0, 4, 1, 64], bf16>) -> !irfuse.tensor<[s0, 256], bf16>
+  %f = quant.fp8 %c, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 256], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN>
+  func.return %f : !irfuse.tensor<[s0, 256], f8E4M3FN>
+}
+
+// Not fused: a head-major flattening (no transpose: the quant reads [H * T, Dv] rows); a
+// per-group quant.
+// CHECK-LABEL: func.func @negatives
+// CHECK-NOT:   fused.attention_quant
+// CHECK:       func.return
+func.func @negatives(%q: !irfuse.tensor<[4, 8, 64], bf16>, %s: !irfuse.tensor<[], f32>, %q4: !irfuse.tensor<[1, 4, 8, 64], bf16>) -> (!irfuse.tensor<[8, 256], f8E4M3FN>, !irfuse.tensor<[8, 256], f8E4M3FN>, !irfuse.tensor<[8, 2], f32>) {
+  %o = attn.attention %q4, %q4, %q4 {scale = 0.125 : f64, causal = true} : (!irfuse.tensor<[1, 4, 8, 64], bf16>, !irfuse.tensor<[1, 4, 8, 64], bf16>, !irfuse.tensor<[1, 4, 8, 64], bf16>) -> !irfuse.tensor<[1, 4, 8, 64], bf16>
+  %c = aten.call "aten::view.default"(%o, [8, 256]) : (!irfuse.tensor<[1, 4, 8, 64], bf16>) -> !irfuse.tensor<[8, 256], bf16>
+  %f = quant.fp8 %c, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[8, 256], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[8, 256], f8E4M3FN>
+  %o2 = attn.attention %q4, %q4, %q4 {scale = 0.125 : f64, causal = true} : (!irfuse.tensor<[1, 4, 8, 64], bf16>, !irfuse.tensor<[1, 4, 8, 64], bf16>, !irfuse.tensor<[1, 4, 8, 64], bf16>) -> !irfuse.tensor<[1, 4, 8, 64], bf16>
+  %a2 = aten.call "aten::transpose.int"(%o2, 1, 2) : (!irfuse.tensor<[1, 4, 8, 64], bf16>) -> !irfuse.tensor<[1, 8, 4, 64], bf16>
+  %c2 = aten.call "aten::reshape.default"(%a2, [8, 256]) : (!irfuse.tensor<[1, 8, 4, 64], bf16>) -> !irfuse.tensor<[8, 256], bf16>
+  %g, %gs = quant.fp8 %c2 {scheme = #quant.scheme<group 128>} : (!irfuse.tensor<[8, 256], bf16>) -> (!irfuse.tensor<[8, 256], f8E4M3FN>, scale_out !irfuse.tensor<[8, 2], f32>)
+  func.return %f, %g, %gs : !irfuse.tensor<[8, 256], f8E4M3FN>, !irfuse.tensor<[8, 256], f8E4M3FN>, !irfuse.tensor<[8, 2], f32>
+}

@@ -1,0 +1,338 @@
+"""Attention with the FP8 output quant fused: the torch reference against the unfused graph, the
+Triton kernels against the reference.
+
+- The reference (`attention_quant_ref`) equals the unfused torch graph bit for bit (it is the
+  same computation): `F.scaled_dot_product_attention(..., enable_gqa=True)` in the model dtype,
+  then `(o.float() / scale).clamp(-448, 448).to(float8_e4m3fn)`; the paged reference equals
+  that graph run on each sequence's keys laid out densely.
+- The kernels (`attention_quant`), under TRITON_INTERPRET=1 on the CPU (a subprocess: the
+  interpreter must be on before triton loads) at tiny sizes, and on the GPU at real sizes
+  (marked `gpu`). The kernels quantize the float32 output; the reference quantizes it after
+  rounding to the model dtype (and its softmax adds up in another order), so codes next to an
+  FP8 rounding boundary may move one code. The criterion, on dequantized values
+  a = q_kernel * s, b = q_ref * s (s = scale_out):
+  1. every element within one FP8 step, plus an absolute term for the attention arithmetic:
+     |a - b| <= 2**-3 * max(|a|, |b|) + s * 2**-9 + u * max|b|
+     (e4m3 keeps 3 mantissa bits, so neighbouring codes are at most 1/8 of the larger apart;
+     s * 2**-9 is the subnormal step; u is the model dtype's unit roundoff, 2**-8 for bf16,
+     2**-11 for fp16: both sides round the probabilities to the model dtype before P @ V,
+     which moves outputs near zero by up to about u times the largest output, far more than
+     their own FP8 step);
+  2. mean |a - b| / mean |b| <= 1e-2 (NUMERICS.md: attention + quant, 1e-2);
+  3. at most 10% of the codes differ at all (measured: 1.5-4% at real sizes, where rounding
+     the output to bf16 first moves about 1/64 of the codes; tiny cases have few elements).
+  Shapes, dtype and contiguity exactly. Scales are chosen so the outputs use the FP8 range
+  (|o| / s up to about 300), and one case saturates (the clamp).
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from irfuse.emit.kernels import attention_quant_ref
+from irfuse.emit.kernels.compare import agreement
+
+HERE = pathlib.Path(__file__).resolve().parents[1]  # tests/: the shared helpers
+sys.path.insert(0, str(HERE))
+
+FP8 = torch.float8_e4m3fn
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+TOL = 1e-2
+MAX_MISMATCH = 0.10
+
+
+def _unfused(q, k, v, scale, softmax_scale, causal):
+    o = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=softmax_scale,
+                                       enable_gqa=True)
+    return (o.float() / scale).clamp(-448, 448).to(FP8)
+
+
+def _dense(b, hq, hk, tq, tk, d, dtype, device="cpu", seed=0, transposed=False):
+    gen = torch.Generator(device=device).manual_seed(seed)
+
+    def make(h, t):
+        if transposed:  # [B, T, H, D] storage seen as [B, H, T, D], as models produce it
+            return torch.randn(b, t, h, d, generator=gen, device=device).to(dtype).transpose(1, 2)
+        return torch.randn(b, h, t, d, generator=gen, device=device).to(dtype)
+
+    return make(hq, tq), make(hk, tk), make(hk, tk)
+
+
+def _paged(b, hq, hk, d, block_size, lens, dtype, device="cpu", seed=0, spare=3):
+    """q [B, Hq, D], caches with the sequences' blocks scattered in a random order (plus spare
+    blocks no sequence uses), block_table [B, max_blocks] (unused slots point at block 0)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    max_blocks = max(-(-n // block_size) for n in lens)
+    used = sum(-(-n // block_size) for n in lens)
+    num_blocks = used + spare
+    kc = torch.randn(num_blocks, block_size, hk, d, generator=gen, device=device).to(dtype)
+    vc = torch.randn(num_blocks, block_size, hk, d, generator=gen, device=device).to(dtype)
+    perm = torch.randperm(num_blocks, generator=torch.Generator().manual_seed(seed)).tolist()
+    table = torch.zeros(b, max_blocks, dtype=torch.int32)
+    for i, n in enumerate(lens):
+        for j in range(-(-n // block_size)):
+            table[i, j] = perm.pop()
+    q = torch.randn(b, hq, d, generator=gen, device=device).to(dtype)
+    seq_lens = torch.tensor(lens, dtype=torch.int32)
+    return q, kc, vc, table.to(device), seq_lens.to(device)
+
+
+def _scale_for(o: torch.Tensor, target: float = 300.0) -> torch.Tensor:
+    return (o.float().abs().amax() / target).reshape(1).to(torch.float32)
+
+
+UNIT_ROUNDOFF = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}
+
+
+def judge(out: torch.Tensor, ref: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> dict:
+    """The module docstring's criterion for a model dtype: {"ok": bool, "detail": str}."""
+    if out.shape != ref.shape or out.dtype != FP8 or not out.is_contiguous():
+        return {"ok": False, "detail": f"out {tuple(out.shape)} {out.dtype} vs "
+                                       f"{tuple(ref.shape)}"}
+    s = float(scale)
+    b = ref.float() * s
+    atol = s * 2.0**-9 + UNIT_ROUNDOFF[dtype] * float(b.abs().max())
+    agr = agreement(out.float() * s, b, 0.125, atol,
+                    codes=(out.view(torch.uint8), ref.view(torch.uint8)))
+    return {"ok": agr.ok(TOL, MAX_MISMATCH), "detail": str(agr)}
+
+
+# --- the reference against the unfused graph --------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+@pytest.mark.parametrize(("b", "hq", "hk", "tq", "tk", "causal"), [
+    (1, 4, 2, 24, 24, True), (2, 4, 4, 17, 17, True), (2, 8, 2, 5, 33, False),
+    (1, 4, 1, 16, 16, False)])
+def test_reference_is_the_unfused_graph_bit_for_bit(dtype, b, hq, hk, tq, tk, causal):
+    q, k, v = _dense(b, hq, hk, tq, tk, 64, DTYPES[dtype], transposed=True)
+    sm = 0.125
+    o = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=sm, enable_gqa=True)
+    scale = _scale_for(o)
+    ref = attention_quant_ref.attention_fp8(q, k, v, scale, softmax_scale=sm, causal=causal)
+    assert ref.shape == (b, hq, tq, 64) and ref.dtype == FP8
+    assert torch.equal(ref.view(torch.uint8), _unfused(q, k, v, scale, sm, causal).view(torch.uint8))
+    # A scale that saturates: the clamp.
+    tiny = scale / 100
+    sat = attention_quant_ref.attention_fp8(q, k, v, tiny, softmax_scale=sm, causal=causal)
+    assert sat.float().abs().max() == 448
+
+
+def test_paged_reference_is_the_dense_graph_per_sequence():
+    lens = [37, 5, 16]
+    q, kc, vc, table, seq_lens = _paged(3, 8, 2, 64, 16, lens, torch.bfloat16)
+    scale = torch.tensor([0.004])
+    ref = attention_quant_ref.paged_decode_fp8(q, kc, vc, table, seq_lens, scale,
+                                               softmax_scale=0.125)
+    assert ref.shape == (3, 8, 64) and ref.dtype == FP8
+    for b, n in enumerate(lens):
+        rows = torch.cat([kc[table[b, j]] for j in range(-(-n // 16))])[:n]  # [n, Hk, D]
+        vrows = torch.cat([vc[table[b, j]] for j in range(-(-n // 16))])[:n]
+        k = rows.permute(1, 0, 2)[None]
+        v = vrows.permute(1, 0, 2)[None]
+        want = _unfused(q[b][None, :, None, :], k, v, scale, 0.125, False)[0, :, 0]
+        assert torch.equal(ref[b].view(torch.uint8), want.view(torch.uint8))
+
+
+_BF = torch.bfloat16
+
+
+@pytest.mark.parametrize(("q", "k", "scale", "message"), [
+    (torch.zeros(1, 3, 4, 16, dtype=_BF), torch.zeros(1, 2, 4, 16, dtype=_BF), torch.ones(1),
+     "not a multiple"),
+    (torch.zeros(1, 4, 4, 16), torch.zeros(1, 2, 4, 16), torch.ones(1), "bfloat16 or float16"),
+    (torch.zeros(1, 4, 4, 16, dtype=_BF), torch.zeros(1, 2, 4, 8, dtype=_BF), torch.ones(1),
+     "shapes do not match"),
+    (torch.zeros(1, 4, 4, 16, dtype=_BF), torch.zeros(1, 2, 4, 16, dtype=_BF), torch.ones(2),
+     "one element"),
+])
+def test_reference_refuses_bad_arguments(q, k, scale, message):
+    with pytest.raises(ValueError, match=message):
+        attention_quant_ref.attention_fp8(q, k, k.clone(), scale, softmax_scale=1.0, causal=True)
+
+
+def test_paged_reference_refuses_bad_tables():
+    q, kc, vc, table, seq_lens = _paged(2, 4, 2, 16, 16, [20, 3], torch.bfloat16)
+    with pytest.raises(ValueError, match="int32"):
+        attention_quant_ref.paged_decode_fp8(q, kc, vc, table.long(), seq_lens, torch.ones(1),
+                                             softmax_scale=1.0)
+    with pytest.raises(ValueError, match="outside"):
+        attention_quant_ref.paged_decode_fp8(q, kc, vc, table, seq_lens * 10, torch.ones(1),
+                                             softmax_scale=1.0)
+
+
+# --- the kernels against the reference --------------------------------------------------------
+
+# (B, Hq, Hk, Tq, Tk, D, causal, dtype, transposed, config or None): GQA 2 and 4, MHA,
+# lengths off the tile size, Tq != Tk (non-causal), a head size that is not a power of two,
+# strided q/k/v, fp16; small tiles so that several tiles and the causal skip are exercised.
+PREFILL_CASES = [
+    (1, 4, 2, 16, 16, 64, True, "bf16", False, None),
+    (2, 4, 2, 40, 40, 64, True, "bf16", True, None),
+    (1, 4, 2, 33, 33, 64, False, "bf16", False, None),
+    (2, 4, 2, 8, 40, 64, False, "bf16", False, None),
+    (1, 4, 4, 24, 24, 64, True, "fp16", True, None),
+    (1, 4, 1, 20, 20, 80, True, "bf16", False, None),
+    (1, 4, 2, 40, 40, 64, True, "bf16", False, (32, 16, 4, 1, False)),
+    (1, 4, 2, 40, 40, 64, True, "bf16", False, (16, 32, 4, 1, True)),
+]
+# (B, Hq, Hk, D, block_size, seq_lens, dtype, splits or None)
+DECODE_CASES = [
+    (2, 4, 2, 64, 16, (37, 5), "bf16", None),
+    (2, 4, 2, 64, 16, (37, 5), "bf16", 1),
+    (2, 4, 2, 64, 16, (64, 17), "bf16", 3),
+    (1, 4, 1, 64, 16, (40,), "fp16", 2),
+    (2, 8, 2, 64, 8, (23, 48), "bf16", 4),
+]
+
+
+def _prefill_id(c) -> str:
+    b, hq, hk, tq, tk, d, causal, dtype, tr, cfg = c
+    return (f"B{b}-H{hq}/{hk}-T{tq}x{tk}-D{d}-{'causal' if causal else 'full'}-{dtype}"
+            f"{'-strided' if tr else ''}{'-cfg' + '.'.join(map(str, cfg)) if cfg else ''}")
+
+
+def _decode_id(c) -> str:
+    b, hq, hk, d, bs, lens, dtype, splits = c
+    return f"B{b}-H{hq}/{hk}-D{d}-bs{bs}-L{'.'.join(map(str, lens))}-{dtype}-splits{splits}"
+
+
+def check_prefill(case, device: str, saturate: bool = False) -> dict:
+    from irfuse.emit.kernels import attention_quant
+
+    b, hq, hk, tq, tk, d, causal, dtype, tr, cfg = case
+    q, k, v = _dense(b, hq, hk, tq, tk, d, DTYPES[dtype], device, seed=tq * 7 + d, transposed=tr)
+    sm = d ** -0.5
+    o = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=sm, enable_gqa=True)
+    scale = _scale_for(o, 600.0 if saturate else 300.0)
+    config = attention_quant.PrefillConfig(*cfg) if cfg else None
+    out = attention_quant.attention_fp8(q, k, v, scale, softmax_scale=sm, causal=causal,
+                                        config=config)
+    ref = attention_quant_ref.attention_fp8(q, k, v, scale, softmax_scale=sm, causal=causal)
+    return judge(out, ref, scale, DTYPES[dtype])
+
+
+def check_decode(case, device: str) -> dict:
+    from irfuse.emit.kernels import attention_quant
+
+    b, hq, hk, d, bs, lens, dtype, splits = case
+    q, kc, vc, table, seq_lens = _paged(b, hq, hk, d, bs, list(lens), DTYPES[dtype], device,
+                                        seed=sum(lens))
+    sm = d ** -0.5
+    ref_bf = attention_quant_ref.paged_decode_fp8(q, kc, vc, table, seq_lens,
+                                                  torch.ones(1, device=device), softmax_scale=sm)
+    scale = (ref_bf.float().abs().amax() / 300.0).reshape(1)
+    config = attention_quant.DecodeConfig(16 if device == "cpu" else 64, 4, 1, splits)
+    out = attention_quant.paged_decode_fp8(q, kc, vc, table, seq_lens, scale, softmax_scale=sm,
+                                           config=config)
+    ref = attention_quant_ref.paged_decode_fp8(q, kc, vc, table, seq_lens, scale,
+                                               softmax_scale=sm)
+    return judge(out, ref, scale, DTYPES[dtype])
+
+
+def _guard(fn, *args) -> dict:
+    try:
+        return fn(*args)
+    except Exception as e:  # noqa: BLE001 (reported to the test of that case)
+        return {"ok": False, "detail": f"raised {type(e).__name__}: {e}"}
+
+
+def _worker() -> None:
+    import triton
+
+    assert triton.knobs.runtime.interpret, "TRITON_INTERPRET=1 must be set before triton loads"
+    results = {}
+    for case in PREFILL_CASES:
+        results[_prefill_id(case)] = _guard(check_prefill, case, "cpu")
+    results["saturating"] = _guard(check_prefill, PREFILL_CASES[0], "cpu", True)
+    for case in DECODE_CASES:
+        results[_decode_id(case)] = _guard(check_decode, case, "cpu")
+    print(json.dumps(results))
+
+
+@pytest.fixture(scope="module")
+def interpreted() -> dict:
+    from interpret_worker import run_worker
+
+    return run_worker(__file__)
+
+
+@pytest.mark.parametrize("case", PREFILL_CASES, ids=_prefill_id)
+def test_prefill_kernel_matches_reference_interpreted(interpreted, case):
+    r = interpreted[_prefill_id(case)]
+    assert r["ok"], r["detail"]
+
+
+def test_prefill_kernel_saturates_interpreted(interpreted):
+    assert interpreted["saturating"]["ok"], interpreted["saturating"]["detail"]
+
+
+@pytest.mark.parametrize("case", DECODE_CASES, ids=_decode_id)
+def test_decode_kernel_matches_reference_interpreted(interpreted, case):
+    r = interpreted[_decode_id(case)]
+    assert r["ok"], r["detail"]
+
+
+GPU_PREFILL = [(b, 32, 8, t, t, 128, causal, dtype, tr, None)
+               for b, t in ((1, 512), (2, 1000), (1, 2048))
+               for causal in (True, False) for dtype in ("bf16", "fp16") for tr in (False, True)
+               if not (dtype == "fp16" and tr)] + [
+    (1, 32, 8, 8192, 8192, 128, True, "bf16", False, None),
+    (1, 32, 32, 300, 300, 64, True, "bf16", False, None),
+    (2, 16, 2, 100, 700, 96, False, "bf16", True, None),
+]
+GPU_DECODE = [(b, 32, 8, 128, 16, lens, "bf16", splits)
+              for b, lens in ((16, (2048,) * 16), (3, (1, 2047, 513)), (64, (8192,) * 64),
+                              (32, tuple(range(100, 100 + 32 * 250, 250))))
+              for splits in (None, 1, 7)] + [(4, 32, 8, 128, 16, (777, 64, 5000, 16), "fp16", None)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", GPU_PREFILL, ids=_prefill_id)
+def test_prefill_kernel_matches_reference_on_gpu(case):
+    r = check_prefill(case, "cuda")
+    assert r["ok"], r["detail"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", GPU_DECODE, ids=_decode_id)
+def test_decode_kernel_matches_reference_on_gpu(case):
+    r = check_decode(case, "cuda")
+    assert r["ok"], r["detail"]
+
+
+@pytest.mark.gpu
+def test_kernels_refuse_cpu_tensors_and_are_captured_by_a_cuda_graph():
+    from irfuse.emit.kernels import attention_quant
+
+    q, k, v = _dense(1, 8, 2, 64, 64, 128, torch.bfloat16)
+    with pytest.raises(RuntimeError, match="need CUDA tensors"):
+        attention_quant.attention_fp8(q, k, v, torch.ones(1), softmax_scale=0.1, causal=True)
+    q, k, v = (t.cuda() for t in _dense(1, 8, 2, 256, 256, 128, torch.bfloat16))
+    s = torch.tensor([0.003], device="cuda")
+    qd, kc, vc, table, lens = _paged(4, 8, 2, 128, 16, [300, 1, 64, 1000], torch.bfloat16, "cuda")
+    attention_quant.attention_fp8(q, k, v, s, softmax_scale=0.1, causal=True)
+    attention_quant.paged_decode_fp8(qd, kc, vc, table, lens, s, softmax_scale=0.1)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = attention_quant.attention_fp8(q, k, v, s, softmax_scale=0.1, causal=True)
+        dec = attention_quant.paged_decode_fp8(qd, kc, vc, table, lens, s, softmax_scale=0.1)
+    q.copy_(torch.randn_like(q))
+    qd.copy_(torch.randn_like(qd))
+    g.replay()
+    torch.cuda.synchronize()
+    want = attention_quant.attention_fp8(q, k, v, s, softmax_scale=0.1, causal=True)
+    want_dec = attention_quant.paged_decode_fp8(qd, kc, vc, table, lens, s, softmax_scale=0.1)
+    assert torch.equal(out.view(torch.uint8), want.view(torch.uint8))
+    assert torch.equal(dec.view(torch.uint8), want_dec.view(torch.uint8))
+
+
+if __name__ == "__main__" and "--worker" in sys.argv:
+    _worker()
