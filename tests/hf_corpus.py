@@ -39,9 +39,18 @@ def build_hf(family: str, dtype: torch.dtype = torch.bfloat16, seed: int = 0) ->
         "qwen3": (tf.Qwen3Config, tf.Qwen3ForCausalLM, {"head_dim": 16}),
         "mistral": (tf.MistralConfig, tf.MistralForCausalLM, {}),
         "gemma": (tf.GemmaConfig, tf.GemmaForCausalLM, {"head_dim": 16}),
+        # Beyond FAMILIES (the decoders every raising test runs): the attention family's corpus.
+        "qwen3_moe": (tf.Qwen3MoeConfig, tf.Qwen3MoeForCausalLM, {
+            "head_dim": 16, "num_experts": 4, "num_experts_per_tok": 2,
+            "moe_intermediate_size": 32, "decoder_sparse_step": 1}),
+        "olmo2": (tf.Olmo2Config, tf.Olmo2ForCausalLM, {}),
+        "deepseek_v2": (tf.DeepseekV2Config, tf.DeepseekV2ForCausalLM, {
+            "kv_lora_rank": 32, "q_lora_rank": None, "qk_nope_head_dim": 16,
+            "qk_rope_head_dim": 8, "v_head_dim": 16, "n_routed_experts": 4,
+            "first_k_dense_replace": 2, "num_key_value_heads": 4}),
     }
     config_cls, model_cls, extra = classes[family]
-    config = config_cls(**HF_KW, **extra)
+    config = config_cls(**{**HF_KW, **extra})
     config._attn_implementation = "sdpa"
     torch.manual_seed(seed)
     return Logits(model_cls(config).eval().to(dtype))

@@ -27,7 +27,8 @@ def _missed(compiled: Compiled) -> list[str]:
     ("llama-fp8", {"gqa_style": "repeat_kv"}),
     ("qwen3-fp8", {}),
     ("paged", {"quant": "fp8"}),
-], ids=["llama", "repeat-kv", "qwen3", "paged-decode"])
+    ("mla", {"quant": "fp8"}),  # kv_b in FP8: the MLA is raised as its SDPA
+], ids=["llama", "repeat-kv", "qwen3", "paged-decode", "mla-fp8"])
 def test_builtin_models_fuse_every_layer_bit_exact(name, overrides):
     built = M.build(name, size="tiny", num_layers=2, **overrides)
     compiled = compile_and_run(built.model, built.example_inputs,
@@ -58,3 +59,13 @@ def test_off_by_default():
                                dynamic_dims=tuple(built.dynamic_dims.items()),
                                options={"optimization_level": 3})
     assert compiled.fused(PASS) == 0
+
+
+def test_hugging_face_deepseek_v2_raises_mla_and_says_it_does_not_fuse_it():
+    """DeepSeek-V2's attention (bf16 kv_b) is `attn.mla_attention`, one per layer; an FP8 quant
+    of its output would be a remark (no MLA kernel yet), here there is none to fuse."""
+    model = build_hf("deepseek_v2")
+    compiled = compile_and_run(model, [input_ids(12)], dynamic_dims=((0, 1),), options=ON)
+    assert compiled.raised()["mla_attention"] == model.lm.config.num_hidden_layers
+    assert compiled.fused(PASS) == 0
+    assert_bit_exact(compiled.outputs, compiled.eager)

@@ -61,9 +61,10 @@ def test_fp16_and_the_pass_is_off_by_default_on_the_cpu():
     assert default.raised()["rope"] == 1
 
 
-@pytest.mark.parametrize("dynamic", [False, True])
-def test_hugging_face_qwen3(dynamic):
-    model = build_hf("qwen3")
+@pytest.mark.parametrize("family,dynamic", [("qwen3", False), ("qwen3", True),
+                                            ("qwen3_moe", True)])
+def test_hugging_face_qwen3(family, dynamic):
+    model = build_hf(family)
     compiled = compile_and_run(model, [input_ids(12)],
                                dynamic_dims=((0, 1),) if dynamic else (), options=ON)
     layers = model.lm.config.num_hidden_layers
@@ -205,4 +206,12 @@ def test_unfusable_sites_are_remarks(model, reason):
     compiled = compile_and_run(model, _vllm_inputs(), dynamic_dims=DIMS, options=ON)
     assert compiled.fused(PASS) == 0
     assert any(reason in m for m in _missed(compiled)), _missed(compiled)
+    assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+def test_hugging_face_olmo2_norms_all_heads_and_says_so():
+    compiled = compile_and_run(build_hf("olmo2"), [input_ids(12)], dynamic_dims=((0, 1),),
+                               options=ON)
+    assert compiled.fused(PASS) == 0
+    assert any("spans all heads" in m for m in _missed(compiled)), _missed(compiled)
     assert_bit_exact(compiled.outputs, compiled.eager)
