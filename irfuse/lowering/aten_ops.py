@@ -115,6 +115,7 @@ SCALED_DOT_PRODUCT_FLASH_ATTENTION = "aten::_scaled_dot_product_flash_attention.
 SCALED_DOT_PRODUCT_FLASH_ATTENTION_FOR_CPU = "aten::_scaled_dot_product_flash_attention_for_cpu.default"
 SCALED_MM = "aten::_scaled_mm.default"
 SELECT_INT = "aten::select.int"
+SELECT_SCATTER = "aten::select_scatter.default"
 SGN = "aten::sgn.default"
 SIGMOID = "aten::sigmoid.default"
 SIGN = "aten::sign.default"

@@ -35,8 +35,11 @@ from irfuse.lowering.aten_ops import (
     REMAINDER_SCALAR,
     REMAINDER_TENSOR,
     RESHAPES,
+    SELECT_INT,
+    SELECT_SCATTER,
     SLICE_SCATTER,
     SLICE_TENSOR,
+    UNBIND_INT,
     UNSAFE_INDEX_PUT,
 )
 from irfuse.lowering.driver import CallPattern, PatternPass, Site
@@ -100,8 +103,19 @@ def _flattened_cache(flat: SSAValue) -> tuple[SSAValue, Operation] | None:
     """(cache, view) when `flat` is a view of a cache; None when it is not."""
     view = producer(flat, *RESHAPES)
     if view is None or not _is_cache(view.arg(0)):
+        if view is not None and _half_of_kv_cache(view.arg(0)):
+            raise NoMatch("a write into one half of a [2, blocks, block_size, heads, head_dim] "
+                          "cache (vLLM's FlashAttention layout) is not raised yet")
         return None
     return view.arg(0), view.op
+
+
+def _half_of_kv_cache(value: object) -> bool:
+    """`kv_cache[i]` / `kv_cache.unbind(0)[i]` of a 5-D graph input (or of its updated copy)."""
+    found = producer(value, SELECT_INT, UNBIND_INT)
+    while found is not None and not isinstance(found.arg(0), BlockArgument):
+        found = producer(found.arg(0), SELECT_SCATTER, SELECT_INT, UNBIND_INT)
+    return found is not None and len(_dims(found.arg(0))) == 5
 
 
 def _check_flat(cache: SSAValue, flat: SSAValue) -> None:

@@ -112,3 +112,34 @@ def test_a_rotated_k_read_elsewhere_is_a_remark():
     assert compiled.fused(PASS) == 0
     assert any("rotated k is also read" in m for m in _missed(compiled)), _missed(compiled)
     assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+class _FlashLayoutWrite(_PrefillWrite):
+    """vLLM's FlashAttention layout: one [2, blocks, block_size, heads, head_dim] cache."""
+
+    def __init__(self, split: str):
+        super().__init__()
+        self.split = split
+
+    def forward(self, positions, q, k, v, kv_cache, slots):
+        q, k = self._rope(q, positions), self._rope(k, positions)
+        kc, vc = kv_cache.unbind(0) if self.split == "unbind" else (kv_cache[0], kv_cache[1])
+        kc.view(-1, 2, 64).index_put_((slots,), k)
+        vc.view(-1, 2, 64).index_put_((slots,), v)
+        return q
+
+
+@pytest.mark.parametrize("split", ["unbind", "index"])
+def test_the_flash_attention_layout_is_a_remark_not_a_silent_miss(split):
+    t = 6
+    g = torch.Generator().manual_seed(0)
+    inputs = [torch.arange(t), *(torch.randn(t, h, 64, generator=g).bfloat16() for h in (4, 2, 2)),
+              torch.zeros(2, 4, 4, 2, 64, dtype=torch.bfloat16),
+              torch.randperm(16, generator=g)[:t]]
+    compiled = compile_and_run(_FlashLayoutWrite(split), inputs, dynamic_dims=(),
+                               options={"optimization_level": 1,
+                                        "pass_config": {"fuse_rope_kvcache": True}})
+    missed = [m.reason for r in compiled.reports for p in r.raise_passes
+              if p.name == "raise-kv-cache-write" for m in p.missed]
+    assert any("FlashAttention layout" in m for m in missed), missed
+    assert_bit_exact(compiled.outputs, compiled.eager)
