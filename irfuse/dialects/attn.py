@@ -209,7 +209,8 @@ def check_paged_cache_write(
     check_rank("k_cache", k_cache, 4)
     check_rank("v_cache", v_cache, 4)
     t, hkv, d = k.dims
-    check_dim("v's token count", v.dims[0], t)
+    if isinstance(t, int) and isinstance(v.dims[0], int):  # symbols: checked when it runs
+        check_dim("v's token count", v.dims[0], t)
     check_dim("v's head count", v.dims[1], hkv)
     check_shape("k_cache", k_cache, (None, None, hkv, d))
     check_shape("v_cache", v_cache, (*k_cache.dims[:2], hkv, v.dims[2]))

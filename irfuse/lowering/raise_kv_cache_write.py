@@ -139,10 +139,14 @@ def _check_rows(new: SSAValue, row_dims: tuple, cache: SSAValue) -> None:
 
 
 def _check_slots(slots: object, new: SSAValue) -> SSAValue:
+    """The index is a slot mapping: 1-D integers, one per new row. Two symbolic lengths need not
+    be the same symbol (vLLM marks the slot mapping dynamic apart from the tokens): the write
+    itself fails at run time unless they agree, and so does the fused kernel."""
     t = type_of(slots)
     if t is None or t.rank != 1 or not is_integer(t.dtype):
         raise NoMatch("the write's index is not a 1-D integer slot mapping")
-    if t.dims[0] != _dims(new)[0]:
+    n, tokens = t.dims[0], _dims(new)[0]
+    if n != tokens and (isinstance(n, int) or isinstance(tokens, int)):
         raise NoMatch(f"the write's index has {t.dims[0]} slots for {_dims(new)[0]} new tokens "
                       "(not the slot mapping of the current tokens)")
     return slots  # type: ignore[return-value]
@@ -300,8 +304,15 @@ def _partners(a: _Write, b: _Write) -> bool:
         a.cache is not b.cache
         and _same_slots(a, b)
         and _dims(a.cache)[:3] == _dims(b.cache)[:3]
-        and _dims(a.new)[:2] == _dims(b.new)[:2]
+        and _may_agree(_dims(a.new)[0], _dims(b.new)[0])
+        and _dims(a.new)[1] == _dims(b.new)[1]
     )
+
+
+def _may_agree(a: object, b: object) -> bool:
+    """Equal, or two symbols (vLLM marks k and v dynamic apart: they agree when the graph runs,
+    since both index the same slot mapping)."""
+    return a == b or not (isinstance(a, int) or isinstance(b, int))
 
 
 def _is_rotated_key(value: SSAValue) -> bool:

@@ -12,12 +12,13 @@ the tokens): one slot per token is checked when the kernel runs.
 
 from __future__ import annotations
 
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from irfuse.dialects.attn import KvCacheWriteOp, RopeOp
 from irfuse.dialects.fused import QkNormRopeOp, RopeKvCacheWriteOp
 from irfuse.dialects.irfuse import TensorType
+from irfuse.dialects.shapes import is_fp8
 from irfuse.lowering.aten_ops import NEW_EMPTY, NEW_FULL, NEW_ONES, NEW_ZEROS
 from irfuse.lowering.driver import AnchorPattern, Site
 from irfuse.lowering.match import NoMatch, call, users
@@ -43,6 +44,9 @@ class RopeKvCachePattern(AnchorPattern):
 def _fuse(write: KvCacheWriteOp, site: Site) -> bool:
     rope = write.k.owner
     if not isinstance(rope, RopeOp | QkNormRopeOp) or write.k is not rope.k_out:
+        if _quantized_rotated_k(write.k):
+            raise NoMatch("the rotated k is quantized for an FP8 cache before the write; the "
+                          "fused kernel's FP8 cache write is not matched yet")
         return False
     readers = [u for u in users(write.k) if u is not write]
     if any(call(u, *METADATA_READERS) is None for u in readers):
@@ -84,6 +88,21 @@ def _fuse(write: KvCacheWriteOp, site: Site) -> bool:
     Rewriter.erase_op(write)
     Rewriter.erase_op(rope)
     return True
+
+
+def _quantized_rotated_k(value: SSAValue, steps: int = 6) -> bool:
+    """An FP8 k that a few elementwise ops made from a rope's rotated k."""
+    t = value.type
+    if not isinstance(t, TensorType) or not is_fp8(t.dtype):
+        return False
+    for _ in range(steps):
+        owner = value.owner
+        if isinstance(owner, RopeOp | QkNormRopeOp):
+            return True
+        if not isinstance(owner, Operation) or not owner.operands:
+            return False
+        value = owner.operands[0]
+    return False
 
 
 def _rope_f32(rope: RopeOp | QkNormRopeOp) -> bool:

@@ -143,3 +143,58 @@ def test_the_flash_attention_layout_is_a_remark_not_a_silent_miss(split):
               if p.name == "raise-kv-cache-write" for m in p.missed]
     assert any("FlashAttention layout" in m for m in missed), missed
     assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+class _DecodeWrite(_PrefillWrite):
+    """RoPE, then the cache writes (the k cache optionally FP8, as a scaled cast), q returned."""
+
+    def __init__(self, fp8: bool = False):
+        super().__init__()
+        self.fp8 = fp8
+
+    def forward(self, positions, q, k, v, k_cache, v_cache, slots, k_scale):
+        q, k = self._rope(q, positions), self._rope(k, positions)
+        if self.fp8:
+            k = (k.float() / k_scale).to(torch.float8_e4m3fn)
+        k_cache.view(-1, 2, 64).index_put_((slots,), k)
+        v_cache.view(-1, 2, 64).index_put_((slots,), v)
+        return q
+
+
+def _decode_inputs(t: int = 6, fp8: bool = False) -> list:
+    g = torch.Generator().manual_seed(0)
+    k_dtype = torch.float8_e4m3fn if fp8 else torch.bfloat16
+    return [torch.arange(t), *(torch.randn(t, h, 64, generator=g).bfloat16() for h in (4, 2, 2)),
+            torch.zeros(4, 4, 2, 64, dtype=k_dtype), torch.zeros(4, 4, 2, 64, dtype=torch.bfloat16),
+            torch.randperm(16, generator=g)[:t], torch.tensor(0.5)]
+
+
+def test_a_slot_mapping_with_a_symbol_of_its_own_fuses():
+    """vLLM marks positions, q, k, v and the slot mapping dynamic one by one: five symbols for
+    one token count. The write means one slot per new token; the kernel checks the lengths."""
+    dims = ((0, 0), (1, 0), (2, 0), (3, 0), (6, 0))
+    compiled = compile_and_run(_DecodeWrite(), _decode_inputs(), dynamic_dims=dims,
+                               options={"optimization_level": 1,
+                                        "pass_config": {"fuse_rope_kvcache": True}})
+    assert compiled.fused(PASS) == 1, _missed(compiled)
+    assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+def test_the_fused_write_checks_one_slot_per_token():
+    model = _DecodeWrite()
+    compiled = torch.compile(model, backend="irfuse", options={
+        "optimization_level": 1, "inductor": False, "pass_config": {"fuse_rope_kvcache": True}})
+    inputs = _decode_inputs()
+    inputs[6] = inputs[6][:5]
+    with pytest.raises(Exception, match="slot"):
+        compiled(*inputs)
+
+
+def test_an_fp8_cache_write_is_a_remark():
+    compiled = compile_and_run(_DecodeWrite(fp8=True), _decode_inputs(fp8=True),
+                               dynamic_dims=(), options={
+                                   "optimization_level": 1,
+                                   "pass_config": {"fuse_rope_kvcache": True}})
+    assert compiled.fused(PASS) == 0
+    assert any("FP8 cache" in m for m in _missed(compiled)), _missed(compiled)
+    assert_bit_exact(compiled.outputs, compiled.eager)

@@ -81,15 +81,23 @@ def test_dynamic_tokens_with_the_slot_count_tied_to_them():
     _check(result, 1)
 
 
-def test_slots_of_another_symbolic_length_are_not_the_current_tokens():
-    # kv and slots marked dynamic separately: nothing says they have one length, so index_put
-    # could be broadcasting; the write is left alone, with the reason.
+def test_slots_of_another_symbolic_length_are_the_current_tokens():
+    # kv and slots marked dynamic separately (as vLLM marks them): two symbols. A symbolic size
+    # is at least 2 (Dynamo specializes 0 and 1), so index_put cannot broadcast the rows: the
+    # write runs only when the lengths agree, one slot per new token. It is raised.
     result = compile_and_run(Step("index_put"), _inputs(), dynamic_dims=((0, 0), (1, 0)))
-    _check(result, 0)
+    _check(result, 1)
+    assert _reasons(result.reports[0]) == []
+
+
+def test_slots_of_another_static_length_are_not_the_current_tokens():
+    inputs = _inputs()
+    inputs[0] = inputs[0][:1]  # one new row written to every slot: index_put broadcasts it
+    result = compile_and_run(Step("index_put"), inputs, dynamic_dims=())
     reasons = _reasons(result.reports[0])
-    assert len(reasons) == 2 and all(
-        r.startswith("not a KV-cache write: the write's index has s") and
-        r.endswith("(not the slot mapping of the current tokens)") for r in reasons), reasons
+    assert result.raised()["kv_cache_write"] == 0
+    assert reasons and all("(not the slot mapping of the current tokens)" in r
+                           for r in reasons), reasons
 
 
 @pytest.mark.parametrize("name, dynamic", [
