@@ -24,7 +24,7 @@ from torch.overrides import TorchFunctionMode
 
 from irfuse.models import MODELS, RAISED_KINDS, build, resolve
 from irfuse.models import llama as llama_mod
-from irfuse.models.dist import fake_process_group
+from irfuse.models.dist import fake_process_group, spawn_ranks
 from irfuse.models.layers import (
     HFRotaryEmbedding,
     RMSNorm,
@@ -612,26 +612,18 @@ TP_CASES = {
 }
 
 
-def _tp_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
-    torch.set_num_threads(1)  # two ranks share the CPU
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
-                            world_size=world)
-    try:
-        for name in TP_CASES:
-            built = build(name, dtype=torch.float32, num_layers=1)
-            with torch.no_grad():
-                out = built.model(*built.clone_inputs())
-            if rank == 0:
-                torch.save(out, os.path.join(out_dir, f"{name}.pt"))
-    finally:
-        dist.destroy_process_group()
+def _tp_worker(rank: int, world: int, out_dir: str) -> None:
+    for name in TP_CASES:
+        built = build(name, dtype=torch.float32, num_layers=1)
+        with torch.no_grad():
+            out = built.model(*built.clone_inputs())
+        if rank == 0:
+            torch.save(out, os.path.join(out_dir, f"{name}.pt"))
 
 
 @pytest.mark.dist
 def test_tp_across_two_gloo_processes_matches_one_process(tmp_path):
-    import torch.multiprocessing as mp
-
-    mp.spawn(_tp_worker, args=(2, str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=True)
+    spawn_ranks(2, _tp_worker, str(tmp_path), init_file=str(tmp_path / "init"))
     for name, (single, overrides) in TP_CASES.items():
         tp_out = torch.load(tmp_path / f"{name}.pt")
         ref = _logits(single, num_layers=1, **overrides)
