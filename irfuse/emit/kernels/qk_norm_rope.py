@@ -84,12 +84,12 @@ def _round(x, DT: tl.constexpr):
 
 @triton.jit
 def _to_store(x, scale, FP8: tl.constexpr, DST: tl.constexpr):
-    """x (model dtype) as the destination stores it: itself, or `clamp(x / scale)` in FP8."""
+    """x (model dtype) as the destination stores it: itself, or `clamp(x / scale)` in FP8.
+    Both paths return DST: Triton refuses a function whose returns differ in type."""
+    y = x
     if FP8:
-        s = tl.math.div_rn(x.to(tl.float32), scale)
-        s = tl.minimum(tl.maximum(s, -448.0), 448.0)
-        return s.to(DST)
-    return x
+        y = tl.minimum(tl.maximum(tl.math.div_rn(x.to(tl.float32), scale), -448.0), 448.0)
+    return y.to(DST)
 
 
 @triton.jit
