@@ -61,9 +61,9 @@ def test_config_explain(capsys: pytest.CaptureFixture[str]) -> None:
     assert out["config"]["pass_config"]["sp_min_token_num"] == 1024
     assert out["notes"]["enable_sp"] == "set by the user"
     assert any("fuse_norm_quant turned off" in w for w in out["warnings"])
-    assert [r["range"] for r in out["compile_ranges"]] == [[1, 1023], [1024, 4096],
+    assert [r["range"] for r in out["compile_ranges"]] == [[1, 256], [257, 1023], [1024, 4096],
                                                            [4097, 8192], [8193, None]]
-    top = out["compile_ranges"][2]["skipped"]
+    top = out["compile_ranges"][3]["skipped"]
     assert "up to 4096 tokens" in top["fuse-allreduce-rms"]
 
 

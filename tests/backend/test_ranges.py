@@ -7,6 +7,7 @@ import pytest
 from irfuse import ranges, support_matrix, thresholds
 from irfuse.config import CompilationConfig, resolve
 from irfuse.emit.declare import Fusion
+from irfuse.emit.fusions import FUSIONS
 from irfuse.platform import Platform
 from irfuse.ranges import UNBOUNDED, Range
 
@@ -134,8 +135,8 @@ def test_split_points_from_every_threshold() -> None:
 
 
 def test_thresholds_at_or_above_the_max_add_no_split() -> None:
-    cfg = _resolved(SM90, max_num_batched_tokens=512, pass_config={"sp_min_token_num": 512,
-                                                                   "enable_sp": True})
+    cfg = _resolved(SM90, max_num_batched_tokens=512, pass_config={
+        "sp_min_token_num": 512, "enable_sp": True, "fuse_rope_kvcache": False})
     # AR cap 4096 >= 512, SP 511 < 512 stays
     assert ranges.split_points(cfg, SM90, 8192, 2, 2) == [511, 512]
 
@@ -200,10 +201,11 @@ def test_other_passes_apply_everywhere(name: str) -> None:
 
 def test_plan_lists_enabled_passes_in_pipeline_order(monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = _resolved(SM90)
-    names = [e["name"] for e in ranges.plan(cfg, Range(1, 4096), 8192, 2, 2)]
-    assert names == ["eliminate-noops", "fuse-allreduce-rms", "fuse-norm-quant",
-                     "fuse-act-quant", "fuse-act-padding"]
-    entries = ranges.plan(cfg, Range(1, 4096), 8192, 2, 2)
+    names = [e["name"] for e in ranges.plan(cfg, Range(1, 256), 8192, 2, 2)]
+    on = [f.name for f in FUSIONS if getattr(cfg.pass_config, f.flag)]
+    assert names == on and names[:5] == ["eliminate-noops", "fuse-allreduce-rms",
+                                         "fuse-norm-quant", "fuse-act-quant", "fuse-act-padding"]
+    entries = ranges.plan(cfg, Range(1, 256), 8192, 2, 2)
     for e in entries:
         if support_matrix.info(e["name"]).implemented:
             assert e["runs"] and e["reason"] == ""
@@ -211,5 +213,6 @@ def test_plan_lists_enabled_passes_in_pipeline_order(monkeypatch: pytest.MonkeyP
             assert not e["runs"] and "not implemented yet" in e["reason"]
     monkeypatch.setattr(Fusion, "implemented", property(lambda self: True))
     runs = {e["name"]: e["runs"] for e in ranges.plan(cfg, Range(4097, 8192), 8192, 2, 2)}
-    assert runs == {"eliminate-noops": True, "fuse-allreduce-rms": False,
-                    "fuse-norm-quant": True, "fuse-act-quant": True, "fuse-act-padding": True}
+    # beyond the FlashInfer cap (4096 tokens) and rope_kvcache_fusion_max_token_num (256)
+    assert runs == {**dict.fromkeys(on, True), "fuse-allreduce-rms": False,
+                    "fuse-rope-kvcache": False}

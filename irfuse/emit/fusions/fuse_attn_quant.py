@@ -1,7 +1,7 @@
 """fuse_attn_quant: attention -> static FP8 quant of its output, the quantized output written by
-the attention kernel (prefill, causal or masked, and paged decode over gathered pages). Off at
-every level until irfuse's kernel is measured against SDPA + Inductor's quant (vLLM's O2 leaves
-it off too, #25689); on where a user turns it on.
+the attention kernel (prefill, causal or masked, and paged decode over gathered pages). On from
+O2 on sm90, where it measured faster than SDPA + Inductor's quant below 4096 tokens; from 4096
+tokens kernel choice leaves prefill to SDPA (vLLM's O2 leaves the fusion off, #25689).
 
 Kernel `attention_quant_fp8_static`: q, k, v in SDPA's `[B, H, T, D]` layout (GQA), an optional
 mask, the output scale; returns the output token-major `[B * T, Hq * Dv]` in FP8, as the quant
@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import FloatData
 
 from irfuse.dialects import aten, fused, kernel
 from irfuse.emit import dispatch
-from irfuse.emit.declare import Fusion, Kernel, everywhere
+from irfuse.emit.declare import Choice, Fusion, Kernel, Support, everywhere
 from irfuse.emit.dispatch import check_fp8, empty, kernels
 from irfuse.emit.kernel_call import Args, flag, kernel_call
 from irfuse.emit.kernels import quant_ref
@@ -66,7 +66,15 @@ def _examples(shape: tuple[int, ...]) -> list[tuple]:
     return [(q, k, v, None, s, d ** -0.5, True, fp8), (q, k, v, mask, s, 0.1, False, fp8, True)]
 
 
-ATTN_QUANT = Kernel(KERNEL, SCHEMA, _ref, _cuda, _fake, single_tensor=True, examples=_examples)
+_SM90 = {"cuda:sm90": (
+    (1, Choice("triton", "docs/benchmarks.md: 1.27x / 1.02x the unfused graph at prefill T 512 / "
+               "2048, 2.5-3.0x at paged decode, batch 16-64 (H100, 2026-12-05)")),
+    (4096, Choice("inductor", "docs/benchmarks.md: 0.90x the unfused graph (SDPA + Inductor's "
+                  "quant) at prefill T 8192 (H100, 2026-12-05)")),
+)}
+
+ATTN_QUANT = Kernel(KERNEL, SCHEMA, _ref, _cuda, _fake, _SM90, single_tensor=True,
+                    examples=_examples)
 
 
 def _lower(op: fused.AttentionQuantOp, platform: str) -> kernel.CallOp:
@@ -87,10 +95,12 @@ FUSION = Fusion(
     quant="required",
     schemes=("fp8-static-tensor",),
     range_rule="all",
-    platforms=everywhere("triton", None),
+    platforms={**everywhere("triton", None), "cuda:sm90": Support("triton", 2)},
     vllm_pass="AttnFusionPass",
-    note="vLLM's O2 leaves it off too (#25689); per-group, NVFP4 and MLA not fused yet",
+    note="on from O2 where measured (sm90), below 4096 tokens; vLLM's O2 leaves it off "
+    "(#25689); per-group, NVFP4 and MLA not fused yet",
     patterns=(AttnQuantPattern(),),
     lowerings={fused.AttentionQuantOp.name: _lower},  # type: ignore[dict-item]
     kernels=(ATTN_QUANT,),
+    size_aware=True,
 )
