@@ -30,7 +30,7 @@ def _missed(compiled: Compiled, name: str = PASS) -> list[str]:
             for m in p.missed]
 
 
-@pytest.mark.parametrize("name", ["paged", "paged-index-copy", "paged-slice"])
+@pytest.mark.parametrize("name", ["paged", "paged-index-copy", "paged-slice", "paged-prefill"])
 def test_every_cache_write_spelling_fuses_bit_exact(name):
     built = M.build(name, size="tiny", num_layers=2)
     compiled = _run(built, {"fuse_rope_kvcache": True})
