@@ -190,7 +190,56 @@ def test_the_fused_write_checks_one_slot_per_token():
         compiled(*inputs)
 
 
-def test_an_fp8_cache_write_is_a_remark():
+class _Fp8CacheWrite(_PrefillWrite):
+    """RoPE, then k and v quantized by static per-tensor FP8 (`x / s` clamped, or `x * (1 / s)`)
+    into FP8 caches: vLLM's fp8 kv_cache_dtype with k_scale / v_scale."""
+
+    def __init__(self, spelling: str = "div"):
+        super().__init__()
+        self.spelling = spelling
+
+    def _quant(self, x, scale):
+        x = x.float() / scale if self.spelling == "div" else x.float() * scale.reciprocal()
+        return x.clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+
+    def forward(self, positions, q, k, v, k_cache, v_cache, slots, k_scale, v_scale):
+        q, k = self._rope(q, positions), self._rope(k, positions)
+        k_cache.view(-1, 2, 64).index_put_((slots,), self._quant(k, k_scale))
+        v_cache.view(-1, 2, 64).index_put_((slots,), self._quant(v, v_scale))
+        return q
+
+
+def _fp8_inputs(t: int = 6) -> list:
+    g = torch.Generator().manual_seed(0)
+    fp8 = torch.float8_e4m3fn
+    return [torch.arange(t), *(4 * torch.randn(t, h, 64, generator=g).bfloat16() for h in (4, 2, 2)),
+            torch.zeros(4, 4, 2, 64, dtype=fp8), torch.zeros(4, 4, 2, 64, dtype=fp8),
+            torch.randperm(16, generator=g)[:t], torch.tensor(0.01), torch.tensor([0.02])]
+
+
+def test_an_fp8_cache_write_fuses_with_its_scales_bit_exact():
+    """Values past 448 after scaling (4 sigma / 0.01) are clamped alike in eager and the kernel."""
+    inputs = _fp8_inputs()
+    compiled = compile_and_run(_Fp8CacheWrite(), inputs, dynamic_dims=tuple((i, 0) for i in (0, 1, 2, 3, 6)),
+                               options={"optimization_level": 1,
+                                        "pass_config": {"fuse_rope_kvcache": True}})
+    assert compiled.raised()["quant_fp8"] == 2
+    assert compiled.fused(PASS) == 1, _missed(compiled)
+    assert_bit_exact(compiled.outputs, compiled.eager)
+    _, caches = compiled.outputs
+    assert (caches[4].float().abs() == 448).any()  # some rows were clamped
+
+
+def test_an_fp8_cache_quantized_by_a_reciprocal_is_a_remark():
+    compiled = compile_and_run(_Fp8CacheWrite("reciprocal"), _fp8_inputs(), dynamic_dims=(),
+                               options={"optimization_level": 1,
+                                        "pass_config": {"fuse_rope_kvcache": True}})
+    assert compiled.fused(PASS) == 0
+    assert any("x * (1 / s)" in m for m in _missed(compiled)), _missed(compiled)
+    assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+def test_an_unclamped_fp8_cache_write_is_a_remark():
     compiled = compile_and_run(_DecodeWrite(fp8=True), _decode_inputs(fp8=True),
                                dynamic_dims=(), options={
                                    "optimization_level": 1,

@@ -6,7 +6,8 @@ follows its kernel's measurement (`_SM90`, docs/benchmarks.md).
 
 Kernel `rope_kv_cache_write`: writes the rotated k and v into `k_cache` / `v_cache` in place
 (slots < 0 skipped, as vLLM pads) and returns the rotated q. Separate key and value caches
-`[num_blocks, block_size, kv_heads, head_dim]` in the model dtype.
+`[num_blocks, block_size, kv_heads, head_dim]` in the model dtype, or in FP8 with `k_scale` /
+`v_scale` (rows stored as `clamp(x / scale)`).
 """
 
 from __future__ import annotations
@@ -25,18 +26,19 @@ from irfuse.rewrites.fuse_rope_kvcache import KERNEL, RopeKvCachePattern
 SCHEMA = ("(Tensor q, Tensor k, Tensor v, Tensor? q_weight, Tensor? k_weight, Tensor? positions, "
           "Tensor? cos_sin_cache, Tensor? cos, Tensor? sin, Tensor(a!) k_cache, "
           "Tensor(b!) v_cache, Tensor slot_mapping, bool is_neox, int rotary_dim, float eps=0., "
-          "float weight_offset=0., bool weight_f32=False, bool rope_f32=False) -> Tensor")
+          "float weight_offset=0., bool weight_f32=False, bool rope_f32=False, "
+          "Tensor? k_scale=None, Tensor? v_scale=None) -> Tensor")
 
 
 def _on_rows(fn, q, k, v, q_weight, k_weight, positions, cos_sin_cache, cos, sin, k_cache,
-             v_cache, slot_mapping, **readings):
+             v_cache, slot_mapping, k_scale, v_scale, **readings):
     lq, _ = rope_rows.layouts(q, k, positions, cos)
     if cos is not None:
         cos, sin = rope_rows.table_rows(cos, lq), rope_rows.table_rows(sin, lq)
     else:
         positions = positions.reshape(-1)
     return fn(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache, k_cache, v_cache,
-              slot_mapping, None, None, **readings)
+              slot_mapping, k_scale, v_scale, **readings)
 
 
 def _readings(is_neox, rotary_dim, eps, weight_offset, weight_f32, rope_f32) -> dict:
@@ -46,25 +48,25 @@ def _readings(is_neox, rotary_dim, eps, weight_offset, weight_f32, rope_f32) -> 
 
 def _ref(q, k, v, q_weight, k_weight, positions, cos_sin_cache, cos, sin, k_cache, v_cache,
          slot_mapping, is_neox, rotary_dim, eps=0.0, weight_offset=0.0, weight_f32=False,
-         rope_f32=False):
+         rope_f32=False, k_scale=None, v_scale=None):
     return _on_rows(qk_norm_rope_ref.qk_norm_rope_kv, q, k, v, q_weight, k_weight, positions,
-                    cos_sin_cache, cos, sin, k_cache, v_cache, slot_mapping,
+                    cos_sin_cache, cos, sin, k_cache, v_cache, slot_mapping, k_scale, v_scale,
                     **_readings(is_neox, rotary_dim, eps, weight_offset, weight_f32, rope_f32))
 
 
 def _cuda(q, k, v, q_weight, k_weight, positions, cos_sin_cache, cos, sin, k_cache, v_cache,
           slot_mapping, is_neox, rotary_dim, eps=0.0, weight_offset=0.0, weight_f32=False,
-          rope_f32=False):
+          rope_f32=False, k_scale=None, v_scale=None):
     fn = (kernels("qk_norm_rope").qk_norm_rope_kv if dispatch.use_triton(ROPE_KV, q)
           else qk_norm_rope_ref.qk_norm_rope_kv)
     return _on_rows(fn, q, k, v, q_weight, k_weight, positions, cos_sin_cache, cos, sin,
-                    k_cache, v_cache, slot_mapping,
+                    k_cache, v_cache, slot_mapping, k_scale, v_scale,
                     **_readings(is_neox, rotary_dim, eps, weight_offset, weight_f32, rope_f32))
 
 
 def _fake(q, k, v, q_weight, k_weight, positions, cos_sin_cache, cos, sin, k_cache, v_cache,
           slot_mapping, is_neox, rotary_dim, eps=0.0, weight_offset=0.0, weight_f32=False,
-          rope_f32=False):
+          rope_f32=False, k_scale=None, v_scale=None):
     return torch.empty_like(q, memory_format=torch.contiguous_format)
 
 
@@ -106,6 +108,7 @@ def _lower(op: fused.RopeKvCacheWriteOp, platform: str) -> InPlace:
         keywords["weight_f32"] = aten.TRUE
     if op.rope_f32 is not None:
         keywords["rope_f32"] = aten.TRUE
+    keywords |= a.keyword("k_scale", op.k_scale) | a.keyword("v_scale", op.v_scale)
     call = kernel_call(ROPE_KV, a, template, op, platform, keywords,
                        result_types=[op.q_out.type])
     return InPlace(call, (call.results[0], op.k_cache, op.v_cache))
