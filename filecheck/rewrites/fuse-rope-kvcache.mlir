@@ -79,3 +79,19 @@ func.func @rope_write_fp8_reciprocal(%q: !irfuse.tensor<[s0, 4, 64], bf16>, %k: 
   %kc2, %vc2 = attn.kv_cache_write %k8, %v8, %kc, %vc, %slots : (!irfuse.tensor<[s0, 2, 64], f8E4M3FN>, !irfuse.tensor<[s0, 2, 64], f8E4M3FN>, !irfuse.tensor<[32, 16, 2, 64], f8E4M3FN>, !irfuse.tensor<[32, 16, 2, 64], f8E4M3FN>, !irfuse.tensor<[s0], i64>) -> (!irfuse.tensor<[32, 16, 2, 64], f8E4M3FN>, !irfuse.tensor<[32, 16, 2, 64], f8E4M3FN>)
   func.return %qr, %kc2 : !irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], f8E4M3FN>
 }
+
+// vLLM's FlashAttention layout: one [2, blocks, block_size, heads, head_dim] cache given as both
+// caches (k into [0], v into [1]); the kernel writes both halves of it in place.
+// CHECK-LABEL: func.func @rope_write_flash
+// CHECK:       fused.rope_kv_cache_write %{{.*}}, %{{.*}}, %{{.*}}, positions %{{.*}}, cos_sin_cache %{{.*}}, %[[KV:[^ ,]+]], %[[KV]], %{{[^ ]+}} {
+// CHECK-NOT:   attn.kv_cache_write
+// KERNEL-LABEL: func.func @rope_write_flash
+// KERNEL:      %[[Q:.+]] = kernel.call impl "reference" "irfuse::rope_kv_cache_write_flash.default"(%{{.*}}, %{{.*}}, %{{.*}}, none, none, %{{.*}}, %{{.*}}, none, none, %{{.*}}, %{{.*}}, true, 64)
+// KERNEL-NOT:  copy_
+// KERNEL:      func.return %[[Q]]
+func.func @rope_write_flash(%q: !irfuse.tensor<[s0, 4, 64], bf16>, %k: !irfuse.tensor<[s0, 2, 64], bf16>, %v: !irfuse.tensor<[s0, 2, 64], bf16>, %pos: !irfuse.tensor<[s0], i64>, %cache: !irfuse.tensor<[4096, 64], bf16>, %kv: !irfuse.tensor<[2, 32, 16, 2, 64], bf16>, %slots: !irfuse.tensor<[s0], i64>) -> !irfuse.tensor<[s0, 4, 64], bf16> {
+  %qr, %kr = attn.rope %q, k %k, positions %pos, cos_sin_cache %cache {is_neox = true, rotary_dim = 64 : i64, head_dim = 64 : i64} : (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 64], bf16>) -> (!irfuse.tensor<[s0, 4, 64], bf16>, k_out !irfuse.tensor<[s0, 2, 64], bf16>)
+  %kv1, %kv2 = attn.kv_cache_write %kr, %v, %kv, %kv, %slots : (!irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[2, 32, 16, 2, 64], bf16>, !irfuse.tensor<[2, 32, 16, 2, 64], bf16>, !irfuse.tensor<[s0], i64>) -> (!irfuse.tensor<[2, 32, 16, 2, 64], bf16>, !irfuse.tensor<[2, 32, 16, 2, 64], bf16>)
+  %c = aten.call "aten::copy_.default"(%kv, %kv2) : (!irfuse.tensor<[2, 32, 16, 2, 64], bf16>, !irfuse.tensor<[2, 32, 16, 2, 64], bf16>) -> !irfuse.tensor<[2, 32, 16, 2, 64], bf16>
+  func.return %qr : !irfuse.tensor<[s0, 4, 64], bf16>
+}

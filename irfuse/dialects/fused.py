@@ -58,6 +58,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from irfuse.dialects.act import pad_dims, silu_mul_dims
 from irfuse.dialects.attn import (
+    cache_halves,
     check_attention,
     check_paged_cache_write,
     check_rope_tables,
@@ -664,6 +665,7 @@ class RopeKvCacheWriteOp(NamedOperandSyntax):
     q `[T, Hq, D]`, k `[T, Hkv, D]`, v `[T, Hkv, Dv]`; tables as `attn.rope`'s; caches and
     slots as `attn.kv_cache_write`'s (the caches' new values are results here; the kernel
     writes them in place). With norm weights, `eps` and the readings of `fused.qk_norm_rope`.
+    The caches may be vLLM's one FlashAttention-layout cache, as in `attn.kv_cache_write`.
     With `k_scale` and `v_scale` (one f32 element each) the caches hold f8E4M3FN and k, v (in
     q's dtype) are stored as `clamp(x / scale, -448, 448)`, vLLM's FP8 KV cache.
     """
@@ -785,7 +787,8 @@ class RopeKvCacheWriteOp(NamedOperandSyntax):
                       tensor_type(self.v.type.dims, v_cache.dtype))
         else:
             stored = (k, self.v.type)
-        check_paged_cache_write(*stored, k_cache, v_cache, self.slot_mapping.type)
+        check_paged_cache_write(*stored, *cache_halves(self.k_cache, self.v_cache),
+                                self.slot_mapping.type)
         check_same_type("q_out", self.q_out.type, q, "q")
         check_same_type("k_cache_out", self.k_cache_out.type, k_cache, "k_cache")
         check_same_type("v_cache_out", self.v_cache_out.type, v_cache, "v_cache")

@@ -9,7 +9,9 @@ k must feed only the write (the kernel returns only q), q and k must be `[T, hea
 place. The slot mapping's length may be a symbol of its own (vLLM marks it dynamic apart from
 the tokens): one slot per token is checked when the kernel runs. An FP8 cache write whose k
 and v are static per-tensor FP8 quants (`x / s`) fuses with the scales: the kernel stores the
-quantized rows (vLLM's fp8 kv_cache_dtype with k_scale / v_scale).
+quantized rows (vLLM's fp8 kv_cache_dtype with k_scale / v_scale). A write into vLLM's
+FlashAttention layout (one `[2, blocks, block_size, heads, dim]` cache as both caches) fuses
+alike, its kernel writing the two halves.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from irfuse.lowering.match import NoMatch, call, users
 from irfuse.rewrites.fuse_qk_norm_rope import rotates_in_f32
 
 KERNEL = "rope_kv_cache_write"
+FLASH_KERNEL = "rope_kv_cache_write_flash"  # one [2, blocks, block_size, heads, dim] cache
 
 METADATA_READERS = (NEW_EMPTY, NEW_FULL, NEW_ONES, NEW_ZEROS)
 """Ops that read only a tensor's device (and dtype): the rotated k may feed them; they read
@@ -66,7 +69,7 @@ def _fuse(write: KvCacheWriteOp, site: Site) -> bool:
     if late:
         raise NoMatch("the rotated q is read before the cache write; the fused op takes the "
                       "write's place")
-    site.require_kernel(KERNEL)
+    site.require_kernel(FLASH_KERNEL if write.k_cache.type.rank == 5 else KERNEL)
 
     normed = isinstance(rope, QkNormRopeOp)
     fused = RopeKvCacheWriteOp(

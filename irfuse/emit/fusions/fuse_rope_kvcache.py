@@ -7,7 +7,9 @@ follows its kernel's measurement (`_SM90`, docs/benchmarks.md).
 Kernel `rope_kv_cache_write`: writes the rotated k and v into `k_cache` / `v_cache` in place
 (slots < 0 skipped, as vLLM pads) and returns the rotated q. Separate key and value caches
 `[num_blocks, block_size, kv_heads, head_dim]` in the model dtype, or in FP8 with `k_scale` /
-`v_scale` (rows stored as `clamp(x / scale)`).
+`v_scale` (rows stored as `clamp(x / scale)`). Kernel `rope_kv_cache_write_flash`: the same on
+vLLM's FlashAttention layout, one `[2, num_blocks, block_size, kv_heads, head_dim]` cache whose
+halves are the key and value caches.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from irfuse.emit.declare import Choice, Fusion, InPlace, Kernel, everywhere
 from irfuse.emit.dispatch import kernels
 from irfuse.emit.kernel_call import Args, flag, kernel_call
 from irfuse.emit.kernels import qk_norm_rope_ref, rope_rows
-from irfuse.rewrites.fuse_rope_kvcache import KERNEL, RopeKvCachePattern
+from irfuse.rewrites.fuse_rope_kvcache import FLASH_KERNEL, KERNEL, RopeKvCachePattern
 
 SCHEMA = ("(Tensor q, Tensor k, Tensor v, Tensor? q_weight, Tensor? k_weight, Tensor? positions, "
           "Tensor? cos_sin_cache, Tensor? cos, Tensor? sin, Tensor(a!) k_cache, "
@@ -91,14 +93,40 @@ _SM90 = {"cuda:sm90": ((1, Choice("triton", "not measured yet")),)}
 ROPE_KV = Kernel(KERNEL, SCHEMA, _ref, _cuda, _fake, _SM90, single_tensor=True,
                  examples=_examples)
 
+FLASH_SCHEMA = SCHEMA.replace("Tensor(a!) k_cache, Tensor(b!) v_cache", "Tensor(a!) kv_cache")
+
+
+def _halves(fn):
+    """`fn` (a separate-caches implementation) on the two halves of one FlashAttention-layout
+    cache `[2, blocks, block_size, heads, head_dim]`: views, so the writes land in it."""
+    def on_halves(q, k, v, q_weight, k_weight, positions, cos_sin_cache, cos, sin, kv_cache,
+                  *rest, **kwargs):
+        if kv_cache.dim() != 5 or kv_cache.shape[0] != 2:
+            raise ValueError(f"irfuse: {FLASH_KERNEL}: kv_cache must be [2, num_blocks, "
+                             f"block_size, kv_heads, head_dim], not {list(kv_cache.shape)}")
+        return fn(q, k, v, q_weight, k_weight, positions, cos_sin_cache, cos, sin, kv_cache[0],
+                  kv_cache[1], *rest, **kwargs)
+    return on_halves
+
+
+def _flash_examples(shape: tuple[int, ...]) -> list[tuple]:
+    """`_examples` with one `[2, 4, 4, 2, D]` cache in place of the two."""
+    return [(*args[:9], torch.zeros(2, *args[9].shape, dtype=args[9].dtype), *args[11:])
+            for args in _examples(shape)]
+
+
+ROPE_KV_FLASH = Kernel(FLASH_KERNEL, FLASH_SCHEMA, _halves(_ref), _halves(_cuda), _halves(_fake),
+                       _SM90, single_tensor=True, examples=_flash_examples)
+
 
 def _lower(op: fused.RopeKvCacheWriteOp, platform: str) -> InPlace:
     a = Args()
+    flash = op.k_cache.type.rank == 5  # one FlashAttention-layout cache, given as both
+    caches = [a.tensor(op.k_cache)] if flash else [a.tensor(op.k_cache), a.tensor(op.v_cache)]
     template = [a.tensor(op.q), a.tensor(op.k), a.tensor(op.v), a.optional(op.q_weight),
                 a.optional(op.k_weight), a.optional(op.positions), a.optional(op.cos_sin_cache),
-                a.optional(op.cos), a.optional(op.sin), a.tensor(op.k_cache),
-                a.tensor(op.v_cache), a.tensor(op.slot_mapping), flag(op.is_neox.value.data),
-                IntAttr(op.rotary_dim.value.data)]
+                a.optional(op.cos), a.optional(op.sin), *caches, a.tensor(op.slot_mapping),
+                flag(op.is_neox.value.data), IntAttr(op.rotary_dim.value.data)]
     keywords = {}
     if op.eps is not None:
         keywords["eps"] = FloatData(op.eps.value.data)
@@ -109,7 +137,7 @@ def _lower(op: fused.RopeKvCacheWriteOp, platform: str) -> InPlace:
     if op.rope_f32 is not None:
         keywords["rope_f32"] = aten.TRUE
     keywords |= a.keyword("k_scale", op.k_scale) | a.keyword("v_scale", op.v_scale)
-    call = kernel_call(ROPE_KV, a, template, op, platform, keywords,
+    call = kernel_call(ROPE_KV_FLASH if flash else ROPE_KV, a, template, op, platform, keywords,
                        result_types=[op.q_out.type])
     return InPlace(call, (call.results[0], op.k_cache, op.v_cache))
 
@@ -127,5 +155,5 @@ FUSION = Fusion(
     note="vLLM turns it on at O1 only with ROCm AITER",
     patterns=(RopeKvCachePattern(),),
     lowerings={fused.RopeKvCacheWriteOp.name: _lower},  # type: ignore[dict-item]
-    kernels=(ROPE_KV,),
+    kernels=(ROPE_KV, ROPE_KV_FLASH),
 )
