@@ -45,3 +45,53 @@ func.func @k_read_elsewhere(%q: !irfuse.tensor<[s0, 4, 64], bf16>, %k: !irfuse.t
   %kc2, %vc2 = attn.kv_cache_write %kr, %v, %kc, %vc, %slots : (!irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>, !irfuse.tensor<[s0], i64>) -> (!irfuse.tensor<[32, 16, 2, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>)
   func.return %qr, %kr, %kc2 : !irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>
 }
+
+// An FP8 cache: k and v are static per-tensor FP8 quants (x / s) before the write. The fused op
+// takes the unquantized k and v and the two scales; its kernel stores clamp(x / scale).
+// CHECK-LABEL: func.func @rope_write_fp8
+// CHECK:       %[[Q:.+]], %{{.+}}, %{{.+}} = fused.rope_kv_cache_write %{{.*}}, %{{.*}}, %[[V:[^ ,]+]], positions %{{.*}}, cos_sin_cache %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, k_scale %[[KS:[^ ,]+]], v_scale %[[VS:[^ ]+]] {
+// CHECK-NOT:   quant.fp8
+// CHECK-NOT:   attn.kv_cache_write
+// CHECK:       func.return %[[Q]]
+// KERNEL-LABEL: func.func @rope_write_fp8
+// KERNEL:      kernel.call impl "reference" "irfuse::rope_kv_cache_write.default"({{.*}}, true, 64, k_scale = %{{.*}}, v_scale = %{{.*}})
+// KERNEL-NOT:  quant.fp8
+// KERNEL:      func.return
+func.func @rope_write_fp8(%q: !irfuse.tensor<[s0, 4, 64], bf16>, %k: !irfuse.tensor<[s0, 2, 64], bf16>, %v: !irfuse.tensor<[s0, 2, 64], bf16>, %pos: !irfuse.tensor<[s0], i64>, %cache: !irfuse.tensor<[4096, 64], bf16>, %kc: !irfuse.tensor<[32, 16, 2, 64], f8E4M3FN>, %vc: !irfuse.tensor<[32, 16, 2, 64], f8E4M3FN>, %slots: !irfuse.tensor<[s0], i64>, %ks: !irfuse.tensor<[], f32>, %vs: !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 4, 64], bf16> {
+  %qr, %kr = attn.rope %q, k %k, positions %pos, cos_sin_cache %cache {is_neox = true, rotary_dim = 64 : i64, head_dim = 64 : i64} : (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 64], bf16>) -> (!irfuse.tensor<[s0, 4, 64], bf16>, k_out !irfuse.tensor<[s0, 2, 64], bf16>)
+  %k8 = quant.fp8 %kr, scale %ks {scheme = #quant.scheme<static_tensor>, divide} : (!irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 2, 64], f8E4M3FN>
+  %v8 = quant.fp8 %v, scale %vs {scheme = #quant.scheme<static_tensor>, divide} : (!irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 2, 64], f8E4M3FN>
+  %kc2, %vc2 = attn.kv_cache_write %k8, %v8, %kc, %vc, %slots : (!irfuse.tensor<[s0, 2, 64], f8E4M3FN>, !irfuse.tensor<[s0, 2, 64], f8E4M3FN>, !irfuse.tensor<[32, 16, 2, 64], f8E4M3FN>, !irfuse.tensor<[32, 16, 2, 64], f8E4M3FN>, !irfuse.tensor<[s0], i64>) -> (!irfuse.tensor<[32, 16, 2, 64], f8E4M3FN>, !irfuse.tensor<[32, 16, 2, 64], f8E4M3FN>)
+  %c1 = aten.call "aten::copy_.default"(%kc, %kc2) : (!irfuse.tensor<[32, 16, 2, 64], f8E4M3FN>, !irfuse.tensor<[32, 16, 2, 64], f8E4M3FN>) -> !irfuse.tensor<[32, 16, 2, 64], f8E4M3FN>
+  %c2 = aten.call "aten::copy_.default"(%vc, %vc2) : (!irfuse.tensor<[32, 16, 2, 64], f8E4M3FN>, !irfuse.tensor<[32, 16, 2, 64], f8E4M3FN>) -> !irfuse.tensor<[32, 16, 2, 64], f8E4M3FN>
+  func.return %qr : !irfuse.tensor<[s0, 4, 64], bf16>
+}
+
+// Not fused: the FP8 k is quantized as x * (1 / s) (no `divide`); the kernel divides.
+// CHECK-LABEL: func.func @rope_write_fp8_reciprocal
+// CHECK:       attn.rope
+// CHECK:       quant.fp8
+// CHECK:       attn.kv_cache_write
+func.func @rope_write_fp8_reciprocal(%q: !irfuse.tensor<[s0, 4, 64], bf16>, %k: !irfuse.tensor<[s0, 2, 64], bf16>, %v: !irfuse.tensor<[s0, 2, 64], bf16>, %pos: !irfuse.tensor<[s0], i64>, %cache: !irfuse.tensor<[4096, 64], bf16>, %kc: !irfuse.tensor<[32, 16, 2, 64], f8E4M3FN>, %vc: !irfuse.tensor<[32, 16, 2, 64], f8E4M3FN>, %slots: !irfuse.tensor<[s0], i64>, %ks: !irfuse.tensor<[], f32>, %vs: !irfuse.tensor<[1], f32>) -> (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], f8E4M3FN>) {
+  %qr, %kr = attn.rope %q, k %k, positions %pos, cos_sin_cache %cache {is_neox = true, rotary_dim = 64 : i64, head_dim = 64 : i64} : (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 64], bf16>) -> (!irfuse.tensor<[s0, 4, 64], bf16>, k_out !irfuse.tensor<[s0, 2, 64], bf16>)
+  %k8 = quant.fp8 %kr, scale %ks {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 2, 64], f8E4M3FN>
+  %v8 = quant.fp8 %v, scale %vs {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 2, 64], f8E4M3FN>
+  %kc2, %vc2 = attn.kv_cache_write %k8, %v8, %kc, %vc, %slots : (!irfuse.tensor<[s0, 2, 64], f8E4M3FN>, !irfuse.tensor<[s0, 2, 64], f8E4M3FN>, !irfuse.tensor<[32, 16, 2, 64], f8E4M3FN>, !irfuse.tensor<[32, 16, 2, 64], f8E4M3FN>, !irfuse.tensor<[s0], i64>) -> (!irfuse.tensor<[32, 16, 2, 64], f8E4M3FN>, !irfuse.tensor<[32, 16, 2, 64], f8E4M3FN>)
+  func.return %qr, %kc2 : !irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], f8E4M3FN>
+}
+
+// vLLM's FlashAttention layout: one [2, blocks, block_size, heads, head_dim] cache given as both
+// caches (k into [0], v into [1]); the kernel writes both halves of it in place.
+// CHECK-LABEL: func.func @rope_write_flash
+// CHECK:       fused.rope_kv_cache_write %{{.*}}, %{{.*}}, %{{.*}}, positions %{{.*}}, cos_sin_cache %{{.*}}, %[[KV:[^ ,]+]], %[[KV]], %{{[^ ]+}} {
+// CHECK-NOT:   attn.kv_cache_write
+// KERNEL-LABEL: func.func @rope_write_flash
+// KERNEL:      %[[Q:.+]] = kernel.call impl "reference" "irfuse::rope_kv_cache_write_flash.default"(%{{.*}}, %{{.*}}, %{{.*}}, none, none, %{{.*}}, %{{.*}}, none, none, %{{.*}}, %{{.*}}, true, 64)
+// KERNEL-NOT:  copy_
+// KERNEL:      func.return %[[Q]]
+func.func @rope_write_flash(%q: !irfuse.tensor<[s0, 4, 64], bf16>, %k: !irfuse.tensor<[s0, 2, 64], bf16>, %v: !irfuse.tensor<[s0, 2, 64], bf16>, %pos: !irfuse.tensor<[s0], i64>, %cache: !irfuse.tensor<[4096, 64], bf16>, %kv: !irfuse.tensor<[2, 32, 16, 2, 64], bf16>, %slots: !irfuse.tensor<[s0], i64>) -> !irfuse.tensor<[s0, 4, 64], bf16> {
+  %qr, %kr = attn.rope %q, k %k, positions %pos, cos_sin_cache %cache {is_neox = true, rotary_dim = 64 : i64, head_dim = 64 : i64} : (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 64], bf16>) -> (!irfuse.tensor<[s0, 4, 64], bf16>, k_out !irfuse.tensor<[s0, 2, 64], bf16>)
+  %kv1, %kv2 = attn.kv_cache_write %kr, %v, %kv, %kv, %slots : (!irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[2, 32, 16, 2, 64], bf16>, !irfuse.tensor<[2, 32, 16, 2, 64], bf16>, !irfuse.tensor<[s0], i64>) -> (!irfuse.tensor<[2, 32, 16, 2, 64], bf16>, !irfuse.tensor<[2, 32, 16, 2, 64], bf16>)
+  %c = aten.call "aten::copy_.default"(%kv, %kv2) : (!irfuse.tensor<[2, 32, 16, 2, 64], bf16>, !irfuse.tensor<[2, 32, 16, 2, 64], bf16>) -> !irfuse.tensor<[2, 32, 16, 2, 64], bf16>
+  func.return %qr : !irfuse.tensor<[s0, 4, 64], bf16>
+}

@@ -225,6 +225,24 @@ def check_paged_cache_write(
     # own): one slot per new token is then checked when the write runs.
 
 
+def cache_halves(k_cache: SSAValue, v_cache: SSAValue) -> tuple[TensorType, TensorType]:
+    """The `[num_blocks, block_size, kv_heads, head_dim]` caches a paged write stores into:
+    the two operands, or, for vLLM's FlashAttention layout, the halves of the one
+    `[2, num_blocks, block_size, kv_heads, head_dim]` value given as both (k into [0], v into
+    [1])."""
+    kt, vt = k_cache.type, v_cache.type
+    assert isinstance(kt, TensorType) and isinstance(vt, TensorType)
+    if kt.rank != 5:
+        return kt, vt
+    if k_cache is not v_cache:
+        raise VerifyException("a 5-D cache is vLLM's FlashAttention layout: k_cache and v_cache "
+                              "must be the same [2, num_blocks, block_size, kv_heads, head_dim] "
+                              "value")
+    check_dim("the 5-D cache's first dim (k and v halves)", kt.dims[0], 2)
+    half = tensor_type(kt.dims[1:], kt.dtype)
+    return half, half
+
+
 def _int(attr: IntegerAttr) -> int:
     return attr.value.data
 
@@ -599,7 +617,10 @@ class KvCacheWriteOp(RaisedOperation):
         -> (!irfuse.tensor<[1024, 16, 8, 128], bf16>, !irfuse.tensor<[1024, 16, 8, 128], bf16>)
     ```
     Caches are `[num_blocks, block_size, kv_heads, head_dim]` of k's / v's dtype; slot `s` is
-    block `s // block_size`, row `s % block_size`. The results are typed like the caches.
+    block `s // block_size`, row `s % block_size`. The results are typed like the caches. In
+    vLLM's FlashAttention layout both cache operands are the one `[2, num_blocks, block_size,
+    kv_heads, head_dim]` value (k goes into `[0]`, v into `[1]`), and both results are that cache
+    with k and v written.
     """
 
     name = "attn.kv_cache_write"
@@ -633,7 +654,8 @@ class KvCacheWriteOp(RaisedOperation):
 
     def verify_(self) -> None:
         k_cache, v_cache = self.k_cache.type, self.v_cache.type
-        check_paged_cache_write(self.k.type, self.v.type, k_cache, v_cache, self.slot_mapping.type)
+        check_paged_cache_write(self.k.type, self.v.type, *cache_halves(self.k_cache, self.v_cache),
+                                self.slot_mapping.type)
         check_same_type("k_cache_out", self.k_cache_out.type, k_cache, "k_cache")
         check_same_type("v_cache_out", self.v_cache_out.type, v_cache, "v_cache")
 

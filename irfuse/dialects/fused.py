@@ -58,6 +58,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from irfuse.dialects.act import pad_dims, silu_mul_dims
 from irfuse.dialects.attn import (
+    cache_halves,
     check_attention,
     check_paged_cache_write,
     check_rope_tables,
@@ -664,6 +665,9 @@ class RopeKvCacheWriteOp(NamedOperandSyntax):
     q `[T, Hq, D]`, k `[T, Hkv, D]`, v `[T, Hkv, Dv]`; tables as `attn.rope`'s; caches and
     slots as `attn.kv_cache_write`'s (the caches' new values are results here; the kernel
     writes them in place). With norm weights, `eps` and the readings of `fused.qk_norm_rope`.
+    The caches may be vLLM's one FlashAttention-layout cache, as in `attn.kv_cache_write`.
+    With `k_scale` and `v_scale` (one f32 element each) the caches hold f8E4M3FN and k, v (in
+    q's dtype) are stored as `clamp(x / scale, -448, 448)`, vLLM's FP8 KV cache.
     """
 
     name = "fused.rope_kv_cache_write"
@@ -680,6 +684,8 @@ class RopeKvCacheWriteOp(NamedOperandSyntax):
     k_cache = operand_def(TensorType)
     v_cache = operand_def(TensorType)
     slot_mapping = operand_def(TensorType)
+    k_scale = opt_operand_def(TensorType)
+    v_scale = opt_operand_def(TensorType)
 
     q_out = result_def(TensorType)
     k_cache_out = result_def(TensorType)
@@ -717,12 +723,14 @@ class RopeKvCacheWriteOp(NamedOperandSyntax):
         weight_offset: float = 0.0,
         weight_f32: bool = False,
         rope_f32: bool = False,
+        k_scale: SSAValue | None = None,
+        v_scale: SSAValue | None = None,
         result_types: Sequence[Attribute] | None = None,
         attributes: Mapping[str, Attribute] | None = None,
     ):
         super().__init__(
             operands=[q, k, v, q_weight, k_weight, positions, cos_sin_cache, cos, sin,
-                      k_cache, v_cache, slot_mapping],
+                      k_cache, v_cache, slot_mapping, k_scale, v_scale],
             result_types=list(result_types or (q.type, k_cache.type, v_cache.type)),
             properties={
                 "is_neox": bool_attr(is_neox),
@@ -761,7 +769,26 @@ class RopeKvCacheWriteOp(NamedOperandSyntax):
             check_norm_weight(q, weights[0], "q")
             check_norm_weight(k, weights[1], "k")
         k_cache, v_cache = self.k_cache.type, self.v_cache.type
-        check_paged_cache_write(k, self.v.type, k_cache, v_cache, self.slot_mapping.type)
+        scales = (opt_type(self.k_scale), opt_type(self.v_scale))
+        if (scales[0] is None) != (scales[1] is None):
+            raise VerifyException("k_scale and v_scale go together")
+        if scales[0] is not None:  # an FP8 cache: k and v are stored as clamp(x / scale)
+            for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
+                if cache.dtype != F8E4M3FN:
+                    raise VerifyException(f"with k_scale / v_scale, {name} must hold "
+                                          f"f8E4M3FN, not {cache.dtype}")
+            for name, scale in zip(("k_scale", "v_scale"), scales, strict=True):
+                if static_numel(scale.dims) != 1 or scale.dtype != f32:
+                    raise VerifyException(f"{name} must be one f32 element, not "
+                                          f"{shape_str(scale.dims)} {scale.dtype}")
+            if self.v.type.dtype != q.dtype:
+                raise VerifyException(f"v has dtype {self.v.type.dtype}, expected q's {q.dtype}")
+            stored = (tensor_type(k.dims, k_cache.dtype),
+                      tensor_type(self.v.type.dims, v_cache.dtype))
+        else:
+            stored = (k, self.v.type)
+        check_paged_cache_write(*stored, *cache_halves(self.k_cache, self.v_cache),
+                                self.slot_mapping.type)
         check_same_type("q_out", self.q_out.type, q, "q")
         check_same_type("k_cache_out", self.k_cache_out.type, k_cache, "k_cache")
         check_same_type("v_cache_out", self.v_cache_out.type, v_cache, "v_cache")

@@ -2,7 +2,10 @@
 
 Anchored at each functional write of new rows into the cache (`index_put` by slot mapping on the
 flat or the 4-D cache, `index_copy`, or the block-size-1 `slice_scatter`), each followed by its
-`copy_` back into the cache input. Writes are collected during the walk and paired after it (k
+`copy_` back into the cache input. In vLLM's FlashAttention layout the caches are the two halves
+of one `[2, blocks, block_size, heads, head_dim]` input (split by indexing or `unbind`): each
+half's write is scattered back (`select_scatter`) and the pair's second result copied back; the
+raised op then takes that input as both caches. Writes are collected during the walk and paired after it (k
 with v: the same slots); each pair raises to one `attn.kv_cache_write` returning the updated
 caches in SSA form, the `copy_` staying outside as the in-place store. A write with no partner is
 a remark.
@@ -81,6 +84,18 @@ class _Write:
     end: object = None  # slice form: the end argument (T's size value, or an int)
     ops: list[Operation] = field(default_factory=list)
     optional: list[Operation] = field(default_factory=list)
+    half: _Half | None = None  # a write into one half of a FlashAttention-layout cache
+
+
+@dataclass
+class _Half:
+    """`kv[i]` (select or unbind along dim 0) of a 5-D `[2, blocks, block_size, heads, dim]`
+    cache `kv`: the graph input itself or its copy with the other half already written."""
+
+    root: SSAValue  # the 5-D graph input
+    base: SSAValue  # the 5-D value the half is read from
+    index: int  # 0: the key half, 1: the value half
+    op: Operation  # the select / unbind
 
 
 def _dims(value: object) -> tuple:
@@ -100,22 +115,51 @@ def _is_cache(value: object) -> bool:
 
 
 def _flattened_cache(flat: SSAValue) -> tuple[SSAValue, Operation] | None:
-    """(cache, view) when `flat` is a view of a cache; None when it is not."""
+    """(cache, view) when `flat` is a view of a cache or of one half of a FlashAttention-layout
+    cache (then `cache` is the 4-D half); None when it is not."""
     view = producer(flat, *RESHAPES)
-    if view is None or not _is_cache(view.arg(0)):
-        if view is not None and _half_of_kv_cache(view.arg(0)):
-            raise NoMatch("a write into one half of a [2, blocks, block_size, heads, head_dim] "
-                          "cache (vLLM's FlashAttention layout) is not raised yet")
+    if view is None or not (_is_cache(view.arg(0)) or _half_of(view.arg(0)) is not None):
         return None
     return view.arg(0), view.op
 
 
-def _half_of_kv_cache(value: object) -> bool:
-    """`kv_cache[i]` / `kv_cache.unbind(0)[i]` of a 5-D graph input (or of its updated copy)."""
+def _half_of(value: object) -> _Half | None:
+    """`kv[i]` / `kv.unbind(0)[i]` of a 5-D `[2, ...]` graph input `kv`, or of the value of `kv`
+    after the other half's write (a `select_scatter` along dim 0 of it)."""
     found = producer(value, SELECT_INT, UNBIND_INT)
-    while found is not None and not isinstance(found.arg(0), BlockArgument):
-        found = producer(found.arg(0), SELECT_SCATTER, SELECT_INT, UNBIND_INT)
-    return found is not None and len(_dims(found.arg(0))) == 5
+    if found is None or not isinstance(value, SSAValue):
+        return None
+    base = found.arg(0)
+    dims = _dims(base)
+    if len(dims) != 5 or dims[0] != 2:
+        return None
+    if found.target == SELECT_INT:
+        dim, index = found.arg(1), found.arg(2)
+    else:
+        dim, index = found.arg(1, "dim", 0), value.index  # type: ignore[attr-defined]
+    if _norm_dim(dim, 5) != 0 or _norm_dim(index, 2) is None:
+        return None
+    root = base
+    while not isinstance(root, BlockArgument):
+        scatter = producer(root, SELECT_SCATTER)
+        if scatter is None:
+            return None
+        root = scatter.arg(0)
+    return _Half(root, base, index % 2, found.op)
+
+
+def _into_half(write: _Write, half: _Half) -> None:
+    """A write into a half: its new 4-D value must be scattered back into the 5-D value it was
+    read from, at the same index; the 5-D result is the write's updated cache."""
+    scatter = call(only_user(write.updated), SELECT_SCATTER)
+    if (scatter is None or scatter.arg(0) is not half.base or scatter.arg(1, "src")
+            is not write.updated or _norm_dim(scatter.arg(2, "dim"), 5) != 0
+            or _norm_dim(scatter.arg(3, "index"), 2) != half.index):
+        raise NoMatch("the written half of the [2, blocks, block_size, heads, head_dim] cache is "
+                      "not scattered back into the half it was read from")
+    write.ops.append(scatter.op)
+    write.optional.append(half.op)
+    write.cache, write.updated, write.half = half.root, scatter.result, half
 
 
 def _check_flat(cache: SSAValue, flat: SSAValue) -> None:
@@ -281,6 +325,10 @@ def _match(found: Call) -> _Write | None:
         write = _match_slice_scatter(found)
     if write is None:
         return None
+    half = _half_of(write.cache)
+    if half is not None:
+        _into_half(write, half)
+        return write  # the copy back follows the second half's write (checked when paired)
     back = [u for u in users(write.updated)
             if (c := call(u, COPY_INPLACE)) is not None and c.arg(0) is write.cache
             and c.arg(1, "src") is write.updated]
@@ -300,10 +348,25 @@ def _same_slots(a: _Write, b: _Write) -> bool:
 
 
 def _partners(a: _Write, b: _Write) -> bool:
+    if a.half is not None or b.half is not None:
+        return _half_partners(a, b)
     return (
         a.cache is not b.cache
         and _same_slots(a, b)
         and _dims(a.cache)[:3] == _dims(b.cache)[:3]
+        and _may_agree(_dims(a.new)[0], _dims(b.new)[0])
+        and _dims(a.new)[1] == _dims(b.new)[1]
+    )
+
+
+def _half_partners(a: _Write, b: _Write) -> bool:
+    """The two halves of one FlashAttention-layout cache, one written after the other."""
+    if a.half is None or b.half is None or a.cache is not b.cache:
+        return False
+    return (
+        a.half.index != b.half.index
+        and (b.half.base is a.updated or a.half.base is b.updated)
+        and _same_slots(a, b)
         and _may_agree(_dims(a.new)[0], _dims(b.new)[0])
         and _dims(a.new)[1] == _dims(b.new)[1]
     )
@@ -331,7 +394,10 @@ def _pairs(writes: list[_Write]) -> tuple[list[tuple[_Write, _Write]], list[_Wri
             alone.append(first)
             continue
         pending.remove(partner)
-        if _is_rotated_key(partner.new) and not _is_rotated_key(first.new):
+        if first.half is not None:
+            if first.half.index == 1:  # kv[0] holds the keys, kv[1] the values
+                first, partner = partner, first
+        elif _is_rotated_key(partner.new) and not _is_rotated_key(first.new):
             first, partner = partner, first
         pairs.append((first, partner))
     return pairs, alone
@@ -374,6 +440,12 @@ def _raise(k: _Write, v: _Write, block: Block, order: dict[Operation, int]) -> O
     ops = sorted(with_private([*k.ops, *v.ops], [*k.optional, *v.optional]),
                  key=lambda o: order[o])
     outputs = [k.updated, v.updated]
+    if k.half is not None:  # one 5-D cache: both results are it after the second write
+        last = v if v.half.base is k.updated else k  # type: ignore[union-attr]
+        if not any(call(u, COPY_INPLACE) is not None and call(u, COPY_INPLACE).arg(0) is k.cache
+                   for u in users(last.updated)):
+            raise NoMatch("the updated cache is not copied back into the cache input")
+        outputs = [last.updated, last.updated]
     if not users_follow(outputs, ops, order):
         raise NoMatch("the k cache's new value is used before the v cache is written")
     made: list[aten.CallOp] = _slot_range(k) if k.slots is None else []

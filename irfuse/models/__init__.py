@@ -2,7 +2,7 @@
 
 Ordinary `nn.Module`s written as vLLM / Hugging Face model code writes them: Llama-style and
 Qwen3-style decoders (bf16, FP8 static, FP8 per-token, FP8 per-tensor, FP8 per-group 128/64 and
-NVFP4), an MLA decoder (DeepSeek-V2/V3), a paged-KV-cache decode step and tensor-parallel
+NVFP4), an MLA decoder (DeepSeek-V2/V3), paged-KV-cache decode and prefill steps and tensor-parallel
 variants. `build(name, size=..., **overrides)` returns a `BuiltModel` with the model in eval
 mode, example inputs, the num_tokens dims to mark dynamic, and the exact count of each raised op.
 
@@ -53,7 +53,7 @@ import torch
 import torch.distributed as torch_dist
 from torch import nn
 
-from irfuse.models import llama, mla, paged, qwen3
+from irfuse.models import llama, mla, paged, paged_prefill, qwen3
 from irfuse.models.config import (
     CONFIG_FIELDS,
     OPTION_FIELDS,
@@ -70,7 +70,8 @@ __all__ = [
     "ModelOptions", "ModelSpec", "build",
 ]
 
-FAMILIES: dict[str, ModuleType] = {"llama": llama, "qwen3": qwen3, "mla": mla, "paged": paged}
+FAMILIES: dict[str, ModuleType] = {"llama": llama, "qwen3": qwen3, "mla": mla, "paged": paged,
+                                   "paged_prefill": paged_prefill}
 DECODER_SIZES = ("tiny", "small", "llama-8b")
 MLA_SIZES = ("tiny", "small", "deepseek-v2-lite")
 
@@ -195,6 +196,8 @@ _SPECS = [
     _spec("paged-slice", "paged", "paged-KV decode step, cache write by slice assignment "
           "(slice_scatter), block size 1", kv_write="slice_scatter",
           config=dict(block_size=1, max_blocks_per_seq=64)),
+    _spec("paged-prefill", "paged_prefill", "paged-KV prefill step: one sequence, cache write "
+          "by index_put_, causal attention over the keys and values read back from the cache"),
     # Tensor parallel (need a process group: irfuse.models.dist.fake_process_group).
     _spec("llama-tp", "llama", "`llama` sharded for TP, functional all_reduce",
           rope_cache_index="index_select", tp_collective="all_reduce"),

@@ -57,6 +57,8 @@ class ModelConfig:
     # num_tokens * (max_blocks_per_seq + 1) + 1 blocks (inputs, not weights).
     block_size: int = 16
     max_blocks_per_seq: int = 4
+    # Paged decode: tokens every sequence holds before its new one (None: random lengths).
+    context_len: int | None = None
 
 
 # Sizes. `tiny` is for CPU tests, `small` for the CPU demo; `llama-8b` is Llama-3-8B-shaped and

@@ -111,11 +111,18 @@ def make_model(cfg: ModelConfig, opts: ModelOptions, *, dtype: torch.dtype,
 
 def make_inputs(cfg: ModelConfig, opts: ModelOptions, num_tokens: int, seed: int, *,
                 dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, ...]:
-    """Random sequences (lengths 1..max_blocks * block_size, counting the new token)."""
+    """Random sequences (lengths 1..max_blocks * block_size, counting the new token; all
+    context_len + 1 when the config sets it)."""
     gen = torch.Generator().manual_seed(seed + 1)
     t, bs, mb = num_tokens, cfg.block_size, cfg.max_blocks_per_seq
     num_blocks = t * (mb + 1) + 1
-    seq_lens = torch.randint(1, mb * bs + 1, (t,), generator=gen, dtype=torch.int32)
+    if cfg.context_len is None:
+        seq_lens = torch.randint(1, mb * bs + 1, (t,), generator=gen, dtype=torch.int32)
+    elif cfg.context_len + 1 > mb * bs:
+        raise ValueError(f"context_len {cfg.context_len} + 1 new token does not fit "
+                         f"max_blocks_per_seq {mb} x block_size {bs}")
+    else:
+        seq_lens = torch.full((t,), cfg.context_len + 1, dtype=torch.int32)
     positions = (seq_lens - 1).to(torch.int64)
     if opts.kv_write == "slice_scatter":
         if bs != 1:

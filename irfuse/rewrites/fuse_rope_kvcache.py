@@ -7,7 +7,11 @@ per-head norms, the rope and the write become one kernel: vLLM has that only on 
 k must feed only the write (the kernel returns only q), q and k must be `[T, heads, head_dim]`
 (the paged layout). The caches' new values are the fused op's results; its kernel writes them in
 place. The slot mapping's length may be a symbol of its own (vLLM marks it dynamic apart from
-the tokens): one slot per token is checked when the kernel runs.
+the tokens): one slot per token is checked when the kernel runs. An FP8 cache write whose k
+and v are static per-tensor FP8 quants (`x / s`) fuses with the scales: the kernel stores the
+quantized rows (vLLM's fp8 kv_cache_dtype with k_scale / v_scale). A write into vLLM's
+FlashAttention layout (one `[2, blocks, block_size, heads, dim]` cache as both caches) fuses
+alike, its kernel writing the two halves.
 """
 
 from __future__ import annotations
@@ -18,13 +22,15 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from irfuse.dialects.attn import KvCacheWriteOp, RopeOp
 from irfuse.dialects.fused import QkNormRopeOp, RopeKvCacheWriteOp
 from irfuse.dialects.irfuse import TensorType
-from irfuse.dialects.shapes import is_fp8
+from irfuse.dialects.quant import STATIC_TENSOR, QuantFp8Op
+from irfuse.dialects.shapes import F8E4M3FN, is_fp8
 from irfuse.lowering.aten_ops import NEW_EMPTY, NEW_FULL, NEW_ONES, NEW_ZEROS
 from irfuse.lowering.driver import AnchorPattern, Site
 from irfuse.lowering.match import NoMatch, call, users
 from irfuse.rewrites.fuse_qk_norm_rope import rotates_in_f32
 
 KERNEL = "rope_kv_cache_write"
+FLASH_KERNEL = "rope_kv_cache_write_flash"  # one [2, blocks, block_size, heads, dim] cache
 
 METADATA_READERS = (NEW_EMPTY, NEW_FULL, NEW_ONES, NEW_ZEROS)
 """Ops that read only a tensor's device (and dtype): the rotated k may feed them; they read
@@ -42,13 +48,15 @@ class RopeKvCachePattern(AnchorPattern):
 
 
 def _fuse(write: KvCacheWriteOp, site: Site) -> bool:
-    rope = write.k.owner
-    if not isinstance(rope, RopeOp | QkNormRopeOp) or write.k is not rope.k_out:
-        if _quantized_rotated_k(write.k):
-            raise NoMatch("the rotated k is quantized for an FP8 cache before the write; the "
-                          "fused kernel's FP8 cache write is not matched yet")
+    k, v, quants = write.k, write.v, None
+    if _quantized_rotated_k(k):
+        quants = _cache_quants(write)
+        k, v = quants[0].x, quants[1].x
+    rope = k.owner
+    if not isinstance(rope, RopeOp | QkNormRopeOp) or k is not rope.k_out:
         return False
-    readers = [u for u in users(write.k) if u is not write]
+    skip = write if quants is None else quants[0]
+    readers = [u for u in users(k) if u is not skip]
     if any(call(u, *METADATA_READERS) is None for u in readers):
         raise NoMatch("the rotated k is also read outside the cache write; the fused kernel "
                       "returns only the rotated q")
@@ -61,11 +69,11 @@ def _fuse(write: KvCacheWriteOp, site: Site) -> bool:
     if late:
         raise NoMatch("the rotated q is read before the cache write; the fused op takes the "
                       "write's place")
-    site.require_kernel(KERNEL)
+    site.require_kernel(FLASH_KERNEL if write.k_cache.type.rank == 5 else KERNEL)
 
     normed = isinstance(rope, QkNormRopeOp)
     fused = RopeKvCacheWriteOp(
-        rope.q, rope.k, write.v, write.k_cache, write.v_cache, write.slot_mapping,  # type: ignore[arg-type]
+        rope.q, rope.k, v, write.k_cache, write.v_cache, write.slot_mapping,  # type: ignore[arg-type]
         q_weight=rope.q_weight if normed else None,
         k_weight=rope.k_weight if normed else None,
         positions=rope.positions, cos_sin_cache=rope.cos_sin_cache, cos=rope.cos, sin=rope.sin,
@@ -75,6 +83,8 @@ def _fuse(write: KvCacheWriteOp, site: Site) -> bool:
         weight_offset=rope.weight_offset.value.data if normed else 0.0,
         weight_f32=normed and rope.weight_f32 is not None,
         rope_f32=_rope_f32(rope),
+        k_scale=None if quants is None else quants[0].scale,
+        v_scale=None if quants is None else quants[1].scale,
         result_types=[rope.q_out.type, write.k_cache_out.type, write.v_cache_out.type],
     )
     fused.location = write.location
@@ -86,8 +96,34 @@ def _fuse(write: KvCacheWriteOp, site: Site) -> bool:
         new.name_hint = old.name_hint
         old.replace_all_uses_with(new)
     Rewriter.erase_op(write)
+    if quants is not None:
+        for quant in quants:
+            if not quant.q.uses:
+                Rewriter.erase_op(quant)
     Rewriter.erase_op(rope)
     return True
+
+
+def _cache_quants(write: KvCacheWriteOp) -> tuple[QuantFp8Op, QuantFp8Op]:
+    """The static FP8 quants of the rotated k and of v that an FP8 cache write stores: the
+    kernel stores `clamp(x / scale)`, so each must be the per-tensor static quant spelled
+    `x / s` (the `divide` reading), to f8E4M3FN, read by the write alone (k's)."""
+    quants = []
+    for name, value in (("k", write.k), ("v", write.v)):
+        quant = value.owner
+        if not isinstance(quant, QuantFp8Op) or quant.scheme.kind.data != STATIC_TENSOR:
+            raise NoMatch(f"the FP8 cache's {name} is not a static per-tensor FP8 quant; the "
+                          "fused kernel stores clamp(x / scale)")
+        if quant.divide is None:
+            raise NoMatch(f"the FP8 cache's {name} is quantized as x * (1 / s); the fused "
+                          "kernel divides (x / s), which can round differently")
+        if value.type.dtype != F8E4M3FN:
+            raise NoMatch(f"the FP8 cache holds {value.type.dtype}; the fused kernel writes "
+                          "f8E4M3FN")
+        quants.append(quant)
+    if any(u is not write for u in users(write.k)):
+        raise NoMatch("the quantized k is also read outside the cache write")
+    return quants[0], quants[1]
 
 
 def _quantized_rotated_k(value: SSAValue, steps: int = 6) -> bool:

@@ -180,7 +180,7 @@ def test_model_runs_and_has_the_expected_counts(name, monkeypatch):
     assert set(built.expected) == set(RAISED_KINDS)
     assert counts == built.expected, name
     t = cfg.num_tokens
-    width = cfg.hidden if spec.family == "paged" else cfg.vocab
+    width = cfg.hidden if spec.family in ("paged", "paged_prefill") else cfg.vocab
     assert out.shape == (t, width) and out.dtype == torch.bfloat16
     assert torch.isfinite(out.float()).all()
     for index, dim in built.dynamic_dims.items():
@@ -628,3 +628,13 @@ def test_tp_across_two_gloo_processes_matches_one_process(tmp_path):
         tp_out = torch.load(tmp_path / f"{name}.pt")
         ref = _logits(single, num_layers=1, **overrides)
         torch.testing.assert_close(tp_out, ref, rtol=1e-4, atol=1e-4, msg=name)
+
+
+def test_paged_context_len_gives_every_sequence_that_many_cached_tokens():
+    built = build("paged", context_len=20, max_blocks_per_seq=2)
+    _, positions, slots, block_tables, seq_lens = built.example_inputs[:5]
+    assert (seq_lens == 21).all() and (positions == 20).all()
+    bs = built.config.block_size
+    assert torch.equal(slots, block_tables[:, 1].long() * bs + 20 % bs)
+    with pytest.raises(ValueError, match="does not fit"):
+        build("paged", context_len=32, max_blocks_per_seq=2)

@@ -55,3 +55,25 @@ def test_attention_fp8_on_gpu():
     built, compiled = _run("llama-fp8", {"fuse_attn_quant": True}, False)
     assert compiled.fused("fuse-attn-quant") == 2
     _close(compiled.outputs[0], compiled.eager[0])
+
+
+@pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
+def test_flash_layout_cache_write_on_gpu(fp8):
+    """vLLM's one [2, blocks, block_size, heads, dim] cache (FP8 with k_scale / v_scale): the
+    Triton kernel writes both halves; caches within one FP8 step / bf16 rounding of eager."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_rope_kvcache_fusion import _flash_inputs, _FlashLayoutWrite
+
+    inputs = [x.cuda() for x in _flash_inputs(fp8)]
+    compiled = compile_and_run(_FlashLayoutWrite("unbind", fp8).cuda(), inputs, dynamic_dims=(),
+                               options={"optimization_level": 1, "inductor": False,
+                                        "pass_config": {"fuse_rope_kvcache": True}})
+    assert compiled.fused("fuse-rope-kvcache") == 1
+    platform = dispatch.platform_of("cuda")
+    assert kernel_choice.choose("rope_kv_cache_write_flash", platform).impl == "triton"
+    (out, got), (ref, want) = compiled.outputs, compiled.eager
+    _close(out, ref)
+    _close(got[4], want[4])

@@ -30,7 +30,7 @@ def _missed(compiled: Compiled, name: str = PASS) -> list[str]:
             for m in p.missed]
 
 
-@pytest.mark.parametrize("name", ["paged", "paged-index-copy", "paged-slice"])
+@pytest.mark.parametrize("name", ["paged", "paged-index-copy", "paged-slice", "paged-prefill"])
 def test_every_cache_write_spelling_fuses_bit_exact(name):
     built = M.build(name, size="tiny", num_layers=2)
     compiled = _run(built, {"fuse_rope_kvcache": True})
@@ -115,33 +115,60 @@ def test_a_rotated_k_read_elsewhere_is_a_remark():
 
 
 class _FlashLayoutWrite(_PrefillWrite):
-    """vLLM's FlashAttention layout: one [2, blocks, block_size, heads, head_dim] cache."""
+    """vLLM's FlashAttention layout: one [2, blocks, block_size, heads, head_dim] cache split by
+    unbind or by indexing, bf16 or FP8 (k and v quantized by static per-tensor FP8, x / s)."""
 
-    def __init__(self, split: str):
+    def __init__(self, split: str, fp8: bool = False, order: str = "kv"):
         super().__init__()
-        self.split = split
+        self.split, self.fp8, self.order = split, fp8, order
 
-    def forward(self, positions, q, k, v, kv_cache, slots):
+    def forward(self, positions, q, k, v, kv_cache, slots, k_scale, v_scale):
         q, k = self._rope(q, positions), self._rope(k, positions)
+        if self.fp8:
+            k = (k.float() / k_scale).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+            v = (v.float() / v_scale).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
         kc, vc = kv_cache.unbind(0) if self.split == "unbind" else (kv_cache[0], kv_cache[1])
-        kc.view(-1, 2, 64).index_put_((slots,), k)
-        vc.view(-1, 2, 64).index_put_((slots,), v)
+        writes = [(kc, k), (vc, v)]
+        for cache, new in writes if self.order == "kv" else writes[::-1]:
+            cache.view(-1, 2, 64).index_put_((slots,), new)
         return q
 
 
-@pytest.mark.parametrize("split", ["unbind", "index"])
-def test_the_flash_attention_layout_is_a_remark_not_a_silent_miss(split):
-    t = 6
+def _flash_inputs(fp8: bool = False, t: int = 6) -> list:
     g = torch.Generator().manual_seed(0)
-    inputs = [torch.arange(t), *(torch.randn(t, h, 64, generator=g).bfloat16() for h in (4, 2, 2)),
-              torch.zeros(2, 4, 4, 2, 64, dtype=torch.bfloat16),
-              torch.randperm(16, generator=g)[:t]]
-    compiled = compile_and_run(_FlashLayoutWrite(split), inputs, dynamic_dims=(),
+    dtype = torch.float8_e4m3fn if fp8 else torch.bfloat16
+    return [torch.arange(t), *(torch.randn(t, h, 64, generator=g).bfloat16() for h in (4, 2, 2)),
+            torch.randn(2, 4, 4, 2, 64, generator=g).to(dtype),
+            torch.randperm(16, generator=g)[:t], torch.tensor(0.01), torch.tensor([0.02])]
+
+
+@pytest.mark.parametrize("split,fp8,order", [("unbind", False, "kv"), ("index", False, "kv"),
+                                             ("index", False, "vk"), ("unbind", True, "kv")])
+def test_the_flash_attention_layout_fuses_bit_exact(split, fp8, order):
+    """Both halves written by one kernel call into the one cache; the rows no slot names keep
+    their old values (eager's cache is compared whole)."""
+    compiled = compile_and_run(_FlashLayoutWrite(split, fp8, order), _flash_inputs(fp8),
+                               dynamic_dims=tuple((i, 0) for i in (0, 1, 2, 3, 5)),
+                               options={"optimization_level": 1,
+                                        "pass_config": {"fuse_rope_kvcache": True}})
+    assert compiled.raised()["kv_cache_write"] == 1
+    assert compiled.fused(PASS) == 1, _missed(compiled)
+    assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+def test_a_flash_layout_write_of_one_half_only_is_a_remark():
+    class OneHalf(_FlashLayoutWrite):
+        def forward(self, positions, q, k, v, kv_cache, slots, k_scale, v_scale):
+            q, k = self._rope(q, positions), self._rope(k, positions)
+            kv_cache[0].view(-1, 2, 64).index_put_((slots,), k)
+            return q
+
+    compiled = compile_and_run(OneHalf("index"), _flash_inputs(), dynamic_dims=(),
                                options={"optimization_level": 1,
                                         "pass_config": {"fuse_rope_kvcache": True}})
     missed = [m.reason for r in compiled.reports for p in r.raise_passes
               if p.name == "raise-kv-cache-write" for m in p.missed]
-    assert any("FlashAttention layout" in m for m in missed), missed
+    assert any("no write of the matching k or v cache" in m for m in missed), missed
     assert_bit_exact(compiled.outputs, compiled.eager)
 
 
@@ -190,7 +217,56 @@ def test_the_fused_write_checks_one_slot_per_token():
         compiled(*inputs)
 
 
-def test_an_fp8_cache_write_is_a_remark():
+class _Fp8CacheWrite(_PrefillWrite):
+    """RoPE, then k and v quantized by static per-tensor FP8 (`x / s` clamped, or `x * (1 / s)`)
+    into FP8 caches: vLLM's fp8 kv_cache_dtype with k_scale / v_scale."""
+
+    def __init__(self, spelling: str = "div"):
+        super().__init__()
+        self.spelling = spelling
+
+    def _quant(self, x, scale):
+        x = x.float() / scale if self.spelling == "div" else x.float() * scale.reciprocal()
+        return x.clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+
+    def forward(self, positions, q, k, v, k_cache, v_cache, slots, k_scale, v_scale):
+        q, k = self._rope(q, positions), self._rope(k, positions)
+        k_cache.view(-1, 2, 64).index_put_((slots,), self._quant(k, k_scale))
+        v_cache.view(-1, 2, 64).index_put_((slots,), self._quant(v, v_scale))
+        return q
+
+
+def _fp8_inputs(t: int = 6) -> list:
+    g = torch.Generator().manual_seed(0)
+    fp8 = torch.float8_e4m3fn
+    return [torch.arange(t), *(4 * torch.randn(t, h, 64, generator=g).bfloat16() for h in (4, 2, 2)),
+            torch.zeros(4, 4, 2, 64, dtype=fp8), torch.zeros(4, 4, 2, 64, dtype=fp8),
+            torch.randperm(16, generator=g)[:t], torch.tensor(0.01), torch.tensor([0.02])]
+
+
+def test_an_fp8_cache_write_fuses_with_its_scales_bit_exact():
+    """Values past 448 after scaling (4 sigma / 0.01) are clamped alike in eager and the kernel."""
+    inputs = _fp8_inputs()
+    compiled = compile_and_run(_Fp8CacheWrite(), inputs, dynamic_dims=tuple((i, 0) for i in (0, 1, 2, 3, 6)),
+                               options={"optimization_level": 1,
+                                        "pass_config": {"fuse_rope_kvcache": True}})
+    assert compiled.raised()["quant_fp8"] == 2
+    assert compiled.fused(PASS) == 1, _missed(compiled)
+    assert_bit_exact(compiled.outputs, compiled.eager)
+    _, caches = compiled.outputs
+    assert (caches[4].float().abs() == 448).any()  # some rows were clamped
+
+
+def test_an_fp8_cache_quantized_by_a_reciprocal_is_a_remark():
+    compiled = compile_and_run(_Fp8CacheWrite("reciprocal"), _fp8_inputs(), dynamic_dims=(),
+                               options={"optimization_level": 1,
+                                        "pass_config": {"fuse_rope_kvcache": True}})
+    assert compiled.fused(PASS) == 0
+    assert any("x * (1 / s)" in m for m in _missed(compiled)), _missed(compiled)
+    assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+def test_an_unclamped_fp8_cache_write_is_a_remark():
     compiled = compile_and_run(_DecodeWrite(fp8=True), _decode_inputs(fp8=True),
                                dynamic_dims=(), options={
                                    "optimization_level": 1,
