@@ -16,6 +16,12 @@ Failures: a pipeline failure warns with the reason and where, and the graph runs
 rewrites (through Inductor, or as it is); `strict: True` raises instead. A wrong result is never
 an option: every rewrite is verified and the fused kernels are tested against references.
 
+Lifted scalars: under `dynamic=True` Dynamo passes a Python float the model reads (an RMSNorm's
+eps, an FP8 bound) as a 0-d tensor input instead of a constant. The pipeline reads such an input
+as the value it was traced with (`fx_import`), as a static graph would have it, so it raises and
+fuses the same; each call of the rewritten graph then checks those inputs (a host read of a CPU
+scalar each) and runs the graph without irfuse's rewrites, with a warning once, when one differs.
+
 Backward: irfuse targets inference. Under autograd the forward graph still goes through the
 pipeline and the backward graph goes to Inductor (or runs as it is) untouched.
 """
@@ -78,10 +84,11 @@ def irfuse_backend(
     graph_name = f"graph_{next(_GRAPH_IDS):03d}"
     dynamo_code = gm.code
     user_inputs = _user_input_indices(gm)
+    constants = _lifted_scalars(gm, example_inputs)
 
     def fw_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence[Any]) -> BoxedFn:
         return _GraphCompiler(
-            aten_gm, aten_inputs, config, graph_name, dynamo_code, user_inputs
+            aten_gm, aten_inputs, config, graph_name, dynamo_code, user_inputs, constants
         ).entry()
 
     def bw_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence[Any]) -> BoxedFn:
@@ -102,6 +109,28 @@ def _user_input_indices(gm: torch.fx.GraphModule) -> list[int]:
         grapharg = node.meta.get("grapharg")
         if grapharg is not None and getattr(grapharg.source, "is_input", False):
             found.append(i)
+    return found
+
+
+def _lifted_scalars(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> dict[int, float]:
+    """Graph inputs that are Python floats Dynamo passes as 0-d tensors, with their traced
+    values (aot_autograd keeps the input order). NaN is left alone (no value check holds it)."""
+    found: dict[int, float] = {}
+    for i, node in enumerate(gm.graph.find_nodes(op="placeholder")):
+        grapharg = node.meta.get("grapharg")
+        if grapharg is None or not getattr(grapharg, "pass_arg_as_tensor", False):
+            continue
+        example = example_inputs[i] if i < len(example_inputs) else None
+        if (
+            not isinstance(example, torch.Tensor)
+            or isinstance(example, torch._subclasses.FakeTensor)
+            or example.dim() != 0
+            or not example.is_floating_point()
+        ):
+            continue
+        value = example.item()
+        if value == value:
+            found[i] = value
     return found
 
 
@@ -181,8 +210,11 @@ class _GraphCompiler:
         graph_name: str,
         dynamo_code: str,
         user_inputs: Sequence[int] = (),
+        constants: dict[int, float] | None = None,
     ):
         self.gm = gm
+        self.constants = dict(constants or {})
+        self._unrewritten: BoxedFn | None = None
         self.inputs = list(inputs)
         self.graph_name = graph_name
         self.config = config
@@ -258,6 +290,7 @@ class _GraphCompiler:
             dump=dump,
             graph_name=self.graph_name,
             config=self.resolved.pass_config.to_dict() if self.resolved else {},
+            constants=self.constants,
         )
 
     # -- compiling --------------------------------------------------------------------------
@@ -312,7 +345,7 @@ class _GraphCompiler:
             report = self._fail("compile", err, span, partial)
             fn = self._backend_compile(self.gm, lazy)
         else:
-            fn = self._backend_compile(emitted, lazy)
+            fn = self._checked(self._backend_compile(emitted, lazy))
         _REPORTS.append(report)
         if dump is not None:
             dump.text("report.json", report.to_json())
@@ -343,6 +376,34 @@ class _GraphCompiler:
         if "error" in result:
             raise result["error"]
         return result["fn"]
+
+    def _checked(self, fn: BoxedFn) -> BoxedFn:
+        """`fn` behind the check that every lifted scalar still has its traced value (the
+        rewritten graph read it as that constant); the unrewritten graph runs otherwise."""
+        if not self.constants:
+            return fn
+        checks = tuple(self.constants.items())
+
+        def run(args: list[Any]) -> Any:
+            for index, value in checks:
+                if args[index].item() != value:
+                    return self._run_unrewritten(index, value, args)
+            return fn(args)
+
+        run._boxed_call = True  # type: ignore[attr-defined]
+        return run
+
+    def _run_unrewritten(self, index: int, traced: float, args: list[Any]) -> Any:
+        if self._unrewritten is None:
+            with self._lock:
+                if self._unrewritten is None:
+                    _warn_once(
+                        f"irfuse: {self.graph_name}: the scalar input {index} is "
+                        f"{args[index].item()!r}, traced as {traced!r}; running the graph "
+                        "without irfuse's rewrites while it differs"
+                    )
+                    self._unrewritten = self._backend_compile(self.gm, lazy=True)
+        return self._unrewritten(args)
 
     def _fallback(self) -> BoxedFn:
         fn = self._backend_compile(self.gm, lazy=False)

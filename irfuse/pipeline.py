@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +68,8 @@ class PipelineOptions:
     dump: DumpWriter | None = None
     graph_name: str = "graph"
     config: dict[str, Any] = field(default_factory=dict)
+    # Lifted scalar inputs read as their traced values: placeholder index -> value.
+    constants: Mapping[int, float | int] = field(default_factory=dict)
 
 
 def count_ops(module: ModuleOp) -> int:
@@ -172,7 +174,7 @@ def _prepare(gm: torch.fx.GraphModule, options: PipelineOptions) -> Prepared:
     )
     start = time.perf_counter()
     try:
-        imported = import_graph(gm)
+        imported = import_graph(gm, constants=options.constants)
     except Exception as err:
         raise PipelineError("import", f"{type(err).__name__}: {err}") from err
     set_target(imported.module, options.platform)

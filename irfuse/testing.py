@@ -45,19 +45,22 @@ def compile_and_run(
     *,
     dynamic_dims: Sequence[tuple[int, int]] = ((0, 0),),
     options: dict[str, Any] | None = None,
+    dynamic: bool | None = None,
 ) -> Compiled:
     """Compile `model` with irfuse (Inductor off and O0 unless `options` say otherwise), run it
-    on `inputs` (cloned, so in-place updates do not leak) and run eager on other clones."""
+    on `inputs` (cloned, so in-place updates do not leak) and run eager on other clones.
+    `dynamic` is torch.compile's (`True`: every size symbolic, Python floats lifted to inputs);
+    `dynamic_dims` are marked with `mark_dynamic` unless `dynamic` is `False`."""
     torch._dynamo.reset()
     backend.clear_reports()
     opts = {"inductor": False, "optimization_level": 0, "strict": True, "debug": True}
     opts.update(options or {})
     compiled_inputs = [_clone(x) for x in inputs]
     eager_inputs = [_clone(x) for x in inputs]
-    for index, dim in dynamic_dims:
+    for index, dim in dynamic_dims if dynamic is not False else ():
         if index < len(compiled_inputs) and isinstance(compiled_inputs[index], torch.Tensor):
             torch._dynamo.mark_dynamic(compiled_inputs[index], dim)
-    compiled = torch.compile(model, backend="irfuse", options=opts)
+    compiled = torch.compile(model, backend="irfuse", options=opts, dynamic=dynamic)
     with torch.no_grad():
         outputs = compiled(*compiled_inputs)
         eager = model(*eager_inputs)

@@ -9,13 +9,20 @@ output node is `func.return`. Each op keeps the node's name and source line as i
 The FX metadata of every imported node (its fake value above all) is kept beside the IR in
 `ImportedGraph.meta`, keyed by op or block argument, so that emit can give the rebuilt graph the
 metadata Inductor needs without re-running fake propagation.
+
+Scalars Dynamo lifted to graph inputs (a Python float such as a module's `eps`, which Dynamo
+passes as a 0-d f64 tensor under `dynamic=True`) are read as the constants they were traced with
+when the caller gives their values (`constants`): the argument stays (the compiled function's
+signature keeps it) and its uses read an `aten::scalar_tensor` of the traced value instead, so
+raising sees the constant a static graph has. The backend checks these inputs on every call and
+runs the graph without irfuse's rewrites when one differs (see `irfuse.backend`).
 """
 
 from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -182,8 +189,13 @@ def _result_types(val: Any) -> tuple[list[Attribute], bool]:
     return [value_type(val)], False
 
 
-def import_graph(gm: torch.fx.GraphModule, name: str = "forward") -> ImportedGraph:
-    """Build the IR of an ATen FX graph."""
+def import_graph(
+    gm: torch.fx.GraphModule,
+    name: str = "forward",
+    constants: Mapping[int, float | int] | None = None,
+) -> ImportedGraph:
+    """Build the IR of an ATen FX graph. `constants` maps placeholder indices of lifted scalars
+    (0-d tensors) to the values they are read as (see the module docstring)."""
     block = Block()
     values: dict[torch.fx.Node, SSAValue | tuple[SSAValue, ...]] = {}
     meta: dict[Operation | BlockArgument, dict[str, Any]] = {}
@@ -196,6 +208,11 @@ def import_graph(gm: torch.fx.GraphModule, name: str = "forward") -> ImportedGra
             arg.name_hint = name_hint(node.name)
             values[node] = arg
             meta[arg] = node.meta
+            if constants and arg.index in constants:
+                op = _traced_constant(node, constants[arg.index])
+                values[node] = op.results[0]
+                meta[op] = node.meta
+                ops.append(op)
         elif node.op == "get_attr":
             attr = _fetch_attr(gm, node.target)
             op = aten.GetAttrOp(node.target, value_type(attr))
@@ -263,6 +280,25 @@ def import_graph(gm: torch.fx.GraphModule, name: str = "forward") -> ImportedGra
             {name: IntegerAttr(size, i64) for name, size in groups.items()}
         )
     return ImportedGraph(module, func, gm, meta, names)
+
+
+def _traced_constant(node: torch.fx.Node, value: float | int) -> Operation:
+    """`aten::scalar_tensor(value, dtype)` for the lifted scalar placeholder `node`."""
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor) or val.dim() != 0:
+        raise ImportError_(f"{node.name} is not a 0-d tensor; it cannot be read as a constant")
+    encoder = _Encoder({})
+    op = aten.CallOp.build_fast(
+        StringAttr(targets.name_of(torch.ops.aten.scalar_tensor.default)),
+        [],
+        ArrayAttr([encoder.encode(value)]),
+        [value_type(val)],
+        DictionaryAttr({"dtype": encoder.encode(val.dtype)}),
+        False,
+        NameLoc(StringAttr(f"{node.name}_traced"), UnknownLoc()),
+    )
+    op.results[0].name_hint = name_hint(f"{node.name}_traced")
+    return op
 
 
 PROCESS_GROUPS_ATTR = "irfuse.process_groups"

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from xdsl.dialects.builtin import (
     ArrayAttr,
     FloatData,
@@ -32,6 +33,7 @@ from xdsl.utils.exceptions import VerifyException
 from irfuse.dialects import aten
 from irfuse.dialects.irfuse import SymType, TensorType
 from irfuse.dialects.raised import outline
+from irfuse.dtypes import is_float, is_ir_dtype, to_torch
 from irfuse.lowering.aten_ops import (
     CASTS,
     FULL,
@@ -179,11 +181,22 @@ def strip_casts(value: SSAValue) -> tuple[SSAValue, list[Call]]:
 
 
 def scalar_of(value: Any) -> float | int | None:
-    """The number `value` is: a Python scalar, or a constant scalar tensor made in the graph."""
+    """The number `value` is: a Python scalar, or a constant scalar tensor made in the graph,
+    maybe cast to a float dtype (the number as that dtype rounds it; a lifted scalar the import
+    read as its traced value is such a tensor, cast to f32 where the model adds it to one)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
         return value
+    cast = as_cast(value)
+    if cast is not None:
+        if not (isinstance(value, SSAValue) and rank(value) == 0 and is_ir_dtype(cast[1])
+                and is_float(cast[1])):
+            return None
+        inner = scalar_of(cast[0])
+        if inner is None:
+            return None
+        return torch.tensor(inner, dtype=to_torch(cast[1])).item()
     made = producer(value, *SCALAR_MAKERS)
     if made is None:
         return None
