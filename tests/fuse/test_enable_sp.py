@@ -4,7 +4,8 @@ Pass level, under the fake process group: the collectives before and after (2n a
 2n reduce-scatters and 2n all-gathers, none left over), the residual shards chained from norm to
 norm (one slice of the replicated embedding, no extra gather), FP8 moving after the static quant,
 and the near misses as remarks. Across 2 and 4 gloo processes: the model compiled with irfuse and
-the pass on gives the unsharded single-process model's output.
+the pass on (with fuse-gemm-comms, which runs on the collectives it leaves, on or off) gives the
+unsharded single-process model's output.
 """
 
 from __future__ import annotations
@@ -137,11 +138,12 @@ def test_near_misses_say_why():
 
 
 def _sp_worker(rank: int, world: int, out_dir: str, cases: list) -> None:
-    for name, dynamic in cases:
+    for name, dynamic, gemm_comms in cases:
         torch._dynamo.reset()
         built = build(name, dtype=torch.float32, num_layers=2, num_kv_heads=4)
         options = {"inductor": False, "strict": True, "debug": True,
-                   "pass_config": {**SP, "fuse_norm_quant": True}}
+                   "pass_config": {**SP, "fuse_norm_quant": True,
+                                   "fuse_gemm_comms": gemm_comms}}
         inputs = built.clone_inputs()
         if dynamic:  # a symbolic token count: SP runs in the compile size's own range
             options["compile_sizes"] = [built.config.num_tokens]
@@ -152,9 +154,10 @@ def _sp_worker(rank: int, world: int, out_dir: str, cases: list) -> None:
         compiled = torch.compile(built.model, backend="irfuse", options=options)
         with torch.no_grad():
             out = compiled(*inputs)
-        fused = sum(r.fused("enable-sp") for r in backend.reports())
+        fused = {p: sum(r.fused(p) for r in backend.reports())
+                 for p in ("enable-sp", "fuse-gemm-comms")}
         torch.save({"out": out, "fused": fused},
-                   os.path.join(out_dir, f"{name}-{dynamic}-rank{rank}.pt"))
+                   os.path.join(out_dir, f"{name}-{dynamic}-{gemm_comms}-rank{rank}.pt"))
 
 
 def _check_against_one_process(tmp_path: Path, world: int, cases: list) -> None:
@@ -162,27 +165,31 @@ def _check_against_one_process(tmp_path: Path, world: int, cases: list) -> None:
     singles = {"llama-tp": ("llama", {}),
                "llama-fp8-tp": ("llama-fp8", dict(scale_spelling="inv_scale",
                                                   clamp_spelling="clamp_minmax"))}
-    for name, dynamic in cases:
+    for name, dynamic, gemm_comms in cases:
         single, overrides = singles[name]
         ref_built = build(single, dtype=torch.float32, num_layers=2, num_kv_heads=4,
                           **overrides)
         with torch.no_grad():
             ref = ref_built.model(*ref_built.clone_inputs())
         for rank in range(world):
-            got = torch.load(tmp_path / f"{name}-{dynamic}-rank{rank}.pt")
-            assert got["fused"] == 4, (name, dynamic, rank)
+            got = torch.load(tmp_path / f"{name}-{dynamic}-{gemm_comms}-rank{rank}.pt")
+            # 2 layers: 4 norms after an all-reduce; 4 GEMMs into a reduce-scatter (o, down)
+            # and 4 after an all-gather (gate_up twice, the second layer's qkv, lm_head).
+            assert got["fused"] == {"enable-sp": 4, "fuse-gemm-comms": 8 if gemm_comms else 0}
             # FP8: fuse-norm-quant's kernel normalizes vLLM's f32 sum, which moves the f32
             # model's output by up to 2.3e-4 with or without SP (measured: the same bits).
             tol = 1e-3 if "fp8" in name else 1e-4
             torch.testing.assert_close(got["out"], ref, rtol=tol, atol=tol,
-                                       msg=f"{name} dynamic={dynamic} rank {rank}")
+                                       msg=f"{name} dynamic={dynamic} {gemm_comms} {rank}")
 
 
 @pytest.mark.dist
 def test_two_gloo_ranks_match_the_unsharded_model(tmp_path):
-    _check_against_one_process(tmp_path, 2, [("llama-tp", True), ("llama-fp8-tp", False)])
+    _check_against_one_process(tmp_path, 2, [("llama-tp", True, False),
+                                             ("llama-fp8-tp", False, True)])
 
 
 @pytest.mark.dist
 def test_four_gloo_ranks_match_the_unsharded_model(tmp_path):
-    _check_against_one_process(tmp_path, 4, [("llama-tp", False), ("llama-fp8-tp", True)])
+    _check_against_one_process(tmp_path, 4, [("llama-tp", False, True),
+                                             ("llama-fp8-tp", True, False)])
