@@ -84,6 +84,7 @@ class AllGatherGemmPattern(AnchorPattern):
 
     def rewrite(self, op: Operation, site: Site) -> bool:
         assert isinstance(op, AllGatherOp)
+        _rows(op)
         found = users(op.y)
         if len(found) != 1 or not isinstance(found[0], MatmulOp | ScaledMatmulOp):
             if any(isinstance(u, MatmulOp | ScaledMatmulOp) for u in found):
@@ -92,7 +93,6 @@ class AllGatherGemmPattern(AnchorPattern):
         gemm = found[0]
         if gemm.a is not op.y or gemm.b is op.y:
             raise NoMatch("the gathered tensor is the GEMM's b, not its a")
-        _rows(op)
         scale_a, scale_b, out_dtype = _gemm_parts(gemm)
         if scale_a is not None:
             sa = scale_a.type
