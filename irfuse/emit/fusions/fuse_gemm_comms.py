@@ -19,7 +19,7 @@ from xdsl.dialects.builtin import IntAttr, StringAttr
 from xdsl.ir import Attribute
 
 from irfuse.dialects import aten, fused, kernel
-from irfuse.emit.declare import Choice, Fusion, Kernel, Support
+from irfuse.emit.declare import Fusion, Kernel, Support
 from irfuse.emit.dispatch import empty, kernels
 from irfuse.emit.kernel_call import Args, kernel_call
 from irfuse.emit.kernels import gemm_comms_ref
@@ -31,10 +31,30 @@ from irfuse.rewrites.fuse_gemm_comms import (
 )
 
 # irfuse's implementation labels (reference / triton / flashinfer / inductor) have no
-# "symm_mem": on CUDA the call records `reference` and its CUDA implementation runs torch's
-# symmetric-memory op (the support matrix's backend column says symm_mem).
-_CUDA = {"cuda": ((1, Choice("reference", "torch's symmetric-memory fused op (symm_mem) runs "
-                             "on CUDA tensors; not measured yet")),)}
+# "symm_mem": on CUDA the call records the default (`triton`, not measured yet) while its CUDA
+# implementation runs torch's symmetric-memory op (the support matrix's backend column says
+# symm_mem).
+
+
+def _examples(shape: tuple[int, ...]) -> list[tuple]:
+    """A bf16 call on a group of one rank (the collective is the identity). opcheck cannot take
+    FP8 inputs on the CPU (its schema check does arithmetic on them); the FP8-scaled forms run
+    in the gloo tests (tests/fuse/test_enable_sp.py)."""
+    g = torch.Generator().manual_seed(0)
+    rows = 1
+    for d in shape[:-1]:
+        rows *= d
+    a = torch.randn(rows, shape[-1], generator=g).to(torch.bfloat16)  # a GEMM's a is 2-D
+    b = (torch.randn(shape[-1], 64, generator=g) / 8).to(torch.bfloat16)
+    return [(a, b, None, None, None)]
+
+
+def _rs_examples(shape: tuple[int, ...]) -> list[tuple]:
+    return [(*args, "sum", "0", 1) for args in _examples(shape)]
+
+
+def _ag_examples(shape: tuple[int, ...]) -> list[tuple]:
+    return [(*args, "0", 1) for args in _examples(shape)]
 
 
 def _out_dtype(a: torch.Tensor, out_dtype: torch.dtype | None) -> torch.dtype:
@@ -57,7 +77,8 @@ RS = Kernel(
     GEMM_REDUCE_SCATTER,
     "(Tensor a, Tensor b, Tensor? scale_a, Tensor? scale_b, ScalarType? out_dtype, "
     "str reduce_op, str group_name, int world_size) -> Tensor",
-    gemm_comms_ref.gemm_reduce_scatter, _rs_cuda, _rs_fake, _CUDA, single_tensor=True)
+    gemm_comms_ref.gemm_reduce_scatter, _rs_cuda, _rs_fake, single_tensor=True,
+    examples=_rs_examples)
 
 
 def _ag_cuda(a, b, scale_a, scale_b, out_dtype, group_name, world_size):
@@ -76,7 +97,8 @@ AG = Kernel(
     ALL_GATHER_GEMM,
     "(Tensor a, Tensor b, Tensor? scale_a, Tensor? scale_b, ScalarType? out_dtype, "
     "str group_name, int world_size) -> Tensor",
-    gemm_comms_ref.all_gather_gemm, _ag_cuda, _ag_fake, _CUDA, single_tensor=True)
+    gemm_comms_ref.all_gather_gemm, _ag_cuda, _ag_fake, single_tensor=True,
+    examples=_ag_examples)
 
 
 def _operands(op: fused.GemmReduceScatterOp | fused.AllGatherGemmOp) -> tuple[Args, list]:

@@ -20,12 +20,16 @@ def matmul(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor | None,
 
 def reduce_scatter_rows(c: torch.Tensor, reduce_op: str, group_name: str,
                         world_size: int) -> torch.Tensor:
+    if world_size == 1:  # a group of one rank: the collective is the identity
+        return c.contiguous()
     f = torch.ops._c10d_functional
     return f.wait_tensor(f.reduce_scatter_tensor(c.contiguous(), reduce_op, world_size,
                                                  group_name))
 
 
 def all_gather_rows(a: torch.Tensor, group_name: str, world_size: int) -> torch.Tensor:
+    if world_size == 1:
+        return a.contiguous()
     f = torch.ops._c10d_functional
     as_bytes = a.dtype.itemsize == 1 and a.is_floating_point()
     x = a.contiguous().view(torch.uint8) if as_bytes else a.contiguous()
