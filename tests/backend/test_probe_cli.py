@@ -171,7 +171,7 @@ def _compile_linear(options: dict) -> list[str]:
 @pytest.mark.parametrize(
     ("flag", "why"),
     [
-        ("enable_sp", "enable-sp is not implemented yet"),
+        ("enable_sp", "enable-sp needs TP > 1 and the TP size is unknown"),
         ("fuse_allreduce_rms", "fuse-allreduce-rms needs TP > 1 and the TP size is unknown"),
     ],
 )
@@ -184,9 +184,9 @@ def test_the_default_warns_once_about_a_pass_that_cannot_run() -> None:
     backend._WARNED.clear()
     first = _compile_linear({"pass_config": {"enable_sp": True}})
     second = _compile_linear({"pass_config": {"enable_sp": True}})
-    assert ("irfuse: pass_config.enable_sp=True has no effect: enable-sp is not implemented "
-            "yet; enable-sp needs TP > 1 and the TP size is unknown (set tp_size; the backend "
-            "reads it from the graph's collectives)") in first
+    assert ("irfuse: pass_config.enable_sp=True has no effect: enable-sp needs TP > 1 and the "
+            "TP size is unknown (set tp_size; the backend reads it from the graph's "
+            "collectives)") in first
     assert not [m for m in second if "enable_sp" in m]
 
 
@@ -195,7 +195,7 @@ def test_config_explain_lists_the_warning_and_plain_config_prints_it(
     flags = ["config", "--platform", "cpu", "-cc.pass_config.enable_sp=True"]
     assert cli.main([*flags, "--explain"]) == 0
     out, _ = capsys.readouterr()
-    assert any("enable-sp is not implemented yet" in w
+    assert any("enable-sp needs TP > 1 and the TP size is unknown" in w
                for w in json.loads(out)["warnings"])
     assert cli.main(flags) == 0
     _, err = capsys.readouterr()

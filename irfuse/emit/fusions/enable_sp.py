@@ -1,10 +1,16 @@
-"""enable_sp (not implemented yet): sequence parallelism, all-reduce -> RMSNorm (+ FP8 quant)
-becomes reduce-scatter -> local RMSNorm -> all-gather. Off at every level, as in vLLM (its O2
-leaves it off, vLLM #25689)."""
+"""enable_sp: sequence parallelism. all-reduce -> (residual add +) RMSNorm (+ static FP8 quant)
+becomes reduce-scatter -> the norm (and quant) on this rank's rows -> all-gather
+(`irfuse.rewrites.enable_sp`). A graph restructuring with no kernel of its own: the collectives
+are torch's functional ones (NCCL on GPUs, gloo on the CPU) and the local norm and quant are the
+raised ops, which fuse-norm-quant fuses afterwards. Off at every level, as in vLLM (its O2 leaves
+it off, vLLM #25689); the compile range rule runs it only on single token counts from
+sp_min_token_num that TP divides.
+"""
 
 from __future__ import annotations
 
 from irfuse.emit.declare import PLATFORM_CLASSES, Fusion, Support
+from irfuse.rewrites.enable_sp import SequenceParallelPattern
 
 FUSION = Fusion(
     name="enable-sp",
@@ -18,4 +24,5 @@ FUSION = Fusion(
     needs_tp=True,
     vllm_pass="SequenceParallelismPass",
     note="vLLM's O2 leaves it off too (#25689)",
+    patterns=(SequenceParallelPattern(),),
 )

@@ -1,0 +1,76 @@
+// RUN: irfuse-opt %s --split-input-file -p enable-sp | filecheck %s
+// RUN: irfuse-opt %s --split-input-file -p enable-sp,fuse-norm-quant | filecheck %s --check-prefix=FUSED
+
+// Two decoder steps of a TP model on rank 1 of 2: the first all-reduce's norm adds the
+// replicated embedding (rank 1's rows are sliced from it), the second norm takes the shard the
+// first returned. Each all-reduce becomes a reduce-scatter of the tokens and each norm output an
+// all-gather; the residual stays a shard between the norms.
+// CHECK-LABEL: func.func @two_norms
+// CHECK:       %[[S1:.+]] = coll.reduce_scatter %a1 {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<[16, 64], bf16>) -> !irfuse.tensor<[8, 64], bf16>
+// CHECK:       %[[B:.+]] = aten.call "aten::unflatten.int"(%emb, 0, [2, -1]) : (!irfuse.tensor<[16, 64], bf16>) -> !irfuse.tensor<[2, 8, 64], bf16>
+// CHECK:       %[[R1:.+]] = aten.call "aten::select.int"(%[[B]], 0, 1) : (!irfuse.tensor<[2, 8, 64], bf16>) -> !irfuse.tensor<[8, 64], bf16>
+// CHECK:       %[[Y1:.+]], %[[RO1:.+]] = norm.add_rms_norm %[[S1]], %[[R1]], weight %w1 {eps = 1.000000e-05 : f64} : (!irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[8, 64], bf16>)
+// CHECK:       %[[G1:.+]] = coll.all_gather %[[Y1]] {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<[8, 64], bf16>) -> !irfuse.tensor<[16, 64], bf16>
+// CHECK:       %[[H:.+]] = gemm.matmul %[[G1]], %wd
+// CHECK:       %[[S2:.+]] = coll.reduce_scatter %[[H]]
+// CHECK:       %[[Y2:.+]], %{{.+}} = norm.add_rms_norm %[[S2]], %[[RO1]], weight %w2
+// CHECK:       %[[G2:.+]] = coll.all_gather %[[Y2]]
+// CHECK-NOT:   coll.all_reduce
+// CHECK-NOT:   coll.all_gather
+// CHECK:       func.return %[[G2]]
+builtin.module attributes {irfuse.ranks = {"tp" = 1 : i64}} {
+func.func @two_norms(%a1: !irfuse.tensor<[16, 64], bf16>, %emb: !irfuse.tensor<[16, 64], bf16>, %w1: !irfuse.tensor<[64], bf16>, %wd: !irfuse.tensor<[64, 64], bf16>, %w2: !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[16, 64], bf16> {
+  %r1 = coll.all_reduce %a1 {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<[16, 64], bf16>) -> !irfuse.tensor<[16, 64], bf16>
+  %y1, %ro1 = norm.add_rms_norm %r1, %emb, weight %w1 {eps = 1.0e-05 : f64} : (!irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[16, 64], bf16>)
+  %h = gemm.matmul %y1, %wd : (!irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[64, 64], bf16>) -> !irfuse.tensor<[16, 64], bf16>
+  %r2 = coll.all_reduce %h {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<[16, 64], bf16>) -> !irfuse.tensor<[16, 64], bf16>
+  %y2, %ro2 = norm.add_rms_norm %r2, %ro1, weight %w2 {eps = 1.0e-05 : f64} : (!irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[16, 64], bf16>)
+  func.return %y2 : !irfuse.tensor<[16, 64], bf16>
+}
+}
+
+// -----
+// vLLM's first norm: the all-reduced value is the norm's x and, later, the residual; a norm
+// followed by one static FP8 quant quantizes its shard and gathers FP8. Symbolic tokens: the
+// shard's rows are `(s0)//4`.
+// CHECK-LABEL: func.func @first_norm_quant
+// CHECK:       %[[S:.+]] = coll.reduce_scatter %x {group = "tp", world_size = 4 : i64} : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<["(s0)//4", 64], bf16>
+// CHECK:       %[[Y:.+]] = norm.rms_norm %[[S]], weight %w
+// CHECK:       %[[Q:.+]] = quant.fp8 %[[Y]], scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<["(s0)//4", 64], bf16>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<["(s0)//4", 64], f8E4M3FN>
+// CHECK:       %[[G:.+]] = coll.all_gather %[[Q]] {group = "tp", world_size = 4 : i64} : (!irfuse.tensor<["(s0)//4", 64], f8E4M3FN>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
+// CHECK:       %[[Y2:.+]], %{{.+}} = norm.add_rms_norm %{{.+}}, %[[S]], weight %w
+// CHECK:       func.return %[[G]], %{{.+}}
+// FUSED-LABEL: func.func @first_norm_quant
+// FUSED:       %[[Q:.+]] = fused.rms_norm_quant %{{.+}}, weight %w, scales [%s] {{.*}} -> (qs [!irfuse.tensor<["(s0)//4", 64], f8E4M3FN>])
+// FUSED:       coll.all_gather %[[Q]]
+func.func @first_norm_quant(%x: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>, %s: !irfuse.tensor<[1], f32>, %x2: !irfuse.tensor<[s0, 64], bf16>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], bf16>) {
+  %r = coll.all_reduce %x {group = "tp", world_size = 4 : i64} : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %y = norm.rms_norm %r, weight %w {eps = 1.0e-05 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %q = quant.fp8 %y, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
+  %r2 = coll.all_reduce %x2 {group = "tp", world_size = 4 : i64} : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %y2, %ro2 = norm.add_rms_norm %r2, %r, weight %w {eps = 1.0e-05 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>)
+  func.return %q, %y2 : !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], bf16>
+}
+
+// -----
+// A new residual also returned: its full tensor is the all-gather of the shard. Near misses stay:
+// 15 tokens (TP 2 does not divide them), an all-reduce that feeds no norm, a 3-D all-reduce.
+// CHECK-LABEL: func.func @gathers_and_near_misses
+// CHECK:       %[[Y:.+]], %[[RO:.+]] = norm.add_rms_norm %{{.+}}, %{{.+}}, weight %w {{.*}} -> (!irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[8, 64], bf16>)
+// CHECK:       %[[GR:.+]] = coll.all_gather %[[RO]]
+// CHECK:       %[[GY:.+]] = coll.all_gather %[[Y]]
+// CHECK:       coll.all_reduce %odd
+// CHECK:       coll.all_reduce %x
+// CHECK:       coll.all_reduce %cube
+// CHECK:       func.return %[[GY]], %[[GR]]
+builtin.module attributes {irfuse.ranks = {"tp" = 0 : i64}} {
+func.func @gathers_and_near_misses(%a: !irfuse.tensor<[16, 64], bf16>, %res: !irfuse.tensor<[16, 64], bf16>, %w: !irfuse.tensor<[64], bf16>, %odd: !irfuse.tensor<[15, 64], bf16>, %x: !irfuse.tensor<[16, 64], bf16>, %cube: !irfuse.tensor<[2, 8, 64], bf16>) -> (!irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[15, 64], bf16>, !irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[2, 8, 64], bf16>) {
+  %r = coll.all_reduce %a {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<[16, 64], bf16>) -> !irfuse.tensor<[16, 64], bf16>
+  %y, %ro = norm.add_rms_norm %r, %res, weight %w {eps = 1.0e-05 : f64} : (!irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[16, 64], bf16>)
+  %o = coll.all_reduce %odd {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<[15, 64], bf16>) -> !irfuse.tensor<[15, 64], bf16>
+  %on = norm.rms_norm %o, weight %w {eps = 1.0e-05 : f64} : (!irfuse.tensor<[15, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[15, 64], bf16>
+  %p = coll.all_reduce %x {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<[16, 64], bf16>) -> !irfuse.tensor<[16, 64], bf16>
+  %c = coll.all_reduce %cube {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<[2, 8, 64], bf16>) -> !irfuse.tensor<[2, 8, 64], bf16>
+  func.return %y, %ro, %on, %p, %c : !irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[15, 64], bf16>, !irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[2, 8, 64], bf16>
+}
+}

@@ -1,0 +1,51 @@
+"""The async-TP ops on CUDA: torch's symmetric-memory fused GEMM + collective ops
+(`torch.ops.symm_mem.fused_matmul_reduce_scatter`, `fused_all_gather_matmul` and their scaled
+variants), which split the GEMM into per-rank chunks and overlap them with the copies from the
+peers' symmetric buffers. They need an NCCL group whose GPUs reach each other peer to peer;
+symmetric memory is enabled for the group at its first call (never multicast: irfuse sets no
+multicast option, and torch takes its multimem path only where multicast is supported and asked
+for)."""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+_ENABLED: set[str] = set()
+
+
+def enable_group(group_name: str) -> None:
+    """Enable symmetric memory for the group once (deprecated in torch 2.13, where the fused ops
+    still look the group up in the registry it fills; required on 2.11)."""
+    if group_name in _ENABLED:
+        return
+    from torch.distributed._symmetric_memory import enable_symm_mem_for_group
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        enable_symm_mem_for_group(group_name)
+    _ENABLED.add(group_name)
+
+
+def gemm_reduce_scatter(a, b, scale_a, scale_b, out_dtype, reduce_op, group_name, world_size):
+    enable_group(group_name)
+    ops = torch.ops.symm_mem
+    if scale_a is None:
+        return ops.fused_matmul_reduce_scatter(a, b, reduce_op, 0, group_name)
+    return ops.fused_scaled_matmul_reduce_scatter(
+        a, b, scale_a.contiguous(), scale_b.contiguous(), reduce_op, 0, 0, group_name,
+        [a.shape[0], b.shape[1]], None, None, out_dtype, False)
+
+
+def all_gather_gemm(a, b, scale_a, scale_b, out_dtype, group_name, world_size):
+    enable_group(group_name)
+    ops = torch.ops.symm_mem
+    if scale_a is None:
+        _, (c,) = ops.fused_all_gather_matmul(a.contiguous(), [b], 0, group_name, return_A=False)
+        return c
+    _, (c,) = ops.fused_all_gather_scaled_matmul(
+        a.contiguous(), [b], scale_a.contiguous(), [scale_b.contiguous()], 0, group_name, [None],
+        [None], [out_dtype], [False])
+    return c
