@@ -287,7 +287,7 @@ class _WorldSizes:
                         f"{PROCESS_GROUPS_ATTR} entry, no other collective of the group says it)"
                     )
             if size is None:
-                tp_note = (f"; only vLLM's TP group ('tp:N') takes the TP size"
+                tp_note = ("; only vLLM's TP group ('tp:N') takes the TP size"
                            if vllm and self.tp_size is not None else "")
                 raise NoMatch(
                     f"the world size of process group {group!r} is unknown (no "
