@@ -124,7 +124,8 @@ def _fuse(ar: AllReduceOp, site: Site) -> bool:
     if y_type.dtype != x_type.dtype:
         raise NoMatch(f"the norm's output is {y_type.dtype} but its input {x_type.dtype}; the "
                       "kernel writes the input's dtype")
-    weight_f32 = weight_product_in_f32(norm, x_type)
+    # Gemma's (1 + w) is a float32 product in every reading: weight_f32 marks offset 0 only.
+    weight_f32 = weight_product_in_f32(norm, x_type) and norm.weight_offset.value.data == 0.0
     residual: SSAValue | None = None
     if isinstance(norm, AddRmsNormOp):
         residual = norm.residual if norm.x is ar.y else norm.x
