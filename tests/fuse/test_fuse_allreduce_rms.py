@@ -172,10 +172,11 @@ def test_unknown_group_is_an_error_naming_it():
 
 GLOO_MODELS = ("llama-tp", "llama-fp8-tp", "llama-tp-inplace")
 _FP8_OVERRIDES = dict(scale_spelling="inv_scale", clamp_spelling="clamp_minmax")
+_SIZE = dict(dtype=torch.float32, num_layers=1, num_kv_heads=4)  # 4 kv heads: TP 4 divides
 
 
 def _compile_tp(name: str, group, out_dir: str, tag: str) -> None:
-    built = build(name, dtype=torch.float32, num_layers=1, group=group)
+    built = build(name, group=group, **_SIZE)
     result = compile_and_run(built.model, built.example_inputs,
                              dynamic_dims=tuple(built.dynamic_dims.items()), options=ON)
     assert_bit_exact(result.outputs, result.eager)  # the same collectives, the same bits
@@ -190,8 +191,7 @@ def _tp_worker(rank: int, world: int, out_dir: str) -> None:
 
 def _single(name: str) -> torch.Tensor:
     single = name.replace("-tp-inplace", "").replace("-tp", "")
-    built = build(single, dtype=torch.float32, num_layers=1,
-                  **(_FP8_OVERRIDES if "fp8" in name else {}))
+    built = build(single, **_SIZE, **(_FP8_OVERRIDES if "fp8" in name else {}))
     with torch.no_grad():
         return built.model(*built.clone_inputs())
 
