@@ -230,3 +230,25 @@ def test_tp_group_beside_a_dp_group_reduces_over_its_own_ranks(tmp_path):
         got = torch.load(tmp_path / f"dp{rank}-llama-tp.pt")
         assert got["fused"] == 2
         torch.testing.assert_close(got["out"], ref, rtol=1e-4, atol=1e-4, msg=f"rank {rank}")
+
+
+def test_custom_ops_pass_opcheck_under_a_process_group():
+    # The ops name a process group, so they run only where one is initialised (the shared
+    # custom-op tests have none).
+    from irfuse.emit import custom_ops  # noqa: F401 (registers torch.ops.irfuse)
+
+    ops = torch.ops.irfuse
+    with fake_process_group(2) as group:
+        x, r, w = _samples((3, 128))
+        name, s, fp8 = group.group_name, torch.tensor(0.05), torch.float8_e4m3fn
+        calls = [
+            (ops.all_reduce_rms_norm, (x, r, w, name, 1e-5, 0.0, True, True)),
+            (ops.all_reduce_rms_norm, (x, None, w, name, 1e-5, 1.0)),
+            (ops.all_reduce_rms_norm_quant_fp8_static, (x, r, w, s, name, 1e-5, 0.0, fp8, True)),
+            (ops.all_reduce_rms_norm_quant_fp8_per_token, (x, r, w, s, name, 1e-5, 0.0, fp8)),
+            (ops.all_reduce_rms_norm_quant_fp8_group,
+             (x, None, w, name, 1e-5, 0.0, 64, True, False, fp8)),
+            (ops.all_reduce_rms_norm_quant_nvfp4, (x, r, w, torch.tensor(100.0), name, 1e-5, 0.0)),
+        ]
+        for op, args in calls:
+            torch.library.opcheck(op.default, args)

@@ -13,8 +13,9 @@ returns its outputs then the new residual (the all-reduced value without a resid
 - CUDA: FlashInfer's `allreduce_fusion` on a `trtllm` workspace for the plain norm, static FP8
   and NVFP4 where it can run the call (`allreduce_rms.flashinfer_reason`), else NCCL (the
   functional all-reduce) + irfuse's fused norm (+ quant) Triton kernel; per-token and per-group
-  FP8, which FlashInfer's fused kernel lacks, always take the second path. Not measured by irfuse
-  yet: the choice is vLLM's.
+  FP8, which FlashInfer's fused kernel lacks, always take the second path. FlashInfer first is
+  vLLM's rule, not yet measured by irfuse (benchmarks/bench_allreduce_rms.py); the kernels'
+  choice tables say Triton (not measured), which runs wherever FlashInfer cannot.
 """
 
 from __future__ import annotations
@@ -25,26 +26,19 @@ from xdsl.ir import Attribute
 
 from irfuse.dialects import aten, fused, kernel
 from irfuse.emit import dispatch
-from irfuse.emit.declare import Choice, Fusion, Kernel, Support
+from irfuse.emit.declare import Fusion, Kernel, Support
 from irfuse.emit.dispatch import check_fp8, contiguous, empty, fake_nvfp4, kernels
 from irfuse.emit.kernel_call import Args, flag, kernel_call
 from irfuse.emit.kernels import allreduce_rms_ref as ref
 from irfuse.emit.kernels import quant_ref
 from irfuse.rewrites.fuse_allreduce_rms import AllReduceRmsPattern, kernel_name
 
-_FI = Choice("flashinfer", "vLLM's choice (FlashInfer's trtllm all-reduce fusion below its size "
-             "cap); not measured by irfuse yet: benchmarks/bench_allreduce_rms.py")
-_FI_CHOICES = {"cuda:sm90": ((1, _FI),), "cuda:sm100": ((1, _FI),)}
-
-
-def _flashinfer_chosen(k: Kernel, x: torch.Tensor) -> bool:
-    return k.choose(dispatch.platform_of(x.device), dispatch.rows(x)).impl == "flashinfer"
-
 
 def _flashinfer_can(k: Kernel, x, residual, weight, group, weight_offset, weight_f32) -> bool:
-    """Whether FlashInfer runs this call: chosen at x's token count, and able to (else the
-    reason is warned once and NCCL + Triton run)."""
-    if not _flashinfer_chosen(k, x):
+    """Whether FlashInfer runs this call: wherever the kernel's choice is not the reference and
+    FlashInfer can run it (vLLM's rule; irfuse has not measured it against NCCL + Triton yet).
+    Otherwise the reason is warned once and NCCL + Triton run."""
+    if k.choose(dispatch.platform_of(x.device), dispatch.rows(x)).impl == "reference":
         return False
     reason = kernels("allreduce_rms").flashinfer_reason(x, residual, weight, group,
                                                         weight_offset, weight_f32)
@@ -87,7 +81,7 @@ PLAIN = Kernel(
     "all_reduce_rms_norm",
     "(Tensor x, Tensor? residual, Tensor weight, str group, float eps, float weight_offset, "
     "bool round_sum=False, bool weight_f32=False) -> (Tensor, Tensor)",
-    _plain_ref, _plain_cuda, _plain_fake, _FI_CHOICES, flashinfer=True)
+    _plain_ref, _plain_cuda, _plain_fake, flashinfer=True)
 
 
 # --- + static FP8 -------------------------------------------------------------------------------
@@ -127,7 +121,7 @@ STATIC = Kernel(
     "(Tensor x, Tensor? residual, Tensor weight, Tensor scale, str group, float eps, "
     "float weight_offset, ScalarType out_dtype, bool divide=False, bool round_sum=False, "
     "bool weight_f32=False) -> (Tensor, Tensor)",
-    _static_ref, _static_cuda, _static_fake, _FI_CHOICES, flashinfer=True)
+    _static_ref, _static_cuda, _static_fake, flashinfer=True)
 
 
 # --- + per-token FP8 ----------------------------------------------------------------------------
@@ -235,7 +229,7 @@ NVFP4 = Kernel(
     "(Tensor x, Tensor? residual, Tensor weight, Tensor global_scale, str group, float eps, "
     "float weight_offset, bool round_sum=False, bool weight_f32=False) "
     "-> (Tensor, Tensor, Tensor)",
-    _nvfp4_ref, _nvfp4_cuda, _nvfp4_fake, _FI_CHOICES, flashinfer=True)
+    _nvfp4_ref, _nvfp4_cuda, _nvfp4_fake, flashinfer=True)
 
 KERNELS = (PLAIN, STATIC, PER_TOKEN, GROUP, NVFP4)
 
