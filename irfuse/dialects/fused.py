@@ -441,10 +441,11 @@ class SiluMulQuantNvfp4Op(NamedOperandSyntax):
 
 @irdl_op_definition
 class AllReduceRmsNormOp(NamedOperandSyntax):
-    """All-reduce + (residual add +) RMSNorm (+ static FP8 or NVFP4 quant), in one kernel.
+    """All-reduce + (residual add +) RMSNorm (+ FP8 or NVFP4 quant), in one kernel.
 
-    Replaces `coll.all_reduce` followed by `norm.rms_norm` / `norm.add_rms_norm` (and
-    `quant.fp8` static or `quant.nvfp4`); FlashInfer's `trtllm` all-reduce fusion.
+    Replaces `coll.all_reduce` followed by `norm.rms_norm` / `norm.add_rms_norm` (and a
+    `quant.fp8` static, per-token or per-group, or `quant.nvfp4`); FlashInfer's `trtllm`
+    all-reduce fusion where it has the form, else the all-reduce and irfuse's fused norm kernel.
 
     ```mlir
     %o, %r = fused.all_reduce_rms_norm %x, residual %res, %w
@@ -460,8 +461,12 @@ class AllReduceRmsNormOp(NamedOperandSyntax):
         -> (!irfuse.tensor<[s0, 4096], f8E4M3FN>, !irfuse.tensor<[s0, 4096], bf16>)
     ```
     `residual_out` is `all_reduce(x) + residual` (or `all_reduce(x)` without a residual). Without
-    a scheme `out` is the norm; static_tensor quantizes it with `scale` to fp8; nvfp4 with the
-    global `scale` to ui8 `out` and swizzled block scales in `scale_out`.
+    a scheme `out` is the norm; static_tensor quantizes it with `scale` to fp8 (`divide`: as
+    `y / s`, see `quant.fp8`); dynamic_token (optional `scale_ub`) and group compute their
+    scales into `scale_out`; nvfp4 takes the global `scale` and writes ui8 `out` and swizzled
+    block scales in `scale_out`. The norm's readings are `fused.rms_norm_pad`'s: `weight_offset`,
+    `round_sum` (with a residual: the norm reads the sum rounded to the model dtype) and
+    `weight_f32` (the weight product in float32, rounded once).
     """
 
     name = "fused.all_reduce_rms_norm"
@@ -470,6 +475,7 @@ class AllReduceRmsNormOp(NamedOperandSyntax):
     residual = opt_operand_def(TensorType)
     weight = operand_def(TensorType)
     scale = opt_operand_def(TensorType)
+    scale_ub = opt_operand_def(TensorType)
 
     out = result_def(TensorType)
     scale_out = opt_result_def(TensorType)
@@ -478,7 +484,11 @@ class AllReduceRmsNormOp(NamedOperandSyntax):
     group = prop_def(StringAttr)
     world_size = prop_def(IntegerAttr[I64])
     eps = prop_def(FloatAttr[Float64Type])
+    weight_offset = prop_def(FloatAttr[Float64Type], default_value=f64_attr(0.0))
     scheme = opt_prop_def(QuantScheme)
+    divide = opt_prop_def(UnitAttr)
+    round_sum = opt_prop_def(UnitAttr)
+    weight_f32 = opt_prop_def(UnitAttr)
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
@@ -488,11 +498,16 @@ class AllReduceRmsNormOp(NamedOperandSyntax):
         residual: SSAValue | None,
         weight: SSAValue,
         scale: SSAValue | None = None,
+        scale_ub: SSAValue | None = None,
         *,
         group: str,
         world_size: int,
         eps: float,
+        weight_offset: float = 0.0,
         scheme: QuantScheme | None = None,
+        divide: bool = False,
+        round_sum: bool = False,
+        weight_f32: bool = False,
         result_types: Sequence[Attribute | None] | None = None,
         attributes: Mapping[str, Attribute] | None = None,
     ):
@@ -500,13 +515,17 @@ class AllReduceRmsNormOp(NamedOperandSyntax):
             xt: TensorType = x.type  # type: ignore[assignment]
             result_types = [*_quant_result_types(scheme, xt.dims, xt.dtype), xt]
         super().__init__(
-            operands=[x, residual, weight, scale],
+            operands=[x, residual, weight, scale, scale_ub],
             result_types=list(result_types),
             properties={
                 "group": StringAttr(group),
                 "world_size": i64_attr(world_size),
                 "eps": f64_attr(eps),
+                "weight_offset": f64_attr(weight_offset),
                 "scheme": scheme,
+                "divide": UnitAttr() if divide else None,
+                "round_sum": UnitAttr() if round_sum else None,
+                "weight_f32": UnitAttr() if weight_f32 else None,
             },
             attributes=attributes,
         )
@@ -523,16 +542,27 @@ class AllReduceRmsNormOp(NamedOperandSyntax):
             check_shape("residual", residual, x.dims)
             check_norm_result("residual_out", self.residual_out.type, x, residual)
         else:
+            if self.round_sum is not None:
+                raise VerifyException("round_sum applies to a norm with a residual only")
             check_same_type("residual_out", self.residual_out.type, x, "x")
         scale = opt_type(self.scale)
         scale_out = opt_type(self.scale_out)
+        scale_ub = opt_type(self.scale_ub)
         if self.scheme is None:
-            if scale is not None or scale_out is not None:
-                raise VerifyException("scale and scale_out need a quant scheme")
+            if scale is not None or scale_out is not None or scale_ub is not None:
+                raise VerifyException("scale, scale_ub and scale_out need a quant scheme")
+            if self.divide is not None:
+                raise VerifyException("divide needs a quant scheme")
             check_norm_result("out", self.out.type, x, weight)
             return
-        kind = _check_kind(self.name, self.scheme, (STATIC_TENSOR, NVFP4))
+        kind = _check_kind(self.name, self.scheme, (STATIC_TENSOR, "dynamic_token", GROUP,
+                                                    NVFP4))
+        check_divide(self.scheme, self.divide)
         _check_quant_scale_operand(kind, scale, "scale")
+        if scale_ub is not None:
+            if not self.scheme.is_per_token:
+                raise VerifyException("scale_ub applies to the dynamic_token scheme only")
+            check_static_scale("scale_ub", scale_ub)
         _check_quantized(kind, self.scheme, x.dims, self.out.type, scale_out, "out")
 
 

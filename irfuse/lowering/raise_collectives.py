@@ -5,14 +5,20 @@ their autograd twins, vLLM's three, and the in-place `all_reduce_` as functional
 it). Produces `coll.all_reduce` / `coll.reduce_scatter` / `coll.all_gather` with the wait (and the
 split / cat that spell a non-zero dim) in the region, so the collective fusions anchor on one op.
 `world_size` comes from the call, the module attribute `irfuse.process_groups`, another
-collective of the group, or torch.distributed; unknown, it is a remark.
+collective of the group, torch.distributed, or vLLM's registry of its groups (read only when vLLM
+is already imported). A vLLM all-reduce on its TP group (`tp`, `tp:N`) whose size none of these
+knows at compile time takes the TP size: the module attribute `irfuse.tp_size` (set from the
+config's `tp_size`) or the pass option `tp_size`. Any other unknown group is a remark: a DP or
+PP group beside TP never borrows the TP size, and WORLD is never assumed.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp
+from xdsl.context import Context
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, i64
 from xdsl.ir import Operation, SSAValue
 
 from irfuse import remarks
@@ -48,6 +54,10 @@ from irfuse.lowering.match import (
 
 PROCESS_GROUPS_ATTR = "irfuse.process_groups"
 """Module attribute: group name -> world size, for collectives whose call does not say it."""
+
+TP_SIZE_ATTR = "irfuse.tp_size"
+"""Module attribute: the tensor-parallel size (the config's `tp_size`), the world size of vLLM's
+TP group when nothing else says it."""
 
 ALL_REDUCE = (C10D_ALL_REDUCE,)
 REDUCE_SCATTER = (
@@ -236,11 +246,19 @@ def _match_scatter_dim(coll: _Collective) -> None:
     coll.dim = d
 
 
+def is_vllm_tp_group(group: str) -> bool:
+    """vLLM names its TP group coordinator `tp:<index>` (`tp` in hand-written graphs)."""
+    return group == "tp" or (group.startswith("tp:") and group[3:].isdigit())
+
+
 class _WorldSizes:
-    """Group name -> world size, from the module, the graph, or torch.distributed (cached)."""
+    """Group name -> world size, from the module, the graph, torch.distributed or vLLM's group
+    registry (cached); vLLM's TP group falls back on the TP size."""
 
     def __init__(self, module: ModuleOp, anchors: list[Call]):
         self.sizes: dict[str, int] = {}
+        tp = module.attributes.get(TP_SIZE_ATTR)
+        self.tp_size = tp.value.data if isinstance(tp, IntegerAttr) else None
         attr = module.attributes.get(PROCESS_GROUPS_ATTR)
         if isinstance(attr, DictionaryAttr):
             for name, size in attr.data.items():
@@ -253,14 +271,28 @@ class _WorldSizes:
                 if isinstance(group, str) and isinstance(size_arg, int):
                     self.sizes.setdefault(group, size_arg)
 
-    def of(self, group: str) -> int:
+    def of(self, group: str, vllm: bool = False) -> int:
+        """The world size of `group`; `vllm`: the collective is one of vLLM's ops, whose TP
+        group may take the TP size."""
         if group not in self.sizes:
             size = _registered_size(group)
+            if size is None and vllm:
+                size = _vllm_registered_size(group)
+            if size is None and vllm and is_vllm_tp_group(group):
+                size = self.tp_size
+                if size is None:
+                    raise NoMatch(
+                        f"the world size of vLLM's TP group {group!r} is unknown at compile "
+                        f"time and the TP size is not given (set tp_size; no "
+                        f"{PROCESS_GROUPS_ATTR} entry, no other collective of the group says it)"
+                    )
             if size is None:
+                tp_note = ("; only vLLM's TP group ('tp:N') takes the TP size"
+                           if vllm and self.tp_size is not None else "")
                 raise NoMatch(
                     f"the world size of process group {group!r} is unknown (no "
                     f"{PROCESS_GROUPS_ATTR} entry, no other collective of the group says it, "
-                    "and torch.distributed does not know the name)"
+                    f"and torch.distributed does not know the name{tp_note})"
                 )
             self.sizes[group] = size
         return self.sizes[group]
@@ -281,6 +313,21 @@ def _registered_size(group: str) -> int | None:
         return None
 
 
+def _vllm_registered_size(group: str) -> int | None:
+    """The world size of vLLM's group coordinator named `group`, when vLLM is already imported
+    in this process and has that group (its `parallel_state._groups` registry); else None."""
+    state = sys.modules.get("vllm.distributed.parallel_state")
+    registry = getattr(state, "_groups", None)
+    if not isinstance(registry, dict) or group not in registry:
+        return None
+    try:
+        coordinator = registry[group]()
+        size = getattr(coordinator, "world_size", None)
+    except (TypeError, ReferenceError):
+        return None
+    return int(size) if isinstance(size, int) and size >= 1 else None
+
+
 def _match(found: Call, sizes: _WorldSizes) -> _Collective:
     if found.target == C10D_ALL_REDUCE_INPLACE:
         raise NoMatch("in-place all_reduce_ that functionalization did not rewrite")
@@ -288,7 +335,7 @@ def _match(found: Call, sizes: _WorldSizes) -> _Collective:
     if found.target not in VLLM:
         _match_wait(coll)
     if coll.kind == "all_reduce":
-        coll.world_size = sizes.of(coll.group)
+        coll.world_size = sizes.of(coll.group, vllm=found.target in VLLM)
         if found.target not in VLLM:
             _match_inplace_copy(coll)
         return coll
@@ -337,8 +384,21 @@ class CollectivePattern(CallPattern):
         return True
 
 
+@dataclass(frozen=True)
 class RaiseCollectives(PatternPass):
-    """Raise functional collectives (with their waits) to `coll` ops. No options."""
+    """Raise functional collectives (with their waits) to `coll` ops. Option `tp_size`: the TP
+    size, recorded as the module attribute `irfuse.tp_size` (where the module has none) for
+    vLLM's TP group of unknown size."""
 
     name = "raise-collectives"
     patterns = (CollectivePattern(),)
+
+    tp_size: int | None = None
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.tp_size is not None:
+            if self.tp_size < 1:
+                raise ValueError(f"raise-collectives: tp_size must be >= 1, got {self.tp_size}")
+            if TP_SIZE_ATTR not in op.attributes:
+                op.attributes[TP_SIZE_ATTR] = IntegerAttr(self.tp_size, i64)
+        super().apply(ctx, op)

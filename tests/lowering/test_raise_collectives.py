@@ -151,6 +151,87 @@ def test_world_size_comes_from_the_module_or_a_sibling_collective():
     assert printed.count("coll.") == 4
 
 
+def _vllm_all_reduces(module_attrs: str, groups: tuple[str, ...]) -> str:
+    body, prev = [], "%x"
+    for i, group in enumerate(groups):
+        body.append(f'%a{i} = aten.call "vllm::all_reduce.default"({prev}, group_name = '
+                    f'"{group}") : ({T8}) -> {T8}')
+        prev = f"%a{i}"
+    lines = "\n      ".join(body)
+    return f"""
+    builtin.module {module_attrs} {{
+    func.func @f(%x: {T8}) -> {T8} {{
+      {lines}
+      func.return {prev} : {T8}
+    }}
+    }}
+    """
+
+
+def test_vllm_tp_group_of_unknown_size_takes_the_tp_size():
+    # vLLM's group names ("tp:0") are vLLM's own: torch.distributed does not know them, so at
+    # compile time only the TP size says the TP group's world size; a DP or PP group beside it
+    # stays a remark (never the TP size, never WORLD).
+    text = _vllm_all_reduces("attributes {irfuse.tp_size = 4 : i64}", ("tp:0", "dp:0", "pp:1"))
+    printed, reasons = _run_pass_on(text)
+    assert printed.count("coll.all_reduce") == 1
+    assert 'coll.all_reduce %x {group = "tp:0", world_size = 4 : i64}' in printed
+    why = ("not a collective: the world size of process group '{}' is unknown (no "
+           "irfuse.process_groups entry, no other collective of the group says it, and "
+           "torch.distributed does not know the name; only vLLM's TP group ('tp:N') takes the "
+           "TP size)")
+    assert reasons == [why.format("dp:0"), why.format("pp:1")]
+
+
+def test_vllm_tp_group_without_a_tp_size_says_so():
+    printed, reasons = _run_pass_on(_vllm_all_reduces("", ("tp:0",)))
+    assert "coll." not in printed
+    assert reasons == ["not a collective: the world size of vLLM's TP group 'tp:0' is unknown "
+                       "at compile time and the TP size is not given (set tp_size; no "
+                       "irfuse.process_groups entry, no other collective of the group says it)"]
+
+
+def test_a_registered_group_size_wins_over_the_tp_size():
+    # The module's process-group entry (read from the live group at import) is the group's
+    # real size; the TP size is only the fallback.
+    text = _vllm_all_reduces(
+        'attributes {irfuse.tp_size = 4 : i64, irfuse.process_groups = {"tp:0" = 2 : i64}}',
+        ("tp:0",))
+    printed, reasons = _run_pass_on(text)
+    assert reasons == []
+    assert 'coll.all_reduce %x {group = "tp:0", world_size = 2 : i64}' in printed
+
+
+def test_tp_size_pass_option_is_recorded_on_the_module():
+    ctx = make_context()
+    module = Parser(ctx, _vllm_all_reduces("", ("tp:3",))).parse_module()
+    RaiseCollectives(tp_size=8).apply(ctx, module)
+    module.verify()
+    assert 'irfuse.tp_size = 8 : i64' in str(module)
+    assert 'coll.all_reduce %x {group = "tp:3", world_size = 8 : i64}' in str(module)
+    with pytest.raises(ValueError, match="tp_size must be >= 1"):
+        RaiseCollectives(tp_size=0).apply(ctx, module)
+
+
+class _FakeCoordinator:
+    world_size = 2
+
+
+def test_vllm_registry_gives_the_size_of_its_groups(monkeypatch):
+    # With vLLM imported, its registry of group coordinators names every group's size (here a
+    # stand-in module: vLLM is not installed on the CPU test machine).
+    import sys
+    import types
+
+    coordinator = _FakeCoordinator()
+    state = types.ModuleType("vllm.distributed.parallel_state")
+    state._groups = {"dp:0": lambda: coordinator}
+    monkeypatch.setitem(sys.modules, "vllm.distributed.parallel_state", state)
+    printed, reasons = _run_pass_on(_vllm_all_reduces("", ("dp:0",)))
+    assert reasons == []
+    assert 'coll.all_reduce %x {group = "dp:0", world_size = 2 : i64}' in printed
+
+
 # --- two processes ------------------------------------------------------------------------------
 
 

@@ -109,7 +109,7 @@ func.func @arn_scale_no_scheme(%x: !irfuse.tensor<[s0, 4096], bf16>, %w: !irfuse
   %o, %r = fused.all_reduce_rms_norm %x, %w, scale %s {group = "tp", world_size = 2 : i64, eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[4096], bf16>, !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>)
   func.return
 }
-// CHECK: scale and scale_out need a quant scheme
+// CHECK: scale, scale_ub and scale_out need a quant scheme
 
 // -----
 
@@ -122,10 +122,26 @@ func.func @arn_world_size(%x: !irfuse.tensor<[s0, 4096], bf16>, %w: !irfuse.tens
 // -----
 
 func.func @arn_kind(%x: !irfuse.tensor<[s0, 4096], bf16>, %w: !irfuse.tensor<[4096], bf16>) {
-  %o, %so, %r = fused.all_reduce_rms_norm %x, %w {group = "tp", world_size = 2 : i64, eps = 1.0e-06 : f64, scheme = #quant.scheme<group 128>} : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[4096], bf16>) -> (!irfuse.tensor<[s0, 4096], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 32], f32>, !irfuse.tensor<[s0, 4096], bf16>)
+  %o, %so, %r = fused.all_reduce_rms_norm %x, %w {group = "tp", world_size = 2 : i64, eps = 1.0e-06 : f64, scheme = #quant.scheme<dynamic_tensor>} : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[4096], bf16>) -> (!irfuse.tensor<[s0, 4096], f8E4M3FN>, scale_out !irfuse.tensor<[], f32>, !irfuse.tensor<[s0, 4096], bf16>)
   func.return
 }
-// CHECK: fused.all_reduce_rms_norm fuses static_tensor or nvfp4 quantization, not group
+// CHECK: fused.all_reduce_rms_norm fuses static_tensor, dynamic_token, group or nvfp4 quantization, not dynamic_tensor
+
+// -----
+
+func.func @arn_round_sum(%x: !irfuse.tensor<[s0, 4096], bf16>, %w: !irfuse.tensor<[4096], bf16>) {
+  %o, %r = fused.all_reduce_rms_norm %x, %w {group = "tp", world_size = 2 : i64, eps = 1.0e-06 : f64, round_sum} : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[4096], bf16>) -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>)
+  func.return
+}
+// CHECK: round_sum applies to a norm with a residual only
+
+// -----
+
+func.func @arn_scale_ub(%x: !irfuse.tensor<[s0, 4096], bf16>, %w: !irfuse.tensor<[4096], bf16>, %u: !irfuse.tensor<[], f32>) {
+  %o, %so, %r = fused.all_reduce_rms_norm %x, %w, scale_ub %u {group = "tp", world_size = 2 : i64, eps = 1.0e-06 : f64, scheme = #quant.scheme<group 128>} : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[4096], bf16>, !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 4096], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 32], f32>, !irfuse.tensor<[s0, 4096], bf16>)
+  func.return
+}
+// CHECK: scale_ub applies to the dynamic_token scheme only
 
 // -----
 

@@ -1,0 +1,253 @@
+"""CUDA implementations of the fused all-reduce + (residual add +) RMSNorm (+ quant).
+
+Two paths, chosen per call:
+
+- FlashInfer's `flashinfer.comm.allreduce_fusion` on a `trtllm` workspace (never `mnnvl`, `auto`
+  or multicast), one workspace per (process group, max tokens, hidden, dtype), created at the
+  first call that uses it (every rank makes the same call, so every rank creates it together).
+  Used for the plain norm, static FP8 and NVFP4 (the patterns `kARResidualRMSNorm`,
+  `kARResidualRMSNormFP8Quant`, `kARResidualRMSNormFP4Quant`) when `flashinfer.comm` imports,
+  the group has 2, 4 or 8 ranks, the call's tokens fit the workspace (the size cap of
+  `irfuse.thresholds` for the GPU and world size), the input is bf16/fp16 with a weight of the
+  same dtype, and the norm is not the float32-weight reading without an offset. Without a
+  residual the residual input is zeros and the residual output is the all-reduced value (vLLM's
+  spelling). FlashInfer normalizes in float32 and rounds once: within the fused-kernel tolerance
+  of the reference, not bit for bit.
+- Otherwise: the all-reduce through torch's functional collective (NCCL) on the op's group, then
+  irfuse's fused (add +) RMSNorm (+ quant) Triton kernel, or its reference where the caller
+  says Triton does not run.
+
+Every decision reads only shapes, dtypes and the installed FlashInfer, the same on every rank, so
+the ranks take the same path (a collective and a workspace creation are made by all or none).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import inspect
+import warnings
+from types import ModuleType
+
+import torch
+
+from irfuse import thresholds
+from irfuse.emit.kernels import allreduce_rms_ref as ref
+from irfuse.emit.kernels import quant_ref
+from irfuse.platform import Platform
+
+FI_WORLD_SIZES = thresholds.FI_ALLREDUCE_WORLD_SIZES
+FI_DTYPES = (torch.bfloat16, torch.float16)
+FLASHINFER_FALLBACKS: dict[str, str] = {}
+"""Kernel name -> the last reason FlashInfer could not run it (warned once per reason)."""
+_WARNED: set[tuple[str, str]] = set()
+_WORKSPACES: dict[tuple[str, int, int, torch.dtype], object] = {}
+
+
+@functools.cache
+def flashinfer_comm() -> ModuleType | None:
+    """`flashinfer.comm` when it imports and has the unified fusion API; else None."""
+    if importlib.util.find_spec("flashinfer") is None:
+        return None
+    try:
+        comm = importlib.import_module("flashinfer.comm")
+    except Exception:  # noqa: BLE001 (a broken install or a missing CUDA toolkit: no FlashInfer)
+        return None
+    if not (hasattr(comm, "allreduce_fusion") and hasattr(comm,
+                                                          "create_allreduce_fusion_workspace")):
+        return None
+    return comm
+
+
+def max_tokens(device: torch.device, world_size: int, hidden: int, itemsize: int) -> int | None:
+    """The workspace's token capacity: FlashInfer's size cap for this GPU and world size, in
+    tokens of `hidden` x `itemsize` bytes; None where there is no cap (no fused kernel)."""
+    major, minor = torch.cuda.get_device_capability(device)
+    platform = Platform.parse(f"cuda:sm{major}{minor}")
+    mb = thresholds.fi_allreduce_max_size_mb(platform, world_size)
+    return thresholds.fi_allreduce_max_tokens(mb, hidden, itemsize) if mb else None
+
+
+def note_fallback(kernel: str, reason: str) -> None:
+    FLASHINFER_FALLBACKS[kernel] = reason
+    if (kernel, reason) not in _WARNED:
+        _WARNED.add((kernel, reason))
+        warnings.warn(f"irfuse: {kernel} does not use FlashInfer's fused all-reduce: {reason}; "
+                      "NCCL and the Triton kernel run", stacklevel=3)
+
+
+def flashinfer_reason(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,
+                      group: str, weight_offset: float, weight_f32: bool) -> str | None:
+    """Why FlashInfer's fused all-reduce cannot run this call, or None when it can."""
+    comm = flashinfer_comm()
+    if comm is None:
+        return "flashinfer.comm (with allreduce_fusion) does not import"
+    if x.device.type != "cuda":
+        return "the input is not on a CUDA device"
+    if x.dtype not in FI_DTYPES or weight.dtype != x.dtype:
+        return f"it takes bf16/fp16 inputs with a weight of that dtype ({x.dtype}, {weight.dtype})"
+    if residual is not None and residual.dtype != x.dtype:
+        return "the residual's dtype differs from the input's"
+    if weight_f32 and weight_offset == 0.0:
+        return "the norm multiplies the weight in float32 with no offset (no FlashInfer form)"
+    if weight_offset not in (0.0, 1.0) or (weight_offset and not _takes(comm.allreduce_fusion,
+                                                                         "weight_bias")):
+        return f"weight offset {weight_offset} (FlashInfer takes 0 or, with weight_bias, 1)"
+    hidden = x.shape[-1]
+    if hidden % (16 // x.element_size()):
+        return f"hidden {hidden} is not a multiple of a 16-byte vector"
+    pg = ref.resolve_group(group)
+    world = pg.size()
+    if world not in FI_WORLD_SIZES:
+        return f"the group has {world} ranks (FlashInfer's fusion: {FI_WORLD_SIZES})"
+    if pg is not _world() and not _takes(comm.create_allreduce_fusion_workspace, "group"):
+        return "this FlashInfer cannot create a workspace for a group other than WORLD"
+    cap = max_tokens(x.device, world, hidden, x.element_size())
+    tokens = x.numel() // hidden
+    if cap is None or tokens > cap:
+        return f"{tokens} tokens exceed the size cap ({cap} tokens)"
+    return None
+
+
+def _world() -> object:
+    return torch.distributed.group.WORLD
+
+
+def _takes(fn: object, name: str) -> bool:
+    try:
+        return name in inspect.signature(fn).parameters  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+
+
+def workspace(comm: ModuleType, group: str, x: torch.Tensor) -> object:
+    """The `trtllm` workspace of (group, max tokens, hidden, dtype), created at first use."""
+    pg = ref.resolve_group(group)
+    hidden = x.shape[-1]
+    cap = max_tokens(x.device, pg.size(), hidden, x.element_size())
+    assert cap is not None
+    key = (group, cap, hidden, x.dtype)
+    ws = _WORKSPACES.get(key)
+    if ws is None:
+        kwargs: dict[str, object] = {}
+        if _takes(comm.create_allreduce_fusion_workspace, "group"):
+            coordinator = ref.vllm_coordinator(group)
+            kwargs["group"] = getattr(coordinator, "cpu_group", None) or pg
+        ws = comm.create_allreduce_fusion_workspace(
+            backend="trtllm", world_size=pg.size(), rank=pg.rank(), max_token_num=cap,
+            hidden_dim=hidden, dtype=x.dtype, **kwargs)
+        _WORKSPACES[key] = ws
+    return ws
+
+
+def flashinfer_fused(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,
+                     group: str, eps: float, weight_offset: float, pattern: str,
+                     quant_out: torch.Tensor | None = None,
+                     scale_out: torch.Tensor | None = None,
+                     scale_factor: torch.Tensor | None = None,
+                     ) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """One `allreduce_fusion` call with the `AllReduceFusionPattern` named `pattern`: (norm_out
+    or None where a quant is written, residual_out), both shaped like x."""
+    comm = flashinfer_comm()
+    assert comm is not None
+    shape = x.shape
+    x2 = x.reshape(-1, shape[-1]).contiguous()
+    res_in = (torch.zeros_like(x2) if residual is None
+              else residual.reshape(-1, shape[-1]).contiguous())
+    res_out = torch.empty_like(x2)
+    norm_out = torch.empty_like(x2) if quant_out is None else None
+    extra: dict[str, object] = {}
+    if weight_offset:
+        extra["weight_bias"] = weight_offset
+    if pattern == "kARResidualRMSNormFP4Quant":
+        extra["layout_code"] = comm.QuantizationSFLayout.SWIZZLED_128x4
+    comm.allreduce_fusion(
+        input=x2, workspace=workspace(comm, group, x2),
+        pattern=getattr(comm.AllReduceFusionPattern, pattern),
+        launch_with_pdl=torch.cuda.get_device_capability(x.device)[0] >= 9,
+        trigger_completion_at_end=True, output=None, residual_out=res_out, norm_out=norm_out,
+        quant_out=quant_out, scale_out=scale_out, residual_in=res_in, rms_gamma=weight.contiguous(),
+        rms_eps=eps, scale_factor=scale_factor, use_oneshot=None, fp32_acc=True, **extra)
+    return (None if norm_out is None else norm_out.reshape(shape)), res_out.reshape(shape)
+
+
+# --- the NCCL + Triton path ---------------------------------------------------------------------
+
+
+def _kernels(name: str) -> ModuleType:
+    return importlib.import_module(f"irfuse.emit.kernels.{name}")
+
+
+def norm(reduced: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, eps: float,
+         weight_offset: float, round_sum: bool, weight_f32: bool, triton: bool,
+         ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(y, residual_out) of the all-reduced value: irfuse's Triton norm (the padded-norm kernel
+    at pad 0 for the float32 weight product) or the reference."""
+    if not triton:
+        return ref.rms_norm(reduced, residual, weight, eps, weight_offset, round_sum, weight_f32)
+    if weight_f32:
+        pad = _kernels("norm_pad")
+        if residual is None:
+            return pad.rms_norm_pad(reduced, weight, eps, low=0, high=0,
+                                    weight_offset=weight_offset, weight_f32=True), reduced
+        return pad.add_rms_norm_pad(reduced, residual, weight, eps, low=0, high=0,
+                                    weight_offset=weight_offset, round_sum=round_sum,
+                                    weight_f32=True)
+    y, r = _kernels("norm_quant").rms_norm(reduced, weight, eps, weight_offset, residual,
+                                           round_sum=round_sum)
+    return y, reduced if r is None else r
+
+
+def nccl_norm(x, residual, weight, group, eps, weight_offset, round_sum, weight_f32, triton):
+    return norm(ref.all_reduce(x, group), residual, weight, eps, weight_offset, round_sum,
+                weight_f32, triton)
+
+
+def nccl_static(x, residual, weight, scale, group, eps, weight_offset, out_dtype, divide,
+                round_sum, weight_f32, triton):
+    reduced = ref.all_reduce(x, group)
+    if triton and not weight_f32:
+        qs, r = _kernels("norm_quant").rms_norm_quant_fp8_static(
+            reduced, weight, [scale], eps, weight_offset, out_dtype, residual, divide=divide,
+            round_sum=round_sum)
+        return qs[0], reduced if r is None else r
+    y, r = norm(reduced, residual, weight, eps, weight_offset, round_sum, weight_f32, triton)
+    return quant_ref.quant_fp8_static(y, scale, out_dtype, divide), r
+
+
+def nccl_per_token(x, residual, weight, scale_ub, group, eps, weight_offset, out_dtype,
+                   round_sum, weight_f32, triton):
+    reduced = ref.all_reduce(x, group)
+    if triton and not weight_f32:
+        q, s, r = _kernels("norm_quant").rms_norm_quant_fp8_per_token(
+            reduced, weight, scale_ub, eps, weight_offset, out_dtype, residual,
+            round_sum=round_sum)
+        return q, s, reduced if r is None else r
+    y, r = norm(reduced, residual, weight, eps, weight_offset, round_sum, weight_f32, triton)
+    q, s = quant_ref.quant_fp8_per_token(y, scale_ub, out_dtype)
+    return q, s, r
+
+
+def nccl_group(x, residual, weight, group, eps, weight_offset, group_size, col_major, ue8m0,
+               out_dtype, round_sum, weight_f32, triton):
+    reduced = ref.all_reduce(x, group)
+    if triton and not weight_f32 and group_size & (group_size - 1) == 0:
+        q, s, r = _kernels("norm_quant").rms_norm_quant_fp8_group(
+            reduced, weight, eps, weight_offset, group_size, col_major, ue8m0, out_dtype,
+            residual, round_sum=round_sum)
+        return q, s, reduced if r is None else r
+    y, r = norm(reduced, residual, weight, eps, weight_offset, round_sum, weight_f32, triton)
+    q, s = quant_ref.quant_fp8_group(y, group_size, col_major, ue8m0, out_dtype)
+    return q, s, r
+
+
+def nccl_nvfp4(x, residual, weight, global_scale, group, eps, weight_offset, round_sum,
+               weight_f32, triton):
+    y, r = nccl_norm(x, residual, weight, group, eps, weight_offset, round_sum, weight_f32,
+                     triton)
+    if triton and y.shape[-1] % quant_ref.NVFP4_BLOCK == 0:
+        q, s = _kernels("nvfp4").quant_nvfp4(y, global_scale)
+    else:
+        q, s = quant_ref.quant_nvfp4(y, global_scale)
+    return q, s, r
