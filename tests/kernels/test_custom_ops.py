@@ -162,6 +162,9 @@ def test_opcheck(name: str) -> None:
     calls = dict(_calls(_inputs((3, 128))))
     for declared, args in _declared_calls((3, 128)):
         calls.setdefault(declared, args)
+    if name not in calls and "str group" in str(getattr(ops, name).default._schema):
+        pytest.skip("a collective: opchecked under a process group in "
+                    "tests/fuse/test_fuse_allreduce_rms.py")
     torch.library.opcheck(getattr(ops, name).default, calls[name])
 
 
