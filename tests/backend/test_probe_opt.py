@@ -188,7 +188,8 @@ def test_fuzz_mutated_ir_gives_a_located_error_or_ir(seed: int, tmp_path: pathli
         path.write_text(mutated)
         args = [str(path)]
         if source.parent.name in ("raise", "rewrites"):
-            args += ["-p", source.stem]
+            run = re.search(r"-p\s+'?([\w-]+)", source.read_text())  # the file's own pass
+            args += ["-p", run.group(1) if run else source.stem]
         status, _, err = run_opt(args)
         where = f"case {case} (from {source.name}):\n{mutated}\n{err}"
         if status == 0:
