@@ -34,6 +34,9 @@ import time
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_e2e_llama_fp8 as e2e  # noqa: E402 (its CUDA-graph capture, by path)
+
 LLAMA_70B = dict(hidden=8192, num_heads=64, num_kv_heads=8, head_dim=128, intermediate=28672,
                  max_positions=8192, rope_theta=500000.0, eps=1e-5, num_tokens=16)
 VARIANTS = {
@@ -68,20 +71,6 @@ def _options(args: argparse.Namespace, variant: str) -> dict:
         pass_config["sp_min_token_num"] = args.sp_min
     return {"optimization_level": 2, "pass_config": pass_config,
             "compile_sizes": list(args.tokens), "inductor": not args.no_inductor}
-
-
-def _capture(fn) -> torch.cuda.CUDAGraph:
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    torch.cuda.synchronize()
-    return graph
 
 
 def _time_once(fn, reps: int, cuda: bool) -> float:
@@ -146,7 +135,7 @@ def _worker(rank: int, world: int, args: argparse.Namespace, out_file: str) -> N
             if cuda and args.timing == "graph":
                 try:
                     with torch.no_grad():
-                        graph = _capture(fn)
+                        graph = e2e._capture(fn)
                     fn, how[name] = graph.replay, "CUDA graph"
                 except Exception as err:  # noqa: BLE001 (reported, then events)
                     how[name] = f"plain launches (capture failed: {type(err).__name__})"

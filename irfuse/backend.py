@@ -291,6 +291,7 @@ class _GraphCompiler:
             graph_name=self.graph_name,
             config=self.resolved.pass_config.to_dict() if self.resolved else {},
             constants=self.constants,
+            tp_size=self.config.tp_size,
         )
 
     # -- compiling --------------------------------------------------------------------------

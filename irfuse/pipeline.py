@@ -23,7 +23,7 @@ from typing import Any
 
 import torch.fx
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.utils.exceptions import DiagnosticException
 
 from irfuse import dtypes, passes, remarks
@@ -33,6 +33,7 @@ from irfuse.dialects.irfuse import TensorType, set_target
 from irfuse.dump import DumpWriter
 from irfuse.emit.fx_emit import emit_graph
 from irfuse.lowering.fx_import import ImportedGraph, import_graph
+from irfuse.lowering.raise_collectives import TP_SIZE_ATTR
 from irfuse.lowering.raise_quant import quant_op_scheme, support_matrix_scheme
 from irfuse.lowering.raising import KIND_OF_OP, RAISE_PASSES, RAISED_KINDS
 from irfuse.ranges import Range
@@ -70,6 +71,8 @@ class PipelineOptions:
     config: dict[str, Any] = field(default_factory=dict)
     # Lifted scalar inputs read as their traced values: placeholder index -> value.
     constants: Mapping[int, float | int] = field(default_factory=dict)
+    # The tensor-parallel size, for collectives on a TP group whose size the graph does not say.
+    tp_size: int | None = None
 
 
 def count_ops(module: ModuleOp) -> int:
@@ -178,6 +181,8 @@ def _prepare(gm: torch.fx.GraphModule, options: PipelineOptions) -> Prepared:
     except Exception as err:
         raise PipelineError("import", f"{type(err).__name__}: {err}") from err
     set_target(imported.module, options.platform)
+    if options.tp_size is not None:
+        imported.module.attributes[TP_SIZE_ATTR] = IntegerAttr(options.tp_size, i64)
     report.stages.append(StageRecord("import", _ms(start), count_ops(imported.module)))
     if options.dump:
         options.dump.mlir("import", imported.module)

@@ -109,6 +109,17 @@ def make_model(cfg: ModelConfig, opts: ModelOptions, *, dtype: torch.dtype,
     return PagedDecodeStep(cfg, _paged_opts(opts), dtype=dtype, device=device, gen=gen)
 
 
+def kv_caches(cfg: ModelConfig, num_blocks: int, gen: torch.Generator, *, dtype: torch.dtype,
+              device: torch.device) -> list[torch.Tensor]:
+    """A key and a value cache `[num_blocks, block_size, kv_heads, head_dim]` per layer, random
+    (empty on the meta device)."""
+    shape = (num_blocks, cfg.block_size, cfg.num_kv_heads, cfg.head_dim)
+    if device.type == "meta":
+        return [torch.empty(shape, dtype=dtype, device="meta") for _ in range(2 * cfg.num_layers)]
+    return [randn(shape, gen, torch.device("cpu")).to(dtype).to(device)
+            for _ in range(2 * cfg.num_layers)]
+
+
 def make_inputs(cfg: ModelConfig, opts: ModelOptions, num_tokens: int, seed: int, *,
                 dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, ...]:
     """Random sequences (lengths 1..max_blocks * block_size, counting the new token; all
@@ -136,13 +147,7 @@ def make_inputs(cfg: ModelConfig, opts: ModelOptions, num_tokens: int, seed: int
     rows = torch.arange(t)
     slot_mapping = (block_tables[rows, positions // bs].to(torch.int64) * bs + positions % bs)
     hidden = randn((t, cfg.hidden), gen, torch.device("cpu")).to(dtype)
-    shape = (num_blocks, bs, cfg.num_kv_heads, cfg.head_dim)
-    caches = []
-    for _ in range(2 * cfg.num_layers):
-        if device.type == "meta":
-            caches.append(torch.empty(shape, dtype=dtype, device="meta"))
-        else:
-            caches.append(randn(shape, gen, torch.device("cpu")).to(dtype).to(device))
+    caches = kv_caches(cfg, num_blocks, gen, dtype=dtype, device=device)
     ints = (positions, slot_mapping, block_tables, seq_lens)
     return (hidden.to(device), *(x.to(device) for x in ints), *caches)
 

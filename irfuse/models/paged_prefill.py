@@ -89,13 +89,7 @@ def make_inputs(cfg: ModelConfig, opts: ModelOptions, num_tokens: int, seed: int
     positions = torch.arange(t, dtype=torch.int64)
     slot_mapping = blocks[positions // bs].to(torch.int64) * bs + positions % bs
     hidden = randn((t, cfg.hidden), gen, torch.device("cpu")).to(dtype)
-    shape = (num_blocks, bs, cfg.num_kv_heads, cfg.head_dim)
-    caches = []
-    for _ in range(2 * cfg.num_layers):
-        if device.type == "meta":
-            caches.append(torch.empty(shape, dtype=dtype, device="meta"))
-        else:
-            caches.append(randn(shape, gen, torch.device("cpu")).to(dtype).to(device))
+    caches = paged.kv_caches(cfg, num_blocks, gen, dtype=dtype, device=device)
     return (hidden.to(device), positions.to(device), slot_mapping.to(device), *caches)
 
 

@@ -28,8 +28,7 @@ from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
 from irfuse.lowering import aten_ops
 from irfuse.lowering.driver import AnchorPattern, Site
 from irfuse.lowering.match import NoMatch, call
-from irfuse.rewrites.fuse_norm_quant import KERNEL_DTYPES
-from irfuse.rewrites.norm_readings import weight_product_in_f32
+from irfuse.rewrites.norm_readings import kernel_input_type, weight_product_in_f32
 
 
 def kernel_name(residual: bool) -> str:
@@ -56,15 +55,7 @@ def _fuse(norm: RmsNormOp | AddRmsNormOp, site: Site) -> bool:
         raise NoMatch(f"the norm output is padded {len(amounts)} different ways; one kernel "
                       "writes one padding")
     low, high, value = amounts.pop()
-    if norm.weight is None:
-        raise NoMatch("a norm without a weight has no fused kernel")
-    x_type, y_type = norm.x.type, norm.y.type
-    assert isinstance(x_type, TensorType) and isinstance(y_type, TensorType)
-    if x_type.dtype not in KERNEL_DTYPES:
-        raise NoMatch(f"the fused kernels take bf16, f16 or f32 inputs, not {x_type.dtype}")
-    if y_type.dtype != x_type.dtype:
-        raise NoMatch(f"the norm's output is {y_type.dtype} but its input {x_type.dtype}; the "
-                      "kernel writes the input's dtype")
+    x_type = kernel_input_type(norm, norm.x)
     weight_f32 = weight_product_in_f32(norm, x_type)
     others = [u.operation for u in norm.y.uses if not isinstance(u.operation, PadOp)]
     hidden = x_type.dims[-1]
@@ -92,7 +83,7 @@ def _fuse(norm: RmsNormOp | AddRmsNormOp, site: Site) -> bool:
         pad.y.replace_all_uses_with(fused.out)
         Rewriter.erase_op(pad)
     if others:
-        norm.y.replace_all_uses_with(_unpadded(fused.out, low, hidden, y_type, norm))  # type: ignore[arg-type]
+        norm.y.replace_all_uses_with(_unpadded(fused.out, low, hidden, norm.y.type, norm))  # type: ignore[arg-type]
     if residual is not None:
         assert fused.residual_out is not None
         fused.residual_out.name_hint = norm.residual_out.name_hint

@@ -17,7 +17,7 @@ from irfuse.dialects.irfuse import TensorType
 from irfuse.dialects.quant import QuantFp8Op
 from irfuse.lowering.driver import AnchorPattern, Site
 from irfuse.lowering.match import NoMatch
-from irfuse.rewrites.fuse_norm_quant import KERNEL_DTYPES
+from irfuse.rewrites.norm_readings import KERNEL_DTYPES
 from irfuse.rewrites.quant_consumers import (
     divides,
     flatten_leading,

@@ -30,8 +30,7 @@ from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
 from irfuse.dialects.quant import QuantFp8Op, QuantNvfp4Op, QuantScheme
 from irfuse.lowering.driver import AnchorPattern, Site
 from irfuse.lowering.match import NoMatch, users
-from irfuse.rewrites.fuse_norm_quant import KERNEL_DTYPES
-from irfuse.rewrites.norm_readings import weight_product_in_f32
+from irfuse.rewrites.norm_readings import kernel_input_type, weight_product_in_f32
 from irfuse.rewrites.quant_consumers import (
     Consumer,
     divides,
@@ -115,15 +114,7 @@ def _fuse(ar: AllReduceOp, site: Site) -> bool:
         return False
     if ar.reduce_op.data != "sum":
         raise NoMatch(f"the all-reduce is a {ar.reduce_op.data}, not a sum")
-    if norm.weight is None:
-        raise NoMatch("a norm without a weight has no fused kernel")
-    x_type, y_type = ar.x.type, norm.y.type
-    assert isinstance(x_type, TensorType) and isinstance(y_type, TensorType)
-    if x_type.dtype not in KERNEL_DTYPES:
-        raise NoMatch(f"the fused kernels take bf16, f16 or f32 inputs, not {x_type.dtype}")
-    if y_type.dtype != x_type.dtype:
-        raise NoMatch(f"the norm's output is {y_type.dtype} but its input {x_type.dtype}; the "
-                      "kernel writes the input's dtype")
+    x_type = kernel_input_type(norm, ar.x)
     # Gemma's (1 + w) is a float32 product in every reading: weight_f32 marks offset 0 only.
     weight_f32 = weight_product_in_f32(norm, x_type) and norm.weight_offset.value.data == 0.0
     residual: SSAValue | None = None

@@ -10,17 +10,17 @@ kernel the table leaves to Inductor on the platform are remarks.
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import bf16, f16, f32
 from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from irfuse.dialects import aten
 from irfuse.dialects.fused import RmsNormQuantOp
-from irfuse.dialects.irfuse import TensorType, tensor_type
+from irfuse.dialects.irfuse import tensor_type
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
 from irfuse.dialects.quant import QuantFp8Op
 from irfuse.lowering.driver import AnchorPattern, Site
 from irfuse.lowering.match import NoMatch
+from irfuse.rewrites.norm_readings import kernel_input_type
 from irfuse.rewrites.quant_consumers import (
     Consumer,
     divides,
@@ -29,8 +29,6 @@ from irfuse.rewrites.quant_consumers import (
     quant_consumers,
     reshape_as,
 )
-
-KERNEL_DTYPES = (bf16, f16, f32)
 
 
 def kernel_name(residual: bool, scheme_kind: str) -> str:
@@ -85,12 +83,7 @@ def _fuse(norm: RmsNormOp | AddRmsNormOp, site: Site) -> bool:
         return False
     consumers = merge_identical(consumers)
     kind = _check_schemes(consumers)
-    if norm.weight is None:
-        raise NoMatch("a norm without a weight has no fused kernel")
-    x_type = norm.x.type
-    assert isinstance(x_type, TensorType)
-    if x_type.dtype not in KERNEL_DTYPES:
-        raise NoMatch(f"the fused kernels take bf16, f16 or f32 inputs, not {x_type.dtype}")
+    kernel_input_type(norm, norm.x, same_out=False)
     residual = norm.residual if isinstance(norm, AddRmsNormOp) else None
     round_sum = isinstance(norm, AddRmsNormOp) and norm.round_sum is not None
     site.require_kernel(kernel_name(residual is not None, kind))

@@ -28,8 +28,7 @@ from irfuse.dialects.raised import decomposition_block
 from irfuse.lowering import aten_ops
 from irfuse.lowering.driver import AnchorPattern, Site
 from irfuse.lowering.match import NoMatch, call, normalize_dim, only_user
-from irfuse.rewrites.fuse_norm_quant import KERNEL_DTYPES
-from irfuse.rewrites.norm_readings import weight_product_in_f32
+from irfuse.rewrites.norm_readings import KERNEL_DTYPES, weight_product_in_f32
 
 KERNEL = "qk_norm_rope"
 

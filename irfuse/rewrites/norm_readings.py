@@ -3,7 +3,7 @@ that replace a norm (fuse-act-padding, enable-qk-norm-rope-fusion) round as the 
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import f32
+from xdsl.dialects.builtin import bf16, f16, f32
 from xdsl.ir import Operation, SSAValue
 
 from irfuse.dialects.irfuse import TensorType
@@ -14,6 +14,27 @@ from irfuse.lowering.match import NoMatch, call
 
 F32_NORMS = (aten_ops.RMS_NORM, aten_ops.FUSED_RMS_NORM)
 """ATen's own RMSNorm, which multiplies by the weight in float32 and rounds once."""
+
+
+KERNEL_DTYPES = (bf16, f16, f32)
+"""The activation dtypes irfuse's fused norm kernels take."""
+
+
+def kernel_input_type(norm: RmsNormOp | AddRmsNormOp, x: SSAValue, *,
+                      same_out: bool = True) -> TensorType:
+    """The type of `x`, the fused norm kernel's input; NoMatch where no fused kernel takes
+    `norm`: it has no weight, `x` is not in KERNEL_DTYPES, or (`same_out`) the norm writes
+    another dtype than `x`'s, which the kernels cannot (they write the input's dtype)."""
+    if norm.weight is None:
+        raise NoMatch("a norm without a weight has no fused kernel")
+    x_type, y_type = x.type, norm.y.type
+    assert isinstance(x_type, TensorType) and isinstance(y_type, TensorType)
+    if x_type.dtype not in KERNEL_DTYPES:
+        raise NoMatch(f"the fused kernels take bf16, f16 or f32 inputs, not {x_type.dtype}")
+    if same_out and y_type.dtype != x_type.dtype:
+        raise NoMatch(f"the norm's output is {y_type.dtype} but its input {x_type.dtype}; the "
+                      "kernel writes the input's dtype")
+    return x_type
 
 
 def weight_product_in_f32(norm: RmsNormOp | AddRmsNormOp, x_type: TensorType) -> bool:

@@ -272,3 +272,23 @@ def test_raised_graph_computes_the_same_across_two_gloo_processes(tmp_path):
     # dim-1 block = 2b; rows = rank r's half of 2 * narrow; gathered = 2 * narrow; out = 3 * narrow.
     expected = 24 * (xs[0] + xs[1])
     torch.testing.assert_close(torch.load(tmp_path / "rank0.pt")["outputs"], expected)
+
+
+def test_the_configs_tp_size_reaches_raising_through_the_pipeline():
+    # The backend passes the config's tp_size; the pipeline records it on the module, where
+    # raise-collectives reads it for vLLM's TP group (here a stand-in op with vLLM's schema).
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from irfuse import pipeline
+
+    lib = torch.library.Library("vllm", "FRAGMENT")
+    if not hasattr(torch.ops.vllm, "all_reduce"):
+        lib.define("all_reduce(Tensor t, str group_name) -> Tensor")
+        lib.impl("all_reduce", lambda t, group_name: t.clone(), "CPU")
+    gm = make_fx(lambda x: torch.ops.vllm.all_reduce(x, "tp:0") * 2)(torch.ones(4, 8))
+
+    def raised(tp_size):
+        prepared = pipeline.prepare(gm, pipeline.PipelineOptions("cpu", tp_size=tp_size))
+        return str(prepared.imported.module).count("coll.all_reduce")
+
+    assert raised(None) == 0 and raised(2) == 1
