@@ -16,6 +16,10 @@ when the caller gives their values (`constants`): the argument stays (the compil
 signature keeps it) and its uses read an `aten::scalar_tensor` of the traced value instead, so
 raising sees the constant a static graph has. The backend checks these inputs on every call and
 runs the graph without irfuse's rewrites when one differs (see `irfuse.backend`).
+
+Symbolic sizes are typed as the ShapeEnv knows them: before import, the size contracts of vLLM's
+custom ops are guarded there when the traced sizes meet them (`size_contracts`), so a hidden
+size Dynamo made symbolic but an op requires equal to a weight's imports as that number.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from irfuse import dtypes, targets
 from irfuse.dialects import aten
 from irfuse.dialects.irfuse import OpaqueType, sym_type, tensor_type
+from irfuse.lowering import size_contracts
 
 OUTPUTS_ATTR = "irfuse.outputs"
 _TARGETS: dict[Any, StringAttr] = {}
@@ -196,6 +201,7 @@ def import_graph(
 ) -> ImportedGraph:
     """Build the IR of an ATen FX graph. `constants` maps placeholder indices of lifted scalars
     (0-d tensors) to the values they are read as (see the module docstring)."""
+    size_contracts.settle(gm)
     block = Block()
     values: dict[torch.fx.Node, SSAValue | tuple[SSAValue, ...]] = {}
     meta: dict[Operation | BlockArgument, dict[str, Any]] = {}
