@@ -226,3 +226,82 @@ def rope_cache(rotary_dim: int, max_positions: int = 64, base: float = 10000.0,
     inv_freq = base ** (-torch.arange(0, rotary_dim, 2, dtype=torch.float32) / rotary_dim)
     freqs = torch.outer(torch.arange(max_positions, dtype=torch.float32), inv_freq)
     return torch.cat((freqs.cos(), freqs.sin()), -1).to(dtype)
+
+
+# --- vLLM's compile-fusion test model (tests/compile/test_fusion.py), both spellings ------------
+
+
+def native_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
+                    residual: torch.Tensor | None = None):
+    """`RMSNorm.forward_native`: the residual added in f32 and handed on rounded, the norm in
+    f32, rounded, times the weight in the model dtype."""
+    dtype = x.dtype
+    x = x.to(torch.float32)
+    if residual is not None:
+        x = x + residual.to(torch.float32)
+        residual = x.to(dtype)
+    x = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)
+    x = x.to(dtype) * weight
+    return x if residual is None else (x, residual)
+
+
+def native_fp8_quant(x: torch.Tensor, scale: torch.Tensor | None = None,
+                     dtype: torch.dtype = FP8) -> tuple[torch.Tensor, torch.Tensor]:
+    """`QuantFP8.forward_native`: static per tensor with a scale, else dynamic per token; both
+    multiply by the scale's reciprocal."""
+    bound = _BOUND[dtype]
+    if scale is None:
+        amax = x.abs().max(dim=-1).values.unsqueeze(-1).to(torch.float32)
+        scale = (amax / bound).clamp(min=_min_scale(bound))
+    q = (x.to(torch.float32) * scale.reciprocal()).clamp(-bound, bound).to(dtype)
+    return q, scale
+
+
+class FusionTestModel(torch.nn.Module):
+    """The shape of vLLM's norm + quant fusion test model: x [T, hidden] through a chain of
+    RMSNorm -> FP8 linear, each later norm adding the residual (started from `relu(x)`), the
+    last norm's output returned: `layers - 1` norm + quant sites. `custom_ops`: the norms and
+    quants as vLLM's `_C` ops (`forward_cuda`), else as `forward_native` spells them;
+    `per_token`: dynamic per-token activation scales, else static per tensor."""
+
+    def __init__(self, hidden: int = 64, layers: int = 4, custom_ops: bool = False,
+                 per_token: bool = False, eps: float = 1e-5, seed: int = 0,
+                 dtype: torch.dtype = torch.bfloat16):
+        super().__init__()
+        gen = torch.Generator().manual_seed(seed)
+        self.custom_ops, self.per_token, self.eps = custom_ops, per_token, eps
+        self.register_buffer("norm_w", (torch.rand(layers, hidden, generator=gen) + 0.5)
+                             .to(dtype))
+        w = torch.randn(layers - 1, hidden, hidden, generator=gen) / hidden**0.5
+        w_scale = w.abs().amax((1, 2), keepdim=True) / 448.0
+        self.register_buffer("w", (w / w_scale).to(FP8))
+        self.register_buffer("w_scale", w_scale.reshape(layers - 1, 1).float())
+        for i in range(layers - 1):  # one scale tensor per linear, as vLLM's layers hold them
+            self.register_buffer(f"in_scale{i}", torch.full((1,), (4.0 + i) / 448.0))
+        self.out_dtype = dtype
+
+    def _norm(self, i: int, x, residual=None):
+        w = self.norm_w[i]
+        if self.custom_ops:
+            if residual is None:
+                return vllm_rms_norm(x, w, self.eps)
+            return vllm_fused_add_rms_norm(x, residual, w, self.eps)
+        return native_rms_norm(x, w, self.eps, residual)
+
+    def _linear(self, i: int, y):
+        scale = None if self.per_token else getattr(self, f"in_scale{i}")
+        if self.custom_ops:
+            q, s = vllm_scaled_fp8_quant(y, scale, per_token=self.per_token)
+        else:
+            q, s = native_fp8_quant(y, scale)
+        s = s.expand(q.shape[0], 1).contiguous() if s.numel() == 1 else s
+        return torch._scaled_mm(q, self.w[i].t(), scale_a=s,
+                                scale_b=self.w_scale[i].expand(1, self.w.shape[1]).contiguous(),
+                                out_dtype=self.out_dtype)
+
+    def forward(self, x):
+        x = residual = torch.relu(x)
+        y = self._norm(0, x)
+        for i in range(1, self.norm_w.shape[0]):
+            y, residual = self._norm(i, self._linear(i - 1, y), residual)
+        return y, residual

@@ -79,6 +79,7 @@ from irfuse.dialects.quant import (
     check_divide,
     check_fp8_results,
     check_nvfp4_results,
+    check_reciprocal,
     check_static_scale,
     nvfp4_result_dims,
 )
@@ -204,7 +205,8 @@ class RmsNormQuantOp(NamedOperandSyntax):
       quantizes `y / s` instead of `y * (1 / s)` (the quants it replaced were spelled so; see
       `quant.fp8`); all outputs of one op share the spelling.
     - dynamic_token / group: no `scales`, one `qs` result and `scale_out` shaped by the scheme;
-      `scale_ub` only with dynamic_token.
+      `scale_ub` only with dynamic_token. With the unit property `reciprocal`, the output
+      quantizes `y * (1 / s)` instead of `y / s` (as `quant.fp8`'s).
     `residual_out` exists iff `residual` does. The unit property `round_sum` (with a residual
     only) is `norm.add_rms_norm`'s: the norm reads the sum rounded to the residual_out dtype, as
     models that add in the model dtype compute it, instead of the f32 sum; any scheme.
@@ -226,6 +228,7 @@ class RmsNormQuantOp(NamedOperandSyntax):
     weight_offset = prop_def(FloatAttr[Float64Type], default_value=f64_attr(0.0))
     scheme = prop_def(QuantScheme)
     divide = opt_prop_def(UnitAttr)
+    reciprocal = opt_prop_def(UnitAttr)
     round_sum = opt_prop_def(UnitAttr)
 
     irdl_options = (
@@ -247,6 +250,7 @@ class RmsNormQuantOp(NamedOperandSyntax):
         weight_offset: float = 0.0,
         scheme: QuantScheme,
         divide: bool = False,
+        reciprocal: bool = False,
         round_sum: bool = False,
         fp8_dtype: Attribute = F8E4M3FN,
         result_types: Sequence[Attribute | Sequence[Attribute] | None] | None = None,
@@ -266,6 +270,7 @@ class RmsNormQuantOp(NamedOperandSyntax):
                 "weight_offset": f64_attr(weight_offset),
                 "scheme": scheme,
                 "divide": UnitAttr() if divide else None,
+                "reciprocal": UnitAttr() if reciprocal else None,
                 "round_sum": UnitAttr() if round_sum else None,
             },
             attributes=attributes,
@@ -285,6 +290,7 @@ class RmsNormQuantOp(NamedOperandSyntax):
         scheme = self.scheme
         kind = _check_kind(self.name, scheme, (STATIC_TENSOR, "dynamic_token", GROUP))
         check_divide(scheme, self.divide)
+        check_reciprocal(scheme, self.reciprocal)
         n_scales, n_qs = len(self.scales), len(self.qs)
         if kind == STATIC_TENSOR:
             if not n_scales:

@@ -23,6 +23,7 @@ from irfuse.rewrites.quant_consumers import (
     flatten_leading,
     merge_identical,
     quant_consumers,
+    reciprocates,
 )
 
 
@@ -65,6 +66,9 @@ def _fuse(act: SiluMulOp, site: Site) -> bool:
     name = kernel_name(quant)
     if isinstance(quant, QuantFp8Op) and quant.scheme.is_group and quant.scheme.is_tma_aligned:
         raise NoMatch("tma-aligned group scales are not produced by the fused kernel")
+    if reciprocates(quant):
+        raise NoMatch("the quant multiplies by its scales' reciprocals (x * (1 / s)); the fused "
+                      "group kernel divides, which can round differently")
     site.require_kernel(name)
 
     x, up = act.x, act.up

@@ -1,0 +1,116 @@
+"""Per-token and per-group FP8 spelled `x * s.reciprocal()` (vLLM's native QuantFP8), kept bit
+for bit: the references with `reciprocal=True` equal the model's own spelling, and the norm
+kernels (`norm_quant.py`, under TRITON_INTERPRET=1 in a child process) equal the references in
+both readings. Every input here has elements where the two readings give different fp8 codes,
+so a kernel or reference that ignored the flag fails."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+
+import pytest
+import torch
+
+HERE = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(HERE))
+
+import vllm_ops as V  # noqa: E402
+
+from irfuse.emit.kernels import norm_quant_ref, quant_ref  # noqa: E402
+
+FP8 = torch.float8_e4m3fn
+CASES = [(scheme, residual) for scheme in ("per_token", "group") for residual in (False, True)]
+
+
+def _inputs(seed: int = 1, tokens: int = 16, hidden: int = 512):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(tokens, hidden, generator=g).to(torch.bfloat16)
+    r = torch.randn(tokens, hidden, generator=g).to(torch.bfloat16)
+    w = (torch.rand(hidden, generator=g) + 0.5).to(torch.bfloat16)
+    return x, r, w
+
+
+def _ref(scheme: str, residual: bool, reciprocal: bool):
+    x, r, w = _inputs()
+    res = r if residual else None
+    if scheme == "per_token":
+        return norm_quant_ref.rms_norm_quant_fp8_per_token(x, w, None, 1e-6, 0.0, FP8, res,
+                                                           reciprocal=reciprocal)
+    return norm_quant_ref.rms_norm_quant_fp8_group(x, w, 1e-6, 0.0, 128, False, False, FP8, res,
+                                                   reciprocal=reciprocal)
+
+
+def _codes(t: torch.Tensor) -> torch.Tensor:
+    return t.view(torch.uint8)
+
+
+def _group_by_reciprocal(x: torch.Tensor, g: int = 128):
+    """A per-group quant spelled with the reciprocal, written out here."""
+    xg = x.float().view(x.shape[0], -1, g)
+    s = (xg.abs().amax(-1, keepdim=True).clamp(min=1e-10) / 448.0).clamp(min=1 / (448 * 512))
+    return (xg * s.reciprocal()).clamp(-448.0, 448.0).to(FP8).view(x.shape), s
+
+
+def test_references_equal_the_reciprocal_spellings() -> None:
+    x = _inputs(seed=3, tokens=64, hidden=1024)[0]
+    q, s = quant_ref.quant_fp8_per_token(x, reciprocal=True)
+    q_native, s_native = V.native_fp8_quant(x)
+    assert torch.equal(s, s_native)
+    assert torch.equal(_codes(q), _codes(q_native))
+    divided, _ = quant_ref.quant_fp8_per_token(x)
+    assert not torch.equal(_codes(divided), _codes(q))  # the readings differ on this input
+    qg, _ = quant_ref.quant_fp8_group(x, 128, reciprocal=True)
+    qg_spelled, _ = _group_by_reciprocal(x)
+    assert torch.equal(_codes(qg), _codes(qg_spelled))
+    assert not torch.equal(_codes(quant_ref.quant_fp8_group(x, 128)[0]), _codes(qg))
+
+
+@pytest.mark.parametrize(("scheme", "residual"), CASES)
+def test_the_two_readings_differ_on_the_kernel_inputs(scheme: str, residual: bool) -> None:
+    """Keeps the kernel test below able to fail: its inputs have codes the spellings differ on."""
+    assert not torch.equal(_codes(_ref(scheme, residual, True)[0]),
+                           _codes(_ref(scheme, residual, False)[0]))
+
+
+def _worker() -> None:
+    import triton
+
+    assert triton.knobs.runtime.interpret, "TRITON_INTERPRET=1 must be set before triton loads"
+    from irfuse.emit.kernels import norm_quant
+
+    results = {}
+    for scheme, residual in CASES:
+        x, r, w = _inputs()
+        res = r if residual else None
+        for reciprocal in (True, False):
+            if scheme == "per_token":
+                got = norm_quant.rms_norm_quant_fp8_per_token(x, w, None, 1e-6, 0.0, FP8, res,
+                                                              reciprocal=reciprocal)
+            else:
+                got = norm_quant.rms_norm_quant_fp8_group(x, w, 1e-6, 0.0, 128, False, False,
+                                                          FP8, res, reciprocal=reciprocal)
+            want = _ref(scheme, residual, reciprocal)
+            same = (torch.equal(_codes(got[0]), _codes(want[0])) and torch.equal(got[1], want[1])
+                    and (not residual or torch.equal(got[2], want[2])))
+            results[f"{scheme}-{residual}-{reciprocal}"] = same
+    print(json.dumps(results))
+
+
+@pytest.fixture(scope="module")
+def interpreted() -> dict:
+    from interpret_worker import run_worker
+
+    return run_worker(__file__)
+
+
+@pytest.mark.parametrize("reciprocal", [True, False])
+@pytest.mark.parametrize(("scheme", "residual"), CASES)
+def test_norm_kernels_match_the_reference(interpreted: dict, scheme: str, residual: bool,
+                                          reciprocal: bool) -> None:
+    assert interpreted[f"{scheme}-{residual}-{reciprocal}"]
+
+
+if __name__ == "__main__" and "--worker" in sys.argv:
+    _worker()
