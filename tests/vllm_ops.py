@@ -305,3 +305,53 @@ class FusionTestModel(torch.nn.Module):
         for i in range(1, self.norm_w.shape[0]):
             y, residual = self._norm(i, self._linear(i - 1, y), residual)
         return y, residual
+
+
+# --- NVFP4 as vLLM's emulation computes it (nvfp4_emulation_utils.ref_nvfp4_quant) --------------
+
+NVFP4_BLOCK = 16
+_E2M1_STEPS = ((0.25, 0.0, True), (0.75, 0.5, False), (1.25, 1.0, True), (1.75, 1.5, False),
+               (2.5, 2.0, True), (3.5, 3.0, False), (5.0, 4.0, True))
+"""e2m1 rounding as upper bounds: (bound, value, bound included); above the last, 6. A bound is
+included where its tie rounds down to the even value."""
+
+
+def nonzero_reciprocal(t: torch.Tensor) -> torch.Tensor:
+    """`get_reciprocal`: 1 / t with a zero first raised to 1e8, by arithmetic (no select, which
+    CUDA graph capture refuses)."""
+    return 1.0 / (t + (t == 0) * 1e8)
+
+
+def round_e2m1_values(v: torch.Tensor) -> torch.Tensor:
+    """`cast_to_fp4`: |v| overwritten band by band with its e2m1 value, times sign(v)."""
+    sign = torch.sign(v)
+    a = torch.abs(v)
+    lower = 0.0
+    for bound, value, closed in _E2M1_STEPS:
+        above = a > lower if value != 0.0 else a >= lower
+        below = a <= bound if closed else a < bound
+        a[above & below] = value
+        lower = bound
+    a[a > _E2M1_STEPS[-1][0]] = 6.0
+    return a * sign
+
+
+def emulated_nvfp4_quant(x: torch.Tensor, global_scale: torch.Tensor
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
+    """`ref_nvfp4_quant`: (e2m1 values as float32 [M, N], block scales float32 [M, N/16])."""
+    rows, cols = x.shape
+    blocks = x.reshape(rows, cols // NVFP4_BLOCK, NVFP4_BLOCK)
+    amax = blocks.abs().max(dim=-1, keepdim=True).values.to(torch.float32)
+    scale = (global_scale * (amax * (1.0 / 6.0))).clamp(min=-448.0, max=448.0)
+    scale = scale.to(FP8).to(torch.float32)
+    factor = nonzero_reciprocal(scale * nonzero_reciprocal(global_scale))
+    scaled = (blocks.to(torch.float32) * factor).clamp(-6.0, 6.0).reshape(rows, cols)
+    return round_e2m1_values(scaled), scale.squeeze(-1)
+
+
+def emulated_nvfp4_quant_dequant(x: torch.Tensor, global_scale: torch.Tensor) -> torch.Tensor:
+    """`ref_nvfp4_quant_dequant` on the CPU: quantize, then `q * sb / gs` in x's dtype."""
+    rows, cols = x.shape
+    q, scale = emulated_nvfp4_quant(x, global_scale)
+    q = q.reshape(rows, cols // NVFP4_BLOCK, NVFP4_BLOCK)
+    return (q * (scale.unsqueeze(-1) / global_scale)).reshape(rows, cols).to(x.dtype)

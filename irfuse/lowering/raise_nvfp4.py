@@ -27,6 +27,7 @@ from irfuse.dialects.shapes import (
 )
 from irfuse.lowering.aten_ops import (
     ABS,
+    ADD_TENSOR,
     AMAX,
     CASTS,
     DIV_SCALAR,
@@ -48,6 +49,7 @@ from irfuse.lowering.match import (
     NoMatch,
     as_cast,
     call,
+    commutative_operands,
     is_last_dim,
     is_pure,
     only_user,
@@ -250,6 +252,9 @@ def _powers(value: object, walk: _Walk, sign: int, depth: int = 0) -> tuple[Powe
     if target in WHERE or target in MASKED_FILL:
         _check_broadcast(found, role, walk)
         return _guard(found, walk, sign, depth)
+    if target == ADD_TENSOR:
+        _check_broadcast(found, role, walk)
+        return _bump_guard(found, walk, sign, depth)
     raise NoMatch(f"the scaling is computed with {target}")
 
 
@@ -269,8 +274,25 @@ def _one_element_powers(value: SSAValue, walk: _Walk, sign: int, depth: int
                         ) -> tuple[Powers, float]:
     """A one-element f32 factor: a global scale (a leaf), or a reciprocal (`1 / s`), view or
     copy of one (optional ops: other code may share them)."""
-    found = producer(value, RECIPROCAL, DIV_TENSOR, *VIEWS, *COPIES)
+    found = producer(value, RECIPROCAL, DIV_TENSOR, ADD_TENSOR, *VIEWS, *COPIES)
     if found is not None and found.target == DIV_TENSOR and scalar_of(found.arg(0)) != 1:
+        found = None
+    if found is None and (times := producer(value, MUL_TENSOR, MUL_SCALAR)) is not None:
+        for inner, number in commutative_operands(times):
+            c = scalar_of(number)
+            if c is not None and isinstance(inner, SSAValue) and c != 0:
+                walk.optional.append(times.op)  # `1.0 / t` traces as reciprocal(t) * 1.0
+                powers, ci = _powers(inner, walk, sign, depth + 1)
+                return powers, ci * c
+    if found is not None and found.target == ADD_TENSOR:
+        # `gs + (gs == 0) * C` (vLLM's `get_reciprocal(gs)`) is read as gs. They differ only for
+        # gs = 0, a degenerate scale that makes every block scale 0: the kernels then give 0,
+        # this spelling x / C's codes, nonzero only where |x| > C / 4. Otherwise a leaf.
+        bump_ops: list[Operation] = []
+        bumped = _bumped(found, bump_ops)
+        if bumped is not None:
+            walk.optional.extend([found.op, *bump_ops])
+            return _powers(bumped, walk, sign, depth + 1)
         found = None
     if found is None:
         if dtype_of(value) != f32:
@@ -329,6 +351,52 @@ def _guarded(eq: Call, value: object, fill_arg: object, walk: _Walk, sign: int, 
     where = "multiplies" if sign > 0 else "divides"
     raise NoMatch(f"a zero block scale is replaced by {fill} where it {where} x (such a block "
                   "would not quantize to 0)")
+
+
+def _bumped(found: Call, ops: list[Operation]) -> SSAValue | None:
+    """t for `t + (t == 0) * C` with C >= 1 (vLLM's `get_reciprocal` adds it before dividing,
+    where a select would break CUDA graph capture), adding the bump's ops to `ops`."""
+    if found.arg(2, "alpha", 1) != 1:
+        return None
+    for t, bump in commutative_operands(found):
+        times = producer(bump, MUL_TENSOR, MUL_SCALAR)
+        if times is None or not isinstance(t, SSAValue):
+            continue
+        for mask, big in commutative_operands(times):
+            eq = producer(mask, *EQ)
+            c = scalar_of(big)
+            if (eq is not None and eq.arg(0) is t and scalar_of(eq.arg(1, "other")) == 0
+                    and c is not None and c >= 1):
+                ops.extend([times.op, eq.op])
+                return t
+    return None
+
+
+def _bump_guard(found: Call, walk: _Walk, sign: int, depth: int) -> tuple[Powers, float]:
+    """`t + (t == 0) * C` (C >= 1), t the block scale times powers of the global scale, read as
+    t: sound in a denominator only, where a zero block scale then divides x by C instead of 0.
+    Such a block has |x| * gs below 6 * 2^-10 (its scale rounds to 0 in fp8), so x * gs / C, and
+    x / C for gs >= 1 / C, stays below e2m1's first step: the block quantizes to 0 either way."""
+    if walk.sb is None:
+        raise NoMatch("the block scale is computed with an add")
+    bump_ops: list[Operation] = []
+    t = _bumped(found, bump_ops)
+    if t is None:
+        raise NoMatch("the scaling adds to the block scale (not a guard for zero scales)")
+    if sign > 0:
+        raise NoMatch("a zero block scale is bumped where it multiplies x (such a block would "
+                      "not quantize to 0)")
+    walk.ops.extend([found.op, *bump_ops])
+    walk.guarding += 1
+    try:
+        t_powers, t_const = _powers(t, walk, sign, depth + 1)
+    finally:
+        walk.guarding -= 1
+    if t_powers.get("sb") != 1 or t_const == 0 or any(
+        isinstance(key, str) and key != "sb" for key in t_powers
+    ):
+        raise NoMatch("the zero guard tests another value than the block scale")
+    return t_powers, t_const
 
 
 def _close(a: float, b: float) -> bool:
