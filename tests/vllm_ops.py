@@ -310,10 +310,10 @@ class FusionTestModel(torch.nn.Module):
 # --- NVFP4 as vLLM's emulation computes it (nvfp4_emulation_utils.ref_nvfp4_quant) --------------
 
 NVFP4_BLOCK = 16
-_E2M1_STEPS = ((0.25, 0.0, True), (0.75, 0.5, False), (1.25, 1.0, True), (1.75, 1.5, False),
-               (2.5, 2.0, True), (3.5, 3.0, False), (5.0, 4.0, True))
-"""e2m1 rounding as upper bounds: (bound, value, bound included); above the last, 6. A bound is
-included where its tie rounds down to the even value."""
+_E2M1_BANDS = ((0.0, 0.25, 0.0), (0.25, 0.75, 0.5), (0.75, 1.25, 1.0), (1.25, 1.75, 1.5),
+               (1.75, 2.5, 2.0), (2.5, 3.5, 3.0), (3.5, 5.0, 4.0))
+"""e2m1 rounding as bands (low, high, value), closed and open in turn (a tie goes to the band
+of the even value); above the last, 6."""
 
 
 def nonzero_reciprocal(t: torch.Tensor) -> torch.Tensor:
@@ -326,18 +326,15 @@ def round_e2m1_values(v: torch.Tensor) -> torch.Tensor:
     """`cast_to_fp4`: |v| overwritten band by band with its e2m1 value, times sign(v)."""
     sign = torch.sign(v)
     a = torch.abs(v)
-    lower = 0.0
-    for bound, value, closed in _E2M1_STEPS:
-        above = a > lower if value != 0.0 else a >= lower
-        below = a <= bound if closed else a < bound
-        a[above & below] = value
-        lower = bound
-    a[a > _E2M1_STEPS[-1][0]] = 6.0
+    for i, (low, high, value) in enumerate(_E2M1_BANDS):
+        band = (a >= low) & (a <= high) if i % 2 == 0 else (a > low) & (a < high)
+        a[band] = value
+    a[a > _E2M1_BANDS[-1][1]] = 6.0
     return a * sign
 
 
-def emulated_nvfp4_quant(x: torch.Tensor, global_scale: torch.Tensor
-                         ) -> tuple[torch.Tensor, torch.Tensor]:
+def emulated_nvfp4_quant(x: torch.Tensor, global_scale: torch.Tensor,
+                         rounding=round_e2m1_values) -> tuple[torch.Tensor, torch.Tensor]:
     """`ref_nvfp4_quant`: (e2m1 values as float32 [M, N], block scales float32 [M, N/16])."""
     rows, cols = x.shape
     blocks = x.reshape(rows, cols // NVFP4_BLOCK, NVFP4_BLOCK)
@@ -346,7 +343,7 @@ def emulated_nvfp4_quant(x: torch.Tensor, global_scale: torch.Tensor
     scale = scale.to(FP8).to(torch.float32)
     factor = nonzero_reciprocal(scale * nonzero_reciprocal(global_scale))
     scaled = (blocks.to(torch.float32) * factor).clamp(-6.0, 6.0).reshape(rows, cols)
-    return round_e2m1_values(scaled), scale.squeeze(-1)
+    return rounding(scaled), scale.squeeze(-1)
 
 
 def emulated_nvfp4_quant_dequant(x: torch.Tensor, global_scale: torch.Tensor) -> torch.Tensor:

@@ -32,10 +32,12 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch.utils._python_dispatch import _disable_current_modes
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
     FileLineColLoc,
+    FloatAttr,
     FloatData,
     IntAttr,
     IntegerAttr,
@@ -43,6 +45,7 @@ from xdsl.dialects.builtin import (
     NameLoc,
     StringAttr,
     UnknownLoc,
+    f64,
     i64,
 )
 from xdsl.dialects.func import FuncOp, ReturnOp
@@ -222,6 +225,9 @@ def import_graph(
         elif node.op == "get_attr":
             attr = _fetch_attr(gm, node.target)
             op = aten.GetAttrOp(node.target, value_type(attr))
+            scalar = _scalar_constant(attr)
+            if scalar is not None:
+                op.attributes[aten.SCALAR_VALUE_ATTR] = scalar
             op.result.name_hint = name_hint(node.name)
             op.location = _location(node)
             values[node] = op.result
@@ -344,6 +350,26 @@ def _is_flat_tuple(template: Attribute, n: int) -> bool:
     return len(items) == n and all(
         isinstance(t, aten.OperandRefAttr) and t.index.data == i for i, t in enumerate(items)
     )
+
+
+def _scalar_constant(attr: Any) -> Attribute | None:
+    """The number a 0-d constant tensor holds (`x[mask] = 0.0` makes one), so that raising can
+    read it as the constant it is."""
+    if (
+        not isinstance(attr, torch.Tensor)
+        or attr.dim() != 0
+        or isinstance(attr, torch._subclasses.FakeTensor)
+        or attr.device.type == "meta"
+        or attr.dtype == torch.bool
+    ):
+        return None
+    with _disable_current_modes():  # import may run under the compiler's fake-tensor mode
+        number = attr.item()
+    if attr.is_floating_point():
+        return FloatAttr(float(number), f64)
+    if not attr.is_complex():
+        return IntegerAttr(int(number), i64)
+    return None
 
 
 def _fetch_attr(gm: torch.fx.GraphModule, target: str) -> Any:

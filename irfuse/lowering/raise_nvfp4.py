@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xdsl.dialects.builtin import f32
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects.builtin import IntAttr, f32
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from irfuse.dialects import aten
 from irfuse.dialects.irfuse import TensorType
@@ -34,6 +35,8 @@ from irfuse.lowering.aten_ops import (
     DIV_TENSOR,
     FULL,
     FULL_LIKE,
+    IRFUSE_NVFP4_PACK,
+    IRFUSE_NVFP4_UNPACK,
     MAX_DIM,
     MUL_SCALAR,
     MUL_TENSOR,
@@ -61,7 +64,9 @@ from irfuse.lowering.match import (
     with_private,
 )
 from irfuse.lowering.nvfp4_codes import (
+    VALUES_MISS_PREFIX,
     codes_and_packing,
+    e2m1_values,
 )
 from irfuse.lowering.nvfp4_swizzle import (
     swizzle_scales,
@@ -425,6 +430,8 @@ class _Nvfp4:
     block_scale: SSAValue
     ops: list[Operation]
     optional: list[Operation]
+    undo: tuple[Operation, Operation] | None = None
+    """The float form's `nvfp4_pack` and `nvfp4_unpack`, to take out if raising fails."""
 
 
 def nvfp4_block_scale(cast_op: Operation) -> tuple[_Walk, Powers, float] | None:
@@ -479,10 +486,67 @@ def match_nvfp4(cast_op: Operation, walk: _Walk, powers: Powers, const: float,
     y, y_gs = _scaled_value(walk)
     if not same_value(y_gs, gs):
         raise NoMatch("the block scale and the scaled x use different global scales")
-    q, code_ops = codes_and_packing(y, walk.blocks, order)
+    try:
+        q, code_ops = codes_and_packing(y, walk.blocks, order)
+    except NoMatch as miss:
+        found = _as_values(walk, y, gs, order, miss)
+        if found is None:
+            raise
+        return found
     block_scale, swizzle_ops = swizzle_scales(walk.sb, {*walk.ops, *code_ops}, walk.blocks)
     return _Nvfp4(walk.x.x, gs, q, block_scale, [*walk.ops, *code_ops, *swizzle_ops],
                   walk.optional)
+
+
+def _as_values(walk: _Walk, y: SSAValue, gs: SSAValue, order: dict[Operation, int],
+               miss: NoMatch) -> _Nvfp4 | None:
+    """NVFP4 kept as float values and float block scales (vLLM's emulation: `cast_to_fp4`'s
+    e2m1 values as f32 [M, N], the fp8 block scales cast back to f32): the chain then ends in
+    `nvfp4_pack` (exact), which the raised op replaces, and `nvfp4_unpack` (exact) gives the
+    chain's users their values back. None when the rounding is not written as float values
+    (the codes' remark stands)."""
+    try:
+        values, value_ops = e2m1_values(y, walk.blocks, order)
+    except NoMatch as values_miss:
+        # A rounding written as float values that is not e2m1's says so; else the codes' remark.
+        if str(values_miss).startswith(VALUES_MISS_PREFIX):
+            raise values_miss from None
+        return None
+    blocks = walk.blocks
+    if shape_of(values) != (*blocks.lead, blocks.n) or len(blocks.lead) != 1:
+        raise NoMatch(f"the e2m1 values have shape {fmt_dims(shape_of(values))}, not [M, N]")
+    chain = {*walk.ops, *value_ops}
+    casts = [u for u in users(walk.sb) if u in chain and as_cast(u.results[0]) is not None]
+    if len(casts) != 1:
+        raise NoMatch("the fp8 block scales are not read as f32 once")
+    scales = casts[0].results[0]
+    if dtype_of(scales) != f32 or shape_of(scales) not in (
+        (*blocks.lead, blocks.g), (*blocks.lead, blocks.g, 1)
+    ):
+        raise NoMatch(f"the f32 block scales have shape {fmt_dims(shape_of(scales))}")
+    last = max(chain, key=lambda o: order[o])
+    raised = QuantNvfp4Op(walk.x.x, gs)
+    q_type, bs_type = (r.type for r in raised.results)
+    raised.erase()
+    pack = aten.CallOp(IRFUSE_NVFP4_PACK, [values, scales], _refs(2), [q_type, bs_type],
+                       tuple_result=True)
+    unpack = aten.CallOp(IRFUSE_NVFP4_UNPACK, [pack.results[0], pack.results[1]],
+                         [*_refs(2), IntAttr(len(shape_of(scales)))],
+                         [values.type, scales.type], tuple_result=True)
+    for op in (pack, unpack):
+        op.location = last.location
+    Rewriter.insert_op([pack, unpack], InsertPoint.after(last))
+    order[pack] = order[last]  # sorts after `last` (stable), before anything later
+    for old, new in zip((values, scales), unpack.results, strict=True):
+        for use in list(old.uses):
+            if use.operation not in chain and use.operation is not pack:
+                use.operation.operands[use.index] = new
+    return _Nvfp4(walk.x.x, gs, pack.results[0], pack.results[1],
+                  [*walk.ops, *value_ops, pack], walk.optional, undo=(pack, unpack))
+
+
+def _refs(n: int) -> list[Attribute]:
+    return [aten.OperandRefAttr(IntAttr(i)) for i in range(n)]
 
 
 def _scaled_value(walk: _Walk) -> tuple[SSAValue, SSAValue]:
@@ -593,6 +657,20 @@ def _settle_nvfp4(quant: _Nvfp4) -> list[Operation]:
 
 
 def raise_nvfp4(quant: _Nvfp4, order: dict[Operation, int]) -> None:
+    try:
+        _raise_nvfp4(quant, order)
+    except NoMatch:
+        if quant.undo is not None:
+            pack, unpack = quant.undo
+            for new, old in zip(unpack.results, pack.operands, strict=True):
+                new.replace_all_uses_with(old)
+            Rewriter.erase_op(unpack)
+            order.pop(pack, None)
+            Rewriter.erase_op(pack)
+        raise
+
+
+def _raise_nvfp4(quant: _Nvfp4, order: dict[Operation, int]) -> None:
     ops = _settle_nvfp4(quant)
     if any(o not in order for o in ops):
         raise NoMatch("the chain reaches an op made by this pass")
