@@ -46,7 +46,6 @@ from irfuse.lowering.aten_ops import (
     MUL_TENSOR,
     NEG,
     OR_TENSOR,
-    SCALAR_MAKERS,
     SELECT_INT,
     SGN,
     SIGN,
@@ -137,12 +136,10 @@ def _evaluate(op: Operation, env: dict[SSAValue, object]) -> object:
     def value_of(v: SSAValue) -> object:
         if v in env:
             return env[v]
-        maker = producer(v, *SCALAR_MAKERS)
-        number = scalar_of(v)
-        if maker is None or number is None:
+        number = scalar_of(v)  # a constant: made in the graph, maybe cast, or lifted and read
+        if number is None:
             raise NoMatch("the e2m1 code reads a tensor other than the scaled x")
-        dtype = maker.kwargs.get("dtype")
-        env[v] = torch.tensor(number, dtype=dtypes.to_torch(dtype) if dtype is not None else None)
+        env[v] = torch.tensor(number, dtype=dtypes.to_torch(dtype_of(v)))
         return env[v]
 
     operands = [value_of(v) for v in op.operands]

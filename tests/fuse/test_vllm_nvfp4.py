@@ -49,9 +49,12 @@ def _report(compiled: Compiled):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-@pytest.mark.parametrize("mode", ["static", "mark_dynamic"])
+@pytest.mark.parametrize("mode", ["static", "mark_dynamic", "dynamic_true"])
 def test_emulated_nvfp4_raises_and_fuses_with_silu_mul(mode: str, seed: int) -> None:
-    kw = {"dynamic": False} if mode == "static" else {"dynamic_dims": ((0, 0),)}
+    """In every shape mode (under dynamic=True the rounding's bounds, Python floats, come as
+    lifted inputs read as their traced values)."""
+    kw = {"static": {"dynamic": False}, "mark_dynamic": {"dynamic_dims": ((0, 0),)},
+          "dynamic_true": {"dynamic": True}}[mode]
     model = _SiluMulNvfp4()
     raised = compile_and_run(model, [_x(seed=seed)], options={"optimization_level": 0}, **kw)
     assert _report(raised).raised["quant_nvfp4"] == 1
