@@ -339,7 +339,7 @@ class SiluMulQuantOp(NamedOperandSyntax):
     [..., d/g]` (g divides d). With `up` (the two-operand `act.silu_mul`: Hugging Face's separate
     gate and up projections), x is the gate `[..., d]` and up has its type. With the unit
     property `divide` (static_tensor only), the quant scales by `y / s`, not `y * (1 / s)`, as the
-    `quant.fp8` it replaced did.
+    `quant.fp8` it replaced did; with `reciprocal` (group only), by `y * (1 / s)`, not `y / s`.
     """
 
     name = "fused.silu_mul_quant"
@@ -353,6 +353,7 @@ class SiluMulQuantOp(NamedOperandSyntax):
 
     scheme = prop_def(QuantScheme)
     divide = opt_prop_def(UnitAttr)
+    reciprocal = opt_prop_def(UnitAttr)
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
@@ -366,6 +367,7 @@ class SiluMulQuantOp(NamedOperandSyntax):
         *,
         scheme: QuantScheme,
         divide: bool = False,
+        reciprocal: bool = False,
         result_types: Sequence[Attribute | None] | None = None,
         attributes: Mapping[str, Attribute] | None = None,
     ):
@@ -376,7 +378,11 @@ class SiluMulQuantOp(NamedOperandSyntax):
         super().__init__(
             operands=[x, scale, up],
             result_types=list(result_types),
-            properties={"scheme": scheme, "divide": UnitAttr() if divide else None},
+            properties={
+                "scheme": scheme,
+                "divide": UnitAttr() if divide else None,
+                "reciprocal": UnitAttr() if reciprocal else None,
+            },
             attributes=attributes,
         )
 
@@ -384,6 +390,7 @@ class SiluMulQuantOp(NamedOperandSyntax):
         dims = _gated_dims(self.x.type, opt_type(self.up))
         kind = _check_kind(self.name, self.scheme, (STATIC_TENSOR, GROUP))
         check_divide(self.scheme, self.divide)
+        check_reciprocal(self.scheme, self.reciprocal)
         _check_quant_scale_operand(kind, opt_type(self.scale), "scale")
         check_fp8_results(self.scheme, dims, self.q.type, opt_type(self.scale_out))  # type: ignore[arg-type]
 

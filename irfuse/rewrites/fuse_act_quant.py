@@ -66,9 +66,6 @@ def _fuse(act: SiluMulOp, site: Site) -> bool:
     name = kernel_name(quant)
     if isinstance(quant, QuantFp8Op) and quant.scheme.is_group and quant.scheme.is_tma_aligned:
         raise NoMatch("tma-aligned group scales are not produced by the fused kernel")
-    if reciprocates(quant):
-        raise NoMatch("the quant multiplies by its scales' reciprocals (x * (1 / s)); the fused "
-                      "group kernel divides, which can round differently")
     site.require_kernel(name)
 
     x, up = act.x, act.up
@@ -83,6 +80,7 @@ def _fuse(act: SiluMulOp, site: Site) -> bool:
             up,
             scheme=quant.scheme,
             divide=divides(quant),
+            reciprocal=reciprocates(quant),
             result_types=[quant.q.type, None if quant.scale_out is None else quant.scale_out.type],
         )
     else:

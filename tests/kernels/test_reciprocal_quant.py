@@ -1,7 +1,7 @@
 """Per-token and per-group FP8 spelled `x * s.reciprocal()` (vLLM's native QuantFP8), kept bit
 for bit: the references with `reciprocal=True` equal the model's own spelling, and the norm
-kernels (`norm_quant.py`, under TRITON_INTERPRET=1 in a child process) equal the references in
-both readings. Every input here has elements where the two readings give different fp8 codes,
+kernels (`norm_quant.py`) and the SiLU·Mul group kernel (`act_quant.py`), under
+TRITON_INTERPRET=1 in a child process, equal the references in both readings. Every input here has elements where the two readings give different fp8 codes,
 so a kernel or reference that ignored the flag fails."""
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ sys.path.insert(0, str(HERE))
 
 import vllm_ops as V  # noqa: E402
 
-from irfuse.emit.kernels import norm_quant_ref, quant_ref  # noqa: E402
+from irfuse.emit.kernels import act_quant_ref, norm_quant_ref, quant_ref  # noqa: E402
 
 FP8 = torch.float8_e4m3fn
 CASES = [(scheme, residual) for scheme in ("per_token", "group") for residual in (False, True)]
+CASES.append(("silu_mul_group", False))
 
 
 def _inputs(seed: int = 1, tokens: int = 16, hidden: int = 512):
@@ -35,6 +36,9 @@ def _inputs(seed: int = 1, tokens: int = 16, hidden: int = 512):
 def _ref(scheme: str, residual: bool, reciprocal: bool):
     x, r, w = _inputs()
     res = r if residual else None
+    if scheme == "silu_mul_group":
+        return act_quant_ref.silu_mul_quant_fp8_group(torch.cat([x, r], -1), 128, False, False,
+                                                      FP8, reciprocal=reciprocal)
     if scheme == "per_token":
         return norm_quant_ref.rms_norm_quant_fp8_per_token(x, w, None, 1e-6, 0.0, FP8, res,
                                                            reciprocal=reciprocal)
@@ -50,7 +54,8 @@ def _group_by_reciprocal(x: torch.Tensor, g: int = 128):
     """A per-group quant spelled with the reciprocal, written out here."""
     xg = x.float().view(x.shape[0], -1, g)
     s = (xg.abs().amax(-1, keepdim=True).clamp(min=1e-10) / 448.0).clamp(min=1 / (448 * 512))
-    return (xg * s.reciprocal()).clamp(-448.0, 448.0).to(FP8).view(x.shape), s
+    q = (xg * s.reciprocal()).clamp(-448.0, 448.0).to(FP8).view(x.shape)
+    return q, s.reshape(x.shape[0], -1)
 
 
 def test_references_equal_the_reciprocal_spellings() -> None:
@@ -78,14 +83,17 @@ def _worker() -> None:
     import triton
 
     assert triton.knobs.runtime.interpret, "TRITON_INTERPRET=1 must be set before triton loads"
-    from irfuse.emit.kernels import norm_quant
+    from irfuse.emit.kernels import act_quant, norm_quant
 
     results = {}
     for scheme, residual in CASES:
         x, r, w = _inputs()
         res = r if residual else None
         for reciprocal in (True, False):
-            if scheme == "per_token":
+            if scheme == "silu_mul_group":
+                got = act_quant.silu_mul_quant_fp8_group(torch.cat([x, r], -1), 128, False,
+                                                         False, FP8, reciprocal=reciprocal)
+            elif scheme == "per_token":
                 got = norm_quant.rms_norm_quant_fp8_per_token(x, w, None, 1e-6, 0.0, FP8, res,
                                                               reciprocal=reciprocal)
             else:
@@ -114,3 +122,24 @@ def test_norm_kernels_match_the_reference(interpreted: dict, scheme: str, residu
 
 if __name__ == "__main__" and "--worker" in sys.argv:
     _worker()
+
+
+def test_silu_mul_group_quant_by_reciprocal_fuses_bit_exact() -> None:
+    """SiLU·Mul -> per-group FP8 written with the reciprocal: raised with `reciprocal`, fused,
+    eager's codes (the two readings differ on this input, see above)."""
+    import torch.nn.functional as F
+
+    from irfuse.testing import assert_bit_exact, compile_and_run
+
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            d = x.shape[-1] // 2
+            return _group_by_reciprocal(F.silu(x[:, :d]) * x[:, d:])
+
+    x, r, _ = _inputs()
+    compiled = compile_and_run(Model(), [torch.cat([x, r], -1)],
+                               options={"optimization_level": 2})
+    (report,) = compiled.reports
+    assert report.raised["quant_fp8"] == 1
+    assert report.fused("fuse-act-quant") == 1
+    assert_bit_exact(compiled.outputs, compiled.eager)
