@@ -5,7 +5,11 @@ read as a product of powers); every part must be `shared/NUMERICS.md`'s: the blo
 scaled and clamped value, the e2m1 codes (`nvfp4_codes`) and their packing, the scales' swizzle
 (`nvfp4_swizzle`). Produces `quant.nvfp4` with the chain in its region; a part that differs is a
 remark ("not an NVFP4 quant: ..."), so a lookalike is never raised to a kernel that rounds
-differently.
+differently. vLLM's emulation keeps the e2m1 values and the block scales as f32 instead of packed
+codes and swizzled fp8 (`nvfp4_codes.e2m1_values` proves that rounding): its chain is raised with
+`irfuse::nvfp4_pack` at its end, and `irfuse::nvfp4_unpack` after the raised op gives its users
+the same f32 values back (both conversions exact). Reciprocals written as vLLM's
+`get_reciprocal`, `1 / (t + (t == 0) * C)`, are read as zero guards (`_bump_guard`).
 """
 
 from __future__ import annotations
@@ -488,8 +492,8 @@ def match_nvfp4(cast_op: Operation, walk: _Walk, powers: Powers, const: float,
         raise NoMatch("the block scale and the scaled x use different global scales")
     try:
         q, code_ops = codes_and_packing(y, walk.blocks, order)
-    except NoMatch as miss:
-        found = _as_values(walk, y, gs, order, miss)
+    except NoMatch:
+        found = _as_values(walk, y, gs, order)
         if found is None:
             raise
         return found
@@ -498,8 +502,8 @@ def match_nvfp4(cast_op: Operation, walk: _Walk, powers: Powers, const: float,
                   walk.optional)
 
 
-def _as_values(walk: _Walk, y: SSAValue, gs: SSAValue, order: dict[Operation, int],
-               miss: NoMatch) -> _Nvfp4 | None:
+def _as_values(walk: _Walk, y: SSAValue, gs: SSAValue, order: dict[Operation, int]
+               ) -> _Nvfp4 | None:
     """NVFP4 kept as float values and float block scales (vLLM's emulation: `cast_to_fp4`'s
     e2m1 values as f32 [M, N], the fp8 block scales cast back to f32): the chain then ends in
     `nvfp4_pack` (exact), which the raised op replaces, and `nvfp4_unpack` (exact) gives the

@@ -12,8 +12,9 @@ pair already known equal (`statically_known_true`) is left alone; a pair whose s
 traced sizes) are equal is guarded equal (`guard_bool`), which records a replacement the
 imported types then read (`s81` becomes 64) and a Dynamo guard, so a call where they differ is
 traced again instead of running kernels built for the equality; a pair whose hints differ is
-left, and raising says why it did not raise. A contract is only ever asserted where the op
-would fail at run time if it did not hold.
+left, and raising says why it did not raise. Each contract is one the op's computation needs
+(its kernel reads one weight element per hidden element, adds the residual element by element,
+writes a result of the input's shape): a call that broke it would be wrong in eager too.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ CONTRACTS: dict[str, tuple[tuple[str, int | None, str, int | None], ...]] = {
     VLLM_DYNAMIC_SCALED_FP8_QUANT: (("result", SHAPE, "input", SHAPE),),
     VLLM_DYNAMIC_PER_TOKEN_SCALED_FP8_QUANT: (("result", SHAPE, "input", SHAPE),),
 }
-"""vLLM op -> the size equalities its kernel requires (its `TORCH_CHECK`s)."""
+"""vLLM op -> the size equalities its computation requires."""
 
 _HOPS = (AUTO_FUNCTIONALIZED, AUTO_FUNCTIONALIZED_V2)
 
