@@ -103,3 +103,25 @@ def test_fused_add_rms_norm_with_two_token_symbols(mode: str, v2: bool) -> None:
     assert raised == {"add_rms_norm": 1}
     assert missed == []
     assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+def test_fused_add_rms_norm_with_unequal_token_counts_is_a_remark() -> None:
+    """Traced with x and the residual of different lengths (vLLM's fake kernel checks nothing,
+    so the trace goes through), the sizes are not guarded equal: the op is not raised, with a
+    remark, and the call fails in vLLM's op as eager does."""
+    from irfuse import backend
+
+    torch._dynamo.reset()
+    backend.clear_reports()
+    x, residual = _x(tokens=8), _x(tokens=5, seed=4)
+    for t in (x, residual):
+        torch._dynamo.mark_dynamic(t, 0)
+    compiled = torch.compile(_AddNorm(), backend="irfuse",
+                             options={"inductor": False, "strict": True, **OPTIONS})
+    with torch.no_grad(), pytest.raises(RuntimeError):
+        compiled(x, residual)
+    (report,) = backend.reports()
+    assert report.raised["add_rms_norm"] == 0
+    missed = [m.reason for p in report.raise_passes for m in p.missed]
+    assert any("not a residual add + RMSNorm (_C.fused_add_rms_norm): the residual is" in r
+               for r in missed), missed
