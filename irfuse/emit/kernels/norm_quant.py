@@ -551,9 +551,11 @@ def rms_norm_quant_fp8_per_token(x: torch.Tensor, weight: torch.Tensor | None,
 
 def quant_fp8_per_token(x: torch.Tensor, scale_ub: torch.Tensor | None = None,
                         out_dtype: torch.dtype = torch.float8_e4m3fn,
-                        config: RowConfig | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dynamic per-token FP8 of `x`: (q, scale [..., 1])."""
-    q, s, _ = rms_norm_quant_fp8_per_token(x, None, scale_ub, 0.0, 0.0, out_dtype, None, config)
+                        config: RowConfig | None = None, reciprocal: bool = False,
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dynamic per-token FP8 of `x`: (q, scale [..., 1]); `reciprocal`: `x * (1 / s)`."""
+    q, s, _ = rms_norm_quant_fp8_per_token(x, None, scale_ub, 0.0, 0.0, out_dtype, None, config,
+                                           reciprocal=reciprocal)
     return q, s
 
 
