@@ -201,10 +201,12 @@ def import_graph(
     gm: torch.fx.GraphModule,
     name: str = "forward",
     constants: Mapping[int, float | int] | None = None,
+    marked_symbols: frozenset[str] = frozenset(),
 ) -> ImportedGraph:
     """Build the IR of an ATen FX graph. `constants` maps placeholder indices of lifted scalars
-    (0-d tensors) to the values they are read as (see the module docstring)."""
-    size_contracts.settle(gm)
+    (0-d tensors) to the values they are read as (see the module docstring); `marked_symbols`
+    are sizes the user marked dynamic, which the size contracts never equate with a number."""
+    size_contracts.settle(gm, marked_symbols)
     block = Block()
     values: dict[torch.fx.Node, SSAValue | tuple[SSAValue, ...]] = {}
     meta: dict[Operation | BlockArgument, dict[str, Any]] = {}

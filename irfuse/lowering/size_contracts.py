@@ -54,9 +54,11 @@ CONTRACTS: dict[str, tuple[tuple[str, int | None, str, int | None], ...]] = {
 _HOPS = (AUTO_FUNCTIONALIZED, AUTO_FUNCTIONALIZED_V2)
 
 
-def settle(gm: torch.fx.GraphModule) -> int:
+def settle(gm: torch.fx.GraphModule, marked: frozenset[str] = frozenset()) -> int:
     """Guard every contract of the graph's vLLM op calls that its traced sizes satisfy; returns
-    how many size pairs were newly guarded equal. A graph without symbolic sizes is untouched."""
+    how many size pairs were newly guarded equal. A graph without symbolic sizes is untouched.
+    A symbol in `marked` (a dim the user marked dynamic) is never guarded equal to a number:
+    Dynamo refuses to specialize such a dim, so that contract is left to raising's remark."""
     guarded = 0
     for node in gm.graph.nodes:
         found = _vllm_call(node) if node.op == "call_function" else None
@@ -68,7 +70,7 @@ def settle(gm: torch.fx.GraphModule) -> int:
             if ta is None or tb is None:
                 continue
             for x, y in _pairs(ta, da, tb, db):
-                guarded += _settle_pair(x, y)
+                guarded += _settle_pair(x, y, marked)
     return guarded
 
 
@@ -115,11 +117,14 @@ def _pairs(
         yield a.shape[da], b.shape[db]
 
 
-def _settle_pair(x: Any, y: Any) -> int:
+def _settle_pair(x: Any, y: Any, marked: frozenset[str]) -> int:
     if not isinstance(x, torch.SymInt) and not isinstance(y, torch.SymInt):
         return 0
     equal = x == y
     if statically_known_true(equal):
+        return 0
+    if any(isinstance(a, torch.SymInt) and not isinstance(b, torch.SymInt)
+           and {str(s) for s in a.node.expr.free_symbols} & marked for a, b in ((x, y), (y, x))):
         return 0
     if _hint(x) is None or _hint(x) != _hint(y):
         return 0

@@ -125,3 +125,15 @@ def test_fused_add_rms_norm_with_unequal_token_counts_is_a_remark() -> None:
     missed = [m.reason for p in report.raise_passes for m in p.missed]
     assert any("not a residual add + RMSNorm (_C.fused_add_rms_norm): the residual is" in r
                for r in missed), missed
+
+
+def test_a_hidden_size_marked_dynamic_is_not_specialized() -> None:
+    """A hidden dim the caller marked dynamic stays symbolic (Dynamo refuses a compile that
+    specializes it): the contract with the weight's 64 is not guarded, the norm is a remark, and
+    the graph runs unfused, bit-exact."""
+    model = V.FusionTestModel(layers=2, custom_ops=True)
+    compiled = compile_and_run(model, [_x()], options=OPTIONS, dynamic_dims=((0, 0), (0, 1)))
+    raised, fused, missed = _counts(compiled)
+    assert fused == 0 and "rms_norm" not in raised
+    assert any("not an RMSNorm (_C.rms_norm): the weight is [64]" in r for r in missed), missed
+    assert_bit_exact(compiled.outputs, compiled.eager)
