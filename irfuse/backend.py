@@ -85,10 +85,11 @@ def irfuse_backend(
     dynamo_code = gm.code
     user_inputs = _user_input_indices(gm)
     constants = _lifted_scalars(gm, example_inputs)
+    marked = _marked_symbols(gm)
 
     def fw_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence[Any]) -> BoxedFn:
         return _GraphCompiler(
-            aten_gm, aten_inputs, config, graph_name, dynamo_code, user_inputs, constants
+            aten_gm, aten_inputs, config, graph_name, dynamo_code, user_inputs, constants, marked
         ).entry()
 
     def bw_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence[Any]) -> BoxedFn:
@@ -132,6 +133,26 @@ def _lifted_scalars(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> 
         if value == value:
             found[i] = value
     return found
+
+
+def _marked_symbols(gm: torch.fx.GraphModule) -> frozenset[str]:
+    """The symbols of the dims the caller marked dynamic (`torch._dynamo.mark_dynamic`): Dynamo
+    refuses a compile that specializes one, so nothing irfuse guards may equate it with a
+    number."""
+    found: set[str] = set()
+    for node in gm.graph.find_nodes(op="placeholder"):
+        grapharg = node.meta.get("grapharg")
+        val = node.meta.get("example_value")
+        if grapharg is None or not isinstance(val, torch.Tensor):
+            continue
+        try:
+            example = grapharg.example
+        except Exception:  # noqa: BLE001 (no example kept for this input)
+            continue
+        for d in getattr(example, "_dynamo_dynamic_indices", ()) or ():
+            if d < val.dim() and isinstance(val.shape[d], torch.SymInt):
+                found.update(str(s) for s in val.shape[d].node.expr.free_symbols)
+    return frozenset(found)
 
 
 def _boxed(gm: torch.fx.GraphModule) -> BoxedFn:
@@ -211,8 +232,10 @@ class _GraphCompiler:
         dynamo_code: str,
         user_inputs: Sequence[int] = (),
         constants: dict[int, float] | None = None,
+        marked: frozenset[str] = frozenset(),
     ):
         self.gm = gm
+        self.marked = marked
         self.constants = dict(constants or {})
         self._unrewritten: BoxedFn | None = None
         self.inputs = list(inputs)
@@ -292,6 +315,7 @@ class _GraphCompiler:
             config=self.resolved.pass_config.to_dict() if self.resolved else {},
             constants=self.constants,
             tp_size=self.config.tp_size,
+            marked_symbols=self.marked,
         )
 
     # -- compiling --------------------------------------------------------------------------

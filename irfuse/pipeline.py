@@ -73,6 +73,8 @@ class PipelineOptions:
     constants: Mapping[int, float | int] = field(default_factory=dict)
     # The tensor-parallel size, for collectives on a TP group whose size the graph does not say.
     tp_size: int | None = None
+    # Symbols of dims the user marked dynamic (`mark_dynamic`): never guarded equal to a number.
+    marked_symbols: frozenset[str] = frozenset()
 
 
 def count_ops(module: ModuleOp) -> int:
@@ -177,7 +179,8 @@ def _prepare(gm: torch.fx.GraphModule, options: PipelineOptions) -> Prepared:
     )
     start = time.perf_counter()
     try:
-        imported = import_graph(gm, constants=options.constants)
+        imported = import_graph(gm, constants=options.constants,
+                                marked_symbols=options.marked_symbols)
     except Exception as err:
         raise PipelineError("import", f"{type(err).__name__}: {err}") from err
     set_target(imported.module, options.platform)

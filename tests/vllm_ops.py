@@ -226,3 +226,129 @@ def rope_cache(rotary_dim: int, max_positions: int = 64, base: float = 10000.0,
     inv_freq = base ** (-torch.arange(0, rotary_dim, 2, dtype=torch.float32) / rotary_dim)
     freqs = torch.outer(torch.arange(max_positions, dtype=torch.float32), inv_freq)
     return torch.cat((freqs.cos(), freqs.sin()), -1).to(dtype)
+
+
+# --- vLLM's compile-fusion test model (tests/compile/test_fusion.py), both spellings ------------
+
+
+def native_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
+                    residual: torch.Tensor | None = None):
+    """`RMSNorm.forward_native`: the residual added in f32 and handed on rounded, the norm in
+    f32, rounded, times the weight in the model dtype."""
+    dtype = x.dtype
+    x = x.to(torch.float32)
+    if residual is not None:
+        x = x + residual.to(torch.float32)
+        residual = x.to(dtype)
+    x = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)
+    x = x.to(dtype) * weight
+    return x if residual is None else (x, residual)
+
+
+def native_fp8_quant(x: torch.Tensor, scale: torch.Tensor | None = None,
+                     dtype: torch.dtype = FP8) -> tuple[torch.Tensor, torch.Tensor]:
+    """`QuantFP8.forward_native`: static per tensor with a scale, else dynamic per token; both
+    multiply by the scale's reciprocal."""
+    bound = _BOUND[dtype]
+    if scale is None:
+        amax = x.abs().max(dim=-1).values.unsqueeze(-1).to(torch.float32)
+        scale = (amax / bound).clamp(min=_min_scale(bound))
+    q = (x.to(torch.float32) * scale.reciprocal()).clamp(-bound, bound).to(dtype)
+    return q, scale
+
+
+class FusionTestModel(torch.nn.Module):
+    """The shape of vLLM's norm + quant fusion test model: x [T, hidden] through a chain of
+    RMSNorm -> FP8 linear, each later norm adding the residual (started from `relu(x)`), the
+    last norm's output returned: `layers - 1` norm + quant sites. `custom_ops`: the norms and
+    quants as vLLM's `_C` ops (`forward_cuda`), else as `forward_native` spells them;
+    `per_token`: dynamic per-token activation scales, else static per tensor."""
+
+    def __init__(self, hidden: int = 64, layers: int = 4, custom_ops: bool = False,
+                 per_token: bool = False, eps: float = 1e-5, seed: int = 0,
+                 dtype: torch.dtype = torch.bfloat16):
+        super().__init__()
+        gen = torch.Generator().manual_seed(seed)
+        self.custom_ops, self.per_token, self.eps = custom_ops, per_token, eps
+        self.register_buffer("norm_w", (torch.rand(layers, hidden, generator=gen) + 0.5)
+                             .to(dtype))
+        w = torch.randn(layers - 1, hidden, hidden, generator=gen) / hidden**0.5
+        w_scale = w.abs().amax((1, 2), keepdim=True) / 448.0
+        self.register_buffer("w", (w / w_scale).to(FP8))
+        self.register_buffer("w_scale", w_scale.reshape(layers - 1, 1).float())
+        for i in range(layers - 1):  # one scale tensor per linear, as vLLM's layers hold them
+            self.register_buffer(f"in_scale{i}", torch.full((1,), (4.0 + i) / 448.0))
+        self.out_dtype = dtype
+
+    def _norm(self, i: int, x, residual=None):
+        w = self.norm_w[i]
+        if self.custom_ops:
+            if residual is None:
+                return vllm_rms_norm(x, w, self.eps)
+            return vllm_fused_add_rms_norm(x, residual, w, self.eps)
+        return native_rms_norm(x, w, self.eps, residual)
+
+    def _linear(self, i: int, y):
+        scale = None if self.per_token else getattr(self, f"in_scale{i}")
+        if self.custom_ops:
+            q, s = vllm_scaled_fp8_quant(y, scale, per_token=self.per_token)
+        else:
+            q, s = native_fp8_quant(y, scale)
+        s = s.expand(q.shape[0], 1).contiguous() if s.numel() == 1 else s
+        return torch._scaled_mm(q, self.w[i].t(), scale_a=s,
+                                scale_b=self.w_scale[i].expand(1, self.w.shape[1]).contiguous(),
+                                out_dtype=self.out_dtype)
+
+    def forward(self, x):
+        x = residual = torch.relu(x)
+        y = self._norm(0, x)
+        for i in range(1, self.norm_w.shape[0]):
+            y, residual = self._norm(i, self._linear(i - 1, y), residual)
+        return y, residual
+
+
+# --- NVFP4 as vLLM's emulation computes it (nvfp4_emulation_utils.ref_nvfp4_quant) --------------
+
+NVFP4_BLOCK = 16
+_E2M1_BANDS = ((0.0, 0.25, 0.0), (0.25, 0.75, 0.5), (0.75, 1.25, 1.0), (1.25, 1.75, 1.5),
+               (1.75, 2.5, 2.0), (2.5, 3.5, 3.0), (3.5, 5.0, 4.0))
+"""e2m1 rounding as bands (low, high, value), closed and open in turn (a tie goes to the band
+of the even value); above the last, 6."""
+
+
+def nonzero_reciprocal(t: torch.Tensor) -> torch.Tensor:
+    """`get_reciprocal`: 1 / t with a zero first raised to 1e8, by arithmetic (no select, which
+    CUDA graph capture refuses)."""
+    return 1.0 / (t + (t == 0) * 1e8)
+
+
+def round_e2m1_values(v: torch.Tensor) -> torch.Tensor:
+    """`cast_to_fp4`: |v| overwritten band by band with its e2m1 value, times sign(v)."""
+    sign = torch.sign(v)
+    a = torch.abs(v)
+    for i, (low, high, value) in enumerate(_E2M1_BANDS):
+        band = (a >= low) & (a <= high) if i % 2 == 0 else (a > low) & (a < high)
+        a[band] = value
+    a[a > _E2M1_BANDS[-1][1]] = 6.0
+    return a * sign
+
+
+def emulated_nvfp4_quant(x: torch.Tensor, global_scale: torch.Tensor,
+                         rounding=round_e2m1_values) -> tuple[torch.Tensor, torch.Tensor]:
+    """`ref_nvfp4_quant`: (e2m1 values as float32 [M, N], block scales float32 [M, N/16])."""
+    rows, cols = x.shape
+    blocks = x.reshape(rows, cols // NVFP4_BLOCK, NVFP4_BLOCK)
+    amax = blocks.abs().max(dim=-1, keepdim=True).values.to(torch.float32)
+    scale = (global_scale * (amax * (1.0 / 6.0))).clamp(min=-448.0, max=448.0)
+    scale = scale.to(FP8).to(torch.float32)
+    factor = nonzero_reciprocal(scale * nonzero_reciprocal(global_scale))
+    scaled = (blocks.to(torch.float32) * factor).clamp(-6.0, 6.0).reshape(rows, cols)
+    return rounding(scaled), scale.squeeze(-1)
+
+
+def emulated_nvfp4_quant_dequant(x: torch.Tensor, global_scale: torch.Tensor) -> torch.Tensor:
+    """`ref_nvfp4_quant_dequant` on the CPU: quantize, then `q * sb / gs` in x's dtype."""
+    rows, cols = x.shape
+    q, scale = emulated_nvfp4_quant(x, global_scale)
+    q = q.reshape(rows, cols // NVFP4_BLOCK, NVFP4_BLOCK)
+    return (q * (scale.unsqueeze(-1) / global_scale)).reshape(rows, cols).to(x.dtype)

@@ -85,6 +85,7 @@ func.func @static_constant_fnuz(%x: !irfuse.tensor<[s0, 256], bf16>) -> !irfuse.
 // CHECK-LABEL: func.func @per_token_ub
 // CHECK-SAME: (%[[UB:[^:]+]]: !irfuse.tensor<[1], f32>, %[[X:[^:]+]]: !irfuse.tensor<[s0, 256], bf16>)
 // CHECK: %[[Q:.+]], %[[SC:.+]] = quant.fp8 %[[X]], scale_ub %[[UB]] {scheme = #quant.scheme<dynamic_token>} : (!irfuse.tensor<[s0, 256], bf16>, !irfuse.tensor<[1], f32>) -> (!irfuse.tensor<[s0, 256], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 1], f32>)
+// CHECK-NOT: reciprocal
 // CHECK: aten.call "aten::amax.default"
 // CHECK: aten.call "aten::minimum.default"
 // CHECK: irfuse.yield
@@ -103,10 +104,11 @@ func.func @per_token_ub(%ub: !irfuse.tensor<[1], f32>, %x: !irfuse.tensor<[s0, 2
 }
 
 // Dynamic per-token as vLLM's native quantizer writes it: `max(dim=-1)` of |x| in bf16, unsqueeze,
-// cast, `clamp(max=ub)`, / 448, `clamp(min=MIN_SCALE)`, `x.float() * s.reciprocal()`.
+// cast, `clamp(max=ub)`, / 448, `clamp(min=MIN_SCALE)`, `x.float() * s.reciprocal()`: the
+// multiplication by the reciprocal is kept as `reciprocal` (per-token quants otherwise divide).
 // CHECK-LABEL: func.func @per_token_max_dim
 // CHECK-SAME: (%[[UB:[^:]+]]: !irfuse.tensor<[1], f32>, %[[X:[^:]+]]: !irfuse.tensor<[s0, 256], bf16>)
-// CHECK: %[[Q:.+]], %[[SC:.+]] = quant.fp8 %[[X]], scale_ub %[[UB]] {scheme = #quant.scheme<dynamic_token>}
+// CHECK: %[[Q:.+]], %[[SC:.+]] = quant.fp8 %[[X]], scale_ub %[[UB]] {scheme = #quant.scheme<dynamic_token>, reciprocal}
 // CHECK: aten.call tuple "aten::max.dim"
 // CHECK: aten.call "aten::clamp.Tensor"
 // CHECK: aten.call "aten::reciprocal.default"

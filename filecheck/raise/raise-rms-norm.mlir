@@ -213,3 +213,45 @@ func.func @layer_norm_centered(%x: !irfuse.tensor<[s0, 64], f32>) -> !irfuse.ten
   %n = aten.call "aten::mul.Tensor"(%c, %rstd) : (!irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 64], f32>
   func.return %n : !irfuse.tensor<[s0, 64], f32>
 }
+
+// Gemma's weight `1 + w.float()`, added in f32 as the kernels add it: weight_offset 1, the add
+// inside the region.
+// CHECK-LABEL: func.func @offset_f32
+// CHECK-SAME: (%[[X:[^:]+]]: !irfuse.tensor<[s0, 64], bf16>, %[[W:[^:]+]]: !irfuse.tensor<[64], bf16>)
+// CHECK: norm.rms_norm %[[X]], weight %[[W]] {eps = 1.000000e-06 : f64, weight_offset = 1.000000e+00 : f64}
+// CHECK: aten.call "aten::add.Tensor"
+// CHECK: irfuse.yield
+func.func @offset_f32(%x: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16> {
+  %x32 = aten.call "aten::_to_copy.default"(%x, dtype = f32) : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], f32>
+  %sq = aten.call "aten::pow.Tensor_Scalar"(%x32, 2) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], f32>
+  %var = aten.call "aten::mean.dim"(%sq, [-1], true) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %ve = aten.call "aten::add.Tensor"(%var, 1.0e-06) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %rstd = aten.call "aten::rsqrt.default"(%ve) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %n = aten.call "aten::mul.Tensor"(%x32, %rstd) : (!irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 64], f32>
+  %w32 = aten.call "aten::_to_copy.default"(%w, dtype = f32) : (!irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[64], f32>
+  %w1 = aten.call "aten::add.Tensor"(%w32, 1.0) : (!irfuse.tensor<[64], f32>) -> !irfuse.tensor<[64], f32>
+  %p = aten.call "aten::mul.Tensor"(%n, %w1) : (!irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[64], f32>) -> !irfuse.tensor<[s0, 64], f32>
+  %y = aten.call "aten::_to_copy.default"(%p, dtype = bf16) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], bf16>
+  func.return %y : !irfuse.tensor<[s0, 64], bf16>
+}
+
+// `w + 1` added in bf16 rounds the sum: that sum is the weight (no weight_offset), the add stays
+// outside the region and computes it.
+// CHECK-LABEL: func.func @offset_bf16
+// CHECK-SAME: (%[[X:[^:]+]]: !irfuse.tensor<[s0, 64], bf16>, %[[W:[^:]+]]: !irfuse.tensor<[64], bf16>)
+// CHECK: %[[W1:.+]] = aten.call "aten::add.Tensor"(%[[W]], 1.0)
+// CHECK: norm.rms_norm %[[X]], weight %[[W1]] {eps = 1.000000e-06 : f64} :
+// CHECK-NOT: weight_offset
+// CHECK: func.return
+func.func @offset_bf16(%x: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16> {
+  %x32 = aten.call "aten::_to_copy.default"(%x, dtype = f32) : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], f32>
+  %sq = aten.call "aten::pow.Tensor_Scalar"(%x32, 2) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], f32>
+  %var = aten.call "aten::mean.dim"(%sq, [-1], true) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %ve = aten.call "aten::add.Tensor"(%var, 1.0e-06) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %rstd = aten.call "aten::rsqrt.default"(%ve) : (!irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 1], f32>
+  %n = aten.call "aten::mul.Tensor"(%x32, %rstd) : (!irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 1], f32>) -> !irfuse.tensor<[s0, 64], f32>
+  %nb = aten.call "aten::_to_copy.default"(%n, dtype = bf16) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], bf16>
+  %w1 = aten.call "aten::add.Tensor"(%w, 1.0) : (!irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[64], bf16>
+  %y = aten.call "aten::mul.Tensor"(%nb, %w1) : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  func.return %y : !irfuse.tensor<[s0, 64], bf16>
+}

@@ -93,3 +93,15 @@ func.func @mixed_divide(%x: !irfuse.tensor<[s0, 256], bf16>, %s: !irfuse.tensor<
   %b = quant.fp8 %y, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 128], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 128], f8E4M3FN>
   func.return %a, %b : !irfuse.tensor<[s0, 128], f8E4M3FN>, !irfuse.tensor<[s0, 128], f8E4M3FN>
 }
+
+// A per-group quant spelled `y * s.reciprocal()` (its `reciprocal`): the fused op and the kernel
+// call keep it.
+// CHECK-LABEL: func.func @group_reciprocal
+// CHECK:       fused.silu_mul_quant %{{.*}} {scheme = #quant.scheme<group 64>, reciprocal}
+// KERNEL-LABEL: func.func @group_reciprocal
+// KERNEL:      "irfuse::silu_mul_quant_fp8_group.default"(%{{.*}}, 64, false, false, f8E4M3FN, reciprocal = true)
+func.func @group_reciprocal(%x: !irfuse.tensor<[s0, 256], bf16>) -> (!irfuse.tensor<[s0, 128], f8E4M3FN>, !irfuse.tensor<[s0, 2], f32>) {
+  %y = act.silu_mul %x : (!irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 128], bf16>
+  %q, %sc = quant.fp8 %y {scheme = #quant.scheme<group 64>, reciprocal} : (!irfuse.tensor<[s0, 128], bf16>) -> (!irfuse.tensor<[s0, 128], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 2], f32>)
+  func.return %q, %sc : !irfuse.tensor<[s0, 128], f8E4M3FN>, !irfuse.tensor<[s0, 2], f32>
+}

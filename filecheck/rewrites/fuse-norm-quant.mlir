@@ -51,6 +51,18 @@ func.func @per_token(%x: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64]
   func.return %q, %sc : !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 1], f32>
 }
 
+// A per-token quant spelled `y * s.reciprocal()` (its `reciprocal`): the fused op and the kernel
+// call keep it, so the kernel multiplies by 1 / s as the model does.
+// CHECK-LABEL: func.func @per_token_reciprocal
+// CHECK:       %[[Q:.+]], %[[SC:.+]], %[[R:.+]] = fused.rms_norm_quant %{{.*}}, residual %{{.*}}, weight %{{.*}} {eps = 1.000000e-06 : f64, scheme = #quant.scheme<dynamic_token>, reciprocal}
+// KERNEL-LABEL: func.func @per_token_reciprocal
+// KERNEL:      "irfuse::add_rms_norm_quant_fp8_per_token.default"(%{{.*}}, %{{.*}}, %{{.*}}, none, 1.0e-06, 0.0, f8E4M3FN, reciprocal = true)
+func.func @per_token_reciprocal(%x: !irfuse.tensor<[s0, 64], bf16>, %res: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 1], f32>, !irfuse.tensor<[s0, 64], bf16>) {
+  %y, %r = norm.add_rms_norm %x, %res, weight %w {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>)
+  %q, %sc = quant.fp8 %y {scheme = #quant.scheme<dynamic_token>, reciprocal} : (!irfuse.tensor<[s0, 64], bf16>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 1], f32>)
+  func.return %q, %sc, %r : !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 1], f32>, !irfuse.tensor<[s0, 64], bf16>
+}
+
 // Per-group 64 with column-major UE8M0 scales, reached through the view(-1, H) of a linear:
 // the fused op runs on the flattened input; the new residual is reshaped back.
 // CHECK-LABEL: func.func @group_view

@@ -448,12 +448,17 @@ class CallOp(CallLikeOp):
     name = "aten.call"
 
 
+SCALAR_VALUE_ATTR = "value"
+"""Attribute of an `aten.get_attr` of a 0-d tensor: the number it holds (import records it)."""
+
+
 @irdl_op_definition
 class GetAttrOp(IRDLOperation):
-    """A constant tensor owned by the graph module (an FX `get_attr` node).
+    """A constant tensor owned by the graph module (an FX `get_attr` node); a 0-d one carries
+    the number it holds as the attribute `value`.
 
     ```mlir
-    %c = aten.get_attr "_tensor_constant0" : !irfuse.tensor<[], f32>
+    %c = aten.get_attr "_tensor_constant0" {value = 5.000000e-01 : f64} : !irfuse.tensor<[], f32>
     ```
     """
 

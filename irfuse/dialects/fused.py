@@ -79,6 +79,7 @@ from irfuse.dialects.quant import (
     check_divide,
     check_fp8_results,
     check_nvfp4_results,
+    check_reciprocal,
     check_static_scale,
     nvfp4_result_dims,
 )
@@ -204,7 +205,8 @@ class RmsNormQuantOp(NamedOperandSyntax):
       quantizes `y / s` instead of `y * (1 / s)` (the quants it replaced were spelled so; see
       `quant.fp8`); all outputs of one op share the spelling.
     - dynamic_token / group: no `scales`, one `qs` result and `scale_out` shaped by the scheme;
-      `scale_ub` only with dynamic_token.
+      `scale_ub` only with dynamic_token. With the unit property `reciprocal`, the output
+      quantizes `y * (1 / s)` instead of `y / s` (as `quant.fp8`'s).
     `residual_out` exists iff `residual` does. The unit property `round_sum` (with a residual
     only) is `norm.add_rms_norm`'s: the norm reads the sum rounded to the residual_out dtype, as
     models that add in the model dtype compute it, instead of the f32 sum; any scheme.
@@ -226,6 +228,7 @@ class RmsNormQuantOp(NamedOperandSyntax):
     weight_offset = prop_def(FloatAttr[Float64Type], default_value=f64_attr(0.0))
     scheme = prop_def(QuantScheme)
     divide = opt_prop_def(UnitAttr)
+    reciprocal = opt_prop_def(UnitAttr)
     round_sum = opt_prop_def(UnitAttr)
 
     irdl_options = (
@@ -247,6 +250,7 @@ class RmsNormQuantOp(NamedOperandSyntax):
         weight_offset: float = 0.0,
         scheme: QuantScheme,
         divide: bool = False,
+        reciprocal: bool = False,
         round_sum: bool = False,
         fp8_dtype: Attribute = F8E4M3FN,
         result_types: Sequence[Attribute | Sequence[Attribute] | None] | None = None,
@@ -266,6 +270,7 @@ class RmsNormQuantOp(NamedOperandSyntax):
                 "weight_offset": f64_attr(weight_offset),
                 "scheme": scheme,
                 "divide": UnitAttr() if divide else None,
+                "reciprocal": UnitAttr() if reciprocal else None,
                 "round_sum": UnitAttr() if round_sum else None,
             },
             attributes=attributes,
@@ -285,6 +290,7 @@ class RmsNormQuantOp(NamedOperandSyntax):
         scheme = self.scheme
         kind = _check_kind(self.name, scheme, (STATIC_TENSOR, "dynamic_token", GROUP))
         check_divide(scheme, self.divide)
+        check_reciprocal(scheme, self.reciprocal)
         n_scales, n_qs = len(self.scales), len(self.qs)
         if kind == STATIC_TENSOR:
             if not n_scales:
@@ -333,7 +339,7 @@ class SiluMulQuantOp(NamedOperandSyntax):
     [..., d/g]` (g divides d). With `up` (the two-operand `act.silu_mul`: Hugging Face's separate
     gate and up projections), x is the gate `[..., d]` and up has its type. With the unit
     property `divide` (static_tensor only), the quant scales by `y / s`, not `y * (1 / s)`, as the
-    `quant.fp8` it replaced did.
+    `quant.fp8` it replaced did; with `reciprocal` (group only), by `y * (1 / s)`, not `y / s`.
     """
 
     name = "fused.silu_mul_quant"
@@ -347,6 +353,7 @@ class SiluMulQuantOp(NamedOperandSyntax):
 
     scheme = prop_def(QuantScheme)
     divide = opt_prop_def(UnitAttr)
+    reciprocal = opt_prop_def(UnitAttr)
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
@@ -360,6 +367,7 @@ class SiluMulQuantOp(NamedOperandSyntax):
         *,
         scheme: QuantScheme,
         divide: bool = False,
+        reciprocal: bool = False,
         result_types: Sequence[Attribute | None] | None = None,
         attributes: Mapping[str, Attribute] | None = None,
     ):
@@ -370,7 +378,11 @@ class SiluMulQuantOp(NamedOperandSyntax):
         super().__init__(
             operands=[x, scale, up],
             result_types=list(result_types),
-            properties={"scheme": scheme, "divide": UnitAttr() if divide else None},
+            properties={
+                "scheme": scheme,
+                "divide": UnitAttr() if divide else None,
+                "reciprocal": UnitAttr() if reciprocal else None,
+            },
             attributes=attributes,
         )
 
@@ -378,6 +390,7 @@ class SiluMulQuantOp(NamedOperandSyntax):
         dims = _gated_dims(self.x.type, opt_type(self.up))
         kind = _check_kind(self.name, self.scheme, (STATIC_TENSOR, GROUP))
         check_divide(self.scheme, self.divide)
+        check_reciprocal(self.scheme, self.reciprocal)
         _check_quant_scale_operand(kind, opt_type(self.scale), "scale")
         check_fp8_results(self.scheme, dims, self.q.type, opt_type(self.scale_out))  # type: ignore[arg-type]
 

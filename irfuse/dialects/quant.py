@@ -20,7 +20,10 @@ A static quant scales by `x * (1 / s)` (vLLM's reference numerics, `shared/NUMER
 the unit property `divide`, by `x / s` in f32, as a model that spells its quant with a division
 computes it. The two round differently where `x / s` falls on (or next to) a tie between two fp8
 values, so the spelling is kept from raising to the kernel; the fused ops carry it too
-(`check_divide`).
+(`check_divide`). The per-token and per-group schemes divide by the scale they compute
+(`x / s`), or, with the unit property `reciprocal`, multiply by its f32 reciprocal
+(`x * s.reciprocal()`, as vLLM's native QuantFP8 spells it), kept to the kernel the same way
+(`check_reciprocal`).
 
 `check_fp8_results` and `check_nvfp4_results` hold the scheme-specific result checks; the fused ops
 use them too, so a fused op is held to the same rules as the quant it replaced.
@@ -271,6 +274,17 @@ def check_divide(scheme: QuantScheme, divide: UnitAttr | None) -> None:
         )
 
 
+def check_reciprocal(scheme: QuantScheme, reciprocal: UnitAttr | None) -> None:
+    """`reciprocal` (scale by `x * (1 / s)`, not `x / s`) applies to the per-token and
+    per-group schemes only: the per-tensor ones multiply by the reciprocal already (a static
+    quant unless it has `divide`)."""
+    if reciprocal is not None and not (scheme.is_per_token or scheme.is_group):
+        raise VerifyException(
+            f"reciprocal applies to the dynamic_token and group schemes only, not "
+            f"{scheme.kind.data}"
+        )
+
+
 def check_fp8_results(
     scheme: QuantScheme,
     x_dims: Sequence[Dim],
@@ -389,6 +403,8 @@ class QuantFp8Op(RaisedOperation):
     - static_tensor: `scale` (f32, one element) is required; no `scale_out`. The value quantized
       is `x * (1 / s)`, or `x / s` (in f32) with the unit property `divide` (static only), as
       the model spelled it.
+    - dynamic_token and group quantize `x / s`, or `x * (1 / s)` (f32 reciprocal) with the
+      unit property `reciprocal` (those two only), as the model spelled it.
     - dynamic_token: `scale_out` is f32 `[..., 1]`; `scale_ub` (f32, one element) may cap amax.
     - dynamic_tensor: `scale_out` holds one f32 element.
     - group g: g divides the last dim H; `scale_out` is f32 `[..., H/g]`.
@@ -406,6 +422,7 @@ class QuantFp8Op(RaisedOperation):
 
     scheme = prop_def(QuantScheme)
     divide = opt_prop_def(UnitAttr)
+    reciprocal = opt_prop_def(UnitAttr)
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
@@ -419,6 +436,7 @@ class QuantFp8Op(RaisedOperation):
         *,
         scheme: QuantScheme,
         divide: bool = False,
+        reciprocal: bool = False,
         fp8_dtype: Attribute = F8E4M3FN,
         result_types: Sequence[Attribute | None] | None = None,
         decomposition: Region | None = None,
@@ -429,7 +447,11 @@ class QuantFp8Op(RaisedOperation):
         super().__init__(
             operands=[x, scale, scale_ub],
             result_types=list(result_types),
-            properties={"scheme": scheme, "divide": UnitAttr() if divide else None},
+            properties={
+                "scheme": scheme,
+                "divide": UnitAttr() if divide else None,
+                "reciprocal": UnitAttr() if reciprocal else None,
+            },
             attributes=attributes,
             regions=[decomposition],
         )
@@ -458,6 +480,7 @@ class QuantFp8Op(RaisedOperation):
                 raise VerifyException("scale_ub applies to the dynamic_token scheme only")
             check_static_scale("scale_ub", scale_ub)
         check_divide(scheme, self.divide)
+        check_reciprocal(scheme, self.reciprocal)
         check_fp8_results(scheme, x.dims, self.q.type, scale_out)
 
 

@@ -9,6 +9,8 @@ quant multiplies by `1 / s`.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from irfuse.emit import dispatch
@@ -183,7 +185,70 @@ def _quant_nvfp4_fake(x, global_scale):
 QUANT_NVFP4 = Kernel("quant_nvfp4", "(Tensor x, Tensor global_scale) -> (Tensor, Tensor)",
                      _quant_nvfp4_ref, _quant_nvfp4_cuda, _quant_nvfp4_fake)
 
+
+
+# NVFP4 as float values and float scales (vLLM's emulation keeps them so): exact conversions
+# to and from `quant.nvfp4`'s packed codes and swizzled fp8 scales, around the raised op.
+
+
+def _nvfp4_pack_ref(values, scales):
+    rows, n = values.shape
+    codes = quant_ref.e2m1_encode(values.float())
+    packed = quant_ref.pack_e2m1(codes)
+    swizzled = quant_ref.swizzle_block_scales(scales.float().reshape(rows, n // 16))
+    return packed, swizzled.to(quant_ref.NVFP4_SCALE_DTYPE)
+
+
+def _nvfp4_pack_fake(values, scales):
+    return fake_nvfp4(values, values.shape[-1])
+
+
+def _nvfp4_values(shape: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample e2m1 values and fp8-exact block scales of `shape`'s rows and width."""
+    rows, n = math.prod(shape[:-1]), shape[-1]
+    g = torch.Generator().manual_seed(0)
+    codes = torch.randint(0, 16, (rows, n), generator=g, dtype=torch.uint8)
+    scales = (torch.rand(rows, n // 16, generator=g) * 400).to(quant_ref.NVFP4_SCALE_DTYPE)
+    return quant_ref.e2m1_decode(codes), scales.float()
+
+
+NVFP4_PACK = Kernel(
+    "nvfp4_pack", "(Tensor values, Tensor scales) -> (Tensor, Tensor)",
+    _nvfp4_pack_ref, _nvfp4_pack_ref, _nvfp4_pack_fake,
+    examples=lambda shape: [_nvfp4_values(shape)])
+"""e2m1 values (f32 [M, N]) and their block scales (f32 holding fp8 values, [M, N/16] or
+[M, N/16, 1]) -> NVFP4's packed codes and swizzled fp8 scales."""
+
+
+def _nvfp4_unpack_ref(packed, block_scale, scale_rank=2):
+    if block_scale.dtype == torch.uint8:  # the scales' bytes
+        block_scale = block_scale.view(quant_ref.NVFP4_SCALE_DTYPE)
+    rows, half = packed.shape
+    values = quant_ref.e2m1_decode(quant_ref.unpack_e2m1(packed))
+    scales = quant_ref.unswizzle_block_scales(block_scale, rows, half * 2 // 16).float()
+    return values, scales.reshape(rows, half * 2 // 16, *([1] * (scale_rank - 2)))
+
+
+def _nvfp4_unpack_fake(packed, block_scale, scale_rank=2):
+    rows, half = packed.shape
+    return (empty(packed, (rows, half * 2), torch.float32),
+            empty(packed, (rows, half * 2 // 16, *([1] * (scale_rank - 2))), torch.float32))
+
+
+NVFP4_UNPACK = Kernel(
+    "nvfp4_unpack", "(Tensor packed, Tensor block_scale, int scale_rank=2) -> (Tensor, Tensor)",
+    _nvfp4_unpack_ref, _nvfp4_unpack_ref, _nvfp4_unpack_fake,
+    examples=lambda shape: [_unpack_example(shape, rank) for rank in (2, 3)])
+"""The inverse of `nvfp4_pack`: f32 values [M, N] and f32 block scales of rank `scale_rank`.
+The swizzled scales may come as fp8 or as their bytes (uint8: the examples, since opcheck's
+schema check cannot compute on fp8 inputs)."""
+
+
+def _unpack_example(shape: tuple[int, ...], rank: int) -> tuple:
+    packed, swizzled = _nvfp4_pack_ref(*_nvfp4_values(shape))
+    return packed, swizzled.view(torch.uint8), rank
+
 LIBRARY_OPS: tuple[Kernel, ...] = (
     RMS_NORM, ADD_RMS_NORM, SILU_MUL, QUANT_FP8_STATIC, QUANT_FP8_PER_TOKEN,
-    QUANT_FP8_PER_TENSOR, QUANT_FP8_GROUP, QUANT_NVFP4,
+    QUANT_FP8_PER_TENSOR, QUANT_FP8_GROUP, QUANT_NVFP4, NVFP4_PACK, NVFP4_UNPACK,
 )

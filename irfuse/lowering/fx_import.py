@@ -16,6 +16,10 @@ when the caller gives their values (`constants`): the argument stays (the compil
 signature keeps it) and its uses read an `aten::scalar_tensor` of the traced value instead, so
 raising sees the constant a static graph has. The backend checks these inputs on every call and
 runs the graph without irfuse's rewrites when one differs (see `irfuse.backend`).
+
+Symbolic sizes are typed as the ShapeEnv knows them: before import, the size contracts of vLLM's
+custom ops are guarded there when the traced sizes meet them (`size_contracts`), so a hidden
+size Dynamo made symbolic but an op requires equal to a weight's imports as that number.
 """
 
 from __future__ import annotations
@@ -28,10 +32,12 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch.utils._python_dispatch import _disable_current_modes
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
     FileLineColLoc,
+    FloatAttr,
     FloatData,
     IntAttr,
     IntegerAttr,
@@ -39,6 +45,7 @@ from xdsl.dialects.builtin import (
     NameLoc,
     StringAttr,
     UnknownLoc,
+    f64,
     i64,
 )
 from xdsl.dialects.func import FuncOp, ReturnOp
@@ -47,6 +54,7 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from irfuse import dtypes, targets
 from irfuse.dialects import aten
 from irfuse.dialects.irfuse import OpaqueType, sym_type, tensor_type
+from irfuse.lowering import size_contracts
 
 OUTPUTS_ATTR = "irfuse.outputs"
 _TARGETS: dict[Any, StringAttr] = {}
@@ -193,9 +201,12 @@ def import_graph(
     gm: torch.fx.GraphModule,
     name: str = "forward",
     constants: Mapping[int, float | int] | None = None,
+    marked_symbols: frozenset[str] = frozenset(),
 ) -> ImportedGraph:
     """Build the IR of an ATen FX graph. `constants` maps placeholder indices of lifted scalars
-    (0-d tensors) to the values they are read as (see the module docstring)."""
+    (0-d tensors) to the values they are read as (see the module docstring); `marked_symbols`
+    are sizes the user marked dynamic, which the size contracts never equate with a number."""
+    size_contracts.settle(gm, marked_symbols)
     block = Block()
     values: dict[torch.fx.Node, SSAValue | tuple[SSAValue, ...]] = {}
     meta: dict[Operation | BlockArgument, dict[str, Any]] = {}
@@ -216,6 +227,9 @@ def import_graph(
         elif node.op == "get_attr":
             attr = _fetch_attr(gm, node.target)
             op = aten.GetAttrOp(node.target, value_type(attr))
+            scalar = _scalar_constant(attr)
+            if scalar is not None:
+                op.attributes[aten.SCALAR_VALUE_ATTR] = scalar
             op.result.name_hint = name_hint(node.name)
             op.location = _location(node)
             values[node] = op.result
@@ -338,6 +352,26 @@ def _is_flat_tuple(template: Attribute, n: int) -> bool:
     return len(items) == n and all(
         isinstance(t, aten.OperandRefAttr) and t.index.data == i for i, t in enumerate(items)
     )
+
+
+def _scalar_constant(attr: Any) -> Attribute | None:
+    """The number a 0-d constant tensor holds (`x[mask] = 0.0` makes one), so that raising can
+    read it as the constant it is."""
+    if (
+        not isinstance(attr, torch.Tensor)
+        or attr.dim() != 0
+        or isinstance(attr, torch._subclasses.FakeTensor)
+        or attr.device.type == "meta"
+        or attr.dtype == torch.bool
+    ):
+        return None
+    with _disable_current_modes():  # import may run under the compiler's fake-tensor mode
+        number = attr.item()
+    if attr.is_floating_point():
+        return FloatAttr(float(number), f64)
+    if not attr.is_complex():
+        return IntegerAttr(int(number), i64)
+    return None
 
 
 def _fetch_attr(gm: torch.fx.GraphModule, target: str) -> Any:

@@ -21,8 +21,10 @@ from typing import Any
 import torch
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    FloatAttr,
     FloatData,
     IntAttr,
+    IntegerAttr,
     NoneAttr,
     StringAttr,
 )
@@ -37,6 +39,7 @@ from irfuse.dtypes import is_float, is_ir_dtype, to_torch
 from irfuse.lowering.aten_ops import (
     CASTS,
     FULL,
+    LIFT_FRESH_COPY,
     SCALAR_MAKERS,
     SCALAR_TENSOR,
     SLICE_TENSOR,
@@ -200,6 +203,12 @@ def scalar_of(value: Any) -> float | int | None:
     made = producer(value, *SCALAR_MAKERS)
     if made is None:
         return None
+    if made.target == LIFT_FRESH_COPY:  # a 0-d tensor constant, as import read it
+        source = made.arg(0)
+        owner = source.owner if isinstance(source, SSAValue) else None
+        number = owner.attributes.get(aten.SCALAR_VALUE_ATTR) if isinstance(
+            owner, aten.GetAttrOp) else None
+        return number.value.data if isinstance(number, FloatAttr | IntegerAttr) else None
     if made.target == FULL:
         shape = made.arg(0)
         return made.arg(1) if shape in ([], [1]) else None

@@ -14,7 +14,7 @@ import math
 
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
-from xdsl.dialects.builtin import IntegerType
+from xdsl.dialects.builtin import IntegerType, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from irfuse import dtypes, targets
@@ -35,6 +35,8 @@ from irfuse.lowering.aten_ops import (
     BITWISE_RIGHT_SHIFT_TENSOR_SCALAR,
     CASTS,
     CLONE,
+    INDEX_PUT,
+    INDEX_PUT_HACKED_TWIN,
     LOGICAL_AND,
     LOGICAL_NOT,
     LOGICAL_OR,
@@ -44,7 +46,6 @@ from irfuse.lowering.aten_ops import (
     MUL_TENSOR,
     NEG,
     OR_TENSOR,
-    SCALAR_MAKERS,
     SELECT_INT,
     SGN,
     SIGN,
@@ -135,12 +136,10 @@ def _evaluate(op: Operation, env: dict[SSAValue, object]) -> object:
     def value_of(v: SSAValue) -> object:
         if v in env:
             return env[v]
-        maker = producer(v, *SCALAR_MAKERS)
-        number = scalar_of(v)
-        if maker is None or number is None:
+        number = scalar_of(v)  # a constant: made in the graph, maybe cast, or lifted and read
+        if number is None:
             raise NoMatch("the e2m1 code reads a tensor other than the scaled x")
-        dtype = maker.kwargs.get("dtype")
-        env[v] = torch.tensor(number, dtype=dtypes.to_torch(dtype) if dtype is not None else None)
+        env[v] = torch.tensor(number, dtype=dtypes.to_torch(dtype_of(v)))
         return env[v]
 
     operands = [value_of(v) for v in op.operands]
@@ -370,3 +369,161 @@ def codes_and_packing(y: SSAValue, blocks: Blocks, order: dict[Operation, int]
     q, pack_ops = _packing(splits, code, blocks)
     return q, [*ops, *pack_ops]
 
+
+
+# --- e2m1 values as floats (vLLM's emulation) ---------------------------------------------------
+
+INDEX_PUTS = (INDEX_PUT, INDEX_PUT_HACKED_TWIN)
+VALUES_MISS_PREFIX = "the rounding to e2m1 values"
+"""How a remark about a rounding written as float values starts (the values read, but wrong)."""
+_SIGNS = (SIGN, SGN)
+_E2M1_MAGNITUDES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+
+
+def _e2m1_value_reference(v: torch.Tensor) -> torch.Tensor:
+    """NUMERICS.md's e2m1 rounding of f32 values in [-6, 6], as float32 values."""
+    code = _e2m1_reference(v)
+    magnitude = torch.tensor(_E2M1_MAGNITUDES)[code & 7]
+    return torch.where((code & 8) != 0, -magnitude, magnitude)
+
+
+def _value_kind(found: Call, kinds: dict[SSAValue, str], signs: set[SSAValue],
+                breakpoints: set[float]) -> str:
+    """The kind of an op of the rounding written as floats: "float" (±y or |y|), "discrete"
+    (piecewise constant in y), "mixed" (on each piece a constant or ±y). Only ops that keep
+    these forms are taken; a product keeps them only with a sign of y (-1, 0 or 1)."""
+    target = found.target
+    operands = list(found.op.operands)
+    inputs = [kinds.get(v, "const") for v in operands]
+    continuous = [k for k in inputs if k in ("float", "mixed")]
+    if target in _TRANSPARENT and inputs[0] == "mixed":
+        raise NoMatch("the e2m1 values are reshaped")  # where the rounding ends: its user's
+    if target in _TRANSPARENT or target in _ON_FLOAT:
+        return inputs[0]
+    if not continuous:
+        if target not in _ON_DISCRETE and target not in INDEX_PUTS:
+            raise NoMatch(f"the e2m1 rounding is computed with {target}")
+        return "discrete"
+    if target in _SIGNS or target == SIGNBIT:
+        return "discrete"
+    if target in _COMPARISONS and inputs[0] in ("float", "mixed") and inputs[1:] in ([], ["const"]):
+        bound = scalar_of(found.arg(1, "other"))
+        if bound is None:
+            raise NoMatch("the e2m1 rounding compares with a value that is not a constant")
+        breakpoints.update((float(bound), -float(bound)))
+        return "discrete"
+    if target in INDEX_PUTS:
+        indices = found.arg(1, "indices")
+        if (len(indices) != 1 or kinds.get(indices[0]) != "discrete"
+                or kinds.get(found.arg(2, "values"), "const") != "const"
+                or found.arg(3, "accumulate", False)):
+            raise NoMatch("the e2m1 rounding writes with an index_put that is not a masked "
+                          "write of a constant")
+        return "mixed"
+    if target in WHERE or target in MASKED_FILL:
+        if kinds.get(found.op.operands[0] if target in WHERE else found.arg(1, "mask")) not in (
+            "discrete",
+        ):
+            raise NoMatch("the e2m1 rounding selects on a value that is not piecewise constant")
+        return "mixed"
+    if target in (MUL_TENSOR,) and len(continuous) == 1 and any(v in signs for v in operands):
+        return "mixed"
+    raise NoMatch(f"the e2m1 rounding computes {target} of the scaled value (irfuse proves "
+                  "roundings written as comparisons with the boundaries)")
+
+
+def e2m1_values(y: SSAValue, blocks: Blocks, order: dict[Operation, int]
+                ) -> tuple[SSAValue, list[Operation]]:
+    """The e2m1 values of y as f32 (vLLM's emulation: |y| overwritten band by band with masked
+    writes, times sign(y)) and the ops computing them. Proven like the codes: on every piece
+    between the constants the result is a constant or ±y, so evaluating it at each constant,
+    its neighbours and two points inside each piece decides it."""
+    kinds: dict[SSAValue, str] = {y: "float"}
+    signs: set[SSAValue] = set()
+    breakpoints: set[float] = set()
+    # Everything elementwise reachable from y, then kinds in program order (an op's operands
+    # are settled before it); an op that keeps no kind ends the rounding there.
+    reached: set[Operation] = set()
+    frontier = [y]
+    while frontier and len(reached) < 512:
+        for user in users(frontier.pop()):
+            if user in reached or call(user) is None or len(user.results) != 1:
+                continue
+            if not blocks.elementwise(shape_of(user.results[0])) or user not in order:
+                continue
+            reached.add(user)
+            frontier.append(user.results[0])
+    ops: list[Operation] = []
+    for user in sorted(reached, key=lambda o: order[o]):
+        found = call(user)
+        assert found is not None
+        if any(o.owner in reached and o not in kinds for o in user.operands):
+            continue  # reads a value the rounding did not take
+        try:
+            kind = _value_kind(found, kinds, signs, breakpoints)
+        except NoMatch:
+            if all(kinds.get(o) in (None, "discrete") for o in user.operands):
+                raise
+            continue
+        kinds[user.results[0]] = kind
+        if found.target in _SIGNS and kinds.get(found.arg(0)) == "float":
+            signs.add(user.results[0])
+        ops.append(user)
+    taken = set(ops)
+    ends = list(dict.fromkeys(
+        v for v in kinds
+        if any(u.operation not in taken for u in v.uses) and kinds[v] != "discrete"
+    ))
+    ends = [v for v in ends if v is not y]
+    if len(ends) != 1 or kinds.get(ends[0]) != "mixed" or dtype_of(ends[0]) != f32:
+        raise NoMatch("the e2m1 values are not one f32 tensor computed from the scaled x")
+    values = ends[0]
+    if any(o not in order for o in ops):
+        raise NoMatch("the e2m1 values reach an op made by this pass")
+    ops.sort(key=lambda o: order[o])
+    ops = _needed(ops, values)
+    with _disable_current_modes():
+        _check_values(ops, y, values, breakpoints)
+    return values, ops
+
+
+def _needed(ops: list[Operation], values: SSAValue) -> list[Operation]:
+    """The ops `values` depends on (in order); a taken op whose result nothing needs is not
+    part of the rounding."""
+    needed: set[Operation] = set()
+    stack = [values.owner]
+    chain = set(ops)
+    while stack:
+        op = stack.pop()
+        if op in needed or op not in chain:
+            continue
+        needed.add(op)  # type: ignore[arg-type]
+        stack.extend(o.owner for o in op.operands)  # type: ignore[union-attr]
+    return [o for o in ops if o in needed]
+
+
+def _check_values(ops: list[Operation], y: SSAValue, values: SSAValue,
+                  breakpoints: set[float]) -> None:
+    points = torch.tensor(sorted(breakpoints | {0.0, E2M1_MAX, -E2M1_MAX}), dtype=torch.float32)
+    inner = torch.cat([points[:-1] + (points[1:] - points[:-1]) * k for k in (1 / 3, 2 / 3)])
+    probes = torch.unique(torch.cat([_probes(breakpoints), inner]))
+    env: dict[SSAValue, object] = {y: probes}
+    try:
+        for op in ops:
+            if call(op, *_TRANSPARENT) is not None:
+                env[op.results[0]] = env[op.operands[0]]
+            else:
+                env[op.results[0]] = _evaluate(op, env)
+    except NoMatch:
+        raise
+    except Exception as err:  # noqa: BLE001  # an op torch cannot run on the probes
+        raise NoMatch(f"{VALUES_MISS_PREFIX} could not be evaluated ({type(err).__name__})") from None
+    got = env[values]
+    assert isinstance(got, torch.Tensor)
+    expected = _e2m1_value_reference(probes)
+    wrong = got.float() != expected
+    if bool(wrong.any()):
+        bad = probes[wrong][0].item()
+        raise NoMatch(f"{VALUES_MISS_PREFIX} gives {got.float()[wrong][0].item()!r} for "
+                      f"{bad!r}, not {expected[wrong][0].item()!r} (round to nearest, ties to "
+                      "even)")

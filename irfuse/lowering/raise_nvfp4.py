@@ -5,15 +5,20 @@ read as a product of powers); every part must be `shared/NUMERICS.md`'s: the blo
 scaled and clamped value, the e2m1 codes (`nvfp4_codes`) and their packing, the scales' swizzle
 (`nvfp4_swizzle`). Produces `quant.nvfp4` with the chain in its region; a part that differs is a
 remark ("not an NVFP4 quant: ..."), so a lookalike is never raised to a kernel that rounds
-differently.
+differently. vLLM's emulation keeps the e2m1 values and the block scales as f32 instead of packed
+codes and swizzled fp8 (`nvfp4_codes.e2m1_values` proves that rounding): its chain is raised with
+`irfuse::nvfp4_pack` at its end, and `irfuse::nvfp4_unpack` after the raised op gives its users
+the same f32 values back (both conversions exact). Reciprocals written as vLLM's
+`get_reciprocal`, `1 / (t + (t == 0) * C)`, are read as zero guards (`_bump_guard`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xdsl.dialects.builtin import f32
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects.builtin import IntAttr, f32
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from irfuse.dialects import aten
 from irfuse.dialects.irfuse import TensorType
@@ -27,12 +32,15 @@ from irfuse.dialects.shapes import (
 )
 from irfuse.lowering.aten_ops import (
     ABS,
+    ADD_TENSOR,
     AMAX,
     CASTS,
     DIV_SCALAR,
     DIV_TENSOR,
     FULL,
     FULL_LIKE,
+    IRFUSE_NVFP4_PACK,
+    IRFUSE_NVFP4_UNPACK,
     MAX_DIM,
     MUL_SCALAR,
     MUL_TENSOR,
@@ -48,6 +56,7 @@ from irfuse.lowering.match import (
     NoMatch,
     as_cast,
     call,
+    commutative_operands,
     is_last_dim,
     is_pure,
     only_user,
@@ -59,7 +68,9 @@ from irfuse.lowering.match import (
     with_private,
 )
 from irfuse.lowering.nvfp4_codes import (
+    VALUES_MISS_PREFIX,
     codes_and_packing,
+    e2m1_values,
 )
 from irfuse.lowering.nvfp4_swizzle import (
     swizzle_scales,
@@ -250,6 +261,9 @@ def _powers(value: object, walk: _Walk, sign: int, depth: int = 0) -> tuple[Powe
     if target in WHERE or target in MASKED_FILL:
         _check_broadcast(found, role, walk)
         return _guard(found, walk, sign, depth)
+    if target == ADD_TENSOR:
+        _check_broadcast(found, role, walk)
+        return _bump_guard(found, walk, sign, depth)
     raise NoMatch(f"the scaling is computed with {target}")
 
 
@@ -269,8 +283,25 @@ def _one_element_powers(value: SSAValue, walk: _Walk, sign: int, depth: int
                         ) -> tuple[Powers, float]:
     """A one-element f32 factor: a global scale (a leaf), or a reciprocal (`1 / s`), view or
     copy of one (optional ops: other code may share them)."""
-    found = producer(value, RECIPROCAL, DIV_TENSOR, *VIEWS, *COPIES)
+    found = producer(value, RECIPROCAL, DIV_TENSOR, ADD_TENSOR, *VIEWS, *COPIES)
     if found is not None and found.target == DIV_TENSOR and scalar_of(found.arg(0)) != 1:
+        found = None
+    if found is None and (times := producer(value, MUL_TENSOR, MUL_SCALAR)) is not None:
+        for inner, number in commutative_operands(times):
+            c = scalar_of(number)
+            if c is not None and isinstance(inner, SSAValue) and c != 0:
+                walk.optional.append(times.op)  # `1.0 / t` traces as reciprocal(t) * 1.0
+                powers, ci = _powers(inner, walk, sign, depth + 1)
+                return powers, ci * c
+    if found is not None and found.target == ADD_TENSOR:
+        # `gs + (gs == 0) * C` (vLLM's `get_reciprocal(gs)`) is read as gs. They differ only for
+        # gs = 0, a degenerate scale that makes every block scale 0: the kernels then give 0,
+        # this spelling x / C's codes, nonzero only where |x| > C / 4. Otherwise a leaf.
+        bump_ops: list[Operation] = []
+        bumped = _bumped(found, bump_ops)
+        if bumped is not None:
+            walk.optional.extend([found.op, *bump_ops])
+            return _powers(bumped, walk, sign, depth + 1)
         found = None
     if found is None:
         if dtype_of(value) != f32:
@@ -331,6 +362,52 @@ def _guarded(eq: Call, value: object, fill_arg: object, walk: _Walk, sign: int, 
                   "would not quantize to 0)")
 
 
+def _bumped(found: Call, ops: list[Operation]) -> SSAValue | None:
+    """t for `t + (t == 0) * C` with C >= 1 (vLLM's `get_reciprocal` adds it before dividing,
+    where a select would break CUDA graph capture), adding the bump's ops to `ops`."""
+    if found.arg(2, "alpha", 1) != 1:
+        return None
+    for t, bump in commutative_operands(found):
+        times = producer(bump, MUL_TENSOR, MUL_SCALAR)
+        if times is None or not isinstance(t, SSAValue):
+            continue
+        for mask, big in commutative_operands(times):
+            eq = producer(mask, *EQ)
+            c = scalar_of(big)
+            if (eq is not None and eq.arg(0) is t and scalar_of(eq.arg(1, "other")) == 0
+                    and c is not None and c >= 1):
+                ops.extend([times.op, eq.op])
+                return t
+    return None
+
+
+def _bump_guard(found: Call, walk: _Walk, sign: int, depth: int) -> tuple[Powers, float]:
+    """`t + (t == 0) * C` (C >= 1), t the block scale times powers of the global scale, read as
+    t: sound in a denominator only, where a zero block scale then divides x by C instead of 0.
+    Such a block has |x| * gs below 6 * 2^-10 (its scale rounds to 0 in fp8), so x * gs / C, and
+    x / C for gs >= 1 / C, stays below e2m1's first step: the block quantizes to 0 either way."""
+    if walk.sb is None:
+        raise NoMatch("the block scale is computed with an add")
+    bump_ops: list[Operation] = []
+    t = _bumped(found, bump_ops)
+    if t is None:
+        raise NoMatch("the scaling adds to the block scale (not a guard for zero scales)")
+    if sign > 0:
+        raise NoMatch("a zero block scale is bumped where it multiplies x (such a block would "
+                      "not quantize to 0)")
+    walk.ops.extend([found.op, *bump_ops])
+    walk.guarding += 1
+    try:
+        t_powers, t_const = _powers(t, walk, sign, depth + 1)
+    finally:
+        walk.guarding -= 1
+    if t_powers.get("sb") != 1 or t_const == 0 or any(
+        isinstance(key, str) and key != "sb" for key in t_powers
+    ):
+        raise NoMatch("the zero guard tests another value than the block scale")
+    return t_powers, t_const
+
+
 def _close(a: float, b: float) -> bool:
     return abs(a - b) <= 1e-6 * abs(b)
 
@@ -357,6 +434,8 @@ class _Nvfp4:
     block_scale: SSAValue
     ops: list[Operation]
     optional: list[Operation]
+    undo: tuple[Operation, Operation] | None = None
+    """The float form's `nvfp4_pack` and `nvfp4_unpack`, to take out if raising fails."""
 
 
 def nvfp4_block_scale(cast_op: Operation) -> tuple[_Walk, Powers, float] | None:
@@ -411,10 +490,67 @@ def match_nvfp4(cast_op: Operation, walk: _Walk, powers: Powers, const: float,
     y, y_gs = _scaled_value(walk)
     if not same_value(y_gs, gs):
         raise NoMatch("the block scale and the scaled x use different global scales")
-    q, code_ops = codes_and_packing(y, walk.blocks, order)
+    try:
+        q, code_ops = codes_and_packing(y, walk.blocks, order)
+    except NoMatch:
+        found = _as_values(walk, y, gs, order)
+        if found is None:
+            raise
+        return found
     block_scale, swizzle_ops = swizzle_scales(walk.sb, {*walk.ops, *code_ops}, walk.blocks)
     return _Nvfp4(walk.x.x, gs, q, block_scale, [*walk.ops, *code_ops, *swizzle_ops],
                   walk.optional)
+
+
+def _as_values(walk: _Walk, y: SSAValue, gs: SSAValue, order: dict[Operation, int]
+               ) -> _Nvfp4 | None:
+    """NVFP4 kept as float values and float block scales (vLLM's emulation: `cast_to_fp4`'s
+    e2m1 values as f32 [M, N], the fp8 block scales cast back to f32): the chain then ends in
+    `nvfp4_pack` (exact), which the raised op replaces, and `nvfp4_unpack` (exact) gives the
+    chain's users their values back. None when the rounding is not written as float values
+    (the codes' remark stands)."""
+    try:
+        values, value_ops = e2m1_values(y, walk.blocks, order)
+    except NoMatch as values_miss:
+        # A rounding written as float values that is not e2m1's says so; else the codes' remark.
+        if str(values_miss).startswith(VALUES_MISS_PREFIX):
+            raise values_miss from None
+        return None
+    blocks = walk.blocks
+    if shape_of(values) != (*blocks.lead, blocks.n) or len(blocks.lead) != 1:
+        raise NoMatch(f"the e2m1 values have shape {fmt_dims(shape_of(values))}, not [M, N]")
+    chain = {*walk.ops, *value_ops}
+    casts = [u for u in users(walk.sb) if u in chain and as_cast(u.results[0]) is not None]
+    if len(casts) != 1:
+        raise NoMatch("the fp8 block scales are not read as f32 once")
+    scales = casts[0].results[0]
+    if dtype_of(scales) != f32 or shape_of(scales) not in (
+        (*blocks.lead, blocks.g), (*blocks.lead, blocks.g, 1)
+    ):
+        raise NoMatch(f"the f32 block scales have shape {fmt_dims(shape_of(scales))}")
+    last = max(chain, key=lambda o: order[o])
+    raised = QuantNvfp4Op(walk.x.x, gs)
+    q_type, bs_type = (r.type for r in raised.results)
+    raised.erase()
+    pack = aten.CallOp(IRFUSE_NVFP4_PACK, [values, scales], _refs(2), [q_type, bs_type],
+                       tuple_result=True)
+    unpack = aten.CallOp(IRFUSE_NVFP4_UNPACK, [pack.results[0], pack.results[1]],
+                         [*_refs(2), IntAttr(len(shape_of(scales)))],
+                         [values.type, scales.type], tuple_result=True)
+    for op in (pack, unpack):
+        op.location = last.location
+    Rewriter.insert_op([pack, unpack], InsertPoint.after(last))
+    order[pack] = order[last]  # sorts after `last` (stable), before anything later
+    for old, new in zip((values, scales), unpack.results, strict=True):
+        for use in list(old.uses):
+            if use.operation not in chain and use.operation is not pack:
+                use.operation.operands[use.index] = new
+    return _Nvfp4(walk.x.x, gs, pack.results[0], pack.results[1],
+                  [*walk.ops, *value_ops, pack], walk.optional, undo=(pack, unpack))
+
+
+def _refs(n: int) -> list[Attribute]:
+    return [aten.OperandRefAttr(IntAttr(i)) for i in range(n)]
 
 
 def _scaled_value(walk: _Walk) -> tuple[SSAValue, SSAValue]:
@@ -525,6 +661,20 @@ def _settle_nvfp4(quant: _Nvfp4) -> list[Operation]:
 
 
 def raise_nvfp4(quant: _Nvfp4, order: dict[Operation, int]) -> None:
+    try:
+        _raise_nvfp4(quant, order)
+    except NoMatch:
+        if quant.undo is not None:
+            pack, unpack = quant.undo
+            for new, old in zip(unpack.results, pack.operands, strict=True):
+                new.replace_all_uses_with(old)
+            Rewriter.erase_op(unpack)
+            order.pop(pack, None)
+            Rewriter.erase_op(pack)
+        raise
+
+
+def _raise_nvfp4(quant: _Nvfp4, order: dict[Operation, int]) -> None:
     ops = _settle_nvfp4(quant)
     if any(o not in order for o in ops):
         raise NoMatch("the chain reaches an op made by this pass")

@@ -6,7 +6,8 @@ per-tensor (a graph input or constant), dynamic per-token or per-tensor (an amax
 128 / 64 (row- or column-major scales, optional UE8M0). Produces `quant.fp8`; irfuse's custom
 quant ops are raised whole. An fp8 cast that reads as NVFP4's block scale goes to `raise_nvfp4`,
 which produces `quant.nvfp4`. The matched ops stay in the decomposition region (no result bit
-changes); near misses (a clamp bound that is not the dtype's, a scale that is not static) are
+changes); the spelling of the scaling is kept where two spellings round differently (a static
+`x / s`: `divide`; a dynamic `x * s.reciprocal()`: `reciprocal`); near misses (a clamp bound that is not the dtype's, a scale that is not static) are
 remarks. `filecheck/raise/raise-quant.mlir` shows the spellings.
 """
 
@@ -425,6 +426,7 @@ class _Quant:
     front: list[Operation] = field(default_factory=list)  # casts of x that may stay outside
     scale_is_inverse: bool = False  # `scale` holds 1 / s: the op takes a new reciprocal of it
     divide: bool = False  # a static quant spelled `x / s` (the raised op's `divide`)
+    reciprocal: bool = False  # a dynamic quant spelled `x * s.reciprocal()` (`reciprocal`)
 
 
 def _match_decomposed(cast_op: Operation, fp8: Attribute) -> _Quant:
@@ -535,7 +537,7 @@ def _dynamic_quant(cast_op: Operation, bound: float, ops: list[Operation], scali
         scheme = QuantScheme.get(kind)
     all_ops = list(dict.fromkeys((*ops, *front, *chain.ops, *q_ops, *layout_ops)))
     return _Quant(x, q, scheme, all_ops, scale_ub=ub, scale_out=scale_out,  # type: ignore[arg-type]
-                  front=front)
+                  front=front, reciprocal=scaling.kind == "reciprocal" and kind != DYNAMIC_TENSOR)
 
 
 def _scale_result(chain: _ScaleChain, inside: set[Operation], expected: tuple | None,
@@ -722,6 +724,7 @@ def _build(quant: _Quant, location: Attribute) -> tuple[Operation, list[Operatio
     if not quant.scheme.is_static:
         assert quant.scale_out is not None
         raised = QuantFp8Op(quant.x, None, quant.scale_ub, scheme=quant.scheme,
+                            reciprocal=quant.reciprocal,
                             result_types=[quant.q.type, quant.scale_out.type])
         return raised, []
     assert quant.scale is not None

@@ -227,12 +227,16 @@ def _match_weight(norm: _Norm) -> None:
 
 def _weight_of(norm: _Norm, value: object) -> bool:
     """Whether `value` is the norm's weight (a 1-D tensor of the hidden size), maybe cast, maybe
-    Gemma's `1 + w`; records it on `norm`."""
+    Gemma's `1 + w`; records it on `norm`. The offset is the norm's `weight_offset` only when it
+    is added in f32 (as the kernels add it); `1 + w` added in a narrower dtype rounds the sum,
+    so that sum itself is the weight (the add stays outside, computing it)."""
     if not isinstance(value, SSAValue) or rank(value) != 1:
         return False
     ops: list[Operation] = []
     offset = 0.0
     plus = producer(value, *ADD)
+    if plus is not None and tensor_type(value).dtype != f32:  # type: ignore[union-attr]
+        plus = None
     if plus is not None:
         for w, one in commutative_operands(plus):
             if scalar_of(one) == 1 and isinstance(w, SSAValue) and plus.arg(2, "alpha", 1) == 1:

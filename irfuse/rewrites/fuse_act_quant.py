@@ -23,6 +23,7 @@ from irfuse.rewrites.quant_consumers import (
     flatten_leading,
     merge_identical,
     quant_consumers,
+    reciprocates,
 )
 
 
@@ -79,6 +80,7 @@ def _fuse(act: SiluMulOp, site: Site) -> bool:
             up,
             scheme=quant.scheme,
             divide=divides(quant),
+            reciprocal=reciprocates(quant),
             result_types=[quant.q.type, None if quant.scale_out is None else quant.scale_out.type],
         )
     else:

@@ -37,6 +37,7 @@ from irfuse.rewrites.quant_consumers import (
     flatten_leading,
     merge_identical,
     quant_consumers,
+    reciprocates,
     reshape_as,
 )
 
@@ -132,6 +133,9 @@ def _fuse(ar: AllReduceOp, site: Site) -> bool:
     if consumer is not None:
         quant = consumer.quant
         kind = "nvfp4" if not isinstance(quant, QuantFp8Op) else quant.scheme.kind.data
+        if reciprocates(quant):
+            raise NoMatch("the quant multiplies by its scale's reciprocal (x * (1 / s)); the "
+                          "fused all-reduce kernels divide, which can round differently")
     site.require_kernel(kernel_name(kind))
 
     # The fused op goes where the norm's output is first consumed: the quant, or the norm itself.

@@ -3,7 +3,7 @@
 Matches `norm.rms_norm` / `norm.add_rms_norm` whose output feeds only `quant.fp8` ops (directly
 or through the `view(-1, H)` of a linear), for static per-tensor (several scales: one output
 each), dynamic per-token and per-group quants. Produces `fused.rms_norm_quant` where the first
-quant was; eps, hidden size, group size, `divide` and `round_sum` are attributes, so one rewrite
+quant was; eps, hidden size, group size, `divide`, `reciprocal` and `round_sum` are attributes, so one rewrite
 serves every model. A norm output also used unquantized, mixed schemes, dynamic per-tensor and a
 kernel the table leaves to Inductor on the platform are remarks.
 """
@@ -27,6 +27,7 @@ from irfuse.rewrites.quant_consumers import (
     flatten_leading,
     merge_identical,
     quant_consumers,
+    reciprocates,
     reshape_as,
 )
 
@@ -123,6 +124,7 @@ def _fuse(norm: RmsNormOp | AddRmsNormOp, site: Site) -> bool:
         weight_offset=norm.weight_offset.value.data,
         scheme=quant.scheme,
         divide=divides(quant),
+        reciprocal=reciprocates(quant),
         round_sum=round_sum,
         result_types=[
             [c.quant.q.type for c in consumers],

@@ -3,7 +3,7 @@
 A producer (a norm, a SiLU·Mul) fuses with the quants of its output. Linear layers often flatten
 the leading dims before quantizing (`view(-1, H)`), so a consumer is a quant of the value itself
 or of such a flattening view. `quant_consumers` finds them, merges identical ones (same scheme,
-scale operands, fp8 dtype and `divide` spelling: CSE restricted to quants, so that one kernel
+scale operands, fp8 dtype and `divide` / `reciprocal` spelling: CSE restricted to quants, so that one kernel
 writes each output once) and says why a value cannot fuse when it has other users.
 """
 
@@ -31,6 +31,12 @@ def divides(quant: Operation) -> bool:
     return quant.properties.get("divide") is not None
 
 
+def reciprocates(quant: Operation) -> bool:
+    """Whether a dynamic quant scales by `x * (1 / s)` (its unit property `reciprocal`) rather
+    than `x / s`."""
+    return quant.properties.get("reciprocal") is not None
+
+
 @dataclass
 class Consumer:
     """A quant of a value, maybe through a view that flattens the value's leading dims."""
@@ -43,7 +49,7 @@ class Consumer:
         operands = tuple(q.operands[1:])
         scheme = getattr(q, "scheme", None)
         view = None if self.view is None else (self.view.template, tuple(self.view.operands[1:]))
-        return (q.name, scheme, divides(q), operands, q.results[0].type, view)
+        return (q.name, scheme, divides(q), reciprocates(q), operands, q.results[0].type, view)
 
 
 def _flattens(value: SSAValue, view: aten.CallOp) -> bool:

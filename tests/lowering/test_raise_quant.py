@@ -229,22 +229,28 @@ def _nvfp4_x() -> torch.Tensor:
 
 
 def nvfp4_reciprocal_style(x, gs, *, bound=6.0, block=16, sign_by_signbit=False,
-                           round_ties_up=False, guard=True, swizzle=True, hi_low=False):
+                           round_ties_up=False, guard=True, swizzle=True, hi_low=False,
+                           bump=None):
     """NVFP4 spelled another way than the built-in model (after the way vLLM's tests write
     their reference): keepdim `max(-1)[0]` in the model dtype, `gs * (amax * (1 / 6))` clamped
     above only, `x * reciprocal(sb * (1 / gs))` with a zero guard on the reciprocal, the
     rounding as a chain of `where`s on |v| returning int64 codes, the sign as `(v < 0) * 8`,
-    step-2 slices packed with `|`, `F.pad` and a 6-d tiling for the swizzle. The keyword
-    arguments make the near misses."""
+    step-2 slices packed with `|`, `F.pad` and a 6-d tiling for the swizzle. `bump`: both
+    reciprocals as vLLM's `get_reciprocal` computes them, `1 / (t + (t == 0) * bump)` (no
+    select; its emulation uses 1e8). The other keyword arguments make the near misses."""
     m, n = x.shape
     k = n // block
     xb = x.reshape(m, k, block)
     amax = torch.max(xb.abs(), dim=-1, keepdim=True)[0].to(torch.float32)
     sb = (gs * (amax * (1.0 / bound))).clamp(max=448.0).to(FN)
     sb32 = sb.to(torch.float32)
-    per_gs = sb32 * gs.reciprocal()
-    inverse = per_gs.reciprocal()
-    if guard:
+    if bump is not None:
+        per_gs = sb32 * (1.0 / (gs + (gs == 0) * bump))
+        inverse = 1.0 / (per_gs + (per_gs == 0) * bump)
+    else:
+        per_gs = sb32 * gs.reciprocal()
+        inverse = per_gs.reciprocal()
+    if guard and bump is None:
         inverse = torch.where(per_gs == 0, torch.zeros_like(per_gs), inverse)
     v = (xb.to(torch.float32) * inverse).clamp(-6.0, 6.0).reshape(m, n)
     a = v.abs()
@@ -269,6 +275,8 @@ NVFP4 = {
     "reciprocal-style": lambda m, x: nvfp4_reciprocal_style(x, m.global_scale),
     "reciprocal-style-signbit": lambda m, x: nvfp4_reciprocal_style(
         x, m.global_scale, sign_by_signbit=True),
+    "reciprocal-style-get-reciprocal": lambda m, x: nvfp4_reciprocal_style(
+        x, m.global_scale, bump=1e8),
 }
 
 
@@ -281,7 +289,8 @@ def test_nvfp4_in_torch():
     # Only the sign of the -0.0 block differs: `v < 0` encodes -0 as +0, `signbit` as 0x8.
     by_name = dict(zip(sorted(NVFP4), compiled.outputs[0], strict=True))
     q_model, scales_model = by_name["model"]
-    for name in ("reciprocal-style", "reciprocal-style-signbit"):
+    for name in ("reciprocal-style", "reciprocal-style-signbit",
+                 "reciprocal-style-get-reciprocal"):
         q, scales = by_name[name]
         assert torch.equal(scales.view(torch.uint8), scales_model.view(torch.uint8)), name
         differ = (q != q_model).nonzero().tolist()
@@ -306,6 +315,8 @@ NVFP4_MISSES = {
                           "the odd codes are not shifted to the high nibble"),
     "not-swizzled": (lambda m, x: nvfp4_reciprocal_style(x, m.global_scale, swizzle=False),
                      "the block scales are not swizzled"),
+    "small-bump": (lambda m, x: nvfp4_reciprocal_style(x, m.global_scale, bump=0.5),
+                   "adds to the block scale (not a guard for zero scales)"),
 }
 
 

@@ -191,3 +191,11 @@ func.func @nvfp4_global_scale(%x: !irfuse.tensor<[128, 64], bf16>, %gs: !irfuse.
   func.return
 }
 // CHECK: global_scale must hold one element, got shape [2]
+
+// -----
+
+func.func @static_reciprocal(%x: !irfuse.tensor<[s0, 4096], bf16>, %s: !irfuse.tensor<[], f32>) {
+  %q = quant.fp8 %x, scale %s {scheme = #quant.scheme<static_tensor>, reciprocal} : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 4096], f8E4M3FN>
+  func.return
+}
+// CHECK: reciprocal applies to the dynamic_token and group schemes only, not static_tensor

@@ -53,20 +53,20 @@ STATIC = Kernel(
     single_tensor=True)
 
 
-def _group_ref(x, group_size, col_major, ue8m0, out_dtype, up=None):
+def _group_ref(x, group_size, col_major, ue8m0, out_dtype, up=None, reciprocal=False):
     q, s = act_quant_ref.silu_mul_quant_fp8_group(x, group_size, col_major, ue8m0, out_dtype,
-                                                  up)
+                                                  up, reciprocal)
     return contiguous(q), s
 
 
-def _group_cuda(x, group_size, col_major, ue8m0, out_dtype, up=None):
+def _group_cuda(x, group_size, col_major, ue8m0, out_dtype, up=None, reciprocal=False):
     if dispatch.use_triton(GROUP, x, out_dtype) and group_size & (group_size - 1) == 0:
-        return kernels("act_quant").silu_mul_quant_fp8_group(x, group_size, col_major, ue8m0,
-                                                              out_dtype, up)
-    return _group_ref(x, group_size, col_major, ue8m0, out_dtype, up)
+        return kernels("act_quant").silu_mul_quant_fp8_group(
+            x, group_size, col_major, ue8m0, out_dtype, up, reciprocal=reciprocal)
+    return _group_ref(x, group_size, col_major, ue8m0, out_dtype, up, reciprocal)
 
 
-def _group_fake(x, group_size, col_major, ue8m0, out_dtype, up=None):
+def _group_fake(x, group_size, col_major, ue8m0, out_dtype, up=None, reciprocal=False):
     check_fp8(x, out_dtype)
     y = silu_mul_fake(x, up)
     quant_ref.check_group_size(y.shape[-1], group_size)
@@ -76,7 +76,7 @@ def _group_fake(x, group_size, col_major, ue8m0, out_dtype, up=None):
 GROUP = Kernel(
     "silu_mul_quant_fp8_group",
     "(Tensor x, int group_size, bool col_major, bool ue8m0, ScalarType out_dtype, "
-    "Tensor? up=None) -> (Tensor, Tensor)",
+    "Tensor? up=None, bool reciprocal=False) -> (Tensor, Tensor)",
     _group_ref, _group_cuda, _group_fake,
     _sm90("0.23-0.58x Inductor's time at every size (group 128; I 14336 / 28672, "
           "T 1-16384; 2026-12-04)"))
@@ -115,7 +115,10 @@ def _lower(op: fused.SiluMulQuantOp, platform: str) -> kernel.CallOp:
         return kernel_call(STATIC, a, template, op, platform, keywords)
     template = [a.tensor(op.x), IntAttr(scheme.group_size), flag(scheme.is_col_major),
                 flag(scheme.is_ue8m0), fp8]
-    return kernel_call(GROUP, a, template, op, platform, a.keyword("up", op.up))
+    keywords = a.keyword("up", op.up)
+    if op.reciprocal is not None:
+        keywords["reciprocal"] = aten.TRUE
+    return kernel_call(GROUP, a, template, op, platform, keywords)
 
 
 def _lower_nvfp4(op: fused.SiluMulQuantNvfp4Op, platform: str) -> kernel.CallOp:

@@ -6,7 +6,8 @@ Kernels: `[add_]rms_norm_quant_fp8_{static,per_token,group}`. The static ones re
 outputs, one per scale, then the new residual, as one flat list (emit unpacks one level deep). The
 residual ones take `round_sum` (normalize the sum rounded to the model dtype, as models that add
 in the model dtype do); the static ones `divide` (scale by `y / s` in float32, for models that
-divide). FlashInfer's rmsnorm_quant is not chosen: it took 1.03-2.88x irfuse's time and does not
+divide), the per-token and per-group ones `reciprocal` (scale by `y * (1 / s)`, for models that
+multiply by the scale's reciprocal). FlashInfer's rmsnorm_quant is not chosen: it took 1.03-2.88x irfuse's time and does not
 round y to the model dtype before the quant.
 """
 
@@ -110,22 +111,24 @@ ADD_STATIC = Kernel(
 
 
 # --- dynamic per-token -------------------------------------------------------------------------
+# `reciprocal`: the quant scales by `y * (1 / s)` (a model that spells it so), else `y / s`.
 
 
-def _token_ref(x, weight, scale_ub, eps, weight_offset, out_dtype):
+def _token_ref(x, weight, scale_ub, eps, weight_offset, out_dtype, reciprocal=False):
     q, s, _ = norm_quant_ref.rms_norm_quant_fp8_per_token(x, weight, scale_ub, eps,
-                                                          weight_offset, out_dtype)
+                                                          weight_offset, out_dtype,
+                                                          reciprocal=reciprocal)
     return contiguous(q), contiguous(s)
 
 
-def _token_cuda(x, weight, scale_ub, eps, weight_offset, out_dtype):
+def _token_cuda(x, weight, scale_ub, eps, weight_offset, out_dtype, reciprocal=False):
     if dispatch.use_triton(PER_TOKEN, x, out_dtype):
         return kernels("norm_quant").rms_norm_quant_fp8_per_token(
-            x, weight, scale_ub, eps, weight_offset, out_dtype)[:2]
-    return _token_ref(x, weight, scale_ub, eps, weight_offset, out_dtype)
+            x, weight, scale_ub, eps, weight_offset, out_dtype, reciprocal=reciprocal)[:2]
+    return _token_ref(x, weight, scale_ub, eps, weight_offset, out_dtype, reciprocal)
 
 
-def _token_fake(x, weight, scale_ub, eps, weight_offset, out_dtype):
+def _token_fake(x, weight, scale_ub, eps, weight_offset, out_dtype, reciprocal=False):
     norm_quant_ref.check_norm_args(x, weight, None)
     check_fp8(x, out_dtype)
     return empty(x, x.shape, out_dtype), empty(x, (*x.shape[:-1], 1), torch.float32)
@@ -134,31 +137,33 @@ def _token_fake(x, weight, scale_ub, eps, weight_offset, out_dtype):
 PER_TOKEN = Kernel(
     "rms_norm_quant_fp8_per_token",
     "(Tensor x, Tensor weight, Tensor? scale_ub, float eps, float weight_offset, "
-    "ScalarType out_dtype) -> (Tensor, Tensor)",
+    "ScalarType out_dtype, bool reciprocal=False) -> (Tensor, Tensor)",
     _token_ref, _token_cuda, _token_fake,
     _sm90("the residual form's kernel without the residual (measured there: 0.55-0.88x "
           "Inductor); not measured alone"))
 
 
 def _add_token_ref(x, residual, weight, scale_ub, eps, weight_offset, out_dtype,
-                   round_sum=False):
+                   round_sum=False, reciprocal=False):
     q, s, r = norm_quant_ref.rms_norm_quant_fp8_per_token(x, weight, scale_ub, eps,
                                                           weight_offset, out_dtype, residual,
-                                                          round_sum=round_sum)
+                                                          round_sum=round_sum,
+                                                          reciprocal=reciprocal)
     return contiguous(q), contiguous(s), contiguous(r)
 
 
 def _add_token_cuda(x, residual, weight, scale_ub, eps, weight_offset, out_dtype,
-                    round_sum=False):
+                    round_sum=False, reciprocal=False):
     if dispatch.use_triton(ADD_PER_TOKEN, x, out_dtype):
         return kernels("norm_quant").rms_norm_quant_fp8_per_token(
-            x, weight, scale_ub, eps, weight_offset, out_dtype, residual, round_sum=round_sum)
+            x, weight, scale_ub, eps, weight_offset, out_dtype, residual, round_sum=round_sum,
+            reciprocal=reciprocal)
     return _add_token_ref(x, residual, weight, scale_ub, eps, weight_offset, out_dtype,
-                          round_sum)
+                          round_sum, reciprocal)
 
 
 def _add_token_fake(x, residual, weight, scale_ub, eps, weight_offset, out_dtype,
-                    round_sum=False):
+                    round_sum=False, reciprocal=False):
     norm_quant_ref.check_norm_args(x, weight, residual)
     check_fp8(x, out_dtype)
     return (empty(x, x.shape, out_dtype), empty(x, (*x.shape[:-1], 1), torch.float32),
@@ -168,7 +173,7 @@ def _add_token_fake(x, residual, weight, scale_ub, eps, weight_offset, out_dtype
 ADD_PER_TOKEN = Kernel(
     "add_rms_norm_quant_fp8_per_token",
     "(Tensor x, Tensor residual, Tensor weight, Tensor? scale_ub, float eps, "
-    "float weight_offset, ScalarType out_dtype, bool round_sum=False) "
+    "float weight_offset, ScalarType out_dtype, bool round_sum=False, bool reciprocal=False) "
     "-> (Tensor, Tensor, Tensor)",
     _add_token_ref, _add_token_cuda, _add_token_fake,
     _sm90("0.55-0.88x Inductor's time at every size (H 4096 / 8192, T 1-16384; 2026-12-04)"))
@@ -181,20 +186,26 @@ def _pow2(n: int) -> bool:
     return n & (n - 1) == 0
 
 
-def _group_ref(x, weight, eps, weight_offset, group_size, col_major, ue8m0, out_dtype):
+def _group_ref(x, weight, eps, weight_offset, group_size, col_major, ue8m0, out_dtype,
+               reciprocal=False):
     q, s, _ = norm_quant_ref.rms_norm_quant_fp8_group(x, weight, eps, weight_offset,
-                                                      group_size, col_major, ue8m0, out_dtype)
+                                                      group_size, col_major, ue8m0, out_dtype,
+                                                      reciprocal=reciprocal)
     return contiguous(q), s
 
 
-def _group_cuda(x, weight, eps, weight_offset, group_size, col_major, ue8m0, out_dtype):
+def _group_cuda(x, weight, eps, weight_offset, group_size, col_major, ue8m0, out_dtype,
+                reciprocal=False):
     if dispatch.use_triton(GROUP, x, out_dtype) and _pow2(group_size):
         return kernels("norm_quant").rms_norm_quant_fp8_group(
-            x, weight, eps, weight_offset, group_size, col_major, ue8m0, out_dtype)[:2]
-    return _group_ref(x, weight, eps, weight_offset, group_size, col_major, ue8m0, out_dtype)
+            x, weight, eps, weight_offset, group_size, col_major, ue8m0, out_dtype,
+            reciprocal=reciprocal)[:2]
+    return _group_ref(x, weight, eps, weight_offset, group_size, col_major, ue8m0, out_dtype,
+                      reciprocal)
 
 
-def _group_fake(x, weight, eps, weight_offset, group_size, col_major, ue8m0, out_dtype):
+def _group_fake(x, weight, eps, weight_offset, group_size, col_major, ue8m0, out_dtype,
+                reciprocal=False):
     norm_quant_ref.check_norm_args(x, weight, None)
     check_fp8(x, out_dtype)
     quant_ref.check_group_size(x.shape[-1], group_size)
@@ -204,32 +215,32 @@ def _group_fake(x, weight, eps, weight_offset, group_size, col_major, ue8m0, out
 GROUP = Kernel(
     "rms_norm_quant_fp8_group",
     "(Tensor x, Tensor weight, float eps, float weight_offset, int group_size, bool col_major, "
-    "bool ue8m0, ScalarType out_dtype) -> (Tensor, Tensor)",
+    "bool ue8m0, ScalarType out_dtype, bool reciprocal=False) -> (Tensor, Tensor)",
     _group_ref, _group_cuda, _group_fake,
     _sm90("the residual form's kernel without the residual (measured there: 0.30-0.70x "
           "Inductor); not measured alone"))
 
 
 def _add_group_ref(x, residual, weight, eps, weight_offset, group_size, col_major, ue8m0,
-                   out_dtype, round_sum=False):
+                   out_dtype, round_sum=False, reciprocal=False):
     q, s, r = norm_quant_ref.rms_norm_quant_fp8_group(x, weight, eps, weight_offset, group_size,
                                                       col_major, ue8m0, out_dtype, residual,
-                                                      round_sum=round_sum)
+                                                      round_sum=round_sum, reciprocal=reciprocal)
     return contiguous(q), s, contiguous(r)
 
 
 def _add_group_cuda(x, residual, weight, eps, weight_offset, group_size, col_major, ue8m0,
-                    out_dtype, round_sum=False):
+                    out_dtype, round_sum=False, reciprocal=False):
     if dispatch.use_triton(ADD_GROUP, x, out_dtype) and _pow2(group_size):
         return kernels("norm_quant").rms_norm_quant_fp8_group(
             x, weight, eps, weight_offset, group_size, col_major, ue8m0, out_dtype, residual,
-            round_sum=round_sum)
+            round_sum=round_sum, reciprocal=reciprocal)
     return _add_group_ref(x, residual, weight, eps, weight_offset, group_size, col_major, ue8m0,
-                          out_dtype, round_sum)
+                          out_dtype, round_sum, reciprocal)
 
 
 def _add_group_fake(x, residual, weight, eps, weight_offset, group_size, col_major, ue8m0,
-                    out_dtype, round_sum=False):
+                    out_dtype, round_sum=False, reciprocal=False):
     norm_quant_ref.check_norm_args(x, weight, residual)
     check_fp8(x, out_dtype)
     quant_ref.check_group_size(x.shape[-1], group_size)
@@ -240,8 +251,8 @@ def _add_group_fake(x, residual, weight, eps, weight_offset, group_size, col_maj
 ADD_GROUP = Kernel(
     "add_rms_norm_quant_fp8_group",
     "(Tensor x, Tensor residual, Tensor weight, float eps, float weight_offset, int group_size, "
-    "bool col_major, bool ue8m0, ScalarType out_dtype, bool round_sum=False) "
-    "-> (Tensor, Tensor, Tensor)",
+    "bool col_major, bool ue8m0, ScalarType out_dtype, bool round_sum=False, "
+    "bool reciprocal=False) -> (Tensor, Tensor, Tensor)",
     _add_group_ref, _add_group_cuda, _add_group_fake,
     _sm90("0.30-0.70x Inductor's time at every size (group 128; H 4096 / 8192, T 1-16384; "
           "2026-12-04)"))
@@ -276,6 +287,8 @@ def _lower(op: fused.RmsNormQuantOp, platform: str) -> kernel.CallOp:
                      flag(scheme.is_ue8m0), fp8]
     if op.round_sum is not None:
         keywords["round_sum"] = aten.TRUE
+    if op.reciprocal is not None:
+        keywords["reciprocal"] = aten.TRUE
     return kernel_call(k, a, template, op, platform, keywords)
 
 

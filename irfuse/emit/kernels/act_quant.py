@@ -122,11 +122,12 @@ def _act_quant_kernel(
     ACT: tl.constexpr, UP: tl.constexpr, QUANT: tl.constexpr, UE8M0: tl.constexpr,
     FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, GPP: tl.constexpr, GROUP: tl.constexpr,
     DIVIDE: tl.constexpr, FAST: tl.constexpr = False, EARLY: tl.constexpr = False, STREAM: tl.constexpr = "evict_first",
-    ONE_ROW: tl.constexpr = False, PDL: tl.constexpr = False,
+    ONE_ROW: tl.constexpr = False, PDL: tl.constexpr = False, RECIPROCAL: tl.constexpr = False,
 ):
     """Grid (rows, column blocks); ONE_ROW (one token): grid (column blocks,), the row offsets
     folded away (at one token the kernel is one latency chain, and they sat before its loads:
-    45 ns of 1.27 us on the H200). PDL: launched with programmatic dependent launch."""
+    45 ns of 1.27 us on the H200). PDL: launched with programmatic dependent launch.
+    RECIPROCAL: the per-group quant scales by `y * (1 / s)` (a model that spells it so)."""
     await_previous_kernel(PDL)
     DT = x_ptr.dtype.element_ty
     if ONE_ROW:
@@ -163,7 +164,10 @@ def _act_quant_kernel(
         tl.store(out_ptr + out_offs, v.to(out_ptr.dtype.element_ty), mask=mask)
     else:
         s = group_scales(tl.max(tl.abs(y), axis=1), FP8_MAX, MIN_SCALE, UE8M0)
-        q = div_rn_by(y, s[:, None], tl.math.div_rn(1.0, s)[:, None], False)
+        if RECIPROCAL:
+            q = y * tl.math.div_rn(1.0, s)[:, None]
+        else:
+            q = div_rn_by(y, s[:, None], tl.math.div_rn(1.0, s)[:, None], False)
         v = tl.minimum(tl.maximum(q, -FP8_MAX), FP8_MAX)
         tl.store(out_ptr + out_offs, v.to(out_ptr.dtype.element_ty), mask=mask)
         tl.store(s_ptr + row * stride_s_row + groups * stride_s_group, s,
@@ -173,7 +177,7 @@ def _act_quant_kernel(
 def _launch(x: torch.Tensor, act: bool, quant: int, out: torch.Tensor,
             scale: torch.Tensor | None, group: int, ue8m0: bool, out_dtype: torch.dtype,
             config: ActConfig | None, up: torch.Tensor | None = None,
-            divide: bool = False) -> None:
+            divide: bool = False, reciprocal: bool = False) -> None:
     x2 = rows_2d(x)
     up2 = rows_2d(up) if up is not None else x2
     tokens = x2.shape[0]
@@ -198,7 +202,7 @@ def _launch(x: torch.Tensor, act: bool, quant: int, out: torch.Tensor,
         # The interpreter has no inline PTX: it runs the plain silu.
         FAST=cfg.fast_silu and act and not interpreting(), EARLY=cfg.early,
         STREAM=cache_hints(cfg.evict)["STREAM"], ONE_ROW=tokens == 1,
-        **pdl_launch(cfg.pdl, x2.device),
+        **pdl_launch(cfg.pdl, x2.device), RECIPROCAL=reciprocal and quant == QUANT_GROUP,
     )
 
 
@@ -233,7 +237,7 @@ def _static(x: torch.Tensor, act: bool, scale: torch.Tensor, out_dtype: torch.dt
 
 def _group(x: torch.Tensor, act: bool, group_size: int, col_major: bool, ue8m0: bool,
            out_dtype: torch.dtype, config: ActConfig | None, up: torch.Tensor | None = None,
-           ) -> tuple[torch.Tensor, torch.Tensor]:
+           reciprocal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     quant_ref.check_fp8_dtype(out_dtype)
     width = x.shape[-1] // 2 if act and up is None else x.shape[-1]
     quant_ref.check_group_size(width, group_size)
@@ -242,7 +246,8 @@ def _group(x: torch.Tensor, act: bool, group_size: int, col_major: bool, ue8m0: 
                          f"got {group_size}")
     out = torch.empty((*x.shape[:-1], width), dtype=out_dtype, device=x.device)
     s = quant_ref.empty_group_scales(out, group_size, col_major)
-    _launch(x, act, QUANT_GROUP, out, s, group_size, ue8m0, out_dtype, config, up)
+    _launch(x, act, QUANT_GROUP, out, s, group_size, ue8m0, out_dtype, config, up,
+            reciprocal=reciprocal)
     return out, s
 
 
@@ -258,11 +263,12 @@ def silu_mul_quant_fp8_static(x: torch.Tensor, scale: torch.Tensor, out_dtype: t
 
 def silu_mul_quant_fp8_group(x: torch.Tensor, group_size: int, col_major: bool, ue8m0: bool,
                              out_dtype: torch.dtype, up: torch.Tensor | None = None,
-                             config: ActConfig | None = None,
+                             config: ActConfig | None = None, reciprocal: bool = False,
                              ) -> tuple[torch.Tensor, torch.Tensor]:
-    """SiLU·Mul → per-group FP8: (q, scales) (gate `x` and `up` apart when `up` is given)."""
+    """SiLU·Mul → per-group FP8: (q, scales) (gate `x` and `up` apart when `up` is given);
+    with `reciprocal`, the quant scales by `y * (1 / s)`, else by `y / s`."""
     _check_act_input(x, up)
-    return _group(x, True, group_size, col_major, ue8m0, out_dtype, config, up)
+    return _group(x, True, group_size, col_major, ue8m0, out_dtype, config, up, reciprocal)
 
 
 def quant_fp8_static(x: torch.Tensor, scale: torch.Tensor,

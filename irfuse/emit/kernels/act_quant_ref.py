@@ -51,9 +51,10 @@ def silu_mul_quant_fp8_static(x: torch.Tensor, scale: torch.Tensor, out_dtype: t
 
 def silu_mul_quant_fp8_group(x: torch.Tensor, group_size: int, col_major: bool, ue8m0: bool,
                              out_dtype: torch.dtype, up: torch.Tensor | None = None,
-                             ) -> tuple[torch.Tensor, torch.Tensor]:
-    """SiLU·Mul → per-group FP8: (q, scales)."""
-    return quant_ref.quant_fp8_group(silu_mul(x, up), group_size, col_major, ue8m0, out_dtype)
+                             reciprocal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """SiLU·Mul → per-group FP8: (q, scales); `reciprocal`: `y * (1 / s)`, else `y / s`."""
+    return quant_ref.quant_fp8_group(silu_mul(x, up), group_size, col_major, ue8m0, out_dtype,
+                                     reciprocal)
 
 
 def silu_mul_quant_nvfp4(x: torch.Tensor, global_scale: torch.Tensor,

@@ -13,7 +13,9 @@ Numerics are those of `norm_quant_ref` / `quant_ref` (`shared/NUMERICS.md`); the
 define a quantized value use `div_rn` so they round as torch's do. Static FP8 multiplies by
 `div_rn(1, s)`, or, with the constexpr `DIVIDE` (the fused op's `divide`: a model that spells its
 quant `y / s`), divides by `s` with `div_rn`, so that values on a tie between two fp8 codes round
-as the model's division does. With a residual, every kernel takes the constexpr `ROUND_SUM` (the
+as the model's division does. The per-token and per-group quants divide by their scales, or, with
+the constexpr `RECIPROCAL` (the fused op's `reciprocal`: a model that spells its quant
+`y * s.reciprocal()`), multiply by `div_rn(1, s)`. With a residual, every kernel takes the constexpr `ROUND_SUM` (the
 fused op's `round_sum`: a model that adds in the model dtype): the sum is rounded to the model
 dtype before the norm reads it (`(x + r).to(DT)`, as the stored residual), instead of the norm
 reading the float32 sum.
@@ -279,10 +281,11 @@ def _row_scalars(s0_ptr, s1_ptr, s2_ptr, s3_ptr, ub_ptr, QUANT: tl.constexpr,
 def _quant_store_rows(y, y_ptr, q0_ptr, q1_ptr, q2_ptr, q3_ptr, s0, s1, s2, s3, s0_ptr, ub,
                       rows64, rmask, out_offs, mask, QUANT: tl.constexpr,
                       NUM_OUT: tl.constexpr, HAS_UB: tl.constexpr, FP8_MAX: tl.constexpr,
-                      MIN_SCALE: tl.constexpr, DIVIDE: tl.constexpr, FAST_DIV: tl.constexpr):
+                      MIN_SCALE: tl.constexpr, DIVIDE: tl.constexpr, FAST_DIV: tl.constexpr,
+                      RECIPROCAL: tl.constexpr = False):
     """The tail of the row kernels: store y [ROWS, BLOCK_H] (float32) as the model dtype, as up
     to four static FP8 outputs (scales s0..s3), or as per-token FP8 (bound ub) with its scales
-    (written to s0_ptr)."""
+    (written to s0_ptr); RECIPROCAL: per-token scales by `y * (1 / s)`."""
     if QUANT == 0:
         tl.store(y_ptr + out_offs, y.to(y_ptr.dtype.element_ty), mask=mask)
     elif QUANT == 1:
@@ -298,7 +301,9 @@ def _quant_store_rows(y, y_ptr, q0_ptr, q1_ptr, q2_ptr, q3_ptr, s0, s1, s2, s3, 
         if HAS_UB:
             amax = tl.minimum(amax, ub)
         s = tl.maximum(tl.math.div_rn(amax, FP8_MAX), MIN_SCALE)
-        if FAST_DIV:
+        if RECIPROCAL:
+            scaled = y * tl.math.div_rn(1.0, s)[:, None]
+        elif FAST_DIV:
             scaled = div_rn_by(y, s[:, None], tl.math.div_rn(1.0, s)[:, None], HAS_UB)
         else:
             scaled = tl.math.div_rn(y, s[:, None])
@@ -317,7 +322,7 @@ def _norm_rows_kernel(
     MIN_SCALE: tl.constexpr, ROWS: tl.constexpr, BLOCK_H: tl.constexpr, DIVIDE: tl.constexpr,
     ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr, EARLY: tl.constexpr = False,
     STREAM: tl.constexpr = "evict_first", KEEP: tl.constexpr = "evict_last",
-    VEC: tl.constexpr = 0, PDL: tl.constexpr = False,
+    VEC: tl.constexpr = 0, PDL: tl.constexpr = False, RECIPROCAL: tl.constexpr = False,
 ):
     """ROWS rows per program: (residual add +) norm and the quant stores. STREAM / KEEP: the
     cache hints of the row's and the weight's loads ("" for none); EARLY: the weight and the
@@ -363,7 +368,7 @@ def _norm_rows_kernel(
                                           NUM_OUT, HAS_UB)
     _quant_store_rows(y, y_ptr, q0_ptr, q1_ptr, q2_ptr, q3_ptr, s0, s1, s2, s3, s0_ptr, ub,
                       rows64, rmask, out_offs, mask, QUANT, NUM_OUT, HAS_UB, FP8_MAX,
-                      MIN_SCALE, DIVIDE, FAST_DIV)
+                      MIN_SCALE, DIVIDE, FAST_DIV, RECIPROCAL)
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -374,10 +379,10 @@ def _norm_group_kernel(
     FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, BLOCK_G: tl.constexpr, GROUP: tl.constexpr,
     ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr, EARLY: tl.constexpr = False,
     STREAM: tl.constexpr = "evict_first", KEEP: tl.constexpr = "evict_last",
-    VEC: tl.constexpr = 0, PDL: tl.constexpr = False,
+    VEC: tl.constexpr = 0, PDL: tl.constexpr = False, RECIPROCAL: tl.constexpr = False,
 ):
     """One row per program, tiled [BLOCK_G, GROUP]: (residual add +) norm and the per-group
-    quant; EARLY, STREAM / KEEP, VEC and PDL as in `_norm_rows_kernel`."""
+    quant; EARLY, STREAM / KEEP, VEC, PDL and RECIPROCAL as in `_norm_rows_kernel`."""
     await_previous_kernel(PDL)
     DT = x_ptr.dtype.element_ty
     groups = tl.arange(0, BLOCK_G)
@@ -402,16 +407,20 @@ def _norm_group_kernel(
         w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy=KEEP)
     y = _apply_weight(x * rstd, w, weight_offset, x_ptr, GEMMA)
     _group_quant_store(y, q_ptr, s_ptr, row, groups, out_offs, mask, H, stride_s_row,
-                       stride_s_group, FP8_MAX, MIN_SCALE, UE8M0, GROUP, FAST_DIV)
+                       stride_s_group, FP8_MAX, MIN_SCALE, UE8M0, GROUP, FAST_DIV, RECIPROCAL)
 
 
 @triton.jit
 def _group_quant_store(y, q_ptr, s_ptr, row, groups, out_offs, mask, H, stride_s_row,
                        stride_s_group, FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr,
-                       UE8M0: tl.constexpr, GROUP: tl.constexpr, FAST_DIV: tl.constexpr):
-    """Per-group FP8 of one row's y [BLOCK_G, GROUP] (float32): codes and group scales."""
+                       UE8M0: tl.constexpr, GROUP: tl.constexpr, FAST_DIV: tl.constexpr,
+                       RECIPROCAL: tl.constexpr = False):
+    """Per-group FP8 of one row's y [BLOCK_G, GROUP] (float32): codes and group scales
+    (RECIPROCAL: `y * (1 / s)`, else `y / s`)."""
     s = group_scales(tl.max(tl.abs(y), axis=1), FP8_MAX, MIN_SCALE, UE8M0)
-    if FAST_DIV:
+    if RECIPROCAL:
+        scaled = y * tl.math.div_rn(1.0, s)[:, None]
+    elif FAST_DIV:
         scaled = div_rn_by(y, s[:, None], tl.math.div_rn(1.0, s)[:, None], False)
     else:
         scaled = tl.math.div_rn(y, s[:, None])
@@ -446,11 +455,12 @@ def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.T
                  qs: Sequence[torch.Tensor], scales: Sequence[torch.Tensor],
                  y: torch.Tensor | None, scale_ub: torch.Tensor | None,
                  out_dtype: torch.dtype, config: RowConfig | None, divide: bool = False,
-                 round_sum: bool = False,
+                 round_sum: bool = False, reciprocal: bool = False,
                  ) -> torch.Tensor | None:
     """Launch `_norm_rows_kernel` once; returns residual_out (or None). `divide`: static
-    quants scale by `y / s` (else `y * (1 / s)`); `round_sum`: the norm reads the residual sum
-    rounded to x's dtype (else the float32 sum)."""
+    quants scale by `y / s` (else `y * (1 / s)`); `reciprocal`: the per-token quant scales by
+    `y * (1 / s)` (else `y / s`); `round_sum`: the norm reads the residual sum rounded to x's
+    dtype (else the float32 sum)."""
     x2, r2 = _prepare(x, weight, residual)
     tokens, hidden = x2.shape
     res_out = torch.empty_like(x) if residual is not None else None
@@ -474,7 +484,7 @@ def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.T
         ROUND_SUM=round_sum and residual is not None,
         FAST_DIV=cfg.fast_div and quant == QUANT_PER_TOKEN, EARLY=cfg.early,
         **cache_hints(cfg.evict), VEC=cfg.vec, **pdl_launch(cfg.pdl, x2.device),
-        num_warps=cfg.num_warps,
+        RECIPROCAL=reciprocal and quant == QUANT_PER_TOKEN, num_warps=cfg.num_warps,
     )
     return res_out
 
@@ -522,25 +532,30 @@ def rms_norm_quant_fp8_per_token(x: torch.Tensor, weight: torch.Tensor | None,
                                  scale_ub: torch.Tensor | None, eps: float, weight_offset: float,
                                  out_dtype: torch.dtype, residual: torch.Tensor | None = None,
                                  config: RowConfig | None = None, round_sum: bool = False,
+                                 reciprocal: bool = False,
                                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """(Residual add +) RMSNorm → per-token FP8: (q, scale [..., 1], residual_out).
 
     With `weight=None` there is no norm: a plain per-token quantizer of `x`. With `round_sum`,
-    the norm reads the residual sum rounded to x's dtype.
+    the norm reads the residual sum rounded to x's dtype; with `reciprocal`, the quant scales by
+    `y * (1 / s)` instead of `y / s`.
     """
     quant_ref.check_fp8_dtype(out_dtype)
     q = torch.empty(x.shape, dtype=out_dtype, device=x.device)
     s = torch.empty((*x.shape[:-1], 1), dtype=torch.float32, device=x.device)
     res_out = _launch_rows(x, weight, residual, eps, weight_offset, QUANT_PER_TOKEN, (q,), (s,),
-                           None, scale_ub, out_dtype, config, round_sum=round_sum)
+                           None, scale_ub, out_dtype, config, round_sum=round_sum,
+                           reciprocal=reciprocal)
     return q, s, res_out
 
 
 def quant_fp8_per_token(x: torch.Tensor, scale_ub: torch.Tensor | None = None,
                         out_dtype: torch.dtype = torch.float8_e4m3fn,
-                        config: RowConfig | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dynamic per-token FP8 of `x`: (q, scale [..., 1])."""
-    q, s, _ = rms_norm_quant_fp8_per_token(x, None, scale_ub, 0.0, 0.0, out_dtype, None, config)
+                        config: RowConfig | None = None, reciprocal: bool = False,
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dynamic per-token FP8 of `x`: (q, scale [..., 1]); `reciprocal`: `x * (1 / s)`."""
+    q, s, _ = rms_norm_quant_fp8_per_token(x, None, scale_ub, 0.0, 0.0, out_dtype, None, config,
+                                           reciprocal=reciprocal)
     return q, s
 
 
@@ -549,9 +564,11 @@ def rms_norm_quant_fp8_group(x: torch.Tensor, weight: torch.Tensor, eps: float,
                              ue8m0: bool, out_dtype: torch.dtype,
                              residual: torch.Tensor | None = None,
                              config: GroupConfig | None = None, round_sum: bool = False,
+                             reciprocal: bool = False,
                              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """(Residual add +) RMSNorm → per-group FP8: (q, scales, residual_out). With `round_sum`,
-    the norm reads the residual sum rounded to x's dtype."""
+    the norm reads the residual sum rounded to x's dtype; with `reciprocal`, the quant scales by
+    `y * (1 / s)` instead of `y / s`."""
     quant_ref.check_fp8_dtype(out_dtype)
     quant_ref.check_group_size(x.shape[-1], group_size)
     if group_size & (group_size - 1):
@@ -575,6 +592,6 @@ def rms_norm_quant_fp8_group(x: torch.Tensor, weight: torch.Tensor, eps: float,
         BLOCK_G=next_pow2(hidden // group_size), GROUP=group_size,
         ROUND_SUM=round_sum and residual is not None, FAST_DIV=cfg.fast_div, EARLY=cfg.early,
         **cache_hints(cfg.evict), VEC=cfg.vec, **pdl_launch(cfg.pdl, x2.device),
-        num_warps=cfg.num_warps,
+        RECIPROCAL=reciprocal, num_warps=cfg.num_warps,
     )
     return q, s, res_out

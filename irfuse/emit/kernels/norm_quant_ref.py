@@ -82,12 +82,12 @@ def rms_norm_quant_fp8_static(x: torch.Tensor, weight: torch.Tensor,
 def rms_norm_quant_fp8_per_token(x: torch.Tensor, weight: torch.Tensor,
                                  scale_ub: torch.Tensor | None, eps: float, weight_offset: float,
                                  out_dtype: torch.dtype, residual: torch.Tensor | None = None,
-                                 round_sum: bool = False,
+                                 round_sum: bool = False, reciprocal: bool = False,
                                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """(Residual add +) RMSNorm → dynamic per-token FP8: (q, scale [..., 1], residual_out);
-    `round_sum` as in `rms_norm`."""
+    `round_sum` as in `rms_norm`; `reciprocal`: the quant scales by `y * (1 / s)`."""
     y, residual_out = rms_norm(x, weight, eps, weight_offset, residual, round_sum)
-    q, s = quant_ref.quant_fp8_per_token(y, scale_ub, out_dtype)
+    q, s = quant_ref.quant_fp8_per_token(y, scale_ub, out_dtype, reciprocal)
     return q, s, residual_out
 
 
@@ -95,10 +95,11 @@ def rms_norm_quant_fp8_group(x: torch.Tensor, weight: torch.Tensor, eps: float,
                              weight_offset: float, group_size: int, col_major: bool,
                              ue8m0: bool, out_dtype: torch.dtype,
                              residual: torch.Tensor | None = None, round_sum: bool = False,
+                             reciprocal: bool = False,
                              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """(Residual add +) RMSNorm → per-group FP8: (q, scales, residual_out); `round_sum` as in
-    `rms_norm`."""
+    `rms_norm`; `reciprocal`: the quant scales by `y * (1 / s)`."""
     quant_ref.check_group_size(x.shape[-1], group_size)
     y, residual_out = rms_norm(x, weight, eps, weight_offset, residual, round_sum)
-    q, s = quant_ref.quant_fp8_group(y, group_size, col_major, ue8m0, out_dtype)
+    q, s = quant_ref.quant_fp8_group(y, group_size, col_major, ue8m0, out_dtype, reciprocal)
     return q, s, residual_out

@@ -10,7 +10,9 @@ Schemes:
   `divide=True`, `q = fp8(clamp(x / s, -M, M))` (the quotient rounded once in float32), as a
   model that spells its quant `x / s` computes it. The two differ where `x / s` sits on a tie
   between two fp8 values and `x * (1 / s)`, one float32 rounding away, does not.
-- FP8 dynamic per-token: `s_t = max(min(amax_t, ub) / M, MIN_SCALE)`, `q = fp8(clamp(x / s_t))`.
+- FP8 dynamic per-token: `s_t = max(min(amax_t, ub) / M, MIN_SCALE)`, `q = fp8(clamp(x / s_t))`;
+  with `reciprocal=True`, `q = fp8(clamp(x * (1 / s_t)))`, as a model that spells its quant
+  `x * s.reciprocal()` (vLLM's native QuantFP8) computes it (per-group likewise).
 - FP8 dynamic per-tensor: `s = max(amax / M, MIN_SCALE)`, then the static rule with that `s`.
 - FP8 per-group (g along the last dim): `s = max(amax_g, 1e-10) / M`; with UE8M0,
   `s = 2 ** ceil(log2(s))` (computed exactly on the float32 bits); then `s = max(s, MIN_SCALE)`;
@@ -92,9 +94,10 @@ def quant_fp8_static(x: torch.Tensor, scale: torch.Tensor,
 
 
 def quant_fp8_per_token(x: torch.Tensor, scale_ub: torch.Tensor | None = None,
-                        out_dtype: torch.dtype = torch.float8_e4m3fn,
+                        out_dtype: torch.dtype = torch.float8_e4m3fn, reciprocal: bool = False,
                         ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dynamic per-token FP8: returns (q like x, scales [..., 1] float32)."""
+    """Dynamic per-token FP8: returns (q like x, scales [..., 1] float32); `reciprocal`
+    scales by `x * (1 / s)` instead of `x / s`."""
     check_model_dtype(x)
     m = fp8_max(out_dtype)
     x32 = x.float()
@@ -102,7 +105,12 @@ def quant_fp8_per_token(x: torch.Tensor, scale_ub: torch.Tensor | None = None,
     if scale_ub is not None:
         amax = torch.minimum(amax, _scalar_f32(scale_ub, "scale_ub"))
     s = (amax / m).clamp(min=fp8_min_scale(out_dtype))
-    return (x32 / s).clamp(-m, m).to(out_dtype), s
+    return (_scaled(x32, s, reciprocal)).clamp(-m, m).to(out_dtype), s
+
+
+def _scaled(x32: torch.Tensor, s: torch.Tensor, reciprocal: bool) -> torch.Tensor:
+    """`x32 / s`, or `x32 * (1 / s)` with the reciprocal rounded to float32 first."""
+    return x32 * s.reciprocal() if reciprocal else x32 / s
 
 
 def quant_fp8_per_tensor(x: torch.Tensor, out_dtype: torch.dtype = torch.float8_e4m3fn,
@@ -159,8 +167,9 @@ def empty_group_scales(x: torch.Tensor, group_size: int, col_major: bool) -> tor
 
 def quant_fp8_group(x: torch.Tensor, group_size: int, col_major: bool = False,
                     ue8m0: bool = False, out_dtype: torch.dtype = torch.float8_e4m3fn,
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dynamic per-group FP8 along the last dim: returns (q like x, scales [..., H/g])."""
+                    reciprocal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dynamic per-group FP8 along the last dim: returns (q like x, scales [..., H/g]);
+    `reciprocal` as in `quant_fp8_per_token`."""
     check_model_dtype(x)
     hidden = x.shape[-1]
     check_group_size(hidden, group_size)
@@ -170,7 +179,7 @@ def quant_fp8_group(x: torch.Tensor, group_size: int, col_major: bool = False,
     if ue8m0:
         s = ue8m0_round_up(s)
     s = s.clamp(min=fp8_min_scale(out_dtype))
-    q = (xg / s.unsqueeze(-1)).clamp(-m, m).to(out_dtype).reshape(x.shape)
+    q = _scaled(xg, s.unsqueeze(-1), reciprocal).clamp(-m, m).to(out_dtype).reshape(x.shape)
     out = empty_group_scales(x, group_size, col_major)
     out.copy_(s)
     return q, out
