@@ -131,7 +131,8 @@ def _token_major(views: list[Operation], dims: list[tuple[str, object]]) -> bool
         dims = step
     ones = {lab for lab, n in start if n == 1} | {"1"}
     labels = ["".join(c for c in lab if c not in ones) for lab, _ in dims]
-    tokens = "".join(c for c in "bt" if c not in ones)
+    present = {lab for lab, _ in start}
+    tokens = "".join(c for c in "bt" if c in present and c not in ones)
     return [lab for lab in labels if lab] == [tokens, "hd"]
 
 
