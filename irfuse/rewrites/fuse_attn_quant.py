@@ -2,11 +2,13 @@
 kernel that writes the quantized output.
 
 Anchored at `attn.attention` (SDPA layout `[B, H, T, Dv]`, causal or masked: prefill and the
-paged decode over gathered pages alike) whose output reaches one `quant.fp8` static through the
-views that put it token-major and flatten it (`[B, H, T, Dv] -> [B * T, H * Dv]`, the o_proj's
-input): squeezes and unsqueezes of size-1 dims, transposes, and a final reshape. The views are
-followed dim by dim, so a layout that is not token-major is a remark, not a wrong result.
-Per-group and NVFP4 quants, an output also read unquantized and MLA are remarks for now.
+paged decode over gathered pages alike) and at `attn.mla_attention` (token-major `[T, H, v]` or
+batch-major `[B, H, L, v]`, masked or not), whose output reaches one `quant.fp8` static through
+the views that put it token-major and flatten it (`[B, H, T, Dv] -> [B * T, H * Dv]`, the
+o_proj's input): squeezes and unsqueezes of size-1 dims, transposes, clones and a final reshape.
+The views are followed dim by dim, so a layout that is not token-major is a remark, not a wrong
+result. Attention gives `fused.attention_quant`, MLA `fused.mla_attention_quant`. Per-group and
+NVFP4 quants are remarks for now; an output also read unquantized is left alone.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from irfuse.dialects.attn import AttentionOp, MlaAttentionOp
 from irfuse.dialects.fused import AttentionQuantOp, MlaAttentionQuantOp
 from irfuse.dialects.irfuse import TensorType
-from irfuse.dialects.quant import QuantFp8Op
+from irfuse.dialects.quant import QuantFp8Op, QuantNvfp4Op
 from irfuse.lowering import aten_ops
 from irfuse.lowering.driver import AnchorPattern, Site
 from irfuse.lowering.match import NoMatch, call, normalize_dim, only_user
@@ -41,9 +43,12 @@ class AttnQuantPattern(AnchorPattern):
         assert isinstance(op, AttentionOp | MlaAttentionOp)
         views, end = _views(op.out)
         quant = only_user(end)
+        what = "MLA attention" if isinstance(op, MlaAttentionOp) else "attention"
+        if isinstance(quant, QuantNvfp4Op):
+            raise NoMatch(f"{what} + NVFP4 quant is not fused yet (no kernel writes FP4 from "
+                          "the attention epilogue)")
         if not isinstance(quant, QuantFp8Op):
             return False
-        what = "MLA attention" if isinstance(op, MlaAttentionOp) else "attention"
         if not quant.scheme.is_static:
             raise NoMatch(f"{what} + {quant.scheme.kind.data} FP8 quant has no fused kernel "
                           "(static per-tensor only)")

@@ -9,11 +9,17 @@ by name.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hf_corpus import StaticFp8Linear, build_hf, input_ids, quantize_linears
 from torch import nn
+from xdsl.parser import Parser
 
 import irfuse.models as M
+from irfuse import remarks
+from irfuse.context import make_context
+from irfuse.emit.fusions.fuse_attn_quant import FUSION
 from irfuse.testing import Compiled, assert_bit_exact, compile_and_run
 
 PASS = "fuse-attn-quant"
@@ -107,3 +113,23 @@ def test_hugging_face_deepseek_v2_without_an_output_quant_is_not_fused():
     assert compiled.raised()["mla_attention"] == model.lm.config.num_hidden_layers
     assert compiled.fused(PASS) == 0
     assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+MLA_FILECHECK = Path(__file__).parents[2] / "filecheck" / "rewrites" / "fuse-attn-quant-mla.mlir"
+
+
+def test_mla_filecheck_cases_fuse_and_near_misses_say_why():
+    ctx = make_context()
+    module = Parser(ctx, MLA_FILECHECK.read_text()).parse_module()
+    with remarks.collecting() as sink:
+        FUSION.pass_class().apply(ctx, module)
+    module.verify()
+    assert sink.fused == 2
+    assert str(module).count("fused.mla_attention_quant") == 2
+    assert [m.reason for m in sink.missed] == [
+        "the views between the MLA attention and the quant do not flatten its output "
+        "token-major ([T, H * v])",
+        "MLA attention + group FP8 quant has no fused kernel (static per-tensor only)",
+        "MLA attention + NVFP4 quant is not fused yet (no kernel writes FP4 from the attention "
+        "epilogue)",
+    ]

@@ -1,11 +1,18 @@
 """fuse_attn_quant: attention -> static FP8 quant of its output, the quantized output written by
-the attention kernel (prefill, causal or masked, and paged decode over gathered pages). On from
-O2 on sm90, where it measured faster than SDPA + Inductor's quant below 4096 tokens; from 4096
-tokens kernel choice leaves prefill to SDPA (vLLM's O2 leaves the fusion off, #25689).
+the attention kernel (prefill, causal or masked, and paged decode over gathered pages; MLA). On
+from O2 on sm90, where it measured faster than SDPA + Inductor's quant below 4096 tokens; from
+4096 tokens kernel choice leaves prefill to SDPA (vLLM's O2 leaves the fusion off, #25689).
 
 Kernel `attention_quant_fp8_static`: q, k, v in SDPA's `[B, H, T, D]` layout (GQA), an optional
 mask, the output scale; returns the output token-major `[B * T, Hq * Dv]` in FP8, as the quant
-saw it. Per-group, NVFP4 and MLA attention are not fused yet (remarks).
+saw it.
+
+Kernel `mla_attention_quant_fp8_static`: MLA (`attn.mla_attention`'s operands: q, the latent
+kv_c, the shared k_pe, kv_b's weight; token-major or batch-major, an optional mask); returns
+`[tokens, H * v]` in FP8. The CPU runs the reference; on CUDA the Triton kernel
+(`kernels/mla_attention_quant.py`) is not measured yet, so the choice leaves MLA unfused there
+until `benchmarks/bench_attention_quant.py` (its MLA rows) says otherwise. Per-group and NVFP4
+output quants are not fused yet (remarks).
 """
 
 from __future__ import annotations
@@ -165,14 +172,15 @@ FUSION = Fusion(
     name="fuse-attn-quant",
     flag="fuse_attn_quant",
     kind="fusion",
-    fuses="attention -> static FP8 quant of its output",
+    fuses="attention or MLA -> static FP8 quant of its output",
     quant="required",
     schemes=("fp8-static-tensor",),
     range_rule="all",
     platforms={**everywhere("triton", None), "cuda:sm90": Support("triton", 2)},
     vllm_pass="AttnFusionPass",
     note="on from O2 where measured (sm90), below 4096 tokens; vLLM's O2 leaves it off "
-    "(#25689); per-group, NVFP4 and MLA not fused yet",
+    "(#25689); MLA fused (CPU reference; CUDA left unfused until measured); per-group and "
+    "NVFP4 not fused yet",
     patterns=(AttnQuantPattern(),),
     lowerings={fused.AttentionQuantOp.name: _lower,  # type: ignore[dict-item]
                fused.MlaAttentionQuantOp.name: _lower_mla},  # type: ignore[dict-item]
