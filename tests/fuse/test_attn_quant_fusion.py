@@ -47,6 +47,19 @@ def test_builtin_models_fuse_every_layer_bit_exact(name, overrides):
     assert_bit_exact(compiled.outputs, compiled.eager)
 
 
+def test_mla_with_kv_b_unquantized_raises_what_it_expects():
+    """`mla_kv_b_quant=False`: kv_b stays bf16, so each layer raises one `attn.mla_attention`
+    and one linear fewer is quantized; the model's expected counts say so."""
+    built = M.build("mla", size="tiny", num_layers=2, quant="fp8", mla_kv_b_quant=False)
+    compiled = compile_and_run(built.model, built.example_inputs,
+                               dynamic_dims=tuple(built.dynamic_dims.items()),
+                               options={"optimization_level": 0})
+    assert compiled.raised() == built.expected
+    assert built.expected["mla_attention"] == 2 and built.expected["attention"] == 0
+    quantized = M.build("mla", size="tiny", num_layers=2, quant="fp8").expected
+    assert built.expected["quant_fp8"] == quantized["quant_fp8"] - 2
+
+
 @pytest.mark.parametrize("family", ["llama", "qwen3", "mistral"])
 def test_hugging_face_with_fp8_linears(family):
     model = build_hf(family)

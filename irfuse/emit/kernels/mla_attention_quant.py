@@ -52,7 +52,7 @@ def mla_config(tq: int, tk: int) -> MlaConfig:
 @triton.jit
 def _mla_tile(acc, l_i, m_i, q_n, q_r, kv_base, pe_base, start_n, rows, offs_n, offs_dn,
               offs_dr, offs_dv, Tk, qk_scale, skn, spn,
-              NOPE: tl.constexpr, ROPE: tl.constexpr, DV: tl.constexpr,
+              NOPE: tl.constexpr, ROPE: tl.constexpr, DV: tl.constexpr, FULL_D: tl.constexpr,
               MASKED: tl.constexpr, CAUSAL: tl.constexpr, DOT_F32: tl.constexpr,
               WIDE: tl.constexpr):
     """One BLOCK_N key tile of the online softmax: k_nope and v of this head from the
@@ -63,7 +63,16 @@ def _mla_tile(acc, l_i, m_i, q_n, q_r, kv_base, pe_base, start_n, rows, offs_n, 
     kn_ptrs = kv_rows[None, :] + offs_dn[:, None]
     kr_ptrs = pe_base + _idx(cols, WIDE)[None, :] * spn + offs_dr[:, None]
     v_ptrs = kv_rows[:, None] + NOPE + offs_dv[None, :]
-    if MASKED:
+    if FULL_D:  # every head part a power of two (DeepSeek's 128 / 64 / 128): no column masks
+        if MASKED:
+            k_n = tl.load(kn_ptrs, mask=kmask[None, :], other=0.0)
+            k_r = tl.load(kr_ptrs, mask=kmask[None, :], other=0.0)
+            v = tl.load(v_ptrs, mask=kmask[:, None], other=0.0)
+        else:
+            k_n = tl.load(kn_ptrs)
+            k_r = tl.load(kr_ptrs)
+            v = tl.load(v_ptrs)
+    elif MASKED:
         k_n = tl.load(kn_ptrs, mask=kmask[None, :] & (offs_dn < NOPE)[:, None], other=0.0)
         k_r = tl.load(kr_ptrs, mask=kmask[None, :] & (offs_dr < ROPE)[:, None], other=0.0)
         v = tl.load(v_ptrs, mask=kmask[:, None] & (offs_dv < DV)[None, :], other=0.0)
@@ -94,7 +103,7 @@ def _mla_fwd_kernel(
     Tq, Tk, qk_scale,
     H: tl.constexpr, NOPE: tl.constexpr, ROPE: tl.constexpr, DV: tl.constexpr,
     BLOCK_NOPE: tl.constexpr, BLOCK_ROPE: tl.constexpr, BLOCK_DV: tl.constexpr,
-    CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    FULL_D: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     DOT_F32: tl.constexpr, WIDE: tl.constexpr,
 ):
     """Query rows [m * BLOCK_M, m * BLOCK_M + BLOCK_M) of one (batch, head) (the longest causal
@@ -129,11 +138,11 @@ def _mla_fwd_kernel(
     for start_n in range(0, full_end, BLOCK_N):
         acc, l_i, m_i = _mla_tile(acc, l_i, m_i, q_n, q_r, kv_base, pe_base, start_n, rows,
                                   offs_n, offs_dn, offs_dr, offs_dv, Tk, qk_scale, skn, spn,
-                                  NOPE, ROPE, DV, False, CAUSAL, DOT_F32, WIDE)
+                                  NOPE, ROPE, DV, FULL_D, False, CAUSAL, DOT_F32, WIDE)
     for start_n in range(full_end, end, BLOCK_N):
         acc, l_i, m_i = _mla_tile(acc, l_i, m_i, q_n, q_r, kv_base, pe_base, start_n, rows,
                                   offs_n, offs_dn, offs_dr, offs_dv, Tk, qk_scale, skn, spn,
-                                  NOPE, ROPE, DV, True, CAUSAL, DOT_F32, WIDE)
+                                  NOPE, ROPE, DV, FULL_D, True, CAUSAL, DOT_F32, WIDE)
     out_rows = b.to(tl.int64) * Tq + rows
     o_ptrs = o_ptr + out_rows[:, None] * (H * DV) + h * DV + offs_dv[None, :]
     inv = 1.0 / (l_i * tl.load(scale_ptr))
@@ -177,14 +186,15 @@ def mla_attention_fp8(q: torch.Tensor, kv_c: torch.Tensor, k_pe: torch.Tensor,
         raise ValueError("irfuse: MLA attention needs at least one key")
     cfg = config or mla_config(tq, tk)
     grid = (b * num_heads, triton.cdiv(tq, cfg.block_m))
+    blocks = (max(16, next_pow2(nope)), max(16, next_pow2(rope)), max(16, next_pow2(v_dim)))
     _mla_fwd_kernel[grid](
         qb, kvb, pe, out, scale_out,
         qb.stride(0), qb.stride(1), qb.stride(2), kvb.stride(0), kvb.stride(1), kvb.stride(2),
         pe.stride(0), pe.stride(1),
         tq, tk, softmax_scale * LOG2E,
         H=num_heads, NOPE=nope, ROPE=rope, DV=v_dim,
-        BLOCK_NOPE=max(16, next_pow2(nope)), BLOCK_ROPE=max(16, next_pow2(rope)),
-        BLOCK_DV=max(16, next_pow2(v_dim)), CAUSAL=causal, BLOCK_M=cfg.block_m,
+        BLOCK_NOPE=blocks[0], BLOCK_ROPE=blocks[1], BLOCK_DV=blocks[2],
+        FULL_D=blocks == (nope, rope, v_dim), CAUSAL=causal, BLOCK_M=cfg.block_m,
         BLOCK_N=cfg.block_n, DOT_F32=interpreting(),
         WIDE=max(tq * qb.stride(2), tk * kvb.stride(2), tk * pe.stride(1)) >= 2**31,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
