@@ -16,6 +16,14 @@ batch from --batches, context from --contexts):
 - `kernel+quant`: irfuse's paged decode storing bf16, then Inductor's quant;
 - `fused`: irfuse's paged decode with the quant fused (and, with --sweep, the best shape).
 
+MLA prefill (DeepSeek-V2-Lite-shaped: H 16, qk nope 128 + rope 64, v 128, kv_lora_rank 512,
+bf16, causal, token-major as vLLM's MLA; T from --mla-tokens):
+- `sdpa`: the unfused MLA alone (kv_b GEMM, `[k_nope | k_pe]`, SDPA) under `torch.compile`;
+- `unfused`: the same with the static FP8 quant, under `torch.compile` (Inductor);
+- `fused`: irfuse's `mla_attention_quant.mla_attention_fp8` (the kv_b GEMM, then the Triton
+  kernel with the FP8 epilogue), and with --sweep the best of several shapes. Its CUDA choice
+  stays `inductor` (unfused) in `irfuse/emit/fusions/fuse_attn_quant.py` until this measures it.
+
 Every candidate's output is checked against the eager unfused graph first (the test criterion of
 `tests/kernels/test_attention_quant_kernel.py`). Timings are CUDA-graph replays
 (`triton.testing.do_bench_cudagraph`, median) in interleaved rounds (the helpers of
@@ -40,7 +48,8 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_norm_act_quant as nq  # noqa: E402 (timing helpers, by path)
 
-from irfuse.emit.kernels import attention_quant  # noqa: E402
+from irfuse.emit.kernels import attention_quant, mla_attention_quant  # noqa: E402
+from irfuse.emit.kernels import mla_attention_quant_ref as mla_ref  # noqa: E402
 from irfuse.emit.kernels.compare import agreement  # noqa: E402
 
 FP8 = torch.float8_e4m3fn
@@ -54,6 +63,13 @@ DECODE_SWEEP = tuple(attention_quant.DecodeConfig(*c) for c in (
     (32, 4, 2), (64, 4, 2), (64, 4, 3), (128, 4, 2), (128, 8, 2), (64, 2, 2), (64, 4, 1),
     (64, 4, 2, 1), (64, 4, 2, 2), (64, 4, 2, 4), (64, 4, 2, 8), (64, 4, 2, 16),
     (128, 4, 2, 4), (128, 4, 2, 8)))
+
+
+MLA_H, MLA_NOPE, MLA_ROPE, MLA_V, MLA_RANK = 16, 128, 64, 128, 512
+MLA_KW = dict(num_heads=MLA_H, nope=MLA_NOPE, v_dim=MLA_V,
+              softmax_scale=(MLA_NOPE + MLA_ROPE) ** -0.5, causal=True, batch_major=False)
+MLA_SWEEP = tuple(mla_attention_quant.MlaConfig(*c) for c in (
+    (64, 64, 4, 3), (128, 64, 8, 2), (128, 32, 8, 2), (64, 32, 4, 2), (128, 64, 4, 2)))
 
 
 def quant(o: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
@@ -76,6 +92,14 @@ def gather_decode_quant(q, kc, vc, table, s):
     v = vc[table.long()].reshape(b, -1, HK, D).transpose(1, 2)
     o = F.scaled_dot_product_attention(q[:, :, None, :], k, v, scale=SM_SCALE, enable_gqa=True)
     return quant(o[:, :, 0, :], s)
+
+
+def mla(q, kv_c, k_pe, w):
+    return mla_ref.mla_attention(q, kv_c, k_pe, w, None, **MLA_KW)
+
+
+def mla_quant(q, kv_c, k_pe, w, s):
+    return quant(mla(q, kv_c, k_pe, w), s)
 
 
 def check(out: torch.Tensor, ref: torch.Tensor, s: torch.Tensor) -> str:
@@ -121,6 +145,38 @@ def prefill_row(t: int, compiled: dict, args) -> dict:
     row["sweep"] = {}
     if args.sweep:
         for c in PREFILL_SWEEP:
+            if c != default:
+                verdict = check(fused(c), ref, s)
+                if verdict == "ok":
+                    timed[_cfg(c)] = lambda c=c: fused(c)
+                else:
+                    row["sweep"][_cfg(c)] = verdict
+    return _finish(row, _time(timed, args), t)
+
+
+def mla_row(t: int, compiled: dict, args) -> dict:
+    def rnd(*shape, scale=1.0):
+        return (torch.randn(*shape, device="cuda") * scale).to(torch.bfloat16)
+
+    q, kv_c = rnd(t, MLA_H, MLA_NOPE + MLA_ROPE), rnd(t, MLA_RANK)
+    k_pe, w = rnd(t, 1, MLA_ROPE), rnd(MLA_H * (MLA_NOPE + MLA_V), MLA_RANK, scale=MLA_RANK ** -0.5)
+    o = mla(q, kv_c, k_pe, w)
+    s = (o.float().abs().amax() / 300.0).reshape(1)
+    ref = quant(o, s)
+
+    def fused(c=None):
+        return mla_attention_quant.mla_attention_fp8(q, kv_c, k_pe, w, s, config=c, **MLA_KW)
+
+    default = mla_attention_quant.mla_config(t, t)
+    row: dict[str, Any] = {"case": "mla", "T": t, "default_cfg": _cfg(default),
+                           "check": check(fused(), ref, s),
+                           "unfused_check": check(compiled["mla"](q, kv_c, k_pe, w, s), ref, s),
+                           "kernel_quant_check": "-"}
+    timed = {"sdpa": lambda: compiled["mla_bf16"](q, kv_c, k_pe, w),
+             "unfused": lambda: compiled["mla"](q, kv_c, k_pe, w, s), "fused": fused}
+    row["sweep"] = {}
+    if args.sweep:
+        for c in MLA_SWEEP:
             if c != default:
                 verdict = check(fused(c), ref, s)
                 if verdict == "ok":
@@ -176,14 +232,17 @@ def decode_row(b: int, ctx: int, compiled: dict, args) -> dict:
 def _finish(row: dict, us: dict[str, float], t: int | None) -> dict:
     row["sdpa_us"] = us.pop("sdpa", None)
     row["unfused_us"] = us.pop("unfused")
-    row["kernel_quant_us"] = us.pop("kernel_quant")
+    row["kernel_quant_us"] = us.pop("kernel_quant", None)
     row["fused_us"] = us.pop("fused")
     row["sweep"].update({k: round(v, 2) for k, v in us.items()})
     row["best_us"], row["best_cfg"] = min([(row["fused_us"], row["default_cfg"]),
                                            *((v, k) for k, v in us.items())])
     row["ratio"] = row["unfused_us"] / row["fused_us"]
     row["best_ratio"] = row["unfused_us"] / row["best_us"]
-    if t is not None:  # causal attention FLOPs: 2 matmuls of T x T/2 x D per head
+    if t is not None and row["case"] == "mla":  # QK^T over nope + rope, PV over v
+        flops = 2 * t * t / 2 * (MLA_NOPE + MLA_ROPE + MLA_V) * MLA_H
+        row["tflops"] = flops / (row["fused_us"] * 1e-6) / 1e12
+    elif t is not None:  # causal attention FLOPs: 2 matmuls of T x T/2 x D per head
         row["tflops"] = 4 * t * t / 2 * D * HQ / (row["fused_us"] * 1e-6) / 1e12
     else:
         row["tbps"] = row["kv_bytes"] / (row["fused_us"] * 1e-6) / 1e12
@@ -196,19 +255,21 @@ def markdown(rows: list[dict], command: str) -> str:
              "unfused / fused | best fused µs (shape) | unfused / best | fused rate | check |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        if r["case"] == "prefill":
-            name, rate = f"prefill T={r['T']}", f"{r['tflops']:.0f} TFLOP/s"
+        if r["case"] in ("prefill", "mla"):
+            name, rate = f"{r['case']} T={r['T']}", f"{r['tflops']:.0f} TFLOP/s"
         else:
             name, rate = f"decode B={r['B']} ctx={r['ctx']}", f"{r['tbps']:.2f} TB/s KV"
         sd = f"{r['sdpa_us']:.1f}" if r["sdpa_us"] is not None else "-"
+        kq = f"{r['kernel_quant_us']:.1f}" if r["kernel_quant_us"] is not None else "-"
         lines.append(
-            f"| {name} | {sd} | {r['unfused_us']:.1f} | {r['kernel_quant_us']:.1f} | "
+            f"| {name} | {sd} | {r['unfused_us']:.1f} | {kq} | "
             f"{r['fused_us']:.1f} | {r['ratio']:.2f} | {r['best_us']:.1f} ({r['best_cfg']}) | "
             f"{r['best_ratio']:.2f} | {rate} | {r['check']} / {r['unfused_check']} / "
             f"{r['kernel_quant_check']} |")
     lines += ["", "Shapes: prefill (block_m, block_n, warps, stages, heavy_first); decode "
-              "(block_n, warps, stages, splits). Check: fused / unfused / bf16+quant against "
-              "the eager unfused graph."]
+              "(block_n, warps, stages, splits); mla (block_m, block_n, warps, stages). "
+              "Check: fused / unfused / bf16+quant against the eager unfused graph. MLA's "
+              "SDPA column is the unfused MLA (kv_b GEMM + SDPA) without the quant."]
     return "\n".join(lines) + "\n"
 
 
@@ -217,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tokens", default="512,2048,8192")
     p.add_argument("--batches", default="16,32,64")
     p.add_argument("--contexts", default="2048,8192")
+    p.add_argument("--mla-tokens", default="512,2048", help="MLA prefill sizes ('' for none)")
     p.add_argument("--rep", type=int, default=10, help="ms of replays per measurement")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median)")
     p.add_argument("--sweep", action="store_true", help="also time other launch shapes")
@@ -232,8 +294,11 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(0)
     compiled = {"prefill": torch.compile(sdpa_quant, dynamic=False),
                 "decode": torch.compile(gather_decode_quant, dynamic=False),
-                "quant": torch.compile(quant, dynamic=False)}
+                "quant": torch.compile(quant, dynamic=False),
+                "mla": torch.compile(mla_quant, dynamic=False),
+                "mla_bf16": torch.compile(mla, dynamic=False)}
     cases = [("prefill", int(t)) for t in args.tokens.split(",") if t] + [
+        ("mla", int(t)) for t in args.mla_tokens.split(",") if t] + [
         ("decode", (int(b), int(c))) for b in args.batches.split(",") if b
         for c in args.contexts.split(",") if c]
     rows: list[dict] = []
@@ -241,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.time()
         try:
             row = (prefill_row(size, compiled, args) if kind == "prefill"
+                   else mla_row(size, compiled, args) if kind == "mla"
                    else decode_row(*size, compiled, args))
         except Exception as e:  # noqa: BLE001 (report and go on: one run, many rows)
             print(f"{kind} {size}: FAILED {type(e).__name__}: {e}", flush=True)

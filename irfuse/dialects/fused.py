@@ -992,9 +992,11 @@ class MlaAttentionQuantOp(NamedOperandSyntax):
            !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>)
         -> (!irfuse.tensor<[s0, 2048], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 16], f32>)
     ```
-    Operands and properties as a token-major `attn.mla_attention` (no mask; a batch-major one has
-    no fused form yet), plus `output_scale` (static_tensor scale or nvfp4 global scale); `out` is
-    `[T, H * v_head_dim]`.
+    Operands and properties as `attn.mla_attention`, token-major (`[T, H, v]` out, no mask) or
+    `batch_major` (`[..., H, Lq, v]` out, an optional mask), plus `output_scale` (static_tensor
+    scale or nvfp4 global scale); `out` is the output token-major and flattened,
+    `[T, H * v_head_dim]` (batch-major: `[... * Lq, H * v_head_dim]`); `divide` as
+    `fused.attention_quant`.
     """
 
     name = "fused.mla_attention_quant"
@@ -1003,6 +1005,7 @@ class MlaAttentionQuantOp(NamedOperandSyntax):
     kv_c = operand_def(TensorType)
     k_pe = operand_def(TensorType)
     kv_b_weight = operand_def(TensorType)
+    mask = opt_operand_def(TensorType)
     output_scale = opt_operand_def(TensorType)
 
     out = result_def(TensorType)
@@ -1015,7 +1018,11 @@ class MlaAttentionQuantOp(NamedOperandSyntax):
     kv_lora_rank = prop_def(IntegerAttr[I64])
     scale = prop_def(FloatAttr[Float64Type])
     causal = prop_def(BoolAttr, default_value=bool_attr(False))
+    batch_major = prop_def(BoolAttr, default_value=bool_attr(False))
     scheme = prop_def(QuantScheme)
+    divide = opt_prop_def(UnitAttr)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     traits = traits_def(Pure())
 
@@ -1025,6 +1032,7 @@ class MlaAttentionQuantOp(NamedOperandSyntax):
         kv_c: SSAValue,
         k_pe: SSAValue,
         kv_b_weight: SSAValue,
+        mask: SSAValue | None = None,
         output_scale: SSAValue | None = None,
         *,
         num_heads: int,
@@ -1034,43 +1042,61 @@ class MlaAttentionQuantOp(NamedOperandSyntax):
         kv_lora_rank: int,
         scale: float,
         causal: bool = False,
+        batch_major: bool = False,
         scheme: QuantScheme,
+        divide: bool = False,
         result_types: Sequence[Attribute | None] | None = None,
         attributes: Mapping[str, Attribute] | None = None,
     ):
         if result_types is None:
             qt: TensorType = q.type  # type: ignore[assignment]
-            result_types = _quant_result_types(
-                scheme, (qt.dims[0], num_heads * v_head_dim), qt.dtype
+            tokens: Dim = (
+                _static_product((*qt.dims[:-3], qt.dims[-2])) if batch_major else qt.dims[0]
             )
+            result_types = _quant_result_types(scheme, (tokens, num_heads * v_head_dim), qt.dtype)
         props = mla_properties(
             num_heads, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, kv_lora_rank, scale, causal
         )
+        props["batch_major"] = bool_attr(batch_major)
         props["scheme"] = scheme
+        if divide:
+            props["divide"] = UnitAttr()
         super().__init__(
-            operands=[q, kv_c, k_pe, kv_b_weight, output_scale],
+            operands=[q, kv_c, k_pe, kv_b_weight, mask, output_scale],
             result_types=list(result_types),
             properties=props,
             attributes=attributes,
         )
 
     def verify_(self) -> None:
-        t, heads, v_dim = verify_mla_properties(
-            self, self.q.type, self.kv_c.type, self.k_pe.type, self.kv_b_weight.type
+        batch_major = bool(self.batch_major.value.data)
+        dims = verify_mla_properties(
+            self,
+            self.q.type,
+            self.kv_c.type,
+            self.k_pe.type,
+            self.kv_b_weight.type,
+            mask=opt_type(self.mask),
+            batch_major=batch_major,
         )
+        heads, v_dim = dims[-3] if batch_major else dims[1], dims[-1]
         out = self.out.type
         if out.rank != 2 or not isinstance(heads, int):
             raise VerifyException(
                 f"out must be [T, num_heads * v_head_dim], got {shape_str(out.dims)}"
             )
-        check_dim("out's token count", out.dims[0], t)
+        if batch_major:
+            tokens = static_numel((*dims[:-3], dims[-2]))
+        else:
+            check_dim("out's token count", out.dims[0], dims[0])
+            tokens = None
         _check_attention_output(
             self.name,
             self.scheme,
             opt_type(self.output_scale),
             out,
             opt_type(self.scale_out),
-            None,
+            tokens,
             mul_dim(v_dim, heads),
         )
 

@@ -114,6 +114,9 @@ class ModelOptions:
     lm_head: bool = True
     lm_head_pad: int = 0  # F.pad the final hidden states by this many zero columns
     pad_v: bool = False  # MLA: pad v to the q/k head dim around attention
+    # MLA: kv_b in the model dtype in a quantized model (vLLM's MLA dequantizes kv_b's weight),
+    # so the attention raises to attn.mla_attention rather than to its SDPA.
+    mla_kv_b_quant: bool = True
     kv_write: str = "index_put"
     tp_collective: str | None = None  # None: not tensor-parallel
     calibrate: bool = True  # calibrate static scales on the example inputs

@@ -11,7 +11,9 @@ dense SwiGLU MLP of `irfuse.models.llama` (DeepSeek's MoE layers are out of scop
 As vLLM does, the q_a and kv_a projections read the same activation through one fused
 projection (`fused_qkv_a_proj`), so a quantized model quantizes that activation once.
 `pad_v=True` pads v to the q/k head dim around SDPA (as MLA prefill does for kernels that need
-equal head dims) and slices the output back.
+equal head dims) and slices the output back. `mla_kv_b_quant=False` keeps kv_b in the model
+dtype in a quantized model (as vLLM's MLA dequantizes that weight), so the attention raises to
+`attn.mla_attention` and its FP8 output quant can fuse with it.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ class MLAAttention(nn.Module):
         self.kv_a_layernorm = llama.make_norm(self.kv_lora_rank, cfg, opts, dtype, device, gen)
         self.kv_b_proj = make_linear(
             llama.master_weight(cfg.num_heads * (self.nope + self.v_dim), self.kv_lora_rank,
-                                gen, device), dtype, opts)
+                                gen, device), dtype, opts, quantized=opts.mla_kv_b_quant)
         self.o_proj = make_linear(
             llama.master_weight(h, cfg.num_heads * self.v_dim, gen, device), dtype, opts)
         self.rotary = rotary
@@ -112,8 +114,14 @@ def expected_counts(cfg: ModelConfig, opts: ModelOptions) -> dict[str, int]:
     counts["rms_norm"] += n * (2 if cfg.q_lora_rank is not None else 1)  # q_a, kv_a norms
     counts["rope"] = n
     counts["mla_attention"] = n
-    # fused qkv_a, q_b, kv_b, o   or   fused q_kv_a, kv_b, o
-    llama.count_linears(counts, opts, n * (4 if cfg.q_lora_rank is not None else 3))
+    # fused qkv_a, q_b, kv_b, o   or   fused q_kv_a, kv_b, o (kv_b unquantized without
+    # mla_kv_b_quant)
+    quantized_kv_b = opts.mla_kv_b_quant or opts.quant is None
+    llama.count_linears(counts, opts, n * (3 if cfg.q_lora_rank is not None else 2))
+    if quantized_kv_b:
+        llama.count_linears(counts, opts, n)
+    else:
+        counts["gemm"] += n
     # kv_b's GEMM (and the v pad, with pad_v) are operands' producers inside
     # `attn.mla_attention`: the op takes the normed latent and kv_b's weight, as vLLM's MLA does.
     counts["gemm"] -= n

@@ -1,26 +1,33 @@
 """fuse_attn_quant: attention -> static FP8 quant of its output, the quantized output written by
-the attention kernel (prefill, causal or masked, and paged decode over gathered pages). On from
-O2 on sm90, where it measured faster than SDPA + Inductor's quant below 4096 tokens; from 4096
-tokens kernel choice leaves prefill to SDPA (vLLM's O2 leaves the fusion off, #25689).
+the attention kernel (prefill, causal or masked, and paged decode over gathered pages; MLA). On
+from O2 on sm90, where it measured faster than SDPA + Inductor's quant below 4096 tokens; from
+4096 tokens kernel choice leaves prefill to SDPA (vLLM's O2 leaves the fusion off, #25689).
 
 Kernel `attention_quant_fp8_static`: q, k, v in SDPA's `[B, H, T, D]` layout (GQA), an optional
 mask, the output scale; returns the output token-major `[B * T, Hq * Dv]` in FP8, as the quant
-saw it. Per-group, NVFP4 and MLA attention are not fused yet (remarks).
+saw it.
+
+Kernel `mla_attention_quant_fp8_static`: MLA (`attn.mla_attention`'s operands: q, the latent
+kv_c, the shared k_pe, kv_b's weight; token-major or batch-major, an optional mask); returns
+`[tokens, H * v]` in FP8. The CPU runs the reference; on CUDA the Triton kernel
+(`kernels/mla_attention_quant.py`) is not measured yet, so the choice leaves MLA unfused there
+until `benchmarks/bench_attention_quant.py` (its MLA rows) says otherwise. Per-group and NVFP4
+output quants are not fused yet (remarks).
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from xdsl.dialects.builtin import FloatData
+from xdsl.dialects.builtin import FloatData, IntAttr
 
 from irfuse.dialects import aten, fused, kernel
 from irfuse.emit import dispatch
 from irfuse.emit.declare import Choice, Fusion, Kernel, Support, everywhere
 from irfuse.emit.dispatch import check_fp8, empty, kernels
 from irfuse.emit.kernel_call import Args, flag, kernel_call
-from irfuse.emit.kernels import quant_ref
-from irfuse.rewrites.fuse_attn_quant import KERNEL, AttnQuantPattern
+from irfuse.emit.kernels import mla_attention_quant_ref, quant_ref
+from irfuse.rewrites.fuse_attn_quant import KERNEL, MLA_KERNEL, AttnQuantPattern
 
 SCHEMA = ("(Tensor q, Tensor k, Tensor v, Tensor? mask, Tensor scale, float softmax_scale, "
           "bool causal, ScalarType out_dtype, bool divide=False) -> Tensor")
@@ -87,20 +94,96 @@ def _lower(op: fused.AttentionQuantOp, platform: str) -> kernel.CallOp:
     return kernel_call(ATTN_QUANT, a, template, op, platform, keywords)
 
 
+# --- MLA ----------------------------------------------------------------------------------------
+
+MLA_SCHEMA = ("(Tensor q, Tensor kv_c, Tensor k_pe, Tensor kv_b_weight, Tensor? mask, "
+              "Tensor scale, int num_heads, int qk_nope_head_dim, int v_head_dim, "
+              "float softmax_scale, bool causal, bool batch_major, ScalarType out_dtype, "
+              "bool divide=False) -> Tensor")
+
+
+def _mla_ref(q, kv_c, k_pe, kv_b_weight, mask, scale, num_heads, qk_nope_head_dim, v_head_dim,
+             softmax_scale, causal, batch_major, out_dtype, divide=False):
+    return mla_attention_quant_ref.mla_attention_fp8(
+        q, kv_c, k_pe, kv_b_weight, mask, scale, num_heads=num_heads, nope=qk_nope_head_dim,
+        v_dim=v_head_dim, softmax_scale=softmax_scale, causal=causal, batch_major=batch_major,
+        out_dtype=out_dtype, divide=divide)
+
+
+def _mla_cuda(q, kv_c, k_pe, kv_b_weight, mask, scale, num_heads, qk_nope_head_dim,
+              v_head_dim, softmax_scale, causal, batch_major, out_dtype, divide=False):
+    # Either quant spelling: the kernel scales the float32 output by 1 / (l * s), which is
+    # within a float32 rounding of both `x / s` and `x * (1 / s)` (far inside its FP8 step).
+    if (mask is None and out_dtype == torch.float8_e4m3fn
+            and dispatch.use_triton(MLA_ATTN_QUANT, q, out_dtype)):
+        return kernels("mla_attention_quant").mla_attention_fp8(
+            q, kv_c, k_pe, kv_b_weight, scale, num_heads=num_heads, nope=qk_nope_head_dim,
+            v_dim=v_head_dim, softmax_scale=softmax_scale, causal=causal,
+            batch_major=batch_major)
+    return _mla_ref(q, kv_c, k_pe, kv_b_weight, mask, scale, num_heads, qk_nope_head_dim,
+                    v_head_dim, softmax_scale, causal, batch_major, out_dtype, divide)
+
+
+def _mla_fake(q, kv_c, k_pe, kv_b_weight, mask, scale, num_heads, qk_nope_head_dim,
+              v_head_dim, softmax_scale, causal, batch_major, out_dtype, divide=False):
+    check_fp8(q, out_dtype)
+    tokens = q.shape[0] * q.shape[2] if batch_major else q.shape[0]
+    return empty(q, (tokens, num_heads * v_head_dim), out_dtype)
+
+
+def _mla_examples(shape: tuple[int, ...]) -> list[tuple]:
+    """Token-major causal MLA over `T = shape[0]` tokens (4 heads, nope 16, rope 8, v 16, rank
+    32), and batch-major with a bool mask and the `x / s` quant."""
+    t = shape[0]
+    g = torch.Generator().manual_seed(0)
+    bf = torch.bfloat16
+    w = (torch.randn(4 * 32, 32, generator=g) * 0.2).to(bf)
+    q, kv_c = torch.randn(t, 4, 24, generator=g).to(bf), torch.randn(t, 32, generator=g).to(bf)
+    k_pe = torch.randn(t, 1, 8, generator=g).to(bf)
+    mask = torch.rand(1, 1, t, t, generator=g) > 0.3
+    mask[..., 0] = True
+    s, fp8 = torch.tensor([0.05]), torch.float8_e4m3fn
+    return [(q, kv_c, k_pe, w, None, s, 4, 16, 16, 24 ** -0.5, True, False, fp8),
+            (q.transpose(0, 1)[None], kv_c[None, None], k_pe.transpose(0, 1)[None], w, mask, s,
+             4, 16, 16, 0.2, False, True, fp8, True)]
+
+
+MLA_ATTN_QUANT = Kernel(
+    MLA_KERNEL, MLA_SCHEMA, _mla_ref, _mla_cuda, _mla_fake,
+    {"cuda": ((1, Choice("inductor", "not measured on a GPU yet: MLA + quant stays unfused "
+                         "until benchmarks/bench_attention_quant.py --mla measures the Triton "
+                         "kernel against the unfused graph")),)},
+    single_tensor=True, examples=_mla_examples)
+
+
+def _lower_mla(op: fused.MlaAttentionQuantOp, platform: str) -> kernel.CallOp:
+    a = Args()
+    assert op.output_scale is not None, "static FP8 has an output scale"
+    template = [a.tensor(op.q), a.tensor(op.kv_c), a.tensor(op.k_pe), a.tensor(op.kv_b_weight),
+                a.optional(op.mask), a.tensor(op.output_scale), IntAttr(op.num_heads.value.data),
+                IntAttr(op.qk_nope_head_dim.value.data), IntAttr(op.v_head_dim.value.data),
+                FloatData(op.scale.value.data), flag(op.causal.value.data),
+                flag(op.batch_major.value.data), op.out.type.dtype]  # type: ignore[union-attr]
+    keywords = {"divide": aten.TRUE} if op.divide is not None else {}
+    return kernel_call(MLA_ATTN_QUANT, a, template, op, platform, keywords)
+
+
 FUSION = Fusion(
     name="fuse-attn-quant",
     flag="fuse_attn_quant",
     kind="fusion",
-    fuses="attention -> static FP8 quant of its output",
+    fuses="attention or MLA -> static FP8 quant of its output",
     quant="required",
     schemes=("fp8-static-tensor",),
     range_rule="all",
     platforms={**everywhere("triton", None), "cuda:sm90": Support("triton", 2)},
     vllm_pass="AttnFusionPass",
     note="on from O2 where measured (sm90), below 4096 tokens; vLLM's O2 leaves it off "
-    "(#25689); per-group, NVFP4 and MLA not fused yet",
+    "(#25689); MLA fused (CPU reference; CUDA left unfused until measured); per-group and "
+    "NVFP4 not fused yet",
     patterns=(AttnQuantPattern(),),
-    lowerings={fused.AttentionQuantOp.name: _lower},  # type: ignore[dict-item]
-    kernels=(ATTN_QUANT,),
+    lowerings={fused.AttentionQuantOp.name: _lower,  # type: ignore[dict-item]
+               fused.MlaAttentionQuantOp.name: _lower_mla},  # type: ignore[dict-item]
+    kernels=(ATTN_QUANT, MLA_ATTN_QUANT),
     size_aware=True,
 )
