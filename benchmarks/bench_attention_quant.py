@@ -142,16 +142,22 @@ def prefill_row(t: int, compiled: dict, args) -> dict:
                            "kernel_quant_check": check(kernel_quant(), ref, s)}
     timed = {"sdpa": lambda: sdpa(q, k, v), "unfused": lambda: compiled["prefill"](q, k, v, s),
              "kernel_quant": kernel_quant, "fused": fused}
-    row["sweep"] = {}
-    if args.sweep:
-        for c in PREFILL_SWEEP:
-            if c != default:
-                verdict = check(fused(c), ref, s)
-                if verdict == "ok":
-                    timed[_cfg(c)] = lambda c=c: fused(c)
-                else:
-                    row["sweep"][_cfg(c)] = verdict
+    row["sweep"] = _sweep(timed, PREFILL_SWEEP if args.sweep else (), default, fused, ref, s)
     return _finish(row, _time(timed, args), t)
+
+
+def _sweep(timed: dict, configs, default, fused, ref, s) -> dict:
+    """Add each launch shape of `configs` but the default whose output checks to `timed`;
+    returns the verdicts of those that do not."""
+    failed = {}
+    for c in configs:
+        if c != default:
+            verdict = check(fused(c), ref, s)
+            if verdict == "ok":
+                timed[_cfg(c)] = lambda c=c: fused(c)
+            else:
+                failed[_cfg(c)] = verdict
+    return failed
 
 
 def mla_row(t: int, compiled: dict, args) -> dict:
@@ -174,15 +180,7 @@ def mla_row(t: int, compiled: dict, args) -> dict:
                            "kernel_quant_check": "-"}
     timed = {"sdpa": lambda: compiled["mla_bf16"](q, kv_c, k_pe, w),
              "unfused": lambda: compiled["mla"](q, kv_c, k_pe, w, s), "fused": fused}
-    row["sweep"] = {}
-    if args.sweep:
-        for c in MLA_SWEEP:
-            if c != default:
-                verdict = check(fused(c), ref, s)
-                if verdict == "ok":
-                    timed[_cfg(c)] = lambda c=c: fused(c)
-                else:
-                    row["sweep"][_cfg(c)] = verdict
+    row["sweep"] = _sweep(timed, MLA_SWEEP if args.sweep else (), default, fused, ref, s)
     return _finish(row, _time(timed, args), t)
 
 

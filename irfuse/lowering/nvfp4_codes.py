@@ -245,11 +245,10 @@ def _code_key(ops: list[Call], y: SSAValue, code: SSAValue) -> tuple | None:
         return None
 
 
-def _check_codes(ops: list[Operation], y: SSAValue, code: SSAValue, breakpoints: set[float]
-                 ) -> None:
-    """Evaluate the code ops at the probes of `breakpoints`; NoMatch where a code is not
-    NUMERICS.md's."""
-    probes = _probes(breakpoints)
+def _run(ops: list[Operation], y: SSAValue, probes: torch.Tensor, result: SSAValue,
+         what: str) -> object:
+    """`result` of the ops evaluated with `y` bound to the probes; NoMatch naming `what` when
+    torch cannot run one of them on the probes."""
     env: dict[SSAValue, object] = {y: probes}
     try:
         for op in ops:
@@ -260,8 +259,16 @@ def _check_codes(ops: list[Operation], y: SSAValue, code: SSAValue, breakpoints:
     except NoMatch:
         raise
     except Exception as err:  # noqa: BLE001  # an op torch cannot run on the probes
-        raise NoMatch(f"the e2m1 code could not be evaluated ({type(err).__name__})") from None
-    got = env[code]
+        raise NoMatch(f"{what} could not be evaluated ({type(err).__name__})") from None
+    return env[result]
+
+
+def _check_codes(ops: list[Operation], y: SSAValue, code: SSAValue, breakpoints: set[float]
+                 ) -> None:
+    """Evaluate the code ops at the probes of `breakpoints`; NoMatch where a code is not
+    NUMERICS.md's."""
+    probes = _probes(breakpoints)
+    got = _run(ops, y, probes, code, "the e2m1 code")
     assert isinstance(got, torch.Tensor)
     got = got.to(torch.int64)
     expected = _e2m1_reference(probes)
@@ -507,18 +514,7 @@ def _check_values(ops: list[Operation], y: SSAValue, values: SSAValue,
     points = torch.tensor(sorted(breakpoints | {0.0, E2M1_MAX, -E2M1_MAX}), dtype=torch.float32)
     inner = torch.cat([points[:-1] + (points[1:] - points[:-1]) * k for k in (1 / 3, 2 / 3)])
     probes = torch.unique(torch.cat([_probes(breakpoints), inner]))
-    env: dict[SSAValue, object] = {y: probes}
-    try:
-        for op in ops:
-            if call(op, *_TRANSPARENT) is not None:
-                env[op.results[0]] = env[op.operands[0]]
-            else:
-                env[op.results[0]] = _evaluate(op, env)
-    except NoMatch:
-        raise
-    except Exception as err:  # noqa: BLE001  # an op torch cannot run on the probes
-        raise NoMatch(f"{VALUES_MISS_PREFIX} could not be evaluated ({type(err).__name__})") from None
-    got = env[values]
+    got = _run(ops, y, probes, values, VALUES_MISS_PREFIX)
     assert isinstance(got, torch.Tensor)
     expected = _e2m1_value_reference(probes)
     wrong = got.float() != expected

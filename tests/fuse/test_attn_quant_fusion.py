@@ -9,9 +9,11 @@ by name.
 
 from __future__ import annotations
 
+import types
 from pathlib import Path
 
 import pytest
+import torch
 from hf_corpus import StaticFp8Linear, build_hf, input_ids, quantize_linears
 from torch import nn
 from xdsl.parser import Parser
@@ -19,6 +21,8 @@ from xdsl.parser import Parser
 import irfuse.models as M
 from irfuse import remarks
 from irfuse.context import make_context
+from irfuse.emit import dispatch
+from irfuse.emit.fusions import fuse_attn_quant as decl
 from irfuse.emit.fusions.fuse_attn_quant import FUSION
 from irfuse.testing import Compiled, assert_bit_exact, compile_and_run
 
@@ -146,3 +150,23 @@ def test_mla_filecheck_cases_fuse_and_near_misses_say_why():
         "MLA attention + NVFP4 quant is not fused yet (no kernel writes FP4 from the attention "
         "epilogue)",
     ]
+
+
+@pytest.mark.parametrize("divide", [False, True])
+def test_cuda_entry_runs_the_kernel_for_either_quant_spelling(monkeypatch, divide):
+    """Models quantize with `x / s` (divide): the CUDA entry must still take the Triton kernel
+    where kernel choice picks it, not fall back to the reference."""
+    calls = []
+
+    def attention_fp8(q, k, v, scale, *, softmax_scale, causal):
+        calls.append((softmax_scale, causal))
+        b, h, t, _ = q.shape
+        return torch.zeros(b, h, t, v.shape[-1], dtype=torch.float8_e4m3fn)
+
+    monkeypatch.setattr(dispatch, "use_triton", lambda *args: True)
+    monkeypatch.setattr(decl, "kernels",
+                        lambda name: types.SimpleNamespace(attention_fp8=attention_fp8))
+    q = torch.randn(1, 2, 4, 8).bfloat16()
+    out = decl._cuda(q, q, q, None, torch.tensor([0.1]), 0.35, True, torch.float8_e4m3fn, divide)
+    assert calls == [(0.35, True)]
+    assert out.shape == (4, 16) and out.dtype == torch.float8_e4m3fn

@@ -46,7 +46,9 @@ def _ref(q, k, v, mask, scale, softmax_scale, causal, out_dtype, divide=False):
 
 
 def _cuda(q, k, v, mask, scale, softmax_scale, causal, out_dtype, divide=False):
-    if (mask is None and out_dtype == torch.float8_e4m3fn and not divide
+    # Either quant spelling (models divide, `x / s`): the kernel's epilogue is within a float32
+    # rounding of both, far inside its FP8 step (see `_fp8_out`).
+    if (mask is None and out_dtype == torch.float8_e4m3fn
             and dispatch.use_triton(ATTN_QUANT, q, out_dtype)):
         out = kernels("attention_quant").attention_fp8(
             q, k, v, scale, softmax_scale=softmax_scale, causal=causal)
@@ -112,8 +114,7 @@ def _mla_ref(q, kv_c, k_pe, kv_b_weight, mask, scale, num_heads, qk_nope_head_di
 
 def _mla_cuda(q, kv_c, k_pe, kv_b_weight, mask, scale, num_heads, qk_nope_head_dim,
               v_head_dim, softmax_scale, causal, batch_major, out_dtype, divide=False):
-    # Either quant spelling: the kernel scales the float32 output by 1 / (l * s), which is
-    # within a float32 rounding of both `x / s` and `x * (1 / s)` (far inside its FP8 step).
+    # Either quant spelling, as `_cuda`.
     if (mask is None and out_dtype == torch.float8_e4m3fn
             and dispatch.use_triton(MLA_ATTN_QUANT, q, out_dtype)):
         return kernels("mla_attention_quant").mla_attention_fp8(

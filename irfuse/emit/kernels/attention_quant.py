@@ -162,6 +162,14 @@ def _attn_tile(acc, l_i, m_i, q, k_base, v_base, start_n, rows, offs_n, offs_d, 
             k = tl.load(k_ptrs, mask=dmask[:, None], other=0.0)
             v = tl.load(v_ptrs, mask=dmask[None, :], other=0.0)
     qk = _dot(q, k, tl.zeros([q.shape[0], k.shape[1]], tl.float32), DOT_F32) * qk_scale
+    return _softmax_step(acc, l_i, m_i, qk, v, rows, cols, Tk, MASKED, CAUSAL, DOT_F32)
+
+
+@triton.jit
+def _softmax_step(acc, l_i, m_i, qk, v, rows, cols, Tk, MASKED: tl.constexpr,
+                  CAUSAL: tl.constexpr, DOT_F32: tl.constexpr):
+    """The online-softmax update of one key tile from its scaled scores `qk` (log2 units) and
+    its values: masked tiles drop keys past Tk (and, if CAUSAL, past the diagonal)."""
     if MASKED:
         valid = (cols < Tk)[None, :]
         if CAUSAL:
@@ -174,6 +182,29 @@ def _attn_tile(acc, l_i, m_i, q, k_base, v_base, start_n, rows, offs_n, offs_d, 
     acc = acc * alpha[:, None]
     acc = _dot(p.to(v.dtype), v, acc, DOT_F32)
     return acc, l_i, m_new
+
+
+@triton.jit
+def _key_tiles(pid_m, Tk, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """(full_end, end) of query block pid_m's key tiles: [0, full_end) is visible to every row
+    of the block, [full_end, end) crosses the diagonal (or the end of the keys) and is masked;
+    causal tiles above the diagonal are skipped."""
+    if CAUSAL:
+        first_row = pid_m * BLOCK_M
+        full_end = tl.minimum((first_row + 1) // BLOCK_N * BLOCK_N, Tk // BLOCK_N * BLOCK_N)
+        end = tl.minimum(first_row + BLOCK_M, Tk)
+    else:
+        full_end = Tk // BLOCK_N * BLOCK_N
+        end = Tk
+    return full_end, end
+
+
+@triton.jit
+def _fp8_out(acc, l_i, scale_ptr):
+    """The FP8 epilogue: the output divided by the row sum and the output scale in one float32
+    multiply by `1 / (l * scale)`, clamped to the FP8 range (the caller casts and stores)."""
+    inv = 1.0 / (l_i * tl.load(scale_ptr))
+    return tl.clamp(acc * inv[:, None], -_FP8_MAX, _FP8_MAX)
 
 
 @triton.jit
@@ -213,15 +244,7 @@ def _attn_fwd_kernel(
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-    if CAUSAL:
-        # Tiles whose every key is visible to every row of this block, then the ones that
-        # cross the diagonal (or the end of the keys); tiles above the diagonal are skipped.
-        first_row = pid_m * BLOCK_M
-        full_end = tl.minimum((first_row + 1) // BLOCK_N * BLOCK_N, Tk // BLOCK_N * BLOCK_N)
-        end = tl.minimum(first_row + BLOCK_M, Tk)
-    else:
-        full_end = Tk // BLOCK_N * BLOCK_N
-        end = Tk
+    full_end, end = _key_tiles(pid_m, Tk, CAUSAL, BLOCK_M, BLOCK_N)
     for start_n in range(0, full_end, BLOCK_N):
         acc, l_i, m_i = _attn_tile(acc, l_i, m_i, q, k_base, v_base, start_n, rows, offs_n,
                                    offs_d, Tk, qk_scale, skn, svn, D, BLOCK_D, False, CAUSAL,
@@ -233,9 +256,7 @@ def _attn_fwd_kernel(
     o_ptrs = o_ptr + (bh.to(tl.int64) * Tq + rows[:, None]) * D + offs_d[None, :]
     omask = rmask[:, None] & (offs_d < D)[None, :]
     if OUT_FP8:
-        inv = 1.0 / (l_i * tl.load(scale_ptr))
-        o = tl.clamp(acc * inv[:, None], -_FP8_MAX, _FP8_MAX)
-        tl.store(o_ptrs, o.to(o_ptr.dtype.element_ty), mask=omask)
+        tl.store(o_ptrs, _fp8_out(acc, l_i, scale_ptr).to(o_ptr.dtype.element_ty), mask=omask)
     else:
         tl.store(o_ptrs, (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=omask)
 

@@ -26,7 +26,16 @@ import triton
 import triton.language as tl
 
 from irfuse.emit.kernels import mla_attention_quant_ref as ref
-from irfuse.emit.kernels.attention_quant import _FP8_MAX, LOG2E, MAX_HEAD_DIM, _dot, _idx
+from irfuse.emit.kernels.attention_quant import (
+    LOG2E,
+    MAX_HEAD_DIM,
+    _dot,
+    _fp8_out,
+    _idx,
+    _key_tiles,
+    _last_contiguous,
+    _softmax_step,
+)
 from irfuse.emit.kernels.triton_support import check_device, interpreting, next_pow2
 
 
@@ -82,18 +91,7 @@ def _mla_tile(acc, l_i, m_i, q_n, q_r, kv_base, pe_base, start_n, rows, offs_n, 
         v = tl.load(v_ptrs, mask=(offs_dv < DV)[None, :], other=0.0)
     qk = _dot(q_n, k_n, tl.zeros([q_n.shape[0], k_n.shape[1]], tl.float32), DOT_F32)
     qk = _dot(q_r, k_r, qk, DOT_F32) * qk_scale
-    if MASKED:
-        valid = kmask[None, :]
-        if CAUSAL:
-            valid = valid & (cols[None, :] <= rows[:, None])
-        qk = tl.where(valid, qk, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(qk, 1))
-    p = tl.math.exp2(qk - m_new[:, None])
-    alpha = tl.math.exp2(m_i - m_new)
-    l_i = l_i * alpha + tl.sum(p, 1)
-    acc = acc * alpha[:, None]
-    acc = _dot(p.to(v.dtype), v, acc, DOT_F32)
-    return acc, l_i, m_new
+    return _softmax_step(acc, l_i, m_i, qk, v, rows, cols, Tk, MASKED, CAUSAL, DOT_F32)
 
 
 @triton.jit
@@ -128,13 +126,7 @@ def _mla_fwd_kernel(
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
-    if CAUSAL:
-        first_row = pid_m * BLOCK_M
-        full_end = tl.minimum((first_row + 1) // BLOCK_N * BLOCK_N, Tk // BLOCK_N * BLOCK_N)
-        end = tl.minimum(first_row + BLOCK_M, Tk)
-    else:
-        full_end = Tk // BLOCK_N * BLOCK_N
-        end = Tk
+    full_end, end = _key_tiles(pid_m, Tk, CAUSAL, BLOCK_M, BLOCK_N)
     for start_n in range(0, full_end, BLOCK_N):
         acc, l_i, m_i = _mla_tile(acc, l_i, m_i, q_n, q_r, kv_base, pe_base, start_n, rows,
                                   offs_n, offs_dn, offs_dr, offs_dv, Tk, qk_scale, skn, spn,
@@ -145,13 +137,8 @@ def _mla_fwd_kernel(
                                   NOPE, ROPE, DV, FULL_D, True, CAUSAL, DOT_F32, WIDE)
     out_rows = b.to(tl.int64) * Tq + rows
     o_ptrs = o_ptr + out_rows[:, None] * (H * DV) + h * DV + offs_dv[None, :]
-    inv = 1.0 / (l_i * tl.load(scale_ptr))
-    o = tl.clamp(acc * inv[:, None], -_FP8_MAX, _FP8_MAX)
-    tl.store(o_ptrs, o.to(o_ptr.dtype.element_ty), mask=rmask[:, None] & (offs_dv < DV)[None, :])
-
-
-def _last_contiguous(t: torch.Tensor) -> torch.Tensor:
-    return t if t.stride(-1) == 1 else t.contiguous()
+    tl.store(o_ptrs, _fp8_out(acc, l_i, scale_ptr).to(o_ptr.dtype.element_ty),
+             mask=rmask[:, None] & (offs_dv < DV)[None, :])
 
 
 def mla_attention_fp8(q: torch.Tensor, kv_c: torch.Tensor, k_pe: torch.Tensor,
