@@ -39,7 +39,8 @@ import torch
 import triton
 import triton.language as tl
 
-from irfuse.emit.kernels import attention_quant_ref
+from irfuse.emit.kernels import attention_quant_ref, quant_ref
+from irfuse.emit.kernels.nvfp4 import _block_recip, _block_scale, _codes, _swizzled_offsets
 from irfuse.emit.kernels.triton_support import check_device, interpreting, next_pow2
 
 FP8_MAX = 448.0
@@ -208,18 +209,44 @@ def _fp8_out(acc, l_i, scale_ptr):
 
 
 @triton.jit
+def _nvfp4_out(acc, l_i, out_rows, rmask, block0, gs_ptr, q_ptr, sf_ptr, WIDTH: tl.constexpr,
+               KP4, DT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr):
+    """The NVFP4 epilogue: the output `acc / l` rounded to the model dtype DT (as the unfused
+    graph stores it), quantized by `nvfp4`'s block steps (`quant_ref.quant_nvfp4`'s bits), the
+    codes stored at `out_rows` of the token-major `[M, WIDTH / 2]` bytes from byte
+    `block0 * 8`, the block scales at (`out_rows`, `block0 + j`) of the swizzled layout. D is a
+    multiple of 16 (blocks never straddle two heads); columns past D are masked."""
+    BM: tl.constexpr = acc.shape[0]
+    NB: tl.constexpr = BLOCK_D // 16
+    y = tl.reshape((acc / l_i[:, None]).to(DT).to(tl.float32), (BM, NB, 16))
+    gs = tl.load(gs_ptr).to(tl.float32)
+    sb8, sbf = _block_scale(tl.max(tl.abs(y), axis=2), gs, sf_ptr.dtype.element_ty)
+    r, smask = _block_recip(sbf)
+    code = _codes(y, gs, sbf[:, :, None], r[:, :, None], smask[:, :, None])
+    lo, hi = tl.split(tl.reshape(code, (BM, BLOCK_D // 2, 2)))
+    cols = tl.arange(0, BLOCK_D // 2)
+    q_offs = out_rows[:, None] * (WIDTH // 2) + block0 * 8 + cols[None, :]
+    tl.store(q_ptr + q_offs, (lo | (hi << 4)).to(tl.uint8),
+             mask=rmask[:, None] & (cols < D // 2)[None, :])
+    blocks = tl.arange(0, NB)
+    sf_offs = _swizzled_offsets(out_rows[:, None], block0 + blocks[None, :], KP4)
+    tl.store(sf_ptr + sf_offs, sb8, mask=rmask[:, None] & (blocks < D // 16)[None, :])
+
+
+@triton.jit
 def _attn_fwd_kernel(
-    q_ptr, k_ptr, v_ptr, o_ptr, scale_ptr,
+    q_ptr, k_ptr, v_ptr, o_ptr, scale_ptr, sf_ptr,
     sqb, sqh, sqm, skb, skh, skn, svb, svh, svn,
-    Tq, Tk, qk_scale,
+    Tq, Tk, qk_scale, KP4,
     HQ: tl.constexpr, GROUP: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HEAVY_FIRST: tl.constexpr, OUT_FP8: tl.constexpr, DOT_F32: tl.constexpr,
-    WIDE: tl.constexpr,
+    WIDE: tl.constexpr, OUT_NVFP4: tl.constexpr = False,
 ):
     """Query rows [m * BLOCK_M, m * BLOCK_M + BLOCK_M) of one (batch, head) into o
-    [B, HQ, Tq, D] (contiguous). The last dims of q, k, v are contiguous; the other strides
-    are arguments."""
+    [B, HQ, Tq, D] (contiguous), or with OUT_NVFP4 into the token-major codes o
+    [B * Tq, HQ * D / 2] and the swizzled block scales sf (scale_ptr: the global scale). The
+    last dims of q, k, v are contiguous; the other strides are arguments."""
     if HEAVY_FIRST:
         bh = tl.program_id(0)
         pid_m = tl.num_programs(1) - 1 - tl.program_id(1)
@@ -253,47 +280,65 @@ def _attn_fwd_kernel(
         acc, l_i, m_i = _attn_tile(acc, l_i, m_i, q, k_base, v_base, start_n, rows, offs_n,
                                    offs_d, Tk, qk_scale, skn, svn, D, BLOCK_D, True, CAUSAL,
                                    DOT_F32, WIDE)
-    o_ptrs = o_ptr + (bh.to(tl.int64) * Tq + rows[:, None]) * D + offs_d[None, :]
-    omask = rmask[:, None] & (offs_d < D)[None, :]
-    if OUT_FP8:
-        tl.store(o_ptrs, _fp8_out(acc, l_i, scale_ptr).to(o_ptr.dtype.element_ty), mask=omask)
+    if OUT_NVFP4:
+        _nvfp4_out(acc, l_i, b.to(tl.int64) * Tq + rows, rmask, h * (D // 16), scale_ptr,
+                   o_ptr, sf_ptr, HQ * D, KP4, q_ptr.dtype.element_ty, D, BLOCK_D)
     else:
-        tl.store(o_ptrs, (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=omask)
+        o_ptrs = o_ptr + (bh.to(tl.int64) * Tq + rows[:, None]) * D + offs_d[None, :]
+        omask = rmask[:, None] & (offs_d < D)[None, :]
+        if OUT_FP8:
+            tl.store(o_ptrs, _fp8_out(acc, l_i, scale_ptr).to(o_ptr.dtype.element_ty),
+                     mask=omask)
+        else:
+            tl.store(o_ptrs, (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=omask)
 
 
 def _last_contiguous(t: torch.Tensor) -> torch.Tensor:
     return t if t.stride(-1) == 1 else t.contiguous()
 
 
+def _check_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                   scale: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The head-size bound and devices; q, k, v with a contiguous last dim."""
+    if q.shape[-1] > MAX_HEAD_DIM:
+        raise ValueError(f"irfuse: head size {q.shape[-1]} exceeds the kernel's {MAX_HEAD_DIM}")
+    check_device(q, k, v, *(() if scale is None else (scale,)))
+    return _last_contiguous(q), _last_contiguous(k), _last_contiguous(v)
+
+
+def _launch_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+                    scale: torch.Tensor, sf: torch.Tensor, softmax_scale: float, causal: bool,
+                    config: PrefillConfig | None, out_fp8: bool, out_nvfp4: bool) -> None:
+    b, hq, tq, d = q.shape
+    hk, tk = k.shape[1], k.shape[2]
+    cfg = config or prefill_config(tq, tk, d, causal)
+    num_m = triton.cdiv(tq, cfg.block_m)
+    grid = (b * hq, num_m) if cfg.heavy_first else (num_m, b * hq)
+    _attn_fwd_kernel[grid](
+        q, k, v, out, scale, sf,
+        q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+        v.stride(0), v.stride(1), v.stride(2),
+        tq, tk, softmax_scale * LOG2E, sf.shape[-1] // 4 if out_nvfp4 else 0,
+        HQ=hq, GROUP=hq // hk, D=d, BLOCK_D=max(16, next_pow2(d)), CAUSAL=causal,
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, HEAVY_FIRST=cfg.heavy_first,
+        OUT_FP8=out_fp8, DOT_F32=interpreting(),
+        WIDE=max(tq * q.stride(2), tk * k.stride(2), tk * v.stride(2)) >= 2**31,
+        OUT_NVFP4=out_nvfp4, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
+
+
 def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                scale_out: torch.Tensor | None, softmax_scale: float, causal: bool,
                config: PrefillConfig | None) -> torch.Tensor:
+    q, k, v = _check_prefill(q, k, v, scale_out)
     b, hq, tq, d = q.shape
-    hk, tk = k.shape[1], k.shape[2]
-    if d > MAX_HEAD_DIM:
-        raise ValueError(f"irfuse: head size {d} exceeds the kernel's {MAX_HEAD_DIM}")
-    check_device(q, k, v, *(() if scale_out is None else (scale_out,)))
-    q, k, v = _last_contiguous(q), _last_contiguous(k), _last_contiguous(v)
     out_dtype = attention_quant_ref.OUT_DTYPE if scale_out is not None else q.dtype
     out = torch.empty((b, hq, tq, d), dtype=out_dtype, device=q.device)
     if out.numel() == 0:
         return out
-    cfg = config or prefill_config(tq, tk, d, causal)
-    num_m = triton.cdiv(tq, cfg.block_m)
-    grid = (b * hq, num_m) if cfg.heavy_first else (num_m, b * hq)
     scale = scale_out if scale_out is not None else out  # unused without OUT_FP8
-    _attn_fwd_kernel[grid](
-        q, k, v, out, scale,
-        q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-        v.stride(0), v.stride(1), v.stride(2),
-        tq, tk, softmax_scale * LOG2E,
-        HQ=hq, GROUP=hq // hk, D=d, BLOCK_D=max(16, next_pow2(d)), CAUSAL=causal,
-        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, HEAVY_FIRST=cfg.heavy_first,
-        OUT_FP8=scale_out is not None, DOT_F32=interpreting(),
-        WIDE=max(tq * q.stride(2), tk * k.stride(2), tk * v.stride(2)) >= 2**31,
-        num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages,
-    )
+    _launch_prefill(q, k, v, out, scale, out, softmax_scale, causal, config,
+                    scale_out is not None, False)
     return out
 
 
@@ -305,6 +350,28 @@ def attention_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale_out: 
     copied first)."""
     attention_quant_ref.check_attention_args(q, k, v, scale_out)
     return _attention(q, k, v, scale_out, softmax_scale, causal, config)
+
+
+def attention_nvfp4(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                    global_scale: torch.Tensor, *, softmax_scale: float, causal: bool,
+                    config: PrefillConfig | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """NVFP4 of sdpa(q, k, v) token-major as one kernel: (packed uint8 `[B * Tq, Hq * D / 2]`,
+    swizzled float8_e4m3fn block scales), as `attention_quant_ref.attention_nvfp4`; the head
+    size D must be a multiple of 16 (a block of 16 values lies within one head)."""
+    attention_quant_ref.check_attention_args(q, k, v, global_scale)
+    if q.shape[-1] % quant_ref.NVFP4_BLOCK != 0:
+        raise ValueError(f"irfuse: the NVFP4 attention epilogue needs a head size divisible by "
+                         f"16, got {q.shape[-1]}")
+    q, k, v = _check_prefill(q, k, v, global_scale)
+    b, hq, tq, d = q.shape
+    mp, kp = quant_ref.nvfp4_scale_shape(b * tq, hq * d)
+    out = torch.empty((b * tq, hq * d // 2), dtype=torch.uint8, device=q.device)
+    # Zeros: the swizzled layout's padding rows and columns, which no program writes.
+    sf = torch.zeros((mp, kp), dtype=quant_ref.NVFP4_SCALE_DTYPE, device=q.device)
+    if out.numel() == 0:
+        return out, sf
+    _launch_prefill(q, k, v, out, global_scale, sf, softmax_scale, causal, config, False, True)
+    return out, sf
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, softmax_scale: float,

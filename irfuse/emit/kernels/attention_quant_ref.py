@@ -1,8 +1,10 @@
-"""Torch references of attention whose output is quantized to FP8 (static per-tensor scale).
+"""Torch references of attention whose output is quantized to FP8 (static per-tensor scale) or
+NVFP4.
 
 These are the unfused graphs, literally: the model's attention, its output rounded to the model
 dtype, then the static quant of `shared/NUMERICS.md` in the division spelling a model's graph
-uses, `fp8(clamp(o.float() / scale, -448, 448))` (`quant_ref.quant_fp8_static(divide=True)`).
+uses, `fp8(clamp(o.float() / scale, -448, 448))` (`quant_ref.quant_fp8_static(divide=True)`),
+or NVFP4 of the output token-major and flattened (`attention_nvfp4`).
 
 - `attention_fp8`: `F.scaled_dot_product_attention(q, k, v, is_causal=causal,
   scale=softmax_scale, enable_gqa=True)` on q [B, Hq, Tq, D], k/v [B, Hk, Tk, D] (SDPA's
@@ -85,6 +87,24 @@ def attention_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale_out: 
     o = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=softmax_scale,
                                        enable_gqa=True)
     return quant_out(o, scale_out)
+
+
+def token_major(o: torch.Tensor) -> torch.Tensor:
+    """`[B, H, T, Dv]` -> `[B * T, H * Dv]`: the layout the o_proj (and its quant) reads."""
+    b, h, t, d = o.shape
+    return o.transpose(1, 2).reshape(b * t, h * d)
+
+
+def attention_nvfp4(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                    global_scale: torch.Tensor, *, softmax_scale: float, causal: bool,
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """NVFP4 of sdpa(q, k, v) token-major: (packed uint8 `[B * Tq, Hq * D / 2]`, swizzled
+    block scales), as `quant_ref.quant_nvfp4` gives them; arguments as `attention_fp8`, with
+    the NVFP4 global scale for the output scale."""
+    check_attention_args(q, k, v, global_scale)
+    o = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=softmax_scale,
+                                       enable_gqa=True)
+    return quant_ref.quant_nvfp4(token_major(o), global_scale)
 
 
 def gather_kv(cache: torch.Tensor, blocks: torch.Tensor, length: int) -> torch.Tensor:
