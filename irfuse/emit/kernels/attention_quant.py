@@ -1,4 +1,5 @@
-"""Triton attention kernels that store their output already quantized to FP8 (static scale).
+"""Triton attention kernels that store their output already quantized to FP8 (static scale) or
+NVFP4.
 
 `attention_fp8` (prefill / dense): a FlashAttention-2 forward. A program owns BLOCK_M query
 rows of one (batch, query head); it walks the keys of that head's KV head (GQA: query head h
@@ -9,7 +10,11 @@ key tiles above the diagonal and mask only the tiles that cross it; with `heavy_
 longest query tiles (the last ones) are launched first, so the short ones fill the tail. The
 epilogue divides by the row sum and by the output scale (one float32 multiply by
 `1 / (l * scale)`), clamps to ±448 and stores float8_e4m3fn: the output is never written in the
-model dtype.
+model dtype. `attention_nvfp4` ends in the NVFP4 epilogue instead (`_nvfp4_out`, shared with
+the MLA kernel): `acc / l` rounded to the model dtype, as the unfused graph stores it, then the
+block steps of `nvfp4` (`quant_ref.quant_nvfp4`'s bits): the packed codes go token-major into
+`[B * Tq, Hq * D / 2]`, the block scales into the swizzled layout (D a multiple of 16, so no
+block straddles two heads; the padding is zeroed before the launch).
 
 `paged_decode_fp8` (one new token per sequence over a paged KV cache, flash-decoding): a program
 owns one (sequence, KV head, split): the Hq / Hk query heads that share the KV head are the rows
@@ -25,7 +30,9 @@ sums are float32 in both, but added in another order and with exp2 for exp, so a
 land on the neighbouring FP8 code where the exact value sits near a rounding boundary: every
 element within one FP8 step of the reference, a few percent of codes off, the mean error far
 inside NUMERICS.md's attention + quant tolerance (1e-2); see the kernel tests for the exact
-criterion. Launch shapes come from `prefill_config` / `decode_config` (measured on the H200 with
+criterion. The NVFP4 epilogue quantizes the model-dtype output, so it equals the reference
+wherever the kernel's model-dtype output does (bit for bit against `quant_nvfp4` of `attention`'s
+output; tests/kernels/test_attention_nvfp4_kernel.py). Launch shapes come from `prefill_config` / `decode_config` (measured on the H200 with
 `benchmarks/bench_attention_quant.py`); `config=` overrides them.
 """
 
