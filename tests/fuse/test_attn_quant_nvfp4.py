@@ -3,8 +3,9 @@ MLA whose output, token-major, feeds `quant.nvfp4` becomes one `fused.attention_
 `fused.mla_attention_quant` yielding the packed codes and the swizzled block scales.
 
 - Built-in models with NVFP4 linears (o_proj's input quantized by the custom op or in native
-  torch): every layer's attention is raised, then fused, and the logits equal eager's bit for bit
-  (on the CPU the fused op runs the reference: the unfused graph).
+  torch), and Hugging Face Llama, Qwen3 and DeepSeek-V2 (MLA, kv_b in bf16) with NVFP4 linears:
+  every layer's attention is raised, then fused, and the logits equal eager's bit for bit (on
+  the CPU the fused op runs the reference: the unfused graph).
 - The FileCheck cases of `filecheck/rewrites/fuse-attn-quant.mlir`: op counts before and after,
   the near miss's remark; on CUDA kernel choice leaves NVFP4 unfused (not measured on a GPU),
   with that reason, while FP8 still fuses.
@@ -20,6 +21,8 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from hf_corpus import build_hf, input_ids
+from torch import nn
 from xdsl.dialects.builtin import StringAttr
 from xdsl.parser import Parser
 
@@ -31,6 +34,7 @@ from irfuse.emit import dispatch
 from irfuse.emit.fusions import fuse_attn_quant as decl
 from irfuse.emit.fusions.fuse_attn_quant import FUSION
 from irfuse.emit.kernels import quant_ref
+from irfuse.models.quant import Nvfp4Linear
 from irfuse.testing import Compiled, assert_bit_exact, compile_and_run
 
 PASS = "fuse-attn-quant"
@@ -60,6 +64,36 @@ def test_builtin_nvfp4_models_fuse_every_layer_bit_exact(name, overrides):
     assert raised["attention"] + raised["mla_attention"] == 2
     assert raised["quant_nvfp4"] >= 2  # o_proj's input among them, once per layer
     assert compiled.fused(PASS) == 2, _missed(compiled)
+    assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+def _nvfp4_linears(model: nn.Module, skip: tuple[str, ...] = ()) -> int:
+    """Replace the decoder layers' nn.Linears (but `skip`) by NVFP4 linears quantizing their
+    input in native torch (global scale 448 * 6 / 8); return how many."""
+    count = 0
+    for name, module in list(model.named_modules()):
+        for child_name, child in list(module.named_children()):
+            if isinstance(child, nn.Linear) and "layers" in name and child_name not in skip:
+                linear = Nvfp4Linear(child.weight.detach(), child.weight.dtype, impl="native")
+                linear.input_global_scale.fill_(448.0 * 6 / 8)
+                setattr(module, child_name, linear)
+                count += 1
+    return count
+
+
+@pytest.mark.parametrize("family,skip,kind", [
+    ("llama", (), "attention"),
+    ("qwen3", (), "attention"),
+    ("deepseek_v2", ("kv_b_proj",), "mla_attention"),  # kv_b dequantized: attn.mla_attention
+])
+def test_hugging_face_with_nvfp4_linears(family, skip, kind):
+    model = build_hf(family)
+    layers = model.lm.config.num_hidden_layers
+    linears = _nvfp4_linears(model, skip)
+    compiled = compile_and_run(model, [input_ids(12)], dynamic_dims=((0, 1),), options=ON)
+    raised = compiled.raised()
+    assert raised[kind] == layers and raised["quant_nvfp4"] == linears
+    assert compiled.fused(PASS) == layers, _missed(compiled)
     assert_bit_exact(compiled.outputs, compiled.eager)
 
 
