@@ -1,24 +1,27 @@
-"""Attention and MLA with the NVFP4 output quant fused: the Triton epilogue against the reference.
+"""Attention (prefill and paged decode) and MLA with the NVFP4 output quant fused: the Triton
+epilogue against the reference.
 
 The epilogue rounds the attention output to the model dtype (as the unfused graph stores it) and
 quantizes that with `quant_ref.quant_nvfp4`'s arithmetic, so two criteria:
-1. Exact: `attention_nvfp4`'s codes and swizzled block scales (padding included) equal, byte for
-   byte, `quant_ref.quant_nvfp4` of the same kernel's unquantized output (`attention`, which
-   stores `acc / l` in the model dtype): the epilogue adds no rounding of its own. No ties are
-   exempt: e2m1 ties go to even in both.
-2. Against the unfused graph (SDPA, then the quant; `attention_quant_ref.attention_nvfp4`, and
-   `mla_attention_quant_ref.mla_attention_nvfp4` for MLA, which has no unquantized kernel): the
-   kernel's softmax adds in another order and with exp2, so a model-dtype output can land one
-   ulp away, which moves a code (or, at a block's amax, the block's scale). Dequantized
-   (`quant_ref.dequant_nvfp4`): mean |a - b| / mean |b| <= 1e-2 (NUMERICS.md: attention + quant),
-   at most 5% of the code bytes and 5% of the block scales differ (measured: up to 1.6% and
-   3.1%, one block of 32 in the smallest case; fp16 cases agree exactly).
+1. Exact: `attention_nvfp4`'s (`paged_decode_nvfp4`'s, with one split or several) codes and
+   swizzled block scales (padding included) equal, byte for byte, `quant_ref.quant_nvfp4` of the
+   same kernel's unquantized output (`attention` / `paged_decode`, which store `acc / l` in the
+   model dtype): the epilogue adds no rounding of its own. No ties are exempt: e2m1 ties go to
+   even in both.
+2. Against the unfused graph (SDPA, then the quant: `attention_quant_ref.attention_nvfp4` and
+   `paged_decode_nvfp4`; `mla_attention_quant_ref.mla_attention_nvfp4` for MLA, which has no
+   unquantized kernel): the kernel's softmax adds in another order and with exp2, so a
+   model-dtype output can land one ulp away, which moves a code (or, at a block's amax, the
+   block's scale). Dequantized (`quant_ref.dequant_nvfp4`): mean |a - b| / mean |b| <= 1e-2
+   (NUMERICS.md: attention + quant), at most 5% of the code bytes and 5% of the block scales
+   differ (measured: up to 1.6% and 3.1%, one block of 32 in the smallest case).
 
 Under TRITON_INTERPRET=1 on the CPU (a subprocess: the interpreter must be on before triton
 loads) at tiny sizes, and on the GPU at real sizes (marked `gpu`). Cases cover GQA, a head size
 that is not a power of two (masked columns), strided q/k/v, more than 128 token rows (a second
-scale tile), fewer than four blocks a row (padding columns), Tq != Tk, and a global scale that
-saturates the block scales and codes.
+scale tile), fewer than four blocks a row (padding columns), Tq != Tk, a global scale that
+saturates the block scales and codes, and decode with one split (the decode kernel quantizes)
+or several (the combine kernel does).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from irfuse.emit.kernels import attention_quant_ref, mla_attention_quant_ref, qu
 
 HERE = pathlib.Path(__file__).resolve().parents[1]  # tests/: the shared helpers
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE / "kernels"))  # the FP8 kernel tests' paged-cache builder
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 TOL = 1e-2
@@ -52,6 +56,13 @@ PREFILL_CASES = [
     (1, 4, 2, 24, 24, 32, True, "bf16", False, True, None),
     (1, 4, 2, 40, 40, 32, True, "bf16", False, False, (32, 16, 4, 1, False)),
 ]
+# (B, Hq, Hk, D, block_size, seq_lens, dtype, splits or None)
+DECODE_CASES = [
+    (2, 4, 2, 64, 16, (37, 5), "bf16", 1),
+    (2, 4, 2, 32, 16, (64, 17), "bf16", 3),
+    (1, 4, 1, 48, 16, (40,), "fp16", 2),
+    (3, 8, 2, 16, 8, (23, 48, 1), "bf16", 1),
+]
 # (layout, T, H, nope, rope, v, rank, dtype)
 MLA_CASES = [
     ("token", 24, 4, 16, 8, 32, 32, "bf16"),
@@ -64,6 +75,11 @@ def _prefill_id(c) -> str:
     return (f"B{b}-H{hq}/{hk}-T{tq}x{tk}-D{d}-{'causal' if causal else 'full'}-{dtype}"
             f"{'-strided' if tr else ''}{'-saturating' if sat else ''}"
             f"{'-cfg' + '.'.join(map(str, cfg)) if cfg else ''}")
+
+
+def _decode_id(c) -> str:
+    b, hq, hk, d, bs, lens, dtype, splits = c
+    return f"B{b}-H{hq}/{hk}-D{d}-bs{bs}-L{'.'.join(map(str, lens))}-{dtype}-splits{splits}"
 
 
 def _mla_id(c) -> str:
@@ -134,6 +150,29 @@ def check_prefill(case, device: str) -> dict:
     return judge(out, ref, gs)
 
 
+def check_decode(case, device: str) -> dict:
+    from test_attention_quant_kernel import _paged
+
+    from irfuse.emit.kernels import attention_quant
+
+    b, hq, hk, d, bs, lens, dtype, splits = case
+    q, kc, vc, table, seq_lens = _paged(b, hq, hk, d, bs, list(lens), DTYPES[dtype], device,
+                                        seed=sum(lens))
+    sm = d ** -0.5
+    o = attention_quant_ref.paged_decode(q, kc, vc, table, seq_lens, torch.ones(1),
+                                         softmax_scale=sm)
+    gs = _global_scale(o, False)
+    config = attention_quant.DecodeConfig(16 if device == "cpu" else 64, 4, 1, splits)
+    args = (q, kc, vc, table, seq_lens)
+    out = attention_quant.paged_decode_nvfp4(*args, gs, softmax_scale=sm, config=config)
+    own = attention_quant.paged_decode(*args, softmax_scale=sm, config=config)
+    exact = quant_ref.quant_nvfp4(own.reshape(b, hq * d), gs)
+    if not (_same(out[0], exact[0]) and _same(out[1], exact[1])):
+        return {"ok": False, "detail": "the epilogue differs from quant_nvfp4 of the kernel's "
+                                       "own output"}
+    return judge(out, attention_quant_ref.paged_decode_nvfp4(*args, gs, softmax_scale=sm), gs)
+
+
 def _mla_inputs(case, device: str):
     layout, t, h, nope, rope, vd, rank, dtype = case
     gen = torch.Generator(device=device).manual_seed(t + rank)
@@ -176,6 +215,8 @@ def _worker() -> None:
     results = {}
     for case in PREFILL_CASES:
         results[_prefill_id(case)] = _guard(check_prefill, case, "cpu")
+    for case in DECODE_CASES:
+        results[_decode_id(case)] = _guard(check_decode, case, "cpu")
     for case in MLA_CASES:
         results[_mla_id(case)] = _guard(check_mla, case, "cpu")
     print(json.dumps(results))
@@ -194,6 +235,12 @@ def test_prefill_nvfp4_epilogue_interpreted(interpreted, case):
     assert r["ok"], r["detail"]
 
 
+@pytest.mark.parametrize("case", DECODE_CASES, ids=_decode_id)
+def test_paged_decode_nvfp4_epilogue_interpreted(interpreted, case):
+    r = interpreted[_decode_id(case)]
+    assert r["ok"], r["detail"]
+
+
 @pytest.mark.parametrize("case", MLA_CASES, ids=_mla_id)
 def test_mla_nvfp4_epilogue_interpreted(interpreted, case):
     r = interpreted[_mla_id(case)]
@@ -206,6 +253,11 @@ def test_head_sizes_that_split_nvfp4_blocks_are_refused():
     q, k, v = _dense(1, 4, 2, 8, 8, 8, torch.bfloat16, "cpu", 0, False)
     with pytest.raises(ValueError, match="head size divisible by 16, got 8"):
         attention_quant.attention_nvfp4(q, k, v, torch.ones(1), softmax_scale=0.1, causal=True)
+    from test_attention_quant_kernel import _paged
+
+    paged = _paged(2, 4, 2, 8, 16, [5, 9], torch.bfloat16)
+    with pytest.raises(ValueError, match="head size divisible by 16, got 8"):
+        attention_quant.paged_decode_nvfp4(*paged, torch.ones(1), softmax_scale=0.1)
     args, kw = _mla_inputs(("token", 8, 4, 16, 8, 24, 32, "bf16"), "cpu")
     with pytest.raises(ValueError, match="v head size divisible by 16, got 24"):
         mla_attention_quant.mla_attention_nvfp4(*args, torch.ones(1), **kw)
@@ -217,6 +269,9 @@ GPU_PREFILL = [(b, 32, 8, t, t, 128, causal, "bf16", tr, False, None)
     (1, 32, 32, 300, 300, 64, True, "fp16", False, False, None),
     (1, 32, 8, 512, 512, 128, True, "bf16", False, True, None),
 ]
+GPU_DECODE = [(b, 32, 8, 128, 16, lens, "bf16", splits)
+              for b, lens in ((16, (2048,) * 16), (3, (1, 2047, 513)))
+              for splits in (None, 1, 7)]
 GPU_MLA = [("token", 1024, 16, 128, 64, 128, 512, "bf16"), ("batch", 700, 16, 128, 64, 128, 512,
                                                             "bf16")]
 
@@ -225,6 +280,13 @@ GPU_MLA = [("token", 1024, 16, 128, 64, 128, 512, "bf16"), ("batch", 700, 16, 12
 @pytest.mark.parametrize("case", GPU_PREFILL, ids=_prefill_id)
 def test_prefill_nvfp4_epilogue_on_gpu(case):
     r = check_prefill(case, "cuda")
+    assert r["ok"], r["detail"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", GPU_DECODE, ids=_decode_id)
+def test_paged_decode_nvfp4_epilogue_on_gpu(case):
+    r = check_decode(case, "cuda")
     assert r["ok"], r["detail"]
 
 

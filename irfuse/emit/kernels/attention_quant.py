@@ -23,6 +23,8 @@ Keys are gathered through the block table tile by tile (BLOCK_N tokens, any bloc
 one split the program quantizes and stores the output itself; with several (few sequences or
 long contexts: `decode_config` aims at a few programs per SM) each writes its float32 partial
 output and base-2 log-sum-exp, and a small second kernel combines the splits and quantizes.
+`paged_decode_nvfp4` quantizes to NVFP4 in the same places (the epilogue's tile rows are the
+group's heads of one token, or the one row of a combine program), into `[B, Hq * D / 2]`.
 
 Numerics: the reference (`attention_quant_ref`) rounds the attention output to the model dtype
 and then quantizes; these kernels quantize the float32 output. The scores, the softmax and the
@@ -219,10 +221,11 @@ def _fp8_out(acc, l_i, scale_ptr):
 def _nvfp4_out(acc, l_i, out_rows, rmask, block0, gs_ptr, q_ptr, sf_ptr, WIDTH: tl.constexpr,
                KP4, DT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr):
     """The NVFP4 epilogue: the output `acc / l` rounded to the model dtype DT (as the unfused
-    graph stores it), quantized by `nvfp4`'s block steps (`quant_ref.quant_nvfp4`'s bits), the
-    codes stored at `out_rows` of the token-major `[M, WIDTH / 2]` bytes from byte
-    `block0 * 8`, the block scales at (`out_rows`, `block0 + j`) of the swizzled layout. D is a
-    multiple of 16 (blocks never straddle two heads); columns past D are masked."""
+    graph stores it), quantized by `nvfp4`'s block steps (`quant_ref.quant_nvfp4`'s bits). Tile
+    row i goes to row `out_rows[i]` of the token-major `[M, WIDTH]` output from its block
+    `block0[i]` on: codes at byte `block0[i] * 8` of that row of `[M, WIDTH / 2]`, block scales
+    at (`out_rows[i]`, `block0[i] + j`) of the swizzled layout. D is a multiple of 16 (blocks
+    never straddle two heads); columns past D and rows off `rmask` are not stored."""
     BM: tl.constexpr = acc.shape[0]
     NB: tl.constexpr = BLOCK_D // 16
     y = tl.reshape((acc / l_i[:, None]).to(DT).to(tl.float32), (BM, NB, 16))
@@ -232,11 +235,11 @@ def _nvfp4_out(acc, l_i, out_rows, rmask, block0, gs_ptr, q_ptr, sf_ptr, WIDTH: 
     code = _codes(y, gs, sbf[:, :, None], r[:, :, None], smask[:, :, None])
     lo, hi = tl.split(tl.reshape(code, (BM, BLOCK_D // 2, 2)))
     cols = tl.arange(0, BLOCK_D // 2)
-    q_offs = out_rows[:, None] * (WIDTH // 2) + block0 * 8 + cols[None, :]
+    q_offs = out_rows[:, None] * (WIDTH // 2) + block0[:, None] * 8 + cols[None, :]
     tl.store(q_ptr + q_offs, (lo | (hi << 4)).to(tl.uint8),
              mask=rmask[:, None] & (cols < D // 2)[None, :])
     blocks = tl.arange(0, NB)
-    sf_offs = _swizzled_offsets(out_rows[:, None], block0 + blocks[None, :], KP4)
+    sf_offs = _swizzled_offsets(out_rows[:, None], block0[:, None] + blocks[None, :], KP4)
     tl.store(sf_ptr + sf_offs, sb8, mask=rmask[:, None] & (blocks < D // 16)[None, :])
 
 
@@ -288,8 +291,8 @@ def _attn_fwd_kernel(
                                    offs_d, Tk, qk_scale, skn, svn, D, BLOCK_D, True, CAUSAL,
                                    DOT_F32, WIDE)
     if OUT_NVFP4:
-        _nvfp4_out(acc, l_i, b.to(tl.int64) * Tq + rows, rmask, h * (D // 16), scale_ptr,
-                   o_ptr, sf_ptr, HQ * D, KP4, q_ptr.dtype.element_ty, D, BLOCK_D)
+        _nvfp4_out(acc, l_i, b.to(tl.int64) * Tq + rows, rmask, h * (D // 16) + rows * 0,
+                   scale_ptr, o_ptr, sf_ptr, HQ * D, KP4, q_ptr.dtype.element_ty, D, BLOCK_D)
     else:
         o_ptrs = o_ptr + (bh.to(tl.int64) * Tq + rows[:, None]) * D + offs_d[None, :]
         omask = rmask[:, None] & (offs_d < D)[None, :]
@@ -393,16 +396,17 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, softmax_scal
 
 @triton.jit
 def _paged_decode_kernel(
-    q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, scale_ptr, o_ptr, op_ptr, lse_ptr,
-    sqb, sqh, skb, skt, skh, svb, svt, svh, sbt, qk_scale,
+    q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, scale_ptr, o_ptr, op_ptr, lse_ptr, sf_ptr,
+    sqb, sqh, skb, skt, skh, svb, svt, svh, sbt, qk_scale, KP4,
     HQ: tl.constexpr, GROUP: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_G: tl.constexpr, PAGE: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr,
-    OUT_FP8: tl.constexpr, DOT_F32: tl.constexpr,
+    OUT_FP8: tl.constexpr, DOT_F32: tl.constexpr, OUT_NVFP4: tl.constexpr = False,
 ):
     """Sequence b, KV head kvh (program 0 = b * HK + kvh), split s (program 1): its GROUP
     query heads against tokens [s * len_s, (s + 1) * len_s) of the context. With SPLITS == 1
-    the output (o [B, HQ, D]), otherwise the float32 partial (op [B, HQ, SPLITS, D]) and its
-    base-2 log-sum-exp (lse [B, HQ, SPLITS])."""
+    the output (o [B, HQ, D]; with OUT_NVFP4 the codes o [B, HQ * D / 2] and the swizzled
+    block scales sf, scale_ptr the global scale), otherwise the float32 partial
+    (op [B, HQ, SPLITS, D]) and its base-2 log-sum-exp (lse [B, HQ, SPLITS])."""
     pid = tl.program_id(0)
     split = tl.program_id(1)
     b = pid // (HQ // GROUP)
@@ -446,13 +450,17 @@ def _paged_decode_kernel(
     out_rows = b.to(tl.int64) * HQ + heads
     omask = gmask[:, None] & dmask[None, :]
     if SPLITS == 1:
-        if OUT_FP8:
-            inv = 1.0 / (l_i * tl.load(scale_ptr))
-            o = tl.clamp(acc * inv[:, None], -_FP8_MAX, _FP8_MAX)
+        if OUT_NVFP4:
+            _nvfp4_out(acc, l_i, b.to(tl.int64) + g * 0, gmask, heads * (D // 16), scale_ptr,
+                       o_ptr, sf_ptr, HQ * D, KP4, q_ptr.dtype.element_ty, D, BLOCK_D)
         else:
-            o = acc / l_i[:, None]
-        tl.store(o_ptr + out_rows[:, None] * D + offs_d[None, :],
-                 o.to(o_ptr.dtype.element_ty), mask=omask)
+            if OUT_FP8:
+                inv = 1.0 / (l_i * tl.load(scale_ptr))
+                o = tl.clamp(acc * inv[:, None], -_FP8_MAX, _FP8_MAX)
+            else:
+                o = acc / l_i[:, None]
+            tl.store(o_ptr + out_rows[:, None] * D + offs_d[None, :],
+                     o.to(o_ptr.dtype.element_ty), mask=omask)
     else:
         # An empty split (a short sequence) has l = 0 and m = -inf: lse -inf, weight 0.
         has = l_i > 0
@@ -464,11 +472,13 @@ def _paged_decode_kernel(
 
 
 @triton.jit
-def _combine_splits_kernel(op_ptr, lse_ptr, scale_ptr, o_ptr, D: tl.constexpr,
+def _combine_splits_kernel(op_ptr, lse_ptr, scale_ptr, o_ptr, q_ptr, sf_ptr, KP4,
+                           HQ: tl.constexpr, D: tl.constexpr,
                            BLOCK_D: tl.constexpr, SPLITS: tl.constexpr, BLOCK_S: tl.constexpr,
-                           OUT_FP8: tl.constexpr):
+                           OUT_FP8: tl.constexpr, OUT_NVFP4: tl.constexpr = False):
     """Row r = b * HQ + h: the splits' partial outputs weighted by exp2(lse - max lse), then the
-    quant (or the model dtype)."""
+    quant (or the model dtype, q_ptr's). With OUT_NVFP4 the row is one tile row of the NVFP4
+    epilogue: codes and block scales of token b from head h's first block."""
     r = tl.program_id(0).to(tl.int64)
     s = tl.arange(0, BLOCK_S)
     smask = s < SPLITS
@@ -480,17 +490,27 @@ def _combine_splits_kernel(op_ptr, lse_ptr, scale_ptr, o_ptr, D: tl.constexpr,
     parts = tl.load(op_ptr + (r * SPLITS + s[:, None]) * D + offs_d[None, :],
                     mask=smask[:, None] & dmask[None, :], other=0.0)
     num = tl.sum(parts * w[:, None], 0)
-    if OUT_FP8:
-        o = tl.clamp(num * (1.0 / (tl.sum(w, 0) * tl.load(scale_ptr))), -_FP8_MAX, _FP8_MAX)
+    if OUT_NVFP4:
+        zero = tl.zeros([1], tl.int64)  # a one-row tile
+        _nvfp4_out(num[None, :], tl.sum(w, 0) + tl.zeros([1], tl.float32), r // HQ + zero,
+                   zero == 0, (r % HQ) * (D // 16) + zero, scale_ptr, o_ptr, sf_ptr, HQ * D,
+                   KP4, q_ptr.dtype.element_ty, D, BLOCK_D)
     else:
-        o = num / tl.sum(w, 0)
-    tl.store(o_ptr + r * D + offs_d, o.to(o_ptr.dtype.element_ty), mask=dmask)
+        if OUT_FP8:
+            o = tl.clamp(num * (1.0 / (tl.sum(w, 0) * tl.load(scale_ptr))), -_FP8_MAX,
+                         _FP8_MAX)
+        else:
+            o = num / tl.sum(w, 0)
+        tl.store(o_ptr + r * D + offs_d, o.to(o_ptr.dtype.element_ty), mask=dmask)
 
 
 def _paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                   block_table: torch.Tensor, seq_lens: torch.Tensor,
                   scale_out: torch.Tensor | None, softmax_scale: float,
-                  config: DecodeConfig | None) -> torch.Tensor:
+                  config: DecodeConfig | None, nvfp4: bool = False,
+                  ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """The decode launch: the model dtype (no scale), FP8 (`scale_out`), or with `nvfp4`
+    (`scale_out` the global scale) the codes `[B, Hq * D / 2]` and swizzled block scales."""
     b, hq, d = q.shape
     page, hk = k_cache.shape[1], k_cache.shape[2]
     if d > MAX_HEAD_DIM:
@@ -499,10 +519,16 @@ def _paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                  *(() if scale_out is None else (scale_out,)))
     q, k_cache, v_cache = _last_contiguous(q), _last_contiguous(k_cache), _last_contiguous(v_cache)
     block_table = _last_contiguous(block_table)
-    out_dtype = attention_quant_ref.OUT_DTYPE if scale_out is not None else q.dtype
-    out = torch.empty((b, hq, d), dtype=out_dtype, device=q.device)
+    if nvfp4:
+        mp, kp = quant_ref.nvfp4_scale_shape(b, hq * d)
+        out = torch.empty((b, hq * d // 2), dtype=torch.uint8, device=q.device)
+        # Zeros: the swizzled layout's padding rows and columns, which no program writes.
+        sf = torch.zeros((mp, kp), dtype=quant_ref.NVFP4_SCALE_DTYPE, device=q.device)
+    else:
+        out_dtype = attention_quant_ref.OUT_DTYPE if scale_out is not None else q.dtype
+        out = sf = torch.empty((b, hq, d), dtype=out_dtype, device=q.device)
     if out.numel() == 0:
-        return out
+        return (out, sf) if nvfp4 else out
     max_ctx = block_table.shape[1] * page  # known on the host: no sync, graph-capturable
     cfg = config or decode_config(b, hk, max_ctx, d, _device_sms(q.device))
     splits = cfg.splits or decode_splits(b * hk, max_ctx, cfg.block_n, _device_sms(q.device))
@@ -513,21 +539,24 @@ def _paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
         lse = torch.empty((b, hq, splits), dtype=torch.float32, device=q.device)
     else:
         op = lse = out  # unused
-    scale = scale_out if scale_out is not None else out  # unused without OUT_FP8
+    scale = scale_out if scale_out is not None else out  # unused without a quant
+    out_fp8 = scale_out is not None and not nvfp4
+    kp4 = sf.shape[-1] // 4 if nvfp4 else 0
     _paged_decode_kernel[(b * hk, splits)](
-        q, k_cache, v_cache, block_table, seq_lens, scale, out, op, lse,
+        q, k_cache, v_cache, block_table, seq_lens, scale, out, op, lse, sf,
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_table.stride(0),
-        softmax_scale * LOG2E,
+        softmax_scale * LOG2E, kp4,
         HQ=hq, GROUP=group, D=d, BLOCK_D=block_d, BLOCK_G=max(16, next_pow2(group)),
-        PAGE=page, BLOCK_N=cfg.block_n, SPLITS=splits, OUT_FP8=scale_out is not None,
-        DOT_F32=interpreting(), num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        PAGE=page, BLOCK_N=cfg.block_n, SPLITS=splits, OUT_FP8=out_fp8,
+        DOT_F32=interpreting(), OUT_NVFP4=nvfp4, num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
     )
     if splits > 1:
         _combine_splits_kernel[(b * hq,)](
-            op, lse, scale, out, D=d, BLOCK_D=block_d, SPLITS=splits,
-            BLOCK_S=next_pow2(splits), OUT_FP8=scale_out is not None, num_warps=1)
-    return out
+            op, lse, scale, out, q, sf, kp4, HQ=hq, D=d, BLOCK_D=block_d, SPLITS=splits,
+            BLOCK_S=next_pow2(splits), OUT_FP8=out_fp8, OUT_NVFP4=nvfp4, num_warps=1)
+    return (out, sf) if nvfp4 else out
 
 
 def paged_decode_fp8(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -537,8 +566,28 @@ def paged_decode_fp8(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     arguments as `attention_quant_ref.paged_decode_fp8` (every `seq_lens[b]` in
     [1, max_blocks * block_size]; not checked here, that would need a device sync)."""
     attention_quant_ref.check_decode_args(q, k_cache, v_cache, block_table, seq_lens, scale_out)
-    return _paged_decode(q, k_cache, v_cache, block_table, seq_lens, scale_out, softmax_scale,
-                         config)
+    out = _paged_decode(q, k_cache, v_cache, block_table, seq_lens, scale_out, softmax_scale,
+                        config)
+    assert isinstance(out, torch.Tensor)
+    return out
+
+
+def paged_decode_nvfp4(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                       block_table: torch.Tensor, seq_lens: torch.Tensor,
+                       global_scale: torch.Tensor, *, softmax_scale: float,
+                       config: DecodeConfig | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Paged decode attention with the NVFP4 quant fused: (packed uint8 `[B, Hq * D / 2]`,
+    swizzled block scales), as `attention_quant_ref.paged_decode_nvfp4`; D a multiple of 16
+    (seq_lens as `paged_decode_fp8`)."""
+    attention_quant_ref.check_decode_args(q, k_cache, v_cache, block_table, seq_lens,
+                                          global_scale)
+    if q.shape[-1] % quant_ref.NVFP4_BLOCK != 0:
+        raise ValueError(f"irfuse: the NVFP4 attention epilogue needs a head size divisible by "
+                         f"16, got {q.shape[-1]}")
+    out = _paged_decode(q, k_cache, v_cache, block_table, seq_lens, global_scale,
+                        softmax_scale, config, nvfp4=True)
+    assert isinstance(out, tuple)
+    return out
 
 
 def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -547,8 +596,10 @@ def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     """The same decode storing the model dtype (no quant): the benchmark's "kernel unfused"."""
     attention_quant_ref.check_decode_args(q, k_cache, v_cache, block_table, seq_lens,
                                           torch.ones(1))
-    return _paged_decode(q, k_cache, v_cache, block_table, seq_lens, None, softmax_scale,
-                         config)
+    out = _paged_decode(q, k_cache, v_cache, block_table, seq_lens, None, softmax_scale,
+                        config)
+    assert isinstance(out, torch.Tensor)
+    return out
 
 
 def default_softmax_scale(d: int) -> float:

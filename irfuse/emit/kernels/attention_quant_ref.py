@@ -13,7 +13,8 @@ or NVFP4 of the output token-major and flattened (`attention_nvfp4`).
 - `paged_decode_fp8`: one new query token per sequence, q [B, Hq, D], over a paged KV cache
   [num_blocks, block_size, Hk, D]: sequence b's token t lives in block
   `block_table[b, t // block_size]`, row `t % block_size`; its first `seq_lens[b]` tokens are
-  gathered and attended (no mask: the new token sees its whole context), then the quant.
+  gathered and attended (no mask: the new token sees its whole context), then the quant
+  (`paged_decode_nvfp4`: NVFP4 of the output flattened to `[B, Hq * D]`).
 
 The Triton kernels of `attention_quant.py` take the same arguments and are tested against
 these (they quantize from the float32 accumulator, without the model-dtype rounding: within
@@ -115,11 +116,12 @@ def gather_kv(cache: torch.Tensor, blocks: torch.Tensor, length: int) -> torch.T
     return rows[:length].transpose(0, 1)
 
 
-def paged_decode_fp8(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                     block_table: torch.Tensor, seq_lens: torch.Tensor, scale_out: torch.Tensor,
-                     *, softmax_scale: float) -> torch.Tensor:
-    """quant(attention of each sequence's new token over its cached context): float8_e4m3fn
-    [B, Hq, D]. Each `seq_lens[b]` must be at least 1 and fit the block table's row."""
+def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                 block_table: torch.Tensor, seq_lens: torch.Tensor, scale_out: torch.Tensor,
+                 *, softmax_scale: float) -> torch.Tensor:
+    """Attention of each sequence's new token over its cached context, in the model dtype
+    [B, Hq, D] (`scale_out` only checked). Each `seq_lens[b]` must be at least 1 and fit the
+    block table's row."""
     check_decode_args(q, k_cache, v_cache, block_table, seq_lens, scale_out)
     outs = []
     for b, length in enumerate(seq_lens.tolist()):
@@ -131,4 +133,24 @@ def paged_decode_fp8(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
         o = F.scaled_dot_product_attention(q[b, None, :, None, :], k[None], v[None],
                                            scale=softmax_scale, enable_gqa=True)
         outs.append(o[0, :, 0, :])
-    return quant_out(torch.stack(outs), scale_out)
+    return torch.stack(outs)
+
+
+def paged_decode_fp8(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                     block_table: torch.Tensor, seq_lens: torch.Tensor, scale_out: torch.Tensor,
+                     *, softmax_scale: float) -> torch.Tensor:
+    """quant(attention of each sequence's new token over its cached context): float8_e4m3fn
+    [B, Hq, D]; arguments as `paged_decode`."""
+    return quant_out(paged_decode(q, k_cache, v_cache, block_table, seq_lens, scale_out,
+                                  softmax_scale=softmax_scale), scale_out)
+
+
+def paged_decode_nvfp4(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                       block_table: torch.Tensor, seq_lens: torch.Tensor,
+                       global_scale: torch.Tensor, *, softmax_scale: float,
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    """NVFP4 of the decode output flattened to [B, Hq * D]: (packed uint8 [B, Hq * D / 2],
+    swizzled block scales); arguments as `paged_decode`."""
+    o = paged_decode(q, k_cache, v_cache, block_table, seq_lens, global_scale,
+                     softmax_scale=softmax_scale)
+    return quant_ref.quant_nvfp4(o.reshape(o.shape[0], -1), global_scale)

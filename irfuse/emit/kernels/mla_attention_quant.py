@@ -143,8 +143,8 @@ def _mla_fwd_kernel(
                                   NOPE, ROPE, DV, FULL_D, True, CAUSAL, DOT_F32, WIDE)
     out_rows = b.to(tl.int64) * Tq + rows
     if OUT_NVFP4:
-        _nvfp4_out(acc, l_i, out_rows, rmask, h * (DV // 16), scale_ptr, o_ptr, sf_ptr, H * DV,
-                   KP4, q_ptr.dtype.element_ty, DV, BLOCK_DV)
+        _nvfp4_out(acc, l_i, out_rows, rmask, h * (DV // 16) + rows * 0, scale_ptr, o_ptr,
+                   sf_ptr, H * DV, KP4, q_ptr.dtype.element_ty, DV, BLOCK_DV)
     else:
         o_ptrs = o_ptr + out_rows[:, None] * (H * DV) + h * DV + offs_dv[None, :]
         tl.store(o_ptrs, _fp8_out(acc, l_i, scale_ptr).to(o_ptr.dtype.element_ty),
