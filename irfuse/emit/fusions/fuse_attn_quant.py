@@ -20,8 +20,9 @@ the swizzled block scales, as `quant.nvfp4` gives them. The CPU runs the referen
 graph: attention, then `quant_ref.quant_nvfp4`); the Triton kernels
 (`attention_quant.attention_nvfp4`, `mla_attention_quant.mla_attention_nvfp4`: the output
 rounded to the model dtype in the epilogue, then NVFP4 with the reference's bits) are not
-measured on a GPU yet, so kernel choice leaves NVFP4 outputs unfused on CUDA. Per-group output
-quants are not fused (remarks).
+measured on a GPU yet, so kernel choice leaves NVFP4 outputs unfused on CUDA until
+`benchmarks/bench_attention_quant.py` (its prefill-nvfp4 rows; MLA has no NVFP4 rows yet) says
+otherwise. Per-group output quants are not fused (remarks).
 """
 
 from __future__ import annotations
@@ -135,8 +136,9 @@ def _nvfp4_examples(shape: tuple[int, ...]) -> list[tuple]:
 
 
 _NOT_MEASURED_NVFP4 = Choice(
-    "inductor", "not measured on a GPU yet: attention + NVFP4 stays unfused until the Triton "
-    "NVFP4 epilogue is measured against the unfused graph (SDPA or MLA, then the NVFP4 quant)")
+    "inductor", "not measured on a GPU yet: attention + NVFP4 stays unfused until "
+    "benchmarks/bench_attention_quant.py (its prefill-nvfp4 rows) measures the Triton NVFP4 "
+    "epilogue against the unfused graph (SDPA, then irfuse's NVFP4 quant kernel)")
 
 ATTN_QUANT_NVFP4 = Kernel(NVFP4_KERNEL, NVFP4_SCHEMA, _nvfp4_ref, _nvfp4_cuda, _nvfp4_fake,
                           {"cuda": ((1, _NOT_MEASURED_NVFP4),)}, examples=_nvfp4_examples)
@@ -256,7 +258,10 @@ def _mla_nvfp4_examples(shape: tuple[int, ...]) -> list[tuple]:
 
 MLA_ATTN_QUANT_NVFP4 = Kernel(
     MLA_NVFP4_KERNEL, MLA_NVFP4_SCHEMA, _mla_nvfp4_ref, _mla_nvfp4_cuda, _mla_nvfp4_fake,
-    {"cuda": ((1, _NOT_MEASURED_NVFP4),)}, examples=_mla_nvfp4_examples)
+    {"cuda": ((1, Choice("inductor", "not measured on a GPU yet: MLA + NVFP4 stays unfused "
+                         "until measured against the unfused graph (MLA, then irfuse's NVFP4 "
+                         "quant kernel)")),)},
+    examples=_mla_nvfp4_examples)
 
 
 def _lower_mla(op: fused.MlaAttentionQuantOp, platform: str) -> kernel.CallOp:
