@@ -126,7 +126,7 @@ def _nvfp4_cuda(q, k, v, mask, global_scale, softmax_scale, causal):
 def _nvfp4_fake(q, k, v, mask, global_scale, softmax_scale, causal):
     quant_ref.check_model_dtype(q)
     b, h, t, _ = q.shape
-    return fake_nvfp4(empty(q, (b * t, 1), q.dtype), h * v.shape[-1])
+    return fake_nvfp4(q.new_empty((b * t, h * v.shape[-1])), h * v.shape[-1])
 
 
 def _nvfp4_examples(shape: tuple[int, ...]) -> list[tuple]:
@@ -247,7 +247,7 @@ def _mla_nvfp4_fake(q, kv_c, k_pe, kv_b_weight, mask, global_scale, num_heads,
                     qk_nope_head_dim, v_head_dim, softmax_scale, causal, batch_major):
     quant_ref.check_model_dtype(q)
     tokens = q.shape[0] * q.shape[2] if batch_major else q.shape[0]
-    return fake_nvfp4(empty(q, (tokens, 1), q.dtype), num_heads * v_head_dim)
+    return fake_nvfp4(q.new_empty((tokens, num_heads * v_head_dim)), num_heads * v_head_dim)
 
 
 def _mla_nvfp4_examples(shape: tuple[int, ...]) -> list[tuple]:
