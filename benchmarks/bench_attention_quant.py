@@ -24,6 +24,16 @@ bf16, causal, token-major as vLLM's MLA; T from --mla-tokens):
   kernel with the FP8 epilogue), and with --sweep the best of several shapes. Its CUDA choice
   stays `inductor` (unfused) in `irfuse/emit/fusions/fuse_attn_quant.py` until this measures it.
 
+NVFP4 prefill (the prefill shape; T from --nvfp4-tokens): the output token-major `[T, Hq * D]`
+quantized to NVFP4 (codes and swizzled block scales, global scale 448 * 6 / amax):
+- `sdpa`: SDPA and the token-major copy alone (under `torch.compile`);
+- `unfused`: the same, then irfuse's NVFP4 quant kernel (`nvfp4.quant_nvfp4`, what irfuse runs
+  for an unfused `quant.nvfp4` on CUDA);
+- `kernel+quant`: irfuse's kernel storing bf16, the token-major copy, then that quant kernel;
+- `fused`: `attention_quant.attention_nvfp4` (the NVFP4 epilogue), and with --sweep the best
+  shape. Its CUDA choice stays `inductor` (unfused) in `irfuse/emit/fusions/fuse_attn_quant.py`
+  until this measures it. Its check is that of `tests/kernels/test_attention_nvfp4_kernel.py`.
+
 Every candidate's output is checked against the eager unfused graph first (the test criterion of
 `tests/kernels/test_attention_quant_kernel.py`). Timings are CUDA-graph replays
 (`triton.testing.do_bench_cudagraph`, median) in interleaved rounds (the helpers of
@@ -48,7 +58,13 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_norm_act_quant as nq  # noqa: E402 (timing helpers, by path)
 
-from irfuse.emit.kernels import attention_quant, mla_attention_quant  # noqa: E402
+from irfuse.emit.kernels import (  # noqa: E402
+    attention_quant,
+    attention_quant_ref,
+    mla_attention_quant,
+    nvfp4,
+    quant_ref,
+)
 from irfuse.emit.kernels import mla_attention_quant_ref as mla_ref  # noqa: E402
 from irfuse.emit.kernels.compare import agreement  # noqa: E402
 
@@ -94,6 +110,10 @@ def gather_decode_quant(q, kc, vc, table, s):
     return quant(o[:, :, 0, :], s)
 
 
+def sdpa_token_major(q, k, v):
+    return attention_quant_ref.token_major(sdpa(q, k, v))
+
+
 def mla(q, kv_c, k_pe, w):
     return mla_ref.mla_attention(q, kv_c, k_pe, w, None, **MLA_KW)
 
@@ -109,6 +129,23 @@ def check(out: torch.Tensor, ref: torch.Tensor, s: torch.Tensor) -> str:
     agr = agreement(out.float() * sf, b, 0.125, sf * 2.0**-9 + 2.0**-8 * float(b.abs().max()),
                     codes=(out.view(torch.uint8), ref.view(torch.uint8)))
     return "ok" if agr.ok(1e-2, 0.10) else f"MISMATCH ({agr})"
+
+
+def check_nvfp4(out: tuple[torch.Tensor, torch.Tensor], ref: tuple[torch.Tensor, torch.Tensor],
+                gs: torch.Tensor) -> str:
+    """The NVFP4 kernel tests' criterion against the unfused graph: dequantized mean error
+    within 1e-2, at most 5% of the code bytes and of the block scales differing."""
+    (codes, sf), (rcodes, rsf) = out, ref
+    if codes.shape != rcodes.shape or sf.shape != rsf.shape:
+        return f"MISMATCH (shapes {tuple(codes.shape)} {tuple(sf.shape)})"
+    a = quant_ref.dequant_nvfp4(codes, sf, gs)
+    b = quant_ref.dequant_nvfp4(rcodes, rsf, gs)
+    rel = float((a - b).abs().mean() / b.abs().mean())
+    codes_off = float((codes != rcodes).float().mean())
+    scales_off = float((sf.view(torch.uint8) != rsf.view(torch.uint8)).float().mean())
+    if rel <= 1e-2 and codes_off <= 0.05 and scales_off <= 0.05:
+        return "ok"
+    return f"MISMATCH (mean rel err {rel:.2e}, codes {codes_off:.2e}, scales {scales_off:.2e})"
 
 
 def _cfg(c: Any) -> str:
@@ -142,17 +179,49 @@ def prefill_row(t: int, compiled: dict, args) -> dict:
                            "kernel_quant_check": check(kernel_quant(), ref, s)}
     timed = {"sdpa": lambda: sdpa(q, k, v), "unfused": lambda: compiled["prefill"](q, k, v, s),
              "kernel_quant": kernel_quant, "fused": fused}
-    row["sweep"] = _sweep(timed, PREFILL_SWEEP if args.sweep else (), default, fused, ref, s)
+    row["sweep"] = _sweep(timed, PREFILL_SWEEP if args.sweep else (), default, fused,
+                          lambda out: check(out, ref, s))
     return _finish(row, _time(timed, args), t)
 
 
-def _sweep(timed: dict, configs, default, fused, ref, s) -> dict:
-    """Add each launch shape of `configs` but the default whose output checks to `timed`;
-    returns the verdicts of those that do not."""
+def nvfp4_row(t: int, compiled: dict, args, device: str = "cuda") -> dict:
+    q = torch.randn(1, HQ, t, D, device=device, dtype=torch.bfloat16)
+    k = torch.randn(1, HK, t, D, device=device, dtype=torch.bfloat16)
+    v = torch.randn(1, HK, t, D, device=device, dtype=torch.bfloat16)
+    o = sdpa_token_major(q, k, v)
+    gs = (448.0 * 6.0 / o.float().abs().amax()).reshape(1)
+    ref = quant_ref.quant_nvfp4(o, gs)
+
+    def fused(c=None):
+        return attention_quant.attention_nvfp4(q, k, v, gs, softmax_scale=SM_SCALE, causal=True,
+                                               config=c)
+
+    def unfused():
+        return nvfp4.quant_nvfp4(compiled["token_major"](q, k, v), gs)
+
+    def kernel_quant():
+        o = attention_quant.attention(q, k, v, softmax_scale=SM_SCALE, causal=True)
+        return nvfp4.quant_nvfp4(compiled["to_token_major"](o), gs)
+
+    default = attention_quant.prefill_config(t, t, D, True)
+    row: dict[str, Any] = {"case": "prefill-nvfp4", "T": t, "default_cfg": _cfg(default),
+                           "check": check_nvfp4(fused(), ref, gs),
+                           "unfused_check": check_nvfp4(unfused(), ref, gs),
+                           "kernel_quant_check": check_nvfp4(kernel_quant(), ref, gs)}
+    timed = {"sdpa": lambda: compiled["token_major"](q, k, v), "unfused": unfused,
+             "kernel_quant": kernel_quant, "fused": fused}
+    row["sweep"] = _sweep(timed, PREFILL_SWEEP if args.sweep else (), default, fused,
+                          lambda out: check_nvfp4(out, ref, gs))
+    return _finish(row, _time(timed, args), t)
+
+
+def _sweep(timed: dict, configs, default, fused, judge) -> dict:
+    """Add each launch shape of `configs` but the default whose output `judge` finds "ok" to
+    `timed`; returns the verdicts of those that do not."""
     failed = {}
     for c in configs:
         if c != default:
-            verdict = check(fused(c), ref, s)
+            verdict = judge(fused(c))
             if verdict == "ok":
                 timed[_cfg(c)] = lambda c=c: fused(c)
             else:
@@ -180,7 +249,8 @@ def mla_row(t: int, compiled: dict, args) -> dict:
                            "kernel_quant_check": "-"}
     timed = {"sdpa": lambda: compiled["mla_bf16"](q, kv_c, k_pe, w),
              "unfused": lambda: compiled["mla"](q, kv_c, k_pe, w, s), "fused": fused}
-    row["sweep"] = _sweep(timed, MLA_SWEEP if args.sweep else (), default, fused, ref, s)
+    row["sweep"] = _sweep(timed, MLA_SWEEP if args.sweep else (), default, fused,
+                          lambda out: check(out, ref, s))
     return _finish(row, _time(timed, args), t)
 
 
@@ -253,7 +323,7 @@ def markdown(rows: list[dict], command: str) -> str:
              "unfused / fused | best fused µs (shape) | unfused / best | fused rate | check |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        if r["case"] in ("prefill", "mla"):
+        if r["case"] in ("prefill", "prefill-nvfp4", "mla"):
             name, rate = f"{r['case']} T={r['T']}", f"{r['tflops']:.0f} TFLOP/s"
         else:
             name, rate = f"decode B={r['B']} ctx={r['ctx']}", f"{r['tbps']:.2f} TB/s KV"
@@ -267,7 +337,9 @@ def markdown(rows: list[dict], command: str) -> str:
     lines += ["", "Shapes: prefill (block_m, block_n, warps, stages, heavy_first); decode "
               "(block_n, warps, stages, splits); mla (block_m, block_n, warps, stages). "
               "Check: fused / unfused / bf16+quant against the eager unfused graph. MLA's "
-              "SDPA column is the unfused MLA (kv_b GEMM + SDPA) without the quant."]
+              "SDPA column is the unfused MLA (kv_b GEMM + SDPA) without the quant; "
+              "prefill-nvfp4's is SDPA and the token-major copy, its unfused column that "
+              "plus irfuse's NVFP4 quant kernel."]
     return "\n".join(lines) + "\n"
 
 
@@ -277,6 +349,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batches", default="16,32,64")
     p.add_argument("--contexts", default="2048,8192")
     p.add_argument("--mla-tokens", default="512,2048", help="MLA prefill sizes ('' for none)")
+    p.add_argument("--nvfp4-tokens", default="512,2048",
+                   help="prefill sizes with the NVFP4 output quant ('' for none)")
     p.add_argument("--rep", type=int, default=10, help="ms of replays per measurement")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median)")
     p.add_argument("--sweep", action="store_true", help="also time other launch shapes")
@@ -294,9 +368,13 @@ def main(argv: list[str] | None = None) -> int:
                 "decode": torch.compile(gather_decode_quant, dynamic=False),
                 "quant": torch.compile(quant, dynamic=False),
                 "mla": torch.compile(mla_quant, dynamic=False),
-                "mla_bf16": torch.compile(mla, dynamic=False)}
+                "mla_bf16": torch.compile(mla, dynamic=False),
+                "token_major": torch.compile(sdpa_token_major, dynamic=False),
+                "to_token_major": torch.compile(attention_quant_ref.token_major,
+                                                dynamic=False)}
     cases = [("prefill", int(t)) for t in args.tokens.split(",") if t] + [
         ("mla", int(t)) for t in args.mla_tokens.split(",") if t] + [
+        ("nvfp4", int(t)) for t in args.nvfp4_tokens.split(",") if t] + [
         ("decode", (int(b), int(c))) for b in args.batches.split(",") if b
         for c in args.contexts.split(",") if c]
     rows: list[dict] = []
@@ -305,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             row = (prefill_row(size, compiled, args) if kind == "prefill"
                    else mla_row(size, compiled, args) if kind == "mla"
+                   else nvfp4_row(size, compiled, args) if kind == "nvfp4"
                    else decode_row(*size, compiled, args))
         except Exception as e:  # noqa: BLE001 (report and go on: one run, many rows)
             print(f"{kind} {size}: FAILED {type(e).__name__}: {e}", flush=True)

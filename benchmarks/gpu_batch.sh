@@ -35,6 +35,7 @@ GPU_TESTS=${GPU_TESTS:-tests/kernels/test_kernels_gpu.py tests/kernels/test_norm
   tests/kernels/test_pdl.py tests/kernels/test_norm_pad_kernel.py tests/fuse/test_fuse_act_padding.py \
   tests/backend/test_cuda_graphs.py tests/kernels/test_qk_norm_rope_kernel.py \
   tests/kernels/test_attention_quant_kernel.py tests/kernels/test_mla_attention_quant_kernel.py
+  tests/kernels/test_attention_nvfp4_kernel.py
   tests/fuse/test_attention_family_gpu.py}
 # shellcheck disable=SC2086 (a list of files)
 timeout "${T_TESTS:-300}" python3 -m pytest -q -p no:cacheprovider $GPU_TESTS -k "gpu or cuda" 2>&1 \

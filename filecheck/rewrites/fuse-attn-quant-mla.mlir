@@ -54,12 +54,15 @@ func.func @negatives(%q: !irfuse.tensor<[1, 4, 8, 48], bf16>, %c: !irfuse.tensor
   func.return %f, %g, %gs, %h, %v3 : !irfuse.tensor<[8, 128], f8E4M3FN>, !irfuse.tensor<[8, 128], f8E4M3FN>, !irfuse.tensor<[8, 2], f32>, !irfuse.tensor<[8, 128], f8E4M3FN>, !irfuse.tensor<[8, 128], bf16>
 }
 
-// NVFP4 output quants are not fused yet (remark "MLA attention + NVFP4 quant is not fused
-// yet"; the same for attention): both ops stay.
+// NVFP4 output quant (token-major MLA): one op yielding the packed codes and the swizzled block
+// scales, the global scale as its output scale; the CPU runs the reference.
 // CHECK-LABEL: func.func @nvfp4
-// CHECK:       attn.mla_attention
-// CHECK:       quant.nvfp4
-// CHECK-NOT:   fused.mla_attention_quant
+// CHECK:       %[[Q:.+]], %[[BS:.+]] = fused.mla_attention_quant %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, output_scale %{{[^ ]+}} {{{.*}}causal = true, scheme = #quant.scheme<nvfp4>} : ({{.*}}) -> (!irfuse.tensor<[8, 64], ui8>, scale_out !irfuse.tensor<[128, 8], f8E4M3FN>)
+// CHECK-NOT:   attn.mla_attention
+// CHECK-NOT:   quant.nvfp4
+// CHECK:       func.return %[[Q]], %[[BS]]
+// KERNEL-LABEL: func.func @nvfp4
+// KERNEL:      kernel.call impl "reference" tuple "irfuse::mla_attention_quant_nvfp4.default"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, none, %{{.*}}, 4, 32, 32, 0.125, true, false)
 func.func @nvfp4(%qt: !irfuse.tensor<[8, 4, 48], bf16>, %ct: !irfuse.tensor<[8, 64], bf16>, %pt: !irfuse.tensor<[8, 1, 16], bf16>, %w: !irfuse.tensor<[256, 64], bf16>, %gs: !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[8, 64], ui8>, !irfuse.tensor<[128, 8], f8E4M3FN>) {
   %o = attn.mla_attention %qt, %ct, %pt, %w {num_heads = 4 : i64, qk_nope_head_dim = 32 : i64, qk_rope_head_dim = 16 : i64, v_head_dim = 32 : i64, kv_lora_rank = 64 : i64, scale = 0.125 : f64, causal = true} : (!irfuse.tensor<[8, 4, 48], bf16>, !irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[8, 1, 16], bf16>, !irfuse.tensor<[256, 64], bf16>) -> !irfuse.tensor<[8, 4, 32], bf16>
   %v = aten.call "aten::view.default"(%o, [8, 128]) : (!irfuse.tensor<[8, 4, 32], bf16>) -> !irfuse.tensor<[8, 128], bf16>

@@ -45,6 +45,50 @@ func.func @decode(%q: !irfuse.tensor<[s0, 4, 1, 64], bf16>, %k: !irfuse.tensor<[
   func.return %f : !irfuse.tensor<[s0, 256], f8E4M3FN>
 }
 
+// NVFP4 output quant of causal prefill (o_proj's input in NVFP4): one op yielding the packed
+// codes and the swizzled block scales, the global scale as its output scale.
+// CHECK-LABEL: func.func @prefill_nvfp4
+// CHECK:       %[[Q:.+]], %[[BS:.+]] = fused.attention_quant %{{.*}}, %{{.*}}, %{{.*}}, output_scale %{{[^ ]+}} {scale = 1.250000e-01 : f64, causal = true, scheme = #quant.scheme<nvfp4>} : (!irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 2, s0, 64], bf16>, !irfuse.tensor<[1, 2, s0, 64], bf16>, !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 128], ui8>, scale_out !irfuse.tensor<["128*ceiling(s0/128)", 16], f8E4M3FN>)
+// CHECK-NOT:   attn.attention
+// CHECK-NOT:   quant.nvfp4
+// CHECK:       func.return %[[Q]], %[[BS]]
+// KERNEL-LABEL: func.func @prefill_nvfp4
+// KERNEL:      kernel.call impl "reference" tuple "irfuse::attention_quant_nvfp4.default"(%{{.*}}, %{{.*}}, %{{.*}}, none, %{{.*}}, 0.125, true)
+func.func @prefill_nvfp4(%q: !irfuse.tensor<[1, 4, s0, 64], bf16>, %k: !irfuse.tensor<[1, 2, s0, 64], bf16>, %v: !irfuse.tensor<[1, 2, s0, 64], bf16>, %gs: !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 128], ui8>, !irfuse.tensor<["128*ceiling(s0/128)", 16], f8E4M3FN>) {
+  %o = attn.attention %q, %k, %v {scale = 0.125 : f64, causal = true} : (!irfuse.tensor<[1, 4, s0, 64], bf16>, !irfuse.tensor<[1, 2, s0, 64], bf16>, !irfuse.tensor<[1, 2, s0, 64], bf16>) -> !irfuse.tensor<[1, 4, s0, 64], bf16>
+  %a = aten.call "aten::squeeze.dim"(%o, 0) : (!irfuse.tensor<[1, 4, s0, 64], bf16>) -> !irfuse.tensor<[4, s0, 64], bf16>
+  %b = aten.call "aten::transpose.int"(%a, 0, 1) : (!irfuse.tensor<[4, s0, 64], bf16>) -> !irfuse.tensor<[s0, 4, 64], bf16>
+  %c = aten.call "aten::view.default"(%b, [-1, 256]) : (!irfuse.tensor<[s0, 4, 64], bf16>) -> !irfuse.tensor<[s0, 256], bf16>
+  %f, %bs = quant.nvfp4 %c, %gs : (!irfuse.tensor<[s0, 256], bf16>, !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 128], ui8>, !irfuse.tensor<["128*ceiling(s0/128)", 16], f8E4M3FN>)
+  func.return %f, %bs : !irfuse.tensor<[s0, 128], ui8>, !irfuse.tensor<["128*ceiling(s0/128)", 16], f8E4M3FN>
+}
+
+// NVFP4 after the paged decode step (gathered pages, the length mask): [B, H, 1, Dv] -> [B, H * Dv].
+// CHECK-LABEL: func.func @decode_nvfp4
+// CHECK:       fused.attention_quant %{{.*}}, %{{.*}}, %{{.*}}, mask %{{.*}}, output_scale %{{[^ ]+}} {scale = 1.250000e-01 : f64, scheme = #quant.scheme<nvfp4>}
+// CHECK-NOT:   quant.nvfp4
+// KERNEL-LABEL: func.func @decode_nvfp4
+// KERNEL:      "irfuse::attention_quant_nvfp4.default"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, 0.125, false)
+func.func @decode_nvfp4(%q: !irfuse.tensor<[s0, 4, 1, 64], bf16>, %k: !irfuse.tensor<[s0, 2, 64, 64], bf16>, %m: !irfuse.tensor<[s0, 1, 1, 64], i1>, %gs: !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 128], ui8>, !irfuse.tensor<["128*ceiling(s0/128)", 16], f8E4M3FN>) {
+  %o = attn.attention %q, %k, %k, mask %m {scale = 0.125 : f64} : (!irfuse.tensor<[s0, 4, 1, 64], bf16>, !irfuse.tensor<[s0, 2, 64, 64], bf16>, !irfuse.tensor<[s0, 2, 64, 64], bf16>, !irfuse.tensor<[s0, 1, 1, 64], i1>) -> !irfuse.tensor<[s0, 4, 1, 64], bf16>
+  %c = aten.call "aten::view.default"(%o, [-1, 256]) : (!irfuse.tensor<[s0, 4, 1, 64], bf16>) -> !irfuse.tensor<[s0, 256], bf16>
+  %f, %bs = quant.nvfp4 %c, %gs : (!irfuse.tensor<[s0, 256], bf16>, !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 128], ui8>, !irfuse.tensor<["128*ceiling(s0/128)", 16], f8E4M3FN>)
+  func.return %f, %bs : !irfuse.tensor<[s0, 128], ui8>, !irfuse.tensor<["128*ceiling(s0/128)", 16], f8E4M3FN>
+}
+
+// Not fused: an NVFP4 quant of a head-major flattening (the quant reads [H * T, Dv] rows) is a
+// remark, as for FP8.
+// CHECK-LABEL: func.func @nvfp4_head_major
+// CHECK:       attn.attention
+// CHECK:       quant.nvfp4
+// CHECK-NOT:   fused.attention_quant
+func.func @nvfp4_head_major(%q4: !irfuse.tensor<[1, 4, 8, 64], bf16>, %gs: !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[8, 128], ui8>, !irfuse.tensor<[128, 16], f8E4M3FN>) {
+  %o = attn.attention %q4, %q4, %q4 {scale = 0.125 : f64, causal = true} : (!irfuse.tensor<[1, 4, 8, 64], bf16>, !irfuse.tensor<[1, 4, 8, 64], bf16>, !irfuse.tensor<[1, 4, 8, 64], bf16>) -> !irfuse.tensor<[1, 4, 8, 64], bf16>
+  %c = aten.call "aten::view.default"(%o, [8, 256]) : (!irfuse.tensor<[1, 4, 8, 64], bf16>) -> !irfuse.tensor<[8, 256], bf16>
+  %f, %bs = quant.nvfp4 %c, %gs : (!irfuse.tensor<[8, 256], bf16>, !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[8, 128], ui8>, !irfuse.tensor<[128, 16], f8E4M3FN>)
+  func.return %f, %bs : !irfuse.tensor<[8, 128], ui8>, !irfuse.tensor<[128, 16], f8E4M3FN>
+}
+
 // Not fused: a head-major flattening (no transpose: the quant reads [H * T, Dv] rows); a
 // per-group quant.
 // CHECK-LABEL: func.func @negatives

@@ -1,25 +1,27 @@
-"""fuse-attn-quant: attention whose output is quantized to FP8 (static per-tensor scale) -> one
-kernel that writes the quantized output.
+"""fuse-attn-quant: attention whose output is quantized to FP8 (static per-tensor scale) or
+NVFP4 -> one kernel that writes the quantized output.
 
 Anchored at `attn.attention` (SDPA layout `[B, H, T, Dv]`, causal or masked: prefill and the
 paged decode over gathered pages alike) and at `attn.mla_attention` (token-major `[T, H, v]` or
-batch-major `[B, H, L, v]`, masked or not), whose output reaches one `quant.fp8` static through
-the views that put it token-major and flatten it (`[B, H, T, Dv] -> [B * T, H * Dv]`, the
-o_proj's input): squeezes and unsqueezes of size-1 dims, transposes, clones and a final reshape.
-The views are followed dim by dim, so a layout that is not token-major is a remark, not a wrong
-result. Attention gives `fused.attention_quant`, MLA `fused.mla_attention_quant`. Per-group and
-NVFP4 quants are remarks for now; an output also read unquantized is left alone.
+batch-major `[B, H, L, v]`, masked or not), whose output reaches one `quant.fp8` static or
+`quant.nvfp4` through the views that put it token-major and flatten it
+(`[B, H, T, Dv] -> [B * T, H * Dv]`, the o_proj's input): squeezes and unsqueezes of size-1
+dims, transposes, clones and a final reshape. The views are followed dim by dim, so a layout
+that is not token-major is a remark, not a wrong result. Attention gives
+`fused.attention_quant`, MLA `fused.mla_attention_quant`; under NVFP4 they take the global scale
+as `output_scale` and yield the packed codes and the swizzled block scales. Per-group quants are
+remarks; an output also read unquantized is left alone.
 """
 
 from __future__ import annotations
 
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from irfuse.dialects.attn import AttentionOp, MlaAttentionOp
 from irfuse.dialects.fused import AttentionQuantOp, MlaAttentionQuantOp
 from irfuse.dialects.irfuse import TensorType
-from irfuse.dialects.quant import QuantFp8Op, QuantNvfp4Op
+from irfuse.dialects.quant import QuantFp8Op, QuantNvfp4Op, QuantScheme
 from irfuse.lowering import aten_ops
 from irfuse.lowering.driver import AnchorPattern, Site
 from irfuse.lowering.match import NoMatch, call, normalize_dim, only_user
@@ -27,6 +29,8 @@ from irfuse.rewrites.quant_consumers import divides
 
 KERNEL = "attention_quant_fp8_static"
 MLA_KERNEL = "mla_attention_quant_fp8_static"
+NVFP4_KERNEL = "attention_quant_nvfp4"
+MLA_NVFP4_KERNEL = "mla_attention_quant_nvfp4"
 
 LAYOUT_VIEWS = (*aten_ops.RESHAPES, aten_ops.TRANSPOSE_INT, aten_ops.PERMUTE, aten_ops.UNSQUEEZE,
                 aten_ops.SQUEEZE_DIM, aten_ops.ALIAS, aten_ops.CLONE)
@@ -44,12 +48,9 @@ class AttnQuantPattern(AnchorPattern):
         views, end = _views(op.out)
         quant = only_user(end)
         what = "MLA attention" if isinstance(op, MlaAttentionOp) else "attention"
-        if isinstance(quant, QuantNvfp4Op):
-            raise NoMatch(f"{what} + NVFP4 quant is not fused yet (no kernel writes FP4 from "
-                          "the attention epilogue)")
-        if not isinstance(quant, QuantFp8Op):
+        if not isinstance(quant, QuantFp8Op | QuantNvfp4Op):
             return False
-        if not quant.scheme.is_static:
+        if isinstance(quant, QuantFp8Op) and not quant.scheme.is_static:
             raise NoMatch(f"{what} + {quant.scheme.kind.data} FP8 quant has no fused kernel "
                           "(static per-tensor only)")
         out_type = op.out.type
@@ -61,17 +62,28 @@ class AttnQuantPattern(AnchorPattern):
         if not _token_major(views, _labels("bhtd", out_type)):
             raise NoMatch("the views between the attention and the quant do not flatten its "
                           "output token-major ([B * T, H * Dv])")
-        site.require_kernel(KERNEL)
+        scale, scheme, results = _quant_operands(quant)
+        site.require_kernel(NVFP4_KERNEL if scheme.is_nvfp4 else KERNEL)
         fused = AttentionQuantOp(
-            op.q, op.k, op.v, op.mask, quant.scale,
+            op.q, op.k, op.v, op.mask, scale,
             scale=op.scale.value.data, causal=bool(op.causal.value.data),
-            scheme=quant.scheme, divide=divides(quant), result_types=[quant.q.type, None],
+            scheme=scheme, divide=divides(quant), result_types=results,
         )
         _replace(op, views, quant, fused)
         return True
 
 
-def _fuse_mla(mla: MlaAttentionOp, views: list[Operation], quant: QuantFp8Op,
+def _quant_operands(quant: QuantFp8Op | QuantNvfp4Op,
+                    ) -> tuple[SSAValue, QuantScheme, list[Attribute | None]]:
+    """The fused op's scale operand (the static FP8 scale or the NVFP4 global scale), scheme
+    and result types (the quant's: its values, and NVFP4's block scales)."""
+    if isinstance(quant, QuantNvfp4Op):
+        return quant.global_scale, QuantScheme.nvfp4(), [quant.q.type, quant.block_scale.type]
+    assert quant.scale is not None, "static FP8 has a scale"
+    return quant.scale, quant.scheme, [quant.q.type, None]
+
+
+def _fuse_mla(mla: MlaAttentionOp, views: list[Operation], quant: QuantFp8Op | QuantNvfp4Op,
               out_type: TensorType, site: Site) -> bool:
     """MLA, token-major (`[T, H, v]`) or batch-major (`[B, H, L, v]`), whose output reaches the
     quant flattened token-major."""
@@ -82,25 +94,27 @@ def _fuse_mla(mla: MlaAttentionOp, views: list[Operation], quant: QuantFp8Op,
     if not _token_major(views, labels):
         raise NoMatch("the views between the MLA attention and the quant do not flatten its "
                       "output token-major ([T, H * v])")
-    site.require_kernel(MLA_KERNEL)
+    scale, scheme, results = _quant_operands(quant)
+    site.require_kernel(MLA_NVFP4_KERNEL if scheme.is_nvfp4 else MLA_KERNEL)
     fused = MlaAttentionQuantOp(
-        mla.q, mla.kv_c, mla.k_pe, mla.kv_b_weight, mla.mask, quant.scale,
+        mla.q, mla.kv_c, mla.k_pe, mla.kv_b_weight, mla.mask, scale,
         num_heads=mla.num_heads.value.data, qk_nope_head_dim=mla.qk_nope_head_dim.value.data,
         qk_rope_head_dim=mla.qk_rope_head_dim.value.data, v_head_dim=mla.v_head_dim.value.data,
         kv_lora_rank=mla.kv_lora_rank.value.data, scale=mla.scale.value.data,
-        causal=bool(mla.causal.value.data), batch_major=batch_major, scheme=quant.scheme,
-        divide=divides(quant), result_types=[quant.q.type, None],
+        causal=bool(mla.causal.value.data), batch_major=batch_major, scheme=scheme,
+        divide=divides(quant), result_types=results,
     )
     _replace(mla, views, quant, fused)
     return True
 
 
-def _replace(attn: Operation, views: list[Operation], quant: QuantFp8Op,
+def _replace(attn: Operation, views: list[Operation], quant: QuantFp8Op | QuantNvfp4Op,
              fused: AttentionQuantOp | MlaAttentionQuantOp) -> None:
     fused.location = attn.location
     Rewriter.insert_op(fused, InsertPoint.before(quant))
-    fused.out.name_hint = quant.q.name_hint
-    quant.q.replace_all_uses_with(fused.out)
+    for old, new in zip(quant.results, fused.results, strict=True):
+        new.name_hint = old.name_hint
+        old.replace_all_uses_with(new)
     for op in (quant, *reversed(views), attn):
         Rewriter.erase_op(op)
 

@@ -1,7 +1,8 @@
-"""fuse_attn_quant: attention -> static FP8 quant of its output, the quantized output written by
-the attention kernel (prefill, causal or masked, and paged decode over gathered pages; MLA). On
-from O2 on sm90, where it measured faster than SDPA + Inductor's quant below 4096 tokens; from
-4096 tokens kernel choice leaves prefill to SDPA (vLLM's O2 leaves the fusion off, #25689).
+"""fuse_attn_quant: attention -> static FP8 or NVFP4 quant of its output, the quantized output
+written by the attention kernel (prefill, causal or masked, and paged decode over gathered
+pages; MLA). FP8 is on from O2 on sm90, where it measured faster than SDPA + Inductor's quant
+below 4096 tokens; from 4096 tokens kernel choice leaves prefill to SDPA (vLLM's O2 leaves the
+fusion off, #25689).
 
 Kernel `attention_quant_fp8_static`: q, k, v in SDPA's `[B, H, T, D]` layout (GQA), an optional
 mask, the output scale; returns the output token-major `[B * T, Hq * Dv]` in FP8, as the quant
@@ -11,8 +12,17 @@ Kernel `mla_attention_quant_fp8_static`: MLA (`attn.mla_attention`'s operands: q
 kv_c, the shared k_pe, kv_b's weight; token-major or batch-major, an optional mask); returns
 `[tokens, H * v]` in FP8. The CPU runs the reference; on CUDA the Triton kernel
 (`kernels/mla_attention_quant.py`) is not measured yet, so the choice leaves MLA unfused there
-until `benchmarks/bench_attention_quant.py` (its MLA rows) says otherwise. Per-group and NVFP4
-output quants are not fused yet (remarks).
+until `benchmarks/bench_attention_quant.py` (its MLA rows) says otherwise.
+
+Kernels `attention_quant_nvfp4` and `mla_attention_quant_nvfp4`: the same operands with the
+NVFP4 global scale for the scale; they return the packed e2m1 codes `[tokens, H * Dv / 2]` and
+the swizzled block scales, as `quant.nvfp4` gives them. The CPU runs the reference (the unfused
+graph: attention, then `quant_ref.quant_nvfp4`); the Triton kernels
+(`attention_quant.attention_nvfp4`, `mla_attention_quant.mla_attention_nvfp4`: the output
+rounded to the model dtype in the epilogue, then NVFP4 with the reference's bits) are not
+measured on a GPU yet, so kernel choice leaves NVFP4 outputs unfused on CUDA until
+`benchmarks/bench_attention_quant.py` (its prefill-nvfp4 rows; MLA has no NVFP4 rows yet) says
+otherwise. Per-group output quants are not fused (remarks).
 """
 
 from __future__ import annotations
@@ -24,25 +34,34 @@ from xdsl.dialects.builtin import FloatData, IntAttr
 from irfuse.dialects import aten, fused, kernel
 from irfuse.emit import dispatch
 from irfuse.emit.declare import Choice, Fusion, Kernel, Support, everywhere
-from irfuse.emit.dispatch import check_fp8, empty, kernels
+from irfuse.emit.dispatch import check_fp8, empty, fake_nvfp4, kernels
 from irfuse.emit.kernel_call import Args, flag, kernel_call
-from irfuse.emit.kernels import mla_attention_quant_ref, quant_ref
-from irfuse.rewrites.fuse_attn_quant import KERNEL, MLA_KERNEL, AttnQuantPattern
+from irfuse.emit.kernels import attention_quant_ref, mla_attention_quant_ref, quant_ref
+from irfuse.rewrites.fuse_attn_quant import (
+    KERNEL,
+    MLA_KERNEL,
+    MLA_NVFP4_KERNEL,
+    NVFP4_KERNEL,
+    AttnQuantPattern,
+)
 
 SCHEMA = ("(Tensor q, Tensor k, Tensor v, Tensor? mask, Tensor scale, float softmax_scale, "
           "bool causal, ScalarType out_dtype, bool divide=False) -> Tensor")
 
 
-def _token_major(o: torch.Tensor) -> torch.Tensor:
-    """`[B, H, T, Dv]` -> `[B * T, H * Dv]`."""
-    b, h, t, d = o.shape
-    return o.transpose(1, 2).reshape(b * t, h * d)
+_token_major = attention_quant_ref.token_major
+
+
+def _sdpa(q, k, v, mask, softmax_scale, causal):
+    """The model's attention, token-major `[B * T, H * Dv]` in the model dtype."""
+    return _token_major(F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, is_causal=causal, scale=softmax_scale,
+        enable_gqa=q.shape[-3] != k.shape[-3]))
 
 
 def _ref(q, k, v, mask, scale, softmax_scale, causal, out_dtype, divide=False):
-    o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
-                                       scale=softmax_scale, enable_gqa=q.shape[-3] != k.shape[-3])
-    return quant_ref.quant_fp8_static(_token_major(o), scale, out_dtype, divide)
+    return quant_ref.quant_fp8_static(_sdpa(q, k, v, mask, softmax_scale, causal), scale,
+                                      out_dtype, divide)
 
 
 def _cuda(q, k, v, mask, scale, softmax_scale, causal, out_dtype, divide=False):
@@ -86,12 +105,54 @@ ATTN_QUANT = Kernel(KERNEL, SCHEMA, _ref, _cuda, _fake, _SM90, single_tensor=Tru
                     examples=_examples)
 
 
+# --- attention -> NVFP4 -------------------------------------------------------------------------
+
+NVFP4_SCHEMA = ("(Tensor q, Tensor k, Tensor v, Tensor? mask, Tensor global_scale, "
+                "float softmax_scale, bool causal) -> (Tensor, Tensor)")
+
+
+def _nvfp4_ref(q, k, v, mask, global_scale, softmax_scale, causal):
+    return quant_ref.quant_nvfp4(_sdpa(q, k, v, mask, softmax_scale, causal), global_scale)
+
+
+def _nvfp4_cuda(q, k, v, mask, global_scale, softmax_scale, causal):
+    if (mask is None and q.shape[-1] % quant_ref.NVFP4_BLOCK == 0
+            and dispatch.use_triton(ATTN_QUANT_NVFP4, q)):
+        return kernels("attention_quant").attention_nvfp4(
+            q, k, v, global_scale, softmax_scale=softmax_scale, causal=causal)
+    return _nvfp4_ref(q, k, v, mask, global_scale, softmax_scale, causal)
+
+
+def _nvfp4_fake(q, k, v, mask, global_scale, softmax_scale, causal):
+    quant_ref.check_model_dtype(q)
+    b, h, t, _ = q.shape
+    return fake_nvfp4(q.new_empty((b * t, h * v.shape[-1])), h * v.shape[-1])
+
+
+def _nvfp4_examples(shape: tuple[int, ...]) -> list[tuple]:
+    """`_examples`' calls with the NVFP4 global scale for the output scale."""
+    return [(q, k, v, mask, torch.tensor([448.0 * 6 / 4]), sm, causal)
+            for q, k, v, mask, _, sm, causal, *_ in _examples(shape)]
+
+
+_NOT_MEASURED_NVFP4 = Choice(
+    "inductor", "not measured on a GPU yet: attention + NVFP4 stays unfused until "
+    "benchmarks/bench_attention_quant.py (its prefill-nvfp4 rows) measures the Triton NVFP4 "
+    "epilogue against the unfused graph (SDPA, then irfuse's NVFP4 quant kernel)")
+
+ATTN_QUANT_NVFP4 = Kernel(NVFP4_KERNEL, NVFP4_SCHEMA, _nvfp4_ref, _nvfp4_cuda, _nvfp4_fake,
+                          {"cuda": ((1, _NOT_MEASURED_NVFP4),)}, examples=_nvfp4_examples)
+
+
 def _lower(op: fused.AttentionQuantOp, platform: str) -> kernel.CallOp:
     a = Args()
-    assert op.output_scale is not None, "static FP8 has an output scale"
+    assert op.output_scale is not None, "static FP8 and NVFP4 have an output scale"
     template = [a.tensor(op.q), a.tensor(op.k), a.tensor(op.v), a.optional(op.mask),
                 a.tensor(op.output_scale), FloatData(op.scale.value.data),
-                flag(op.causal.value.data), op.out.type.dtype]  # type: ignore[union-attr]
+                flag(op.causal.value.data)]
+    if op.scheme.is_nvfp4:
+        return kernel_call(ATTN_QUANT_NVFP4, a, template, op, platform)
+    template.append(op.out.type.dtype)  # type: ignore[union-attr]
     keywords = {"divide": aten.TRUE} if op.divide is not None else {}
     return kernel_call(ATTN_QUANT, a, template, op, platform, keywords)
 
@@ -157,14 +218,63 @@ MLA_ATTN_QUANT = Kernel(
     single_tensor=True, examples=_mla_examples)
 
 
+MLA_NVFP4_SCHEMA = ("(Tensor q, Tensor kv_c, Tensor k_pe, Tensor kv_b_weight, Tensor? mask, "
+                    "Tensor global_scale, int num_heads, int qk_nope_head_dim, int v_head_dim, "
+                    "float softmax_scale, bool causal, bool batch_major) -> (Tensor, Tensor)")
+
+
+def _mla_nvfp4_ref(q, kv_c, k_pe, kv_b_weight, mask, global_scale, num_heads,
+                   qk_nope_head_dim, v_head_dim, softmax_scale, causal, batch_major):
+    return mla_attention_quant_ref.mla_attention_nvfp4(
+        q, kv_c, k_pe, kv_b_weight, mask, global_scale, num_heads=num_heads,
+        nope=qk_nope_head_dim, v_dim=v_head_dim, softmax_scale=softmax_scale, causal=causal,
+        batch_major=batch_major)
+
+
+def _mla_nvfp4_cuda(q, kv_c, k_pe, kv_b_weight, mask, global_scale, num_heads,
+                    qk_nope_head_dim, v_head_dim, softmax_scale, causal, batch_major):
+    if (mask is None and v_head_dim % quant_ref.NVFP4_BLOCK == 0
+            and dispatch.use_triton(MLA_ATTN_QUANT_NVFP4, q)):
+        return kernels("mla_attention_quant").mla_attention_nvfp4(
+            q, kv_c, k_pe, kv_b_weight, global_scale, num_heads=num_heads,
+            nope=qk_nope_head_dim, v_dim=v_head_dim, softmax_scale=softmax_scale,
+            causal=causal, batch_major=batch_major)
+    return _mla_nvfp4_ref(q, kv_c, k_pe, kv_b_weight, mask, global_scale, num_heads,
+                          qk_nope_head_dim, v_head_dim, softmax_scale, causal, batch_major)
+
+
+def _mla_nvfp4_fake(q, kv_c, k_pe, kv_b_weight, mask, global_scale, num_heads,
+                    qk_nope_head_dim, v_head_dim, softmax_scale, causal, batch_major):
+    quant_ref.check_model_dtype(q)
+    tokens = q.shape[0] * q.shape[2] if batch_major else q.shape[0]
+    return fake_nvfp4(q.new_empty((tokens, num_heads * v_head_dim)), num_heads * v_head_dim)
+
+
+def _mla_nvfp4_examples(shape: tuple[int, ...]) -> list[tuple]:
+    """`_mla_examples`' calls with the NVFP4 global scale for the output scale."""
+    return [(*call[:5], torch.tensor([448.0 * 6 / 4]), *call[6:12])
+            for call in _mla_examples(shape)]
+
+
+MLA_ATTN_QUANT_NVFP4 = Kernel(
+    MLA_NVFP4_KERNEL, MLA_NVFP4_SCHEMA, _mla_nvfp4_ref, _mla_nvfp4_cuda, _mla_nvfp4_fake,
+    {"cuda": ((1, Choice("inductor", "not measured on a GPU yet: MLA + NVFP4 stays unfused "
+                         "until measured against the unfused graph (MLA, then irfuse's NVFP4 "
+                         "quant kernel)")),)},
+    examples=_mla_nvfp4_examples)
+
+
 def _lower_mla(op: fused.MlaAttentionQuantOp, platform: str) -> kernel.CallOp:
     a = Args()
-    assert op.output_scale is not None, "static FP8 has an output scale"
+    assert op.output_scale is not None, "static FP8 and NVFP4 have an output scale"
     template = [a.tensor(op.q), a.tensor(op.kv_c), a.tensor(op.k_pe), a.tensor(op.kv_b_weight),
                 a.optional(op.mask), a.tensor(op.output_scale), IntAttr(op.num_heads.value.data),
                 IntAttr(op.qk_nope_head_dim.value.data), IntAttr(op.v_head_dim.value.data),
                 FloatData(op.scale.value.data), flag(op.causal.value.data),
-                flag(op.batch_major.value.data), op.out.type.dtype]  # type: ignore[union-attr]
+                flag(op.batch_major.value.data)]
+    if op.scheme.is_nvfp4:
+        return kernel_call(MLA_ATTN_QUANT_NVFP4, a, template, op, platform)
+    template.append(op.out.type.dtype)  # type: ignore[union-attr]
     keywords = {"divide": aten.TRUE} if op.divide is not None else {}
     return kernel_call(MLA_ATTN_QUANT, a, template, op, platform, keywords)
 
@@ -173,18 +283,18 @@ FUSION = Fusion(
     name="fuse-attn-quant",
     flag="fuse_attn_quant",
     kind="fusion",
-    fuses="attention or MLA -> static FP8 quant of its output",
+    fuses="attention or MLA -> static FP8 or NVFP4 quant of its output",
     quant="required",
-    schemes=("fp8-static-tensor",),
+    schemes=("fp8-static-tensor", "nvfp4"),
     range_rule="all",
     platforms={**everywhere("triton", None), "cuda:sm90": Support("triton", 2)},
     vllm_pass="AttnFusionPass",
     note="on from O2 where measured (sm90), below 4096 tokens; vLLM's O2 leaves it off "
-    "(#25689); MLA fused (CPU reference; CUDA left unfused until measured); per-group and "
-    "NVFP4 not fused yet",
+    "(#25689); MLA and NVFP4 outputs fused (CPU reference; CUDA left unfused until measured); "
+    "per-group not fused",
     patterns=(AttnQuantPattern(),),
     lowerings={fused.AttentionQuantOp.name: _lower,  # type: ignore[dict-item]
                fused.MlaAttentionQuantOp.name: _lower_mla},  # type: ignore[dict-item]
-    kernels=(ATTN_QUANT, MLA_ATTN_QUANT),
+    kernels=(ATTN_QUANT, MLA_ATTN_QUANT, ATTN_QUANT_NVFP4, MLA_ATTN_QUANT_NVFP4),
     size_aware=True,
 )

@@ -1,4 +1,5 @@
-"""Triton attention kernels that store their output already quantized to FP8 (static scale).
+"""Triton attention kernels that store their output already quantized to FP8 (static scale) or
+NVFP4.
 
 `attention_fp8` (prefill / dense): a FlashAttention-2 forward. A program owns BLOCK_M query
 rows of one (batch, query head); it walks the keys of that head's KV head (GQA: query head h
@@ -9,7 +10,11 @@ key tiles above the diagonal and mask only the tiles that cross it; with `heavy_
 longest query tiles (the last ones) are launched first, so the short ones fill the tail. The
 epilogue divides by the row sum and by the output scale (one float32 multiply by
 `1 / (l * scale)`), clamps to ±448 and stores float8_e4m3fn: the output is never written in the
-model dtype.
+model dtype. `attention_nvfp4` ends in the NVFP4 epilogue instead (`_nvfp4_out`, shared with
+the MLA kernel): `acc / l` rounded to the model dtype, as the unfused graph stores it, then the
+block steps of `nvfp4` (`quant_ref.quant_nvfp4`'s bits): the packed codes go token-major into
+`[B * Tq, Hq * D / 2]`, the block scales into the swizzled layout (D a multiple of 16, so no
+block straddles two heads; the padding is zeroed before the launch).
 
 `paged_decode_fp8` (one new token per sequence over a paged KV cache, flash-decoding): a program
 owns one (sequence, KV head, split): the Hq / Hk query heads that share the KV head are the rows
@@ -18,6 +23,8 @@ Keys are gathered through the block table tile by tile (BLOCK_N tokens, any bloc
 one split the program quantizes and stores the output itself; with several (few sequences or
 long contexts: `decode_config` aims at a few programs per SM) each writes its float32 partial
 output and base-2 log-sum-exp, and a small second kernel combines the splits and quantizes.
+`paged_decode_nvfp4` quantizes to NVFP4 in the same places (the epilogue's tile rows are the
+group's heads of one token, or the one row of a combine program), into `[B, Hq * D / 2]`.
 
 Numerics: the reference (`attention_quant_ref`) rounds the attention output to the model dtype
 and then quantizes; these kernels quantize the float32 output. The scores, the softmax and the
@@ -25,7 +32,9 @@ sums are float32 in both, but added in another order and with exp2 for exp, so a
 land on the neighbouring FP8 code where the exact value sits near a rounding boundary: every
 element within one FP8 step of the reference, a few percent of codes off, the mean error far
 inside NUMERICS.md's attention + quant tolerance (1e-2); see the kernel tests for the exact
-criterion. Launch shapes come from `prefill_config` / `decode_config` (measured on the H200 with
+criterion. The NVFP4 epilogue quantizes the model-dtype output, so it equals the reference
+wherever the kernel's model-dtype output does (bit for bit against `quant_nvfp4` of `attention`'s
+output; tests/kernels/test_attention_nvfp4_kernel.py). Launch shapes come from `prefill_config` / `decode_config` (measured on the H200 with
 `benchmarks/bench_attention_quant.py`); `config=` overrides them.
 """
 
@@ -39,7 +48,8 @@ import torch
 import triton
 import triton.language as tl
 
-from irfuse.emit.kernels import attention_quant_ref
+from irfuse.emit.kernels import attention_quant_ref, quant_ref
+from irfuse.emit.kernels.nvfp4 import _block_recip, _block_scale, _codes, _swizzled_offsets
 from irfuse.emit.kernels.triton_support import check_device, interpreting, next_pow2
 
 FP8_MAX = 448.0
@@ -208,18 +218,45 @@ def _fp8_out(acc, l_i, scale_ptr):
 
 
 @triton.jit
+def _nvfp4_out(acc, l_i, out_rows, rmask, block0, gs_ptr, q_ptr, sf_ptr, WIDTH: tl.constexpr,
+               KP4, DT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr):
+    """The NVFP4 epilogue: the output `acc / l` rounded to the model dtype DT (as the unfused
+    graph stores it), quantized by `nvfp4`'s block steps (`quant_ref.quant_nvfp4`'s bits). Tile
+    row i goes to row `out_rows[i]` of the token-major `[M, WIDTH]` output from its block
+    `block0[i]` on: codes at byte `block0[i] * 8` of that row of `[M, WIDTH / 2]`, block scales
+    at (`out_rows[i]`, `block0[i] + j`) of the swizzled layout. D is a multiple of 16 (blocks
+    never straddle two heads); columns past D and rows off `rmask` are not stored."""
+    BM: tl.constexpr = acc.shape[0]
+    NB: tl.constexpr = BLOCK_D // 16
+    y = tl.reshape((acc / l_i[:, None]).to(DT).to(tl.float32), (BM, NB, 16))
+    gs = tl.load(gs_ptr).to(tl.float32)
+    sb8, sbf = _block_scale(tl.max(tl.abs(y), axis=2), gs, sf_ptr.dtype.element_ty)
+    r, smask = _block_recip(sbf)
+    code = _codes(y, gs, sbf[:, :, None], r[:, :, None], smask[:, :, None])
+    lo, hi = tl.split(tl.reshape(code, (BM, BLOCK_D // 2, 2)))
+    cols = tl.arange(0, BLOCK_D // 2)
+    q_offs = out_rows[:, None] * (WIDTH // 2) + block0[:, None] * 8 + cols[None, :]
+    tl.store(q_ptr + q_offs, (lo | (hi << 4)).to(tl.uint8),
+             mask=rmask[:, None] & (cols < D // 2)[None, :])
+    blocks = tl.arange(0, NB)
+    sf_offs = _swizzled_offsets(out_rows[:, None], block0[:, None] + blocks[None, :], KP4)
+    tl.store(sf_ptr + sf_offs, sb8, mask=rmask[:, None] & (blocks < D // 16)[None, :])
+
+
+@triton.jit
 def _attn_fwd_kernel(
-    q_ptr, k_ptr, v_ptr, o_ptr, scale_ptr,
+    q_ptr, k_ptr, v_ptr, o_ptr, scale_ptr, sf_ptr,
     sqb, sqh, sqm, skb, skh, skn, svb, svh, svn,
-    Tq, Tk, qk_scale,
+    Tq, Tk, qk_scale, KP4,
     HQ: tl.constexpr, GROUP: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HEAVY_FIRST: tl.constexpr, OUT_FP8: tl.constexpr, DOT_F32: tl.constexpr,
-    WIDE: tl.constexpr,
+    WIDE: tl.constexpr, OUT_NVFP4: tl.constexpr = False,
 ):
     """Query rows [m * BLOCK_M, m * BLOCK_M + BLOCK_M) of one (batch, head) into o
-    [B, HQ, Tq, D] (contiguous). The last dims of q, k, v are contiguous; the other strides
-    are arguments."""
+    [B, HQ, Tq, D] (contiguous), or with OUT_NVFP4 into the token-major codes o
+    [B * Tq, HQ * D / 2] and the swizzled block scales sf (scale_ptr: the global scale). The
+    last dims of q, k, v are contiguous; the other strides are arguments."""
     if HEAVY_FIRST:
         bh = tl.program_id(0)
         pid_m = tl.num_programs(1) - 1 - tl.program_id(1)
@@ -253,47 +290,65 @@ def _attn_fwd_kernel(
         acc, l_i, m_i = _attn_tile(acc, l_i, m_i, q, k_base, v_base, start_n, rows, offs_n,
                                    offs_d, Tk, qk_scale, skn, svn, D, BLOCK_D, True, CAUSAL,
                                    DOT_F32, WIDE)
-    o_ptrs = o_ptr + (bh.to(tl.int64) * Tq + rows[:, None]) * D + offs_d[None, :]
-    omask = rmask[:, None] & (offs_d < D)[None, :]
-    if OUT_FP8:
-        tl.store(o_ptrs, _fp8_out(acc, l_i, scale_ptr).to(o_ptr.dtype.element_ty), mask=omask)
+    if OUT_NVFP4:
+        _nvfp4_out(acc, l_i, b.to(tl.int64) * Tq + rows, rmask, h * (D // 16) + rows * 0,
+                   scale_ptr, o_ptr, sf_ptr, HQ * D, KP4, q_ptr.dtype.element_ty, D, BLOCK_D)
     else:
-        tl.store(o_ptrs, (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=omask)
+        o_ptrs = o_ptr + (bh.to(tl.int64) * Tq + rows[:, None]) * D + offs_d[None, :]
+        omask = rmask[:, None] & (offs_d < D)[None, :]
+        if OUT_FP8:
+            tl.store(o_ptrs, _fp8_out(acc, l_i, scale_ptr).to(o_ptr.dtype.element_ty),
+                     mask=omask)
+        else:
+            tl.store(o_ptrs, (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=omask)
 
 
 def _last_contiguous(t: torch.Tensor) -> torch.Tensor:
     return t if t.stride(-1) == 1 else t.contiguous()
 
 
+def _check_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                   scale: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The head-size bound and devices; q, k, v with a contiguous last dim."""
+    if q.shape[-1] > MAX_HEAD_DIM:
+        raise ValueError(f"irfuse: head size {q.shape[-1]} exceeds the kernel's {MAX_HEAD_DIM}")
+    check_device(q, k, v, *(() if scale is None else (scale,)))
+    return _last_contiguous(q), _last_contiguous(k), _last_contiguous(v)
+
+
+def _launch_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+                    scale: torch.Tensor, sf: torch.Tensor, softmax_scale: float, causal: bool,
+                    config: PrefillConfig | None, out_fp8: bool, out_nvfp4: bool) -> None:
+    b, hq, tq, d = q.shape
+    hk, tk = k.shape[1], k.shape[2]
+    cfg = config or prefill_config(tq, tk, d, causal)
+    num_m = triton.cdiv(tq, cfg.block_m)
+    grid = (b * hq, num_m) if cfg.heavy_first else (num_m, b * hq)
+    _attn_fwd_kernel[grid](
+        q, k, v, out, scale, sf,
+        q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+        v.stride(0), v.stride(1), v.stride(2),
+        tq, tk, softmax_scale * LOG2E, sf.shape[-1] // 4 if out_nvfp4 else 0,
+        HQ=hq, GROUP=hq // hk, D=d, BLOCK_D=max(16, next_pow2(d)), CAUSAL=causal,
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, HEAVY_FIRST=cfg.heavy_first,
+        OUT_FP8=out_fp8, DOT_F32=interpreting(),
+        WIDE=max(tq * q.stride(2), tk * k.stride(2), tk * v.stride(2)) >= 2**31,
+        OUT_NVFP4=out_nvfp4, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
+
+
 def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                scale_out: torch.Tensor | None, softmax_scale: float, causal: bool,
                config: PrefillConfig | None) -> torch.Tensor:
+    q, k, v = _check_prefill(q, k, v, scale_out)
     b, hq, tq, d = q.shape
-    hk, tk = k.shape[1], k.shape[2]
-    if d > MAX_HEAD_DIM:
-        raise ValueError(f"irfuse: head size {d} exceeds the kernel's {MAX_HEAD_DIM}")
-    check_device(q, k, v, *(() if scale_out is None else (scale_out,)))
-    q, k, v = _last_contiguous(q), _last_contiguous(k), _last_contiguous(v)
     out_dtype = attention_quant_ref.OUT_DTYPE if scale_out is not None else q.dtype
     out = torch.empty((b, hq, tq, d), dtype=out_dtype, device=q.device)
     if out.numel() == 0:
         return out
-    cfg = config or prefill_config(tq, tk, d, causal)
-    num_m = triton.cdiv(tq, cfg.block_m)
-    grid = (b * hq, num_m) if cfg.heavy_first else (num_m, b * hq)
     scale = scale_out if scale_out is not None else out  # unused without OUT_FP8
-    _attn_fwd_kernel[grid](
-        q, k, v, out, scale,
-        q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-        v.stride(0), v.stride(1), v.stride(2),
-        tq, tk, softmax_scale * LOG2E,
-        HQ=hq, GROUP=hq // hk, D=d, BLOCK_D=max(16, next_pow2(d)), CAUSAL=causal,
-        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, HEAVY_FIRST=cfg.heavy_first,
-        OUT_FP8=scale_out is not None, DOT_F32=interpreting(),
-        WIDE=max(tq * q.stride(2), tk * k.stride(2), tk * v.stride(2)) >= 2**31,
-        num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages,
-    )
+    _launch_prefill(q, k, v, out, scale, out, softmax_scale, causal, config,
+                    scale_out is not None, False)
     return out
 
 
@@ -305,6 +360,28 @@ def attention_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale_out: 
     copied first)."""
     attention_quant_ref.check_attention_args(q, k, v, scale_out)
     return _attention(q, k, v, scale_out, softmax_scale, causal, config)
+
+
+def attention_nvfp4(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                    global_scale: torch.Tensor, *, softmax_scale: float, causal: bool,
+                    config: PrefillConfig | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """NVFP4 of sdpa(q, k, v) token-major as one kernel: (packed uint8 `[B * Tq, Hq * D / 2]`,
+    swizzled float8_e4m3fn block scales), as `attention_quant_ref.attention_nvfp4`; the head
+    size D must be a multiple of 16 (a block of 16 values lies within one head)."""
+    attention_quant_ref.check_attention_args(q, k, v, global_scale)
+    if q.shape[-1] % quant_ref.NVFP4_BLOCK != 0:
+        raise ValueError(f"irfuse: the NVFP4 attention epilogue needs a head size divisible by "
+                         f"16, got {q.shape[-1]}")
+    q, k, v = _check_prefill(q, k, v, global_scale)
+    b, hq, tq, d = q.shape
+    mp, kp = quant_ref.nvfp4_scale_shape(b * tq, hq * d)
+    out = torch.empty((b * tq, hq * d // 2), dtype=torch.uint8, device=q.device)
+    # Zeros: the swizzled layout's padding rows and columns, which no program writes.
+    sf = torch.zeros((mp, kp), dtype=quant_ref.NVFP4_SCALE_DTYPE, device=q.device)
+    if out.numel() == 0:
+        return out, sf
+    _launch_prefill(q, k, v, out, global_scale, sf, softmax_scale, causal, config, False, True)
+    return out, sf
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, softmax_scale: float,
@@ -319,16 +396,17 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, softmax_scal
 
 @triton.jit
 def _paged_decode_kernel(
-    q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, scale_ptr, o_ptr, op_ptr, lse_ptr,
-    sqb, sqh, skb, skt, skh, svb, svt, svh, sbt, qk_scale,
+    q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, scale_ptr, o_ptr, op_ptr, lse_ptr, sf_ptr,
+    sqb, sqh, skb, skt, skh, svb, svt, svh, sbt, qk_scale, KP4,
     HQ: tl.constexpr, GROUP: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_G: tl.constexpr, PAGE: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr,
-    OUT_FP8: tl.constexpr, DOT_F32: tl.constexpr,
+    OUT_FP8: tl.constexpr, DOT_F32: tl.constexpr, OUT_NVFP4: tl.constexpr = False,
 ):
     """Sequence b, KV head kvh (program 0 = b * HK + kvh), split s (program 1): its GROUP
     query heads against tokens [s * len_s, (s + 1) * len_s) of the context. With SPLITS == 1
-    the output (o [B, HQ, D]), otherwise the float32 partial (op [B, HQ, SPLITS, D]) and its
-    base-2 log-sum-exp (lse [B, HQ, SPLITS])."""
+    the output (o [B, HQ, D]; with OUT_NVFP4 the codes o [B, HQ * D / 2] and the swizzled
+    block scales sf, scale_ptr the global scale), otherwise the float32 partial
+    (op [B, HQ, SPLITS, D]) and its base-2 log-sum-exp (lse [B, HQ, SPLITS])."""
     pid = tl.program_id(0)
     split = tl.program_id(1)
     b = pid // (HQ // GROUP)
@@ -372,13 +450,17 @@ def _paged_decode_kernel(
     out_rows = b.to(tl.int64) * HQ + heads
     omask = gmask[:, None] & dmask[None, :]
     if SPLITS == 1:
-        if OUT_FP8:
-            inv = 1.0 / (l_i * tl.load(scale_ptr))
-            o = tl.clamp(acc * inv[:, None], -_FP8_MAX, _FP8_MAX)
+        if OUT_NVFP4:
+            _nvfp4_out(acc, l_i, b.to(tl.int64) + g * 0, gmask, heads * (D // 16), scale_ptr,
+                       o_ptr, sf_ptr, HQ * D, KP4, q_ptr.dtype.element_ty, D, BLOCK_D)
         else:
-            o = acc / l_i[:, None]
-        tl.store(o_ptr + out_rows[:, None] * D + offs_d[None, :],
-                 o.to(o_ptr.dtype.element_ty), mask=omask)
+            if OUT_FP8:
+                inv = 1.0 / (l_i * tl.load(scale_ptr))
+                o = tl.clamp(acc * inv[:, None], -_FP8_MAX, _FP8_MAX)
+            else:
+                o = acc / l_i[:, None]
+            tl.store(o_ptr + out_rows[:, None] * D + offs_d[None, :],
+                     o.to(o_ptr.dtype.element_ty), mask=omask)
     else:
         # An empty split (a short sequence) has l = 0 and m = -inf: lse -inf, weight 0.
         has = l_i > 0
@@ -390,11 +472,13 @@ def _paged_decode_kernel(
 
 
 @triton.jit
-def _combine_splits_kernel(op_ptr, lse_ptr, scale_ptr, o_ptr, D: tl.constexpr,
+def _combine_splits_kernel(op_ptr, lse_ptr, scale_ptr, o_ptr, q_ptr, sf_ptr, KP4,
+                           HQ: tl.constexpr, D: tl.constexpr,
                            BLOCK_D: tl.constexpr, SPLITS: tl.constexpr, BLOCK_S: tl.constexpr,
-                           OUT_FP8: tl.constexpr):
+                           OUT_FP8: tl.constexpr, OUT_NVFP4: tl.constexpr = False):
     """Row r = b * HQ + h: the splits' partial outputs weighted by exp2(lse - max lse), then the
-    quant (or the model dtype)."""
+    quant (or the model dtype, q_ptr's). With OUT_NVFP4 the row is one tile row of the NVFP4
+    epilogue: codes and block scales of token b from head h's first block."""
     r = tl.program_id(0).to(tl.int64)
     s = tl.arange(0, BLOCK_S)
     smask = s < SPLITS
@@ -406,17 +490,27 @@ def _combine_splits_kernel(op_ptr, lse_ptr, scale_ptr, o_ptr, D: tl.constexpr,
     parts = tl.load(op_ptr + (r * SPLITS + s[:, None]) * D + offs_d[None, :],
                     mask=smask[:, None] & dmask[None, :], other=0.0)
     num = tl.sum(parts * w[:, None], 0)
-    if OUT_FP8:
-        o = tl.clamp(num * (1.0 / (tl.sum(w, 0) * tl.load(scale_ptr))), -_FP8_MAX, _FP8_MAX)
+    if OUT_NVFP4:
+        zero = tl.zeros([1], tl.int64)  # a one-row tile
+        _nvfp4_out(num[None, :], tl.sum(w, 0) + tl.zeros([1], tl.float32), r // HQ + zero,
+                   zero == 0, (r % HQ) * (D // 16) + zero, scale_ptr, o_ptr, sf_ptr, HQ * D,
+                   KP4, q_ptr.dtype.element_ty, D, BLOCK_D)
     else:
-        o = num / tl.sum(w, 0)
-    tl.store(o_ptr + r * D + offs_d, o.to(o_ptr.dtype.element_ty), mask=dmask)
+        if OUT_FP8:
+            o = tl.clamp(num * (1.0 / (tl.sum(w, 0) * tl.load(scale_ptr))), -_FP8_MAX,
+                         _FP8_MAX)
+        else:
+            o = num / tl.sum(w, 0)
+        tl.store(o_ptr + r * D + offs_d, o.to(o_ptr.dtype.element_ty), mask=dmask)
 
 
 def _paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                   block_table: torch.Tensor, seq_lens: torch.Tensor,
                   scale_out: torch.Tensor | None, softmax_scale: float,
-                  config: DecodeConfig | None) -> torch.Tensor:
+                  config: DecodeConfig | None, nvfp4: bool = False,
+                  ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """The decode launch: the model dtype (no scale), FP8 (`scale_out`), or with `nvfp4`
+    (`scale_out` the global scale) the codes `[B, Hq * D / 2]` and swizzled block scales."""
     b, hq, d = q.shape
     page, hk = k_cache.shape[1], k_cache.shape[2]
     if d > MAX_HEAD_DIM:
@@ -425,10 +519,16 @@ def _paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                  *(() if scale_out is None else (scale_out,)))
     q, k_cache, v_cache = _last_contiguous(q), _last_contiguous(k_cache), _last_contiguous(v_cache)
     block_table = _last_contiguous(block_table)
-    out_dtype = attention_quant_ref.OUT_DTYPE if scale_out is not None else q.dtype
-    out = torch.empty((b, hq, d), dtype=out_dtype, device=q.device)
+    if nvfp4:
+        mp, kp = quant_ref.nvfp4_scale_shape(b, hq * d)
+        out = torch.empty((b, hq * d // 2), dtype=torch.uint8, device=q.device)
+        # Zeros: the swizzled layout's padding rows and columns, which no program writes.
+        sf = torch.zeros((mp, kp), dtype=quant_ref.NVFP4_SCALE_DTYPE, device=q.device)
+    else:
+        out_dtype = attention_quant_ref.OUT_DTYPE if scale_out is not None else q.dtype
+        out = sf = torch.empty((b, hq, d), dtype=out_dtype, device=q.device)
     if out.numel() == 0:
-        return out
+        return (out, sf) if nvfp4 else out
     max_ctx = block_table.shape[1] * page  # known on the host: no sync, graph-capturable
     cfg = config or decode_config(b, hk, max_ctx, d, _device_sms(q.device))
     splits = cfg.splits or decode_splits(b * hk, max_ctx, cfg.block_n, _device_sms(q.device))
@@ -439,21 +539,24 @@ def _paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
         lse = torch.empty((b, hq, splits), dtype=torch.float32, device=q.device)
     else:
         op = lse = out  # unused
-    scale = scale_out if scale_out is not None else out  # unused without OUT_FP8
+    scale = scale_out if scale_out is not None else out  # unused without a quant
+    out_fp8 = scale_out is not None and not nvfp4
+    kp4 = sf.shape[-1] // 4 if nvfp4 else 0
     _paged_decode_kernel[(b * hk, splits)](
-        q, k_cache, v_cache, block_table, seq_lens, scale, out, op, lse,
+        q, k_cache, v_cache, block_table, seq_lens, scale, out, op, lse, sf,
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_table.stride(0),
-        softmax_scale * LOG2E,
+        softmax_scale * LOG2E, kp4,
         HQ=hq, GROUP=group, D=d, BLOCK_D=block_d, BLOCK_G=max(16, next_pow2(group)),
-        PAGE=page, BLOCK_N=cfg.block_n, SPLITS=splits, OUT_FP8=scale_out is not None,
-        DOT_F32=interpreting(), num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        PAGE=page, BLOCK_N=cfg.block_n, SPLITS=splits, OUT_FP8=out_fp8,
+        DOT_F32=interpreting(), OUT_NVFP4=nvfp4, num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
     )
     if splits > 1:
         _combine_splits_kernel[(b * hq,)](
-            op, lse, scale, out, D=d, BLOCK_D=block_d, SPLITS=splits,
-            BLOCK_S=next_pow2(splits), OUT_FP8=scale_out is not None, num_warps=1)
-    return out
+            op, lse, scale, out, q, sf, kp4, HQ=hq, D=d, BLOCK_D=block_d, SPLITS=splits,
+            BLOCK_S=next_pow2(splits), OUT_FP8=out_fp8, OUT_NVFP4=nvfp4, num_warps=1)
+    return (out, sf) if nvfp4 else out
 
 
 def paged_decode_fp8(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -463,8 +566,28 @@ def paged_decode_fp8(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     arguments as `attention_quant_ref.paged_decode_fp8` (every `seq_lens[b]` in
     [1, max_blocks * block_size]; not checked here, that would need a device sync)."""
     attention_quant_ref.check_decode_args(q, k_cache, v_cache, block_table, seq_lens, scale_out)
-    return _paged_decode(q, k_cache, v_cache, block_table, seq_lens, scale_out, softmax_scale,
-                         config)
+    out = _paged_decode(q, k_cache, v_cache, block_table, seq_lens, scale_out, softmax_scale,
+                        config)
+    assert isinstance(out, torch.Tensor)
+    return out
+
+
+def paged_decode_nvfp4(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                       block_table: torch.Tensor, seq_lens: torch.Tensor,
+                       global_scale: torch.Tensor, *, softmax_scale: float,
+                       config: DecodeConfig | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Paged decode attention with the NVFP4 quant fused: (packed uint8 `[B, Hq * D / 2]`,
+    swizzled block scales), as `attention_quant_ref.paged_decode_nvfp4`; D a multiple of 16
+    (seq_lens as `paged_decode_fp8`)."""
+    attention_quant_ref.check_decode_args(q, k_cache, v_cache, block_table, seq_lens,
+                                          global_scale)
+    if q.shape[-1] % quant_ref.NVFP4_BLOCK != 0:
+        raise ValueError(f"irfuse: the NVFP4 attention epilogue needs a head size divisible by "
+                         f"16, got {q.shape[-1]}")
+    out = _paged_decode(q, k_cache, v_cache, block_table, seq_lens, global_scale,
+                        softmax_scale, config, nvfp4=True)
+    assert isinstance(out, tuple)
+    return out
 
 
 def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -473,8 +596,10 @@ def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     """The same decode storing the model dtype (no quant): the benchmark's "kernel unfused"."""
     attention_quant_ref.check_decode_args(q, k_cache, v_cache, block_table, seq_lens,
                                           torch.ones(1))
-    return _paged_decode(q, k_cache, v_cache, block_table, seq_lens, None, softmax_scale,
-                         config)
+    out = _paged_decode(q, k_cache, v_cache, block_table, seq_lens, None, softmax_scale,
+                        config)
+    assert isinstance(out, torch.Tensor)
+    return out
 
 
 def default_softmax_scale(d: int) -> float:

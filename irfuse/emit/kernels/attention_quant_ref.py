@@ -1,8 +1,10 @@
-"""Torch references of attention whose output is quantized to FP8 (static per-tensor scale).
+"""Torch references of attention whose output is quantized to FP8 (static per-tensor scale) or
+NVFP4.
 
 These are the unfused graphs, literally: the model's attention, its output rounded to the model
 dtype, then the static quant of `shared/NUMERICS.md` in the division spelling a model's graph
-uses, `fp8(clamp(o.float() / scale, -448, 448))` (`quant_ref.quant_fp8_static(divide=True)`).
+uses, `fp8(clamp(o.float() / scale, -448, 448))` (`quant_ref.quant_fp8_static(divide=True)`),
+or NVFP4 of the output token-major and flattened (`attention_nvfp4`).
 
 - `attention_fp8`: `F.scaled_dot_product_attention(q, k, v, is_causal=causal,
   scale=softmax_scale, enable_gqa=True)` on q [B, Hq, Tq, D], k/v [B, Hk, Tk, D] (SDPA's
@@ -11,7 +13,8 @@ uses, `fp8(clamp(o.float() / scale, -448, 448))` (`quant_ref.quant_fp8_static(di
 - `paged_decode_fp8`: one new query token per sequence, q [B, Hq, D], over a paged KV cache
   [num_blocks, block_size, Hk, D]: sequence b's token t lives in block
   `block_table[b, t // block_size]`, row `t % block_size`; its first `seq_lens[b]` tokens are
-  gathered and attended (no mask: the new token sees its whole context), then the quant.
+  gathered and attended (no mask: the new token sees its whole context), then the quant
+  (`paged_decode_nvfp4`: NVFP4 of the output flattened to `[B, Hq * D]`).
 
 The Triton kernels of `attention_quant.py` take the same arguments and are tested against
 these (they quantize from the float32 accumulator, without the model-dtype rounding: within
@@ -87,6 +90,24 @@ def attention_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale_out: 
     return quant_out(o, scale_out)
 
 
+def token_major(o: torch.Tensor) -> torch.Tensor:
+    """`[B, H, T, Dv]` -> `[B * T, H * Dv]`: the layout the o_proj (and its quant) reads."""
+    b, h, t, d = o.shape
+    return o.transpose(1, 2).reshape(b * t, h * d)
+
+
+def attention_nvfp4(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                    global_scale: torch.Tensor, *, softmax_scale: float, causal: bool,
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """NVFP4 of sdpa(q, k, v) token-major: (packed uint8 `[B * Tq, Hq * D / 2]`, swizzled
+    block scales), as `quant_ref.quant_nvfp4` gives them; arguments as `attention_fp8`, with
+    the NVFP4 global scale for the output scale."""
+    check_attention_args(q, k, v, global_scale)
+    o = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=softmax_scale,
+                                       enable_gqa=True)
+    return quant_ref.quant_nvfp4(token_major(o), global_scale)
+
+
 def gather_kv(cache: torch.Tensor, blocks: torch.Tensor, length: int) -> torch.Tensor:
     """One sequence's first `length` tokens from a paged cache, as [Hk, length, D]."""
     block_size = cache.shape[1]
@@ -95,11 +116,12 @@ def gather_kv(cache: torch.Tensor, blocks: torch.Tensor, length: int) -> torch.T
     return rows[:length].transpose(0, 1)
 
 
-def paged_decode_fp8(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                     block_table: torch.Tensor, seq_lens: torch.Tensor, scale_out: torch.Tensor,
-                     *, softmax_scale: float) -> torch.Tensor:
-    """quant(attention of each sequence's new token over its cached context): float8_e4m3fn
-    [B, Hq, D]. Each `seq_lens[b]` must be at least 1 and fit the block table's row."""
+def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                 block_table: torch.Tensor, seq_lens: torch.Tensor, scale_out: torch.Tensor,
+                 *, softmax_scale: float) -> torch.Tensor:
+    """Attention of each sequence's new token over its cached context, in the model dtype
+    [B, Hq, D] (`scale_out` only checked). Each `seq_lens[b]` must be at least 1 and fit the
+    block table's row."""
     check_decode_args(q, k_cache, v_cache, block_table, seq_lens, scale_out)
     outs = []
     for b, length in enumerate(seq_lens.tolist()):
@@ -111,4 +133,24 @@ def paged_decode_fp8(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
         o = F.scaled_dot_product_attention(q[b, None, :, None, :], k[None], v[None],
                                            scale=softmax_scale, enable_gqa=True)
         outs.append(o[0, :, 0, :])
-    return quant_out(torch.stack(outs), scale_out)
+    return torch.stack(outs)
+
+
+def paged_decode_fp8(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                     block_table: torch.Tensor, seq_lens: torch.Tensor, scale_out: torch.Tensor,
+                     *, softmax_scale: float) -> torch.Tensor:
+    """quant(attention of each sequence's new token over its cached context): float8_e4m3fn
+    [B, Hq, D]; arguments as `paged_decode`."""
+    return quant_out(paged_decode(q, k_cache, v_cache, block_table, seq_lens, scale_out,
+                                  softmax_scale=softmax_scale), scale_out)
+
+
+def paged_decode_nvfp4(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                       block_table: torch.Tensor, seq_lens: torch.Tensor,
+                       global_scale: torch.Tensor, *, softmax_scale: float,
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    """NVFP4 of the decode output flattened to [B, Hq * D]: (packed uint8 [B, Hq * D / 2],
+    swizzled block scales); arguments as `paged_decode`."""
+    o = paged_decode(q, k_cache, v_cache, block_table, seq_lens, global_scale,
+                     softmax_scale=softmax_scale)
+    return quant_ref.quant_nvfp4(o.reshape(o.shape[0], -1), global_scale)

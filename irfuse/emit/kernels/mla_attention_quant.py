@@ -1,5 +1,5 @@
 """Triton MLA prefill attention (DeepSeek-V2/V3) that stores its output already quantized to FP8
-(static scale), token-major.
+(static scale) or NVFP4, token-major.
 
 As vLLM's MLA prefill does, the latent is first up-projected by kv_b's weight (one cuBLAS GEMM
 in the model dtype: `[tokens, rank] @ [rank, H * (nope + v)]`); the attention kernel then reads
@@ -9,7 +9,9 @@ head). The scores are two `tl.dot`s, `q_nope @ k_nope^T + q_pe @ k_pe^T`, so the
 (192 for DeepSeek) need not be a power of two and may differ from the v head dim (128). The
 online softmax, causal tile skipping and the FP8 epilogue (`1 / (l * scale)`, clamp ±448) are
 those of `attention_quant.attention_fp8`, whose helpers this reuses; the output goes straight
-into the `[tokens, H * v]` layout the quant saw (no transpose pass).
+into the `[tokens, H * v]` layout the quant saw (no transpose pass). `mla_attention_nvfp4`
+ends in `attention_quant`'s NVFP4 epilogue instead (the output rounded to the model dtype, then
+`quant_ref.quant_nvfp4`'s bits).
 
 Numerics as `attention_quant`: the reference (`mla_attention_quant_ref`) rounds the attention
 output to the model dtype and then quantizes; this kernel quantizes the float32 output, so an
@@ -26,6 +28,7 @@ import triton
 import triton.language as tl
 
 from irfuse.emit.kernels import mla_attention_quant_ref as ref
+from irfuse.emit.kernels import quant_ref
 from irfuse.emit.kernels.attention_quant import (
     LOG2E,
     MAX_HEAD_DIM,
@@ -34,6 +37,7 @@ from irfuse.emit.kernels.attention_quant import (
     _idx,
     _key_tiles,
     _last_contiguous,
+    _nvfp4_out,
     _softmax_step,
 )
 from irfuse.emit.kernels.triton_support import check_device, interpreting, next_pow2
@@ -96,16 +100,18 @@ def _mla_tile(acc, l_i, m_i, q_n, q_r, kv_base, pe_base, start_n, rows, offs_n, 
 
 @triton.jit
 def _mla_fwd_kernel(
-    q_ptr, kv_ptr, pe_ptr, o_ptr, scale_ptr,
+    q_ptr, kv_ptr, pe_ptr, o_ptr, scale_ptr, sf_ptr,
     sqb, sqh, sqm, skb, skh, skn, spb, spn,
-    Tq, Tk, qk_scale,
+    Tq, Tk, qk_scale, KP4,
     H: tl.constexpr, NOPE: tl.constexpr, ROPE: tl.constexpr, DV: tl.constexpr,
     BLOCK_NOPE: tl.constexpr, BLOCK_ROPE: tl.constexpr, BLOCK_DV: tl.constexpr,
     FULL_D: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    DOT_F32: tl.constexpr, WIDE: tl.constexpr,
+    DOT_F32: tl.constexpr, WIDE: tl.constexpr, OUT_NVFP4: tl.constexpr = False,
 ):
     """Query rows [m * BLOCK_M, m * BLOCK_M + BLOCK_M) of one (batch, head) (the longest causal
-    tiles first) into o `[B * Tq, H * DV]`. The last dims of q, kv and k_pe are contiguous."""
+    tiles first) into o `[B * Tq, H * DV]` in FP8, or with OUT_NVFP4 into the codes o
+    `[B * Tq, H * DV / 2]` and the swizzled block scales sf (scale_ptr: the global scale). The
+    last dims of q, kv and k_pe are contiguous."""
     bh = tl.program_id(0)
     pid_m = tl.num_programs(1) - 1 - tl.program_id(1)
     b = bh // H
@@ -136,9 +142,13 @@ def _mla_fwd_kernel(
                                   offs_n, offs_dn, offs_dr, offs_dv, Tk, qk_scale, skn, spn,
                                   NOPE, ROPE, DV, FULL_D, True, CAUSAL, DOT_F32, WIDE)
     out_rows = b.to(tl.int64) * Tq + rows
-    o_ptrs = o_ptr + out_rows[:, None] * (H * DV) + h * DV + offs_dv[None, :]
-    tl.store(o_ptrs, _fp8_out(acc, l_i, scale_ptr).to(o_ptr.dtype.element_ty),
-             mask=rmask[:, None] & (offs_dv < DV)[None, :])
+    if OUT_NVFP4:
+        _nvfp4_out(acc, l_i, out_rows, rmask, h * (DV // 16) + rows * 0, scale_ptr, o_ptr,
+                   sf_ptr, H * DV, KP4, q_ptr.dtype.element_ty, DV, BLOCK_DV)
+    else:
+        o_ptrs = o_ptr + out_rows[:, None] * (H * DV) + h * DV + offs_dv[None, :]
+        tl.store(o_ptrs, _fp8_out(acc, l_i, scale_ptr).to(o_ptr.dtype.element_ty),
+                 mask=rmask[:, None] & (offs_dv < DV)[None, :])
 
 
 def mla_attention_fp8(q: torch.Tensor, kv_c: torch.Tensor, k_pe: torch.Tensor,
@@ -147,43 +157,81 @@ def mla_attention_fp8(q: torch.Tensor, kv_c: torch.Tensor, k_pe: torch.Tensor,
                       batch_major: bool, config: MlaConfig | None = None) -> torch.Tensor:
     """quant(MLA) without a mask: float8_e4m3fn `[tokens, H * v]`, contiguous; arguments as
     `mla_attention_quant_ref.mla_attention_fp8` (kv_b's GEMM runs first, in the model dtype)."""
+    qb, kvb, pe = _prepare(q, kv_c, k_pe, kv_b_weight, scale_out, num_heads, nope, v_dim,
+                           batch_major)
+    b, _, tq, _ = qb.shape
+    out = torch.empty((b * tq, num_heads * v_dim), dtype=torch.float8_e4m3fn, device=q.device)
+    if out.numel() == 0:
+        return out
+    _launch(qb, kvb, pe, out, scale_out, out, num_heads, nope, v_dim, softmax_scale, causal,
+            config, False)
+    return out
+
+
+def mla_attention_nvfp4(q: torch.Tensor, kv_c: torch.Tensor, k_pe: torch.Tensor,
+                        kv_b_weight: torch.Tensor, global_scale: torch.Tensor, *,
+                        num_heads: int, nope: int, v_dim: int, softmax_scale: float,
+                        causal: bool, batch_major: bool, config: MlaConfig | None = None,
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+    """NVFP4 of MLA without a mask: (packed uint8 `[tokens, H * v / 2]`, swizzled block
+    scales), as `mla_attention_quant_ref.mla_attention_nvfp4`; v_dim a multiple of 16."""
+    if v_dim % quant_ref.NVFP4_BLOCK != 0:
+        raise ValueError(f"irfuse: the NVFP4 MLA epilogue needs a v head size divisible by 16, "
+                         f"got {v_dim}")
+    qb, kvb, pe = _prepare(q, kv_c, k_pe, kv_b_weight, global_scale, num_heads, nope, v_dim,
+                           batch_major)
+    b, _, tq, _ = qb.shape
+    mp, kp = quant_ref.nvfp4_scale_shape(b * tq, num_heads * v_dim)
+    out = torch.empty((b * tq, num_heads * v_dim // 2), dtype=torch.uint8, device=q.device)
+    # Zeros: the swizzled layout's padding rows and columns, which no program writes.
+    sf = torch.zeros((mp, kp), dtype=quant_ref.NVFP4_SCALE_DTYPE, device=q.device)
+    if out.numel() == 0:
+        return out, sf
+    _launch(qb, kvb, pe, out, global_scale, sf, num_heads, nope, v_dim, softmax_scale, causal,
+            config, True)
+    return out, sf
+
+
+def _prepare(q: torch.Tensor, kv_c: torch.Tensor, k_pe: torch.Tensor, kv_b_weight: torch.Tensor,
+             scale: torch.Tensor, num_heads: int, nope: int, v_dim: int, batch_major: bool,
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The checks, kv_b's GEMM, and the kernel's operands: q `[B, H, L, D]`, the up-projected
+    kv `[B, H, Lk, nope + v]` and k_pe `[B, Lk, rope]`."""
     ref.check_mla_args(q, kv_c, k_pe, kv_b_weight, num_heads, nope, v_dim, batch_major)
-    if scale_out.numel() != 1:
+    if scale.numel() != 1:
         raise ValueError(f"irfuse: scale_out must have one element, got shape "
-                         f"{tuple(scale_out.shape)}")
+                         f"{tuple(scale.shape)}")
     rope = k_pe.shape[-1]
     if max(nope, rope, v_dim) > MAX_HEAD_DIM:
         raise ValueError(f"irfuse: MLA head parts {nope}/{rope}/{v_dim} exceed the kernel's "
                          f"{MAX_HEAD_DIM}")
-    check_device(q, kv_c, k_pe, kv_b_weight, scale_out)
+    check_device(q, kv_c, k_pe, kv_b_weight, scale)
     kv = ref.up_project(kv_c, kv_b_weight, num_heads, batch_major)
     if batch_major:
-        qb, kvb = _last_contiguous(q), kv  # [B, H, L, D], [B, H, Lk, nope + v]
-        pe = _last_contiguous(k_pe[:, 0])  # [B, Lk, rope]
-    else:
-        qb = _last_contiguous(q).transpose(0, 1)[None]  # [1, H, T, D]
-        kvb = kv.transpose(0, 1)[None]  # [1, H, T, nope + v]
-        pe = _last_contiguous(k_pe[:, 0])[None]  # [1, T, rope]
+        return _last_contiguous(q), kv, _last_contiguous(k_pe[:, 0])
+    return (_last_contiguous(q).transpose(0, 1)[None], kv.transpose(0, 1)[None],
+            _last_contiguous(k_pe[:, 0])[None])
+
+
+def _launch(qb: torch.Tensor, kvb: torch.Tensor, pe: torch.Tensor, out: torch.Tensor,
+            scale: torch.Tensor, sf: torch.Tensor, num_heads: int, nope: int, v_dim: int,
+            softmax_scale: float, causal: bool, config: MlaConfig | None, nvfp4: bool) -> None:
     b, _, tq, _ = qb.shape
-    tk = kvb.shape[2]
-    out = torch.empty((b * tq, num_heads * v_dim), dtype=torch.float8_e4m3fn, device=q.device)
-    if out.numel() == 0:
-        return out
+    tk, rope = kvb.shape[2], pe.shape[-1]
     if tk == 0:
         raise ValueError("irfuse: MLA attention needs at least one key")
     cfg = config or mla_config(tq, tk)
     grid = (b * num_heads, triton.cdiv(tq, cfg.block_m))
     blocks = (max(16, next_pow2(nope)), max(16, next_pow2(rope)), max(16, next_pow2(v_dim)))
     _mla_fwd_kernel[grid](
-        qb, kvb, pe, out, scale_out,
+        qb, kvb, pe, out, scale, sf,
         qb.stride(0), qb.stride(1), qb.stride(2), kvb.stride(0), kvb.stride(1), kvb.stride(2),
         pe.stride(0), pe.stride(1),
-        tq, tk, softmax_scale * LOG2E,
+        tq, tk, softmax_scale * LOG2E, sf.shape[-1] // 4 if nvfp4 else 0,
         H=num_heads, NOPE=nope, ROPE=rope, DV=v_dim,
         BLOCK_NOPE=blocks[0], BLOCK_ROPE=blocks[1], BLOCK_DV=blocks[2],
         FULL_D=blocks == (nope, rope, v_dim), CAUSAL=causal, BLOCK_M=cfg.block_m,
         BLOCK_N=cfg.block_n, DOT_F32=interpreting(),
         WIDE=max(tq * qb.stride(2), tk * kvb.stride(2), tk * pe.stride(1)) >= 2**31,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        OUT_NVFP4=nvfp4, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
-    return out

@@ -1,11 +1,12 @@
 """Torch reference of MLA attention (DeepSeek-V2/V3 prefill) whose output is quantized to FP8
-(static per-tensor scale): the unfused graph of `attn.mla_attention` -> `quant.fp8`, literally.
+(static per-tensor scale) or NVFP4: the unfused graph of `attn.mla_attention` -> `quant.fp8`
+(or `quant.nvfp4`), literally.
 
 The latent `kv_c` is up-projected by kv_b's weight `[H * (nope + v), rank]` (one GEMM in the
 model dtype, as the model computes it), split per head into `k_nope` and `v`; the key is
 `[k_nope | k_pe]` with the one roped `k_pe` shared by all heads; SDPA in the model dtype; the
 output, token-major and flattened to `[tokens, H * v]`, is quantized as `quant_ref` does
-(`divide`: `x / s`, else `x * (1 / s)`).
+(`divide`: `x / s`, else `x * (1 / s)`; NVFP4: `quant_ref.quant_nvfp4`).
 
 Layouts (those of `attn.mla_attention`):
 - token-major (vLLM's): q `[T, H, nope + rope]`, kv_c `[T, rank]`, k_pe `[T, 1, rope]`, one
@@ -95,3 +96,16 @@ def mla_attention_fp8(q: torch.Tensor, kv_c: torch.Tensor, k_pe: torch.Tensor,
                       v_dim=v_dim, softmax_scale=softmax_scale, causal=causal,
                       batch_major=batch_major)
     return quant_ref.quant_fp8_static(o, scale_out, out_dtype, divide)
+
+
+def mla_attention_nvfp4(q: torch.Tensor, kv_c: torch.Tensor, k_pe: torch.Tensor,
+                        kv_b_weight: torch.Tensor, mask: torch.Tensor | None,
+                        global_scale: torch.Tensor, *, num_heads: int, nope: int, v_dim: int,
+                        softmax_scale: float, causal: bool, batch_major: bool,
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+    """NVFP4 of MLA: (packed uint8 `[tokens, H * v / 2]`, swizzled block scales), as
+    `quant_ref.quant_nvfp4` gives them; arguments as `mla_attention_fp8`."""
+    o = mla_attention(q, kv_c, k_pe, kv_b_weight, mask, num_heads=num_heads, nope=nope,
+                      v_dim=v_dim, softmax_scale=softmax_scale, causal=causal,
+                      batch_major=batch_major)
+    return quant_ref.quant_nvfp4(o, global_scale)

@@ -1,0 +1,81 @@
+"""benchmarks/bench_attention_quant.py's NVFP4 prefill row on the CPU: under TRITON_INTERPRET=1 (a
+subprocess) at T 32, with the timing replaced by one call of each candidate, the fused kernel,
+the unfused graph and irfuse's kernel + quant all pass the row's check against the eager graph
+(and a corrupted output does not), and the table prints the row."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import pathlib
+import sys
+import types
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+PATH = ROOT / "benchmarks" / "bench_attention_quant.py"
+
+
+def _load():
+    sys.path.insert(0, str(PATH.parent))
+    spec = importlib.util.spec_from_file_location("bench_attention_quant", PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _worker() -> None:
+    import torch
+    import triton
+
+    assert triton.knobs.runtime.interpret, "TRITON_INTERPRET=1 must be set before triton loads"
+    bench = _load()
+    called: list[str] = []
+
+    def one_call_each(timed, args):
+        for name, fn in timed.items():
+            fn()
+            called.append(name)
+        return {name: 1.0 for name in timed}
+
+    bench._time = one_call_each
+    compiled = {"token_major": bench.sdpa_token_major,
+                "to_token_major": bench.attention_quant_ref.token_major}
+    args = types.SimpleNamespace(sweep=False, rep=1, rounds=1)
+    torch.manual_seed(0)
+    row = bench.nvfp4_row(32, compiled, args, device="cpu")
+    codes, sf = bench.attention_quant.attention_nvfp4(
+        *(torch.randn(1, h, 32, bench.D).bfloat16() for h in (bench.HQ, bench.HK, bench.HK)),
+        torch.tensor([1.0]), softmax_scale=bench.SM_SCALE, causal=True)
+    ref = bench.quant_ref.quant_nvfp4(torch.zeros(32, bench.HQ * bench.D).bfloat16() + 1,
+                                      torch.tensor([1.0]))
+    bad = bench.check_nvfp4((codes, sf), ref, torch.tensor([1.0]))
+    torch.cuda.get_device_name = lambda *a: "cpu"
+    table = bench.markdown([row], "cmd")
+    print(json.dumps({"row": {k: row[k] for k in ("case", "T", "check", "unfused_check",
+                                                  "kernel_quant_check")},
+                      "called": called, "bad": bad, "table": table}))
+
+
+@pytest.fixture(scope="module")
+def result() -> dict:
+    from interpret_worker import run_worker
+
+    return run_worker(__file__)
+
+
+def test_nvfp4_row_checks_every_candidate(result):
+    row = result["row"]
+    assert row["case"] == "prefill-nvfp4" and row["T"] == 32
+    assert (row["check"], row["unfused_check"], row["kernel_quant_check"]) == ("ok",) * 3
+    assert sorted(result["called"]) == ["fused", "kernel_quant", "sdpa", "unfused"]
+    assert result["bad"].startswith("MISMATCH")
+
+
+def test_nvfp4_row_is_in_the_table(result):
+    assert "| prefill-nvfp4 T=32 |" in result["table"]
+
+
+if __name__ == "__main__" and "--worker" in sys.argv:
+    _worker()
