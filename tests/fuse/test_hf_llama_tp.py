@@ -145,6 +145,7 @@ def _worker(rank: int, world: int, out_dir: str) -> None:
             "ranges": [r.range for r in reports],
             "raised": [r.raised for r in reports],
             "fused": [{p.name: p.count for p in r.passes if p.count} for r in reports],
+            "kernels": [{k.op: (k.impl, k.calls) for k in r.kernels} for r in reports],
             "missed": sorted({m.reason for r in reports for p in r.passes for m in p.missed
                               if not m.reason.startswith("off:")}),
         }
@@ -198,6 +199,10 @@ def test_two_gloo_ranks_match_the_unsharded_model(tmp_path):
         at_6, at_5 = mixed["fused"]
         assert (at_6["enable-sp"], at_6.get("fuse-allreduce-rms")) == (N_AR, None)
         assert (at_5.get("enable-sp"), at_5["fuse-allreduce-rms"]) == (None, N_AR)
+        # The report names the kernel each range calls: on the CPU, the references.
+        assert mixed["kernels"] == [
+            {"gemm_reduce_scatter": ("reference", N_AR), "all_gather_gemm": ("reference", 1)},
+            {"all_reduce_rms_norm": ("reference", N_AR)}]
     assert got[0]["sp-gemm-funcol"]["before"] == {"coll.all_reduce": N_AR}
     assert got[0]["sp-gemm-funcol"]["after"] == {
         "fused.gemm_reduce_scatter": N_AR, "coll.all_gather": N_AR - 1, "fused.all_gather_gemm": 1}
