@@ -12,10 +12,12 @@ One spawn per world size runs every configuration. TP 2: enable-sp with fuse-gem
 `[1, S, H]` (functional all-reduce), and every collective pass on a batch of two sequences
 (in-place all-reduce) called at a compile size TP divides (enable-sp) and at one it does not
 (the general range, where fuse-allreduce-rms takes the all-reduces). TP 4: every collective
-pass on `[1, S, H]`. Each rank checks its logits against the unsharded model (f32, 1e-4: the
-sharded sums only reorder f32 additions) and reports what the passes did: the raised counts,
-each pass's fused count and remarks, and (rank 0, from its dump) the collective ops before the
-passes and after the last fusion.
+pass on `[1, S, H]`, and the same passes with two TP groups of 2 beside each other (DP 2 x TP 2,
+each replica its own tokens: vLLM's all-reduce fusion breaks there, vllm#34458). Each rank
+checks its logits against the unsharded model (f32, 1e-4: the sharded sums only reorder f32
+additions) and reports what the passes did: the raised counts, each pass's fused count and
+remarks, the kernels the report names, and (the first rank of each TP group, from its dump) the
+collective ops before the passes and after the last fusion, and the process groups they name.
 """
 
 from __future__ import annotations
@@ -89,26 +91,39 @@ def shard_llama(model: nn.Module, group: dist.ProcessGroup, style: str) -> nn.Mo
     return model
 
 
-def token_ids(batch: int, seq: int) -> torch.Tensor:
-    g = torch.Generator().manual_seed(1)
+def token_ids(batch: int, seq: int, replica: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(1 + replica)
     return torch.randint(0, HF_KW["vocab_size"], (batch, seq), generator=g)
 
 
-# (name, collective spelling, pass_config, batch, compile size of S or None, the calls' S)
-CASES: dict[int, list[tuple[str, str, dict, int, int | None, tuple[int, ...]]]] = {
+# (name, collective spelling, pass_config, TP groups, batch, compile size of S, the calls' S).
+# TP groups: "world", or "dp2": ranks {0, 1} and {2, 3} are two TP groups of 2 (two
+# data-parallel replicas, each given its own tokens).
+Case = tuple[str, str, dict, str, int, int | None, tuple[int, ...]]
+CASES: dict[int, list[Case]] = {
     2: [
-        ("sp-gemm-funcol", "all_reduce", SP_GEMM, 1, 8, (8,)),
-        ("all-batch-inplace", "inplace", ALL, 2, 6, (6, 5)),
+        ("sp-gemm-funcol", "all_reduce", SP_GEMM, "world", 1, 8, (8,)),
+        ("all-batch-inplace", "inplace", ALL, "world", 2, 6, (6, 5)),
     ],
-    4: [("all-funcol", "all_reduce", ALL, 1, 8, (8,))],
+    4: [
+        ("all-funcol", "all_reduce", ALL, "world", 1, 8, (8,)),
+        ("dp2-all-inplace", "inplace", ALL, "dp2", 1, 8, (8, 6)),
+    ],
 }
 
 
-def _collectives(dump: Path) -> tuple[dict[str, int], dict[str, int]]:
+def _replica(rank: int, groups: str) -> int:
+    """The data-parallel replica a rank belongs to (its tokens' seed)."""
+    return rank // 2 if groups == "dp2" else 0
+
+
+def _collectives(dump: Path) -> tuple[dict[str, int], dict[str, int], set[str]]:
     """The `coll.*` and `fused.*` ops before the collective passes (after eliminate-noops) and
-    after the last fusion (the stage before emit), summed over the compiled ranges."""
+    after the last fusion (the stage before emit), summed over the compiled ranges, and the
+    process groups the ops after name."""
     before: dict[str, int] = {}
     after: dict[str, int] = {}
+    groups: set[str] = set()
     for emit in dump.rglob("*-emit.mlir"):
         stages = sorted(emit.parent.glob("*.mlir"))
         last = stages[stages.index(emit) - 1]
@@ -116,26 +131,32 @@ def _collectives(dump: Path) -> tuple[dict[str, int], dict[str, int]]:
         for path, counts in ((first, before), (last, after)):
             for op in re.findall(r"= ((?:coll|fused)\.\w+) ", path.read_text()):
                 counts[op] = counts.get(op, 0) + 1
-    return before, after
+        groups |= set(re.findall(r'\{group = "([^"]+)"', last.read_text()))
+    return before, after, groups
 
 
 def _worker(rank: int, world: int, out_dir: str) -> None:
     results: dict[str, Any] = {}
-    for name, style, config, batch, size, seqs in CASES[world]:
+    # Every rank creates every group, in the same order (torch.distributed's rule).
+    pairs = [dist.new_group([0, 1]), dist.new_group([2, 3])] if world == 4 else []
+    for name, style, config, groups, batch, size, seqs in CASES[world]:
         torch._dynamo.reset()
         backend.clear_reports()
-        model = shard_llama(build_llama(), dist.group.WORLD, style)
-        dump = Path(out_dir) / f"dump-{name}"
+        group = pairs[rank // 2] if groups == "dp2" else dist.group.WORLD
+        model = shard_llama(build_llama(), group, style)
+        dump = Path(out_dir) / f"dump-{name}-{rank}"
+        # The ranks of a TP group compile the same IR: the first rank of each group dumps it.
+        dumps = rank == 0 or (groups == "dp2" and rank == 2)
         options: dict[str, Any] = {"inductor": False, "strict": True, "debug": True,
                                    "optimization_level": 0, "pass_config": config}
-        if rank == 0:  # every rank compiles the same IR
+        if dumps:
             options["dump_dir"] = str(dump)
         if size is not None:
             options["compile_sizes"] = [size]
         compiled = torch.compile(model, backend="irfuse", options=options)
         outs = []
         for seq in seqs:
-            ids = token_ids(batch, seq)
+            ids = token_ids(batch, seq, _replica(rank, groups))
             torch._dynamo.mark_dynamic(ids, 1)
             with torch.no_grad():
                 outs.append(compiled(ids))
@@ -149,8 +170,10 @@ def _worker(rank: int, world: int, out_dir: str) -> None:
             "missed": sorted({m.reason for r in reports for p in r.passes for m in p.missed
                               if not m.reason.startswith("off:")}),
         }
-        if rank == 0:
-            results[name]["before"], results[name]["after"] = _collectives(dump)
+        results[name]["group"] = group.group_name
+        if dumps:
+            before, after, names = _collectives(dump)
+            results[name].update(before=before, after=after, groups=names)
     torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
 
 
@@ -158,11 +181,11 @@ def _run(tmp_path: Path, world: int) -> list[dict[str, Any]]:
     spawn_ranks(world, _worker, str(tmp_path), init_file=str(tmp_path / "init"))
     got = [torch.load(tmp_path / f"rank{r}.pt") for r in range(world)]
     reference = build_llama()
-    for name, _, _, batch, _, seqs in CASES[world]:
+    for name, _, _, groups, batch, _, seqs in CASES[world]:
         for i, seq in enumerate(seqs):
-            with torch.no_grad():
-                ref = reference(token_ids(batch, seq))
             for rank in range(world):
+                with torch.no_grad():
+                    ref = reference(token_ids(batch, seq, _replica(rank, groups)))
                 torch.testing.assert_close(got[rank][name]["outs"][i], ref, rtol=1e-4,
                                            atol=1e-4, msg=f"{name} S={seq} rank {rank}")
     return got
@@ -221,6 +244,22 @@ def test_four_gloo_ranks_match_the_unsharded_model(tmp_path):
         assert result["ranges"] == [[8, 8]]
         (fused,) = result["fused"]
         assert (fused["enable-sp"], fused["fuse-gemm-comms"]) == (N_AR, N_AR + 1)
+        # Two TP groups of 2 beside each other, each replica with its own tokens: every
+        # collective names its TP group (WORLD would sum the other replica's partials in), and
+        # enable-sp slices the replicated embedding by the rank in that group (rank 2 and 3
+        # take rows 0 and 1 of 2, not 2 and 3 of 4). The logits above match each replica's.
+        dp = got[rank]["dp2-all-inplace"]
+        _assert_raised(dp)
+        assert [r[0] for r in dp["ranges"]] == [8, 1]
+        at_8, at_6 = dp["fused"]
+        assert (at_8["enable-sp"], at_8["fuse-gemm-comms"], at_6["fuse-allreduce-rms"]) \
+            == (N_AR, N_AR + 1, N_AR)
+    first, third = got[0]["dp2-all-inplace"], got[2]["dp2-all-inplace"]
+    assert first["group"] != third["group"]
+    assert (first["groups"], third["groups"]) == ({first["group"]}, {third["group"]})
+    assert first["after"] == third["after"] == {
+        "fused.gemm_reduce_scatter": N_AR, "coll.all_gather": N_AR - 1,
+        "fused.all_gather_gemm": 1, "fused.all_reduce_rms_norm": N_AR}
     assert got[0]["all-funcol"]["before"] == {"coll.all_reduce": N_AR}
     assert got[0]["all-funcol"]["after"] == {
         "fused.gemm_reduce_scatter": N_AR, "coll.all_gather": N_AR - 1, "fused.all_gather_gemm": 1}
