@@ -127,3 +127,18 @@ func.func @batch(%x: !irfuse.tensor<[2, s0, 64], bf16>, %w: !irfuse.tensor<[64],
   %on = norm.rms_norm %o, weight %w {eps = 1.0e-06 : f64} : (!irfuse.tensor<[3, 5, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[3, 5, 64], bf16>
   func.return %y, %on : !irfuse.tensor<[2, s0, 64], bf16>, !irfuse.tensor<[3, 5, 64], bf16>
 }
+
+// -----
+// Two symbolic dims, `[s0, s1, H]`: s0*s1 rows; the gather goes back through `reshape_as` (a
+// reshape can infer one dim only).
+// CHECK-LABEL: func.func @two_symbols
+// CHECK:       %[[F:.+]] = aten.call "aten::reshape.default"(%x, [-1, 64]) : (!irfuse.tensor<[s0, s1, 64], bf16>) -> !irfuse.tensor<["s0*s1", 64], bf16>
+// CHECK:       %[[S:.+]] = coll.reduce_scatter %[[F]] {{.*}} -> !irfuse.tensor<["(s0*s1)//2", 64], bf16>
+// CHECK:       %[[G:.+]] = coll.all_gather %{{.+}} {{.*}} -> !irfuse.tensor<["s0*s1", 64], bf16>
+// CHECK:       %[[U:.+]] = aten.call "aten::reshape_as.default"(%[[G]], %x) : (!irfuse.tensor<["s0*s1", 64], bf16>, !irfuse.tensor<[s0, s1, 64], bf16>) -> !irfuse.tensor<[s0, s1, 64], bf16>
+// CHECK:       func.return %[[U]]
+func.func @two_symbols(%x: !irfuse.tensor<[s0, s1, 64], bf16>, %w: !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, s1, 64], bf16> {
+  %r = coll.all_reduce %x {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<[s0, s1, 64], bf16>) -> !irfuse.tensor<[s0, s1, 64], bf16>
+  %y = norm.rms_norm %r, weight %w {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, s1, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, s1, 64], bf16>
+  func.return %y : !irfuse.tensor<[s0, s1, 64], bf16>
+}
