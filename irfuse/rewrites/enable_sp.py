@@ -5,10 +5,11 @@ Anchored at each `coll.all_reduce` of `[tokens, hidden]`, or of a model's `[B, S
 `norm.add_rms_norm` as either addend: Hugging Face writes `residual + hidden`). A `[B, S, H]`
 tensor is split as its B*S rows: `reshape(-1, H)` before the reduce-scatter, the norm on
 `[B*S/TP, H]`, and each gather reshaped back to `[B, S, H]`. The all-reduce becomes a
-reduce-scatter along the tokens, the norm (with its residual add) runs on this rank's rows, and an all-gather brings
-the rows back: the norm's output is gathered, or, when its only user is a static FP8 quant, the
-quant runs on the shard too and the FP8 values are gathered (a quarter of the bytes of f32, half
-of bf16's). fuse-norm-quant, after this pass, fuses the local norm and quant.
+reduce-scatter along the tokens, the norm (with its residual add) runs on this rank's rows, and
+an all-gather brings the rows back: the norm's output is gathered, or, when its only user is a
+static FP8 quant, the quant runs on the shard too and the FP8 values are gathered (a quarter of
+the bytes of f32, half of bf16's). fuse-norm-quant, after this pass, fuses the local norm and
+quant.
 
 What each rank holds: the residual stream between the norms is a shard. A norm's new residual
 and the all-reduced value itself (vLLM's first norm, whose residual is the all-reduce output)
@@ -21,9 +22,9 @@ as the residual stream of tensor parallelism is, and this rank's rows are sliced
 `irfuse.ranks`). So a model of N layers ends with the final norm's output gathered and the
 residual shards passed from norm to norm, as vLLM's pass leaves it.
 
-Token counts (B*S for `[B, S, H]`): a static count that TP does not divide is a remark (irfuse does not pad the
-caller's tokens). A symbolic count relies on the compile range (`from-sp-min`: single sizes that
-TP divides); at run time the collectives refuse any other size.
+Token counts (B*S for `[B, S, H]`): a static count that TP does not divide is a remark (irfuse
+does not pad the caller's tokens). A symbolic count relies on the compile range (`from-sp-min`:
+single sizes that TP divides); at run time the collectives refuse any other size.
 """
 
 from __future__ import annotations
