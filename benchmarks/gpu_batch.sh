@@ -6,26 +6,11 @@
 # GPU_TESTS overrides the test files; KERNEL_ROUNDS the kernel table's interleaved rounds (3);
 # E2E_ROUNDS the end-to-end benchmark's rounds (41). Both benchmarks also time irfuse with
 # programmatic dependent launch flipped (--pdl).
-# FlashInfer is optional: its wheels in .whl (flashinfer_python + apache_tvm_ffi built for the
-# machine's Python, 3.12) are installed without their dependencies (enough for its norm kernels),
-# and its norm kernels are compiled (nvcc, about a minute) before the tests and the benchmark.
+# FlashInfer is optional (its wheels in .whl, see gpu_env.sh; enough for its norm kernels), and its
+# norm kernels are compiled (nvcc, about a minute) before the tests and the benchmark.
 set -u
-OUT=${OUT:-gpu-out}
-mkdir -p "$OUT"
-export PYTHONPATH=$PWD
-pipt() { python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site "$@"; }
-FI_WHEELS=$(ls .whl/flashinfer_python-*.whl .whl/apache_tvm_ffi-*.whl 2>/dev/null)
-OTHER_WHEELS=$(ls .whl/*.whl 2>/dev/null | grep -v -e /flashinfer_python- -e /apache_tvm_ffi-)
-# Two installs: a FlashInfer wheel that does not fit this Python must not cost xDSL.
-[ -n "$OTHER_WHEELS" ] && pipt $OTHER_WHEELS && export PYTHONPATH=/tmp/site:$PWD
-[ -n "$FI_WHEELS" ] && { pipt $FI_WHEELS || echo "FlashInfer wheels did not install"; } \
-  && export PYTHONPATH=/tmp/site:$PWD
-export FLASHINFER_CUDA_ARCH_LIST=${FLASHINFER_CUDA_ARCH_LIST:-9.0a}
-export TORCHINDUCTOR_CACHE_DIR=/tmp/ic TRITON_CACHE_DIR=/tmp/tc PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-python3 -c "import torch, triton, xdsl; print('torch', torch.__version__, 'triton', triton.__version__)"
-step() { echo "=== $1 ($(date +%T))"; }
+# shellcheck source=benchmarks/gpu_env.sh
+source "$(dirname "$0")/gpu_env.sh"
 step "FlashInfer JIT build of its norm kernels"
 timeout "${T_FI_WARM:-300}" python3 -c "from irfuse.emit.kernels import flashinfer_norm as f
 print(f.warm())" 2>&1 | tail -n 5

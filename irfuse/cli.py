@@ -22,7 +22,7 @@ from typing import Any
 
 from irfuse.dump import RUN_PREFIX
 from irfuse.remarks import Remark
-from irfuse.report import PassRecord, Report, StageRecord
+from irfuse.report import KernelRecord, PassRecord, Report, StageRecord
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -122,6 +122,14 @@ def load_report(data: Any) -> Report:
         stages.append(StageRecord(_field(st, "name", str, where),
                                   float(_field(st, "ms", number, where)),
                                   _field(st, "ops", int, where)))
+    kernels = []
+    for i, k in enumerate(_field(data, "kernels", list, optional=True) or []):
+        if not isinstance(k, dict):
+            raise BadReport(f"kernels[{i}] is {type(k).__name__}, not an object")
+        where = f"kernels[{i}]."
+        kernels.append(KernelRecord(_field(k, "op", str, where), _field(k, "impl", str, where),
+                                    _field(k, "reason", str, where),
+                                    _field(k, "calls", int, where)))
     return Report(
         graph=_field(data, "graph", str),
         range=rng,
@@ -131,6 +139,7 @@ def load_report(data: Any) -> Report:
         raise_passes=records("raise", "raised", "not_raised", optional=True),
         passes=records("passes", "fused", "not_fused", optional=False),
         stages=stages,
+        kernels=kernels,
         error=_field(data, "error", str, optional=True),
     )
 

@@ -28,16 +28,17 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from irfuse import dtypes, passes, remarks
 from irfuse.context import make_context
-from irfuse.dialects import aten
+from irfuse.dialects import aten, kernel
 from irfuse.dialects.irfuse import TensorType, set_target
 from irfuse.dump import DumpWriter
+from irfuse.emit import kernel_choice
 from irfuse.emit.fx_emit import emit_graph
 from irfuse.lowering.fx_import import ImportedGraph, import_graph
 from irfuse.lowering.raise_collectives import TP_SIZE_ATTR
 from irfuse.lowering.raise_quant import quant_op_scheme, support_matrix_scheme
 from irfuse.lowering.raising import KIND_OF_OP, RAISE_PASSES, RAISED_KINDS
 from irfuse.ranges import Range
-from irfuse.report import PassRecord, Report, StageRecord
+from irfuse.report import KernelRecord, PassRecord, Report, StageRecord
 
 CANONICALIZE_PASSES: tuple[str, ...] = ("cse-pure",)
 """Exact clean-ups run right before the raising passes (dumped like every pass; their records go
@@ -90,6 +91,18 @@ def count_raised(module: ModuleOp) -> dict[str, int]:
             if kind is not None:
                 counts[kind] += 1
     return counts
+
+
+def kernel_records(module: ModuleOp, platform: str) -> list[KernelRecord]:
+    """Each `irfuse::` op the module calls: the implementation chosen and the declared reason."""
+    calls: dict[tuple[str, str], int] = {}
+    for op in module.walk():
+        if isinstance(op, kernel.CallOp):
+            key = (op.target.data.removeprefix("irfuse::").removesuffix(".default"),
+                   op.impl.data)
+            calls[key] = calls.get(key, 0) + 1
+    return [KernelRecord(name, impl, kernel_choice.choose(name, platform).reason, n)
+            for (name, impl), n in calls.items()]
 
 
 def verify_once(module: ModuleOp) -> None:
@@ -223,6 +236,7 @@ def _finish(
 
     start = time.perf_counter()
     _run_pass(prepared, SELECT_KERNELS, options, dump_stem="emit")
+    report.kernels = kernel_records(module, options.platform)
     if not options.debug:
         try:
             verify_once(module)

@@ -8,7 +8,12 @@ kept in memory (`irfuse.reports()`). Schema:
      "raise": [{"name": str, "raised": int, "not_raised": [{"reason", "location"}], "ms": float}],
      "passes": [{"name": str, "fused": int, "not_fused": [{"reason", "location"}], "ms": float}],
      "stages": [{"name": str, "ms": float, "ops": int}],
+     "kernels": [{"op": str, "impl": str, "reason": str, "calls": int}],
      "error": str | null}
+
+`kernels`: each `irfuse::` op the graph calls, the implementation select-kernels chose for the
+platform and why (the kernel's declared choice: a measurement, or a rule such as "FlashInfer's
+NVFP4 all-reduce fusion needs sm100+"). Older reports have no `kernels`.
 
 `error` is set when the pipeline failed and the graph ran without irfuse's rewrites.
 """
@@ -49,6 +54,17 @@ class StageRecord:
 
 
 @dataclass
+class KernelRecord:
+    op: str
+    impl: str
+    reason: str
+    calls: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"op": self.op, "impl": self.impl, "reason": self.reason, "calls": self.calls}
+
+
+@dataclass
 class Report:
     graph: str
     range: list[int] | None
@@ -58,6 +74,7 @@ class Report:
     raise_passes: list[PassRecord] = field(default_factory=list)
     passes: list[PassRecord] = field(default_factory=list)
     stages: list[StageRecord] = field(default_factory=list)
+    kernels: list[KernelRecord] = field(default_factory=list)
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -70,6 +87,7 @@ class Report:
             "raise": [p.to_dict("raised", "not_raised") for p in self.raise_passes],
             "passes": [p.to_dict("fused", "not_fused") for p in self.passes],
             "stages": [s.to_dict() for s in self.stages],
+            "kernels": [k.to_dict() for k in self.kernels],
             "error": self.error,
         }
 
@@ -94,6 +112,8 @@ class Report:
         misses = [r for p in self.raise_passes for r in p.missed]
         if misses:
             lines.append(f"  not raised: {_summarize(misses)}")
+        for k in self.kernels:
+            lines.append(f"  kernel {k.op} x{k.calls}: {k.impl} ({k.reason})")
         stages = "  ".join(f"{s.name} {s.ms:.0f}ms" for s in self.stages)
         lines.append(f"  stages: {stages}")
         return "\n".join(lines)

@@ -38,6 +38,28 @@ func.func @scaled(%a: !irfuse.tensor<[s0, 128], f8E4M3FN>, %wo: !irfuse.tensor<[
   func.return %s, %c : !irfuse.tensor<["(s0)//4", 64], bf16>, !irfuse.tensor<[s0, 256], bf16>
 }
 
+// A `[B, S, H]` model: the linear views its GEMM's rows as `[1, 8, 64]`, enable-sp reshapes them
+// back to rows for the reduce-scatter, and reshapes the gather to `[1, 8, 64]` for the next
+// linear's `view(-1, H)`. The round trips are looked through and dropped.
+// CHECK-LABEL: func.func @rank3
+// CHECK:       %[[C:.+]] = fused.gemm_reduce_scatter %a, %wo {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<[8, 128], bf16>, !irfuse.tensor<[128, 64], bf16>) -> !irfuse.tensor<[4, 64], bf16>
+// CHECK:       %[[Y:.+]] = norm.rms_norm %[[C]], weight %w
+// CHECK:       %[[G:.+]] = fused.all_gather_gemm %[[Y]], %wi {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<[4, 64], bf16>, !irfuse.tensor<[64, 256], bf16>) -> !irfuse.tensor<[8, 256], bf16>
+// CHECK-NOT:   aten.call
+// CHECK:       func.return %[[G]]
+func.func @rank3(%a: !irfuse.tensor<[8, 128], bf16>, %wo: !irfuse.tensor<[128, 64], bf16>, %w: !irfuse.tensor<[64], bf16>, %wi: !irfuse.tensor<[64, 256], bf16>) -> !irfuse.tensor<[8, 256], bf16> {
+  %o = gemm.matmul %a, %wo : (!irfuse.tensor<[8, 128], bf16>, !irfuse.tensor<[128, 64], bf16>) -> !irfuse.tensor<[8, 64], bf16>
+  %o3 = aten.call "aten::view.default"(%o, [1, 8, 64]) : (!irfuse.tensor<[8, 64], bf16>) -> !irfuse.tensor<[1, 8, 64], bf16>
+  %o2 = aten.call "aten::reshape.default"(%o3, [-1, 64]) : (!irfuse.tensor<[1, 8, 64], bf16>) -> !irfuse.tensor<[8, 64], bf16>
+  %s = coll.reduce_scatter %o2 {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<[8, 64], bf16>) -> !irfuse.tensor<[4, 64], bf16>
+  %y = norm.rms_norm %s, weight %w {eps = 1.0e-05 : f64} : (!irfuse.tensor<[4, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[4, 64], bf16>
+  %g = coll.all_gather %y {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<[4, 64], bf16>) -> !irfuse.tensor<[8, 64], bf16>
+  %g3 = aten.call "aten::reshape.default"(%g, [1, 8, 64]) : (!irfuse.tensor<[8, 64], bf16>) -> !irfuse.tensor<[1, 8, 64], bf16>
+  %g2 = aten.call "aten::view.default"(%g3, [-1, 64]) : (!irfuse.tensor<[1, 8, 64], bf16>) -> !irfuse.tensor<[8, 64], bf16>
+  %c = gemm.matmul %g2, %wi : (!irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[64, 256], bf16>) -> !irfuse.tensor<[8, 256], bf16>
+  func.return %c : !irfuse.tensor<[8, 256], bf16>
+}
+
 // Near misses: a GEMM with a bias; a GEMM also returned; a max reduction; a gather along the
 // hidden dim; a gather with two GEMM users; a gathered FP8 operand with row-wise scales.
 // CHECK-LABEL: func.func @near_misses

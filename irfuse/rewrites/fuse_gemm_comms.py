@@ -4,6 +4,10 @@ becomes `fused.all_gather_gemm`. Plain (`gemm.matmul`) and FP8-scaled (`gemm.sca
 products; the collectives are the ones enable-sp leaves around the norms (this pass runs after
 it, and the config turns enable_sp on with it, as vLLM does).
 
+Between the GEMM and the collective a model may reshape the rows and back (a `[B, S, H]` model:
+the linear's `view` to `[B, S, H]`, enable-sp's `reshape(-1, H)` to rows): a chain of reshapes,
+each read only by the next, whose ends have the same type, is looked through and dropped.
+
 Remarks: a GEMM with a bias (torch's plain fused op takes none), a GEMM or gather with other
 users, a collective along another dim than the rows, a reduction other than sum or avg (the
 symmetric-memory ops do those two), and a gathered FP8 operand with row-wise scales (the scales
@@ -15,11 +19,13 @@ from __future__ import annotations
 from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import Rewriter
 
+from irfuse.dialects import aten
 from irfuse.dialects.coll import AllGatherOp, ReduceScatterOp
 from irfuse.dialects.fused import AllGatherGemmOp, GemmReduceScatterOp
 from irfuse.dialects.gemm import MatmulOp, ScaledMatmulOp
 from irfuse.dialects.irfuse import TensorType
 from irfuse.dialects.shapes import is_one_element, normalize_dim
+from irfuse.lowering.aten_ops import RESHAPES
 from irfuse.lowering.driver import AnchorPattern, Site
 from irfuse.lowering.match import NoMatch, users
 
@@ -33,6 +39,42 @@ def _rows(op: ReduceScatterOp | AllGatherOp) -> None:
     assert isinstance(x, TensorType)
     if x.rank != 2 or normalize_dim(op.dim.value.data, x.rank, "dim") != 0:
         raise NoMatch(f"the {op.name} is not along the rows of a 2-D tensor")
+
+
+def _reshape(op: Operation | None) -> bool:
+    return isinstance(op, aten.CallOp) and op.target.data in RESHAPES
+
+
+def _back_through_reshapes(value: SSAValue) -> tuple[SSAValue, list[Operation]]:
+    """The value a chain of reshapes (each read only by the next) started from, when it has
+    `value`'s type, and the chain (last first); else `value` and no chain."""
+    chain: list[Operation] = []
+    start = value
+    while _reshape(start.owner) and len(users(start)) == 1:
+        chain.append(start.owner)  # type: ignore[arg-type]
+        start = start.owner.operands[0]  # type: ignore[union-attr]
+        if start.type == value.type and len(users(start)) == 1:
+            return start, chain
+    return value, []
+
+
+def _forward_through_reshapes(value: SSAValue) -> tuple[SSAValue, list[Operation]]:
+    """The value a chain of reshapes of `value` (each the only user of the one before) ends in,
+    when it has `value`'s type, and the chain (first first); else `value` and no chain."""
+    chain: list[Operation] = []
+    end = value
+    while len(found := users(end)) == 1 and _reshape(found[0]):
+        chain.append(found[0])
+        end = found[0].results[0]
+        if end.type == value.type:
+            return end, chain
+    return value, []
+
+
+def _drop(chain: list[Operation]) -> None:
+    """Erase a looked-through chain of reshapes, last reader first."""
+    for op in chain:
+        Rewriter.erase_op(op)
 
 
 def _gemm_parts(gemm: MatmulOp | ScaledMatmulOp):
@@ -57,7 +99,8 @@ class GemmReduceScatterPattern(AnchorPattern):
 
     def rewrite(self, op: Operation, site: Site) -> bool:
         assert isinstance(op, ReduceScatterOp)
-        gemm = op.x.owner
+        produced, reshapes = _back_through_reshapes(op.x)
+        gemm = produced.owner
         if not isinstance(gemm, MatmulOp | ScaledMatmulOp):
             raise NoMatch("the reduce-scatter's input is not a GEMM")
         _rows(op)
@@ -72,6 +115,7 @@ class GemmReduceScatterPattern(AnchorPattern):
             world_size=op.world_size.value.data, reduce_op=op.reduce_op.data,
             out_dtype=out_dtype, result_type=op.y.type)
         _replace(op, op.y, fused)
+        _drop(reshapes)
         Rewriter.erase_op(gemm)
         return True
 
@@ -85,13 +129,14 @@ class AllGatherGemmPattern(AnchorPattern):
     def rewrite(self, op: Operation, site: Site) -> bool:
         assert isinstance(op, AllGatherOp)
         _rows(op)
-        found = users(op.y)
+        gathered, reshapes = _forward_through_reshapes(op.y)
+        found = users(gathered)
         if len(found) != 1 or not isinstance(found[0], MatmulOp | ScaledMatmulOp):
             if any(isinstance(u, MatmulOp | ScaledMatmulOp) for u in found):
                 raise NoMatch("the gathered tensor has users besides one GEMM")
             raise NoMatch("the gathered tensor does not feed a GEMM")
         gemm = found[0]
-        if gemm.a is not op.y or gemm.b is op.y:
+        if gemm.a is not gathered or gemm.b is gathered:
             raise NoMatch("the gathered tensor is the GEMM's b, not its a")
         scale_a, scale_b, out_dtype = _gemm_parts(gemm)
         if scale_a is not None:
@@ -105,5 +150,6 @@ class AllGatherGemmPattern(AnchorPattern):
             world_size=op.world_size.value.data, out_dtype=out_dtype,
             result_type=gemm.c.type)
         _replace(gemm, gemm.c, fused)
+        _drop(reversed(reshapes))
         Rewriter.erase_op(op)
         return True

@@ -1,5 +1,6 @@
 """Building blocks of the sequence-parallel rewrites: collectives with their torch decomposition,
-a replicated tensor's rows for this rank, and a raised op moved onto a row shard.
+a replicated tensor's rows for this rank, a raised op moved onto a row shard, and the reshapes
+between a model's `[B, S, H]` hidden states and the `[B*S, H]` rows the collectives split.
 
 A `coll` op built here carries the functional collective it stands for (`_c10d_functional`'s
 call and its `wait_tensor`) in its decomposition region, so emit lowers it like a raised one. FP8
@@ -30,6 +31,8 @@ from irfuse.lowering.aten_ops import (
     C10D_ALL_GATHER_INTO_TENSOR,
     C10D_REDUCE_SCATTER_TENSOR,
     C10D_WAIT_TENSOR,
+    RESHAPE,
+    RESHAPE_AS,
     SELECT_INT,
     UNFLATTEN_INT,
 )
@@ -53,6 +56,49 @@ def shard_dim(rows: Dim, world_size: int) -> Dim:
 
 def with_rows(t: TensorType, rows: Dim) -> TensorType:
     return tensor_type((rows, *t.dims[1:]), t.dtype)
+
+
+def row_count(lead: Sequence[Dim]) -> Dim:
+    """The number of rows of `[*lead, H]` flattened to `[rows, H]`: the product of the leading
+    dims, an int when they are static, else the sympy product as Dynamo writes it (`2*s0`)."""
+    if all(isinstance(d, int) for d in lead):
+        n = 1
+        for d in lead:
+            n *= d  # type: ignore[operator]
+        return n
+    import sympy
+
+    product = sympy.Mul(*(sympy.sympify(d) for d in lead))
+    return int(product) if product.is_Integer else str(product)
+
+
+def flatten_rows(x: SSAValue) -> aten.CallOp:
+    """`x.reshape(-1, H)`: `[*lead, H]` as `[rows, H]` (not inserted). A reshape, so that
+    eliminate-noops collapses it with the `view` a linear layer put around its GEMM."""
+    xt = x.type
+    assert isinstance(xt, TensorType)
+    out = tensor_type((row_count(xt.dims[:-1]), xt.dims[-1]), xt.dtype)
+    return aten.CallOp(RESHAPE, [x], [_ref(0), ArrayAttr([IntAttr(-1), _size(xt.dims[-1])])],
+                       [out])
+
+
+def unflatten_rows(rows: SSAValue, like: SSAValue) -> aten.CallOp:
+    """`rows` (`[N, H]`) reshaped to the leading dims of `like` (not inserted): a reshape with
+    `-1` for the one symbolic dim where there is at most one, else `reshape_as(like)`."""
+    rt, lt = rows.type, like.type
+    assert isinstance(rt, TensorType) and isinstance(lt, TensorType)
+    out = tensor_type(lt.dims, rt.dtype)
+    symbolic = [d for d in lt.dims if not isinstance(d, int)]
+    if len(symbolic) > 1:
+        return aten.CallOp(RESHAPE_AS, [rows, like], [_ref(0), _ref(1)], [out])
+    shape = [IntAttr(d) if isinstance(d, int) else IntAttr(-1) for d in lt.dims]
+    return aten.CallOp(RESHAPE, [rows], [_ref(0), ArrayAttr(shape)], [out])
+
+
+def _size(dim: Dim) -> IntAttr:
+    if not isinstance(dim, int):
+        raise NoMatch(f"the hidden size {dim} is symbolic")
+    return IntAttr(dim)
 
 
 def _region(arg_type: Attribute, build) -> Region:
@@ -168,14 +214,15 @@ def rows_of_rank(x: SSAValue, rank: int, world_size: int) -> list[aten.CallOp]:
     return [blocks, mine]
 
 
-def on_shard(op: Operation, operands: Sequence[SSAValue], full_rows: Dim, rows: Dim
-             ) -> Operation:
+def on_shard(op: Operation, operands: Sequence[SSAValue], full_rows: Dim | tuple[Dim, ...],
+             rows: Dim) -> Operation:
     """A copy of the raised op `op` computing on row shards: its operands replaced (in order),
     and every result, decomposition argument and decomposition value derived from a replaced
-    operand whose dim 0 is `full_rows` retyped to `rows`. The op must compute row by row (a
-    norm, a static quant): NoMatch when its decomposition reads a value from outside it that
-    is not a tensor free of the token dim (a symbolic size, a full-row tensor), or its results
-    do not come out as shards."""
+    operand whose leading dims are `full_rows` (one dim, or the `[B, S]` of `[B, S, H]`, which
+    the shard holds flattened) retyped to `rows`. The op must compute row by row (a norm, a
+    static quant): NoMatch when its decomposition reads a value from outside it that is not a
+    tensor free of the token dims (a symbolic size, a full-row tensor), or its results do not
+    come out as shards."""
     new = op.clone()
     try:
         _retype(op, new, operands, full_rows, rows)
@@ -185,20 +232,26 @@ def on_shard(op: Operation, operands: Sequence[SSAValue], full_rows: Dim, rows: 
     return new
 
 
-def _row_free(value: SSAValue, full_rows: Dim) -> bool:
+def _lead(full_rows: Dim | tuple[Dim, ...]) -> tuple[Dim, ...]:
+    return full_rows if isinstance(full_rows, tuple) else (full_rows,)
+
+
+def _row_free(value: SSAValue, full_rows: tuple[Dim, ...]) -> bool:
     """A tensor read from above a decomposition that cannot hold rows (a scale, a weight)."""
     t = value.type
-    return isinstance(t, TensorType) and full_rows not in t.dims
+    return isinstance(t, TensorType) and not any(d in t.dims for d in full_rows if d != 1)
 
 
-def _shard_type(t: Attribute, full_rows: Dim, rows: Dim) -> Attribute:
-    if isinstance(t, TensorType) and t.rank >= 1 and t.dims[0] == full_rows:
-        return with_rows(t, rows)
+def _shard_type(t: Attribute, full_rows: tuple[Dim, ...], rows: Dim) -> Attribute:
+    k = len(full_rows)
+    if isinstance(t, TensorType) and t.rank >= k and t.dims[:k] == full_rows:
+        return tensor_type((rows, *t.dims[k:]), t.dtype)
     return t
 
 
-def _retype(op: Operation, new: Operation, operands: Sequence[SSAValue], full_rows: Dim,
-            rows: Dim) -> None:
+def _retype(op: Operation, new: Operation, operands: Sequence[SSAValue],
+            full: Dim | tuple[Dim, ...], rows: Dim) -> None:
+    full_rows = _lead(full)
     changed: set[SSAValue] = set()
     for i, value in enumerate(operands):
         new.operands[i] = value

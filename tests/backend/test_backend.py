@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from xdsl.passes import ModulePass
 
 from irfuse import backend, passes, pipeline
+from irfuse.emit.declare import CPU_REFERENCE
 from irfuse.lowering.raising import RAISED_KINDS
 from irfuse.testing import assert_bit_exact, compile_and_run
 
@@ -136,7 +137,8 @@ def test_dump_holds_every_stage_in_order(dumped: pathlib.Path) -> None:
 def test_report_json_schema(dumped: pathlib.Path) -> None:
     report = json.loads((dumped / "report.json").read_text())
     assert set(report) == {
-        "graph", "range", "platform", "config", "raised", "raise", "passes", "stages", "error",
+        "graph", "range", "platform", "config", "raised", "raise", "passes", "stages", "kernels",
+        "error",
     }
     assert isinstance(report["graph"], str) and report["platform"] == "cpu"
     assert report["range"] is None or (isinstance(report["range"], list) and len(report["range"]) == 2)
@@ -153,6 +155,13 @@ def test_report_json_schema(dumped: pathlib.Path) -> None:
         "import", "raise", "fuse", "select-kernels", "emit",
     ]
     assert all(s["ms"] >= 0 and s["ops"] > 0 for s in report["stages"])
+    # The CPU runs every irfuse kernel as its torch reference, and the report says so (this
+    # block fuses nothing; test_hf_llama_tp.py and test_allreduce_rms_flashinfer_args.py read
+    # reports that call kernels).
+    assert isinstance(report["kernels"], list)
+    for entry in report["kernels"]:
+        assert set(entry) == {"op", "impl", "reason", "calls"}
+        assert (entry["impl"], entry["reason"]) == ("reference", CPU_REFERENCE.reason)
 
 
 @pytest.fixture(scope="module")

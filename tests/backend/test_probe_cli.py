@@ -229,6 +229,8 @@ GOOD = {"graph": "graph_000", "range": [1, None], "platform": "cpu", "config": {
         ({"passes": "none"}, "'passes' is str 'none', not list"),
         ({"stages": [{"name": "import", "ms": "fast", "ops": 1}]},
          "stages[0].'ms' is str 'fast', not int or float"),
+        ({"kernels": [{"op": "k", "impl": "triton", "reason": "r", "calls": "1"}]},
+         "kernels[0].'calls' is str '1', not int"),
         ({"error": 7}, "'error' is int 7, not str"),
         ({"platform": None}, "'platform' is NoneType None, not str"),
     ],

@@ -113,15 +113,19 @@ T = "!irfuse.tensor<[16, 64], bf16>"
 W = "!irfuse.tensor<[64], bf16>"
 
 
+C = "!irfuse.tensor<[3, 5, 64], bf16>"
+
+
 def test_near_misses_say_why():
     text = f"""
-    func.func @f(%x: {T}, %r: {T}, %w: {W}, %y: !irfuse.tensor<[2, 8, 64], bf16>) -> ({T}, {T}, !irfuse.tensor<[2, 8, 64], bf16>) {{
+    func.func @f(%x: {T}, %r: {T}, %w: {W}, %y: {C}) -> ({T}, {T}, {C}) {{
       %a = coll.all_reduce %x {{group = "tp", world_size = 2 : i64}} : ({T}) -> {T}
       %m = aten.call "aten::mul.Tensor"(%a, 2.0) : ({T}) -> {T}
       %b = coll.all_reduce %r {{group = "tp", world_size = 2 : i64}} : ({T}) -> {T}
-      %n, %nr = norm.add_rms_norm %b, %r, weight %w {{eps = 1.0e-06 : f64}} : ({T}, {T}, {W}) -> ({T}, {T})
-      %c = coll.all_reduce %y {{group = "tp", world_size = 2 : i64}} : (!irfuse.tensor<[2, 8, 64], bf16>) -> !irfuse.tensor<[2, 8, 64], bf16>
-      func.return %m, %n, %c : {T}, {T}, !irfuse.tensor<[2, 8, 64], bf16>
+      %n, %nr = norm.add_rms_norm %r, %b, weight %w {{eps = 1.0e-06 : f64}} : ({T}, {T}, {W}) -> ({T}, {T})
+      %c = coll.all_reduce %y {{group = "tp", world_size = 2 : i64}} : ({C}) -> {C}
+      %cn = norm.rms_norm %c, weight %w {{eps = 1.0e-06 : f64}} : ({C}, {W}) -> {C}
+      func.return %m, %n, %cn : {T}, {T}, {C}
     }}
     """
     printed, reasons = _run(text)
@@ -130,7 +134,7 @@ def test_near_misses_say_why():
         "not sequence-parallel: the all-reduce does not feed an RMSNorm",
         "not sequence-parallel: this process's rank in process group 'tp' is unknown (no "
         "irfuse.ranks entry, and torch.distributed does not know the group)",
-        "not sequence-parallel: the all-reduced tensor has rank 3, not [tokens, hidden]",
+        "not sequence-parallel: 15 tokens are not divisible by TP 2 (irfuse does not pad)",
     ]
 
 

@@ -1,6 +1,7 @@
 """The CUDA paths of the fused all-reduce + RMSNorm (+ quant) on 2 GPUs (NCCL ranks): FlashInfer's
-trtllm fusion (where installed) and NCCL + irfuse's Triton kernels, each against the reference
-composition on the same ranks (the all-reduce, then the norm and quant references).
+trtllm fusion (where installed; its NVFP4 fusion from sm100 only, refused below) and NCCL +
+irfuse's Triton kernels, each against the reference composition on the same ranks (the
+all-reduce, then the norm and quant references).
 
     PYTHONPATH=. python -m pytest -q -m "gpu and dist" tests/kernels/test_allreduce_rms_gpu.py
 
@@ -33,6 +34,7 @@ def _close(a: torch.Tensor, b: torch.Tensor, rel: float) -> bool:
 
 
 def _worker(rank: int, world: int, out_dir: str) -> None:
+    from irfuse.emit.dispatch import fake_nvfp4
     from irfuse.emit.kernels import allreduce_rms, allreduce_rms_ref, quant_ref
 
     name = dist.group.WORLD.group_name
@@ -70,6 +72,17 @@ def _worker(rank: int, world: int, out_dir: str) -> None:
                                                     "kARResidualRMSNormFP8Quant", quant_out=q,
                                                     scale_factor=s)
             ok["flashinfer fp8"] = _close(q, q_ref, 2 ** -3) and _close(res, r_ref, 2 ** -7)
+            nvfp4 = allreduce_rms.flashinfer_reason(x, r, w, name, 0.0, False, "nvfp4")
+            if torch.cuda.get_device_capability()[0] >= 10:
+                q4, sf4 = fake_nvfp4(x, x.shape[-1])
+                _, res = allreduce_rms.flashinfer_fused(
+                    x, r, w, name, 1e-5, 0.0, "kARResidualRMSNormFP4Quant", quant_out=q4,
+                    scale_out=sf4, scale_factor=gs)
+                d = quant_ref.dequant_nvfp4(q4, sf4, gs)
+                ok["flashinfer nvfp4"] = nvfp4 is None and _close(d, y_ref.float(), 0.5)
+            else:  # FlashInfer's FP4 conversion is compiled out below sm100: irfuse refuses it
+                ok["flashinfer nvfp4 refused"] = (nvfp4 or "").startswith(
+                    allreduce_rms.NVFP4_BELOW_SM100)
         else:
             ok["flashinfer skipped: " + reason] = True
         results[t] = ok

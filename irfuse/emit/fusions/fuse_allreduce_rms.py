@@ -11,7 +11,9 @@ returns its outputs then the new residual (the all-reduced value without a resid
 - CPU: the reference (`allreduce_rms_ref`): torch's functional all-reduce on the group (gloo),
   then the norm and quant references: the bits of the unfused graph.
 - CUDA: FlashInfer's `allreduce_fusion` on a `trtllm` workspace for the plain norm, static FP8
-  and NVFP4 where it can run the call (`allreduce_rms.flashinfer_reason`), else NCCL (the
+  (a quant by `x * (1 / s)`, FlashInfer's spelling) and NVFP4 from sm100 (below, FlashInfer
+  writes zero codes: the NVFP4 kernel's choice there is NCCL + Triton, with that reason) where it
+  can run the call (`allreduce_rms.flashinfer_reason`), else NCCL (the
   functional all-reduce) + irfuse's fused norm (+ quant) Triton kernel; per-token and per-group
   FP8, which FlashInfer's fused kernel lacks, always take the second path. FlashInfer first is
   vLLM's rule, not yet measured by irfuse (benchmarks/bench_allreduce_rms.py); the kernels'
@@ -26,22 +28,27 @@ from xdsl.ir import Attribute
 
 from irfuse.dialects import aten, fused, kernel
 from irfuse.emit import dispatch
-from irfuse.emit.declare import Fusion, Kernel, Support
+from irfuse.emit.declare import Choice, Fusion, Kernel, Support
 from irfuse.emit.dispatch import check_fp8, contiguous, empty, fake_nvfp4, kernels
 from irfuse.emit.kernel_call import Args, flag, kernel_call
 from irfuse.emit.kernels import allreduce_rms_ref as ref
 from irfuse.emit.kernels import quant_ref
+from irfuse.emit.kernels.allreduce_rms import NVFP4_BELOW_SM100
 from irfuse.rewrites.fuse_allreduce_rms import AllReduceRmsPattern, kernel_name
 
 
-def _flashinfer_can(k: Kernel, x, residual, weight, group, weight_offset, weight_f32) -> bool:
-    """Whether FlashInfer runs this call: wherever the kernel's choice is not the reference and
-    FlashInfer can run it (vLLM's rule; irfuse has not measured it against NCCL + Triton yet).
-    Otherwise the reason is warned once and NCCL + Triton run."""
-    if k.choose(dispatch.platform_of(x.device), dispatch.rows(x)).impl == "reference":
+def _flashinfer_can(k: Kernel, x, residual, weight, group, weight_offset, weight_f32,
+                    quant: str | None = None, divide: bool = False) -> bool:
+    """Whether FlashInfer runs this call: wherever the kernel's choice is neither the reference
+    nor Triton for a recorded reason (NVFP4 below sm100) and FlashInfer can run it (vLLM's rule;
+    irfuse has not measured it against NCCL + Triton yet). Otherwise the reason is warned once
+    and NCCL + Triton run."""
+    choice = k.choose(dispatch.platform_of(x.device), dispatch.rows(x))
+    if choice.impl == "reference":
         return False
-    reason = kernels("allreduce_rms").flashinfer_reason(x, residual, weight, group,
-                                                        weight_offset, weight_f32)
+    reason = NVFP4_BELOW_SM100 if choice == NVFP4_CHOICE else kernels(
+        "allreduce_rms").flashinfer_reason(x, residual, weight, group, weight_offset,
+                                           weight_f32, quant, divide)
     if reason is not None:
         kernels("allreduce_rms").note_fallback(k.name, reason)
     return reason is None
@@ -99,7 +106,7 @@ def _static_cuda(x, residual, weight, scale, group, eps, weight_offset, out_dtyp
                  round_sum=False, weight_f32=False):
     ar = kernels("allreduce_rms")
     if out_dtype == torch.float8_e4m3fn and _flashinfer_can(
-            STATIC, x, residual, weight, group, weight_offset, weight_f32):
+            STATIC, x, residual, weight, group, weight_offset, weight_f32, "fp8", divide):
         q = torch.empty(x.shape, dtype=out_dtype, device=x.device)
         _, r = ar.flashinfer_fused(x, residual, weight, group, eps, weight_offset,
                                    "kARResidualRMSNormFP8Quant", quant_out=q,
@@ -207,7 +214,7 @@ def _nvfp4_cuda(x, residual, weight, global_scale, group, eps, weight_offset, ro
                 weight_f32=False):
     ar = kernels("allreduce_rms")
     if x.dim() == 2 and _flashinfer_can(NVFP4, x, residual, weight, group, weight_offset,
-                                        weight_f32):
+                                        weight_f32, "nvfp4"):
         q, s = fake_nvfp4(x, x.shape[-1])
         _, r = ar.flashinfer_fused(x, residual, weight, group, eps, weight_offset,
                                    "kARResidualRMSNormFP4Quant", quant_out=q, scale_out=s,
@@ -224,12 +231,18 @@ def _nvfp4_fake(x, residual, weight, global_scale, group, eps, weight_offset, ro
     return q, s, empty(x, x.shape, x.dtype)
 
 
+NVFP4_CHOICE = Choice("triton", "NCCL + Triton: " + NVFP4_BELOW_SM100)
+"""NVFP4 below sm100: FlashInfer's fused kernel writes zero codes there (allreduce_rms)."""
+
 NVFP4 = Kernel(
     "all_reduce_rms_norm_quant_nvfp4",
     "(Tensor x, Tensor? residual, Tensor weight, Tensor global_scale, str group, float eps, "
     "float weight_offset, bool round_sum=False, bool weight_f32=False) "
     "-> (Tensor, Tensor, Tensor)",
-    _nvfp4_ref, _nvfp4_cuda, _nvfp4_fake, flashinfer=True)
+    _nvfp4_ref, _nvfp4_cuda, _nvfp4_fake,
+    choices={p: ((1, NVFP4_CHOICE),) for p in ("cuda:sm80", "cuda:sm86", "cuda:sm89",
+                                                 "cuda:sm90")},
+    flashinfer=True)
 
 KERNELS = (PLAIN, STATIC, PER_TOKEN, GROUP, NVFP4)
 

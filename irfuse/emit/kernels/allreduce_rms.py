@@ -9,7 +9,13 @@ Two paths, chosen per call:
   `kARResidualRMSNormFP8Quant`, `kARResidualRMSNormFP4Quant`) when `flashinfer.comm` imports,
   the group has 2, 4 or 8 ranks, the call's tokens fit the workspace (the size cap of
   `irfuse.thresholds` for the GPU and world size), the input is bf16/fp16 with a weight of the
-  same dtype, and the norm is not the float32-weight reading without an offset. Without a
+  same dtype, and the norm is not the float32-weight reading without an offset; NVFP4 only from
+  sm100 (its FP4 conversion is compiled for `__CUDA_ARCH__ >= 1000` and returns 0 below, so an
+  sm90 build writes zero codes), static FP8 only for a quant that multiplies by `1 / s`.
+  Scales, as FlashInfer's kernel reads `scale_factor` (include/flashinfer/comm/
+  trtllm_allreduce_fusion.cuh): static FP8 takes the dequantization scale s and computes
+  `fp8(y * (1.f / s))` (NUMERICS.md's reciprocal spelling, saturating); NVFP4 takes the global
+  scale gs and multiplies by it. irfuse passes s and gs as they are. Without a
   residual the residual input is zeros and the residual output is the all-reduced value (vLLM's
   spelling). FlashInfer normalizes in float32 and rounds once: within the fused-kernel tolerance
   of the reference, not bit for bit.
@@ -60,10 +66,20 @@ def flashinfer_comm() -> ModuleType | None:
     return comm
 
 
-def max_tokens(device: torch.device, world_size: int, hidden: int, itemsize: int) -> int | None:
-    """The workspace's token capacity: FlashInfer's size cap for this GPU and world size, in
+def capability(x: torch.Tensor) -> tuple[int, int] | None:
+    """The compute capability of x's CUDA device; None off CUDA."""
+    if x.device.type != "cuda":
+        return None
+    return torch.cuda.get_device_capability(x.device)
+
+
+def max_tokens(x: torch.Tensor, world_size: int, hidden: int, itemsize: int) -> int | None:
+    """The workspace's token capacity: FlashInfer's size cap for x's GPU and the world size, in
     tokens of `hidden` x `itemsize` bytes; None where there is no cap (no fused kernel)."""
-    major, minor = torch.cuda.get_device_capability(device)
+    cc = capability(x)
+    if cc is None:
+        return None
+    major, minor = cc
     platform = Platform.parse(f"cuda:sm{major}{minor}")
     mb = thresholds.fi_allreduce_max_size_mb(platform, world_size)
     return thresholds.fi_allreduce_max_tokens(mb, hidden, itemsize) if mb else None
@@ -77,14 +93,27 @@ def note_fallback(kernel: str, reason: str) -> None:
                       "NCCL and the Triton kernel run", stacklevel=3)
 
 
+NVFP4_BELOW_SM100 = ("FlashInfer's NVFP4 all-reduce fusion needs sm100+ (below, its FP4 "
+                     "conversion is compiled out and writes zero codes)")
+DIVIDED_FP8 = ("the quant divides by its scale (x / s); FlashInfer multiplies by 1 / s, which "
+               "can round differently")
+
+
 def flashinfer_reason(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,
-                      group: str, weight_offset: float, weight_f32: bool) -> str | None:
-    """Why FlashInfer's fused all-reduce cannot run this call, or None when it can."""
+                      group: str, weight_offset: float, weight_f32: bool,
+                      quant: str | None = None, divide: bool = False) -> str | None:
+    """Why FlashInfer's fused all-reduce cannot run this call, or None when it can. `quant`:
+    None, "fp8" (static, `divide` as the op's) or "nvfp4"."""
     comm = flashinfer_comm()
     if comm is None:
         return "flashinfer.comm (with allreduce_fusion) does not import"
-    if x.device.type != "cuda":
+    cc = capability(x)
+    if cc is None:
         return "the input is not on a CUDA device"
+    if quant == "nvfp4" and cc[0] < 10:
+        return f"{NVFP4_BELOW_SM100}; this GPU is sm{cc[0]}{cc[1]}"
+    if quant == "fp8" and divide:
+        return DIVIDED_FP8
     if x.dtype not in FI_DTYPES or weight.dtype != x.dtype:
         return f"it takes bf16/fp16 inputs with a weight of that dtype ({x.dtype}, {weight.dtype})"
     if residual is not None and residual.dtype != x.dtype:
@@ -103,7 +132,7 @@ def flashinfer_reason(x: torch.Tensor, residual: torch.Tensor | None, weight: to
         return f"the group has {world} ranks (FlashInfer's fusion: {FI_WORLD_SIZES})"
     if pg is not _world() and not _takes(comm.create_allreduce_fusion_workspace, "group"):
         return "this FlashInfer cannot create a workspace for a group other than WORLD"
-    cap = max_tokens(x.device, world, hidden, x.element_size())
+    cap = max_tokens(x, world, hidden, x.element_size())
     tokens = x.numel() // hidden
     if cap is None or tokens > cap:
         return f"{tokens} tokens exceed the size cap ({cap} tokens)"
@@ -125,7 +154,7 @@ def workspace(comm: ModuleType, group: str, x: torch.Tensor) -> object:
     """The `trtllm` workspace of (group, max tokens, hidden, dtype), created at first use."""
     pg = ref.resolve_group(group)
     hidden = x.shape[-1]
-    cap = max_tokens(x.device, pg.size(), hidden, x.element_size())
+    cap = max_tokens(x, pg.size(), hidden, x.element_size())
     assert cap is not None
     key = (group, cap, hidden, x.dtype)
     ws = _WORKSPACES.get(key)
@@ -165,7 +194,7 @@ def flashinfer_fused(x: torch.Tensor, residual: torch.Tensor | None, weight: tor
     comm.allreduce_fusion(
         input=x2, workspace=workspace(comm, group, x2),
         pattern=getattr(comm.AllReduceFusionPattern, pattern),
-        launch_with_pdl=torch.cuda.get_device_capability(x.device)[0] >= 9,
+        launch_with_pdl=(capability(x) or (0, 0))[0] >= 9,
         trigger_completion_at_end=True, output=None, residual_out=res_out, norm_out=norm_out,
         quant_out=quant_out, scale_out=scale_out, residual_in=res_in, rms_gamma=weight.contiguous(),
         rms_eps=eps, scale_factor=scale_factor, use_oneshot=None, fp32_acc=True, **extra)
