@@ -6,8 +6,11 @@ turns it into a functional ATen graph for inference, with no decomposition table
 passes look for stay whole where torch keeps them (silu, SDPA, `_scaled_mm`; `F.rms_norm` is
 decomposed by torch itself). Input mutations (KV-cache writes) stay in the graph as `copy_`.
 
-Compile ranges: the graph's num_tokens is the first symbolic dimension of its inputs (what
-`mark_dynamic` marked; in a static graph, dim 0 of the first tensor input). The config splits
+Compile ranges: the graph's num_tokens is the number of token rows of its first input that has a
+symbolic dimension (what `mark_dynamic` marked; in a static graph, of its first tensor input):
+every element of an integer tensor (token ids `[T]` or Hugging Face's `[B, S]`), every dim but
+the last of an activation (`[T, H]`, `[B, S, H]`), so B * S rows count as the passes count
+them. A symbolic dim outside those counts alone. The config splits
 num_tokens into ranges (`irfuse.ranges`); ranges in which the same passes run share one compile.
 Each group compiles at its first call (the group holding the traced size compiles at once) and a
 call is dispatched by its num_tokens; with a single group there is no dispatch at all.
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import os
 import threading
 import warnings
@@ -108,9 +112,20 @@ def _user_input_indices(gm: torch.fx.GraphModule) -> list[int]:
     found = []
     for i, node in enumerate(gm.graph.find_nodes(op="placeholder")):
         grapharg = node.meta.get("grapharg")
-        if grapharg is not None and getattr(grapharg.source, "is_input", False):
+        if grapharg is not None and _is_user_input(grapharg.source):
             found.append(i)
     return found
+
+
+def _is_user_input(source: Any) -> bool:
+    """A caller's argument, or an item of one (`L['args'][0]` when a torch module is compiled
+    directly): an input local reached by indexing only. Anything else on the way (a module, its
+    `_parameters`, `_buffers` or tensor attributes) makes it the model's own state."""
+    while getattr(source, "base", None) is not None:
+        if "GetItem" not in type(source).__name__:
+            return False
+        source = source.base
+    return bool(getattr(source, "is_input", False))
 
 
 def _lifted_scalars(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> dict[int, float]:
@@ -182,12 +197,28 @@ class _TokenLocator:
     """Where num_tokens is in the compiled function's arguments."""
 
     index: int
-    dim: int | None  # None: the argument is the SymInt itself
+    dims: tuple[int, ...] | None  # None: the argument is the SymInt itself
     symbol: str | None  # None: a static graph
 
     def read(self, args: Sequence[Any]) -> int:
         value = args[self.index]
-        return int(value) if self.dim is None else int(value.shape[self.dim])
+        if self.dims is None:
+            return int(value)
+        return math.prod(int(value.shape[d]) for d in self.dims)
+
+
+def _token_dims(val: torch.Tensor) -> tuple[int, ...]:
+    """The dims whose product is a tensor's token rows: all of them for token ids (an integer
+    tensor), all but the last (the hidden dim) for an activation."""
+    if not val.dtype.is_floating_point or val.dim() == 1:
+        return tuple(range(val.dim()))
+    return tuple(range(val.dim() - 1))
+
+
+def _hint(val: torch.Tensor, dims: tuple[int, ...]) -> int:
+    return math.prod(
+        int(s.node.hint) if isinstance(s, torch.SymInt) else int(s)
+        for s in (val.shape[d] for d in dims))
 
 
 def _locate_num_tokens(
@@ -209,15 +240,18 @@ def _locate_num_tokens(
         for d, size in enumerate(val.shape):
             if isinstance(size, torch.SymInt) and size.node.expr.is_symbol:
                 symbol = str(size.node.expr)
-                hint = size.node.hint
-                for j, other in enumerate(vals):
-                    if isinstance(other, torch.SymInt) and str(other.node.expr) == symbol:
-                        return _TokenLocator(j, None, symbol), int(hint)
-                return _TokenLocator(i, d, symbol), int(hint)
+                dims = _token_dims(val)
+                dims = dims if d in dims else (d,)
+                if dims == (d,):  # the symbol alone: read the SymInt itself
+                    for j, other in enumerate(vals):
+                        if isinstance(other, torch.SymInt) and str(other.node.expr) == symbol:
+                            return _TokenLocator(j, None, symbol), int(size.node.hint)
+                return _TokenLocator(i, dims, symbol), _hint(val, dims)
     if first_tensor is None:
         return None
     i, val = first_tensor
-    return _TokenLocator(i, 0, None), int(val.shape[0])
+    dims = _token_dims(val)
+    return _TokenLocator(i, dims, None), _hint(val, dims)
 
 
 class _GraphCompiler:

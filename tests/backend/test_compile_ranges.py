@@ -94,3 +94,50 @@ def test_a_static_graph_is_one_single_size_range() -> None:
     (report,) = backend.reports()
     t = built.config.num_tokens
     assert report.range == [t, t]
+
+
+class _Rows(torch.nn.Module):
+    """Token ids -> embedding -> a linear: what a Hugging Face model's first layers read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(32, 16)
+        self.proj = torch.nn.Linear(16, 16)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.proj(self.embed(ids))
+
+
+@pytest.mark.parametrize(("shape", "marked", "rows"), [
+    ((2, 5), None, 10),      # static [B, S] token ids: B * S rows
+    ((1, 7), 1, 7),          # S marked dynamic, B = 1
+    ((3, 4), 1, 12),         # S marked dynamic, B = 3: the range holds B * S
+    ((6,), 0, 6),            # vLLM's flat [T] token ids
+])
+def test_num_tokens_counts_every_token_row(shape: tuple[int, ...], marked: int | None,
+                                           rows: int) -> None:
+    torch._dynamo.reset()
+    backend.clear_reports()
+    model = _Rows()
+    compiled = torch.compile(model, backend="irfuse",
+                             options={"inductor": False, "strict": True,
+                                      "compile_sizes": [rows]})
+    ids = torch.randint(0, 32, shape)
+    if marked is not None:
+        torch._dynamo.mark_dynamic(ids, marked)
+    with torch.no_grad():
+        assert_bit_exact(compiled(ids), model(ids))
+    ranges = [r.range for r in backend.reports()]
+    assert [rows, rows] in ranges, ranges
+
+
+def test_an_activation_counts_all_dims_but_the_hidden_one() -> None:
+    torch._dynamo.reset()
+    backend.clear_reports()
+    model = torch.nn.Linear(16, 16)
+    compiled = torch.compile(model, backend="irfuse", options={"inductor": False})
+    x = torch.randn(2, 3, 16)
+    with torch.no_grad():
+        assert_bit_exact(compiled(x), model(x))
+    (report,) = backend.reports()
+    assert report.range == [6, 6]
