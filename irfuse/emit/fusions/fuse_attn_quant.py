@@ -6,7 +6,9 @@ fusion off, #25689).
 
 Kernel `attention_quant_fp8_static`: q, k, v in SDPA's `[B, H, T, D]` layout (GQA), an optional
 mask, the output scale; returns the output token-major `[B * T, Hq * Dv]` in FP8, as the quant
-saw it.
+saw it. On CUDA the Triton kernel (`kernels/attention_quant.py`) runs masked calls as well
+(bool or additive float masks of any broadcast shape, read by strides): the paged model's
+decode over gathered pages reaches this op with a `[B, 1, 1, S]` mask of valid positions.
 
 Kernel `mla_attention_quant_fp8_static`: MLA (`attn.mla_attention`'s operands: q, the latent
 kv_c, the shared k_pe, kv_b's weight; token-major or batch-major, an optional mask); returns
@@ -64,13 +66,23 @@ def _ref(q, k, v, mask, scale, softmax_scale, causal, out_dtype, divide=False):
                                       out_dtype, divide)
 
 
+def _kernel_takes(q, mask) -> bool:
+    """Whether the Triton attention kernels take this call: a head size up to theirs (256), and
+    a mask, if any, that is bool or floating point (SDPA's two kinds; the kernel reads it
+    broadcast, with GQA, by strides). Anything else runs the reference, which raises SDPA's own
+    error where SDPA would."""
+    return (q.shape[-1] <= attention_quant_ref.KERNEL_MAX_HEAD_DIM
+            and (mask is None or mask.dtype == torch.bool or mask.is_floating_point()))
+
+
 def _cuda(q, k, v, mask, scale, softmax_scale, causal, out_dtype, divide=False):
     # Either quant spelling (models divide, `x / s`): the kernel's epilogue is within a float32
-    # rounding of both, far inside its FP8 step (see `_fp8_out`).
-    if (mask is None and out_dtype == torch.float8_e4m3fn
+    # rounding of both, far inside its FP8 step (see `_fp8_out`). Masked calls too: the paged
+    # model's decode (gathered pages, a `[B, 1, 1, S]` mask of valid positions) runs the kernel.
+    if (out_dtype == torch.float8_e4m3fn and _kernel_takes(q, mask)
             and dispatch.use_triton(ATTN_QUANT, q, out_dtype)):
         out = kernels("attention_quant").attention_fp8(
-            q, k, v, scale, softmax_scale=softmax_scale, causal=causal)
+            q, k, v, scale, softmax_scale=softmax_scale, causal=causal, mask=mask)
         return _token_major(out).contiguous()
     return _ref(q, k, v, mask, scale, softmax_scale, causal, out_dtype, divide)
 
@@ -96,7 +108,10 @@ def _examples(shape: tuple[int, ...]) -> list[tuple]:
 
 _SM90 = {"cuda:sm90": (
     (1, Choice("triton", "docs/benchmarks.md: 1.27x / 1.02x the unfused graph at prefill T 512 / "
-               "2048, 2.5-3.0x at paged decode, batch 16-64 (H100, 2026-12-05)")),
+               "2048 (H100, 2026-12-05); the 2.5-3.0x at paged decode, batch 16-64, is the "
+               "separate paged_decode kernel's, not the masked prefill kernel's that a compiled "
+               "decode over gathered pages runs: its bench_attention_quant.py decode rows are "
+               "not measured yet")),
     (4096, Choice("inductor", "docs/benchmarks.md: 0.90x the unfused graph (SDPA + Inductor's "
                   "quant) at prefill T 8192 (H100, 2026-12-05)")),
 )}
@@ -116,10 +131,10 @@ def _nvfp4_ref(q, k, v, mask, global_scale, softmax_scale, causal):
 
 
 def _nvfp4_cuda(q, k, v, mask, global_scale, softmax_scale, causal):
-    if (mask is None and q.shape[-1] % quant_ref.NVFP4_BLOCK == 0
+    if (q.shape[-1] % quant_ref.NVFP4_BLOCK == 0 and _kernel_takes(q, mask)
             and dispatch.use_triton(ATTN_QUANT_NVFP4, q)):
         return kernels("attention_quant").attention_nvfp4(
-            q, k, v, global_scale, softmax_scale=softmax_scale, causal=causal)
+            q, k, v, global_scale, softmax_scale=softmax_scale, causal=causal, mask=mask)
     return _nvfp4_ref(q, k, v, mask, global_scale, softmax_scale, causal)
 
 

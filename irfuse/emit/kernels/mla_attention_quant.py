@@ -95,7 +95,8 @@ def _mla_tile(acc, l_i, m_i, q_n, q_r, kv_base, pe_base, start_n, rows, offs_n, 
         v = tl.load(v_ptrs, mask=(offs_dv < DV)[None, :], other=0.0)
     qk = _dot(q_n, k_n, tl.zeros([q_n.shape[0], k_n.shape[1]], tl.float32), DOT_F32)
     qk = _dot(q_r, k_r, qk, DOT_F32) * qk_scale
-    return _softmax_step(acc, l_i, m_i, qk, v, rows, cols, Tk, MASKED, CAUSAL, DOT_F32)
+    return _softmax_step(acc, l_i, m_i, qk, v, rows, cols, Tk, rows, 0, rows, MASKED, CAUSAL,
+                         DOT_F32, False, False)  # no attention mask
 
 
 @triton.jit
