@@ -225,3 +225,27 @@ def test_cuda_entries_leave_what_the_kernel_refuses_to_the_reference(monkeypatch
     rcodes, rsf = decl._nvfp4_ref(q, k, v, mask, torch.tensor([2.0]), 0.25, False)
     assert calls == [] and torch.equal(codes, rcodes) and torch.equal(sf.view(torch.uint8),
                                                                       rsf.view(torch.uint8))
+
+
+def test_mla_cuda_entries_run_the_kernel_for_masked_batch_major_mla(monkeypatch):
+    """Hugging Face DeepSeek-V2's MLA is batch-major and masked: both MLA CUDA entries hand the
+    mask to the Triton kernel."""
+    calls: list = []
+
+    def mla_attention_fp8(*args, mask=None, **kw):
+        calls.append(("fp8", mask, kw["batch_major"]))
+        return "fp8 out"
+
+    def mla_attention_nvfp4(*args, mask=None, **kw):
+        calls.append(("nvfp4", mask, kw["batch_major"]))
+        return "nvfp4 out"
+
+    monkeypatch.setattr(dispatch, "use_triton", lambda *args: True)
+    monkeypatch.setattr(decl, "kernels", lambda name: types.SimpleNamespace(
+        mla_attention_fp8=mla_attention_fp8, mla_attention_nvfp4=mla_attention_nvfp4))
+    fp8_call, nvfp4_call = decl._mla_examples((8,))[1], decl._mla_nvfp4_examples((8,))[1]
+    assert fp8_call[4] is not None and nvfp4_call[4] is not None
+    assert decl._mla_cuda(*fp8_call) == "fp8 out"
+    assert decl._mla_nvfp4_cuda(*nvfp4_call) == "nvfp4 out"
+    assert [(kind, bm) for kind, _, bm in calls] == [("fp8", True), ("nvfp4", True)]
+    assert calls[0][1] is fp8_call[4] and calls[1][1] is nvfp4_call[4]

@@ -13,8 +13,10 @@ Criteria: FP8 and NVFP4 as tests/kernels/test_attention_quant_kernel.py and
 test_attention_nvfp4_kernel.py judge the unmasked kernels (the NVFP4 epilogue also bit for bit
 against `quant_nvfp4` of the kernel's own model-dtype output); the model-dtype output within one
 unit in the last place of the model dtype plus 4 unit roundoffs of the largest output, mean
-relative error <= 1e-2 (NUMERICS.md: attention + quant). Under TRITON_INTERPRET=1 on the CPU (a
-subprocess) at tiny sizes, and on the GPU at real sizes (marked `gpu`).
+relative error <= 1e-2 (NUMERICS.md: attention + quant). Batch-major MLA (Hugging Face
+DeepSeek-V2's masked form) with bool and float masks, FP8 and NVFP4, against the MLA reference.
+Under TRITON_INTERPRET=1 on the CPU (a subprocess) at tiny sizes, and on the GPU at real sizes
+(marked `gpu`).
 """
 
 from __future__ import annotations
@@ -54,6 +56,13 @@ DECODE_CASES = [
     (4, 16, 2, 32, 16, (70, 3, 16, 33), "bf16"),
 ]
 OUTS = ("fp8", "nvfp4", "plain")
+# Batch-major MLA (test_mla_attention_quant_kernel's cases: B, H, T, nope, rope, v, rank, causal,
+# dtype) with a mask kind and shape over [B, H, T, T].
+MLA_CASES = [
+    ((2, 4, 20, 16, 8, 16, 32, False, "bf16"), "bool", "b1ts"),
+    ((1, 2, 19, 24, 8, 16, 32, False, "fp16"), "float", "11ts"),
+    ((2, 4, 33, 16, 8, 32, 32, False, "bf16"), "bool", "b11s"),
+]
 
 
 def _prefill_id(c) -> str:
@@ -157,6 +166,41 @@ def check(q, k, v, mask, out_kind: str) -> dict:
     return {"ok": ok, "detail": f"max err {float(err.max()):.2e}, mean rel {rel:.2e}"}
 
 
+def _mla_id(c) -> str:
+    (b, h, t, nope, rope, v, rank, _, dtype), kind, shape = c
+    return f"mla-B{b}-H{h}-T{t}-{nope}+{rope}/{v}-r{rank}-{kind}-{shape}-{dtype}"
+
+
+def check_mla(case, out_kind: str) -> dict:
+    """Masked batch-major MLA against the MLA reference with the same mask."""
+    from test_attention_nvfp4_kernel import _global_scale
+    from test_attention_nvfp4_kernel import judge as judge_nvfp4
+    from test_attention_quant_kernel import _scale_for
+    from test_attention_quant_kernel import judge as judge_fp8
+    from test_mla_attention_quant_kernel import _inputs, _kw
+
+    from irfuse.emit.kernels import mla_attention_quant
+    from irfuse.emit.kernels import mla_attention_quant_ref as mref
+
+    mcase, kind, shape = case
+    b, h, t = mcase[:3]
+    q, kv_c, k_pe, w = _inputs(mcase)
+    kw = _kw(mcase)
+    mask = _mask(kind, shape, b, h, t, t, q.dtype, "cpu", torch.Generator().manual_seed(t))
+    o = mref.mla_attention(q, kv_c, k_pe, w, mask, **kw)
+    dead = _dead_rows(mask, (b, h, t, t)).transpose(1, 2).reshape(b * t, h)
+    if out_kind == "fp8":
+        scale = _scale_for(o)
+        out = mla_attention_quant.mla_attention_fp8(q, kv_c, k_pe, w, scale, mask=mask, **kw)
+        if not bool((out.float().view(b * t, h, -1)[dead] == 0).all()):
+            return {"ok": False, "detail": "a fully masked row is not 0"}
+        want = mref.mla_attention_fp8(q, kv_c, k_pe, w, mask, scale, divide=True, **kw)
+        return judge_fp8(out, want, scale, q.dtype)
+    gs = _global_scale(o, False)
+    out = mla_attention_quant.mla_attention_nvfp4(q, kv_c, k_pe, w, gs, mask=mask, **kw)
+    return judge_nvfp4(out, mref.mla_attention_nvfp4(q, kv_c, k_pe, w, mask, gs, **kw), gs)
+
+
 def _guard(fn, *args) -> dict:
     try:
         return fn(*args)
@@ -177,6 +221,9 @@ def _worker() -> None:
         for out in OUTS:
             results[f"{_decode_id(case)}-{out}"] = _guard(
                 lambda c=case, o=out: check(*_decode_inputs(c, "cpu"), o))
+    for case in MLA_CASES:
+        for out in ("fp8", "nvfp4"):
+            results[f"{_mla_id(case)}-{out}"] = _guard(check_mla, case, out)
     print(json.dumps(results))
 
 
@@ -198,6 +245,13 @@ def test_masked_prefill_matches_sdpa_interpreted(interpreted, case, out):
 @pytest.mark.parametrize("case", DECODE_CASES, ids=_decode_id)
 def test_masked_decode_over_gathered_pages_matches_sdpa_interpreted(interpreted, case, out):
     r = interpreted[f"{_decode_id(case)}-{out}"]
+    assert r["ok"], r["detail"]
+
+
+@pytest.mark.parametrize("out", ("fp8", "nvfp4"))
+@pytest.mark.parametrize("case", MLA_CASES, ids=_mla_id)
+def test_masked_mla_matches_reference_interpreted(interpreted, case, out):
+    r = interpreted[f"{_mla_id(case)}-{out}"]
     assert r["ok"], r["detail"]
 
 

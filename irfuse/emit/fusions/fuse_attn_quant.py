@@ -11,8 +11,8 @@ saw it. On CUDA the Triton kernel (`kernels/attention_quant.py`) runs masked cal
 decode over gathered pages reaches this op with a `[B, 1, 1, S]` mask of valid positions.
 
 Kernel `mla_attention_quant_fp8_static`: MLA (`attn.mla_attention`'s operands: q, the latent
-kv_c, the shared k_pe, kv_b's weight; token-major or batch-major, an optional mask); returns
-`[tokens, H * v]` in FP8. The CPU runs the reference; on CUDA the Triton kernel
+kv_c, the shared k_pe, kv_b's weight; token-major or batch-major, an optional mask, which the
+Triton kernel reads as the attention kernel does); returns `[tokens, H * v]` in FP8. The CPU runs the reference; on CUDA the Triton kernel
 (`kernels/mla_attention_quant.py`) is not measured yet, so the choice leaves MLA unfused there
 until `benchmarks/bench_attention_quant.py` (its MLA rows) says otherwise.
 
@@ -71,8 +71,11 @@ def _kernel_takes(q, mask) -> bool:
     a mask, if any, that is bool or floating point (SDPA's two kinds; the kernel reads it
     broadcast, with GQA, by strides). Anything else runs the reference, which raises SDPA's own
     error where SDPA would."""
-    return (q.shape[-1] <= attention_quant_ref.KERNEL_MAX_HEAD_DIM
-            and (mask is None or mask.dtype == torch.bool or mask.is_floating_point()))
+    return q.shape[-1] <= attention_quant_ref.KERNEL_MAX_HEAD_DIM and _mask_kind_ok(mask)
+
+
+def _mask_kind_ok(mask) -> bool:
+    return mask is None or mask.dtype == torch.bool or mask.is_floating_point()
 
 
 def _cuda(q, k, v, mask, scale, softmax_scale, causal, out_dtype, divide=False):
@@ -188,15 +191,23 @@ def _mla_ref(q, kv_c, k_pe, kv_b_weight, mask, scale, num_heads, qk_nope_head_di
         out_dtype=out_dtype, divide=divide)
 
 
+def _mla_kernel_takes(q, k_pe, mask, nope, v_dim) -> bool:
+    """Whether the Triton MLA kernels take this call: head parts up to their 256 and a mask, if
+    any, bool or floating point (as `_kernel_takes`)."""
+    return (max(nope, k_pe.shape[-1], v_dim) <= attention_quant_ref.KERNEL_MAX_HEAD_DIM
+            and _mask_kind_ok(mask))
+
+
 def _mla_cuda(q, kv_c, k_pe, kv_b_weight, mask, scale, num_heads, qk_nope_head_dim,
               v_head_dim, softmax_scale, causal, batch_major, out_dtype, divide=False):
-    # Either quant spelling, as `_cuda`.
-    if (mask is None and out_dtype == torch.float8_e4m3fn
+    # Either quant spelling, as `_cuda`; masked (batch-major) calls too.
+    if (out_dtype == torch.float8_e4m3fn and _mla_kernel_takes(q, k_pe, mask, qk_nope_head_dim,
+                                                                v_head_dim)
             and dispatch.use_triton(MLA_ATTN_QUANT, q, out_dtype)):
         return kernels("mla_attention_quant").mla_attention_fp8(
             q, kv_c, k_pe, kv_b_weight, scale, num_heads=num_heads, nope=qk_nope_head_dim,
             v_dim=v_head_dim, softmax_scale=softmax_scale, causal=causal,
-            batch_major=batch_major)
+            batch_major=batch_major, mask=mask)
     return _mla_ref(q, kv_c, k_pe, kv_b_weight, mask, scale, num_heads, qk_nope_head_dim,
                     v_head_dim, softmax_scale, causal, batch_major, out_dtype, divide)
 
@@ -248,12 +259,13 @@ def _mla_nvfp4_ref(q, kv_c, k_pe, kv_b_weight, mask, global_scale, num_heads,
 
 def _mla_nvfp4_cuda(q, kv_c, k_pe, kv_b_weight, mask, global_scale, num_heads,
                     qk_nope_head_dim, v_head_dim, softmax_scale, causal, batch_major):
-    if (mask is None and v_head_dim % quant_ref.NVFP4_BLOCK == 0
+    if (v_head_dim % quant_ref.NVFP4_BLOCK == 0
+            and _mla_kernel_takes(q, k_pe, mask, qk_nope_head_dim, v_head_dim)
             and dispatch.use_triton(MLA_ATTN_QUANT_NVFP4, q)):
         return kernels("mla_attention_quant").mla_attention_nvfp4(
             q, kv_c, k_pe, kv_b_weight, global_scale, num_heads=num_heads,
             nope=qk_nope_head_dim, v_dim=v_head_dim, softmax_scale=softmax_scale,
-            causal=causal, batch_major=batch_major)
+            causal=causal, batch_major=batch_major, mask=mask)
     return _mla_nvfp4_ref(q, kv_c, k_pe, kv_b_weight, mask, global_scale, num_heads,
                           qk_nope_head_dim, v_head_dim, softmax_scale, causal, batch_major)
 
