@@ -26,6 +26,17 @@ output and base-2 log-sum-exp, and a small second kernel combines the splits and
 `paged_decode_nvfp4` quantizes to NVFP4 in the same places (the epilogue's tile rows are the
 group's heads of one token, or the one row of a combine program), into `[B, Hq * D / 2]`.
 
+Masks: `attention_fp8`, `attention_nvfp4` and `attention` take SDPA's `attn_mask`, bool (True =
+attend) or additive float (natural-log units, scaled by log2(e) into the base-2 scores), of any
+shape that broadcasts to `[B, Hq, Tq, Tk]`: `mask_operand` broadcasts it by strides (0 on the
+broadcast dims; nothing is copied) and the kernel reads each key tile's slice of it (`MASK`, a
+constexpr: the unmasked kernel is compiled without it). A row whose every key is masked stores 0,
+as SDPA's math backend (the CPU reference) returns; some CUDA SDPA backends have returned NaN
+there (pytorch/pytorch#110213), so 0 is the op's defined result, not a GPU SDPA's. One query token
+with GQA and no causal mask (the paged model's decode over gathered pages, `[B, 1, 1, S]` mask)
+folds the group's query heads into the tile rows (`FOLD`), so each key tile is read once per KV
+head rather than once per query head.
+
 Numerics: the reference (`attention_quant_ref`) rounds the attention output to the model dtype
 and then quantizes; these kernels quantize the float32 output. The scores, the softmax and the
 sums are float32 in both, but added in another order and with exp2 for exp, so an output can
@@ -328,7 +339,7 @@ def _attn_fwd_kernel(
         acc, l_i, m_i = _attn_tile(acc, l_i, m_i, q, k_base, v_base, start_n, rows, offs_n,
                                    offs_d, Tk, qk_scale, skn, svn, mask_rows, smk, rmask, D,
                                    BLOCK_D, True, CAUSAL, DOT_F32, WIDE, MASK, MASK_BOOL)
-    if MASK:  # every key masked: acc is 0, and so is the output (SDPA's, on CPU and CUDA)
+    if MASK:  # every key masked: acc is 0, and so is the output (as the CPU reference's)
         l_i = tl.where(l_i == 0.0, 1.0, l_i)
     if OUT_NVFP4:
         if FOLD:  # token b, query head h * GROUP + row

@@ -154,7 +154,7 @@ def _mla_fwd_kernel(
                                   offs_n, offs_dn, offs_dr, offs_dv, Tk, qk_scale, skn, spn,
                                   mask_rows, smk, rmask, NOPE, ROPE, DV, FULL_D, True, CAUSAL,
                                   DOT_F32, WIDE, MASK, MASK_BOOL)
-    if MASK:  # every key masked: the output is 0, as SDPA's
+    if MASK:  # every key masked: the output is 0, as the CPU reference's
         l_i = tl.where(l_i == 0.0, 1.0, l_i)
     out_rows = b.to(tl.int64) * Tq + rows
     if OUT_NVFP4:
