@@ -9,8 +9,20 @@ Prefill (B 1, Hq 32, Hk 8, D 128, bf16, causal; T from --tokens), side by side:
 - `fused`: irfuse's kernel with the FP8 epilogue (default launch shape; with --sweep also the
   best of several shapes, `best`).
 
-Paged decode (Hq 32, Hk 8, D 128, bf16, block size 16, every sequence at the full context;
-batch from --batches, context from --contexts):
+Decode as the compiled model runs it (`decode (compiled model)` rows; Hq 32, Hk 8, D 128, bf16,
+block size 16, ragged contexts up to the --contexts value; batch from --batches): the paged
+model's step (`irfuse/models/paged.py`) gathers every sequence's pages through its block-table
+row and runs SDPA with the `[B, 1, 1, S]` bool mask of valid positions, so fuse_attn_quant's
+op is reached masked over gathered keys. Every candidate includes the gather (Inductor):
+- `sdpa`: the gather and the masked SDPA (token-major), under `torch.compile`;
+- `unfused`: the same with the static FP8 quant, under `torch.compile` (Inductor);
+- `kernel+quant`: the gather, irfuse's masked kernel storing bf16, then Inductor's quant;
+- `fused`: the gather, then the fused op's CUDA entry (`fuse_attn_quant._cuda`, the masked
+  Triton kernel with the FP8 epilogue): exactly what the compiled model calls; with --sweep also
+  other launch shapes of that kernel.
+
+The separate paged decode kernel (`decode (paged_decode kernel)` rows: every sequence at the
+full context; the compiled model does not call this kernel, it is kept for comparison):
 - `unfused`: the fastest unfused baseline built from torch: the cache gathered through the block
   table, SDPA of the one query over it, and the quant, all under `torch.compile` (Inductor);
 - `kernel+quant`: irfuse's paged decode storing bf16, then Inductor's quant;
@@ -58,6 +70,8 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_norm_act_quant as nq  # noqa: E402 (timing helpers, by path)
 
+from irfuse.emit import dispatch  # noqa: E402
+from irfuse.emit.fusions import fuse_attn_quant as decl  # noqa: E402
 from irfuse.emit.kernels import (  # noqa: E402
     attention_quant,
     attention_quant_ref,
@@ -79,6 +93,11 @@ DECODE_SWEEP = tuple(attention_quant.DecodeConfig(*c) for c in (
     (32, 4, 2), (64, 4, 2), (64, 4, 3), (128, 4, 2), (128, 8, 2), (64, 2, 2), (64, 4, 1),
     (64, 4, 2, 1), (64, 4, 2, 2), (64, 4, 2, 4), (64, 4, 2, 8), (64, 4, 2, 16),
     (128, 4, 2, 4), (128, 4, 2, 8)))
+
+
+# The masked kernel's launch shapes at one query token (the GQA group of 4 in 16 tile rows).
+DECODE_MODEL_SWEEP = tuple(attention_quant.PrefillConfig(*c) for c in (
+    (16, 32, 4, 2), (16, 128, 4, 2), (16, 64, 2, 3), (16, 128, 8, 3), (16, 64, 4, 4)))
 
 
 MLA_H, MLA_NOPE, MLA_ROPE, MLA_V, MLA_RANK = 16, 128, 64, 128, 512
@@ -108,6 +127,27 @@ def gather_decode_quant(q, kc, vc, table, s):
     v = vc[table.long()].reshape(b, -1, HK, D).transpose(1, 2)
     o = F.scaled_dot_product_attention(q[:, :, None, :], k, v, scale=SM_SCALE, enable_gqa=True)
     return quant(o[:, :, 0, :], s)
+
+
+def gather_masked(kc, vc, table, lens):
+    """What the paged model runs before its attention: the pages gathered through the block
+    table (`[B, Hk, S, D]`, strided) and the `[B, 1, 1, S]` mask of valid positions."""
+    keys = kc[table.long()].flatten(1, 2).transpose(1, 2)
+    values = vc[table.long()].flatten(1, 2).transpose(1, 2)
+    mask = torch.arange(keys.shape[2], device=kc.device)[None, :] < lens[:, None]
+    return keys, values, mask[:, None, None, :]
+
+
+def masked_decode(q, kc, vc, table, lens):
+    """The paged model's decode attention, token-major `[B, Hq * D]` in the model dtype."""
+    keys, values, mask = gather_masked(kc, vc, table, lens)
+    o = F.scaled_dot_product_attention(q[:, :, None, :], keys, values, attn_mask=mask,
+                                       scale=SM_SCALE, enable_gqa=True)
+    return attention_quant_ref.token_major(o)
+
+
+def masked_decode_quant(q, kc, vc, table, lens, s):
+    return quant(masked_decode(q, kc, vc, table, lens), s)
 
 
 def sdpa_token_major(q, k, v):
@@ -297,6 +337,53 @@ def decode_row(b: int, ctx: int, compiled: dict, args) -> dict:
     return _finish(row, _time(timed, args), None)
 
 
+def decode_model_row(b: int, ctx: int, compiled: dict, args, device: str = "cuda") -> dict:
+    """A decode step as the compiled paged model runs it (module docstring)."""
+    blocks = ctx // PAGE
+    num_blocks = b * blocks
+    gen = torch.Generator().manual_seed(b * ctx)
+    kc = torch.randn(num_blocks, PAGE, HK, D, device=device, dtype=torch.bfloat16)
+    vc = torch.randn(num_blocks, PAGE, HK, D, device=device, dtype=torch.bfloat16)
+    table = torch.randperm(num_blocks, generator=gen).to(device, torch.int32).reshape(b, blocks)
+    lens = torch.randint(ctx // 2, ctx + 1, (b,), generator=gen, dtype=torch.int32)
+    lens[0] = ctx
+    lens = lens.to(device)
+    q = torch.randn(b, HQ, D, device=device, dtype=torch.bfloat16)
+    s = (masked_decode(q, kc, vc, table, lens).float().abs().amax() / 300.0).reshape(1)
+    ref = masked_decode_quant(q, kc, vc, table, lens, s)
+    q4 = q[:, :, None, :]
+
+    def fused(c=None):
+        keys, values, mask = compiled["gather"](kc, vc, table, lens)
+        if c is None:  # the fused op's CUDA entry, as the compiled model calls it
+            return decl._cuda(q4, keys, values, mask, s, SM_SCALE, False, FP8, True)
+        out = attention_quant.attention_fp8(q4, keys, values, s, softmax_scale=SM_SCALE,
+                                            causal=False, config=c, mask=mask)
+        return attention_quant_ref.token_major(out)
+
+    def kernel_quant():
+        keys, values, mask = compiled["gather"](kc, vc, table, lens)
+        o = attention_quant.attention(q4, keys, values, softmax_scale=SM_SCALE, causal=False,
+                                      mask=mask)
+        return compiled["token_major_quant"](o, s)
+
+    default = attention_quant.prefill_config(HQ // HK, ctx, D, False)
+    entry = "triton" if dispatch.use_triton(decl.ATTN_QUANT, q, FP8) else "reference"
+    row: dict[str, Any] = {"case": "decode-model", "B": b, "ctx": ctx,
+                           "default_cfg": f"{_cfg(default)}; entry {entry}",
+                           "check": check(fused(), ref, s),
+                           "unfused_check": check(
+                               compiled["decode_masked"](q, kc, vc, table, lens, s), ref, s),
+                           "kernel_quant_check": check(kernel_quant(), ref, s)}
+    timed = {"sdpa": lambda: compiled["decode_masked_bf16"](q, kc, vc, table, lens),
+             "unfused": lambda: compiled["decode_masked"](q, kc, vc, table, lens, s),
+             "kernel_quant": kernel_quant, "fused": fused}
+    row["sweep"] = _sweep(timed, DECODE_MODEL_SWEEP if args.sweep else (), default, fused,
+                          lambda out: check(out, ref, s))
+    row["kv_bytes"] = 2 * b * HK * blocks * PAGE * D * kc.element_size()  # the gathered K, V
+    return _finish(row, _time(timed, args), None)
+
+
 def _finish(row: dict, us: dict[str, float], t: int | None) -> dict:
     row["sdpa_us"] = us.pop("sdpa", None)
     row["unfused_us"] = us.pop("unfused")
@@ -325,8 +412,12 @@ def markdown(rows: list[dict], command: str) -> str:
     for r in rows:
         if r["case"] in ("prefill", "prefill-nvfp4", "mla"):
             name, rate = f"{r['case']} T={r['T']}", f"{r['tflops']:.0f} TFLOP/s"
+        elif r["case"] == "decode-model":
+            name = f"decode (compiled model) B={r['B']} ctx={r['ctx']}"
+            rate = f"{r['tbps']:.2f} TB/s KV"
         else:
-            name, rate = f"decode B={r['B']} ctx={r['ctx']}", f"{r['tbps']:.2f} TB/s KV"
+            name = f"decode (paged_decode kernel) B={r['B']} ctx={r['ctx']}"
+            rate = f"{r['tbps']:.2f} TB/s KV"
         sd = f"{r['sdpa_us']:.1f}" if r["sdpa_us"] is not None else "-"
         kq = f"{r['kernel_quant_us']:.1f}" if r["kernel_quant_us"] is not None else "-"
         lines.append(
@@ -335,7 +426,10 @@ def markdown(rows: list[dict], command: str) -> str:
             f"{r['best_ratio']:.2f} | {rate} | {r['check']} / {r['unfused_check']} / "
             f"{r['kernel_quant_check']} |")
     lines += ["", "Shapes: prefill (block_m, block_n, warps, stages, heavy_first); decode "
-              "(block_n, warps, stages, splits); mla (block_m, block_n, warps, stages). "
+              "(block_n, warps, stages, splits); decode (compiled model) as prefill, over "
+              "the folded GQA group, the entry the fused op took; mla (block_m, block_n, "
+              "warps, stages). The paged_decode kernel rows time a kernel the compiled "
+              "model does not call. "
               "Check: fused / unfused / bf16+quant against the eager unfused graph. MLA's "
               "SDPA column is the unfused MLA (kv_b GEMM + SDPA) without the quant; "
               "prefill-nvfp4's is SDPA and the token-major copy, its unfused column that "
@@ -348,6 +442,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tokens", default="512,2048,8192")
     p.add_argument("--batches", default="16,32,64")
     p.add_argument("--contexts", default="2048,8192")
+    p.add_argument("--decode", default="model,paged",
+                   help="decode rows: 'model' (what the compiled model runs), 'paged' (the "
+                   "separate paged_decode kernel), both comma-separated, or ''")
     p.add_argument("--mla-tokens", default="512,2048", help="MLA prefill sizes ('' for none)")
     p.add_argument("--nvfp4-tokens", default="512,2048",
                    help="prefill sizes with the NVFP4 output quant ('' for none)")
@@ -371,11 +468,17 @@ def main(argv: list[str] | None = None) -> int:
                 "mla_bf16": torch.compile(mla, dynamic=False),
                 "token_major": torch.compile(sdpa_token_major, dynamic=False),
                 "to_token_major": torch.compile(attention_quant_ref.token_major,
-                                                dynamic=False)}
+                                                dynamic=False),
+                "gather": torch.compile(gather_masked, dynamic=False),
+                "decode_masked": torch.compile(masked_decode_quant, dynamic=False),
+                "decode_masked_bf16": torch.compile(masked_decode, dynamic=False),
+                "token_major_quant": torch.compile(
+                    lambda o, s: quant(attention_quant_ref.token_major(o), s), dynamic=False)}
+    decode_kinds = [k for k in args.decode.split(",") if k]
     cases = [("prefill", int(t)) for t in args.tokens.split(",") if t] + [
         ("mla", int(t)) for t in args.mla_tokens.split(",") if t] + [
         ("nvfp4", int(t)) for t in args.nvfp4_tokens.split(",") if t] + [
-        ("decode", (int(b), int(c))) for b in args.batches.split(",") if b
+        (kind, (int(b), int(c))) for kind in decode_kinds for b in args.batches.split(",") if b
         for c in args.contexts.split(",") if c]
     rows: list[dict] = []
     for kind, size in cases:
@@ -384,6 +487,7 @@ def main(argv: list[str] | None = None) -> int:
             row = (prefill_row(size, compiled, args) if kind == "prefill"
                    else mla_row(size, compiled, args) if kind == "mla"
                    else nvfp4_row(size, compiled, args) if kind == "nvfp4"
+                   else decode_model_row(*size, compiled, args) if kind == "model"
                    else decode_row(*size, compiled, args))
         except Exception as e:  # noqa: BLE001 (report and go on: one run, many rows)
             print(f"{kind} {size}: FAILED {type(e).__name__}: {e}", flush=True)

@@ -20,7 +20,7 @@ GPU_TESTS=${GPU_TESTS:-tests/kernels/test_kernels_gpu.py tests/kernels/test_norm
   tests/kernels/test_pdl.py tests/kernels/test_norm_pad_kernel.py tests/fuse/test_fuse_act_padding.py \
   tests/backend/test_cuda_graphs.py tests/kernels/test_qk_norm_rope_kernel.py \
   tests/kernels/test_attention_quant_kernel.py tests/kernels/test_mla_attention_quant_kernel.py
-  tests/kernels/test_attention_nvfp4_kernel.py
+  tests/kernels/test_attention_nvfp4_kernel.py tests/kernels/test_attention_mask_kernel.py
   tests/fuse/test_attention_family_gpu.py}
 # shellcheck disable=SC2086 (a list of files)
 timeout "${T_TESTS:-300}" python3 -m pytest -q -p no:cacheprovider $GPU_TESTS -k "gpu or cuda" 2>&1 \
@@ -38,7 +38,7 @@ fi
 step "attention-family kernels: QK norm + RoPE (+ KV write), attention + FP8"
 timeout "${T_ATTN:-300}" python3 benchmarks/bench_qk_norm_rope.py --rounds 3 \
   --out "$OUT/bench_qk_norm_rope.md" --json "$OUT/bench_qk_norm_rope.json" 2>&1 | tail -n 30
-timeout "${T_ATTN:-300}" python3 benchmarks/bench_attention_quant.py --rounds 2 \
+timeout "${T_ATTN_QUANT:-480}" python3 benchmarks/bench_attention_quant.py --rounds 2 \
   --out "$OUT/bench_attention_quant.md" --json "$OUT/bench_attention_quant.json" 2>&1 | tail -n 30
 step "end-to-end FP8 Llama"
 timeout "${T_E2E:-240}" python3 benchmarks/bench_e2e_llama_fp8.py --layers 4 --rounds "${E2E_ROUNDS:-41}" \

@@ -1,7 +1,9 @@
-"""benchmarks/bench_attention_quant.py's NVFP4 prefill row on the CPU: under TRITON_INTERPRET=1 (a
-subprocess) at T 32, with the timing replaced by one call of each candidate, the fused kernel,
-the unfused graph and irfuse's kernel + quant all pass the row's check against the eager graph
-(and a corrupted output does not), and the table prints the row."""
+"""benchmarks/bench_attention_quant.py's NVFP4 prefill row and its decode row of the compiled model
+on the CPU: under TRITON_INTERPRET=1 (a subprocess) at T 32 (decode: batch 2, context 32, ragged),
+with the timing replaced by one call of each candidate, the fused kernel, the unfused graph and
+irfuse's kernel + quant all pass the row's check against the eager graph (and a corrupted output
+does not), and the table prints the rows. The decode row's fused candidate is the fused op's CUDA
+entry, with kernel choice forced to Triton here: it must reach the masked kernel."""
 
 from __future__ import annotations
 
@@ -51,11 +53,29 @@ def _worker() -> None:
     ref = bench.quant_ref.quant_nvfp4(torch.zeros(32, bench.HQ * bench.D).bfloat16() + 1,
                                       torch.tensor([1.0]))
     bad = bench.check_nvfp4((codes, sf), ref, torch.tensor([1.0]))
+    keys = ("case", "check", "unfused_check", "kernel_quant_check")
+    first = {k: row[k] for k in (*keys, "T")}
+    first_called = list(called)
+    called.clear()
+    kernel_calls = []
+    fp8_kernel = bench.attention_quant.attention_fp8
+
+    def counted(*a, **kw):
+        kernel_calls.append(kw.get("mask") is not None)
+        return fp8_kernel(*a, **kw)
+
+    bench.dispatch.use_triton = lambda *a: True
+    bench.attention_quant.attention_fp8 = counted
+    compiled = {"gather": bench.gather_masked, "decode_masked": bench.masked_decode_quant,
+                "decode_masked_bf16": bench.masked_decode,
+                "token_major_quant": lambda o, s: bench.quant(
+                    bench.attention_quant_ref.token_major(o), s)}
+    dec = bench.decode_model_row(2, 32, compiled, args, device="cpu")
     torch.cuda.get_device_name = lambda *a: "cpu"
-    table = bench.markdown([row], "cmd")
-    print(json.dumps({"row": {k: row[k] for k in ("case", "T", "check", "unfused_check",
-                                                  "kernel_quant_check")},
-                      "called": called, "bad": bad, "table": table}))
+    table = bench.markdown([row, dec], "cmd")
+    print(json.dumps({"row": first, "called": first_called, "bad": bad, "table": table,
+                      "decode": {k: dec[k] for k in keys}, "decode_called": called,
+                      "kernel_calls": kernel_calls}))
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +95,16 @@ def test_nvfp4_row_checks_every_candidate(result):
 
 def test_nvfp4_row_is_in_the_table(result):
     assert "| prefill-nvfp4 T=32 |" in result["table"]
+
+
+def test_decode_row_times_the_fused_ops_cuda_entry_on_the_masked_kernel(result):
+    row = result["decode"]
+    assert row["case"] == "decode-model"
+    assert (row["check"], row["unfused_check"], row["kernel_quant_check"]) == ("ok",) * 3
+    assert sorted(result["decode_called"]) == ["fused", "kernel_quant", "sdpa", "unfused"]
+    # The check's call and the timed call: both through the CUDA entry, both with the mask.
+    assert result["kernel_calls"] == [True, True]
+    assert "| decode (compiled model) B=2 ctx=32 |" in result["table"]
 
 
 if __name__ == "__main__" and "--worker" in sys.argv:

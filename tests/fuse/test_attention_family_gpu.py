@@ -77,3 +77,23 @@ def test_flash_layout_cache_write_on_gpu(fp8):
     (out, got), (ref, want) = compiled.outputs, compiled.eager
     _close(out, ref)
     _close(got[4], want[4])
+
+
+def test_paged_decode_attention_fp8_runs_the_masked_kernel_on_gpu(monkeypatch):
+    """The paged model's decode reaches the fused op masked (gathered pages, `[B, 1, 1, S]`
+    mask): on CUDA every call runs the Triton kernel with that mask, not the reference."""
+    from irfuse.emit.kernels import attention_quant
+
+    masks = []
+    kernel = attention_quant.attention_fp8
+
+    def counted(*args, **kw):
+        masks.append(kw.get("mask"))
+        return kernel(*args, **kw)
+
+    monkeypatch.setattr(attention_quant, "attention_fp8", counted)
+    built, compiled = _run("paged", {"fuse_attn_quant": True}, False, quant="fp8")
+    assert compiled.fused("fuse-attn-quant") == 2
+    assert masks and all(m is not None and m.dtype == torch.bool for m in masks)
+    assert all(m.shape[1:3] == (1, 1) for m in masks)
+    _close(compiled.outputs[0], compiled.eager[0])

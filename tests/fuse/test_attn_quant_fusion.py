@@ -157,8 +157,8 @@ def test_cuda_entry_runs_the_kernel_for_either_quant_spelling(monkeypatch, divid
     where kernel choice picks it, not fall back to the reference."""
     calls = []
 
-    def attention_fp8(q, k, v, scale, *, softmax_scale, causal):
-        calls.append((softmax_scale, causal))
+    def attention_fp8(q, k, v, scale, *, softmax_scale, causal, mask):
+        calls.append((softmax_scale, causal, mask))
         b, h, t, _ = q.shape
         return torch.zeros(b, h, t, v.shape[-1], dtype=torch.float8_e4m3fn)
 
@@ -167,5 +167,85 @@ def test_cuda_entry_runs_the_kernel_for_either_quant_spelling(monkeypatch, divid
                         lambda name: types.SimpleNamespace(attention_fp8=attention_fp8))
     q = torch.randn(1, 2, 4, 8).bfloat16()
     out = decl._cuda(q, q, q, None, torch.tensor([0.1]), 0.35, True, torch.float8_e4m3fn, divide)
-    assert calls == [(0.35, True)]
+    assert calls == [(0.35, True, None)]
     assert out.shape == (4, 16) and out.dtype == torch.float8_e4m3fn
+
+
+def _paged_decode_call(d: int = 16):
+    """The fused op's operands in the paged model's decode: one query token, keys gathered from
+    pages, the `[B, 1, 1, S]` bool mask of valid positions (sequence 1 shorter)."""
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 4, 1, d, generator=g).bfloat16()
+    k, v = (torch.randn(2, 2, 8, d, generator=g).bfloat16() for _ in range(2))
+    mask = (torch.arange(8)[None, :] < torch.tensor([8, 5])[:, None])[:, None, None, :]
+    return q, k, v, mask
+
+
+def _recording_kernels(monkeypatch, calls: list):
+    def attention_fp8(q, k, v, scale, *, softmax_scale, causal, mask=None):
+        calls.append(("fp8", mask))
+        return torch.zeros(*q.shape[:3], v.shape[-1], dtype=torch.float8_e4m3fn)
+
+    def attention_nvfp4(q, k, v, gs, *, softmax_scale, causal, mask=None):
+        calls.append(("nvfp4", mask))
+        return "codes", "scales"
+
+    monkeypatch.setattr(dispatch, "use_triton", lambda *args: True)
+    monkeypatch.setattr(decl, "kernels", lambda name: types.SimpleNamespace(
+        attention_fp8=attention_fp8, attention_nvfp4=attention_nvfp4))
+
+
+def test_cuda_entries_run_the_kernel_for_masked_attention(monkeypatch):
+    """The paged model's decode reaches the fused op masked: both CUDA entries hand the mask to
+    the Triton kernel (as it is: the kernel reads the broadcast by strides)."""
+    calls: list = []
+    _recording_kernels(monkeypatch, calls)
+    q, k, v, mask = _paged_decode_call()
+    fmask = torch.zeros(1, 1, 1, 8).bfloat16()
+    out = decl._cuda(q, k, v, mask, torch.tensor([0.1]), 0.25, False, torch.float8_e4m3fn, True)
+    decl._cuda(q, k, v, fmask, torch.tensor([0.1]), 0.25, False, torch.float8_e4m3fn)
+    assert decl._nvfp4_cuda(q, k, v, mask, torch.tensor([2.0]), 0.25, False) == ("codes",
+                                                                                  "scales")
+    assert [kind for kind, _ in calls] == ["fp8", "fp8", "nvfp4"]
+    assert calls[0][1] is mask and calls[1][1] is fmask and calls[2][1] is mask
+    assert out.shape == (2, 4 * 16) and out.dtype == torch.float8_e4m3fn
+
+
+def test_cuda_entries_leave_what_the_kernel_refuses_to_the_reference(monkeypatch):
+    """A head size past the kernel's 256 runs the reference (the unfused graph), masked or not."""
+    calls: list = []
+    _recording_kernels(monkeypatch, calls)
+    q, k, v, mask = _paged_decode_call(d=272)
+    s = torch.tensor([0.1])
+    out = decl._cuda(q, k, v, mask, s, 0.25, False, torch.float8_e4m3fn, True)
+    ref = decl._ref(q, k, v, mask, s, 0.25, False, torch.float8_e4m3fn, True)
+    assert calls == []
+    assert torch.equal(out.view(torch.uint8), ref.view(torch.uint8))
+    codes, sf = decl._nvfp4_cuda(q, k, v, mask, torch.tensor([2.0]), 0.25, False)
+    rcodes, rsf = decl._nvfp4_ref(q, k, v, mask, torch.tensor([2.0]), 0.25, False)
+    assert calls == [] and torch.equal(codes, rcodes) and torch.equal(sf.view(torch.uint8),
+                                                                      rsf.view(torch.uint8))
+
+
+def test_mla_cuda_entries_run_the_kernel_for_masked_batch_major_mla(monkeypatch):
+    """Hugging Face DeepSeek-V2's MLA is batch-major and masked: both MLA CUDA entries hand the
+    mask to the Triton kernel."""
+    calls: list = []
+
+    def mla_attention_fp8(*args, mask=None, **kw):
+        calls.append(("fp8", mask, kw["batch_major"]))
+        return "fp8 out"
+
+    def mla_attention_nvfp4(*args, mask=None, **kw):
+        calls.append(("nvfp4", mask, kw["batch_major"]))
+        return "nvfp4 out"
+
+    monkeypatch.setattr(dispatch, "use_triton", lambda *args: True)
+    monkeypatch.setattr(decl, "kernels", lambda name: types.SimpleNamespace(
+        mla_attention_fp8=mla_attention_fp8, mla_attention_nvfp4=mla_attention_nvfp4))
+    fp8_call, nvfp4_call = decl._mla_examples((8,))[1], decl._mla_nvfp4_examples((8,))[1]
+    assert fp8_call[4] is not None and nvfp4_call[4] is not None
+    assert decl._mla_cuda(*fp8_call) == "fp8 out"
+    assert decl._mla_nvfp4_cuda(*nvfp4_call) == "nvfp4 out"
+    assert [(kind, bm) for kind, _, bm in calls] == [("fp8", True), ("nvfp4", True)]
+    assert calls[0][1] is fp8_call[4] and calls[1][1] is nvfp4_call[4]

@@ -6,11 +6,13 @@ fusion off, #25689).
 
 Kernel `attention_quant_fp8_static`: q, k, v in SDPA's `[B, H, T, D]` layout (GQA), an optional
 mask, the output scale; returns the output token-major `[B * T, Hq * Dv]` in FP8, as the quant
-saw it.
+saw it. On CUDA the Triton kernel (`kernels/attention_quant.py`) runs masked calls as well
+(bool or additive float masks of any broadcast shape, read by strides): the paged model's
+decode over gathered pages reaches this op with a `[B, 1, 1, S]` mask of valid positions.
 
 Kernel `mla_attention_quant_fp8_static`: MLA (`attn.mla_attention`'s operands: q, the latent
-kv_c, the shared k_pe, kv_b's weight; token-major or batch-major, an optional mask); returns
-`[tokens, H * v]` in FP8. The CPU runs the reference; on CUDA the Triton kernel
+kv_c, the shared k_pe, kv_b's weight; token-major or batch-major, an optional mask, which the
+Triton kernel reads as the attention kernel does); returns `[tokens, H * v]` in FP8. The CPU runs the reference; on CUDA the Triton kernel
 (`kernels/mla_attention_quant.py`) is not measured yet, so the choice leaves MLA unfused there
 until `benchmarks/bench_attention_quant.py` (its MLA rows) says otherwise.
 
@@ -64,13 +66,26 @@ def _ref(q, k, v, mask, scale, softmax_scale, causal, out_dtype, divide=False):
                                       out_dtype, divide)
 
 
+def _kernel_takes(q, mask) -> bool:
+    """Whether the Triton attention kernels take this call: a head size up to theirs (256), and
+    a mask, if any, that is bool or floating point (SDPA's two kinds; the kernel reads it
+    broadcast, with GQA, by strides). Anything else runs the reference, which raises SDPA's own
+    error where SDPA would."""
+    return q.shape[-1] <= attention_quant_ref.KERNEL_MAX_HEAD_DIM and _mask_kind_ok(mask)
+
+
+def _mask_kind_ok(mask) -> bool:
+    return mask is None or mask.dtype == torch.bool or mask.is_floating_point()
+
+
 def _cuda(q, k, v, mask, scale, softmax_scale, causal, out_dtype, divide=False):
     # Either quant spelling (models divide, `x / s`): the kernel's epilogue is within a float32
-    # rounding of both, far inside its FP8 step (see `_fp8_out`).
-    if (mask is None and out_dtype == torch.float8_e4m3fn
+    # rounding of both, far inside its FP8 step (see `_fp8_out`). Masked calls too: the paged
+    # model's decode (gathered pages, a `[B, 1, 1, S]` mask of valid positions) runs the kernel.
+    if (out_dtype == torch.float8_e4m3fn and _kernel_takes(q, mask)
             and dispatch.use_triton(ATTN_QUANT, q, out_dtype)):
         out = kernels("attention_quant").attention_fp8(
-            q, k, v, scale, softmax_scale=softmax_scale, causal=causal)
+            q, k, v, scale, softmax_scale=softmax_scale, causal=causal, mask=mask)
         return _token_major(out).contiguous()
     return _ref(q, k, v, mask, scale, softmax_scale, causal, out_dtype, divide)
 
@@ -96,7 +111,10 @@ def _examples(shape: tuple[int, ...]) -> list[tuple]:
 
 _SM90 = {"cuda:sm90": (
     (1, Choice("triton", "docs/benchmarks.md: 1.27x / 1.02x the unfused graph at prefill T 512 / "
-               "2048, 2.5-3.0x at paged decode, batch 16-64 (H100, 2026-12-05)")),
+               "2048 (H100, 2026-12-05); the 2.5-3.0x at paged decode, batch 16-64, is the "
+               "separate paged_decode kernel's, not the masked prefill kernel's that a compiled "
+               "decode over gathered pages runs: its bench_attention_quant.py decode rows are "
+               "not measured yet")),
     (4096, Choice("inductor", "docs/benchmarks.md: 0.90x the unfused graph (SDPA + Inductor's "
                   "quant) at prefill T 8192 (H100, 2026-12-05)")),
 )}
@@ -116,10 +134,10 @@ def _nvfp4_ref(q, k, v, mask, global_scale, softmax_scale, causal):
 
 
 def _nvfp4_cuda(q, k, v, mask, global_scale, softmax_scale, causal):
-    if (mask is None and q.shape[-1] % quant_ref.NVFP4_BLOCK == 0
+    if (q.shape[-1] % quant_ref.NVFP4_BLOCK == 0 and _kernel_takes(q, mask)
             and dispatch.use_triton(ATTN_QUANT_NVFP4, q)):
         return kernels("attention_quant").attention_nvfp4(
-            q, k, v, global_scale, softmax_scale=softmax_scale, causal=causal)
+            q, k, v, global_scale, softmax_scale=softmax_scale, causal=causal, mask=mask)
     return _nvfp4_ref(q, k, v, mask, global_scale, softmax_scale, causal)
 
 
@@ -173,15 +191,23 @@ def _mla_ref(q, kv_c, k_pe, kv_b_weight, mask, scale, num_heads, qk_nope_head_di
         out_dtype=out_dtype, divide=divide)
 
 
+def _mla_kernel_takes(q, k_pe, mask, nope, v_dim) -> bool:
+    """Whether the Triton MLA kernels take this call: head parts up to their 256 and a mask, if
+    any, bool or floating point (as `_kernel_takes`)."""
+    return (max(nope, k_pe.shape[-1], v_dim) <= attention_quant_ref.KERNEL_MAX_HEAD_DIM
+            and _mask_kind_ok(mask))
+
+
 def _mla_cuda(q, kv_c, k_pe, kv_b_weight, mask, scale, num_heads, qk_nope_head_dim,
               v_head_dim, softmax_scale, causal, batch_major, out_dtype, divide=False):
-    # Either quant spelling, as `_cuda`.
-    if (mask is None and out_dtype == torch.float8_e4m3fn
+    # Either quant spelling, as `_cuda`; masked (batch-major) calls too.
+    if (out_dtype == torch.float8_e4m3fn and _mla_kernel_takes(q, k_pe, mask, qk_nope_head_dim,
+                                                                v_head_dim)
             and dispatch.use_triton(MLA_ATTN_QUANT, q, out_dtype)):
         return kernels("mla_attention_quant").mla_attention_fp8(
             q, kv_c, k_pe, kv_b_weight, scale, num_heads=num_heads, nope=qk_nope_head_dim,
             v_dim=v_head_dim, softmax_scale=softmax_scale, causal=causal,
-            batch_major=batch_major)
+            batch_major=batch_major, mask=mask)
     return _mla_ref(q, kv_c, k_pe, kv_b_weight, mask, scale, num_heads, qk_nope_head_dim,
                     v_head_dim, softmax_scale, causal, batch_major, out_dtype, divide)
 
@@ -233,12 +259,13 @@ def _mla_nvfp4_ref(q, kv_c, k_pe, kv_b_weight, mask, global_scale, num_heads,
 
 def _mla_nvfp4_cuda(q, kv_c, k_pe, kv_b_weight, mask, global_scale, num_heads,
                     qk_nope_head_dim, v_head_dim, softmax_scale, causal, batch_major):
-    if (mask is None and v_head_dim % quant_ref.NVFP4_BLOCK == 0
+    if (v_head_dim % quant_ref.NVFP4_BLOCK == 0
+            and _mla_kernel_takes(q, k_pe, mask, qk_nope_head_dim, v_head_dim)
             and dispatch.use_triton(MLA_ATTN_QUANT_NVFP4, q)):
         return kernels("mla_attention_quant").mla_attention_nvfp4(
             q, kv_c, k_pe, kv_b_weight, global_scale, num_heads=num_heads,
             nope=qk_nope_head_dim, v_dim=v_head_dim, softmax_scale=softmax_scale,
-            causal=causal, batch_major=batch_major)
+            causal=causal, batch_major=batch_major, mask=mask)
     return _mla_nvfp4_ref(q, kv_c, k_pe, kv_b_weight, mask, global_scale, num_heads,
                           qk_nope_head_dim, v_head_dim, softmax_scale, causal, batch_major)
 

@@ -26,6 +26,17 @@ output and base-2 log-sum-exp, and a small second kernel combines the splits and
 `paged_decode_nvfp4` quantizes to NVFP4 in the same places (the epilogue's tile rows are the
 group's heads of one token, or the one row of a combine program), into `[B, Hq * D / 2]`.
 
+Masks: `attention_fp8`, `attention_nvfp4` and `attention` take SDPA's `attn_mask`, bool (True =
+attend) or additive float (natural-log units, scaled by log2(e) into the base-2 scores), of any
+shape that broadcasts to `[B, Hq, Tq, Tk]`: `mask_operand` broadcasts it by strides (0 on the
+broadcast dims; nothing is copied) and the kernel reads each key tile's slice of it (`MASK`, a
+constexpr: the unmasked kernel is compiled without it). A row whose every key is masked stores 0,
+as SDPA's math backend (the CPU reference) returns; some CUDA SDPA backends have returned NaN
+there (pytorch/pytorch#110213), so 0 is the op's defined result, not a GPU SDPA's. One query token
+with GQA and no causal mask (the paged model's decode over gathered pages, `[B, 1, 1, S]` mask)
+folds the group's query heads into the tile rows (`FOLD`), so each key tile is read once per KV
+head rather than once per query head.
+
 Numerics: the reference (`attention_quant_ref`) rounds the attention output to the model dtype
 and then quantizes; these kernels quantize the float32 output. The scores, the softmax and the
 sums are float32 in both, but added in another order and with exp2 for exp, so an output can
@@ -55,7 +66,8 @@ from irfuse.emit.kernels.triton_support import check_device, interpreting, next_
 FP8_MAX = 448.0
 _FP8_MAX = tl.constexpr(FP8_MAX)  # the clamp bound inside the kernels
 LOG2E = 1.4426950408889634
-MAX_HEAD_DIM = 256
+_LOG2E = tl.constexpr(LOG2E)  # a float mask's scale into the kernels' base-2 scores
+MAX_HEAD_DIM = attention_quant_ref.KERNEL_MAX_HEAD_DIM
 
 
 @dataclass(frozen=True)
@@ -82,10 +94,13 @@ class DecodeConfig:
 
 
 def prefill_config(tq: int, tk: int, d: int, causal: bool) -> PrefillConfig:
-    """Default launch shape (measured on the H200 at Hq 32 / Hk 8 / D 128, bf16); small shapes
-    (tests, the interpreter) get small tiles."""
+    """Default launch shape (measured on the H200 at Hq 32 / Hk 8 / D 128, bf16, but for the
+    one-tile-row shape of decode, `tq <= 16`, which is not measured yet); small shapes (tests,
+    the interpreter) get small tiles."""
     if interpreting() or max(tq, tk) <= 64:
         return PrefillConfig(16, 16, 4, 1)
+    if tq <= 16:  # decode over gathered keys (a GQA group folded into the rows): one tile row
+        return PrefillConfig(16, 64, 4, 3)
     if d <= 64:
         return PrefillConfig(128, 64, 4, 3)
     if tq <= 1024:
@@ -147,10 +162,12 @@ def _idx(x, WIDE: tl.constexpr):
 
 @triton.jit
 def _attn_tile(acc, l_i, m_i, q, k_base, v_base, start_n, rows, offs_n, offs_d, Tk, qk_scale,
-               skn, svn, D: tl.constexpr, BLOCK_D: tl.constexpr, MASKED: tl.constexpr,
-               CAUSAL: tl.constexpr, DOT_F32: tl.constexpr, WIDE: tl.constexpr):
+               skn, svn, mask_rows, smk, rmask, D: tl.constexpr, BLOCK_D: tl.constexpr,
+               MASKED: tl.constexpr, CAUSAL: tl.constexpr, DOT_F32: tl.constexpr,
+               WIDE: tl.constexpr, MASK: tl.constexpr, MASK_BOOL: tl.constexpr):
     """One BLOCK_N key tile of the online softmax; MASKED tiles bound the keys at Tk (and, if
-    CAUSAL, at the diagonal), the others are entirely visible."""
+    CAUSAL, at the diagonal), the others are entirely visible (but for the attention mask, with
+    MASK: see `_softmax_step`)."""
     cols = start_n + offs_n
     k_ptrs = k_base + _idx(cols, WIDE)[None, :] * skn + offs_d[:, None]
     v_ptrs = v_base + _idx(cols, WIDE)[:, None] * svn + offs_d[None, :]
@@ -172,22 +189,39 @@ def _attn_tile(acc, l_i, m_i, q, k_base, v_base, start_n, rows, offs_n, offs_d, 
             k = tl.load(k_ptrs, mask=dmask[:, None], other=0.0)
             v = tl.load(v_ptrs, mask=dmask[None, :], other=0.0)
     qk = _dot(q, k, tl.zeros([q.shape[0], k.shape[1]], tl.float32), DOT_F32) * qk_scale
-    return _softmax_step(acc, l_i, m_i, qk, v, rows, cols, Tk, MASKED, CAUSAL, DOT_F32)
+    return _softmax_step(acc, l_i, m_i, qk, v, rows, cols, Tk, mask_rows, smk, rmask, MASKED,
+                         CAUSAL, DOT_F32, MASK, MASK_BOOL)
 
 
 @triton.jit
-def _softmax_step(acc, l_i, m_i, qk, v, rows, cols, Tk, MASKED: tl.constexpr,
-                  CAUSAL: tl.constexpr, DOT_F32: tl.constexpr):
+def _softmax_step(acc, l_i, m_i, qk, v, rows, cols, Tk, mask_rows, smk, rmask,
+                  MASKED: tl.constexpr, CAUSAL: tl.constexpr, DOT_F32: tl.constexpr,
+                  MASK: tl.constexpr, MASK_BOOL: tl.constexpr):
     """The online-softmax update of one key tile from its scaled scores `qk` (log2 units) and
-    its values: masked tiles drop keys past Tk (and, if CAUSAL, past the diagonal)."""
+    its values: masked tiles drop keys past Tk (and, if CAUSAL, past the diagonal). With MASK
+    the attention mask's tile (row i at `mask_rows[i] + col * smk`, rows off `rmask` not read)
+    drops the keys it marks False (MASK_BOOL) or is added to the scores (a float mask, natural
+    log units, so times log2(e)); a row that has seen no visible key yet keeps m = -inf, and
+    its exponentials are taken against 0 instead (all zero, no NaN)."""
+    if MASK:
+        mv = tl.load(mask_rows[:, None] + cols[None, :] * smk,
+                     mask=rmask[:, None] & (cols < Tk)[None, :], other=0)
+        if MASK_BOOL:
+            qk = tl.where(mv != 0, qk, float("-inf"))
+        else:
+            qk = qk + mv.to(tl.float32) * _LOG2E
     if MASKED:
         valid = (cols < Tk)[None, :]
         if CAUSAL:
             valid = valid & (cols[None, :] <= rows[:, None])
         qk = tl.where(valid, qk, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(qk, 1))
-    p = tl.math.exp2(qk - m_new[:, None])
-    alpha = tl.math.exp2(m_i - m_new)
+    if MASK:
+        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
+    else:
+        m_ref = m_new
+    p = tl.math.exp2(qk - m_ref[:, None])
+    alpha = tl.math.exp2(m_i - m_ref)
     l_i = l_i * alpha + tl.sum(p, 1)
     acc = acc * alpha[:, None]
     acc = _dot(p.to(v.dtype), v, acc, DOT_F32)
@@ -245,18 +279,25 @@ def _nvfp4_out(acc, l_i, out_rows, rmask, block0, gs_ptr, q_ptr, sf_ptr, WIDTH: 
 
 @triton.jit
 def _attn_fwd_kernel(
-    q_ptr, k_ptr, v_ptr, o_ptr, scale_ptr, sf_ptr,
-    sqb, sqh, sqm, skb, skh, skn, svb, svh, svn,
+    q_ptr, k_ptr, v_ptr, o_ptr, scale_ptr, sf_ptr, mask_ptr,
+    sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, smb, smh, smq, smk,
     Tq, Tk, qk_scale, KP4,
     HQ: tl.constexpr, GROUP: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HEAVY_FIRST: tl.constexpr, OUT_FP8: tl.constexpr, DOT_F32: tl.constexpr,
-    WIDE: tl.constexpr, OUT_NVFP4: tl.constexpr = False,
+    WIDE: tl.constexpr, OUT_NVFP4: tl.constexpr = False, MASK: tl.constexpr = False,
+    MASK_BOOL: tl.constexpr = False, FOLD: tl.constexpr = False,
 ):
     """Query rows [m * BLOCK_M, m * BLOCK_M + BLOCK_M) of one (batch, head) into o
     [B, HQ, Tq, D] (contiguous), or with OUT_NVFP4 into the token-major codes o
     [B * Tq, HQ * D / 2] and the swizzled block scales sf (scale_ptr: the global scale). The
-    last dims of q, k, v are contiguous; the other strides are arguments."""
+    last dims of q, k, v are contiguous; the other strides are arguments. With MASK, the
+    attention mask's element (b, h, i, j) is at `b * smb + h * smh + i * smq + j * smk` (bool,
+    as uint8, with MASK_BOOL; else additive float), and a row no key is visible to stores 0.
+    FOLD (one query token, GQA): HQ counts the KV heads and the Tq == GROUP rows of head h are
+    its group's query heads (the caller passes the strides so), so one tile reads each key once
+    for the whole group; the output [B, HQ * GROUP, 1, D] is laid out as the unfolded one, and
+    only the NVFP4 epilogue's token rows and blocks tell the two apart."""
     if HEAVY_FIRST:
         bh = tl.program_id(0)
         pid_m = tl.num_programs(1) - 1 - tl.program_id(1)
@@ -265,7 +306,10 @@ def _attn_fwd_kernel(
         bh = tl.program_id(1)
     b = bh // HQ
     h = bh % HQ
-    kvh = h // GROUP
+    if FOLD:
+        kvh = h
+    else:
+        kvh = h // GROUP
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
@@ -278,21 +322,35 @@ def _attn_fwd_kernel(
         q = tl.load(q_ptrs, mask=rmask[:, None] & (offs_d < D)[None, :], other=0.0)
     k_base = k_ptr + b.to(tl.int64) * skb + kvh.to(tl.int64) * skh
     v_base = v_ptr + b.to(tl.int64) * svb + kvh.to(tl.int64) * svh
+    if MASK:
+        mask_rows = (mask_ptr + b.to(tl.int64) * smb + h.to(tl.int64) * smh
+                     + rows.to(tl.int64) * smq)
+    else:
+        mask_rows = rows  # unused
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
     full_end, end = _key_tiles(pid_m, Tk, CAUSAL, BLOCK_M, BLOCK_N)
     for start_n in range(0, full_end, BLOCK_N):
         acc, l_i, m_i = _attn_tile(acc, l_i, m_i, q, k_base, v_base, start_n, rows, offs_n,
-                                   offs_d, Tk, qk_scale, skn, svn, D, BLOCK_D, False, CAUSAL,
-                                   DOT_F32, WIDE)
+                                   offs_d, Tk, qk_scale, skn, svn, mask_rows, smk, rmask, D,
+                                   BLOCK_D, False, CAUSAL, DOT_F32, WIDE, MASK, MASK_BOOL)
     for start_n in range(full_end, end, BLOCK_N):
         acc, l_i, m_i = _attn_tile(acc, l_i, m_i, q, k_base, v_base, start_n, rows, offs_n,
-                                   offs_d, Tk, qk_scale, skn, svn, D, BLOCK_D, True, CAUSAL,
-                                   DOT_F32, WIDE)
+                                   offs_d, Tk, qk_scale, skn, svn, mask_rows, smk, rmask, D,
+                                   BLOCK_D, True, CAUSAL, DOT_F32, WIDE, MASK, MASK_BOOL)
+    if MASK:  # every key masked: acc is 0, and so is the output (as the CPU reference's)
+        l_i = tl.where(l_i == 0.0, 1.0, l_i)
     if OUT_NVFP4:
-        _nvfp4_out(acc, l_i, b.to(tl.int64) * Tq + rows, rmask, h * (D // 16) + rows * 0,
-                   scale_ptr, o_ptr, sf_ptr, HQ * D, KP4, q_ptr.dtype.element_ty, D, BLOCK_D)
+        if FOLD:  # token b, query head h * GROUP + row
+            _nvfp4_out(acc, l_i, b.to(tl.int64) + rows * 0, rmask,
+                       (h * GROUP + rows) * (D // 16),
+                       scale_ptr, o_ptr, sf_ptr, HQ * GROUP * D, KP4, q_ptr.dtype.element_ty,
+                       D, BLOCK_D)
+        else:
+            _nvfp4_out(acc, l_i, b.to(tl.int64) * Tq + rows, rmask, h * (D // 16) + rows * 0,
+                       scale_ptr, o_ptr, sf_ptr, HQ * D, KP4, q_ptr.dtype.element_ty, D,
+                       BLOCK_D)
     else:
         o_ptrs = o_ptr + (bh.to(tl.int64) * Tq + rows[:, None]) * D + offs_d[None, :]
         omask = rmask[:, None] & (offs_d < D)[None, :]
@@ -308,39 +366,70 @@ def _last_contiguous(t: torch.Tensor) -> torch.Tensor:
 
 
 def _check_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                   scale: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+                   scale: torch.Tensor | None,
+                   mask: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
     """The head-size bound and devices; q, k, v with a contiguous last dim."""
     if q.shape[-1] > MAX_HEAD_DIM:
         raise ValueError(f"irfuse: head size {q.shape[-1]} exceeds the kernel's {MAX_HEAD_DIM}")
-    check_device(q, k, v, *(() if scale is None else (scale,)))
+    check_device(q, k, v, *(t for t in (scale, mask) if t is not None))
     return _last_contiguous(q), _last_contiguous(k), _last_contiguous(v)
+
+
+def mask_operand(mask: torch.Tensor | None, b: int, hq: int, tq: int,
+                 tk: int) -> torch.Tensor | None:
+    """The attention mask as the kernel reads it: broadcast to `[B, Hq, Tq, Tk]` by strides
+    (0 on broadcast dims, nothing copied), a bool mask seen as uint8. ValueError (one line) for
+    another dtype or a shape that does not broadcast."""
+    if mask is None:
+        return None
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        raise ValueError(f"irfuse: an attention mask is bool or floating point, got {mask.dtype}")
+    try:
+        full = mask.expand(b, hq, tq, tk)
+    except RuntimeError:
+        raise ValueError(f"irfuse: attention mask {tuple(mask.shape)} does not broadcast to "
+                         f"[B, H, Tq, Tk] = {[b, hq, tq, tk]}") from None
+    return full.view(torch.uint8) if mask.dtype == torch.bool else full
 
 
 def _launch_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
                     scale: torch.Tensor, sf: torch.Tensor, softmax_scale: float, causal: bool,
-                    config: PrefillConfig | None, out_fp8: bool, out_nvfp4: bool) -> None:
+                    config: PrefillConfig | None, out_fp8: bool, out_nvfp4: bool,
+                    mask: torch.Tensor | None = None) -> None:
+    """The prefill launch (`mask` from `mask_operand`). One query token with GQA and no causal
+    mask (decode over gathered keys) folds each group's query heads into the tile rows."""
     b, hq, tq, d = q.shape
     hk, tk = k.shape[1], k.shape[2]
-    cfg = config or prefill_config(tq, tk, d, causal)
-    num_m = triton.cdiv(tq, cfg.block_m)
-    grid = (b * hq, num_m) if cfg.heavy_first else (num_m, b * hq)
+    group = hq // hk
+    sqh, sqm = q.stride(1), q.stride(2)
+    ms = mask.stride() if mask is not None else (0, 0, 0, 0)
+    smh, smq = ms[1], ms[2]
+    fold = tq == 1 and group > 1 and not causal
+    heads, rows = hq, tq
+    if fold:
+        heads, rows, sqh, sqm, smh, smq = hk, group, sqh * group, sqh, smh * group, smh
+    cfg = config or prefill_config(rows, tk, d, causal)
+    num_m = triton.cdiv(rows, cfg.block_m)
+    grid = (b * heads, num_m) if cfg.heavy_first else (num_m, b * heads)
     _attn_fwd_kernel[grid](
-        q, k, v, out, scale, sf,
-        q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-        v.stride(0), v.stride(1), v.stride(2),
-        tq, tk, softmax_scale * LOG2E, sf.shape[-1] // 4 if out_nvfp4 else 0,
-        HQ=hq, GROUP=hq // hk, D=d, BLOCK_D=max(16, next_pow2(d)), CAUSAL=causal,
+        q, k, v, out, scale, sf, mask if mask is not None else q,
+        q.stride(0), sqh, sqm, k.stride(0), k.stride(1), k.stride(2),
+        v.stride(0), v.stride(1), v.stride(2), ms[0], smh, smq, ms[3],
+        rows, tk, softmax_scale * LOG2E, sf.shape[-1] // 4 if out_nvfp4 else 0,
+        HQ=heads, GROUP=group, D=d, BLOCK_D=max(16, next_pow2(d)), CAUSAL=causal,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, HEAVY_FIRST=cfg.heavy_first,
         OUT_FP8=out_fp8, DOT_F32=interpreting(),
-        WIDE=max(tq * q.stride(2), tk * k.stride(2), tk * v.stride(2)) >= 2**31,
-        OUT_NVFP4=out_nvfp4, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        WIDE=max(rows * sqm, tk * k.stride(2), tk * v.stride(2)) >= 2**31,
+        OUT_NVFP4=out_nvfp4, MASK=mask is not None,
+        MASK_BOOL=mask is not None and mask.dtype == torch.uint8, FOLD=fold,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
 
 
 def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                scale_out: torch.Tensor | None, softmax_scale: float, causal: bool,
-               config: PrefillConfig | None) -> torch.Tensor:
-    q, k, v = _check_prefill(q, k, v, scale_out)
+               config: PrefillConfig | None, mask: torch.Tensor | None) -> torch.Tensor:
+    q, k, v = _check_prefill(q, k, v, scale_out, mask)
     b, hq, tq, d = q.shape
     out_dtype = attention_quant_ref.OUT_DTYPE if scale_out is not None else q.dtype
     out = torch.empty((b, hq, tq, d), dtype=out_dtype, device=q.device)
@@ -348,31 +437,34 @@ def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         return out
     scale = scale_out if scale_out is not None else out  # unused without OUT_FP8
     _launch_prefill(q, k, v, out, scale, out, softmax_scale, causal, config,
-                    scale_out is not None, False)
+                    scale_out is not None, False, mask_operand(mask, b, hq, tq, k.shape[2]))
     return out
 
 
 def attention_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale_out: torch.Tensor,
-                  *, softmax_scale: float, causal: bool,
-                  config: PrefillConfig | None = None) -> torch.Tensor:
-    """quant(sdpa(q, k, v)) as one kernel: float8_e4m3fn [B, Hq, Tq, D], contiguous; arguments
-    and errors as `attention_quant_ref.attention_fp8` (a last dim that is not contiguous is
-    copied first)."""
+                  *, softmax_scale: float, causal: bool, config: PrefillConfig | None = None,
+                  mask: torch.Tensor | None = None) -> torch.Tensor:
+    """quant(sdpa(q, k, v, attn_mask=mask)) as one kernel: float8_e4m3fn [B, Hq, Tq, D],
+    contiguous; arguments and errors as `attention_quant_ref.attention_fp8` (a last dim that is
+    not contiguous is copied first). `mask`: SDPA's attn_mask, bool (True = attend) or additive
+    float, any shape that broadcasts to [B, Hq, Tq, Tk]."""
     attention_quant_ref.check_attention_args(q, k, v, scale_out)
-    return _attention(q, k, v, scale_out, softmax_scale, causal, config)
+    return _attention(q, k, v, scale_out, softmax_scale, causal, config, mask)
 
 
 def attention_nvfp4(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                     global_scale: torch.Tensor, *, softmax_scale: float, causal: bool,
-                    config: PrefillConfig | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """NVFP4 of sdpa(q, k, v) token-major as one kernel: (packed uint8 `[B * Tq, Hq * D / 2]`,
-    swizzled float8_e4m3fn block scales), as `attention_quant_ref.attention_nvfp4`; the head
-    size D must be a multiple of 16 (a block of 16 values lies within one head)."""
+                    config: PrefillConfig | None = None,
+                    mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """NVFP4 of sdpa(q, k, v, attn_mask=mask) token-major as one kernel: (packed uint8
+    `[B * Tq, Hq * D / 2]`, swizzled float8_e4m3fn block scales), as
+    `attention_quant_ref.attention_nvfp4`; the head size D must be a multiple of 16 (a block of
+    16 values lies within one head); `mask` as `attention_fp8`'s."""
     attention_quant_ref.check_attention_args(q, k, v, global_scale)
     if q.shape[-1] % quant_ref.NVFP4_BLOCK != 0:
         raise ValueError(f"irfuse: the NVFP4 attention epilogue needs a head size divisible by "
                          f"16, got {q.shape[-1]}")
-    q, k, v = _check_prefill(q, k, v, global_scale)
+    q, k, v = _check_prefill(q, k, v, global_scale, mask)
     b, hq, tq, d = q.shape
     mp, kp = quant_ref.nvfp4_scale_shape(b * tq, hq * d)
     out = torch.empty((b * tq, hq * d // 2), dtype=torch.uint8, device=q.device)
@@ -380,15 +472,17 @@ def attention_nvfp4(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     sf = torch.zeros((mp, kp), dtype=quant_ref.NVFP4_SCALE_DTYPE, device=q.device)
     if out.numel() == 0:
         return out, sf
-    _launch_prefill(q, k, v, out, global_scale, sf, softmax_scale, causal, config, False, True)
+    _launch_prefill(q, k, v, out, global_scale, sf, softmax_scale, causal, config, False, True,
+                    mask_operand(mask, b, hq, tq, k.shape[2]))
     return out, sf
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, softmax_scale: float,
-              causal: bool, config: PrefillConfig | None = None) -> torch.Tensor:
+              causal: bool, config: PrefillConfig | None = None,
+              mask: torch.Tensor | None = None) -> torch.Tensor:
     """The same kernel storing the model dtype (no quant): the benchmark's "kernel unfused"."""
     attention_quant_ref.check_attention_args(q, k, v, torch.ones(1))
-    return _attention(q, k, v, None, softmax_scale, causal, config)
+    return _attention(q, k, v, None, softmax_scale, causal, config, mask)
 
 
 # --- paged decode -----------------------------------------------------------------------------

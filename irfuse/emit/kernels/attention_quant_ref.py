@@ -30,6 +30,9 @@ from irfuse.emit.kernels import quant_ref
 
 ATTN_DTYPES: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float16)
 OUT_DTYPE = torch.float8_e4m3fn
+# The Triton kernels' head-size bound (`attention_quant.MAX_HEAD_DIM`), here so that dispatch
+# can check it without importing triton.
+KERNEL_MAX_HEAD_DIM = 256
 
 
 def check_attention_args(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
