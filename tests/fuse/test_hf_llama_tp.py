@@ -96,14 +96,15 @@ def token_ids(batch: int, seq: int, replica: int = 0) -> torch.Tensor:
     return torch.randint(0, HF_KW["vocab_size"], (batch, seq), generator=g)
 
 
-# (name, collective spelling, pass_config, TP groups, batch, compile size of S, the calls' S).
+# (name, collective spelling, pass_config, TP groups, batch, compile size in token rows (B * S),
+# the calls' S).
 # TP groups: "world", or "dp2": ranks {0, 1} and {2, 3} are two TP groups of 2 (two
 # data-parallel replicas, each given its own tokens).
 Case = tuple[str, str, dict, str, int, int | None, tuple[int, ...]]
 CASES: dict[int, list[Case]] = {
     2: [
         ("sp-gemm-funcol", "all_reduce", SP_GEMM, "world", 1, 8, (8,)),
-        ("all-batch-inplace", "inplace", ALL, "world", 2, 6, (6, 5)),
+        ("all-batch-inplace", "inplace", ALL, "world", 2, 12, (6, 5)),
     ],
     4: [
         ("all-funcol", "all_reduce", ALL, "world", 1, 8, (8,)),
@@ -215,10 +216,10 @@ def test_two_gloo_ranks_match_the_unsharded_model(tmp_path):
             == (N_AR, N_AR + 1)
         assert sp["missed"] == [
             "all-gather + GEMM not fused: the gathered tensor has users besides one GEMM"]
-        # dist.all_reduce in place, two sequences: at S = 6 (12 rows, 6 a rank) enable-sp; at
-        # S = 5 (the general range) each all-reduce and the residual-first add + norm after it
-        # are one op.
-        assert [r[0] for r in mixed["ranges"]] == [6, 1]
+        # dist.all_reduce in place, two sequences: at S = 6 (compile size 12 rows, 6 a rank)
+        # enable-sp; at S = 5 (the general range) each all-reduce and the residual-first add +
+        # norm after it are one op.
+        assert [r[0] for r in mixed["ranges"]] == [12, 1]
         at_6, at_5 = mixed["fused"]
         assert (at_6["enable-sp"], at_6.get("fuse-allreduce-rms")) == (N_AR, None)
         assert (at_5.get("enable-sp"), at_5["fuse-allreduce-rms"]) == (None, N_AR)
