@@ -132,6 +132,7 @@ def load_report(data: Any) -> Report:
         passes=records("passes", "fused", "not_fused", optional=False),
         stages=stages,
         error=_field(data, "error", str, optional=True),
+        host=_field(data, "host", dict, optional=True),
     )
 
 

@@ -8,9 +8,11 @@ kept in memory (`irfuse.reports()`). Schema:
      "raise": [{"name": str, "raised": int, "not_raised": [{"reason", "location"}], "ms": float}],
      "passes": [{"name": str, "fused": int, "not_fused": [{"reason", "location"}], "ms": float}],
      "stages": [{"name": str, "ms": float, "ops": int}],
-     "error": str | null}
+     "error": str | null,
+     "host": {"name", "version", "hook", "compile_range"} | null}
 
-`error` is set when the pipeline failed and the graph ran without irfuse's rewrites.
+`error` is set when the pipeline failed and the graph ran without irfuse's rewrites; `host` when
+irfuse ran as a pass inside another compiler (vLLM: `irfuse.vllm_plugin`).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ class Report:
     passes: list[PassRecord] = field(default_factory=list)
     stages: list[StageRecord] = field(default_factory=list)
     error: str | None = None
+    host: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -71,6 +74,7 @@ class Report:
             "passes": [p.to_dict("fused", "not_fused") for p in self.passes],
             "stages": [s.to_dict() for s in self.stages],
             "error": self.error,
+            "host": self.host,
         }
 
     def to_json(self) -> str:
@@ -83,6 +87,8 @@ class Report:
     def format_table(self) -> str:
         """The report as text tables, for the CLI and the demo."""
         lines = [f"graph {self.graph}  range {self.range or 'all'}  platform {self.platform}"]
+        if self.host:
+            lines[0] += f"  inside {self.host['name']} {self.host['version']}"
         if self.error:
             lines.append(f"  irfuse did not rewrite this graph: {self.error}")
         raised = ", ".join(f"{k} {v}" for k, v in self.raised.items() if v)

@@ -59,6 +59,10 @@ SILU_MUL_SPELLINGS = {
     "sigmoid_first": lambda x: torch.sigmoid(x[..., :D]) * x[..., :D] * x[..., D:],
     "nn_silu_3d": lambda x: nn.SiLU()(x.view(2, 4, -1)[..., :D]) * x.view(2, 4, -1)[..., D:],
     "swapped_halves": lambda x: F.silu(x[..., D:]) * x[..., :D],
+    # Inductor's decomposition (what vLLM's post-grad pass sees): in f32 between casts, or not.
+    "exp_div_f32": lambda x: (lambda g: (g.float() / (1 + torch.exp(-g.float()))).to(g.dtype))(
+        x[..., :D]) * x[..., D:],
+    "exp_div": lambda x: x[..., :D] / (1 + torch.exp(-x[..., :D])) * x[..., D:],
 }
 
 
