@@ -8,4 +8,7 @@ nothing else is imported here.
 import sys
 
 if "vllm" in sys.modules:
-    from irfuse.vllm_plugin import vllm_pass  # noqa: F401
+    try:
+        from irfuse.vllm_plugin import vllm_pass  # noqa: F401
+    except ImportError:  # a vLLM without the pass API irfuse uses: the name stays unbound
+        pass

@@ -108,7 +108,7 @@ class IrfuseVllmPass(InductorPass):
         """irfuse's config: vLLM's, then `$IRFUSE_VLLM_OPTIONS`, then `options`."""
         merged: dict[str, Any] = from_vllm(_current_vllm_config())
         for extra in (_env_options(), self.options):
-            config_mod._merge(merged, extra)
+            _override(merged, extra)
         return CompilationConfig.from_options(merged)
 
     def uuid(self) -> str:
@@ -167,6 +167,15 @@ def from_vllm(vllm_config: Any) -> dict[str, Any]:
     if points:
         out["compile_ranges_split_points"] = [int(p) for p in points]
     return out
+
+
+def _override(into: dict[str, Any], new: Mapping[str, Any]) -> None:
+    """`new`'s values win over `into`'s, objects merged key by key."""
+    for key, value in new.items():
+        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            _override(into[key], value)
+        else:
+            into[key] = value
 
 
 def _current_vllm_config() -> Any:
