@@ -11,8 +11,10 @@ Inductor's hook). A vLLM user turns irfuse on with
 compile cache and its piecewise CUDA graphs: irfuse only rewrites the graph of each compile.
 
 The pass reads vLLM's config (`get_current_vllm_config()`): optimization level, the PassConfig
-fields irfuse shares with vLLM (as vLLM resolved them for the platform), max_num_batched_tokens,
-compile sizes and split points. irfuse's own options (`options`, then the JSON object in
+fields irfuse shares with vLLM (as vLLM resolved them for the platform) and
+max_num_batched_tokens. Compile ranges are vLLM's: each compile runs the passes whose range rule
+holds in vLLM's range for it (its pass context), or in [1, max_num_batched_tokens] where vLLM
+compiles once for every size (the CPU). irfuse's own options (`options`, then the JSON object in
 `$IRFUSE_VLLM_OPTIONS`) override them; they take irfuse's CompilationConfig fields, so a flag vLLM
 turns off on a platform where irfuse has a kernel (QK norm + RoPE on the CPU) can be turned on.
 
@@ -160,12 +162,6 @@ def from_vllm(vllm_config: Any) -> dict[str, Any]:
     scheduler = getattr(vllm_config, "scheduler_config", None)
     if scheduler is not None and getattr(scheduler, "max_num_batched_tokens", None):
         out["max_num_batched_tokens"] = int(scheduler.max_num_batched_tokens)
-    sizes = [s for s in (cc.compile_sizes or ()) if isinstance(s, int)]
-    if sizes:
-        out["compile_sizes"] = sizes
-    points = getattr(cc, "compile_ranges_split_points", None)
-    if points:
-        out["compile_ranges_split_points"] = [int(p) for p in points]
     return out
 
 

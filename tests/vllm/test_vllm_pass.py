@@ -28,8 +28,7 @@ def test_vllm_resolves_the_qualified_name_to_irfuses_pass():
 def _vllm_config(**pass_flags) -> types.SimpleNamespace:
     pass_config = types.SimpleNamespace(fuse_norm_quant=False, eliminate_noops=True,
                                         fuse_rope_kvcache_cat_mla=False, **pass_flags)
-    cc = types.SimpleNamespace(pass_config=pass_config, compile_sizes=[8],
-                               compile_ranges_split_points=[32])
+    cc = types.SimpleNamespace(pass_config=pass_config)
     return types.SimpleNamespace(compilation_config=cc, optimization_level=3,
                                  scheduler_config=types.SimpleNamespace(max_num_batched_tokens=512))
 
@@ -40,7 +39,6 @@ def test_config_read_from_vllm_then_overridden(monkeypatch):
     config = IrfuseVllmPass({"strict": True}).config()
     assert config.optimization_level == 3
     assert config.max_num_batched_tokens == 512
-    assert config.compile_sizes == [8] and config.compile_ranges_split_points == [32]
     assert config.pass_config.fuse_norm_quant is False  # vLLM's value
     assert config.pass_config.eliminate_noops is False  # the environment's override
     assert config.pass_config.fuse_act_quant is None  # unset: irfuse's level fills it
