@@ -200,7 +200,9 @@ def _compile_range(config: CompilationConfig) -> ranges.Range:
     max_num_batched_tokens."""
     try:
         rng = get_pass_context().compile_range
-    except AssertionError:
+    except (AssertionError, AttributeError):  # no pass context: vLLM is not compiling by range
+        return ranges.Range(1, config.max_num_batched_tokens)
+    if rng is None:
         return ranges.Range(1, config.max_num_batched_tokens)
     return ranges.Range(max(1, int(rng.start)), max(1, int(rng.start), int(rng.end)))
 

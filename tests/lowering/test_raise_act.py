@@ -117,6 +117,17 @@ def test_silu_used_by_an_add_only_is_ungated():
         "product (an ungated SiLU)"]
 
 
+@pytest.mark.parametrize("fn", [
+    lambda x: x[..., :D] / (1 + torch.exp(-x[..., D:])) * x[..., D:],  # exp of another tensor
+    lambda x: x[..., :D] / (2 + torch.exp(-x[..., :D])) * x[..., D:],  # not 1 + exp
+    lambda x: torch.exp(-x[..., :D]) * x[..., D:],  # a bare exp
+], ids=["other_operand", "two_plus", "bare_exp"])
+def test_exp_that_is_no_silu_is_left_without_a_remark(fn):
+    compiled = _run(fn, _x())
+    assert compiled.raised()["silu_mul"] == 0
+    assert _missed(compiled, "raise-silu-mul") == []
+
+
 PADS = {
     "high": (lambda x: F.pad(x, (0, 64)), 1),
     "low_high_value": (lambda x: F.pad(x, (3, 5), value=-2.5), 1),
