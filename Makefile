@@ -4,7 +4,7 @@
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.irfuse-installed
-# vLLM's CPU build gets a venv of its own (its requirements are not irfuse's), for tests/vllm.
+# vLLM's CPU build gets a venv of its own (its requirements are not irfuse's), for tests/in_vllm.
 # Its torchvision / torchaudio / torchcodec are built against another torch: removed.
 VVENV  := .venv-vllm
 VPY    := $(VVENV)/bin/python
@@ -32,9 +32,9 @@ test: $(STAMP) lint pytest lit pytest-vllm
 pytest: $(STAMP)
 	$(PY) -m pytest -q -n 2 tests
 
-# Real vLLM engines on the CPU (tests/vllm; skipped in the run above, which has no vLLM).
+# Real vLLM engines on the CPU (tests/in_vllm; skipped in the run above, which has no vLLM).
 pytest-vllm: $(VSTAMP)
-	$(VPY) -m pytest -q tests/vllm
+	$(VPY) -m pytest -q tests/in_vllm
 
 lit: $(STAMP)
 	PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/lit -q filecheck

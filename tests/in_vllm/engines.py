@@ -1,6 +1,6 @@
 """Starts real vLLM engines (CPU build) one after another and writes what each did as JSON.
 
-    python tests/vllm/engines.py OUT.json RUN [RUN ...]
+    python tests/in_vllm/engines.py OUT.json RUN [RUN ...]
 
 A RUN is one of `RUNS`: a tiny model written here (Llama or Qwen3: 2 layers, hidden 128, random
 weights from a fixed seed, large enough that the greedy tokens depend on every layer) and either vLLM's own compile (`None`) or irfuse's
