@@ -4,8 +4,13 @@
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.irfuse-installed
+# vLLM's CPU build gets a venv of its own (its requirements are not irfuse's), for tests/in_vllm.
+# Its torchvision / torchaudio / torchcodec are built against another torch: removed.
+VVENV  := .venv-vllm
+VPY    := $(VVENV)/bin/python
+VSTAMP := $(VVENV)/.irfuse-installed
 
-.PHONY: test demo pytest lit lint
+.PHONY: test demo pytest pytest-vllm lit lint
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -14,10 +19,22 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
-test: $(STAMP) lint pytest lit
+$(VSTAMP): pyproject.toml
+	test -x $(VPY) || python3 -m venv $(VVENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q torch==2.13.0
+	$(VPY) -m pip install -q -e '.[test,vllm]'
+	$(VPY) -m pip uninstall -q -y torchvision torchaudio torchcodec
+	touch $(VSTAMP)
+
+test: $(STAMP) lint pytest lit pytest-vllm
 
 pytest: $(STAMP)
 	$(PY) -m pytest -q -n 2 tests
+
+# Real vLLM engines on the CPU (tests/in_vllm; skipped in the run above, which has no vLLM).
+pytest-vllm: $(VSTAMP)
+	$(VPY) -m pytest -q tests/in_vllm
 
 lit: $(STAMP)
 	PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/lit -q filecheck

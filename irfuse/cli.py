@@ -141,6 +141,7 @@ def load_report(data: Any) -> Report:
         stages=stages,
         kernels=kernels,
         error=_field(data, "error", str, optional=True),
+        host=_field(data, "host", dict, optional=True),
     )
 
 

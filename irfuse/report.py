@@ -9,13 +9,15 @@ kept in memory (`irfuse.reports()`). Schema:
      "passes": [{"name": str, "fused": int, "not_fused": [{"reason", "location"}], "ms": float}],
      "stages": [{"name": str, "ms": float, "ops": int}],
      "kernels": [{"op": str, "impl": str, "reason": str, "calls": int}],
-     "error": str | null}
+     "error": str | null,
+     "host": {"name", "version", "hook", "compile_range"} | null}
 
 `kernels`: each `irfuse::` op the graph calls, the implementation select-kernels chose for the
 platform and why (the kernel's declared choice: a measurement, or a rule such as "FlashInfer's
 NVFP4 all-reduce fusion needs sm100+"). Older reports have no `kernels`.
 
-`error` is set when the pipeline failed and the graph ran without irfuse's rewrites.
+`error` is set when the pipeline failed and the graph ran without irfuse's rewrites; `host` when
+irfuse ran as a pass inside another compiler (vLLM: `irfuse.vllm_plugin`).
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ class Report:
     stages: list[StageRecord] = field(default_factory=list)
     kernels: list[KernelRecord] = field(default_factory=list)
     error: str | None = None
+    host: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -89,6 +92,7 @@ class Report:
             "stages": [s.to_dict() for s in self.stages],
             "kernels": [k.to_dict() for k in self.kernels],
             "error": self.error,
+            "host": self.host,
         }
 
     def to_json(self) -> str:
@@ -101,6 +105,8 @@ class Report:
     def format_table(self) -> str:
         """The report as text tables, for the CLI and the demo."""
         lines = [f"graph {self.graph}  range {self.range or 'all'}  platform {self.platform}"]
+        if self.host:
+            lines[0] += f"  inside {self.host['name']} {self.host['version']}"
         if self.error:
             lines.append(f"  irfuse did not rewrite this graph: {self.error}")
         raised = ", ".join(f"{k} {v}" for k, v in self.raised.items() if v)

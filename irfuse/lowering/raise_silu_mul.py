@@ -1,6 +1,8 @@
 """raise-silu-mul: the gated activation `silu(gate) * up`, however it is spelled.
 
-Anchored at the SiLU (`aten.silu`, the sigmoid of `a * sigmoid(a)`, or `irfuse::silu_mul`).
+Anchored at the SiLU (`aten.silu`, the sigmoid of `a * sigmoid(a)`, the exp of Inductor's
+decomposition `a / (1 + exp(-a))`, computed in f32 between casts where `a` is bf16 or f16, which
+is what vLLM's post-grad graphs hold, or `irfuse::silu_mul`).
 Produces `act.silu_mul %x` when gate and up are the two halves of one tensor (slices, `chunk`,
 `split`: vLLM's fused gate_up projection), else `act.silu_mul %gate, up %up` (Hugging Face's MLP).
 The matched ops stay in the decomposition region (no result bit changes). A product with a tensor
@@ -15,9 +17,14 @@ from xdsl.ir import Operation, SSAValue
 
 from irfuse.dialects.act import SiluMulOp
 from irfuse.lowering.aten_ops import (
+    ADD,
+    CASTS,
+    DIV_TENSOR,
+    EXP,
     GELU,
     IRFUSE_SILU_MUL,
     MUL_TENSOR,
+    NEG,
     SIGMOID,
     SILU,
 )
@@ -29,12 +36,15 @@ from irfuse.lowering.match import (
     commutative_operands,
     last_dim_piece,
     only_user,
+    producer,
     raise_chain,
     same_value,
+    scalar_of,
+    strip_casts,
     tensor_type,
 )
 
-ANCHORS = (SILU, SIGMOID, GELU, IRFUSE_SILU_MUL)
+ANCHORS = (SILU, SIGMOID, EXP, GELU, IRFUSE_SILU_MUL)
 
 
 @dataclass
@@ -54,6 +64,11 @@ def _silu_of(anchor: Call) -> tuple[SSAValue, SSAValue, list[Operation]]:
         raise NoMatch("the SiLU's input is not a tensor")
     if anchor.target == SILU:
         return a, anchor.result, [anchor.op]
+    if anchor.target == EXP:
+        found = _exp_silu(anchor)
+        if found is None:
+            raise NoMatch("exp is not the one of a / (1 + exp(-a)) (not a SiLU)")
+        return found
     product = call(only_user(anchor.result), MUL_TENSOR)
     twin = None if product is None else _other_factor(product, anchor.result)
     if twin is None or not same_value(twin, a):
@@ -144,6 +159,8 @@ class SiluMulPattern(CallPattern):
     def rewrite_call(self, found: Call, site: Site) -> bool:
         if found.target == SIGMOID and not _is_silu_sigmoid(found):
             return False
+        if found.target == EXP and _exp_silu(found) is None:
+            return False
         if found.target == GELU:
             if call(only_user(found.result), MUL_TENSOR) is not None:
                 raise NoMatch("the gated activation is GELU, not SiLU")
@@ -173,3 +190,32 @@ def _other_factor(product: Call, factor: SSAValue) -> SSAValue | None:
         if x is factor and isinstance(y, SSAValue) and y is not factor:
             return y
     return None
+
+
+def _exp_silu(exp: Call) -> tuple[SSAValue, SSAValue, list[Operation]] | None:
+    """(a, silu(a), ops) if `exp` is the one of `a / (1 + exp(-a))` (Inductor's decomposition of
+    SiLU), with `a` and the result maybe cast to f32 and back (one cast each way); else None."""
+    neg = producer(exp.arg(0), NEG)
+    one = call(only_user(exp.result), *ADD)
+    if neg is None or one is None or only_user(neg.result) is not exp.op:
+        return None
+    if not any(x is exp.result and scalar_of(y) == 1 for x, y in commutative_operands(one)):
+        return None
+    div = call(only_user(one.result), DIV_TENSOR)
+    a32 = neg.arg(0)
+    if div is None or div.arg(1) is not one.result or div.arg(0) is not a32:
+        return None
+    ops = [neg.op, exp.op, one.op, div.op]
+    a, casts = strip_casts(a32)
+    if len(casts) > 1 or tensor_type(a) is None:
+        return None
+    result = div.result
+    if casts:
+        back = call(only_user(result), *CASTS)
+        if back is None or tensor_type(back.result) != tensor_type(a):
+            return None
+        if any(use.operation not in (neg.op, div.op) for use in a32.uses):
+            return None
+        ops = [casts[0].op, *ops, back.op]
+        result = back.result
+    return a, result, ops

@@ -59,6 +59,10 @@ SILU_MUL_SPELLINGS = {
     "sigmoid_first": lambda x: torch.sigmoid(x[..., :D]) * x[..., :D] * x[..., D:],
     "nn_silu_3d": lambda x: nn.SiLU()(x.view(2, 4, -1)[..., :D]) * x.view(2, 4, -1)[..., D:],
     "swapped_halves": lambda x: F.silu(x[..., D:]) * x[..., :D],
+    # Inductor's decomposition (what vLLM's post-grad pass sees): in f32 between casts, or not.
+    "exp_div_f32": lambda x: (lambda g: (g.float() / (1 + torch.exp(-g.float()))).to(g.dtype))(
+        x[..., :D]) * x[..., D:],
+    "exp_div": lambda x: x[..., :D] / (1 + torch.exp(-x[..., :D])) * x[..., D:],
 }
 
 
@@ -111,6 +115,17 @@ def test_silu_used_by_an_add_only_is_ungated():
     assert _missed(compiled, "raise-silu-mul") == [
         "not a SiLU·Mul: the SiLU's output goes to aten::add.Tensor, aten::sub.Tensor, not to a "
         "product (an ungated SiLU)"]
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x[..., :D] / (1 + torch.exp(-x[..., D:])) * x[..., D:],  # exp of another tensor
+    lambda x: x[..., :D] / (2 + torch.exp(-x[..., :D])) * x[..., D:],  # not 1 + exp
+    lambda x: torch.exp(-x[..., :D]) * x[..., D:],  # a bare exp
+], ids=["other_operand", "two_plus", "bare_exp"])
+def test_exp_that_is_no_silu_is_left_without_a_remark(fn):
+    compiled = _run(fn, _x())
+    assert compiled.raised()["silu_mul"] == 0
+    assert _missed(compiled, "raise-silu-mul") == []
 
 
 PADS = {
