@@ -286,6 +286,9 @@ def _parse_call_arguments(
 
 
 def _check_template(value: Attribute, num_operands: int, seen: list[int]) -> None:
+    kind = type(value)  # (the leaves most arguments are, by exact type: verification is hot)
+    if kind is IntAttr or kind is NoneAttr or kind is FloatData or kind is BoolArgAttr:
+        return
     if isinstance(value, OperandRefAttr):
         if not 0 <= value.index.data < num_operands:
             raise VerifyException(f"template refers to operand {value.index.data} out of range")
@@ -477,6 +480,17 @@ class GetAttrOp(IRDLOperation):
 
 def decode_template(template: Attribute, operands: Sequence[Any]) -> Any:
     """The Python value an argument template stands for, with operands substituted."""
+    kind = type(template)  # the common kinds first, by exact type (emit decodes thousands)
+    if kind is OperandRefAttr:
+        return operands[template.index.data]
+    if kind is IntAttr or kind is FloatData:
+        return template.data
+    if kind is ArrayAttr:
+        return [decode_template(t, operands) for t in template.data]
+    if kind is NoneAttr:
+        return None
+    if kind is BoolArgAttr:
+        return bool(template.value.data)
     # torch (and dtypes, targets, which import it) only here: parsing, printing and matching IR
     # never need it.
     import torch

@@ -15,7 +15,7 @@ matchers rely on `order`, the block positions when the walk began). Patterns are
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -28,7 +28,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from irfuse import remarks
 from irfuse.dialects import aten
 from irfuse.dialects.irfuse import module_platform
-from irfuse.lowering.match import Call, NoMatch, call, func_blocks
+from irfuse.lowering.match import Call, NoMatch, block_ops, call, func_blocks
 
 Gate = Callable[[str, str, int | None], None]
 """`(kernel_name, platform, max_tokens)`; raises NoMatch when that kernel is left to Inductor."""
@@ -51,7 +51,8 @@ class Site:
 
     @staticmethod
     def of_block(block: Block, platform: str, **kwargs: Any) -> Site:
-        return Site(block, {o: i for i, o in enumerate(block.ops)}, platform, **kwargs)
+        ops = block_ops(block)
+        return Site(block, dict(zip(ops, range(len(ops)))), platform, **kwargs)
 
     def require_kernel(self, kernel_name: str) -> None:
         """NoMatch when the gate leaves `kernel_name` to Inductor here (no-op without a gate)."""
@@ -146,15 +147,31 @@ class _Dispatch:
         self.typed = [p for p in patterns if p.op_types]
         self.by_type: dict[type[Operation], list[AnchorPattern]] = {}
 
-    def of(self, op: Operation) -> Iterable[AnchorPattern]:
-        if isinstance(op, aten.CallOp):
-            return self.by_target.get(op.target.data, ())
-        if not self.typed:
-            return ()
+    def of(self, op: Operation) -> list[AnchorPattern] | None:
         kind = type(op)
+        if kind is aten.CallOp:
+            return self.by_target.get(op.properties["target"].data)
+        if not self.typed:
+            return None
         found = self.by_type.get(kind)
         if found is None:
             found = self.by_type[kind] = [p for p in self.typed if issubclass(kind, p.op_types)]
+        return found
+
+    def anchors(self, block: Block) -> list[tuple[Operation, list[AnchorPattern]]]:
+        """The ops of `block` some pattern anchors on, with those patterns, in block order
+        (`of`, inlined for ATen calls: every pass scans every op of the block)."""
+        by_target, of, typed = self.by_target, self.of, bool(self.typed)
+        found: list[tuple[Operation, list[AnchorPattern]]] = []
+        op = block.first_op
+        while op is not None:
+            if type(op) is aten.CallOp:
+                patterns = by_target.get(op.properties["target"].data)
+                if patterns:
+                    found.append((op, patterns))
+            elif typed and (patterns := of(op)):
+                found.append((op, patterns))
+            op = op.next_op
         return found
 
 
@@ -166,22 +183,31 @@ def run_patterns(
     max_tokens: int | None = None,
 ) -> None:
     """Walk each function block once, in program order, and apply `patterns` at their anchors:
-    at each op the patterns anchored on it are tried in turn until one rewrites or raises."""
+    at each op the patterns anchored on it are tried in turn until one rewrites or raises. A
+    block without anchors and without per-block hooks is left alone after one scan."""
     dispatch = _Dispatch(patterns)
     platform = module_platform(module)
+    hooked = [p for p in patterns if _has_block_hooks(p)]
     for block in func_blocks(module):
+        anchors = dispatch.anchors(block)
+        if not anchors and not hooked:
+            continue
         site = Site.of_block(block, platform, max_tokens=max_tokens, gate=gate, module=module)
         for p in patterns:
             p.start(site)
-        for op in list(site.order):
-            candidates = dispatch.of(op)
-            if not candidates or op.parent is not block:
-                continue  # no anchor, or erased / moved into a region since the snapshot
+        for op, candidates in anchors:
+            if op.parent is not block:
+                continue  # erased / moved into a region since the snapshot
             for p in candidates:
                 if p.attempt(op, p.rewrite, op, site) is not None or op.parent is not block:
                     break
         for p in patterns:
             p.finish(site)
+
+
+def _has_block_hooks(pattern: AnchorPattern) -> bool:
+    kind = type(pattern)
+    return kind.start is not AnchorPattern.start or kind.finish is not AnchorPattern.finish
 
 
 class PatternPass(ModulePass):
