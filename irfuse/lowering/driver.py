@@ -39,20 +39,28 @@ class Site:
     """What a pattern may read about the walk of one function block."""
 
     block: Block
-    order: dict[Operation, float]
-    """Position of each top-level op when the walk of the block began (a pattern may number
-    ops it inserts in between, as raise-rope does)."""
+    ops: list[Operation]
+    """The top-level ops when the walk of the block began, in order."""
     platform: str
     max_tokens: int | None = None
     gate: Gate | None = None
     module: ModuleOp | None = None
     scratch: dict[Any, Any] = field(default_factory=dict)
     """Per-block state of patterns that collect sites and pair them in `finish`."""
+    _order: dict[Operation, float] | None = field(default=None, init=False, repr=False)
+
+    @property
+    def order(self) -> dict[Operation, float]:
+        """Position of each top-level op when the walk of the block began (a pattern may number
+        ops it inserts in between, as raise-rope does). Built from `ops` when first asked for:
+        a walk that rewrites nothing never needs it."""
+        if self._order is None:
+            self._order = dict(zip(self.ops, range(len(self.ops))))
+        return self._order
 
     @staticmethod
     def of_block(block: Block, platform: str, **kwargs: Any) -> Site:
-        ops = block_ops(block)
-        return Site(block, dict(zip(ops, range(len(ops)))), platform, **kwargs)
+        return Site(block, block_ops(block), platform, **kwargs)
 
     def require_kernel(self, kernel_name: str) -> None:
         """NoMatch when the gate leaves `kernel_name` to Inductor here (no-op without a gate)."""
@@ -158,20 +166,18 @@ class _Dispatch:
             found = self.by_type[kind] = [p for p in self.typed if issubclass(kind, p.op_types)]
         return found
 
-    def anchors(self, block: Block) -> list[tuple[Operation, list[AnchorPattern]]]:
-        """The ops of `block` some pattern anchors on, with those patterns, in block order
-        (`of`, inlined for ATen calls: every pass scans every op of the block)."""
+    def anchors(self, ops: list[Operation]) -> list[tuple[Operation, list[AnchorPattern]]]:
+        """The ops some pattern anchors on, with those patterns, in order (`of`, inlined for
+        ATen calls: every pass scans every op of the block)."""
         by_target, of, typed = self.by_target, self.of, bool(self.typed)
         found: list[tuple[Operation, list[AnchorPattern]]] = []
-        op = block.first_op
-        while op is not None:
+        for op in ops:
             if type(op) is aten.CallOp:
                 patterns = by_target.get(op.properties["target"].data)
                 if patterns:
                     found.append((op, patterns))
             elif typed and (patterns := of(op)):
                 found.append((op, patterns))
-            op = op.next_op
         return found
 
 
@@ -189,10 +195,11 @@ def run_patterns(
     platform = module_platform(module)
     hooked = [p for p in patterns if _has_block_hooks(p)]
     for block in func_blocks(module):
-        anchors = dispatch.anchors(block)
+        ops = block_ops(block)
+        anchors = dispatch.anchors(ops)
         if not anchors and not hooked:
             continue
-        site = Site.of_block(block, platform, max_tokens=max_tokens, gate=gate, module=module)
+        site = Site(block, ops, platform, max_tokens=max_tokens, gate=gate, module=module)
         for p in patterns:
             p.start(site)
         for op, candidates in anchors:
