@@ -366,14 +366,18 @@ class CallLikeOp(IRDLOperation):
         return dict(self.kw_template.data) if self.kw_template is not None else {}
 
     def verify_(self) -> None:
+        # `inputs` is the op's one operand list; `len(self.operands)` counts it without the
+        # IRDL accessor (the end-of-pipeline verification runs this on thousands of ops).
+        count = len(self.operands)
         seen: list[int] = []
-        _check_template(self.template, len(self.inputs), seen)
-        for value in self.keywords.values():
-            _check_template(value, len(self.inputs), seen)
-        if sorted(seen) != list(range(len(self.inputs))):
+        _check_template(self.properties["template"], count, seen)
+        kw = self.properties.get("kw_template")
+        for value in kw.data.values() if kw is not None else ():
+            _check_template(value, count, seen)
+        if sorted(seen) != list(range(count)):
             raise VerifyException(
                 f"every operand of {self.name} must appear once in its arguments "
-                f"({len(self.inputs)} operands, template uses {sorted(seen)})"
+                f"({count} operands, template uses {sorted(seen)})"
             )
 
     def print(self, printer: Printer) -> None:

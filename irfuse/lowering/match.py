@@ -124,7 +124,15 @@ def call(op: Operation | None, *targets: str) -> Call | None:
     args = tuple([_decode(a, operands) for a in props["template"].data])
     kw = props.get("kw_template")
     kwargs = {k: _decode(a, operands) for k, a in kw.data.items()} if kw is not None else {}
-    return Call(op, target, args, kwargs)
+    # `Call(op, target, args, kwargs)` without the frozen dataclass's `__init__` (an
+    # `object.__setattr__` per field): matchers decode tens of thousands of calls per model.
+    found = _new(Call)
+    fields = found.__dict__
+    fields["op"], fields["target"], fields["args"], fields["kwargs"] = op, target, args, kwargs
+    return found
+
+
+_new = object.__new__
 
 
 def producer(value: Any, *targets: str) -> Call | None:
