@@ -24,7 +24,6 @@ from typing import Any
 import torch.fx
 from xdsl.context import Context
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
-from xdsl.ir import Operation
 from xdsl.utils.exceptions import DiagnosticException
 
 from irfuse import dtypes, passes, remarks
@@ -34,6 +33,7 @@ from irfuse.dialects.irfuse import TensorType, set_target
 from irfuse.dump import DumpWriter
 from irfuse.emit.fx_emit import emit_graph
 from irfuse.lowering.fx_import import ImportedGraph, import_graph
+from irfuse.lowering.match import walk_ops
 from irfuse.lowering.raise_collectives import TP_SIZE_ATTR
 from irfuse.lowering.raise_quant import quant_op_scheme, support_matrix_scheme
 from irfuse.lowering.raising import KIND_OF_OP, RAISE_PASSES, RAISED_KINDS
@@ -79,17 +79,7 @@ class PipelineOptions:
 
 
 def count_ops(module: ModuleOp) -> int:
-    """How many ops `module` holds, itself and every nested one included (`module.walk()`
-    counted without a generator per op: the report counts after every stage)."""
-    count = 0
-    stack: list[Operation] = [module]
-    while stack:
-        op = stack.pop()
-        count += 1
-        for region in op.regions:
-            for block in region.blocks:
-                stack.extend(iter(block.ops))  # (not the BlockOps: its len walks it)
-    return count
+    return len(walk_ops(module))
 
 
 def count_raised(module: ModuleOp) -> dict[str, int]:
@@ -139,7 +129,7 @@ def graph_facts(module: ModuleOp) -> dict[str, Any]:
     facts: dict[str, Any] = {
         "hidden_size": None, "itemsize": None, "tp_size": None, "quant_scheme": None,
     }
-    for op in module.walk():
+    for op in walk_ops(module):
         if facts["hidden_size"] is None and op.name in ("norm.rms_norm", "norm.add_rms_norm"):
             x = op.operands[0].type
             if isinstance(x, TensorType) and x.rank >= 2 and isinstance(x.dims[-1], int):

@@ -270,6 +270,27 @@ def block_ops(block: Block) -> list[Operation]:
     return ops
 
 
+def walk_ops(root: Operation) -> list[Operation]:
+    """`root` and every op nested in it, in `root.walk()`'s order (pre-order), as a list: read
+    off the op lists' links, without the generator per nesting level `walk` stacks up."""
+    found = [root]
+    for region in root.regions:
+        for block in region.blocks:
+            _collect(block, found)
+    return found
+
+
+def _collect(block: Block, found: list[Operation]) -> None:
+    op = block.first_op
+    while op is not None:
+        found.append(op)
+        if op.regions:
+            for region in op.regions:
+                for inner in region.blocks:
+                    _collect(inner, found)
+        op = op.next_op
+
+
 def func_blocks(module: Operation) -> list[Block]:
     """The body block of every function in the module (raising works on top-level ops)."""
     blocks: list[Block] = []
