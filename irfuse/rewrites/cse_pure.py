@@ -162,7 +162,7 @@ def cse_block(block: Block) -> int:
         if info.kind == OTHER:
             continue
         own = info.reason
-        if not own and any(r in written for r in op.results):
+        if not own and written and any(r in written for r in op.results):
             own = "result is written in place"
         seen = known.setdefault((op.target.data, tuple(op.operands)), [])
         first = next((s for s in seen if _same_arguments(s.op, op)), None)
