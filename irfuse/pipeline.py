@@ -34,6 +34,7 @@ from irfuse.dump import DumpWriter
 from irfuse.emit import kernel_choice
 from irfuse.emit.fx_emit import emit_graph
 from irfuse.lowering.fx_import import ImportedGraph, import_graph
+from irfuse.lowering.match import walk_ops
 from irfuse.lowering.raise_collectives import TP_SIZE_ATTR
 from irfuse.lowering.raise_quant import quant_op_scheme, support_matrix_scheme
 from irfuse.lowering.raising import KIND_OF_OP, RAISE_PASSES, RAISED_KINDS
@@ -79,7 +80,7 @@ class PipelineOptions:
 
 
 def count_ops(module: ModuleOp) -> int:
-    return sum(1 for _ in module.walk())
+    return len(walk_ops(module))
 
 
 def count_raised(module: ModuleOp) -> dict[str, int]:
@@ -141,7 +142,7 @@ def graph_facts(module: ModuleOp) -> dict[str, Any]:
     facts: dict[str, Any] = {
         "hidden_size": None, "itemsize": None, "tp_size": None, "quant_scheme": None,
     }
-    for op in module.walk():
+    for op in walk_ops(module):
         if facts["hidden_size"] is None and op.name in ("norm.rms_norm", "norm.add_rms_norm"):
             x = op.operands[0].type
             if isinstance(x, TensorType) and x.rank >= 2 and isinstance(x.dims[-1], int):

@@ -29,11 +29,15 @@ Why the default levels are what they are (vLLM v0.17 as the baseline):
   irfuse's fusions are tested, so they are on there too.
 - all-reduce + RMSNorm: O2 on sm90/sm100 with FlashInfer and TP in {2, 4, 8}, as in vLLM. On
   the CPU its reference is for tests only (opt-in).
-- attention + quant, sequence parallelism, GEMM + collective (async TP): off at every level,
-  as in vLLM (its O2 constants IS_QUANTIZED / IS_DENSE are False, vLLM #25689).
-- QK-norm + RoPE: off at every level, as in vLLM (slower than Inductor on H100, vLLM #34391).
-- RoPE + KV cache and act padding: vLLM turns them on at O1 only with ROCm AITER; irfuse has
-  no AITER binding and has not measured its own kernel, so they are opt-in.
+- attention + quant: O2 on sm90, where its kernel was measured (it applies below 4096
+  tokens); opt-in elsewhere. vLLM's O2 leaves it off (IS_QUANTIZED is False, vLLM #25689).
+- sequence parallelism, GEMM + collective (async TP): off at every level, as in vLLM (#25689).
+- QK-norm + RoPE, RoPE + KV cache: O1 on sm90, where irfuse's Triton kernels were measured
+  faster than Inductor; opt-in elsewhere. vLLM leaves QK-norm + RoPE off (slower than Inductor
+  on H100, vLLM #34391) and turns RoPE + KV cache on at O1 only with ROCm AITER.
+- act padding: O1 everywhere (any hidden size and pad multiple; the reference on the CPU).
+  vLLM runs it only on ROCm with AITER, for hidden 2880.
+Each declaration's `note` says the same for its pass, and the `irfuse passes` table shows it.
 """
 
 from __future__ import annotations

@@ -286,6 +286,9 @@ def _parse_call_arguments(
 
 
 def _check_template(value: Attribute, num_operands: int, seen: list[int]) -> None:
+    kind = type(value)  # (the leaves most arguments are, by exact type: verification is hot)
+    if kind is IntAttr or kind is NoneAttr or kind is FloatData or kind is BoolArgAttr:
+        return
     if isinstance(value, OperandRefAttr):
         if not 0 <= value.index.data < num_operands:
             raise VerifyException(f"template refers to operand {value.index.data} out of range")
@@ -363,14 +366,18 @@ class CallLikeOp(IRDLOperation):
         return dict(self.kw_template.data) if self.kw_template is not None else {}
 
     def verify_(self) -> None:
+        # `inputs` is the op's one operand list; `len(self.operands)` counts it without the
+        # IRDL accessor (the end-of-pipeline verification runs this on thousands of ops).
+        count = len(self.operands)
         seen: list[int] = []
-        _check_template(self.template, len(self.inputs), seen)
-        for value in self.keywords.values():
-            _check_template(value, len(self.inputs), seen)
-        if sorted(seen) != list(range(len(self.inputs))):
+        _check_template(self.properties["template"], count, seen)
+        kw = self.properties.get("kw_template")
+        for value in kw.data.values() if kw is not None else ():
+            _check_template(value, count, seen)
+        if sorted(seen) != list(range(count)):
             raise VerifyException(
                 f"every operand of {self.name} must appear once in its arguments "
-                f"({len(self.inputs)} operands, template uses {sorted(seen)})"
+                f"({count} operands, template uses {sorted(seen)})"
             )
 
     def print(self, printer: Printer) -> None:
@@ -477,6 +484,17 @@ class GetAttrOp(IRDLOperation):
 
 def decode_template(template: Attribute, operands: Sequence[Any]) -> Any:
     """The Python value an argument template stands for, with operands substituted."""
+    kind = type(template)  # the common kinds first, by exact type (emit decodes thousands)
+    if kind is OperandRefAttr:
+        return operands[template.index.data]
+    if kind is IntAttr or kind is FloatData:
+        return template.data
+    if kind is ArrayAttr:
+        return [decode_template(t, operands) for t in template.data]
+    if kind is NoneAttr:
+        return None
+    if kind is BoolArgAttr:
+        return bool(template.value.data)
     # torch (and dtypes, targets, which import it) only here: parsing, printing and matching IR
     # never need it.
     import torch

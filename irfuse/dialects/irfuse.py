@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from xdsl.dialects import builtin
 from xdsl.dialects.builtin import ArrayAttr, IntAttr, StringAttr
-from xdsl.ir import Attribute, Dialect, ParametrizedAttribute, TypeAttribute
+from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, SSAValue, TypeAttribute
 from xdsl.irdl import (
     IRDLOperation,
     irdl_attr_definition,
@@ -220,8 +220,10 @@ class YieldOp(IRDLOperation):
 
     assembly_format = "attr-dict ($values^ `:` type($values))?"
 
-    def __init__(self, *values):
-        super().__init__(operands=[values])
+    def __init__(self, *values: SSAValue):
+        # One variadic operand list: xDSL's generic IRDL argument processing adds nothing here
+        # but time (every raised op's region ends with one).
+        Operation.__init__(self, operands=values)
 
 
 IR_DTYPES: tuple[Attribute, ...] = (

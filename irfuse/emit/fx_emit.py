@@ -44,9 +44,12 @@ class _Emitter:
     def emit_block(self, block: Block) -> list[Any] | None:
         """Emit the ops of a block; return the values its terminator yields or returns."""
         for op in block.ops:
-            if isinstance(op, ReturnOp | YieldOp):
+            if type(op) is aten.CallOp:  # (most ops: `isinstance` on xDSL's ABCs costs a call)
+                self._emit_call(op)
+            elif isinstance(op, ReturnOp | YieldOp):
                 return [self.nodes[v] for v in op.operands]
-            self.emit_op(op)
+            else:
+                self.emit_op(op)
         return None
 
     def emit_op(self, op: Operation) -> None:

@@ -22,6 +22,7 @@ from irfuse.emit.declare import InPlace, Lowering
 from irfuse.emit.fusions import FUSIONS
 from irfuse.lowering.aten_ops import COPY_INPLACE
 from irfuse.lowering.match import call as call_of
+from irfuse.lowering.match import walk_ops
 
 LOWERINGS: dict[str, Lowering] = {
     name: lower for fusion in FUSIONS for name, lower in fusion.lowerings.items()
@@ -37,7 +38,7 @@ class SelectKernels(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         platform = module_platform(op)
-        for fused in [o for o in op.walk() if o.name in LOWERINGS]:
+        for fused in [o for o in walk_ops(op) if o.name in LOWERINGS]:
             lowered = LOWERINGS[fused.name](fused, platform)
             if isinstance(lowered, InPlace):
                 _replace_in_place(fused, lowered)

@@ -15,7 +15,7 @@ matchers rely on `order`, the block positions when the walk began). Patterns are
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -28,7 +28,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from irfuse import remarks
 from irfuse.dialects import aten
 from irfuse.dialects.irfuse import module_platform
-from irfuse.lowering.match import Call, NoMatch, call, func_blocks
+from irfuse.lowering.match import Call, NoMatch, block_ops, call, func_blocks
 
 Gate = Callable[[str, str, int | None], None]
 """`(kernel_name, platform, max_tokens)`; raises NoMatch when that kernel is left to Inductor."""
@@ -39,19 +39,28 @@ class Site:
     """What a pattern may read about the walk of one function block."""
 
     block: Block
-    order: dict[Operation, float]
-    """Position of each top-level op when the walk of the block began (a pattern may number
-    ops it inserts in between, as raise-rope does)."""
+    ops: list[Operation]
+    """The top-level ops when the walk of the block began, in order."""
     platform: str
     max_tokens: int | None = None
     gate: Gate | None = None
     module: ModuleOp | None = None
     scratch: dict[Any, Any] = field(default_factory=dict)
     """Per-block state of patterns that collect sites and pair them in `finish`."""
+    _order: dict[Operation, float] | None = field(default=None, init=False, repr=False)
+
+    @property
+    def order(self) -> dict[Operation, float]:
+        """Position of each top-level op when the walk of the block began (a pattern may number
+        ops it inserts in between, as raise-rope does). Built from `ops` when first asked for:
+        a walk that rewrites nothing never needs it."""
+        if self._order is None:
+            self._order = dict(zip(self.ops, range(len(self.ops))))
+        return self._order
 
     @staticmethod
     def of_block(block: Block, platform: str, **kwargs: Any) -> Site:
-        return Site(block, {o: i for i, o in enumerate(block.ops)}, platform, **kwargs)
+        return Site(block, block_ops(block), platform, **kwargs)
 
     def require_kernel(self, kernel_name: str) -> None:
         """NoMatch when the gate leaves `kernel_name` to Inductor here (no-op without a gate)."""
@@ -146,15 +155,29 @@ class _Dispatch:
         self.typed = [p for p in patterns if p.op_types]
         self.by_type: dict[type[Operation], list[AnchorPattern]] = {}
 
-    def of(self, op: Operation) -> Iterable[AnchorPattern]:
-        if isinstance(op, aten.CallOp):
-            return self.by_target.get(op.target.data, ())
-        if not self.typed:
-            return ()
+    def of(self, op: Operation) -> list[AnchorPattern] | None:
         kind = type(op)
+        if kind is aten.CallOp:
+            return self.by_target.get(op.properties["target"].data)
+        if not self.typed:
+            return None
         found = self.by_type.get(kind)
         if found is None:
             found = self.by_type[kind] = [p for p in self.typed if issubclass(kind, p.op_types)]
+        return found
+
+    def anchors(self, ops: list[Operation]) -> list[tuple[Operation, list[AnchorPattern]]]:
+        """The ops some pattern anchors on, with those patterns, in order (`of`, inlined for
+        ATen calls: every pass scans every op of the block)."""
+        by_target, of, typed = self.by_target, self.of, bool(self.typed)
+        found: list[tuple[Operation, list[AnchorPattern]]] = []
+        for op in ops:
+            if type(op) is aten.CallOp:
+                patterns = by_target.get(op.properties["target"].data)
+                if patterns:
+                    found.append((op, patterns))
+            elif typed and (patterns := of(op)):
+                found.append((op, patterns))
         return found
 
 
@@ -166,22 +189,32 @@ def run_patterns(
     max_tokens: int | None = None,
 ) -> None:
     """Walk each function block once, in program order, and apply `patterns` at their anchors:
-    at each op the patterns anchored on it are tried in turn until one rewrites or raises."""
+    at each op the patterns anchored on it are tried in turn until one rewrites or raises. A
+    block without anchors and without per-block hooks is left alone after one scan."""
     dispatch = _Dispatch(patterns)
     platform = module_platform(module)
+    hooked = [p for p in patterns if _has_block_hooks(p)]
     for block in func_blocks(module):
-        site = Site.of_block(block, platform, max_tokens=max_tokens, gate=gate, module=module)
+        ops = block_ops(block)
+        anchors = dispatch.anchors(ops)
+        if not anchors and not hooked:
+            continue
+        site = Site(block, ops, platform, max_tokens=max_tokens, gate=gate, module=module)
         for p in patterns:
             p.start(site)
-        for op in list(site.order):
-            candidates = dispatch.of(op)
-            if not candidates or op.parent is not block:
-                continue  # no anchor, or erased / moved into a region since the snapshot
+        for op, candidates in anchors:
+            if op.parent is not block:
+                continue  # erased / moved into a region since the snapshot
             for p in candidates:
                 if p.attempt(op, p.rewrite, op, site) is not None or op.parent is not block:
                     break
         for p in patterns:
             p.finish(site)
+
+
+def _has_block_hooks(pattern: AnchorPattern) -> bool:
+    kind = type(pattern)
+    return kind.start is not AnchorPattern.start or kind.finish is not AnchorPattern.finish
 
 
 class PatternPass(ModulePass):

@@ -28,7 +28,7 @@ import operator
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.fx
@@ -87,9 +87,21 @@ def name_hint(name: str) -> str:
     return _NUMBERED.sub("", name) or "v"
 
 
+A = TypeVar("A", bound=Attribute)
+
 _UNKNOWN = UnknownLoc()
 _LINES: dict[str, Attribute] = {}
 _EXPRS: dict[Any, int | str] = {}
+
+
+def _trusted(cls: type[A], **fields: Any) -> A:
+    """An attribute of `cls` with these fields, built without xDSL's verification: for
+    attributes the importer builds by the thousand from values valid by construction (a
+    string, a location, a list of attributes); equal to, and hashed like, the verified one."""
+    attr = cls.__new__(cls)
+    for name, value in fields.items():
+        object.__setattr__(attr, name, value)
+    return attr
 
 
 def _location(node: torch.fx.Node) -> NameLoc:
@@ -107,7 +119,7 @@ def _location(node: torch.fx.Node) -> NameLoc:
                 found = FileLineColLoc(StringAttr(path), IntAttr(int(line)), IntAttr(0))
             _LINES[tail] = found
         inner = found
-    return NameLoc(StringAttr(node.name), inner)
+    return _trusted(NameLoc, desc=_trusted(StringAttr, data=node.name), location=inner)
 
 
 def _dim(d: int | torch.SymInt) -> int | str:
@@ -124,7 +136,8 @@ def _dim(d: int | torch.SymInt) -> int | str:
 def value_type(val: Any) -> Attribute:
     """The IR type of an FX node's value (`node.meta["val"]`)."""
     if isinstance(val, torch.Tensor):
-        return tensor_type(tuple(map(_dim, val.shape)), dtypes.to_ir(val.dtype))
+        shape = tuple([d if type(d) is int else _dim(d) for d in val.shape])
+        return tensor_type(shape, dtypes.to_ir(val.dtype))
     if isinstance(val, torch.SymInt):
         return sym_type(str(_dim(val)))
     if isinstance(val, torch.SymFloat):
@@ -240,7 +253,7 @@ def import_graph(
                 values[node] = values[node.args[0]][node.args[1]]
                 continue
             encoder = _Encoder(values)
-            template = ArrayAttr([encoder.encode(a) for a in node.args])
+            template = _trusted(ArrayAttr, data=tuple([encoder.encode(a) for a in node.args]))
             kwargs = node.kwargs
             kw_template = (
                 DictionaryAttr({k: encoder.encode(v) for k, v in kwargs.items()})

@@ -28,7 +28,7 @@ from xdsl.dialects.builtin import (
     NoneAttr,
     StringAttr,
 )
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, OpResult, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import VerifyException
 
@@ -73,6 +73,22 @@ class Call:
 
 
 def _decode(attr: Attribute, operands: Sequence[SSAValue]) -> Any:
+    # By exact type first: matchers decode thousands of templates per model, and `isinstance`
+    # on xDSL's attribute classes (ABCs) costs a Python call each. Types that decode to
+    # themselves (dtypes, devices, ...) are remembered once the checks below have seen them.
+    kind = type(attr)
+    if kind is aten.OperandRefAttr:
+        return operands[attr.index.data]
+    if kind is IntAttr or kind is FloatData:
+        return attr.data
+    if kind is ArrayAttr:
+        return [_decode(a, operands) for a in attr.data]
+    if kind is aten.BoolArgAttr:
+        return bool(attr.value.data)
+    if kind is NoneAttr:
+        return None
+    if kind in _AS_IS:
+        return attr
     if isinstance(attr, aten.OperandRefAttr):
         return operands[attr.index.data]
     if isinstance(attr, IntAttr | FloatData):
@@ -89,24 +105,40 @@ def _decode(attr: Attribute, operands: Sequence[SSAValue]) -> Any:
         return tuple(_decode(a, operands) for a in attr.items.data)
     if isinstance(attr, aten.TargetAttr):
         return attr.text.data
+    _AS_IS.add(kind)
     return attr  # dtypes (IR element types), devices, layouts, memory formats
+
+
+_AS_IS: set[type[Attribute]] = set()
 
 
 def call(op: Operation | None, *targets: str) -> Call | None:
     """`op` read as a call, if it is an `aten.call` (with one of `targets`, when given)."""
-    if not isinstance(op, aten.CallOp):
+    if type(op) is not aten.CallOp:  # (exact type: `isinstance` on xDSL's ABCs costs a call)
         return None
-    target = op.target.data
+    props = op.properties
+    target = props["target"].data
     if targets and target not in targets:
         return None
-    operands = op.operands
-    args = tuple(_decode(a, operands) for a in op.template.data)
-    kwargs = {k: _decode(a, operands) for k, a in op.keywords.items()}
-    return Call(op, target, args, kwargs)
+    operands = tuple(op.operands)
+    args = tuple([_decode(a, operands) for a in props["template"].data])
+    kw = props.get("kw_template")
+    kwargs = {k: _decode(a, operands) for k, a in kw.data.items()} if kw is not None else {}
+    # `Call(op, target, args, kwargs)` without the frozen dataclass's `__init__` (an
+    # `object.__setattr__` per field): matchers decode tens of thousands of calls per model.
+    found = _new(Call)
+    fields = found.__dict__
+    fields["op"], fields["target"], fields["args"], fields["kwargs"] = op, target, args, kwargs
+    return found
+
+
+_new = object.__new__
 
 
 def producer(value: Any, *targets: str) -> Call | None:
     """The call that defines `value`, if `value` is an op result (of one of `targets`)."""
+    if type(value) is OpResult:  # the common case, without an ABC isinstance check
+        return call(value.owner, *targets)
     if not isinstance(value, SSAValue):
         return None
     owner = value.owner
@@ -127,8 +159,10 @@ def only_user(value: SSAValue) -> Operation | None:
 
 
 def tensor_type(value: Any) -> TensorType | None:
-    if isinstance(value, SSAValue) and isinstance(value.type, TensorType):
-        return value.type
+    if type(value) is OpResult or isinstance(value, SSAValue):
+        t = value.type
+        if type(t) is TensorType or isinstance(t, TensorType):
+            return t
     return None
 
 
@@ -225,8 +259,36 @@ def commutative_operands(found: Call) -> Iterable[tuple[Any, Any]]:
 
 
 def block_ops(block: Block) -> list[Operation]:
-    """The ops of a block, as a list that stays valid while a pass rewrites the block."""
-    return list(block.ops)
+    """The ops of a block, as a list that stays valid while a pass rewrites the block (read
+    off the op list's links: `list(block.ops)` walks the block twice, once to size the list,
+    and its iterator costs a Python call per op)."""
+    ops: list[Operation] = []
+    op = block.first_op
+    while op is not None:
+        ops.append(op)
+        op = op.next_op
+    return ops
+
+
+def walk_ops(root: Operation) -> list[Operation]:
+    """`root` and every op nested in it, in `root.walk()`'s order (pre-order), as a list: read
+    off the op lists' links, without the generator per nesting level `walk` stacks up."""
+    found = [root]
+    for region in root.regions:
+        for block in region.blocks:
+            _collect(block, found)
+    return found
+
+
+def _collect(block: Block, found: list[Operation]) -> None:
+    op = block.first_op
+    while op is not None:
+        found.append(op)
+        if op.regions:
+            for region in op.regions:
+                for inner in region.blocks:
+                    _collect(inner, found)
+        op = op.next_op
 
 
 def func_blocks(module: Operation) -> list[Block]:

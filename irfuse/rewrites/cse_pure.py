@@ -49,7 +49,7 @@ from xdsl.rewriter import Rewriter
 
 from irfuse import remarks
 from irfuse.dialects import aten
-from irfuse.lowering.match import func_blocks
+from irfuse.lowering.match import block_ops, func_blocks
 from irfuse.lowering.purity import (
     OTHER,
     PURE,
@@ -107,7 +107,7 @@ def written_values(block: Block) -> tuple[set[SSAValue], dict[Operation, TargetI
     written: set[SSAValue] = set()
     infos: dict[Operation, TargetInfo] = {}
     for op in block.ops:
-        if not isinstance(op, aten.CallOp):
+        if type(op) is not aten.CallOp:
             continue
         info = infos[op] = target_info(op.target.data)
         if info.kind != WRITES:
@@ -152,7 +152,7 @@ def cse_block(block: Block) -> int:
     known: dict[tuple[str, tuple[SSAValue, ...]], list[_Seen]] = {}
     region = 0
     merged = 0
-    for op in list(block.ops):
+    for op in block_ops(block):
         info = infos.get(op)
         if info is None:
             continue
@@ -162,7 +162,7 @@ def cse_block(block: Block) -> int:
         if info.kind == OTHER:
             continue
         own = info.reason
-        if not own and any(r in written for r in op.results):
+        if not own and written and any(r in written for r in op.results):
             own = "result is written in place"
         seen = known.setdefault((op.target.data, tuple(op.operands)), [])
         first = next((s for s in seen if _same_arguments(s.op, op)), None)

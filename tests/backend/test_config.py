@@ -9,6 +9,7 @@ from dataclasses import fields
 
 import pytest
 
+from irfuse import support_matrix
 from irfuse.config import (
     CompilationConfig,
     ConfigError,
@@ -77,6 +78,51 @@ def test_level_defaults_per_platform(platform: str, level: int) -> None:
     cfg = resolve(CompilationConfig(optimization_level=level), platform=platform, **FACTS)
     assert _on(cfg) == EXPECTED_ON[platform][min(level, 2)]
     assert all(getattr(cfg.pass_config, f) is False for f in FLAGS if f not in _on(cfg))
+
+
+def _declared_on(platform: str, level: int) -> set[str]:
+    """The flags the declarations turn on at `level` for FACTS' model: the rows whose
+    `default_level` on the platform is at most `level` and that can apply to its quant scheme
+    (FACTS meets the TP and FlashInfer conditions of the rows that have them)."""
+    plat = Platform.parse(platform)
+    return {
+        row.flag for row in support_matrix.passes()
+        if (lowest := support_matrix.default_level(row.name, plat)) is not None
+        and level >= lowest
+        and support_matrix.can_apply(row.name, plat, FACTS["quant_scheme"])[0]
+    }
+
+
+@pytest.mark.parametrize("platform", list(EXPECTED_ON))
+@pytest.mark.parametrize("level", [0, 1, 2])
+def test_level_defaults_come_from_the_declarations(platform: str, level: int) -> None:
+    # The table above is what the fusions' declarations say (a default level changed in a
+    # declaration shows here), and the config resolves to exactly that.
+    assert _declared_on(platform, level) == EXPECTED_ON[platform][level]
+
+
+# vLLM v0.17's level defaults for FACTS' model on Hopper, as its docs give them
+# (/work/shared/VLLM_REFERENCE.md, "Optimization levels"): under Inductor its custom ops are
+# off, so O1 turns on no fusion (norm/act + quant need custom ops, act padding and RoPE + KV
+# cache need ROCm AITER); O2 adds all-reduce + RMSNorm (TP > 1, FlashInfer, sm90/sm100);
+# attention + quant, SP and AsyncTP stay off (IS_QUANTIZED / IS_DENSE are False, #25689).
+VLLM_SM90_FUSIONS_ON = {0: set(), 1: set(), 2: {"fuse_allreduce_rms"}}
+# Where irfuse differs, and why: its own kernels (or the reference) replace vLLM's custom ops,
+# and each default below is the one its declaration gives (measured faster than Inductor on
+# Hopper for the sm90-only ones).
+IRFUSE_SM90_EXTRA = {
+    0: set(),
+    1: {"fuse_norm_quant", "fuse_act_quant", "fuse_act_padding", *SM90_O1},
+    2: {"fuse_norm_quant", "fuse_act_quant", "fuse_act_padding", *SM90_O1, "fuse_attn_quant"},
+}
+
+
+@pytest.mark.parametrize("level", [0, 1, 2])
+def test_sm90_defaults_beside_vllms(level: int) -> None:
+    cfg = resolve(CompilationConfig(optimization_level=level), platform="cuda:sm90", **FACTS)
+    fusions = _on(cfg) - {"eliminate_noops"}
+    assert VLLM_SM90_FUSIONS_ON[level] <= fusions  # nothing vLLM turns on is off in irfuse
+    assert fusions - VLLM_SM90_FUSIONS_ON[level] == IRFUSE_SM90_EXTRA[level]
 
 
 @pytest.mark.parametrize("platform", list(EXPECTED_ON))

@@ -11,7 +11,7 @@ from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, NameLoc, St
 from xdsl.ir import Operation
 from xdsl.parser import Parser
 from xdsl.pattern_rewriter import PatternRewriteWalker
-from xdsl.rewriter import Rewriter
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from irfuse import remarks
 from irfuse.context import make_context
@@ -174,3 +174,51 @@ def test_a_pattern_also_runs_under_xdsl_walker() -> None:
         PatternRewriteWalker(Recorder(), apply_recursively=False).rewrite_module(module)
     assert len(Recorder.seen) == 5  # rsqrt, mul.Tensor, three negs
     assert [r.reason for r in sink.missed] == ["not a test site: its input is a neg"] * 2
+
+
+class EraseThenRead(AnchorPattern):
+    """At the rsqrt: erases the last neg and adds a neg, then reads `site.order` (first read
+    after a rewrite: it must still be the block as the walk began)."""
+
+    targets = (RSQRT,)
+    orders: ClassVar[list[dict[Operation, float]]] = []
+
+    def rewrite(self, op: Operation, site: Site) -> bool:
+        last = site.block.last_op.operands[0].owner  # the neg `func.return` reads
+        last.results[0].replace_all_uses_with(last.operands[0])
+        Rewriter.erase_op(last)
+        Rewriter.insert_op(aten.CallOp(NEG, [op.results[0]], [aten.OperandRefAttr(IntAttr(0))],
+                                       [op.results[0].type]), InsertPoint.after(op))
+        EraseThenRead.orders.append(site.order)
+        return True
+
+
+def test_order_is_the_block_when_the_walk_began_even_if_first_read_after_a_rewrite() -> None:
+    module = parse()
+    block = module.ops.first.body.block
+    before = list(block.ops)
+    EraseThenRead.orders.clear()
+    with remarks.collecting():
+        run_patterns(module, [EraseThenRead()])
+    (order,) = EraseThenRead.orders
+    assert list(order) == before and list(order.values()) == list(range(len(before)))
+    assert len(list(block.ops)) == len(before)  # one neg erased, one added
+
+
+class HooksOnly(AnchorPattern):
+    """Anchors on an op the block does not have; its hooks run all the same."""
+
+    targets = ("aten::sigmoid.default",)
+    calls: ClassVar[list[str]] = []
+
+    def start(self, site: Site) -> None:
+        HooksOnly.calls.append("start")
+
+    def finish(self, site: Site) -> None:
+        HooksOnly.calls.append("finish")
+
+
+def test_block_hooks_run_where_nothing_anchors() -> None:
+    HooksOnly.calls.clear()
+    run_patterns(parse(), [HooksOnly()])
+    assert HooksOnly.calls == ["start", "finish"]
