@@ -167,8 +167,8 @@ def test_cpu_op_is_the_unfused_graph_bit_for_bit():
 
 
 def _fake_kernels(calls: list):
-    def attention_nvfp4(q, k, v, gs, *, softmax_scale, causal):
-        calls.append((softmax_scale, causal))
+    def attention_nvfp4(q, k, v, gs, *, softmax_scale, causal, mask=None):
+        calls.append((softmax_scale, causal, mask))
         b, h, t, d = q.shape
         mp, kp = quant_ref.nvfp4_scale_shape(b * t, h * d)
         return (torch.zeros(b * t, h * d // 2, dtype=torch.uint8),
@@ -184,13 +184,13 @@ def test_cuda_entry_runs_the_kernel_where_it_can(monkeypatch):
     gs = torch.tensor([100.0])
     q, k, v = _dense(8, 32)
     codes, scales = decl._nvfp4_cuda(q, k, v, None, gs, 0.35, True)
-    assert calls == [(0.35, True)] and codes.shape == (8, 64) and scales.shape == (128, 8)
-    # A mask, or a head size that splits NVFP4 blocks across heads: the reference runs.
+    assert calls == [(0.35, True, None)] and codes.shape == (8, 64) and scales.shape == (128, 8)
+    # A mask reaches the kernel as it is (the kernel reads it broadcast).
     mask = torch.ones(1, 1, 8, 8, dtype=torch.bool)
-    out = decl._nvfp4_cuda(q, k, v, mask, gs, 0.35, False)
-    ref = _unfused(q, k, v, mask, gs, 0.35, False)
-    assert torch.equal(out[0], ref[0])
+    decl._nvfp4_cuda(q, k, v, mask, gs, 0.35, False)
+    assert calls[-1][:2] == (0.35, False) and calls[-1][2] is mask
+    # A head size that splits NVFP4 blocks across heads: the reference runs.
     q, k, v = _dense(8, 8)
     out = decl._nvfp4_cuda(q, k, v, None, gs, 0.35, True)
     assert torch.equal(out[0], _unfused(q, k, v, None, gs, 0.35, True)[0])
-    assert len(calls) == 1
+    assert len(calls) == 2
