@@ -25,3 +25,12 @@ def run_worker(script: str) -> dict:
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def guard(fn, *args) -> dict:
+    """A worker case's result, or its exception as a failed result, so one raising case fails
+    only its own test."""
+    try:
+        return fn(*args)
+    except Exception as e:  # noqa: BLE001 (reported to the test of that case)
+        return {"ok": False, "detail": f"raised {type(e).__name__}: {e}"}

@@ -205,29 +205,23 @@ def check_mla(case, out_kind: str) -> dict:
     return judge_nvfp4(out, mref.mla_attention_nvfp4(q, kv_c, k_pe, w, mask, gs, **kw), gs)
 
 
-def _guard(fn, *args) -> dict:
-    try:
-        return fn(*args)
-    except Exception as e:  # noqa: BLE001 (reported to the test of that case)
-        return {"ok": False, "detail": f"raised {type(e).__name__}: {e}"}
-
-
 def _worker() -> None:
     import triton
+    from interpret_worker import guard
 
     assert triton.knobs.runtime.interpret, "TRITON_INTERPRET=1 must be set before triton loads"
     results = {}
     for case in PREFILL_CASES:
         for out in OUTS:
-            results[f"{_prefill_id(case)}-{out}"] = _guard(
+            results[f"{_prefill_id(case)}-{out}"] = guard(
                 lambda c=case, o=out: check(*_prefill_inputs(c, "cpu"), o))
     for case in DECODE_CASES:
         for out in OUTS:
-            results[f"{_decode_id(case)}-{out}"] = _guard(
+            results[f"{_decode_id(case)}-{out}"] = guard(
                 lambda c=case, o=out: check(*_decode_inputs(c, "cpu"), o))
     for case in MLA_CASES:
         for out in ("fp8", "nvfp4"):
-            results[f"{_mla_id(case)}-{out}"] = _guard(check_mla, case, out)
+            results[f"{_mla_id(case)}-{out}"] = guard(check_mla, case, out)
     print(json.dumps(results))
 
 

@@ -201,24 +201,18 @@ def check_mla(case, device: str) -> dict:
     return judge(out, ref, gs)
 
 
-def _guard(fn, *args) -> dict:
-    try:
-        return fn(*args)
-    except Exception as e:  # noqa: BLE001 (reported to the test of that case)
-        return {"ok": False, "detail": f"raised {type(e).__name__}: {e}"}
-
-
 def _worker() -> None:
     import triton
+    from interpret_worker import guard
 
     assert triton.knobs.runtime.interpret, "TRITON_INTERPRET=1 must be set before triton loads"
     results = {}
     for case in PREFILL_CASES:
-        results[_prefill_id(case)] = _guard(check_prefill, case, "cpu")
+        results[_prefill_id(case)] = guard(check_prefill, case, "cpu")
     for case in DECODE_CASES:
-        results[_decode_id(case)] = _guard(check_decode, case, "cpu")
+        results[_decode_id(case)] = guard(check_decode, case, "cpu")
     for case in MLA_CASES:
-        results[_mla_id(case)] = _guard(check_mla, case, "cpu")
+        results[_mla_id(case)] = guard(check_mla, case, "cpu")
     print(json.dumps(results))
 
 

@@ -236,23 +236,17 @@ def check_decode(case, device: str) -> dict:
     return judge(out, ref, scale, DTYPES[dtype])
 
 
-def _guard(fn, *args) -> dict:
-    try:
-        return fn(*args)
-    except Exception as e:  # noqa: BLE001 (reported to the test of that case)
-        return {"ok": False, "detail": f"raised {type(e).__name__}: {e}"}
-
-
 def _worker() -> None:
     import triton
+    from interpret_worker import guard
 
     assert triton.knobs.runtime.interpret, "TRITON_INTERPRET=1 must be set before triton loads"
     results = {}
     for case in PREFILL_CASES:
-        results[_prefill_id(case)] = _guard(check_prefill, case, "cpu")
-    results["saturating"] = _guard(check_prefill, PREFILL_CASES[0], "cpu", True)
+        results[_prefill_id(case)] = guard(check_prefill, case, "cpu")
+    results["saturating"] = guard(check_prefill, PREFILL_CASES[0], "cpu", True)
     for case in DECODE_CASES:
-        results[_decode_id(case)] = _guard(check_decode, case, "cpu")
+        results[_decode_id(case)] = guard(check_decode, case, "cpu")
     print(json.dumps(results))
 
 

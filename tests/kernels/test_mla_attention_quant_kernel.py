@@ -110,13 +110,6 @@ def check(case, device: str) -> dict:
     return judge(out, want, scale, DTYPES[case[-1]])
 
 
-def _guard(fn, *args) -> dict:
-    try:
-        return fn(*args)
-    except Exception as e:  # noqa: BLE001 (reported to the test of that case)
-        return {"ok": False, "detail": f"raised {type(e).__name__}: {e}"}
-
-
 @pytest.fixture(scope="module")
 def interpreted() -> dict:
     from interpret_worker import run_worker
@@ -160,6 +153,7 @@ def test_declared_cuda_implementation_runs_the_triton_kernel():
 
 if __name__ == "__main__" and "--worker" in sys.argv:
     import triton
+    from interpret_worker import guard
 
     assert triton.knobs.runtime.interpret, "TRITON_INTERPRET=1 must be set before triton loads"
-    print(json.dumps({_id(c): _guard(check, c, "cpu") for c in CASES}))
+    print(json.dumps({_id(c): guard(check, c, "cpu") for c in CASES}))
