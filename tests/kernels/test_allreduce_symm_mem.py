@@ -31,11 +31,13 @@ class StandIn:
     """`torch.distributed._symmetric_memory` and `torch.ops.symm_mem` as far as irfuse calls
     them; records allocations, rendezvous and all-reduce calls."""
 
-    def __init__(self, out_form: bool = False, fail: str | None = None):
+    def __init__(self, out_form: bool = False, fail: str | None = None,
+                 needs_enable: bool = False):
         self.allocs: list[torch.Tensor] = []
         self.rendezvous_calls: list[str] = []
         self.calls: list[tuple[str, str, int]] = []
         self.fail = fail
+        self.enabled: list[str] | None = [] if needs_enable else None
         if out_form:
             self.two_shot_all_reduce_out = self._two_shot_out
 
@@ -44,9 +46,15 @@ class StandIn:
         self.allocs.append(t)
         return t
 
+    def enable_symm_mem_for_group(self, group_name):
+        if self.enabled is not None:
+            self.enabled.append(group_name)
+
     def rendezvous(self, tensor, group_name):
         if self.fail:
             raise RuntimeError(self.fail)
+        if self.enabled is not None and group_name not in self.enabled:
+            raise RuntimeError(f"group {group_name} is not registered")  # older torch
         assert any(tensor is t for t in self.allocs)
         self.rendezvous_calls.append(group_name)
 
@@ -157,6 +165,17 @@ def test_one_buffer_per_group_dtype_and_hidden(monkeypatch, group):
     assert len(standin.allocs) == 3 and len(standin.rendezvous_calls) == 3
 
 
+@pytest.mark.parametrize("needs_enable", [False, True])
+def test_the_group_is_enabled_only_where_rendezvous_needs_it(monkeypatch, group, needs_enable):
+    standin = StandIn(needs_enable=needs_enable)
+    install(standin, monkeypatch.setattr)
+    x = torch.randn(2, 64, dtype=torch.bfloat16)
+    for _ in range(2):
+        assert torch.equal(sm.all_reduce(x, group), x)
+    assert standin.rendezvous_calls == [group] and sm.FALLBACKS == {}
+    assert standin.enabled == ([group] if needs_enable else None)
+
+
 def test_reasons_where_symmetric_memory_cannot_run(monkeypatch, group):
     x = torch.randn(4, 64, dtype=torch.bfloat16)
     assert sm.reason(x, group) == "the input is on cpu, not a CUDA device"
@@ -164,6 +183,7 @@ def test_reasons_where_symmetric_memory_cannot_run(monkeypatch, group):
     assert sm.reason(x, group) is None
     assert sm.reason(x.half(), group) \
         == "torch's symmetric-memory all-reduce takes bf16/fp32, not torch.float16"
+    assert sm.reason(x[:0], group) == "the input has no tokens"
     monkeypatch.setattr(sm, "SYMM_MEM_MAX_BYTES", 3 * 64 * 2)
     assert sm.reason(x, group) == "4 tokens exceed the symmetric buffer (3 tokens of 64)"
     monkeypatch.setattr(sm, "symm_ops", lambda: None)

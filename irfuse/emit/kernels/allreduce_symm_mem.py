@@ -114,6 +114,8 @@ def reason(x: torch.Tensor, group: str) -> str | None:
     hidden = x.shape[-1]
     tokens = x.numel() // max(1, hidden)
     cap = capacity(hidden, x.element_size())
+    if tokens == 0:
+        return "the input has no tokens"
     if tokens > cap:
         return f"{tokens} tokens exceed the symmetric buffer ({cap} tokens of {hidden})"
     if group in _FAILED:
@@ -143,12 +145,7 @@ def buffer(group: str, x: torch.Tensor) -> Buffer | None:
     cap = capacity(hidden, x.element_size())
     try:
         tensor = mod.empty(cap * hidden, dtype=x.dtype, device=x.device)
-        enable = getattr(mod, "enable_symm_mem_for_group", None)
-        if enable is not None:  # needed by older torch, deprecated (a no-op need) since
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", FutureWarning)
-                enable(pg.group_name)
-        mod.rendezvous(tensor, pg.group_name)
+        _rendezvous(mod, tensor, pg.group_name)
     except Exception as e:  # noqa: BLE001 (no P2P, no NVLink, an allocator without symm mem)
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         _FAILED[group] = f"symmetric-memory rendezvous failed ({first})"
@@ -156,6 +153,24 @@ def buffer(group: str, x: torch.Tensor) -> Buffer | None:
     buf = Buffer(tensor, cap, pg.group_name)
     BUFFERS[key] = buf
     return buf
+
+
+def _rendezvous(mod: ModuleType, tensor: torch.Tensor, group_name: str) -> None:
+    """`rendezvous`; where it fails and this torch has `enable_symm_mem_for_group` (older torch
+    needs it first; newer torch deprecates it and may already know the group, where calling it
+    again could fail), the group is enabled and the rendezvous tried once more. Every rank
+    fails the same way (the group's registration is checked before any exchange)."""
+    try:
+        mod.rendezvous(tensor, group_name)
+        return
+    except RuntimeError:
+        enable = getattr(mod, "enable_symm_mem_for_group", None)
+        if enable is None:
+            raise
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        enable(group_name)
+    mod.rendezvous(tensor, group_name)
 
 
 def one_shot(nbytes: int) -> bool:
