@@ -1,7 +1,7 @@
 """Benchmark of all-reduce + residual add + RMSNorm (+ static FP8) across the GPUs of one host.
 
 One process per GPU (NCCL, `irfuse.models.dist.spawn_ranks`), TP = the number of GPUs (or
-`--world`). For each T and quant, three candidates, each captured in a CUDA graph and replayed
+`--world`). For each T and quant, four candidates, each captured in a CUDA graph and replayed
 (all ranks in lockstep; median over interleaved rounds):
 
 - `nccl+inductor`: torch's functional all-reduce (NCCL) + the add + RMSNorm (+ quant) in
@@ -10,7 +10,10 @@ One process per GPU (NCCL, `irfuse.models.dist.spawn_ranks`), TP = the number of
 - `nccl+triton`: the same all-reduce + irfuse's fused norm (+ quant) Triton kernel (the fusion's
   CUDA path past FlashInfer's cap or without FlashInfer);
 - `flashinfer`: FlashInfer's `allreduce_fusion` on a `trtllm` workspace (the fusion's CUDA path
-  below the cap), where FlashInfer is installed and can run the size.
+  below the cap), where FlashInfer is installed and can run the size;
+- `symm_mem`: the all-reduce through torch's symmetric memory (one-shot or two-shot by size,
+  `allreduce_symm_mem`) + the same Triton kernel (the `symm_mem` choice, forced in a model by
+  IRFUSE_ALLREDUCE_SYMM_MEM=1), where symmetric memory can run the size.
 
 Outputs are checked against `nccl+inductor` first (the residual and norm within two bf16 ulps on
 99% of elements; FP8 codes within one code). Prints a table of µs and ratios against the
@@ -27,6 +30,7 @@ import os
 import statistics
 import sys
 import tempfile
+import warnings
 from typing import Any
 
 import torch
@@ -34,7 +38,8 @@ import torch
 EPS = 1e-5
 DEFAULT_TOKENS = (1, 4, 16, 64, 256, 1024, 4096, 8192)
 QUANTS = ("none", "fp8")
-CANDIDATES = ("nccl+inductor", "nccl+triton", "flashinfer")
+CANDIDATES = ("nccl+inductor", "nccl+triton", "flashinfer", "symm_mem")
+FUSED = CANDIDATES[1:]
 FP8 = torch.float8_e4m3fn
 
 
@@ -72,18 +77,17 @@ def markdown(rows: list[dict[str, Any]], header: str) -> str:
     """The table: per (quant, T) each candidate's µs and its ratio to the unfused pair."""
     lines = [header, "",
              "| quant | T | MB | nccl+inductor µs | nccl+triton µs | triton / inductor | "
-             "flashinfer µs | flashinfer / inductor | check |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "flashinfer µs | flashinfer / inductor | symm_mem µs | symm_mem / inductor | check |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         base = r["nccl+inductor"]
         cells = []
-        for name in ("nccl+triton", "flashinfer"):
+        for name in FUSED:
             us = r.get(name)
             cells += ["-", "-"] if us is None else [f"{us:.1f}", f"{us / base:.2f}"]
         lines.append(f"| {r['quant']} | {r['T']} | {r['mb']:.2f} | {base:.1f} | "
                      f"{' | '.join(cells)} | {r['check']} |")
-    fused = [r[c] / r["nccl+inductor"] for r in rows for c in ("nccl+triton", "flashinfer")
-             if r.get(c) is not None]
+    fused = [r[c] / r["nccl+inductor"] for r in rows for c in FUSED if r.get(c) is not None]
     if fused:
         lines += ["", f"fused / unfused: median {statistics.median(fused):.2f}, "
                   f"{min(fused):.2f}-{max(fused):.2f}"]
@@ -152,8 +156,36 @@ def _check(out, ref, quant: str) -> str:
     return "ok"
 
 
+def _symm_mem(x, r, w, s, name: str, quant: str):
+    """The symmetric-memory candidate, or None where it cannot run this size (the reason is
+    printed by rank 0). Its first call, made here on every rank, allocates and rendezvouses the
+    buffer outside the graph; a failed rendezvous drops the candidate (never timing NCCL
+    under its name)."""
+    from irfuse.emit.kernels import allreduce_rms
+    from irfuse.emit.kernels import allreduce_symm_mem as sm
+
+    def fn():
+        if quant == "fp8":
+            return allreduce_rms.nccl_static(x, r, w, s, name, EPS, 0.0, FP8, False, False,
+                                             False, True, symm="bench")
+        return allreduce_rms.nccl_norm(x, r, w, name, EPS, 0.0, False, False, True,
+                                       symm="bench")
+
+    why = sm.reason(x, name)
+    if why is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fn()
+        why = sm.reason(x, name)
+    if why is not None:
+        if torch.distributed.get_rank() == 0:
+            print(f"symm_mem at {x.shape[0]} tokens: {why}", flush=True)
+        return None
+    return fn
+
+
 def _candidates(x, r, w, s, name: str, quant: str) -> dict[str, Any]:
-    """The timed callables for one size (FlashInfer only where it can run it)."""
+    """The timed callables for one size (FlashInfer and symm_mem only where they can run it)."""
     from irfuse.emit.kernels import allreduce_rms
 
     unfused = _unfused(name, quant)
@@ -164,6 +196,9 @@ def _candidates(x, r, w, s, name: str, quant: str) -> dict[str, Any]:
     else:
         cands["nccl+triton"] = lambda: allreduce_rms.nccl_norm(
             x, r, w, name, EPS, 0.0, False, False, True)
+    symm = _symm_mem(x, r, w, s, name, quant)
+    if symm is not None:
+        cands["symm_mem"] = symm
     if allreduce_rms.flashinfer_reason(x, r, w, name, 0.0, False) is not None:
         return cands
 

@@ -7,10 +7,12 @@
 # Stages (STAGES, in this order; T_<STAGE> is each step's timeout in seconds):
 #   info      GPUs, their topology (NVLink), torch / NCCL / Triton / FlashInfer versions, whether
 #             flashinfer.comm imports and torch's symmetric memory is there;
-#   tests     the 2-GPU tests of the fused all-reduce + RMSNorm (FlashInfer's trtllm fusion and
-#             NCCL + Triton) and of the async-TP symmetric-memory ops (T_TESTS, 200);
-#   bench_ar  benchmarks/bench_allreduce_rms.py at hidden 8192, T 1..8192, bf16 and static FP8,
-#             TP 2 and (with 4 GPUs or more) TP 4 (T_BENCH_AR per TP size, 100);
+#   tests     the 2-GPU tests of the fused all-reduce + RMSNorm (FlashInfer's trtllm fusion,
+#             NCCL + Triton, symm_mem + Triton) and of the async-TP symmetric-memory ops
+#             (T_TESTS, 200);
+#   bench_ar  benchmarks/bench_allreduce_rms.py at hidden 8192, T 1..8192, bf16 and static FP8
+#             (FlashInfer, NCCL + Triton, symm_mem + Triton against NCCL + Inductor), TP 2 and
+#             (with 4 GPUs or more) TP 4 (T_BENCH_AR per TP size, 100);
 #   bench_tp  benchmarks/bench_tp_e2e.py, the Llama-70B-shaped FP8 TP step, decode (16 tokens)
 #             and prefill (4096, 8192): irfuse O2, + enable_sp, + fuse_gemm_comms (async TP),
 #             + fuse_allreduce_rms, against Inductor with the same collectives; TP 2 and 4

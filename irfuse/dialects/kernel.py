@@ -21,7 +21,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from irfuse.dialects.aten import CallLikeOp
 
-IMPLS = ("triton", "flashinfer", "cuda", "reference")
+IMPLS = ("triton", "flashinfer", "symm_mem", "cuda", "reference")
 
 
 @irdl_op_definition

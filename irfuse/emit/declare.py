@@ -27,9 +27,10 @@ if TYPE_CHECKING:
 
     from irfuse.dialects import kernel
 
-IMPLS = ("reference", "triton", "flashinfer", "inductor")
+IMPLS = ("reference", "triton", "flashinfer", "symm_mem", "inductor")
 """Kernel implementations: the torch reference (always right, never fast), irfuse's Triton
-kernel, FlashInfer's kernel, or `inductor`: the pass leaves the pattern to Inductor, whose code
+kernel, FlashInfer's kernel, `symm_mem` (a collective through torch's symmetric memory, then
+irfuse's Triton kernel), or `inductor`: the pass leaves the pattern to Inductor, whose code
 was measured faster there."""
 
 PLATFORM_CLASSES: tuple[str, ...] = ("cpu", "cuda:sm80", "cuda:sm90", "cuda:sm100", "rocm")

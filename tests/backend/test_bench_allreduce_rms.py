@@ -33,13 +33,14 @@ def test_arguments(bench):
 
 def test_table(bench):
     rows = [{"quant": "none", "T": 1, "mb": 0.02, "check": "ok", "nccl+inductor": 20.0,
-             "nccl+triton": 18.0, "flashinfer": 10.0},
+             "nccl+triton": 18.0, "flashinfer": 10.0, "symm_mem": 12.0},
             {"quant": "fp8", "T": 8192, "mb": 128.0, "check": "ok", "nccl+inductor": 400.0,
              "nccl+triton": 380.0}]
     table = bench.markdown(rows, "header")
-    assert "| none | 1 | 0.02 | 20.0 | 18.0 | 0.90 | 10.0 | 0.50 | ok |" in table
-    assert "| fp8 | 8192 | 128.00 | 400.0 | 380.0 | 0.95 | - | - | ok |" in table
-    assert "fused / unfused: median 0.90, 0.50-0.95" in table
+    assert "| none | 1 | 0.02 | 20.0 | 18.0 | 0.90 | 10.0 | 0.50 | 12.0 | 0.60 | ok |" in table
+    assert "| fp8 | 8192 | 128.00 | 400.0 | 380.0 | 0.95 | - | - | - | - | ok |" in table
+    assert "symm_mem µs | symm_mem / inductor | check |" in table
+    assert "fused / unfused: median 0.75, 0.50-0.95" in table
 
 
 def test_needs_gpus_on_the_cpu(bench, capsys):
@@ -49,3 +50,14 @@ def test_needs_gpus_on_the_cpu(bench, capsys):
         pytest.skip("a CUDA machine runs the benchmark itself")
     assert bench.main(["--tokens", "1"]) == 2
     assert "needs CUDA GPUs" in capsys.readouterr().err
+
+
+def test_symm_mem_candidate_is_dropped_with_its_reason(bench, capsys):
+    import torch
+
+    from irfuse.models.dist import fake_process_group
+
+    x = torch.randn(4, 64, dtype=torch.bfloat16)
+    with fake_process_group(2) as pg:
+        assert bench._symm_mem(x, x, x[0], None, pg.group_name, "none") is None
+    assert "symm_mem at 4 tokens: the input is on cpu, not a CUDA device" in capsys.readouterr().out

@@ -1,7 +1,9 @@
 """The CUDA paths of the fused all-reduce + RMSNorm (+ quant) on 2 GPUs (NCCL ranks): FlashInfer's
-trtllm fusion (where installed; its NVFP4 fusion from sm100 only, refused below) and NCCL +
-irfuse's Triton kernels, each against the reference composition on the same ranks (the
-all-reduce, then the norm and quant references).
+trtllm fusion (where installed; its NVFP4 fusion from sm100 only, refused below), NCCL +
+irfuse's Triton kernels, and torch's symmetric-memory all-reduce (one-shot up to 128 KiB, here
+T <= 64, two-shot above, one buffer reused; it needs NVLink P2P between the GPUs: a fallback to
+NCCL fails the test) + the same Triton kernels, each against the reference composition on the
+same ranks (the all-reduce, then the norm and quant references).
 
     PYTHONPATH=. python -m pytest -q -m "gpu and dist" tests/kernels/test_allreduce_rms_gpu.py
 
@@ -36,6 +38,7 @@ def _close(a: torch.Tensor, b: torch.Tensor, rel: float) -> bool:
 def _worker(rank: int, world: int, out_dir: str) -> None:
     from irfuse.emit.dispatch import fake_nvfp4
     from irfuse.emit.kernels import allreduce_rms, allreduce_rms_ref, quant_ref
+    from irfuse.emit.kernels import allreduce_symm_mem as sm
 
     name = dist.group.WORLD.group_name
     results = {}
@@ -58,6 +61,23 @@ def _worker(rank: int, world: int, out_dir: str) -> None:
         q4, sf4, _ = allreduce_rms.nccl_nvfp4(x, r, w, gs, name, 1e-5, 0.0, False, False, True)
         d = quant_ref.dequant_nvfp4(q4, sf4, gs)
         ok["triton nvfp4"] = _close(d, y_ref.float(), 0.5)
+        why = sm.reason(x, name)
+        if why is None:
+            shot = "one-shot" if sm.one_shot(x.numel() * x.element_size()) else "two-shot"
+            y, res = allreduce_rms.nccl_norm(x, r, w, name, 1e-5, 0.0, False, False, True,
+                                             symm="gpu test")
+            y0, res0 = allreduce_rms.nccl_norm(x, None, w, name, 1e-5, 0.0, False, False, True,
+                                               symm="gpu test")
+            q, res8 = allreduce_rms.nccl_static(x, r, w, s, name, 1e-5, 0.0, FP8, False, False,
+                                                False, True, symm="gpu test")
+            ok[f"symm_mem {shot}"] = (name not in sm.FALLBACKS
+                                      and _close(y, y_ref, 2 ** -6) and _close(res, r_ref, 2 ** -7)
+                                      and _close(y0, y0_ref, 2 ** -6)
+                                      and _close(res0, r0_ref, 2 ** -7)
+                                      and _close(q, q_ref, 2 ** -3)
+                                      and _close(res8, r_ref, 2 ** -7))
+        else:
+            ok["symm_mem skipped: " + why] = False  # bf16 on CUDA with 2 ranks: it must run
         reason = allreduce_rms.flashinfer_reason(x, r, w, name, 0.0, False)
         if reason is None:
             y, res = allreduce_rms.flashinfer_fused(x, r, w, name, 1e-5, 0.0,
@@ -86,6 +106,7 @@ def _worker(rank: int, world: int, out_dir: str) -> None:
         else:
             ok["flashinfer skipped: " + reason] = True
         results[t] = ok
+    results["symm_mem buffers"] = {"one per group, dtype and hidden": len(sm.BUFFERS) == 1}
     torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
 
 

@@ -18,9 +18,15 @@ returns its outputs then the new residual (the all-reduced value without a resid
   FP8, which FlashInfer's fused kernel lacks, always take the second path. FlashInfer first is
   vLLM's rule, not yet measured by irfuse (benchmarks/bench_allreduce_rms.py); the kernels'
   choice tables say Triton (not measured), which runs wherever FlashInfer cannot.
+- `symm_mem`, a choice a platform's table may declare (none does: not measured yet), or forced
+  with IRFUSE_ALLREDUCE_SYMM_MEM=1 for benchmarks: the all-reduce through torch's symmetric
+  memory (`allreduce_symm_mem`, one-/two-shot by size), then the same Triton kernels; NCCL with
+  a warned reason where symmetric memory cannot run the call.
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 from xdsl.dialects.builtin import FloatData, IntAttr, StringAttr
@@ -54,6 +60,28 @@ def _flashinfer_can(k: Kernel, x, residual, weight, group, weight_offset, weight
     return reason is None
 
 
+SYMM_MEM_ENV = "IRFUSE_ALLREDUCE_SYMM_MEM"
+"""1: every fused all-reduce kernel takes the `symm_mem` path whatever its choice (benchmarks)."""
+
+
+def _symm(k: Kernel, x) -> str | None:
+    """k's name where its all-reduce goes through torch's symmetric memory (its choice at x's
+    size is `symm_mem`, or SYMM_MEM_ENV forces it); else None (FlashInfer or NCCL)."""
+    env = os.environ.get(SYMM_MEM_ENV, "")
+    if env not in ("", "0", "1"):
+        raise ValueError(f"irfuse: {SYMM_MEM_ENV} must be 0 or 1, got {env!r}")
+    if env == "1" or k.choose(dispatch.platform_of(x.device), dispatch.rows(x)).impl \
+            == "symm_mem":
+        return k.name
+    return None
+
+
+SM90_FUSED = Choice("triton", "FlashInfer where it can run the call, else NCCL + Triton "
+                    "(vLLM's rule); symm_mem not measured yet")
+SM90_UNFUSED = Choice("triton", "NCCL + Triton (FlashInfer's fused kernel lacks this quant); "
+                      "symm_mem not measured yet")
+
+
 def _fake_common(x, residual, weight):
     ref.check_args(x, residual, weight)
 
@@ -71,11 +99,13 @@ def _plain_ref(x, residual, weight, group, eps, weight_offset, round_sum=False,
 def _plain_cuda(x, residual, weight, group, eps, weight_offset, round_sum=False,
                 weight_f32=False):
     ar = kernels("allreduce_rms")
-    if _flashinfer_can(PLAIN, x, residual, weight, group, weight_offset, weight_f32):
+    symm = _symm(PLAIN, x)
+    if symm is None and _flashinfer_can(PLAIN, x, residual, weight, group, weight_offset,
+                                        weight_f32):
         return ar.flashinfer_fused(x, residual, weight, group, eps, weight_offset,
                                    "kARResidualRMSNorm")
     return ar.nccl_norm(x, residual, weight, group, eps, weight_offset, round_sum, weight_f32,
-                        dispatch.use_triton(PLAIN, x))
+                        dispatch.use_triton(PLAIN, x), symm)
 
 
 def _plain_fake(x, residual, weight, group, eps, weight_offset, round_sum=False,
@@ -88,7 +118,8 @@ PLAIN = Kernel(
     "all_reduce_rms_norm",
     "(Tensor x, Tensor? residual, Tensor weight, str group, float eps, float weight_offset, "
     "bool round_sum=False, bool weight_f32=False) -> (Tensor, Tensor)",
-    _plain_ref, _plain_cuda, _plain_fake, flashinfer=True)
+    _plain_ref, _plain_cuda, _plain_fake, choices={"cuda:sm90": ((1, SM90_FUSED),)},
+    flashinfer=True)
 
 
 # --- + static FP8 -------------------------------------------------------------------------------
@@ -105,7 +136,8 @@ def _static_ref(x, residual, weight, scale, group, eps, weight_offset, out_dtype
 def _static_cuda(x, residual, weight, scale, group, eps, weight_offset, out_dtype, divide=False,
                  round_sum=False, weight_f32=False):
     ar = kernels("allreduce_rms")
-    if out_dtype == torch.float8_e4m3fn and _flashinfer_can(
+    symm = _symm(STATIC, x)
+    if symm is None and out_dtype == torch.float8_e4m3fn and _flashinfer_can(
             STATIC, x, residual, weight, group, weight_offset, weight_f32, "fp8", divide):
         q = torch.empty(x.shape, dtype=out_dtype, device=x.device)
         _, r = ar.flashinfer_fused(x, residual, weight, group, eps, weight_offset,
@@ -113,7 +145,8 @@ def _static_cuda(x, residual, weight, scale, group, eps, weight_offset, out_dtyp
                                    scale_factor=scale.reshape(()).float())
         return q, r
     return ar.nccl_static(x, residual, weight, scale, group, eps, weight_offset, out_dtype,
-                          divide, round_sum, weight_f32, dispatch.use_triton(STATIC, x, out_dtype))
+                          divide, round_sum, weight_f32, dispatch.use_triton(STATIC, x, out_dtype),
+                          symm)
 
 
 def _static_fake(x, residual, weight, scale, group, eps, weight_offset, out_dtype, divide=False,
@@ -128,7 +161,8 @@ STATIC = Kernel(
     "(Tensor x, Tensor? residual, Tensor weight, Tensor scale, str group, float eps, "
     "float weight_offset, ScalarType out_dtype, bool divide=False, bool round_sum=False, "
     "bool weight_f32=False) -> (Tensor, Tensor)",
-    _static_ref, _static_cuda, _static_fake, flashinfer=True)
+    _static_ref, _static_cuda, _static_fake, choices={"cuda:sm90": ((1, SM90_FUSED),)},
+    flashinfer=True)
 
 
 # --- + per-token FP8 ----------------------------------------------------------------------------
@@ -146,7 +180,7 @@ def _token_cuda(x, residual, weight, scale_ub, group, eps, weight_offset, out_dt
                 round_sum=False, weight_f32=False):
     return kernels("allreduce_rms").nccl_per_token(
         x, residual, weight, scale_ub, group, eps, weight_offset, out_dtype, round_sum,
-        weight_f32, dispatch.use_triton(PER_TOKEN, x, out_dtype))
+        weight_f32, dispatch.use_triton(PER_TOKEN, x, out_dtype), _symm(PER_TOKEN, x))
 
 
 def _token_fake(x, residual, weight, scale_ub, group, eps, weight_offset, out_dtype,
@@ -162,7 +196,7 @@ PER_TOKEN = Kernel(
     "(Tensor x, Tensor? residual, Tensor weight, Tensor? scale_ub, str group, float eps, "
     "float weight_offset, ScalarType out_dtype, bool round_sum=False, bool weight_f32=False) "
     "-> (Tensor, Tensor, Tensor)",
-    _token_ref, _token_cuda, _token_fake)
+    _token_ref, _token_cuda, _token_fake, choices={"cuda:sm90": ((1, SM90_UNFUSED),)})
 
 
 # --- + per-group FP8 ----------------------------------------------------------------------------
@@ -180,7 +214,7 @@ def _group_cuda(x, residual, weight, group, eps, weight_offset, group_size, col_
                 out_dtype, round_sum=False, weight_f32=False):
     return kernels("allreduce_rms").nccl_group(
         x, residual, weight, group, eps, weight_offset, group_size, col_major, ue8m0, out_dtype,
-        round_sum, weight_f32, dispatch.use_triton(GROUP, x, out_dtype))
+        round_sum, weight_f32, dispatch.use_triton(GROUP, x, out_dtype), _symm(GROUP, x))
 
 
 def _group_fake(x, residual, weight, group, eps, weight_offset, group_size, col_major, ue8m0,
@@ -197,7 +231,7 @@ GROUP = Kernel(
     "(Tensor x, Tensor? residual, Tensor weight, str group, float eps, float weight_offset, "
     "int group_size, bool col_major, bool ue8m0, ScalarType out_dtype, bool round_sum=False, "
     "bool weight_f32=False) -> (Tensor, Tensor, Tensor)",
-    _group_ref, _group_cuda, _group_fake)
+    _group_ref, _group_cuda, _group_fake, choices={"cuda:sm90": ((1, SM90_UNFUSED),)})
 
 
 # --- + NVFP4 ------------------------------------------------------------------------------------
@@ -213,7 +247,8 @@ def _nvfp4_ref(x, residual, weight, global_scale, group, eps, weight_offset, rou
 def _nvfp4_cuda(x, residual, weight, global_scale, group, eps, weight_offset, round_sum=False,
                 weight_f32=False):
     ar = kernels("allreduce_rms")
-    if x.dim() == 2 and _flashinfer_can(NVFP4, x, residual, weight, group, weight_offset,
+    symm = _symm(NVFP4, x)
+    if symm is None and x.dim() == 2 and _flashinfer_can(NVFP4, x, residual, weight, group, weight_offset,
                                         weight_f32, "nvfp4"):
         q, s = fake_nvfp4(x, x.shape[-1])
         _, r = ar.flashinfer_fused(x, residual, weight, group, eps, weight_offset,
@@ -221,7 +256,7 @@ def _nvfp4_cuda(x, residual, weight, global_scale, group, eps, weight_offset, ro
                                    scale_factor=global_scale.reshape(()).float())
         return q, s, r
     return ar.nccl_nvfp4(x, residual, weight, global_scale, group, eps, weight_offset,
-                         round_sum, weight_f32, dispatch.use_triton(NVFP4, x))
+                         round_sum, weight_f32, dispatch.use_triton(NVFP4, x), symm)
 
 
 def _nvfp4_fake(x, residual, weight, global_scale, group, eps, weight_offset, round_sum=False,

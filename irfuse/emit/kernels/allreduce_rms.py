@@ -19,7 +19,9 @@ Two paths, chosen per call:
   residual the residual input is zeros and the residual output is the all-reduced value (vLLM's
   spelling). FlashInfer normalizes in float32 and rounds once: within the fused-kernel tolerance
   of the reference, not bit for bit.
-- Otherwise: the all-reduce through torch's functional collective (NCCL) on the op's group, then
+- Otherwise: the all-reduce through torch's functional collective (NCCL) on the op's group, or,
+  where the kernel's choice is `symm_mem` (the `nccl_*` functions' `symm`), through torch's
+  symmetric memory (`allreduce_symm_mem`; NCCL with a warned reason where it cannot run), then
   irfuse's fused (add +) RMSNorm (+ quant) Triton kernel, or its reference where the caller
   says Triton does not run.
 
@@ -201,7 +203,22 @@ def flashinfer_fused(x: torch.Tensor, residual: torch.Tensor | None, weight: tor
     return (None if norm_out is None else norm_out.reshape(shape)), res_out.reshape(shape)
 
 
-# --- the NCCL + Triton path ---------------------------------------------------------------------
+# --- the NCCL (or symmetric-memory) + Triton path -----------------------------------------------
+
+
+def reduce(x: torch.Tensor, group: str, symm: str | None = None) -> torch.Tensor:
+    """The all-reduce of x over `group`: torch's symmetric memory where `symm` (the kernel's
+    name) asks for it and it can run, else NCCL (the reason warned once per reason)."""
+    if symm is not None:
+        sm = _kernels("allreduce_symm_mem")
+        why = sm.reason(x, group)
+        if why is None:
+            out = sm.all_reduce(x, group)
+            if out is not None:
+                return out
+            why = sm.reason(x, group)
+        sm.note_fallback(symm, group, why)
+    return ref.all_reduce(x, group)
 
 
 def _kernels(name: str) -> ModuleType:
@@ -228,14 +245,15 @@ def norm(reduced: torch.Tensor, residual: torch.Tensor | None, weight: torch.Ten
     return y, reduced if r is None else r
 
 
-def nccl_norm(x, residual, weight, group, eps, weight_offset, round_sum, weight_f32, triton):
-    return norm(ref.all_reduce(x, group), residual, weight, eps, weight_offset, round_sum,
+def nccl_norm(x, residual, weight, group, eps, weight_offset, round_sum, weight_f32, triton,
+              symm=None):
+    return norm(reduce(x, group, symm), residual, weight, eps, weight_offset, round_sum,
                 weight_f32, triton)
 
 
 def nccl_static(x, residual, weight, scale, group, eps, weight_offset, out_dtype, divide,
-                round_sum, weight_f32, triton):
-    reduced = ref.all_reduce(x, group)
+                round_sum, weight_f32, triton, symm=None):
+    reduced = reduce(x, group, symm)
     if triton and not weight_f32:
         qs, r = _kernels("norm_quant").rms_norm_quant_fp8_static(
             reduced, weight, [scale], eps, weight_offset, out_dtype, residual, divide=divide,
@@ -246,8 +264,8 @@ def nccl_static(x, residual, weight, scale, group, eps, weight_offset, out_dtype
 
 
 def nccl_per_token(x, residual, weight, scale_ub, group, eps, weight_offset, out_dtype,
-                   round_sum, weight_f32, triton):
-    reduced = ref.all_reduce(x, group)
+                   round_sum, weight_f32, triton, symm=None):
+    reduced = reduce(x, group, symm)
     if triton and not weight_f32:
         q, s, r = _kernels("norm_quant").rms_norm_quant_fp8_per_token(
             reduced, weight, scale_ub, eps, weight_offset, out_dtype, residual,
@@ -259,8 +277,8 @@ def nccl_per_token(x, residual, weight, scale_ub, group, eps, weight_offset, out
 
 
 def nccl_group(x, residual, weight, group, eps, weight_offset, group_size, col_major, ue8m0,
-               out_dtype, round_sum, weight_f32, triton):
-    reduced = ref.all_reduce(x, group)
+               out_dtype, round_sum, weight_f32, triton, symm=None):
+    reduced = reduce(x, group, symm)
     if triton and not weight_f32 and group_size & (group_size - 1) == 0:
         q, s, r = _kernels("norm_quant").rms_norm_quant_fp8_group(
             reduced, weight, eps, weight_offset, group_size, col_major, ue8m0, out_dtype,
@@ -272,9 +290,9 @@ def nccl_group(x, residual, weight, group, eps, weight_offset, group_size, col_m
 
 
 def nccl_nvfp4(x, residual, weight, global_scale, group, eps, weight_offset, round_sum,
-               weight_f32, triton):
+               weight_f32, triton, symm=None):
     y, r = nccl_norm(x, residual, weight, group, eps, weight_offset, round_sum, weight_f32,
-                     triton)
+                     triton, symm)
     if triton and y.shape[-1] % quant_ref.NVFP4_BLOCK == 0:
         q, s = _kernels("nvfp4").quant_nvfp4(y, global_scale)
     else:
