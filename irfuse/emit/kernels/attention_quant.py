@@ -361,6 +361,15 @@ def _attn_fwd_kernel(
             tl.store(o_ptrs, (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=omask)
 
 
+def nvfp4_outputs(rows: int, width: int, device: torch.device
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The NVFP4 epilogue's outputs for `[rows, width]` values: packed codes, and the swizzled
+    block scales zeroed (the layout's padding rows and columns, which no program writes)."""
+    mp, kp = quant_ref.nvfp4_scale_shape(rows, width)
+    return (torch.empty((rows, width // 2), dtype=torch.uint8, device=device),
+            torch.zeros((mp, kp), dtype=quant_ref.NVFP4_SCALE_DTYPE, device=device))
+
+
 def _last_contiguous(t: torch.Tensor) -> torch.Tensor:
     return t if t.stride(-1) == 1 else t.contiguous()
 
@@ -466,10 +475,7 @@ def attention_nvfp4(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                          f"16, got {q.shape[-1]}")
     q, k, v = _check_prefill(q, k, v, global_scale, mask)
     b, hq, tq, d = q.shape
-    mp, kp = quant_ref.nvfp4_scale_shape(b * tq, hq * d)
-    out = torch.empty((b * tq, hq * d // 2), dtype=torch.uint8, device=q.device)
-    # Zeros: the swizzled layout's padding rows and columns, which no program writes.
-    sf = torch.zeros((mp, kp), dtype=quant_ref.NVFP4_SCALE_DTYPE, device=q.device)
+    out, sf = nvfp4_outputs(b * tq, hq * d, q.device)
     if out.numel() == 0:
         return out, sf
     _launch_prefill(q, k, v, out, global_scale, sf, softmax_scale, causal, config, False, True,
@@ -614,10 +620,7 @@ def _paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     q, k_cache, v_cache = _last_contiguous(q), _last_contiguous(k_cache), _last_contiguous(v_cache)
     block_table = _last_contiguous(block_table)
     if nvfp4:
-        mp, kp = quant_ref.nvfp4_scale_shape(b, hq * d)
-        out = torch.empty((b, hq * d // 2), dtype=torch.uint8, device=q.device)
-        # Zeros: the swizzled layout's padding rows and columns, which no program writes.
-        sf = torch.zeros((mp, kp), dtype=quant_ref.NVFP4_SCALE_DTYPE, device=q.device)
+        out, sf = nvfp4_outputs(b, hq * d, q.device)
     else:
         out_dtype = attention_quant_ref.OUT_DTYPE if scale_out is not None else q.dtype
         out = sf = torch.empty((b, hq, d), dtype=out_dtype, device=q.device)

@@ -41,6 +41,7 @@ from irfuse.emit.kernels.attention_quant import (
     _nvfp4_out,
     _softmax_step,
     mask_operand,
+    nvfp4_outputs,
 )
 from irfuse.emit.kernels.triton_support import check_device, interpreting, next_pow2
 
@@ -199,10 +200,7 @@ def mla_attention_nvfp4(q: torch.Tensor, kv_c: torch.Tensor, k_pe: torch.Tensor,
     qb, kvb, pe = _prepare(q, kv_c, k_pe, kv_b_weight, global_scale, num_heads, nope, v_dim,
                            batch_major, mask)
     b, _, tq, _ = qb.shape
-    mp, kp = quant_ref.nvfp4_scale_shape(b * tq, num_heads * v_dim)
-    out = torch.empty((b * tq, num_heads * v_dim // 2), dtype=torch.uint8, device=q.device)
-    # Zeros: the swizzled layout's padding rows and columns, which no program writes.
-    sf = torch.zeros((mp, kp), dtype=quant_ref.NVFP4_SCALE_DTYPE, device=q.device)
+    out, sf = nvfp4_outputs(b * tq, num_heads * v_dim, q.device)
     if out.numel() == 0:
         return out, sf
     _launch(qb, kvb, pe, out, global_scale, sf, num_heads, nope, v_dim, softmax_scale, causal,
