@@ -97,18 +97,19 @@ def token_ids(batch: int, seq: int, replica: int = 0) -> torch.Tensor:
 
 
 # (name, collective spelling, pass_config, TP groups, batch, compile size in token rows (B * S),
-# the calls' S).
+# the calls' S, S marked dynamic).
 # TP groups: "world", or "dp2": ranks {0, 1} and {2, 3} are two TP groups of 2 (two
 # data-parallel replicas, each given its own tokens).
-Case = tuple[str, str, dict, str, int, int | None, tuple[int, ...]]
+Case = tuple[str, str, dict, str, int, int | None, tuple[int, ...], bool]
 CASES: dict[int, list[Case]] = {
     2: [
-        ("sp-gemm-funcol", "all_reduce", SP_GEMM, "world", 1, 8, (8,)),
-        ("all-batch-inplace", "inplace", ALL, "world", 2, 12, (6, 5)),
+        ("sp-gemm-funcol", "all_reduce", SP_GEMM, "world", 1, 8, (8,), True),
+        ("static-sp", "all_reduce", SP, "world", 1, None, (8,), False),
+        ("all-batch-inplace", "inplace", ALL, "world", 2, 12, (6, 5), True),
     ],
     4: [
-        ("all-funcol", "all_reduce", ALL, "world", 1, 8, (8,)),
-        ("dp2-all-inplace", "inplace", ALL, "dp2", 1, 8, (8, 6)),
+        ("all-funcol", "all_reduce", ALL, "world", 1, 8, (8,), True),
+        ("dp2-all-inplace", "inplace", ALL, "dp2", 1, 8, (8, 6), True),
     ],
 }
 
@@ -140,7 +141,7 @@ def _worker(rank: int, world: int, out_dir: str) -> None:
     results: dict[str, Any] = {}
     # Every rank creates every group, in the same order (torch.distributed's rule).
     pairs = [dist.new_group([0, 1]), dist.new_group([2, 3])] if world == 4 else []
-    for name, style, config, groups, batch, size, seqs in CASES[world]:
+    for name, style, config, groups, batch, size, seqs, dynamic in CASES[world]:
         torch._dynamo.reset()
         backend.clear_reports()
         group = pairs[rank // 2] if groups == "dp2" else dist.group.WORLD
@@ -158,7 +159,8 @@ def _worker(rank: int, world: int, out_dir: str) -> None:
         outs = []
         for seq in seqs:
             ids = token_ids(batch, seq, _replica(rank, groups))
-            torch._dynamo.mark_dynamic(ids, 1)
+            if dynamic:
+                torch._dynamo.mark_dynamic(ids, 1)
             with torch.no_grad():
                 outs.append(compiled(ids))
         reports = backend.reports()
@@ -182,7 +184,7 @@ def _run(tmp_path: Path, world: int) -> list[dict[str, Any]]:
     spawn_ranks(world, _worker, str(tmp_path), init_file=str(tmp_path / "init"))
     got = [torch.load(tmp_path / f"rank{r}.pt") for r in range(world)]
     reference = build_llama()
-    for name, _, _, groups, batch, _, seqs in CASES[world]:
+    for name, _, _, groups, batch, _, seqs, _ in CASES[world]:
         for i, seq in enumerate(seqs):
             for rank in range(world):
                 with torch.no_grad():
@@ -208,6 +210,12 @@ def test_two_gloo_ranks_match_the_unsharded_model(tmp_path):
         sp, mixed = got[rank]["sp-gemm-funcol"], got[rank]["all-batch-inplace"]
         _assert_raised(sp)
         _assert_raised(mixed)
+        # A static graph of [1, 8] token ids counts 8 tokens (not the batch of 1), so
+        # sp_min_token_num 4 lets enable-sp take every all-reduce.
+        static = got[rank]["static-sp"]
+        _assert_raised(static)
+        assert static["ranges"] == [[8, 8]]
+        assert static["fused"][0]["enable-sp"] == N_AR
         # enable-sp on [1, S, H] at S = 8: every all-reduce is a reduce-scatter + all-gather;
         # fuse-gemm-comms fuses o and down into their reduce-scatters and lm_head with the last
         # gather. The gathers into q/k/v and gate/up feed 3 and 2 GEMMs (HF keeps them apart).
