@@ -63,6 +63,11 @@ _REPORTS: list[Report] = []
 BoxedFn = Callable[[list[Any]], Any]
 
 
+def add_report(report: Report) -> None:
+    """Keep a report for `reports()` (the backend's, and the vLLM pass's)."""
+    _REPORTS.append(report)
+
+
 def reports() -> list[Report]:
     """The reports of every graph (and range) compiled in this process, oldest first."""
     return list(_REPORTS)
@@ -307,7 +312,7 @@ class _GraphCompiler:
                 self.config, platform=self.platform, **facts
             )
             for warning in resolution.warnings:
-                _warn_once(f"irfuse: {warning}")
+                warn_once(f"irfuse: {warning}")
             self.resolved = resolution.config
             self.facts = facts
             # Implemented passes the resolved config leaves off, with why: the report says so.
@@ -405,7 +410,7 @@ class _GraphCompiler:
             fn = self._backend_compile(self.gm, lazy)
         else:
             fn = self._checked(self._backend_compile(emitted, lazy))
-        _REPORTS.append(report)
+        add_report(report)
         if dump is not None:
             dump.text("report.json", report.to_json())
         self._compiled_groups[index] = fn
@@ -456,7 +461,7 @@ class _GraphCompiler:
         if self._unrewritten is None:
             with self._lock:
                 if self._unrewritten is None:
-                    _warn_once(
+                    warn_once(
                         f"irfuse: {self.graph_name}: the scalar input {index} is "
                         f"{args[index].item()!r}, traced as {traced!r}; running the graph "
                         "without irfuse's rewrites while it differs"
@@ -496,14 +501,14 @@ class _GraphCompiler:
         )
         report.error = reason
         if span is None:
-            _REPORTS.append(report)
+            add_report(report)
         return report
 
 
 _WARNED: set[str] = set()
 
 
-def _warn_once(message: str) -> None:
+def warn_once(message: str) -> None:
     """A config warning once per process, not once per graph and range."""
     if message not in _WARNED:
         _WARNED.add(message)

@@ -274,8 +274,7 @@ def plan_graph(
     groups: dict[tuple[str, ...], Group] = {}
     for rng in all_ranges:
         steps = plan(config, rng, hidden, tp, itemsize)
-        max_tokens = size_class(min(rng.hi, 1 << 31)) if kernel_splits else None
-        specs = [_pass_spec(s["name"], max_tokens) for s in steps if s["runs"]]
+        specs = pass_specs(steps, rng, kernel_splits, size_class)
         key = tuple(specs)
         if rng.is_single_size() and len(all_ranges) > 1:
             key += (f"size {rng.lo}",)  # a compile size is its own compile, as in vLLM
@@ -283,6 +282,14 @@ def plan_graph(
             (s["name"], s["reason"]) for s in steps if not s["runs"]]))
         group.ranges.append(rng)
     return list(groups.values())
+
+
+def pass_specs(steps: Sequence[dict], rng: Range, kernel_splits: Sequence[int],
+               size_class: Callable[[int], int]) -> list[str]:
+    """The pass specs `plan`'s running steps give for `rng`: a size-aware pass carries the first
+    token count of its kernel-choice step (`max_tokens`) where the platform's choices split."""
+    max_tokens = size_class(min(rng.hi, 1 << 31)) if kernel_splits else None
+    return [_pass_spec(s["name"], max_tokens) for s in steps if s["runs"]]
 
 
 def _pass_spec(name: str, max_tokens: int | None) -> str:

@@ -47,12 +47,13 @@ import torch.fx
 from torch._guards import detect_fake_mode
 from vllm.compilation.passes.inductor_pass import InductorPass, get_pass_context
 
+from irfuse import backend, pipeline, ranges
 from irfuse import config as config_mod
-from irfuse import pipeline, ranges
 from irfuse.config import CompilationConfig
 from irfuse.dump import DumpWriter
 from irfuse.emit import kernel_choice
 from irfuse.platform import Platform, detect
+from irfuse.report import Report
 
 OPTIONS_ENV = "IRFUSE_VLLM_OPTIONS"
 SHARED_FLAGS = tuple(f for f in config_mod.PassConfig.__dataclass_fields__)
@@ -249,8 +250,6 @@ def _rewrite(
 ) -> None:
     """Run irfuse's pipeline on `gm` for the compile range `rng` and put the result in
     `gm.graph`. A pipeline failure warns (raises when strict) and leaves the graph alone."""
-    from irfuse import backend
-
     if config.platform:
         platform = Platform.parse(config.platform)
     name = f"vllm_graph_{_GRAPH_COUNT[0]:03d}"
@@ -270,16 +269,13 @@ def _rewrite(
         facts = pipeline.graph_facts(prepared.imported.module)
         resolution = config_mod.resolve_explained(config, platform=platform, **facts)
         for warning in resolution.warnings:
-            backend._warn_once(f"irfuse: {warning}")
+            backend.warn_once(f"irfuse: {warning}")
         resolved = resolution.config
         steps = ranges.plan(resolved, rng, facts["hidden_size"], facts["tp_size"],
                             facts["itemsize"])
-        splits = kernel_choice.split_points(str(platform))
-        max_tokens = kernel_choice.size_class(str(platform), min(rng.hi, 1 << 31))
-        options.fusion_passes = [
-            ranges._pass_spec(s["name"], max_tokens if splits else None)
-            for s in steps if s["runs"]
-        ]
+        options.fusion_passes = ranges.pass_specs(
+            steps, rng, kernel_choice.split_points(str(platform)),
+            lambda n: kernel_choice.size_class(str(platform), n))
         options.config = resolved.pass_config.to_dict()
         emitted, report = pipeline.finish(prepared, options)
         report.host = _host(rng)
@@ -290,12 +286,10 @@ def _rewrite(
         warnings.warn(f"irfuse: {name} inside vLLM: {err}; the graph is left as it is",
                       stacklevel=2)
         if report is None:
-            from irfuse.report import Report
-
             report = Report(name, rng.as_list(), str(platform), config.pass_config.to_dict())
         report.error = str(err)
         report.host = _host(rng)
-    backend._REPORTS.append(report)
+    backend.add_report(report)
     if dump is not None:
         dump.text("report.json", report.to_json())
 
