@@ -7,9 +7,10 @@ One symmetric buffer per (process group, dtype, hidden), allocated with
 together), sized for SYMM_MEM_MAX_BYTES and reused by every later call: the input is copied into
 its first rows, then `torch.ops.symm_mem.one_shot_all_reduce` (up to ONE_SHOT_MAX_BYTES) or
 `two_shot_all_reduce_` (`two_shot_all_reduce_out` where torch has it) sums it over the group.
-These two ops have had the same schemas from torch 2.6 to 2.13; the multimem (NVLink multicast)
-ops are never used. The result is a tensor of its own (never a view of the buffer, which the
-next call overwrites); irfuse's Triton norm (+ quant) kernels then run on it
+Their schemas are checked against this torch at test time (torch 2.13; the GPU image's 2.11 is
+unchecked); the multimem (NVLink multicast) ops are never used. The result is a tensor of its
+own (never a view of the buffer, which the next call overwrites); irfuse's Triton norm (+ quant)
+kernels then run on it
 (`allreduce_rms.norm` and the `nccl_*` paths with `symm=True`).
 
 `reason(x, group)` says why a call cannot take this path (not CUDA, no symmetric-memory ops in
@@ -21,6 +22,7 @@ a rendezvous failure is recorded per group so no rank retries it.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import warnings
 from dataclasses import dataclass
@@ -38,8 +40,8 @@ all-gathers, moving 2 (n - 1) / n of the input per rank (bandwidth-bound, best w
 
 SYMM_MEM_MAX_BYTES = 64 * 1024 * 1024
 """The symmetric buffer's size per (group, dtype, hidden), hence the largest call that takes
-this path (64 MiB: vLLM's largest symmetric-memory all-reduce size on sm90); larger calls
-run NCCL."""
+this path (64 MiB, not measured: a bound of the order of vLLM's symmetric-memory sizes);
+larger calls run NCCL."""
 
 DTYPES = (torch.bfloat16, torch.float32)
 """torch's one-/two-shot kernels dispatch on float32 and bfloat16 only."""
@@ -65,6 +67,7 @@ class Buffer:
 BUFFERS: dict[tuple[str, torch.dtype, int], Buffer] = {}
 
 
+@functools.cache
 def symm_module() -> ModuleType | None:
     """`torch.distributed._symmetric_memory` when it imports with `empty` and `rendezvous`."""
     try:
@@ -74,6 +77,7 @@ def symm_module() -> ModuleType | None:
     return mod if hasattr(mod, "empty") and hasattr(mod, "rendezvous") else None
 
 
+@functools.cache
 def symm_ops() -> object | None:
     """`torch.ops.symm_mem` when it has both one_shot_all_reduce and two_shot_all_reduce_."""
     ns = torch.ops.symm_mem
