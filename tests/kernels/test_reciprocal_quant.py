@@ -150,13 +150,22 @@ def test_silu_mul_group_quant_by_reciprocal_fuses_bit_exact() -> None:
 @pytest.mark.parametrize("reciprocal", [True, False])
 def test_per_token_quantizer_on_cuda_is_the_reference(reciprocal: bool) -> None:
     """The Triton per-token quantizer (no norm: nothing reordered) on CUDA gives the reference's
-    codes and scales bit for bit in both readings, on inputs where the readings differ."""
+    codes and scales bit for bit in both readings, on inputs where the readings differ.
+
+    The reference is computed on the CPU, where `amax / 448` is the IEEE quotient that
+    NUMERICS.md defines: on CUDA torch computes `tensor / python_scalar` as a multiply by the
+    float32 reciprocal (`amax * fp32(1/448)`), one rounding away, so a reference written with a
+    Python divisor would not be the reference there. quant_ref divides by a device tensor for
+    that reason; the last check holds it to giving the CPU's bits on CUDA too."""
     from irfuse.emit.kernels import norm_quant
 
-    x = _inputs(seed=3, tokens=64, hidden=1024)[0].cuda()
-    q, s = norm_quant.quant_fp8_per_token(x, reciprocal=reciprocal)
-    want_q, want_s = quant_ref.quant_fp8_per_token(x, reciprocal=reciprocal)
-    assert torch.equal(s, want_s)
-    assert torch.equal(_codes(q), _codes(want_q))
-    other, _ = quant_ref.quant_fp8_per_token(x, reciprocal=not reciprocal)
+    x_cpu = _inputs(seed=3, tokens=64, hidden=1024)[0]
+    q, s = norm_quant.quant_fp8_per_token(x_cpu.cuda(), reciprocal=reciprocal)
+    want_q, want_s = quant_ref.quant_fp8_per_token(x_cpu, reciprocal=reciprocal)
+    assert torch.equal(s.cpu(), want_s)
+    assert torch.equal(_codes(q).cpu(), _codes(want_q))
+    other, _ = quant_ref.quant_fp8_per_token(x_cpu, reciprocal=not reciprocal)
     assert not torch.equal(_codes(other), _codes(want_q))
+    on_cuda_q, on_cuda_s = quant_ref.quant_fp8_per_token(x_cpu.cuda(), reciprocal=reciprocal)
+    assert torch.equal(on_cuda_s.cpu(), want_s)
+    assert torch.equal(_codes(on_cuda_q).cpu(), _codes(want_q))

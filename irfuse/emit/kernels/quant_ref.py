@@ -22,6 +22,14 @@ Schemes:
 
 `M` is the largest magnitude the scheme uses: 448 for float8_e4m3fn, 224 for ROCm's
 float8_e4m3fnuz (as vLLM does), and `MIN_SCALE = 1 / (M * 512)`.
+
+Every division by a constant (`amax / M`, `gs * amax / 6`) divides by a float32 tensor on the
+input's device (`_div_const`), never by a Python number: on CUDA, torch computes
+`tensor / python_scalar` as `tensor * (1 / scalar)` (ATen's true-division kernel turns a CPU
+scalar divisor into a multiply by its float32 reciprocal), which is one rounding away from the
+quotient and gives other scales than the CPU for some amax (e.g. `amax * fp32(1/448)`). Divided
+by a device tensor, both devices compute the IEEE quotient, so these functions give the same
+bits on CPU and CUDA, as the Triton kernels (`tl.math.div_rn`) do.
 """
 
 from __future__ import annotations
@@ -71,6 +79,13 @@ def check_group_size(hidden: int, group_size: int) -> None:
                          f"{hidden}")
 
 
+def _div_const(t: torch.Tensor, c: float) -> torch.Tensor:
+    """`t / c` rounded once (IEEE division) on every device: divides by a 0-dim float32 tensor
+    on t's device, since CUDA turns a division by a Python number (or by a CPU scalar tensor)
+    into a multiply by the rounded reciprocal (see the module docstring)."""
+    return t / t.new_full((), c, dtype=torch.float32)
+
+
 def _scalar_f32(t: torch.Tensor, what: str) -> torch.Tensor:
     if t.numel() != 1:
         raise ValueError(f"irfuse: {what} must have one element, got shape {tuple(t.shape)}")
@@ -104,7 +119,7 @@ def quant_fp8_per_token(x: torch.Tensor, scale_ub: torch.Tensor | None = None,
     amax = x32.abs().amax(dim=-1, keepdim=True)
     if scale_ub is not None:
         amax = torch.minimum(amax, _scalar_f32(scale_ub, "scale_ub"))
-    s = (amax / m).clamp(min=fp8_min_scale(out_dtype))
+    s = _div_const(amax, m).clamp(min=fp8_min_scale(out_dtype))
     return (_scaled(x32, s, reciprocal)).clamp(-m, m).to(out_dtype), s
 
 
@@ -118,7 +133,7 @@ def quant_fp8_per_tensor(x: torch.Tensor, out_dtype: torch.dtype = torch.float8_
     """Dynamic per-tensor FP8: returns (q like x, scale [1] float32)."""
     check_model_dtype(x)
     m = fp8_max(out_dtype)
-    s = (x.float().abs().amax() / m).clamp(min=fp8_min_scale(out_dtype)).reshape(1)
+    s = _div_const(x.float().abs().amax(), m).clamp(min=fp8_min_scale(out_dtype)).reshape(1)
     return quant_fp8_static(x, s, out_dtype), s
 
 
@@ -175,7 +190,7 @@ def quant_fp8_group(x: torch.Tensor, group_size: int, col_major: bool = False,
     check_group_size(hidden, group_size)
     m = fp8_max(out_dtype)
     xg = x.float().reshape(*x.shape[:-1], hidden // group_size, group_size)
-    s = xg.abs().amax(dim=-1).clamp(min=GROUP_AMAX_FLOOR) / m
+    s = _div_const(xg.abs().amax(dim=-1).clamp(min=GROUP_AMAX_FLOOR), m)
     if ue8m0:
         s = ue8m0_round_up(s)
     s = s.clamp(min=fp8_min_scale(out_dtype))
@@ -278,7 +293,7 @@ def quant_nvfp4(x: torch.Tensor, global_scale: torch.Tensor,
     gs = _scalar_f32(global_scale, "the NVFP4 global scale")
     x32 = x.float().reshape(-1, n // NVFP4_BLOCK, NVFP4_BLOCK)
     amax = x32.abs().amax(dim=-1, keepdim=True)
-    sb = (gs * amax / E2M1_MAX).clamp(-448.0, 448.0).to(NVFP4_SCALE_DTYPE)
+    sb = _div_const(gs * amax, E2M1_MAX).clamp(-448.0, 448.0).to(NVFP4_SCALE_DTYPE)
     sbf = sb.float()
     v = torch.where(sbf == 0, torch.zeros_like(x32), x32 * gs / sbf).clamp(-E2M1_MAX, E2M1_MAX)
     packed = pack_e2m1(e2m1_encode(v).reshape(-1, n)).reshape(*x.shape[:-1], n // 2)
