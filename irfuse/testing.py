@@ -96,3 +96,41 @@ def assert_bit_exact(actual: Any, expected: Any, path: str = "output") -> None:
         assert_bit_exact(actual.to_tuple(), expected.to_tuple(), path)
     else:
         assert actual == expected, f"{path}: {actual!r} != {expected!r}"
+
+
+# Bounds of `assert_fp8_model_close`, relative to the largest and the mean |want|.
+FP8_MODEL_MAX_REL = 2.0 ** -3
+FP8_MODEL_MEAN_REL = 2.0 ** -4
+
+
+def fp8_model_error(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float]:
+    """(max |got - want| / max |want|, mean |got - want| / mean |want|), in float32."""
+    got, want = got.float(), want.float()
+    diff = (got - want).abs()
+    return ((diff.max() / want.abs().max().clamp_min(1e-30)).item(),
+            (diff.mean() / want.abs().mean().clamp_min(1e-30)).item())
+
+
+def assert_fp8_model_close(got: torch.Tensor, want: torch.Tensor, what: str = "output") -> None:
+    """A model with FP8 GEMMs (or FP8 caches) compiled by irfuse against eager: the largest
+    error at most 2^-3 of the largest |want| (one e4m3 step at the bottom of the largest value's
+    binade: e4m3 has 3 mantissa bits), and the mean error at most 2^-4 of the mean |want|.
+
+    Why so loose: fused kernels round their float32 sums differently from torch by an ulp, which
+    moves a few FP8 codes by one step, and a moved code changes every output the following FP8
+    GEMMs and attention mix it into. Such a model is that sensitive by itself: on the CPU, eager
+    tiny 2-layer `llama-fp8`, `llama-fp8-per-token` and paged fp8 models, with 0.3% to 10% of
+    their RMSNorm weights moved by one bf16 ulp, moved their outputs by a largest error of
+    0.02-0.05 of the largest value (0.068 once in 72 draws) and a mean error of 0.01-0.048 of
+    the mean value (when any code moved at all). The first CUDA run measured largest errors of
+    0.033 and 0.025. A bug moves whole rows or heads instead: on the tiny `llama-fp8`, a zeroed
+    row, two heads swapped and a dropped causal mask give largest errors of 0.88, 0.34 and 0.70
+    of the largest value (means 0.07, 0.34 and 0.54); tests/backend/test_fp8_model_close.py
+    checks that this helper accepts the first kind and rejects the second.
+    """
+    assert got.shape == want.shape, f"{what}: shape {tuple(got.shape)} != {tuple(want.shape)}"
+    assert bool(torch.isfinite(got.float()).all()), f"{what}: non-finite values"
+    max_rel, mean_rel = fp8_model_error(got, want)
+    assert max_rel <= FP8_MODEL_MAX_REL and mean_rel <= FP8_MODEL_MEAN_REL, (
+        f"{what}: largest error {max_rel:.4f} of the largest value (bound {FP8_MODEL_MAX_REL}),"
+        f" mean error {mean_rel:.4f} of the mean value (bound {FP8_MODEL_MEAN_REL})")

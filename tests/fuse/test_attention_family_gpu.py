@@ -1,7 +1,9 @@
 """The attention-family fusions on CUDA (marked `gpu`; the GPU batch runs them): each fused call
 runs irfuse's Triton kernel where its declaration chooses it, every site fuses, and the outputs
-(and the caches the kernel writes) stay within bf16 rounding of eager: the largest error under 2%
-of the largest value (the kernels' norms differ from torch's by a few ulps, FP8 outputs by a step).
+(and the caches the kernel writes) stay close to eager. Without FP8 GEMMs: the largest error under
+2% of the largest value (the kernels' norms differ from torch's by a few ulps, an FP8 cache entry
+by a step). The FP8 Llamas: `irfuse.testing.assert_fp8_model_close` (one moved FP8 code moves
+every output the following FP8 GEMMs mix it into; its docstring gives the figures).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import torch
 
 import irfuse.models as M
 from irfuse.emit import dispatch, kernel_choice
-from irfuse.testing import compile_and_run
+from irfuse.testing import assert_fp8_model_close, compile_and_run
 
 pytestmark = pytest.mark.gpu
 
@@ -54,7 +56,7 @@ def test_norm_rope_and_cache_write_on_gpu(inductor):
 def test_attention_fp8_on_gpu():
     built, compiled = _run("llama-fp8", {"fuse_attn_quant": True}, False)
     assert compiled.fused("fuse-attn-quant") == 2
-    _close(compiled.outputs[0], compiled.eager[0])
+    assert_fp8_model_close(compiled.outputs[0], compiled.eager[0])
 
 
 @pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
@@ -81,7 +83,10 @@ def test_flash_layout_cache_write_on_gpu(fp8):
 
 def test_paged_decode_attention_fp8_runs_the_masked_kernel_on_gpu(monkeypatch):
     """The paged model's decode reaches the fused op masked (gathered pages, `[B, 1, 1, S]`
-    mask): on CUDA every call runs the Triton kernel with that mask, not the reference."""
+    mask): on CUDA every call runs the Triton kernel with that mask, not the reference. The mask
+    may arrive as bool or as an additive float mask: on CUDA torch's SDPA decomposition turns
+    the bool mask into `where(m, 0, large negative)` (bf16 -65536, not -inf), which
+    `_fold_bool_mask` leaves as it is; the kernel takes both."""
     from irfuse.emit.kernels import attention_quant
 
     masks = []
@@ -94,6 +99,9 @@ def test_paged_decode_attention_fp8_runs_the_masked_kernel_on_gpu(monkeypatch):
     monkeypatch.setattr(attention_quant, "attention_fp8", counted)
     built, compiled = _run("paged", {"fuse_attn_quant": True}, False, quant="fp8")
     assert compiled.fused("fuse-attn-quant") == 2
-    assert masks and all(m is not None and m.dtype == torch.bool for m in masks)
-    assert all(m.shape[1:3] == (1, 1) for m in masks)
-    _close(compiled.outputs[0], compiled.eager[0])
+    assert masks and all(m is not None for m in masks)
+    assert all(m.dtype == torch.bool or m.is_floating_point() for m in masks), [
+        m.dtype for m in masks]
+    assert all(m.dim() == 4 and m.shape[1:3] == (1, 1) for m in masks), [
+        tuple(m.shape) for m in masks]
+    assert_fp8_model_close(compiled.outputs[0], compiled.eager[0])

@@ -1,9 +1,10 @@
 """dynamic=True with irfuse's Triton kernels on CUDA (marked `gpu`; the GPU batch runs them):
 vLLM's fusion test model (custom ops and native spellings, static and per-token FP8) and the
 built-in FP8 Llama fuse the same sites in static, mark_dynamic and dynamic=True, the fused calls
-run the Triton kernels, and the outputs stay within the fused kernels' tolerance of eager (the
-largest error under 2% of the largest value: the kernels' sums of squares differ from torch's
-by a few ulps, an FP8 output by a step)."""
+run the Triton kernels, and the outputs stay within `irfuse.testing.assert_fp8_model_close` of
+eager (the kernels' sums of squares differ from torch's by a few ulps, which moves some FP8
+codes a step, and the FP8 GEMMs after them spread that; the helper's docstring gives the
+figures)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import vllm_ops as V
 import irfuse.models as M
 from irfuse import support_matrix
 from irfuse.emit import dispatch, kernel_choice
-from irfuse.testing import compile_and_run
+from irfuse.testing import assert_fp8_model_close, compile_and_run
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.filterwarnings("ignore:irfuse.*eliminate_noops off")]
@@ -24,11 +25,6 @@ OPTIONS = {"optimization_level": 2,
            "pass_config": {f: f == "fuse_norm_quant" for f in support_matrix.FLAGS}}
 MODES = {"static": {"dynamic": False}, "mark_dynamic": {"dynamic_dims": ((0, 0),)},
          "dynamic_true": {"dynamic": True}}
-
-
-def _close(got: torch.Tensor, want: torch.Tensor) -> None:
-    got, want = got.float(), want.float()
-    assert ((got - want).abs().max() / want.abs().max().clamp_min(1e-6)).item() < 2e-2
 
 
 @pytest.mark.parametrize("per_token", [False, True], ids=["static", "per_token"])
@@ -45,7 +41,7 @@ def test_fusion_model_on_cuda_in_every_shape_mode(custom_ops: bool, per_token: b
         assert report.error is None, mode
         assert report.fused("fuse-norm-quant") == LAYERS - 1, mode
         for got, want in zip(compiled.outputs[0], compiled.eager[0], strict=True):
-            _close(got, want)
+            assert_fp8_model_close(got, want, mode)
 
 
 @pytest.mark.parametrize("name", ["llama-fp8", "llama-fp8-per-token"])
@@ -58,4 +54,4 @@ def test_builtin_fp8_llama_dynamic_true_on_cuda(name: str) -> None:
     (m_report,), (d_report,) = marked.reports, dynamic.reports
     assert d_report.error is None
     assert d_report.fused("fuse-norm-quant") == m_report.fused("fuse-norm-quant") == 4
-    _close(dynamic.outputs[0], dynamic.eager[0])
+    assert_fp8_model_close(dynamic.outputs[0], dynamic.eager[0])
