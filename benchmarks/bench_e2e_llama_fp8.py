@@ -57,7 +57,12 @@ def _kernel_table(compiled, inputs, title: str, runs: int = 10) -> str:
 
 
 def _capture(fn) -> torch.cuda.CUDAGraph:
-    """`fn` captured as a CUDA graph (after warm-up launches on a side stream)."""
+    """`fn` captured as a CUDA graph (after warm-up launches on a side stream).
+
+    The graph keeps `fn` (and so the inputs its closure holds) and the captured output alive
+    (`graph.kept`): a replay reads and writes the addresses the capture saw, so inputs freed
+    after the capture would hand their memory to other tensors, and a replay would then read
+    garbage (block tables and slot mappings as indices: an illegal memory access)."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -66,8 +71,9 @@ def _capture(fn) -> torch.cuda.CUDAGraph:
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        fn()
+        out = fn()
     torch.cuda.synchronize()
+    graph.kept = (fn, out)
     return graph
 
 

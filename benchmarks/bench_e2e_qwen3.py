@@ -18,14 +18,26 @@ rounds won). `--profile` lists each variant's top kernels of one forward per ste
 profiler over plain launches). `--device cpu --tiny` runs the same code at a tiny size without
 CUDA graphs (plain calls timed by the wall clock; a smoke path, its figures mean nothing).
 
+The timing rows of each step are printed, and `--out` rewritten, as soon as the step ends (a
+crash in a later step keeps them); the kernel profiles come after the table in `--out`, and
+the table and notes are printed once more at the very end, after the profiles.
+
+`--isolate` runs no timing: for the decode step only, each variant (Inductor too) with
+IRFUSE_PDL unset and IRFUSE_PDL=0 is compiled, run, captured as a CUDA graph alone and
+replayed, in a child process of its own (an illegal memory access poisons the CUDA context),
+synchronizing after each replay; one line per (variant, pdl): ok with the replay's largest
+difference from a plain launch, or FAILED with the error's last line.
+
     python benchmarks/bench_e2e_qwen3.py [--layers 4] [--batch 16] [--context 2048]
         [--prefill 4096] [--variants irfuse irfuse-o2] [--profile] [--out FILE.md]
+        [--isolate]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import time
 
@@ -121,10 +133,8 @@ def run_step(step: str, built, num_tokens: int, variants: list[str], args
                 for r in backend.reports())
         with torch.no_grad():
             if args.profile:
-                table = (e2e._kernel_table if cuda else _kernel_table_cpu)(
-                    compiled, inputs, f"{name}, {step}")
-                print(table, flush=True)
-                tables.append(table)
+                tables.append((e2e._kernel_table if cuda else _kernel_table_cpu)(
+                    compiled, inputs, f"{name}, {step}"))
             if cuda:
                 runners[name] = e2e._capture(lambda c=compiled, i=inputs: c(*i))
             else:
@@ -156,6 +166,76 @@ def _rows(step: str, times, outputs, variants: list[str]) -> list[str]:
     return rows
 
 
+def _isolate_child(args) -> int:
+    """One (variant, IRFUSE_PDL) of `--isolate`: the decode step compiled, run, captured alone,
+    replayed `--rounds` times with a synchronize after each; prints one result line."""
+    name = args.isolate_one
+    ((step, (built, num_tokens)),) = build_steps(args).items()
+    kind = "inductor" if name == "inductor" else "irfuse"
+    compiled = e2e._compile(built.model, kind, VARIANTS.get(name))
+    inputs = built.make_inputs(num_tokens)
+    built.mark_dynamic(inputs)
+    stage = "plain launch"
+    try:
+        with torch.no_grad():
+            want = compiled(*inputs).float()
+            if args.device == "cuda":
+                torch.cuda.synchronize()
+                stage = "capture"
+                graph = e2e._capture(lambda: compiled(*inputs))
+                out = graph.kept[1]
+                for i in range(args.rounds):
+                    stage = f"replay {i}"
+                    graph.replay()
+                    torch.cuda.synchronize()
+            else:
+                out = compiled(*inputs)
+        diff = ((out.float() - want).abs().max() / want.abs().max().clamp_min(1e-30)).item()
+    except Exception as err:  # noqa: BLE001 (reported: the parent prints one line)
+        last = (str(err).strip().splitlines() or [""])[0][:160]
+        print(f"RESULT FAILED at {stage}: {type(err).__name__}: {last}", flush=True)
+        return 1
+    print(f"RESULT ok ({step}, {args.rounds} replays, max rel. diff to a plain launch "
+          f"{diff:.1e})", flush=True)
+    return 0
+
+
+def _isolate(args, variants: list[str], argv: list[str]) -> int:
+    """`--isolate`: each (variant, IRFUSE_PDL) in a child process; one line each."""
+    keep = [a for a in argv if a not in ("--isolate", "--profile")]
+    lines, failed = [], 0
+    for name in variants:
+        for pdl in (("",) if name == "inductor" else ("", "0")):
+            env = {**os.environ, "IRFUSE_PDL": pdl}
+            if not pdl:
+                env.pop("IRFUSE_PDL")
+            cmd = [sys.executable, os.path.abspath(__file__), *keep, "--prefill", "0",
+                   "--isolate-one", name]
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+            result = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+            if result:
+                text = result[-1][len("RESULT "):]
+            else:
+                tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1][:160]
+                text = f"FAILED (exit {proc.returncode}): {tail}"
+            failed += not text.startswith("ok")
+            label = "PDL=0" if pdl else "PDL default"
+            lines.append(f"isolate {name:10s} {label:11s} {text}")
+            print(lines[-1], flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(f"Command: `python {' '.join(sys.argv)}`\n\n" + "\n".join(lines) + "\n")
+    return 1 if failed else 0
+
+
+def _text(head: list[str], rows: list[str], notes: list[str], tables: list[str]) -> str:
+    text = "\n".join(head + rows + ["", *notes])
+    if tables:
+        text += "\n\nKernel profiles (one forward, plain launches):\n\n```\n" + \
+            "\n\n".join(tables) + "\n```"
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=4)
@@ -170,12 +250,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiny", action="store_true",
                         help="the tiny model size (CPU smoke runs)")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--isolate", action="store_true",
+                        help="decode only: capture and replay each variant alone, with and "
+                             "without PDL, each in a child process; ok/FAILED per line")
+    parser.add_argument("--isolate-one", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         print("bench_e2e_qwen3: no CUDA GPU (use --device cpu --tiny for a smoke run)",
               file=sys.stderr)
         return 1
     variants = ["inductor", *args.variants]
+    if args.isolate_one:
+        return _isolate_child(args)
+    if args.isolate:
+        return _isolate(args, variants, list(sys.argv[1:] if argv is None else argv))
     device = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
     replay = "CUDA-graph replay" if args.device == "cuda" else "plain calls (no CUDA graphs)"
     lines = [
@@ -191,26 +279,27 @@ def main(argv: list[str] | None = None) -> int:
         "median (min-max) | rounds irfuse faster | max rel. diff |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    notes, tables = [], []
+    notes, tables, rows = [], [], []
     for step, (built, num_tokens) in build_steps(args).items():
         times, outputs, fused, compile_s, step_tables = run_step(step, built, num_tokens,
                                                                  variants, args)
-        lines += _rows(step, times, outputs, variants)
+        step_rows = _rows(step, times, outputs, variants)
+        rows += step_rows
         tables += step_tables
         notes.append(f"- {step}: compile + first run " + ", ".join(
             f"{n} {s:.0f} s" for n, s in compile_s.items()) + "; fused: " + " | ".join(
             f"{n}: {f or '-'}" for n, f in fused.items()))
+        print("\n".join(step_rows), flush=True)
+        if args.out:  # after every step: a crash in a later step keeps this one's figures
+            with open(args.out, "w") as f:
+                f.write(f"Command: `python {' '.join(sys.argv)}`\n\n"
+                        f"{_text(lines, rows, notes, tables)}\n")
         del built, outputs
         if args.device == "cuda":
             torch.cuda.empty_cache()
-    text = "\n".join(lines + ["", *notes])
     if tables:
-        text += "\n\nKernel profiles (one forward, plain launches):\n\n```\n" + \
-            "\n\n".join(tables) + "\n```"
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(f"Command: `python {' '.join(sys.argv)}`\n\n{text}\n")
+        print("Kernel profiles (one forward, plain launches):\n\n" + "\n\n".join(tables))
+    print(_text(lines, rows, notes, []), flush=True)
     return 0
 
 

@@ -31,3 +31,16 @@ def test_the_cpu_smoke_path_writes_the_table(tmp_path):
         assert f"CPU ops of inductor, {step}" in text
     for row in rows:  # irfuse agrees with Inductor within FP8 rounding of one layer
         assert float(row.rstrip(" |").split(" | ")[-1]) < 0.1, row
+
+
+def test_the_isolate_mode_runs_each_variant_alone(tmp_path, capsys):
+    """`--isolate` on the CPU: one line per (variant, IRFUSE_PDL), each from its own child."""
+    out = tmp_path / "iso.md"
+    rc = bench_e2e_qwen3.main(["--device", "cpu", "--tiny", "--layers", "1", "--batch", "2",
+                               "--context", "20", "--rounds", "1", "--isolate",
+                               "--out", str(out)])
+    lines = [ln for ln in out.read_text().splitlines() if ln.startswith("isolate ")]
+    assert rc == 0, lines
+    assert [ln.split()[1:3] for ln in lines] == [["inductor", "PDL"], ["irfuse", "PDL"],
+                                                 ["irfuse", "PDL=0"]]
+    assert all(" ok (" in ln for ln in lines), lines
