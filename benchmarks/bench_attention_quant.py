@@ -17,9 +17,12 @@ op is reached masked over gathered keys. Every candidate includes the gather (In
 - `sdpa`: the gather and the masked SDPA (token-major), under `torch.compile`;
 - `unfused`: the same with the static FP8 quant, under `torch.compile` (Inductor);
 - `kernel+quant`: the gather, irfuse's masked kernel storing bf16, then Inductor's quant;
-- `fused`: the gather, then the fused op's CUDA entry (`fuse_attn_quant._cuda`, the masked
-  Triton kernel with the FP8 epilogue): exactly what the compiled model calls; with --sweep also
-  other launch shapes of that kernel.
+- `fused`: the fused op's CUDA entry (`fuse_attn_quant._paged_cuda`: fuse-attn-quant reads
+  this gather + length mask as `fused.paged_decode_quant`, whose paged decode kernel reads the
+  pages in place, with the FP8 epilogue): exactly what the compiled model calls; with --sweep
+  also other launch shapes of that kernel;
+- `gather+masked` (in the sweep column): the gather, then the masked prefill kernel with the
+  FP8 epilogue (`fuse_attn_quant._cuda`), what a decode over gathered pages ran before.
 
 The separate paged decode kernel (`decode (paged_decode kernel)` rows: every sequence at the
 full context; the compiled model does not call this kernel, it is kept for comparison):
@@ -93,11 +96,6 @@ DECODE_SWEEP = tuple(attention_quant.DecodeConfig(*c) for c in (
     (32, 4, 2), (64, 4, 2), (64, 4, 3), (128, 4, 2), (128, 8, 2), (64, 2, 2), (64, 4, 1),
     (64, 4, 2, 1), (64, 4, 2, 2), (64, 4, 2, 4), (64, 4, 2, 8), (64, 4, 2, 16),
     (128, 4, 2, 4), (128, 4, 2, 8)))
-
-
-# The masked kernel's launch shapes at one query token (the GQA group of 4 in 16 tile rows).
-DECODE_MODEL_SWEEP = tuple(attention_quant.PrefillConfig(*c) for c in (
-    (16, 32, 4, 2), (16, 128, 4, 2), (16, 64, 2, 3), (16, 128, 8, 3), (16, 64, 4, 4)))
 
 
 MLA_H, MLA_NOPE, MLA_ROPE, MLA_V, MLA_RANK = 16, 128, 64, 128, 512
@@ -354,12 +352,15 @@ def decode_model_row(b: int, ctx: int, compiled: dict, args, device: str = "cuda
     q4 = q[:, :, None, :]
 
     def fused(c=None):
-        keys, values, mask = compiled["gather"](kc, vc, table, lens)
         if c is None:  # the fused op's CUDA entry, as the compiled model calls it
-            return decl._cuda(q4, keys, values, mask, s, SM_SCALE, False, FP8, True)
-        out = attention_quant.attention_fp8(q4, keys, values, s, softmax_scale=SM_SCALE,
-                                            causal=False, config=c, mask=mask)
-        return attention_quant_ref.token_major(out)
+            return decl._paged_cuda(q4, kc, vc, table, lens, s, SM_SCALE, FP8, True)
+        out = attention_quant.paged_decode_fp8(q, kc, vc, table, lens, s,
+                                               softmax_scale=SM_SCALE, config=c)
+        return out.reshape(b, -1)
+
+    def masked_kernel():  # before fuse-attn-quant read the pages in place: gather, masked kernel
+        keys, values, mask = compiled["gather"](kc, vc, table, lens)
+        return decl._cuda(q4, keys, values, mask, s, SM_SCALE, False, FP8, True)
 
     def kernel_quant():
         keys, values, mask = compiled["gather"](kc, vc, table, lens)
@@ -367,18 +368,20 @@ def decode_model_row(b: int, ctx: int, compiled: dict, args, device: str = "cuda
                                       mask=mask)
         return compiled["token_major_quant"](o, s)
 
-    default = attention_quant.prefill_config(HQ // HK, ctx, D, False)
-    entry = "triton" if dispatch.use_triton(decl.ATTN_QUANT, q, FP8) else "reference"
+    default = attention_quant.decode_config(b, HK, blocks * PAGE, D,
+                                            attention_quant.device_sms(kc.device))
+    entry = "triton" if dispatch.use_triton(decl.PAGED_QUANT, q, FP8) else "reference"
     row: dict[str, Any] = {"case": "decode-model", "B": b, "ctx": ctx,
                            "default_cfg": f"{_cfg(default)}; entry {entry}",
                            "check": check(fused(), ref, s),
+                           "masked_check": check(masked_kernel(), ref, s),
                            "unfused_check": check(
                                compiled["decode_masked"](q, kc, vc, table, lens, s), ref, s),
                            "kernel_quant_check": check(kernel_quant(), ref, s)}
     timed = {"sdpa": lambda: compiled["decode_masked_bf16"](q, kc, vc, table, lens),
              "unfused": lambda: compiled["decode_masked"](q, kc, vc, table, lens, s),
-             "kernel_quant": kernel_quant, "fused": fused}
-    row["sweep"] = _sweep(timed, DECODE_MODEL_SWEEP if args.sweep else (), default, fused,
+             "kernel_quant": kernel_quant, "fused": fused, "gather+masked": masked_kernel}
+    row["sweep"] = _sweep(timed, DECODE_SWEEP if args.sweep else (), default, fused,
                           lambda out: check(out, ref, s))
     row["kv_bytes"] = 2 * b * HK * blocks * PAGE * D * kc.element_size()  # the gathered K, V
     return _finish(row, _time(timed, args), None)

@@ -45,6 +45,77 @@ func.func @decode(%q: !irfuse.tensor<[s0, 4, 1, 64], bf16>, %k: !irfuse.tensor<[
   func.return %f : !irfuse.tensor<[s0, 256], f8E4M3FN>
 }
 
+// Paged decode spelled in torch: each sequence's pages gathered through its block-table row
+// (index, view, transpose), the mask of its first seq_lens[b] positions (arange < seq_lens),
+// attention of its one query: one op that reads the pages in place; the gather and the mask go.
+// CHECK-LABEL: func.func @paged_decode
+// CHECK:       %[[O:.+]] = fused.paged_decode_quant %q, %kc, %vc, %bt, %sl, %s {scale = 1.250000e-01 : f64, scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 4, 1, 64], bf16>, !irfuse.tensor<[81, 16, 2, 64], bf16>, !irfuse.tensor<[81, 16, 2, 64], bf16>, !irfuse.tensor<[s0, 4], i32>, !irfuse.tensor<[s0], i32>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN>
+// CHECK-NOT:   aten::index.Tensor
+// CHECK-NOT:   aten::arange
+// CHECK-NOT:   aten::lt
+// CHECK:       func.return %[[O]]
+// KERNEL-LABEL: func.func @paged_decode
+// KERNEL:      kernel.call impl "reference" "irfuse::paged_decode_quant_fp8_static.default"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, 0.125, f8E4M3FN)
+func.func @paged_decode(%q: !irfuse.tensor<[s0, 4, 1, 64], bf16>, %kc: !irfuse.tensor<[81, 16, 2, 64], bf16>, %vc: !irfuse.tensor<[81, 16, 2, 64], bf16>, %bt: !irfuse.tensor<[s0, 4], i32>, %sl: !irfuse.tensor<[s0], i32>, %s: !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN> {
+  %ki = aten.call "aten::index.Tensor"(%kc, [%bt]) : (!irfuse.tensor<[81, 16, 2, 64], bf16>, !irfuse.tensor<[s0, 4], i32>) -> !irfuse.tensor<[s0, 4, 16, 2, 64], bf16>
+  %kv = aten.call "aten::view.default"(%ki, [-1, 64, 2, 64]) : (!irfuse.tensor<[s0, 4, 16, 2, 64], bf16>) -> !irfuse.tensor<[s0, 64, 2, 64], bf16>
+  %k = aten.call "aten::transpose.int"(%kv, 1, 2) : (!irfuse.tensor<[s0, 64, 2, 64], bf16>) -> !irfuse.tensor<[s0, 2, 64, 64], bf16>
+  %vi = aten.call "aten::index.Tensor"(%vc, [%bt]) : (!irfuse.tensor<[81, 16, 2, 64], bf16>, !irfuse.tensor<[s0, 4], i32>) -> !irfuse.tensor<[s0, 4, 16, 2, 64], bf16>
+  %vv = aten.call "aten::view.default"(%vi, [-1, 64, 2, 64]) : (!irfuse.tensor<[s0, 4, 16, 2, 64], bf16>) -> !irfuse.tensor<[s0, 64, 2, 64], bf16>
+  %v = aten.call "aten::transpose.int"(%vv, 1, 2) : (!irfuse.tensor<[s0, 64, 2, 64], bf16>) -> !irfuse.tensor<[s0, 2, 64, 64], bf16>
+  %ar = aten.call "aten::arange.default"(64, device = #aten.device<"cpu">, pin_memory = false) : () -> !irfuse.tensor<[64], i64>
+  %pos = aten.call "aten::unsqueeze.default"(%ar, 0) : (!irfuse.tensor<[64], i64>) -> !irfuse.tensor<[1, 64], i64>
+  %len = aten.call "aten::unsqueeze.default"(%sl, 1) : (!irfuse.tensor<[s0], i32>) -> !irfuse.tensor<[s0, 1], i32>
+  %lt = aten.call "aten::lt.Tensor"(%pos, %len) : (!irfuse.tensor<[1, 64], i64>, !irfuse.tensor<[s0, 1], i32>) -> !irfuse.tensor<[s0, 64], i1>
+  %m1 = aten.call "aten::unsqueeze.default"(%lt, 1) : (!irfuse.tensor<[s0, 64], i1>) -> !irfuse.tensor<[s0, 1, 64], i1>
+  %m = aten.call "aten::unsqueeze.default"(%m1, 2) : (!irfuse.tensor<[s0, 1, 64], i1>) -> !irfuse.tensor<[s0, 1, 1, 64], i1>
+  %o = attn.attention %q, %k, %v, mask %m {scale = 0.125 : f64} : (!irfuse.tensor<[s0, 4, 1, 64], bf16>, !irfuse.tensor<[s0, 2, 64, 64], bf16>, !irfuse.tensor<[s0, 2, 64, 64], bf16>, !irfuse.tensor<[s0, 1, 1, 64], i1>) -> !irfuse.tensor<[s0, 4, 1, 64], bf16>
+  %c = aten.call "aten::view.default"(%o, [-1, 256]) : (!irfuse.tensor<[s0, 4, 1, 64], bf16>) -> !irfuse.tensor<[s0, 256], bf16>
+  %f = quant.fp8 %c, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 256], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN>
+  func.return %f : !irfuse.tensor<[s0, 256], f8E4M3FN>
+}
+
+// The additive mask SDPA's CUDA path makes of the bool one (where(m, 0, -65504), rounded to
+// bf16), with the lengths compared the other way round (seq_lens > arange): the same op.
+// CHECK-LABEL: func.func @paged_decode_additive
+// CHECK:       fused.paged_decode_quant
+// CHECK-NOT:   aten::where
+// A mask that is not a length mask (positions compared with another tensor's values): the
+// attention over the gathered pages stays as it is, fused with its quant.
+// CHECK-LABEL: func.func @paged_decode_other_mask
+// CHECK:       aten::index.Tensor
+// CHECK:       fused.attention_quant %{{.*}}, %{{.*}}, %{{.*}}, mask
+func.func @paged_decode_additive(%q: !irfuse.tensor<[s0, 4, 1, 64], bf16>, %kc: !irfuse.tensor<[81, 16, 2, 64], bf16>, %bt: !irfuse.tensor<[s0, 4], i32>, %sl: !irfuse.tensor<[s0], i32>, %s: !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN> {
+  %ki = aten.call "aten::index.Tensor"(%kc, [%bt]) : (!irfuse.tensor<[81, 16, 2, 64], bf16>, !irfuse.tensor<[s0, 4], i32>) -> !irfuse.tensor<[s0, 4, 16, 2, 64], bf16>
+  %kv = aten.call "aten::view.default"(%ki, [-1, 64, 2, 64]) : (!irfuse.tensor<[s0, 4, 16, 2, 64], bf16>) -> !irfuse.tensor<[s0, 64, 2, 64], bf16>
+  %k = aten.call "aten::transpose.int"(%kv, 1, 2) : (!irfuse.tensor<[s0, 64, 2, 64], bf16>) -> !irfuse.tensor<[s0, 2, 64, 64], bf16>
+  %ar = aten.call "aten::arange.start"(0, 64, device = #aten.device<"cpu">, pin_memory = false) : () -> !irfuse.tensor<[64], i64>
+  %pos = aten.call "aten::unsqueeze.default"(%ar, 0) : (!irfuse.tensor<[64], i64>) -> !irfuse.tensor<[1, 64], i64>
+  %len = aten.call "aten::unsqueeze.default"(%sl, 1) : (!irfuse.tensor<[s0], i32>) -> !irfuse.tensor<[s0, 1], i32>
+  %gt = aten.call "aten::gt.Tensor"(%len, %pos) : (!irfuse.tensor<[s0, 1], i32>, !irfuse.tensor<[1, 64], i64>) -> !irfuse.tensor<[s0, 64], i1>
+  %m1 = aten.call "aten::view.default"(%gt, [-1, 1, 1, 64]) : (!irfuse.tensor<[s0, 64], i1>) -> !irfuse.tensor<[s0, 1, 1, 64], i1>
+  %zero = aten.call "aten::scalar_tensor.default"(0.0, dtype = bf16) : () -> !irfuse.tensor<[], bf16>
+  %fill = aten.call "aten::scalar_tensor.default"(-65536.0, dtype = bf16) : () -> !irfuse.tensor<[], bf16>
+  %m = aten.call "aten::where.self"(%m1, %zero, %fill) : (!irfuse.tensor<[s0, 1, 1, 64], i1>, !irfuse.tensor<[], bf16>, !irfuse.tensor<[], bf16>) -> !irfuse.tensor<[s0, 1, 1, 64], bf16>
+  %o = attn.attention %q, %k, %k, mask %m {scale = 0.125 : f64} : (!irfuse.tensor<[s0, 4, 1, 64], bf16>, !irfuse.tensor<[s0, 2, 64, 64], bf16>, !irfuse.tensor<[s0, 2, 64, 64], bf16>, !irfuse.tensor<[s0, 1, 1, 64], bf16>) -> !irfuse.tensor<[s0, 4, 1, 64], bf16>
+  %c = aten.call "aten::view.default"(%o, [-1, 256]) : (!irfuse.tensor<[s0, 4, 1, 64], bf16>) -> !irfuse.tensor<[s0, 256], bf16>
+  %f = quant.fp8 %c, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 256], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN>
+  func.return %f : !irfuse.tensor<[s0, 256], f8E4M3FN>
+}
+
+func.func @paged_decode_other_mask(%q: !irfuse.tensor<[s0, 4, 1, 64], bf16>, %kc: !irfuse.tensor<[81, 16, 2, 64], bf16>, %bt: !irfuse.tensor<[s0, 4], i32>, %other: !irfuse.tensor<[1, 64], i64>, %sl: !irfuse.tensor<[s0], i32>, %s: !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN> {
+  %ki = aten.call "aten::index.Tensor"(%kc, [%bt]) : (!irfuse.tensor<[81, 16, 2, 64], bf16>, !irfuse.tensor<[s0, 4], i32>) -> !irfuse.tensor<[s0, 4, 16, 2, 64], bf16>
+  %kv = aten.call "aten::view.default"(%ki, [-1, 64, 2, 64]) : (!irfuse.tensor<[s0, 4, 16, 2, 64], bf16>) -> !irfuse.tensor<[s0, 64, 2, 64], bf16>
+  %k = aten.call "aten::transpose.int"(%kv, 1, 2) : (!irfuse.tensor<[s0, 64, 2, 64], bf16>) -> !irfuse.tensor<[s0, 2, 64, 64], bf16>
+  %len = aten.call "aten::unsqueeze.default"(%sl, 1) : (!irfuse.tensor<[s0], i32>) -> !irfuse.tensor<[s0, 1], i32>
+  %lt = aten.call "aten::lt.Tensor"(%other, %len) : (!irfuse.tensor<[1, 64], i64>, !irfuse.tensor<[s0, 1], i32>) -> !irfuse.tensor<[s0, 64], i1>
+  %m = aten.call "aten::view.default"(%lt, [-1, 1, 1, 64]) : (!irfuse.tensor<[s0, 64], i1>) -> !irfuse.tensor<[s0, 1, 1, 64], i1>
+  %o = attn.attention %q, %k, %k, mask %m {scale = 0.125 : f64} : (!irfuse.tensor<[s0, 4, 1, 64], bf16>, !irfuse.tensor<[s0, 2, 64, 64], bf16>, !irfuse.tensor<[s0, 2, 64, 64], bf16>, !irfuse.tensor<[s0, 1, 1, 64], i1>) -> !irfuse.tensor<[s0, 4, 1, 64], bf16>
+  %c = aten.call "aten::view.default"(%o, [-1, 256]) : (!irfuse.tensor<[s0, 4, 1, 64], bf16>) -> !irfuse.tensor<[s0, 256], bf16>
+  %f = quant.fp8 %c, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 256], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 256], f8E4M3FN>
+  func.return %f : !irfuse.tensor<[s0, 256], f8E4M3FN>
+}
+
 // NVFP4 output quant of causal prefill (o_proj's input in NVFP4): one op yielding the packed
 // codes and the swizzled block scales, the global scale as its output scale.
 // CHECK-LABEL: func.func @prefill_nvfp4

@@ -18,6 +18,7 @@ it replaced (norm weights, quant scheme shapes, attention head counts, world siz
 | `fused.rope_kv_cache_write` | attn.rope (or fused.qk_norm_rope) -> attn.kv_cache_write | fuse-rope-kvcache |
 | `fused.attention_quant` | attn.attention -> quant | fuse-attn-quant |
 | `fused.mla_attention_quant` | attn.mla_attention -> quant | fuse-attn-quant |
+| `fused.paged_decode_quant` | pages gathered by block table -> attn.attention -> quant | fuse-attn-quant |
 | `fused.gemm_reduce_scatter` | gemm.(scaled_)matmul -> coll.reduce_scatter | fuse-gemm-comms |
 | `fused.all_gather_gemm` | coll.all_gather -> gemm.(scaled_)matmul | fuse-gemm-comms |
 | `fused.rms_norm_pad` | (add_)rms_norm -> act.pad | fuse-act-padding |
@@ -90,6 +91,7 @@ from irfuse.dialects.shapes import (
     MaybeDim,
     check_dim,
     check_float,
+    check_integer,
     check_min_rank,
     check_rank,
     check_same_type,
@@ -977,6 +979,113 @@ def _static_product(dims: Sequence[Dim]) -> Dim:
 
 
 @irdl_op_definition
+class PagedDecodeQuantOp(NamedOperandSyntax):
+    """Decode attention over a paged KV cache, read in place, its output written quantized.
+
+    Replaces the gather of each sequence's pages through its block-table row
+    (`cache[block_table]` viewed `[B, Hk, MB * BS, D]`), the mask of its first `seq_lens[b]`
+    positions, `attn.attention` of one query per sequence over them, and the quant of the
+    output (`rewrites/paged_decode.py` says what is matched).
+
+    ```mlir
+    %o = fused.paged_decode_quant %q, %k_cache, %v_cache, %block_table, %seq_lens, %s
+            {scale = 8.838835e-02 : f64, scheme = #quant.scheme<static_tensor>}
+        : (!irfuse.tensor<[s0, 32, 1, 128], bf16>, !irfuse.tensor<[2081, 16, 8, 128], bf16>,
+           !irfuse.tensor<[2081, 16, 8, 128], bf16>, !irfuse.tensor<[s0, 130], i32>,
+           !irfuse.tensor<[s0], i32>, !irfuse.tensor<[1], f32>)
+        -> !irfuse.tensor<[s0, 4096], f8E4M3FN>
+    ```
+    q `[B, Hq, 1, D]`; caches `[num_blocks, block_size, Hk, D]`; block_table `[B, MB]` and
+    seq_lens `[B]` integers. `out` is the output flattened to `[B, Hq * D]` (the layout the
+    quant saw); static_tensor takes `output_scale` (`divide`: `x / s`), nvfp4 the global scale,
+    and yields ui8 `out [B, Hq * D / 2]` and swizzled `scale_out`.
+    """
+
+    name = "fused.paged_decode_quant"
+
+    q = operand_def(TensorType)
+    k_cache = operand_def(TensorType)
+    v_cache = operand_def(TensorType)
+    block_table = operand_def(TensorType)
+    seq_lens = operand_def(TensorType)
+    output_scale = operand_def(TensorType)
+
+    out = result_def(TensorType)
+    scale_out = opt_result_def(TensorType)
+
+    scale = prop_def(FloatAttr[Float64Type])
+    scheme = prop_def(QuantScheme)
+    divide = opt_prop_def(UnitAttr)
+
+    traits = traits_def(Pure())
+
+    def __init__(
+        self,
+        q: SSAValue,
+        k_cache: SSAValue,
+        v_cache: SSAValue,
+        block_table: SSAValue,
+        seq_lens: SSAValue,
+        output_scale: SSAValue,
+        *,
+        scale: float,
+        scheme: QuantScheme,
+        divide: bool = False,
+        result_types: Sequence[Attribute | None],
+        attributes: Mapping[str, Attribute] | None = None,
+    ):
+        super().__init__(
+            operands=[q, k_cache, v_cache, block_table, seq_lens, output_scale],
+            result_types=list(result_types),
+            properties={
+                "scale": f64_attr(scale),
+                "scheme": scheme,
+                "divide": UnitAttr() if divide else None,
+            },
+            attributes=attributes,
+        )
+
+    def verify_(self) -> None:
+        check_scale(self.scale)
+        q: TensorType = self.q.type  # type: ignore[assignment]
+        kc: TensorType = self.k_cache.type  # type: ignore[assignment]
+        vc: TensorType = self.v_cache.type  # type: ignore[assignment]
+        check_float("q", q)
+        check_rank("q", q, 4)
+        b, hq, one, d = q.dims
+        check_dim("q's query length (one token per sequence)", one, 1)
+        check_rank("k_cache", kc, 4)
+        check_shape("k_cache", kc, (None, None, None, d))
+        check_same_type("v_cache", vc, kc, "k_cache")
+        if kc.dtype != q.dtype:
+            raise VerifyException(f"the caches hold {kc.dtype}, expected q's {q.dtype}")
+        hk = kc.dims[2]
+        if isinstance(hq, int) and isinstance(hk, int) and (hk == 0 or hq % hk):
+            raise VerifyException(
+                f"q's {hq} heads are not a multiple of the cache's {hk} heads (grouped-query "
+                "attention)"
+            )
+        table: TensorType = self.block_table.type  # type: ignore[assignment]
+        lens: TensorType = self.seq_lens.type  # type: ignore[assignment]
+        check_integer("block_table", table)
+        check_rank("block_table", table, 2)
+        check_dim("block_table's rows", table.dims[0], b)
+        check_integer("seq_lens", lens)
+        check_shape("seq_lens", lens, (b,))
+        _check_attention_output(
+            self.name,
+            self.scheme,
+            opt_type(self.output_scale),
+            self.out.type,
+            opt_type(self.scale_out),
+            b if isinstance(b, int) else None,
+            mul_dim(d, hq) if isinstance(hq, int) else None,
+        )
+        if self.scheme.kind.data not in (STATIC_TENSOR, NVFP4):
+            raise VerifyException(f"{self.name} takes a static_tensor or nvfp4 scheme")
+
+
+@irdl_op_definition
 class MlaAttentionQuantOp(NamedOperandSyntax):
     """MLA attention whose kernel writes its output quantized.
 
@@ -1396,6 +1505,7 @@ Fused = Dialect(
         QkNormRopeOp,
         RopeKvCacheWriteOp,
         AttentionQuantOp,
+        PagedDecodeQuantOp,
         MlaAttentionQuantOp,
         GemmReduceScatterOp,
         AllGatherGemmOp,

@@ -47,7 +47,7 @@ from irfuse.lowering.aten_ops import (
     TO_COPY,
     VIEWS,
 )
-from irfuse.lowering.purity import PURE, target_info
+from irfuse.lowering.purity import PURE, UNMERGEABLE, target_info
 
 
 @dataclass(frozen=True)
@@ -503,6 +503,16 @@ def discard(*ops: Operation) -> None:
         if op.parent is not None:
             op.detach()
         op.erase()
+
+
+def erase_unused(ops: Sequence[Operation]) -> None:
+    """Erase those of `ops` (users before producers) that nothing reads any more and that write
+    nothing: what a rewrite left behind, such as a gather its fused op no longer needs."""
+    for op in ops:
+        if (isinstance(op, aten.CallOp) and op.parent is not None
+                and target_info(op.target.data).kind in (PURE, UNMERGEABLE)
+                and not any(r.uses for r in op.results)):
+            Rewriter.erase_op(op)
 
 
 def is_pure(op: Operation) -> bool:

@@ -11,6 +11,11 @@ that is not token-major is a remark, not a wrong result. Attention gives
 `fused.attention_quant`, MLA `fused.mla_attention_quant`; under NVFP4 they take the global scale
 as `output_scale` and yield the packed codes and the swizzled block scales. Per-group quants are
 remarks; an output also read unquantized is left alone.
+
+A decode step over a paged KV cache (one query per sequence over its pages gathered by the block
+table, masked by its length: `paged_decode.py`) gives `fused.paged_decode_quant` instead, which
+reads the pages in place, where kernel choice takes its kernel; the gather and the mask go with
+it. Elsewhere it stays `fused.attention_quant` over the gathered copy.
 """
 
 from __future__ import annotations
@@ -19,18 +24,21 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from irfuse.dialects.attn import AttentionOp, MlaAttentionOp
-from irfuse.dialects.fused import AttentionQuantOp, MlaAttentionQuantOp
+from irfuse.dialects.fused import AttentionQuantOp, MlaAttentionQuantOp, PagedDecodeQuantOp
 from irfuse.dialects.irfuse import TensorType
 from irfuse.dialects.quant import QuantFp8Op, QuantNvfp4Op, QuantScheme
 from irfuse.lowering import aten_ops
 from irfuse.lowering.driver import AnchorPattern, Site
-from irfuse.lowering.match import NoMatch, call, normalize_dim, only_user
+from irfuse.lowering.match import NoMatch, call, erase_unused, normalize_dim, only_user
+from irfuse.rewrites.paged_decode import PagedDecode, paged_decode
 from irfuse.rewrites.quant_consumers import divides
 
 KERNEL = "attention_quant_fp8_static"
 MLA_KERNEL = "mla_attention_quant_fp8_static"
 NVFP4_KERNEL = "attention_quant_nvfp4"
 MLA_NVFP4_KERNEL = "mla_attention_quant_nvfp4"
+PAGED_KERNEL = "paged_decode_quant_fp8_static"
+PAGED_NVFP4_KERNEL = "paged_decode_quant_nvfp4"
 
 LAYOUT_VIEWS = (*aten_ops.RESHAPES, aten_ops.TRANSPOSE_INT, aten_ops.PERMUTE, aten_ops.UNSQUEEZE,
                 aten_ops.SQUEEZE_DIM, aten_ops.ALIAS, aten_ops.CLONE)
@@ -63,6 +71,10 @@ class AttnQuantPattern(AnchorPattern):
             raise NoMatch("the views between the attention and the quant do not flatten its "
                           "output token-major ([B * T, H * Dv])")
         scale, scheme, results = _quant_operands(quant)
+        paged = paged_decode(op)
+        if paged is not None and _chosen(site, PAGED_NVFP4_KERNEL if scheme.is_nvfp4
+                                         else PAGED_KERNEL):
+            return _fuse_paged(op, paged, views, quant, scale, scheme, results)
         site.require_kernel(NVFP4_KERNEL if scheme.is_nvfp4 else KERNEL)
         fused = AttentionQuantOp(
             op.q, op.k, op.v, op.mask, scale,
@@ -71,6 +83,28 @@ class AttnQuantPattern(AnchorPattern):
         )
         _replace(op, views, quant, fused)
         return True
+
+
+def _chosen(site: Site, kernel_name: str) -> bool:
+    """Whether kernel choice takes `kernel_name` here (without a remark when it does not)."""
+    try:
+        site.require_kernel(kernel_name)
+    except NoMatch:
+        return False
+    return True
+
+
+def _fuse_paged(attn: AttentionOp, paged: PagedDecode, views: list[Operation],
+                quant: QuantFp8Op | QuantNvfp4Op, scale: SSAValue, scheme: QuantScheme,
+                results: list[Attribute | None]) -> bool:
+    """The decode over gathered pages -> one op reading the pages in place."""
+    fused = PagedDecodeQuantOp(
+        attn.q, paged.k_cache, paged.v_cache, paged.block_table, paged.seq_lens, scale,
+        scale=attn.scale.value.data, scheme=scheme, divide=divides(quant), result_types=results,
+    )
+    _replace(attn, views, quant, fused)
+    erase_unused(paged.ops)
+    return True
 
 
 def _quant_operands(quant: QuantFp8Op | QuantNvfp4Op,
@@ -109,7 +143,7 @@ def _fuse_mla(mla: MlaAttentionOp, views: list[Operation], quant: QuantFp8Op | Q
 
 
 def _replace(attn: Operation, views: list[Operation], quant: QuantFp8Op | QuantNvfp4Op,
-             fused: AttentionQuantOp | MlaAttentionQuantOp) -> None:
+             fused: AttentionQuantOp | MlaAttentionQuantOp | PagedDecodeQuantOp) -> None:
     fused.location = attn.location
     Rewriter.insert_op(fused, InsertPoint.before(quant))
     for old, new in zip(quant.results, fused.results, strict=True):

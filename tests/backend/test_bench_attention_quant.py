@@ -2,8 +2,8 @@
 on the CPU: under TRITON_INTERPRET=1 (a subprocess) at T 32 (decode: batch 2, context 32, ragged),
 with the timing replaced by one call of each candidate, the fused kernel, the unfused graph and
 irfuse's kernel + quant all pass the row's check against the eager graph (and a corrupted output
-does not), and the table prints the rows. The decode row's fused candidate is the fused op's CUDA
-entry, with kernel choice forced to Triton here: it must reach the masked kernel."""
+does not), and the table prints the rows. The decode row's fused candidate is the paged fused op's
+CUDA entry, with kernel choice forced to Triton here: it must reach the paged decode kernel."""
 
 from __future__ import annotations
 
@@ -54,18 +54,19 @@ def _worker() -> None:
                                       torch.tensor([1.0]))
     bad = bench.check_nvfp4((codes, sf), ref, torch.tensor([1.0]))
     keys = ("case", "check", "unfused_check", "kernel_quant_check")
+    decode_keys = (*keys, "masked_check")
     first = {k: row[k] for k in (*keys, "T")}
     first_called = list(called)
     called.clear()
     kernel_calls = []
-    fp8_kernel = bench.attention_quant.attention_fp8
+    paged_kernel = bench.attention_quant.paged_decode_fp8
 
     def counted(*a, **kw):
-        kernel_calls.append(kw.get("mask") is not None)
-        return fp8_kernel(*a, **kw)
+        kernel_calls.append(kw.get("config") is None)
+        return paged_kernel(*a, **kw)
 
     bench.dispatch.use_triton = lambda *a: True
-    bench.attention_quant.attention_fp8 = counted
+    bench.attention_quant.paged_decode_fp8 = counted
     compiled = {"gather": bench.gather_masked, "decode_masked": bench.masked_decode_quant,
                 "decode_masked_bf16": bench.masked_decode,
                 "token_major_quant": lambda o, s: bench.quant(
@@ -74,7 +75,7 @@ def _worker() -> None:
     torch.cuda.get_device_name = lambda *a: "cpu"
     table = bench.markdown([row, dec], "cmd")
     print(json.dumps({"row": first, "called": first_called, "bad": bad, "table": table,
-                      "decode": {k: dec[k] for k in keys}, "decode_called": called,
+                      "decode": {k: dec[k] for k in decode_keys}, "decode_called": called,
                       "kernel_calls": kernel_calls}))
 
 
@@ -97,12 +98,14 @@ def test_nvfp4_row_is_in_the_table(result):
     assert "| prefill-nvfp4 T=32 |" in result["table"]
 
 
-def test_decode_row_times_the_fused_ops_cuda_entry_on_the_masked_kernel(result):
+def test_decode_row_times_the_fused_ops_cuda_entry_on_the_paged_kernel(result):
     row = result["decode"]
     assert row["case"] == "decode-model"
-    assert (row["check"], row["unfused_check"], row["kernel_quant_check"]) == ("ok",) * 3
-    assert sorted(result["decode_called"]) == ["fused", "kernel_quant", "sdpa", "unfused"]
-    # The check's call and the timed call: both through the CUDA entry, both with the mask.
+    assert (row["check"], row["unfused_check"], row["kernel_quant_check"],
+            row["masked_check"]) == ("ok",) * 4
+    assert sorted(result["decode_called"]) == ["fused", "gather+masked", "kernel_quant", "sdpa",
+                                               "unfused"]
+    # The check's call and the timed call: both through the CUDA entry (default launch shape).
     assert result["kernel_calls"] == [True, True]
     assert "| decode (compiled model) B=2 ctx=32 |" in result["table"]
 

@@ -16,7 +16,7 @@ from functools import cache
 import pytest
 from xdsl.context import Context
 from xdsl.dialects import test as xdsl_test
-from xdsl.dialects.builtin import ModuleOp, bf16, f16, f32, i1, i64
+from xdsl.dialects.builtin import ModuleOp, bf16, f16, f32, i1, i32, i64
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.parser import Parser
@@ -293,6 +293,15 @@ def _b_attention_quant(a: Args):
     return op, [T((S0, 512), F8E4M3FN)]
 
 
+def _b_paged_decode_quant(a: Args):
+    q, kc, bt, sl, s = a(((S0, 8, 1, 64), bf16), ((33, 16, 2, 64), bf16), ((S0, 4), i32),
+                         ((S0,), i32), SCALE)
+    op = fused.PagedDecodeQuantOp(q, kc, kc, bt, sl, s, scale=0.125,
+                                  scheme=QuantScheme.static_tensor(),
+                                  result_types=[T((S0, 512), F8E4M3FN), None])
+    return op, [T((S0, 512), F8E4M3FN)]
+
+
 def _b_mla_attention_quant(a: Args):
     q, c, p, w = a(((S0, 4, 48), bf16), ((S0, 64), bf16), ((S0, 1, 16), bf16), ((256, 64), bf16))
     op = fused.MlaAttentionQuantOp(
@@ -365,6 +374,7 @@ BUILDERS: list[Callable[[Args], tuple[Operation, list[Attribute]]]] = [
     _b_qk_norm_rope_hf,
     _b_rope_kv_cache_write,
     _b_attention_quant,
+    _b_paged_decode_quant,
     _b_mla_attention_quant,
     _b_gemm_reduce_scatter,
     _b_all_gather_gemm,

@@ -159,8 +159,8 @@ def test_reference_refuses_bad_arguments(q, k, scale, message):
 
 def test_paged_reference_refuses_bad_tables():
     q, kc, vc, table, seq_lens = _paged(2, 4, 2, 16, 16, [20, 3], torch.bfloat16)
-    with pytest.raises(ValueError, match="int32"):
-        attention_quant_ref.paged_decode_fp8(q, kc, vc, table.long(), seq_lens, torch.ones(1),
+    with pytest.raises(ValueError, match="int32 or int64"):
+        attention_quant_ref.paged_decode_fp8(q, kc, vc, table.float(), seq_lens, torch.ones(1),
                                              softmax_scale=1.0)
     with pytest.raises(ValueError, match="outside"):
         attention_quant_ref.paged_decode_fp8(q, kc, vc, table, seq_lens * 10, torch.ones(1),
@@ -236,6 +236,35 @@ def check_decode(case, device: str) -> dict:
     return judge(out, ref, scale, DTYPES[dtype])
 
 
+def check_decode_graph(case, device: str) -> dict:
+    """The paged kernel against what fuse-attn-quant replaces with it (`_paged_ref`: the pages
+    gathered, the length mask, SDPA, the quant), int64 table and lengths, the first sequence's
+    length past its table row's capacity (the mask then keeps the whole row)."""
+    from irfuse.emit.fusions import fuse_attn_quant
+    from irfuse.emit.kernels import attention_quant
+
+    b, hq, hk, d, bs, lens, dtype, splits = case
+    q, kc, vc, table, seq_lens = _paged(b, hq, hk, d, bs, list(lens), DTYPES[dtype], device,
+                                        seed=sum(lens) + 1)
+    table, seq_lens = table.long(), seq_lens.long()
+    seq_lens[0] = table.shape[1] * bs + 7
+    sm = d ** -0.5
+    graph = fuse_attn_quant._gathered(q[:, :, None], kc, vc, table, seq_lens)
+    o = F.scaled_dot_product_attention(q[:, :, None], graph[0], graph[1], attn_mask=graph[2],
+                                       scale=sm, enable_gqa=True)
+    scale = _scale_for(o, 300.0).to(device)
+    config = attention_quant.DecodeConfig(16 if device == "cpu" else 64, 4, 1, splits)
+    out = attention_quant.paged_decode_fp8(q, kc, vc, table, seq_lens, scale, softmax_scale=sm,
+                                           config=config).reshape(b, -1)
+    ref = fuse_attn_quant._paged_ref(q[:, :, None], kc, vc, table, seq_lens, scale, sm, FP8,
+                                     True)
+    return judge(out, ref, scale, DTYPES[dtype])
+
+
+DECODE_GRAPH_CASES = [(2, 4, 2, 64, 16, (37, 5), "bf16", None),
+                      (2, 8, 2, 64, 8, (23, 48), "bf16", 4)]
+
+
 def _worker() -> None:
     import triton
     from interpret_worker import guard
@@ -247,6 +276,8 @@ def _worker() -> None:
     results["saturating"] = guard(check_prefill, PREFILL_CASES[0], "cpu", True)
     for case in DECODE_CASES:
         results[_decode_id(case)] = guard(check_decode, case, "cpu")
+    for case in DECODE_GRAPH_CASES:
+        results["graph-" + _decode_id(case)] = guard(check_decode_graph, case, "cpu")
     print(json.dumps(results))
 
 
@@ -273,6 +304,12 @@ def test_decode_kernel_matches_reference_interpreted(interpreted, case):
     assert r["ok"], r["detail"]
 
 
+@pytest.mark.parametrize("case", DECODE_GRAPH_CASES, ids=_decode_id)
+def test_decode_kernel_is_the_graph_it_replaces_interpreted(interpreted, case):
+    r = interpreted["graph-" + _decode_id(case)]
+    assert r["ok"], r["detail"]
+
+
 GPU_PREFILL = [(b, 32, 8, t, t, 128, causal, dtype, tr, None)
                for b, t in ((1, 512), (2, 1000), (1, 2048))
                for causal in (True, False) for dtype in ("bf16", "fp16") for tr in (False, True)
@@ -291,6 +328,15 @@ GPU_DECODE = [(b, 32, 8, 128, 16, lens, "bf16", splits)
 @pytest.mark.parametrize("case", GPU_PREFILL, ids=_prefill_id)
 def test_prefill_kernel_matches_reference_on_gpu(case):
     r = check_prefill(case, "cuda")
+    assert r["ok"], r["detail"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", [(16, 32, 8, 128, 16, (2048,) * 16, "bf16", None),
+                                  (3, 32, 8, 128, 16, (1, 2047, 513), "bf16", 7)],
+                         ids=_decode_id)
+def test_decode_kernel_is_the_graph_it_replaces_on_gpu(case):
+    r = check_decode_graph(case, "cuda")
     assert r["ok"], r["detail"]
 
 

@@ -237,6 +237,30 @@ func.func @aq_output_scale(%q: !irfuse.tensor<[1, 32, s0, 128], bf16>, %k: !irfu
 
 // -----
 
+func.func @pdq_two_queries(%q: !irfuse.tensor<[s0, 32, 2, 128], bf16>, %kc: !irfuse.tensor<[64, 16, 8, 128], bf16>, %bt: !irfuse.tensor<[s0, 4], i32>, %sl: !irfuse.tensor<[s0], i32>, %s: !irfuse.tensor<[1], f32>) {
+  %o = fused.paged_decode_quant %q, %kc, %kc, %bt, %sl, %s {scale = 0.0625 : f64, scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 32, 2, 128], bf16>, !irfuse.tensor<[64, 16, 8, 128], bf16>, !irfuse.tensor<[64, 16, 8, 128], bf16>, !irfuse.tensor<[s0, 4], i32>, !irfuse.tensor<[s0], i32>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 4096], f8E4M3FN>
+  func.return
+}
+// CHECK: q's query length (one token per sequence) is 2, expected 1
+
+// -----
+
+func.func @pdq_table_dtype(%q: !irfuse.tensor<[s0, 32, 1, 128], bf16>, %kc: !irfuse.tensor<[64, 16, 8, 128], bf16>, %bt: !irfuse.tensor<[s0, 4], f32>, %sl: !irfuse.tensor<[s0], i32>, %s: !irfuse.tensor<[1], f32>) {
+  %o = fused.paged_decode_quant %q, %kc, %kc, %bt, %sl, %s {scale = 0.0625 : f64, scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 32, 1, 128], bf16>, !irfuse.tensor<[64, 16, 8, 128], bf16>, !irfuse.tensor<[64, 16, 8, 128], bf16>, !irfuse.tensor<[s0, 4], f32>, !irfuse.tensor<[s0], i32>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 4096], f8E4M3FN>
+  func.return
+}
+// CHECK: block_table must have an integer dtype, got f32
+
+// -----
+
+func.func @pdq_heads(%q: !irfuse.tensor<[s0, 32, 1, 128], bf16>, %kc: !irfuse.tensor<[64, 16, 6, 128], bf16>, %bt: !irfuse.tensor<[s0, 4], i32>, %sl: !irfuse.tensor<[s0], i32>, %s: !irfuse.tensor<[1], f32>) {
+  %o = fused.paged_decode_quant %q, %kc, %kc, %bt, %sl, %s {scale = 0.0625 : f64, scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 32, 1, 128], bf16>, !irfuse.tensor<[64, 16, 6, 128], bf16>, !irfuse.tensor<[64, 16, 6, 128], bf16>, !irfuse.tensor<[s0, 4], i32>, !irfuse.tensor<[s0], i32>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 4096], f8E4M3FN>
+  func.return
+}
+// CHECK: q's 32 heads are not a multiple of the cache's 6 heads (grouped-query attention)
+
+// -----
+
 func.func @mlaq_out(%q: !irfuse.tensor<[s0, 16, 192], bf16>, %c: !irfuse.tensor<[s0, 512], bf16>, %p: !irfuse.tensor<[s0, 1, 64], bf16>, %w: !irfuse.tensor<[4096, 512], bf16>, %s: !irfuse.tensor<[], f32>) {
   %o = fused.mla_attention_quant %q, %c, %p, %w, output_scale %s {num_heads = 16 : i64, qk_nope_head_dim = 128 : i64, qk_rope_head_dim = 64 : i64, v_head_dim = 128 : i64, kv_lora_rank = 512 : i64, scale = 0.0625 : f64, scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 16, 192], bf16>, !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 16, 128], f8E4M3FN>
   func.return

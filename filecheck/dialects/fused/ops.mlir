@@ -77,6 +77,16 @@ func.func @attention_quant(%q: !irfuse.tensor<[1, 32, s0, 128], bf16>, %k: !irfu
   func.return
 }
 
+// CHECK-LABEL: func.func @paged_decode_quant
+func.func @paged_decode_quant(%q: !irfuse.tensor<[s0, 32, 1, 128], bf16>, %kc: !irfuse.tensor<[2081, 16, 8, 128], bf16>, %bt: !irfuse.tensor<[s0, 130], i32>, %sl: !irfuse.tensor<[s0], i32>, %s: !irfuse.tensor<[1], f32>) {
+  // One query per sequence over its pages, read through the block table: [s0, 32 * 128] out.
+  // CHECK-NEXT: fused.paged_decode_quant %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{[^ ]+}} {scale = 1.250000e-01 : f64, scheme = #quant.scheme<static_tensor>, divide} : (!irfuse.tensor<[s0, 32, 1, 128], bf16>, !irfuse.tensor<[2081, 16, 8, 128], bf16>, !irfuse.tensor<[2081, 16, 8, 128], bf16>, !irfuse.tensor<[s0, 130], i32>, !irfuse.tensor<[s0], i32>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 4096], f8E4M3FN>
+  %o = fused.paged_decode_quant %q, %kc, %kc, %bt, %sl, %s {scale = 0.125 : f64, scheme = #quant.scheme<static_tensor>, divide} : (!irfuse.tensor<[s0, 32, 1, 128], bf16>, !irfuse.tensor<[2081, 16, 8, 128], bf16>, !irfuse.tensor<[2081, 16, 8, 128], bf16>, !irfuse.tensor<[s0, 130], i32>, !irfuse.tensor<[s0], i32>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 4096], f8E4M3FN>
+  // CHECK-NEXT: fused.paged_decode_quant %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{[^ ]+}} {scale = 1.250000e-01 : f64, scheme = #quant.scheme<nvfp4>} : (!irfuse.tensor<[s0, 32, 1, 128], bf16>, !irfuse.tensor<[2081, 16, 8, 128], bf16>, !irfuse.tensor<[2081, 16, 8, 128], bf16>, !irfuse.tensor<[s0, 130], i32>, !irfuse.tensor<[s0], i32>, !irfuse.tensor<[1], f32>) -> (!irfuse.tensor<[s0, 2048], ui8>, scale_out !irfuse.tensor<["128*ceiling(s0/128)", 256], f8E4M3FN>)
+  %o2, %s2 = fused.paged_decode_quant %q, %kc, %kc, %bt, %sl, %s {scale = 0.125 : f64, scheme = #quant.scheme<nvfp4>} : (!irfuse.tensor<[s0, 32, 1, 128], bf16>, !irfuse.tensor<[2081, 16, 8, 128], bf16>, !irfuse.tensor<[2081, 16, 8, 128], bf16>, !irfuse.tensor<[s0, 130], i32>, !irfuse.tensor<[s0], i32>, !irfuse.tensor<[1], f32>) -> (!irfuse.tensor<[s0, 2048], ui8>, scale_out !irfuse.tensor<["128*ceiling(s0/128)", 256], f8E4M3FN>)
+  func.return
+}
+
 // CHECK-LABEL: func.func @mla_attention_quant
 func.func @mla_attention_quant(%q: !irfuse.tensor<[s0, 16, 192], bf16>, %kv_c: !irfuse.tensor<[s0, 512], bf16>, %k_pe: !irfuse.tensor<[s0, 1, 64], bf16>, %w: !irfuse.tensor<[4096, 512], bf16>, %s: !irfuse.tensor<[], f32>) {
   // CHECK: fused.mla_attention_quant %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, output_scale %{{[^ ]+}} {num_heads = 16 : i64, qk_nope_head_dim = 128 : i64, qk_rope_head_dim = 64 : i64, v_head_dim = 128 : i64, kv_lora_rank = 512 : i64, scale = 6.250000e-02 : f64, causal = true, scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 16, 192], bf16>, !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 2048], f8E4M3FN>

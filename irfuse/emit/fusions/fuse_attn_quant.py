@@ -44,6 +44,8 @@ from irfuse.rewrites.fuse_attn_quant import (
     MLA_KERNEL,
     MLA_NVFP4_KERNEL,
     NVFP4_KERNEL,
+    PAGED_KERNEL,
+    PAGED_NVFP4_KERNEL,
     AttnQuantPattern,
 )
 
@@ -173,6 +175,126 @@ def _lower(op: fused.AttentionQuantOp, platform: str) -> kernel.CallOp:
     template.append(op.out.type.dtype)  # type: ignore[union-attr]
     keywords = {"divide": aten.TRUE} if op.divide is not None else {}
     return kernel_call(ATTN_QUANT, a, template, op, platform, keywords)
+
+
+# --- paged decode -> FP8 / NVFP4 -----------------------------------------------------------------
+
+PAGED_SCHEMA = ("(Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_table, Tensor seq_lens, "
+                "Tensor scale, float softmax_scale, ScalarType out_dtype, bool divide=False) "
+                "-> Tensor")
+
+
+def _gathered(q, k_cache, v_cache, block_table, seq_lens):
+    """What the unfused graph attends over: each sequence's pages end to end, `[B, Hk, S, D]`,
+    and the `[B, 1, 1, S]` mask of its first `seq_lens[b]` positions."""
+    keys = k_cache[block_table].flatten(1, 2).transpose(1, 2)
+    values = v_cache[block_table].flatten(1, 2).transpose(1, 2)
+    positions = torch.arange(keys.shape[2], device=q.device)
+    return keys, values, (positions[None, :] < seq_lens[:, None])[:, None, None, :]
+
+
+def _paged_ref(q, k_cache, v_cache, block_table, seq_lens, scale, softmax_scale, out_dtype,
+               divide=False):
+    k, v, mask = _gathered(q, k_cache, v_cache, block_table, seq_lens)
+    return _ref(q, k, v, mask, scale, softmax_scale, False, out_dtype, divide)
+
+
+def _paged_cuda(q, k_cache, v_cache, block_table, seq_lens, scale, softmax_scale, out_dtype,
+                divide=False):
+    # Either quant spelling, as `_cuda`. The kernel reads positions [0, min(seq_lens[b], S)) of
+    # each sequence through its table row: the graph's masked attention over the gathered pages.
+    if (out_dtype == torch.float8_e4m3fn
+            and q.shape[-1] <= attention_quant_ref.KERNEL_MAX_HEAD_DIM
+            and dispatch.use_triton(PAGED_QUANT, q, out_dtype)):
+        out = kernels("attention_quant").paged_decode_fp8(
+            q[:, :, 0], k_cache, v_cache, block_table, seq_lens, scale,
+            softmax_scale=softmax_scale)
+        return out.reshape(out.shape[0], -1)
+    return _paged_ref(q, k_cache, v_cache, block_table, seq_lens, scale, softmax_scale,
+                      out_dtype, divide)
+
+
+def _paged_fake(q, k_cache, v_cache, block_table, seq_lens, scale, softmax_scale, out_dtype,
+                divide=False):
+    check_fp8(q, out_dtype)
+    b, h, _, d = q.shape
+    return empty(q, (b, h * d), out_dtype)
+
+
+def _paged_examples(shape: tuple[int, ...]) -> list[tuple]:
+    """`shape[0]` sequences of random lengths over caches of 4-token blocks (4 q / 2 kv heads,
+    head size `shape[-1]`, 3 blocks a sequence)."""
+    b, d = shape[0], shape[-1]
+    g = torch.Generator().manual_seed(0)
+    bf = torch.bfloat16
+    q = torch.randn(b, 4, 1, d, generator=g).to(bf)
+    k_cache, v_cache = (torch.randn(3 * b + 1, 4, 2, d, generator=g).to(bf) for _ in range(2))
+    table = torch.randperm(3 * b + 1, generator=g)[: 3 * b].view(b, 3).to(torch.int32)
+    lens = torch.randint(1, 13, (b,), generator=g, dtype=torch.int32)
+    fp8 = torch.float8_e4m3fn
+    return [(q, k_cache, v_cache, table, lens, torch.tensor([0.05]), d ** -0.5, fp8),
+            (q, k_cache, v_cache, table.long(), lens.long(), torch.tensor([0.05]), 0.1, fp8,
+             True)]
+
+
+PAGED_QUANT = Kernel(
+    PAGED_KERNEL, PAGED_SCHEMA, _paged_ref, _paged_cuda, _paged_fake,
+    {"cuda:sm90": ((1, Choice("triton", "docs/benchmarks.md: 2.54-2.99x the unfused decode "
+                              "(pages gathered, masked SDPA, Inductor's quant) at batch 16-64, "
+                              "context 2048-8192 (H100, 2026-12-05)")),)},
+    single_tensor=True, examples=_paged_examples)
+
+PAGED_NVFP4_SCHEMA = ("(Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_table, "
+                      "Tensor seq_lens, Tensor global_scale, float softmax_scale) "
+                      "-> (Tensor, Tensor)")
+
+
+def _paged_nvfp4_ref(q, k_cache, v_cache, block_table, seq_lens, global_scale, softmax_scale):
+    k, v, mask = _gathered(q, k_cache, v_cache, block_table, seq_lens)
+    return _nvfp4_ref(q, k, v, mask, global_scale, softmax_scale, False)
+
+
+def _paged_nvfp4_cuda(q, k_cache, v_cache, block_table, seq_lens, global_scale, softmax_scale):
+    if (q.shape[-1] % quant_ref.NVFP4_BLOCK == 0
+            and q.shape[-1] <= attention_quant_ref.KERNEL_MAX_HEAD_DIM
+            and dispatch.use_triton(PAGED_QUANT_NVFP4, q)):
+        return kernels("attention_quant").paged_decode_nvfp4(
+            q[:, :, 0], k_cache, v_cache, block_table, seq_lens, global_scale,
+            softmax_scale=softmax_scale)
+    return _paged_nvfp4_ref(q, k_cache, v_cache, block_table, seq_lens, global_scale,
+                            softmax_scale)
+
+
+def _paged_nvfp4_fake(q, k_cache, v_cache, block_table, seq_lens, global_scale, softmax_scale):
+    quant_ref.check_model_dtype(q)
+    b, h, _, d = q.shape
+    return fake_nvfp4(q.new_empty((b, h * d)), h * d)
+
+
+def _paged_nvfp4_examples(shape: tuple[int, ...]) -> list[tuple]:
+    """`_paged_examples`' calls with the NVFP4 global scale for the output scale."""
+    return [(*call[:5], torch.tensor([448.0 * 6 / 4]), call[6])
+            for call in _paged_examples(shape)]
+
+
+PAGED_QUANT_NVFP4 = Kernel(
+    PAGED_NVFP4_KERNEL, PAGED_NVFP4_SCHEMA, _paged_nvfp4_ref, _paged_nvfp4_cuda,
+    _paged_nvfp4_fake,
+    {"cuda": ((1, Choice("inductor", "not measured on a GPU yet: paged decode + NVFP4 stays "
+                         "unfused until benchmarks/bench_attention_quant.py measures it")),)},
+    examples=_paged_nvfp4_examples)
+
+
+def _lower_paged(op: fused.PagedDecodeQuantOp, platform: str) -> kernel.CallOp:
+    a = Args()
+    template = [a.tensor(op.q), a.tensor(op.k_cache), a.tensor(op.v_cache),
+                a.tensor(op.block_table), a.tensor(op.seq_lens), a.tensor(op.output_scale),
+                FloatData(op.scale.value.data)]
+    if op.scheme.is_nvfp4:
+        return kernel_call(PAGED_QUANT_NVFP4, a, template, op, platform)
+    template.append(op.out.type.dtype)  # type: ignore[union-attr]
+    keywords = {"divide": aten.TRUE} if op.divide is not None else {}
+    return kernel_call(PAGED_QUANT, a, template, op, platform, keywords)
 
 
 # --- MLA ----------------------------------------------------------------------------------------
@@ -321,7 +443,9 @@ FUSION = Fusion(
     "per-group not fused",
     patterns=(AttnQuantPattern(),),
     lowerings={fused.AttentionQuantOp.name: _lower,  # type: ignore[dict-item]
+               fused.PagedDecodeQuantOp.name: _lower_paged,  # type: ignore[dict-item]
                fused.MlaAttentionQuantOp.name: _lower_mla},  # type: ignore[dict-item]
-    kernels=(ATTN_QUANT, MLA_ATTN_QUANT, ATTN_QUANT_NVFP4, MLA_ATTN_QUANT_NVFP4),
+    kernels=(ATTN_QUANT, MLA_ATTN_QUANT, ATTN_QUANT_NVFP4, MLA_ATTN_QUANT_NVFP4, PAGED_QUANT,
+             PAGED_QUANT_NVFP4),
     size_aware=True,
 )

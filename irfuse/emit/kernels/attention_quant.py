@@ -113,7 +113,8 @@ def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
-def _device_sms(device: torch.device) -> int:
+def device_sms(device: torch.device) -> int:
+    """The GPU's SM count, which sizes the decode's split of each context (4 off CUDA)."""
     if device.type != "cuda":
         return 4
     return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
@@ -497,13 +498,14 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, softmax_scal
 @triton.jit
 def _paged_decode_kernel(
     q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, scale_ptr, o_ptr, op_ptr, lse_ptr, sf_ptr,
-    sqb, sqh, skb, skt, skh, svb, svt, svh, sbt, qk_scale, KP4,
+    sqb, sqh, skb, skt, skh, svb, svt, svh, sbt, qk_scale, KP4, max_ctx,
     HQ: tl.constexpr, GROUP: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_G: tl.constexpr, PAGE: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr,
     OUT_FP8: tl.constexpr, DOT_F32: tl.constexpr, OUT_NVFP4: tl.constexpr = False,
 ):
     """Sequence b, KV head kvh (program 0 = b * HK + kvh), split s (program 1): its GROUP
-    query heads against tokens [s * len_s, (s + 1) * len_s) of the context. With SPLITS == 1
+    query heads against tokens [s * len_s, (s + 1) * len_s) of the context (its first
+    min(seq_lens[b], max_ctx) tokens, max_ctx the table row's capacity). With SPLITS == 1
     the output (o [B, HQ, D]; with OUT_NVFP4 the codes o [B, HQ * D / 2] and the swizzled
     block scales sf, scale_ptr the global scale), otherwise the float32 partial
     (op [B, HQ, SPLITS, D]) and its base-2 log-sum-exp (lse [B, HQ, SPLITS])."""
@@ -511,7 +513,7 @@ def _paged_decode_kernel(
     split = tl.program_id(1)
     b = pid // (HQ // GROUP)
     kvh = pid % (HQ // GROUP)
-    seq_len = tl.load(lens_ptr + b)
+    seq_len = tl.minimum(tl.load(lens_ptr + b), max_ctx)
     split_len = tl.cdiv(tl.cdiv(seq_len, BLOCK_N), SPLITS) * BLOCK_N
     start = split * split_len
     end = tl.minimum(start + split_len, seq_len)
@@ -627,8 +629,8 @@ def _paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     if out.numel() == 0:
         return (out, sf) if nvfp4 else out
     max_ctx = block_table.shape[1] * page  # known on the host: no sync, graph-capturable
-    cfg = config or decode_config(b, hk, max_ctx, d, _device_sms(q.device))
-    splits = cfg.splits or decode_splits(b * hk, max_ctx, cfg.block_n, _device_sms(q.device))
+    cfg = config or decode_config(b, hk, max_ctx, d, device_sms(q.device))
+    splits = cfg.splits or decode_splits(b * hk, max_ctx, cfg.block_n, device_sms(q.device))
     group = hq // hk
     block_d = max(16, next_pow2(d))
     if splits > 1:
@@ -643,7 +645,7 @@ def _paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
         q, k_cache, v_cache, block_table, seq_lens, scale, out, op, lse, sf,
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_table.stride(0),
-        softmax_scale * LOG2E, kp4,
+        softmax_scale * LOG2E, kp4, max_ctx,
         HQ=hq, GROUP=group, D=d, BLOCK_D=block_d, BLOCK_G=max(16, next_pow2(group)),
         PAGE=page, BLOCK_N=cfg.block_n, SPLITS=splits, OUT_FP8=out_fp8,
         DOT_F32=interpreting(), OUT_NVFP4=nvfp4, num_warps=cfg.num_warps,
@@ -660,8 +662,9 @@ def paged_decode_fp8(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
                      block_table: torch.Tensor, seq_lens: torch.Tensor, scale_out: torch.Tensor,
                      *, softmax_scale: float, config: DecodeConfig | None = None) -> torch.Tensor:
     """Paged decode attention with the FP8 quant fused: float8_e4m3fn [B, Hq, D], contiguous;
-    arguments as `attention_quant_ref.paged_decode_fp8` (every `seq_lens[b]` in
-    [1, max_blocks * block_size]; not checked here, that would need a device sync)."""
+    arguments as `attention_quant_ref.paged_decode_fp8` (every `seq_lens[b]` at least 1, not
+    checked here, that would need a device sync; a length beyond the table row's capacity
+    attends over the whole row, as a mask of positions below it does)."""
     attention_quant_ref.check_decode_args(q, k_cache, v_cache, block_table, seq_lens, scale_out)
     out = _paged_decode(q, k_cache, v_cache, block_table, seq_lens, scale_out, softmax_scale,
                         config)

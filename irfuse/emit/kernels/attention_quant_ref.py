@@ -30,6 +30,8 @@ from irfuse.emit.kernels import quant_ref
 
 ATTN_DTYPES: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float16)
 OUT_DTYPE = torch.float8_e4m3fn
+INDEX_DTYPES = (torch.int32, torch.int64)
+"""The block table's and the sequence lengths' dtypes (vLLM's are int32)."""
 # The Triton kernels' head-size bound (`attention_quant.MAX_HEAD_DIM`), here so that dispatch
 # can check it without importing triton.
 KERNEL_MAX_HEAD_DIM = 256
@@ -60,10 +62,11 @@ def check_decode_args(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
     if k_cache.shape[3] != d:
         raise ValueError(f"irfuse: head size {d} of q does not match the cache's "
                          f"{k_cache.shape[3]}")
-    if block_table.dim() != 2 or block_table.shape[0] != b or block_table.dtype != torch.int32:
-        raise ValueError("irfuse: block_table must be int32 [B, max_blocks]")
-    if seq_lens.shape != (b,) or seq_lens.dtype != torch.int32:
-        raise ValueError("irfuse: seq_lens must be int32 [B]")
+    if (block_table.dim() != 2 or block_table.shape[0] != b
+            or block_table.dtype not in INDEX_DTYPES):
+        raise ValueError("irfuse: block_table must be int32 or int64 [B, max_blocks]")
+    if seq_lens.shape != (b,) or seq_lens.dtype not in INDEX_DTYPES:
+        raise ValueError("irfuse: seq_lens must be int32 or int64 [B]")
     _check_common(q, k_cache, v_cache, hq, k_cache.shape[2], scale_out)
 
 
