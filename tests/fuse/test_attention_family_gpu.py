@@ -81,27 +81,28 @@ def test_flash_layout_cache_write_on_gpu(fp8):
     _close(got[4], want[4])
 
 
-def test_paged_decode_attention_fp8_runs_the_masked_kernel_on_gpu(monkeypatch):
-    """The paged model's decode reaches the fused op masked (gathered pages, `[B, 1, 1, S]`
-    mask): on CUDA every call runs the Triton kernel with that mask, not the reference. The mask
-    may arrive as bool or as an additive float mask: on CUDA torch's SDPA decomposition turns
-    the bool mask into `where(m, 0, large negative)` (bf16 -65536, not -inf), which
-    `_fold_bool_mask` leaves as it is; the kernel takes both."""
+def test_paged_decode_attention_fp8_runs_the_paged_kernel_on_gpu(monkeypatch):
+    """The paged model's decode (pages gathered by the block table, the length mask) becomes
+    `fused.paged_decode_quant` on CUDA too, where torch's SDPA decomposition hands the mask over
+    as `where(m, 0, large negative)` (bf16 -65536, not -inf): every call runs the paged decode
+    kernel over the caches themselves, none the masked kernel over a gathered copy."""
     from irfuse.emit.kernels import attention_quant
 
-    masks = []
-    kernel = attention_quant.attention_fp8
+    paged, masked = [], []
+    paged_kernel, masked_kernel = attention_quant.paged_decode_fp8, attention_quant.attention_fp8
 
-    def counted(*args, **kw):
-        masks.append(kw.get("mask"))
-        return kernel(*args, **kw)
+    def count_paged(q, k_cache, *args, **kw):
+        paged.append(tuple(k_cache.shape))
+        return paged_kernel(q, k_cache, *args, **kw)
 
-    monkeypatch.setattr(attention_quant, "attention_fp8", counted)
+    def count_masked(*args, **kw):
+        masked.append(kw.get("mask") is not None)
+        return masked_kernel(*args, **kw)
+
+    monkeypatch.setattr(attention_quant, "paged_decode_fp8", count_paged)
+    monkeypatch.setattr(attention_quant, "attention_fp8", count_masked)
     built, compiled = _run("paged", {"fuse_attn_quant": True}, False, quant="fp8")
     assert compiled.fused("fuse-attn-quant") == 2
-    assert masks and all(m is not None for m in masks)
-    assert all(m.dtype == torch.bool or m.is_floating_point() for m in masks), [
-        m.dtype for m in masks]
-    assert all(m.dim() == 4 and m.shape[1:3] == (1, 1) for m in masks), [
-        tuple(m.shape) for m in masks]
+    assert paged and not masked, (paged, masked)
+    assert all(len(shape) == 4 for shape in paged), paged  # [num_blocks, block_size, Hk, D]
     assert_fp8_model_close(compiled.outputs[0], compiled.eager[0])
