@@ -1,30 +1,27 @@
 """fuse_attn_quant: attention -> static FP8 or NVFP4 quant of its output, the quantized output
-written by the attention kernel (prefill, causal or masked, and paged decode over gathered
-pages; MLA). FP8 is on from O2 on sm90, where it measured faster than SDPA + Inductor's quant
-below 4096 tokens; from 4096 tokens kernel choice leaves prefill to SDPA (vLLM's O2 leaves the
-fusion off, #25689).
+written by the attention kernel (prefill, causal or masked; paged decode, reading the KV cache's
+pages in place; MLA). On from O2 on sm90 where measured faster (H100, docs/benchmarks.md):
+prefill below 4096 tokens (FP8 and NVFP4), MLA prefill (FP8), paged decode (FP8); from 4096
+tokens kernel choice leaves prefill to SDPA. vLLM's O2 leaves the fusion off (#25689).
 
 Kernel `attention_quant_fp8_static`: q, k, v in SDPA's `[B, H, T, D]` layout (GQA), an optional
-mask, the output scale; returns the output token-major `[B * T, Hq * Dv]` in FP8, as the quant
-saw it. On CUDA the Triton kernel (`kernels/attention_quant.py`) runs masked calls as well
-(bool or additive float masks of any broadcast shape, read by strides): the paged model's
-decode over gathered pages reaches this op with a `[B, 1, 1, S]` mask of valid positions.
+mask (bool or additive float, any broadcast shape, read by strides), the output scale; returns
+the output token-major `[B * T, Hq * Dv]` in FP8, as the quant saw it.
+
+Kernel `paged_decode_quant_fp8_static`: a decode over a paged KV cache (`fused.paged_decode_quant`:
+q `[B, Hq, 1, D]`, the caches, block table and sequence lengths); the CPU runs the unfused graph
+(pages gathered, length mask, SDPA, quant), CUDA the paged decode kernel, 3.4-3.8x that graph.
 
 Kernel `mla_attention_quant_fp8_static`: MLA (`attn.mla_attention`'s operands: q, the latent
-kv_c, the shared k_pe, kv_b's weight; token-major or batch-major, an optional mask, which the
-Triton kernel reads as the attention kernel does); returns `[tokens, H * v]` in FP8. The CPU runs the reference; on CUDA the Triton kernel
-(`kernels/mla_attention_quant.py`) is not measured yet, so the choice leaves MLA unfused there
-until `benchmarks/bench_attention_quant.py` (its MLA rows) says otherwise.
+kv_c, the shared k_pe, kv_b's weight; token-major or batch-major, an optional mask); returns
+`[tokens, H * v]` in FP8.
 
-Kernels `attention_quant_nvfp4` and `mla_attention_quant_nvfp4`: the same operands with the
-NVFP4 global scale for the scale; they return the packed e2m1 codes `[tokens, H * Dv / 2]` and
-the swizzled block scales, as `quant.nvfp4` gives them. The CPU runs the reference (the unfused
-graph: attention, then `quant_ref.quant_nvfp4`); the Triton kernels
-(`attention_quant.attention_nvfp4`, `mla_attention_quant.mla_attention_nvfp4`: the output
-rounded to the model dtype in the epilogue, then NVFP4 with the reference's bits) are not
-measured on a GPU yet, so kernel choice leaves NVFP4 outputs unfused on CUDA until
-`benchmarks/bench_attention_quant.py` (its prefill-nvfp4 rows; MLA has no NVFP4 rows yet) says
-otherwise. Per-group output quants are not fused (remarks).
+Kernels `attention_quant_nvfp4`, `paged_decode_quant_nvfp4` and `mla_attention_quant_nvfp4`: the
+same operands with the NVFP4 global scale for the scale; they return the packed e2m1 codes
+`[tokens, H * Dv / 2]` and the swizzled block scales, as `quant.nvfp4` gives them. The CPU runs
+the reference (the unfused graph); on CUDA the prefill's Triton NVFP4 epilogue is measured and
+taken on sm90, the paged decode's and MLA's are not measured and stay unfused. Per-group output
+quants are not fused (remarks).
 """
 
 from __future__ import annotations
@@ -112,13 +109,10 @@ def _examples(shape: tuple[int, ...]) -> list[tuple]:
 
 
 _SM90 = {"cuda:sm90": (
-    (1, Choice("triton", "docs/benchmarks.md: 1.27x / 1.02x the unfused graph at prefill T 512 / "
-               "2048 (H100, 2026-12-05); the 2.5-3.0x at paged decode, batch 16-64, is the "
-               "separate paged_decode kernel's, not the masked prefill kernel's that a compiled "
-               "decode over gathered pages runs: its bench_attention_quant.py decode rows are "
-               "not measured yet")),
-    (4096, Choice("inductor", "docs/benchmarks.md: 0.90x the unfused graph (SDPA + Inductor's "
-                  "quant) at prefill T 8192 (H100, 2026-12-05)")),
+    (1, Choice("triton", "docs/benchmarks.md: 1.34x / 1.08x the unfused graph at prefill T 512 / "
+               "2048 (H100, 2026-12-06); a paged decode goes to paged_decode_quant instead")),
+    (4096, Choice("inductor", "docs/benchmarks.md: 0.94x / 0.90x the unfused graph (SDPA + "
+                  "Inductor's quant) at prefill T 4096 / 8192 (H100, 2026-12-05/06)")),
 )}
 
 ATTN_QUANT = Kernel(KERNEL, SCHEMA, _ref, _cuda, _fake, _SM90, single_tensor=True,
@@ -155,13 +149,17 @@ def _nvfp4_examples(shape: tuple[int, ...]) -> list[tuple]:
             for q, k, v, mask, _, sm, causal, *_ in _examples(shape)]
 
 
-_NOT_MEASURED_NVFP4 = Choice(
-    "inductor", "not measured on a GPU yet: attention + NVFP4 stays unfused until "
-    "benchmarks/bench_attention_quant.py (its prefill-nvfp4 rows) measures the Triton NVFP4 "
-    "epilogue against the unfused graph (SDPA, then irfuse's NVFP4 quant kernel)")
+_SM90_NVFP4 = {"cuda": ((1, Choice("inductor", "measured on sm90 only: attention + NVFP4 stays "
+                                    "unfused on other GPUs until measured there")),),
+               "cuda:sm90": (
+    (1, Choice("triton", "docs/benchmarks.md: 1.22x / 1.07x the unfused graph (SDPA, irfuse's "
+               "NVFP4 quant kernel) at prefill T 512 / 2048 (H100, 2026-12-06)")),
+    (4096, Choice("inductor", "not measured from 4096 tokens, where the FP8 kernel already loses "
+                  "to SDPA (0.94x at T 4096, H100)")),
+)}
 
 ATTN_QUANT_NVFP4 = Kernel(NVFP4_KERNEL, NVFP4_SCHEMA, _nvfp4_ref, _nvfp4_cuda, _nvfp4_fake,
-                          {"cuda": ((1, _NOT_MEASURED_NVFP4),)}, examples=_nvfp4_examples)
+                          _SM90_NVFP4, examples=_nvfp4_examples)
 
 
 def _lower(op: fused.AttentionQuantOp, platform: str) -> kernel.CallOp:
@@ -239,9 +237,9 @@ def _paged_examples(shape: tuple[int, ...]) -> list[tuple]:
 
 PAGED_QUANT = Kernel(
     PAGED_KERNEL, PAGED_SCHEMA, _paged_ref, _paged_cuda, _paged_fake,
-    {"cuda:sm90": ((1, Choice("triton", "docs/benchmarks.md: 2.54-2.99x the unfused decode "
+    {"cuda:sm90": ((1, Choice("triton", "docs/benchmarks.md: 3.44-3.75x the unfused decode "
                               "(pages gathered, masked SDPA, Inductor's quant) at batch 16-64, "
-                              "context 2048-8192 (H100, 2026-12-05)")),)},
+                              "context 2048-8192 (H100, 2026-12-06)")),)},
     single_tensor=True, examples=_paged_examples)
 
 PAGED_NVFP4_SCHEMA = ("(Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_table, "
@@ -360,9 +358,11 @@ def _mla_examples(shape: tuple[int, ...]) -> list[tuple]:
 
 MLA_ATTN_QUANT = Kernel(
     MLA_KERNEL, MLA_SCHEMA, _mla_ref, _mla_cuda, _mla_fake,
-    {"cuda": ((1, Choice("inductor", "not measured on a GPU yet: MLA + quant stays unfused "
-                         "until benchmarks/bench_attention_quant.py --mla measures the Triton "
-                         "kernel against the unfused graph")),)},
+    {"cuda": ((1, Choice("inductor", "measured on sm90 only: MLA + quant stays unfused on "
+                         "other GPUs until measured there")),),
+     "cuda:sm90": ((1, Choice("triton", "docs/benchmarks.md: 1.19x / 1.09x the unfused MLA "
+                              "(kv_b GEMM, SDPA, Inductor's quant) at prefill T 512 / 2048 "
+                              "(H100, 2026-12-06)")),)},
     single_tensor=True, examples=_mla_examples)
 
 
@@ -438,9 +438,9 @@ FUSION = Fusion(
     range_rule="all",
     platforms={**everywhere("triton", None), "cuda:sm90": Support("triton", 2)},
     vllm_pass="AttnFusionPass",
-    note="on from O2 where measured (sm90), below 4096 tokens; vLLM's O2 leaves it off "
-    "(#25689); MLA and NVFP4 outputs fused (CPU reference; CUDA left unfused until measured); "
-    "per-group not fused",
+    note="on from O2 where measured (sm90): prefill below 4096 tokens, paged decode (read in "
+    "place), MLA prefill; vLLM's O2 leaves it off (#25689); NVFP4 outputs fused on the CPU and "
+    "for sm90 prefill; per-group not fused",
     patterns=(AttnQuantPattern(),),
     lowerings={fused.AttentionQuantOp.name: _lower,  # type: ignore[dict-item]
                fused.PagedDecodeQuantOp.name: _lower_paged,  # type: ignore[dict-item]
