@@ -162,17 +162,24 @@ ATTN_QUANT_NVFP4 = Kernel(NVFP4_KERNEL, NVFP4_SCHEMA, _nvfp4_ref, _nvfp4_cuda, _
                           _SM90_NVFP4, examples=_nvfp4_examples)
 
 
+def _quant_call(fp8: Kernel, nvfp4: Kernel, a: Args, template: list, op, platform: str
+                ) -> kernel.CallOp:
+    """The call of a fused attention op's kernel: the NVFP4 one, or the FP8 one with the output
+    dtype and the quant's spelling (`divide`)."""
+    if op.scheme.is_nvfp4:
+        return kernel_call(nvfp4, a, template, op, platform)
+    template.append(op.out.type.dtype)
+    keywords = {"divide": aten.TRUE} if op.divide is not None else {}
+    return kernel_call(fp8, a, template, op, platform, keywords)
+
+
 def _lower(op: fused.AttentionQuantOp, platform: str) -> kernel.CallOp:
     a = Args()
     assert op.output_scale is not None, "static FP8 and NVFP4 have an output scale"
     template = [a.tensor(op.q), a.tensor(op.k), a.tensor(op.v), a.optional(op.mask),
                 a.tensor(op.output_scale), FloatData(op.scale.value.data),
                 flag(op.causal.value.data)]
-    if op.scheme.is_nvfp4:
-        return kernel_call(ATTN_QUANT_NVFP4, a, template, op, platform)
-    template.append(op.out.type.dtype)  # type: ignore[union-attr]
-    keywords = {"divide": aten.TRUE} if op.divide is not None else {}
-    return kernel_call(ATTN_QUANT, a, template, op, platform, keywords)
+    return _quant_call(ATTN_QUANT, ATTN_QUANT_NVFP4, a, template, op, platform)
 
 
 # --- paged decode -> FP8 / NVFP4 -----------------------------------------------------------------
@@ -288,11 +295,7 @@ def _lower_paged(op: fused.PagedDecodeQuantOp, platform: str) -> kernel.CallOp:
     template = [a.tensor(op.q), a.tensor(op.k_cache), a.tensor(op.v_cache),
                 a.tensor(op.block_table), a.tensor(op.seq_lens), a.tensor(op.output_scale),
                 FloatData(op.scale.value.data)]
-    if op.scheme.is_nvfp4:
-        return kernel_call(PAGED_QUANT_NVFP4, a, template, op, platform)
-    template.append(op.out.type.dtype)  # type: ignore[union-attr]
-    keywords = {"divide": aten.TRUE} if op.divide is not None else {}
-    return kernel_call(PAGED_QUANT, a, template, op, platform, keywords)
+    return _quant_call(PAGED_QUANT, PAGED_QUANT_NVFP4, a, template, op, platform)
 
 
 # --- MLA ----------------------------------------------------------------------------------------
@@ -421,11 +424,7 @@ def _lower_mla(op: fused.MlaAttentionQuantOp, platform: str) -> kernel.CallOp:
                 IntAttr(op.qk_nope_head_dim.value.data), IntAttr(op.v_head_dim.value.data),
                 FloatData(op.scale.value.data), flag(op.causal.value.data),
                 flag(op.batch_major.value.data)]
-    if op.scheme.is_nvfp4:
-        return kernel_call(MLA_ATTN_QUANT_NVFP4, a, template, op, platform)
-    template.append(op.out.type.dtype)  # type: ignore[union-attr]
-    keywords = {"divide": aten.TRUE} if op.divide is not None else {}
-    return kernel_call(MLA_ATTN_QUANT, a, template, op, platform, keywords)
+    return _quant_call(MLA_ATTN_QUANT, MLA_ATTN_QUANT_NVFP4, a, template, op, platform)
 
 
 FUSION = Fusion(
