@@ -2,7 +2,7 @@
 
 For each (H, pad multiple) and T: the unfused torch code (vLLM's spelling: f32 add, RMSNorm,
 `F.pad` of the hidden dim) under `torch.compile` (Inductor, default mode, static shapes),
-irfuse's kernel (`irfuse.emit.kernels.norm_pad`) with its default launch shape and with each
+irfuse's kernel (`irfuse.kernels.norm_pad`) with its default launch shape and with each
 swept shape, and an SM copy moving the same bytes (the kernel's floor). CUDA-graph replay
 (`triton.testing.do_bench_cudagraph`, median), in interleaved rounds (the helpers of
 `bench_norm_act_quant.py`). Every candidate's output is checked against eager first: the
@@ -31,7 +31,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_norm_act_quant as nq  # noqa: E402 (timing helpers, by path)
 
-from irfuse.emit.kernels import norm_pad, norm_pad_ref  # noqa: E402
+from irfuse.kernels import norm_pad, norm_pad_ref  # noqa: E402
 
 EPS = 1e-5
 L2_BYTES = 60e6

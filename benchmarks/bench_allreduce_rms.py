@@ -100,7 +100,7 @@ def markdown(rows: list[dict[str, Any]], header: str) -> str:
 def _unfused(group_name: str, quant: str):
     import torch.distributed._functional_collectives as funcol
 
-    from irfuse.emit.kernels import quant_ref
+    from irfuse.kernels import quant_ref
 
     def fn(x, r, w, s):
         a = funcol.wait_tensor(torch.ops._c10d_functional.all_reduce(x, "sum", group_name))
@@ -161,8 +161,8 @@ def _symm_mem(x, r, w, s, name: str, quant: str):
     printed by rank 0). Its first call, made here on every rank, allocates and rendezvouses the
     buffer outside the graph; a failed rendezvous drops the candidate (never timing NCCL
     under its name)."""
-    from irfuse.emit.kernels import allreduce_rms
-    from irfuse.emit.kernels import allreduce_symm_mem as sm
+    from irfuse.kernels import allreduce_rms
+    from irfuse.kernels import allreduce_symm_mem as sm
 
     def fn():
         if quant == "fp8":
@@ -186,7 +186,7 @@ def _symm_mem(x, r, w, s, name: str, quant: str):
 
 def _candidates(x, r, w, s, name: str, quant: str) -> dict[str, Any]:
     """The timed callables for one size (FlashInfer and symm_mem only where they can run it)."""
-    from irfuse.emit.kernels import allreduce_rms
+    from irfuse.kernels import allreduce_rms
 
     unfused = _unfused(name, quant)
     cands: dict[str, Any] = {"nccl+inductor": lambda: unfused(x, r, w, s)}

@@ -1,4 +1,4 @@
-"""Benchmark of attention with the FP8 output quant fused (`irfuse.emit.kernels.attention_quant`)
+"""Benchmark of attention with the FP8 output quant fused (`irfuse.kernels.attention_quant`)
 against the unfused graph, on one GPU.
 
 Prefill (B 1, Hq 32, Hk 8, D 128, bf16, causal; T from --tokens), side by side:
@@ -37,7 +37,7 @@ bf16, causal, token-major as vLLM's MLA; T from --mla-tokens):
 - `unfused`: the same with the static FP8 quant, under `torch.compile` (Inductor);
 - `fused`: irfuse's `mla_attention_quant.mla_attention_fp8` (the kv_b GEMM, then the Triton
   kernel with the FP8 epilogue), and with --sweep the best of several shapes. Its CUDA choice
-  stays `inductor` (unfused) in `irfuse/emit/fusions/fuse_attn_quant.py` until this measures it.
+  stays `inductor` (unfused) in `irfuse/fusions/fuse_attn_quant/__init__.py` until this measures it.
 
 NVFP4 prefill (the prefill shape; T from --nvfp4-tokens): the output token-major `[T, Hq * D]`
 quantized to NVFP4 (codes and swizzled block scales, global scale 448 * 6 / amax):
@@ -46,7 +46,7 @@ quantized to NVFP4 (codes and swizzled block scales, global scale 448 * 6 / amax
   for an unfused `quant.nvfp4` on CUDA);
 - `kernel+quant`: irfuse's kernel storing bf16, the token-major copy, then that quant kernel;
 - `fused`: `attention_quant.attention_nvfp4` (the NVFP4 epilogue), and with --sweep the best
-  shape. Its CUDA choice stays `inductor` (unfused) in `irfuse/emit/fusions/fuse_attn_quant.py`
+  shape. Its CUDA choice stays `inductor` (unfused) in `irfuse/fusions/fuse_attn_quant/__init__.py`
   until this measures it. Its check is that of `tests/kernels/test_attention_nvfp4_kernel.py`.
 
 Every candidate's output is checked against the eager unfused graph first (the test criterion of
@@ -73,17 +73,17 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_norm_act_quant as nq  # noqa: E402 (timing helpers, by path)
 
-from irfuse.emit import dispatch  # noqa: E402
-from irfuse.emit.fusions import fuse_attn_quant as decl  # noqa: E402
-from irfuse.emit.kernels import (  # noqa: E402
+from irfuse.fusions import fuse_attn_quant as decl  # noqa: E402
+from irfuse.kernels import (  # noqa: E402
     attention_quant,
     attention_quant_ref,
+    dispatch,  # noqa: E402
     mla_attention_quant,
     nvfp4,
     quant_ref,
 )
-from irfuse.emit.kernels import mla_attention_quant_ref as mla_ref  # noqa: E402
-from irfuse.emit.kernels.compare import agreement  # noqa: E402
+from irfuse.kernels import mla_attention_quant_ref as mla_ref  # noqa: E402
+from irfuse.kernels.compare import agreement  # noqa: E402
 
 FP8 = torch.float8_e4m3fn
 HQ, HK, D, PAGE = 32, 8, 128, 16

@@ -11,7 +11,7 @@ run decode. Outputs are checked against the eager result before timing.
     PYTHONPATH=. python3 benchmarks/bench_norm_act_quant.py --ops add_rms_static --tokens 1,4096
 
 For `add_rms_static` and `rms_static`, FlashInfer's `fused_add_rmsnorm_quant` / `rmsnorm_quant`
-(`irfuse/emit/kernels/flashinfer_norm.py`) are timed too when FlashInfer imports ("-" otherwise):
+(`irfuse/kernels/flashinfer_norm.py`) are timed too when FlashInfer imports ("-" otherwise):
 through irfuse's launcher (the residual form copies the residual first, since FlashInfer updates
 it in place), and for the residual form also in place (the kernel alone), with the same check
 against eager as irfuse's kernel (FlashInfer does not round y to bf16 before the quant: rows
@@ -44,7 +44,7 @@ from typing import Any
 
 import torch
 
-from irfuse.emit.kernels import (
+from irfuse.kernels import (
     act_quant,
     act_quant_ref,
     flashinfer_norm,
@@ -53,8 +53,8 @@ from irfuse.emit.kernels import (
     nvfp4,
     quant_ref,
 )
-from irfuse.emit.kernels.compare import agreement, fp8_agreement
-from irfuse.emit.kernels.triton_support import pdl_override
+from irfuse.kernels.compare import agreement, fp8_agreement
+from irfuse.kernels.triton_support import pdl_override
 
 FP8 = torch.float8_e4m3fn
 EPS = 1e-6

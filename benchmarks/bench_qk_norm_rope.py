@@ -3,7 +3,7 @@
 For each T (32 q / 8 kv heads of 128, bf16, NeoX, `positions` + a bf16 `cos_sin_cache`): the
 unfused torch code as vLLM runs it natively (split qkv -> view by heads -> RMSNorm of q and k
 (`forward_native`) -> rotary (`forward_native`)) under `torch.compile` (Inductor, default mode,
-static shapes), irfuse's kernel (`irfuse.emit.kernels.qk_norm_rope`) with its default launch
+static shapes), irfuse's kernel (`irfuse.kernels.qk_norm_rope`) with its default launch
 shape (and, with --sweep, each swept shape), and an SM copy moving the same bytes (the floor).
 The KV variant adds the cache write: Inductor runs the same code followed by `index_put_` of the
 rotated k and v into vLLM's FlashAttention cache ([2, blocks, 16, 8, 128], unbound), irfuse one
@@ -33,7 +33,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_norm_act_quant as nq  # noqa: E402 (timing helpers, by path)
 
-from irfuse.emit.kernels import qk_norm_rope  # noqa: E402
+from irfuse.kernels import qk_norm_rope  # noqa: E402
 
 EPS = 1e-6
 HQ, HK, D = 32, 8, 128

@@ -45,7 +45,7 @@ nccl = torch.cuda.nccl.version() if torch.cuda.is_available() else None
 print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", nccl)
 print("gpus", torch.cuda.device_count(), [torch.cuda.get_device_capability(i)
                                           for i in range(torch.cuda.device_count())])
-from irfuse.emit.kernels import allreduce_rms
+from irfuse.kernels import allreduce_rms
 comm = allreduce_rms.flashinfer_comm()
 print("flashinfer.comm", "imports" if comm is not None else "does not import")
 try:

@@ -25,8 +25,8 @@ import triton.language as tl
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 import bench_norm_act_quant as bench  # noqa: E402 (the benchmark's op table, by path)
 
-from irfuse.emit.kernels import norm_quant as nq  # noqa: E402
-from irfuse.emit.kernels.triton_support import await_previous_kernel, pdl_launch  # noqa: E402
+from irfuse.kernels import norm_quant as nq  # noqa: E402
+from irfuse.kernels.triton_support import await_previous_kernel, pdl_launch  # noqa: E402
 
 # One predicated 32-bit store per 8 elements (the first one's flag), 8 dummy results.
 _STORE_ASM = tl.constexpr("{ .reg .pred p; setp.ne.b32 p, $24, 0; @p st.global.b32 [$16], $8; "

@@ -25,8 +25,8 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from irfuse.emit.kernels import norm_quant
-from irfuse.emit.kernels.triton_support import cache_hints
+from irfuse.kernels import norm_quant
+from irfuse.kernels.triton_support import cache_hints
 
 PTRS = {"x_ptr": "*bf16", "res_ptr": "*bf16", "w_ptr": "*bf16", "y_ptr": "*bf16",
         "res_out_ptr": "*bf16", "q_ptr": "*fp8e4nv", "s_ptr": "*fp32",

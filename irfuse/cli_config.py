@@ -26,7 +26,7 @@ from typing import Any
 
 from irfuse import ranges, support_matrix
 from irfuse.config import CompilationConfig, ConfigError, itemsize_of, resolve_explained
-from irfuse.emit.declare import RANGE_RULES
+from irfuse.fusions.declare import RANGE_RULES
 from irfuse.platform import Platform, detect
 
 

@@ -1,6 +1,6 @@
 """Every pass irfuse-opt and the pipeline know, by name: xDSL's clean-ups, the canonicalization
-before raising, the raising passes (`irfuse.lowering.raising`), every implemented fusion and
-utility rewrite (`irfuse.emit.fusions`, their passes built from their declarations), and
+before raising, the raising passes (`irfuse.raising.raising`), every implemented fusion and
+utility rewrite (`irfuse.fusions`, their passes built from their declarations), and
 select-kernels. Names are the CLI names (kebab case; a fusion's is its PassConfig flag).
 """
 
@@ -14,10 +14,10 @@ from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 from xdsl.utils.arg_spec import parse_spec
 
 from irfuse.emit import custom_ops  # noqa: F401  (registers torch.ops.irfuse.*, the kernels)
-from irfuse.emit.fusions import FUSIONS
 from irfuse.emit.select_kernels import SelectKernels
-from irfuse.lowering.raising import RAISINGS
-from irfuse.rewrites.cse_pure import CsePure
+from irfuse.fusions import FUSIONS
+from irfuse.raising.cse_pure import CsePure
+from irfuse.raising.raising import RAISINGS
 
 PASSES: dict[str, type[ModulePass]] = {
     p.name: p

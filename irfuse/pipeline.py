@@ -33,11 +33,11 @@ from irfuse.dialects.irfuse import TensorType, set_target
 from irfuse.dump import DumpWriter
 from irfuse.emit import kernel_choice
 from irfuse.emit.fx_emit import emit_graph
-from irfuse.lowering.fx_import import ImportedGraph, import_graph
-from irfuse.lowering.match import walk_ops
-from irfuse.lowering.raise_collectives import TP_SIZE_ATTR
-from irfuse.lowering.raise_quant import quant_op_scheme, support_matrix_scheme
-from irfuse.lowering.raising import KIND_OF_OP, RAISE_PASSES, RAISED_KINDS
+from irfuse.raising.fx_import import ImportedGraph, import_graph
+from irfuse.raising.match import walk_ops
+from irfuse.raising.raise_collectives import TP_SIZE_ATTR
+from irfuse.raising.raise_quant import quant_op_scheme, support_matrix_scheme
+from irfuse.raising.raising import KIND_OF_OP, RAISE_PASSES, RAISED_KINDS
 from irfuse.ranges import Range
 from irfuse.report import KernelRecord, PassRecord, Report, StageRecord
 

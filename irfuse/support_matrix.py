@@ -1,6 +1,6 @@
 """The support matrix: every irfuse pass, where it can apply, and when it is on by default.
 
-Its rows are the fusions' declarations (`irfuse.emit.fusions`, one file each); this module
+Its rows are the fusions' declarations (`irfuse.fusions`, one file each); this module
 answers the questions asked of them. Per pass, a row says:
 - which `PassConfig` flag turns it on and what it fuses;
 - on which platform classes it can run and which kernel backend serves it there;
@@ -42,8 +42,8 @@ Each declaration's `note` says the same for its pass, and the `irfuse passes` ta
 
 from __future__ import annotations
 
-from irfuse.emit.declare import SCHEMES, Fusion, Support
-from irfuse.emit.fusions import FUSIONS
+from irfuse.fusions import FUSIONS
+from irfuse.fusions.declare import SCHEMES, Fusion, Support
 from irfuse.platform import Platform
 
 _PASSES: tuple[Fusion, ...] = FUSIONS

@@ -143,7 +143,7 @@ EXCLUDED: dict[str, str] = {
         "transformers refuses SDPA (soft-capping / ALiBi); ALiBi is out of scope",
     "gptj, codegen, dbrx, dots1, youtu, longcat_flash, minimax_m2":
         "no tiny config built in a few tries (rotary_dim / MoE / MLA fields); not investigated",
-    "deepseek_v2, deepseek_v3": "MLA: covered by tests/lowering/test_raise_attention.py",
+    "deepseek_v2, deepseek_v3": "MLA: covered by tests/raising/test_raise_attention.py",
 }
 """Families looked at and left out, with the reason."""
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from irfuse.emit.kernels import act_quant_ref, norm_quant_ref, quant_ref
-from irfuse.emit.kernels.compare import Agreement, agreement, fp8_agreement
+from irfuse.kernels import act_quant_ref, norm_quant_ref, quant_ref
+from irfuse.kernels.compare import Agreement, agreement, fp8_agreement
 
 FP8 = torch.float8_e4m3fn
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -169,7 +169,7 @@ def _fp8_tol(case: Case) -> float:
 
 
 def run_rms_norm(case: Case, d: dict, c: _Checks) -> None:
-    from irfuse.emit.kernels import norm_quant
+    from irfuse.kernels import norm_quant
 
     off = case.opts.get("offset", 0.0)
     res = d["r"] if case.opts.get("residual") else None
@@ -188,7 +188,7 @@ def run_rms_norm(case: Case, d: dict, c: _Checks) -> None:
 
 
 def run_norm_static(case: Case, d: dict, c: _Checks) -> None:
-    from irfuse.emit.kernels import norm_quant
+    from irfuse.kernels import norm_quant
 
     n = case.opts.get("scales", 1)
     scales = [d["scale"] * (1 + i) for i in range(n)]
@@ -218,7 +218,7 @@ def run_norm_static(case: Case, d: dict, c: _Checks) -> None:
 
 
 def run_norm_per_token(case: Case, d: dict, c: _Checks) -> None:
-    from irfuse.emit.kernels import norm_quant
+    from irfuse.kernels import norm_quant
 
     ub = d["ub"] if case.opts.get("ub") else None
     res = d["r"] if case.opts.get("residual") else None
@@ -238,7 +238,7 @@ def run_norm_per_token(case: Case, d: dict, c: _Checks) -> None:
 
 
 def run_norm_group(case: Case, d: dict, c: _Checks) -> None:
-    from irfuse.emit.kernels import norm_quant
+    from irfuse.kernels import norm_quant
 
     g, cm, ue = case.opts["group"], case.opts.get("col_major", False), case.opts.get("ue8m0",
                                                                                       False)
@@ -259,7 +259,7 @@ def run_norm_group(case: Case, d: dict, c: _Checks) -> None:
 
 def run_quant(case: Case, d: dict, c: _Checks) -> None:
     """Quantizers alone: bit-exact against the reference."""
-    from irfuse.emit.kernels import act_quant, norm_quant, nvfp4
+    from irfuse.kernels import act_quant, norm_quant, nvfp4
 
     x, scheme = d["x"], case.opts["scheme"]
     out = FP8_OUT[case.opts.get("out", "e4m3fn")]
@@ -304,7 +304,7 @@ def _gate_up(case: Case, d: dict) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _silu_fns(case: Case, d: dict) -> tuple[Callable, Callable]:
     """(kernel, reference) of the case's SiLU·Mul scheme, each called as f(x, up=None)."""
-    from irfuse.emit.kernels import act_quant, nvfp4
+    from irfuse.kernels import act_quant, nvfp4
 
     scheme = case.opts.get("scheme", "none")
     if scheme == "none":

@@ -115,7 +115,7 @@ func.func @quant_left_out(%x: !irfuse.tensor<[s0, 64], bf16>, %res: !irfuse.tens
   func.return %q, %y : !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], bf16>
 }
 
-// Near misses (each a remark, see tests/fuse/test_fuse_allreduce_rms.py): a max all-reduce; the
+// Near misses (each a remark, see tests/fusions/test_fuse_allreduce_rms.py): a max all-reduce; the
 // all-reduced value read besides the residual add; a norm without a weight; an all-reduce that
 // feeds no norm (no candidate).
 // CHECK-LABEL: func.func @negatives

@@ -34,7 +34,7 @@ func.func @batch_major(%q: !irfuse.tensor<[2, 4, 8, 48], bf16>, %c: !irfuse.tens
   func.return %f : !irfuse.tensor<[16, 128], f8E4M3FN>
 }
 
-// Not fused (near misses, each a remark; tests/fuse/test_attn_quant_fusion.py reads them):
+// Not fused (near misses, each a remark; tests/fusions/test_attn_quant_fusion.py reads them):
 // a head-major flattening of a batch-major MLA (no transpose: the quant reads [H * L, v] rows,
 // "do not flatten its output token-major"); a per-group quant ("static per-tensor only"); an
 // output also read unquantized (no remark: the quant is not its only user).

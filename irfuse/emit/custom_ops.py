@@ -1,5 +1,5 @@
 """The `irfuse::` torch.library ops, registered from their declarations: the library ops
-(`irfuse.emit.library_ops`) and every fusion's kernels (`irfuse.emit.fusions`).
+(`irfuse.fusions.library_ops`) and every fusion's kernels (`irfuse.fusions`).
 
 All ops are functional (new tensors, never views of their inputs). Each has its torch reference
 on the CPU, its CUDA implementation (what its declared choice selects, normally the Triton
@@ -18,8 +18,8 @@ import re
 
 from torch.library import custom_op
 
-from irfuse.emit.declare import Kernel
 from irfuse.emit.kernel_choice import kernels
+from irfuse.fusions.declare import Kernel
 
 NAMESPACE = "irfuse"
 

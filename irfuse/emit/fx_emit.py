@@ -24,7 +24,7 @@ from irfuse import targets
 from irfuse.dialects import aten, kernel
 from irfuse.dialects.irfuse import YieldOp
 from irfuse.emit import custom_ops  # noqa: F401  (registers the irfuse:: ops kernel calls name)
-from irfuse.lowering.fx_import import decode_outputs
+from irfuse.raising.fx_import import decode_outputs
 
 
 class EmitError(RuntimeError):

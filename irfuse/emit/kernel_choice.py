@@ -1,5 +1,5 @@
 """Which implementation runs each `irfuse::` op on each platform: the table of every kernel's
-declared choices (`irfuse.emit.declare.Kernel.choices`), and the token counts where some choice
+declared choices (`irfuse.fusions.declare.Kernel.choices`), and the token counts where some choice
 changes, so that compile ranges end there.
 
 Platforms are strings: `cpu`, `cuda:sm90` (compute capability), `rocm`. A lookup tries the exact
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import functools
 
-from irfuse.emit.declare import Choice, Kernel, Steps, kernels_of
-from irfuse.emit.fusions import FUSIONS
-from irfuse.emit.library_ops import LIBRARY_OPS
+from irfuse.fusions import FUSIONS
+from irfuse.fusions.declare import Choice, Kernel, Steps, kernels_of
+from irfuse.fusions.library_ops import LIBRARY_OPS
 
 
 @functools.cache

@@ -15,8 +15,8 @@ import torch.nn.functional as F
 from xdsl.passes import ModulePass
 
 from irfuse import backend, passes, pipeline
-from irfuse.emit.declare import CPU_REFERENCE
-from irfuse.lowering.raising import RAISED_KINDS
+from irfuse.fusions.declare import CPU_REFERENCE
+from irfuse.raising.raising import RAISED_KINDS
 from irfuse.testing import assert_bit_exact, compile_and_run
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

@@ -6,8 +6,8 @@ import pytest
 
 from irfuse import ranges, support_matrix, thresholds
 from irfuse.config import CompilationConfig, resolve
-from irfuse.emit.declare import Fusion
-from irfuse.emit.fusions import FUSIONS
+from irfuse.fusions import FUSIONS
+from irfuse.fusions.declare import Fusion
 from irfuse.platform import Platform
 from irfuse.ranges import UNBOUNDED, Range
 

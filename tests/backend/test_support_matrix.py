@@ -8,7 +8,7 @@ import pytest
 
 from irfuse import support_matrix as sm
 from irfuse.config import PassConfig
-from irfuse.emit import declare
+from irfuse.fusions import declare
 from irfuse.passes import PASSES
 from irfuse.platform import Platform
 

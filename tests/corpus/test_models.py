@@ -413,8 +413,8 @@ def test_scaled_mm_forms_agree():
 
 
 def _quant_ref():
-    return pytest.importorskip("irfuse.emit.kernels.quant_ref",
-                               reason="irfuse.emit.kernels.quant_ref not available yet")
+    return pytest.importorskip("irfuse.kernels.quant_ref",
+                               reason="irfuse.kernels.quant_ref not available yet")
 
 
 @pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e4m3fnuz])

@@ -56,7 +56,7 @@ def test_markstein_quotient_is_correctly_rounded() -> None:
 
 def _nvfp4_configs() -> list:
     """The default (None) and other launch shapes of both layouts."""
-    from irfuse.emit.kernels import nvfp4
+    from irfuse.kernels import nvfp4
 
     c = nvfp4.Nvfp4Config
     return [None, c(16, 1), c(32, 2), c(32, 1, split=True), c(64, 2, split=True),
@@ -98,7 +98,7 @@ def _same(a: tuple, b: tuple) -> bool:
 
 
 def _nvfp4_checks() -> dict:
-    from irfuse.emit.kernels import act_quant_ref, nvfp4, quant_ref
+    from irfuse.kernels import act_quant_ref, nvfp4, quant_ref
 
     g = torch.Generator().manual_seed(0)
     configs = _nvfp4_configs()
@@ -149,10 +149,10 @@ def _e2m1_check() -> dict:
     import triton
     import triton.language as tl
 
-    from irfuse.emit.kernels import quant_ref
+    from irfuse.kernels import quant_ref
 
     global _nvfp4  # the kernel below resolves names in this module's globals
-    from irfuse.emit.kernels import nvfp4 as _nvfp4
+    from irfuse.kernels import nvfp4 as _nvfp4
 
     @triton.jit
     def enc(v_ptr, c_ptr, n, BLOCK: tl.constexpr):
@@ -175,7 +175,7 @@ def _e2m1_check() -> dict:
 
 
 def _act_checks() -> dict:
-    from irfuse.emit.kernels import act_quant, act_quant_ref, quant_ref
+    from irfuse.kernels import act_quant, act_quant_ref, quant_ref
 
     out: dict = {}
     fp8 = torch.float8_e4m3fn
@@ -274,7 +274,7 @@ def test_act_quant_configs_bit_exact(results: dict) -> None:
 def test_gpu_nvfp4_configs_agree() -> None:
     """Both layouts and every launch shape give the default's bits; the quantizer alone, the
     reference's."""
-    from irfuse.emit.kernels import act_quant_ref, nvfp4
+    from irfuse.kernels import act_quant_ref, nvfp4
 
     torch.manual_seed(0)
     x = torch.randn(300, 2 * 1024, device="cuda", dtype=torch.bfloat16) * 3
@@ -290,7 +290,7 @@ def test_gpu_nvfp4_configs_agree() -> None:
 
 @pytest.mark.gpu
 def test_gpu_fast_silu_same_bits_above_minus_87() -> None:
-    from irfuse.emit.kernels import act_quant, act_quant_ref
+    from irfuse.kernels import act_quant, act_quant_ref
 
     every = torch.arange(2**16, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
     gate = every[torch.isfinite(every) & (every.float() > -87.0)].cuda()

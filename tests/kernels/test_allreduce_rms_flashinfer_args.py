@@ -24,9 +24,8 @@ from xdsl.parser import Parser
 
 from irfuse.context import make_context
 from irfuse.dialects.irfuse import set_target
-from irfuse.emit import dispatch
-from irfuse.emit.fusions import fuse_allreduce_rms as fusion
-from irfuse.emit.kernels import allreduce_rms, quant_ref
+from irfuse.fusions import fuse_allreduce_rms as fusion
+from irfuse.kernels import allreduce_rms, dispatch, quant_ref
 from irfuse.models.dist import fake_process_group
 from irfuse.passes import instantiate
 from irfuse.pipeline import kernel_records

@@ -36,9 +36,9 @@ def _close(a: torch.Tensor, b: torch.Tensor, rel: float) -> bool:
 
 
 def _worker(rank: int, world: int, out_dir: str) -> None:
-    from irfuse.emit.dispatch import fake_nvfp4
-    from irfuse.emit.kernels import allreduce_rms, allreduce_rms_ref, quant_ref
-    from irfuse.emit.kernels import allreduce_symm_mem as sm
+    from irfuse.kernels import allreduce_rms, allreduce_rms_ref, quant_ref
+    from irfuse.kernels import allreduce_symm_mem as sm
+    from irfuse.kernels.dispatch import fake_nvfp4
 
     name = dist.group.WORLD.group_name
     results = {}

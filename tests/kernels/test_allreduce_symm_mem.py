@@ -16,12 +16,11 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from irfuse.emit import dispatch
-from irfuse.emit.declare import Choice
-from irfuse.emit.fusions import fuse_allreduce_rms as fusion
-from irfuse.emit.kernels import allreduce_rms
-from irfuse.emit.kernels import allreduce_rms_ref as ref
-from irfuse.emit.kernels import allreduce_symm_mem as sm
+from irfuse.fusions import fuse_allreduce_rms as fusion
+from irfuse.fusions.declare import Choice
+from irfuse.kernels import allreduce_rms, dispatch
+from irfuse.kernels import allreduce_rms_ref as ref
+from irfuse.kernels import allreduce_symm_mem as sm
 from irfuse.models.dist import fake_process_group, spawn_ranks
 
 EPS = 1e-5

@@ -31,7 +31,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from irfuse.emit.kernels import attention_quant_ref, quant_ref
+from irfuse.kernels import attention_quant_ref, quant_ref
 
 HERE = pathlib.Path(__file__).resolve().parents[1]  # tests/: the shared helpers
 sys.path.insert(0, str(HERE))
@@ -132,7 +132,7 @@ def check(q, k, v, mask, out_kind: str) -> dict:
     from test_attention_quant_kernel import _scale_for
     from test_attention_quant_kernel import judge as judge_fp8
 
-    from irfuse.emit.kernels import attention_quant
+    from irfuse.kernels import attention_quant
 
     sm = q.shape[-1] ** -0.5
     o = _sdpa(q, k, v, mask, sm)
@@ -183,8 +183,8 @@ def check_mla(case, out_kind: str) -> dict:
     from test_attention_quant_kernel import judge as judge_fp8
     from test_mla_attention_quant_kernel import _inputs, _kw
 
-    from irfuse.emit.kernels import mla_attention_quant
-    from irfuse.emit.kernels import mla_attention_quant_ref as mref
+    from irfuse.kernels import mla_attention_quant
+    from irfuse.kernels import mla_attention_quant_ref as mref
 
     mcase, kind, shape = case
     b, h, t = mcase[:3]
@@ -255,7 +255,7 @@ def test_masked_mla_matches_reference_interpreted(interpreted, case, out):
 
 def test_mask_operand_broadcasts_by_strides_and_refuses_bad_masks():
     """The mask as the kernel reads it: broadcast dims get stride 0, the storage is shared."""
-    from irfuse.emit.kernels.attention_quant import mask_operand
+    from irfuse.kernels.attention_quant import mask_operand
 
     m = torch.ones(2, 1, 1, 8, dtype=torch.bool)
     op = mask_operand(m, 2, 4, 3, 8)

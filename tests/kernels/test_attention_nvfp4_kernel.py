@@ -34,7 +34,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from irfuse.emit.kernels import attention_quant_ref, mla_attention_quant_ref, quant_ref
+from irfuse.kernels import attention_quant_ref, mla_attention_quant_ref, quant_ref
 
 HERE = pathlib.Path(__file__).resolve().parents[1]  # tests/: the shared helpers
 sys.path.insert(0, str(HERE))
@@ -131,7 +131,7 @@ def judge(out: tuple[torch.Tensor, torch.Tensor], ref: tuple[torch.Tensor, torch
 
 
 def check_prefill(case, device: str) -> dict:
-    from irfuse.emit.kernels import attention_quant
+    from irfuse.kernels import attention_quant
 
     b, hq, hk, tq, tk, d, causal, dtype, tr, saturate, cfg = case
     q, k, v = _dense(b, hq, hk, tq, tk, d, DTYPES[dtype], device, tq * 7 + d, tr)
@@ -153,7 +153,7 @@ def check_prefill(case, device: str) -> dict:
 def check_decode(case, device: str) -> dict:
     from test_attention_quant_kernel import _paged
 
-    from irfuse.emit.kernels import attention_quant
+    from irfuse.kernels import attention_quant
 
     b, hq, hk, d, bs, lens, dtype, splits = case
     q, kc, vc, table, seq_lens = _paged(b, hq, hk, d, bs, list(lens), DTYPES[dtype], device,
@@ -191,7 +191,7 @@ def _mla_inputs(case, device: str):
 
 
 def check_mla(case, device: str) -> dict:
-    from irfuse.emit.kernels import mla_attention_quant
+    from irfuse.kernels import mla_attention_quant
 
     args, kw = _mla_inputs(case, device)
     o = mla_attention_quant_ref.mla_attention(*args, None, **kw)
@@ -242,7 +242,7 @@ def test_mla_nvfp4_epilogue_interpreted(interpreted, case):
 
 
 def test_head_sizes_that_split_nvfp4_blocks_are_refused():
-    from irfuse.emit.kernels import attention_quant, mla_attention_quant
+    from irfuse.kernels import attention_quant, mla_attention_quant
 
     q, k, v = _dense(1, 4, 2, 8, 8, 8, torch.bfloat16, "cpu", 0, False)
     with pytest.raises(ValueError, match="head size divisible by 16, got 8"):

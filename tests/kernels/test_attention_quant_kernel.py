@@ -35,8 +35,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from irfuse.emit.kernels import attention_quant_ref
-from irfuse.emit.kernels.compare import agreement
+from irfuse.kernels import attention_quant_ref
+from irfuse.kernels.compare import agreement
 
 HERE = pathlib.Path(__file__).resolve().parents[1]  # tests/: the shared helpers
 sys.path.insert(0, str(HERE))
@@ -204,7 +204,7 @@ def _decode_id(c) -> str:
 
 
 def check_prefill(case, device: str, saturate: bool = False) -> dict:
-    from irfuse.emit.kernels import attention_quant
+    from irfuse.kernels import attention_quant
 
     b, hq, hk, tq, tk, d, causal, dtype, tr, cfg = case
     q, k, v = _dense(b, hq, hk, tq, tk, d, DTYPES[dtype], device, seed=tq * 7 + d, transposed=tr)
@@ -219,7 +219,7 @@ def check_prefill(case, device: str, saturate: bool = False) -> dict:
 
 
 def check_decode(case, device: str) -> dict:
-    from irfuse.emit.kernels import attention_quant
+    from irfuse.kernels import attention_quant
 
     b, hq, hk, d, bs, lens, dtype, splits = case
     q, kc, vc, table, seq_lens = _paged(b, hq, hk, d, bs, list(lens), DTYPES[dtype], device,
@@ -240,8 +240,8 @@ def check_decode_graph(case, device: str) -> dict:
     """The paged kernel against what fuse-attn-quant replaces with it (`_paged_ref`: the pages
     gathered, the length mask, SDPA, the quant), int64 table and lengths, the first sequence's
     length past its table row's capacity (the mask then keeps the whole row)."""
-    from irfuse.emit.fusions import fuse_attn_quant
-    from irfuse.emit.kernels import attention_quant
+    from irfuse.fusions import fuse_attn_quant
+    from irfuse.kernels import attention_quant
 
     b, hq, hk, d, bs, lens, dtype, splits = case
     q, kc, vc, table, seq_lens = _paged(b, hq, hk, d, bs, list(lens), DTYPES[dtype], device,
@@ -349,7 +349,7 @@ def test_decode_kernel_matches_reference_on_gpu(case):
 
 @pytest.mark.gpu
 def test_kernels_refuse_cpu_tensors_and_are_captured_by_a_cuda_graph():
-    from irfuse.emit.kernels import attention_quant
+    from irfuse.kernels import attention_quant
 
     q, k, v = _dense(1, 8, 2, 64, 64, 128, torch.bfloat16)
     with pytest.raises(RuntimeError, match="need CUDA tensors"):

@@ -18,9 +18,9 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import irfuse.emit.custom_ops as custom_ops
-from irfuse.emit import dispatch, kernel_choice
-from irfuse.emit.kernels import act_quant_ref, norm_quant_ref, quant_ref
-from irfuse.emit.kernels.compare import agreement, fp8_agreement
+from irfuse.emit import kernel_choice
+from irfuse.kernels import act_quant_ref, dispatch, norm_quant_ref, quant_ref
+from irfuse.kernels.compare import agreement, fp8_agreement
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FP8 = torch.float8_e4m3fn
@@ -164,7 +164,7 @@ def test_opcheck(name: str) -> None:
         calls.setdefault(declared, args)
     if name not in calls and "str group" in str(getattr(ops, name).default._schema):
         pytest.skip("a collective: opchecked under a process group in "
-                    "tests/fuse/test_fuse_allreduce_rms.py")
+                    "tests/fusions/test_fuse_allreduce_rms.py")
     torch.library.opcheck(getattr(ops, name).default, calls[name])
 
 

@@ -1,4 +1,4 @@
-"""FlashInfer's static-FP8 RMSNorm launchers (`irfuse/emit/kernels/flashinfer_norm.py`).
+"""FlashInfer's static-FP8 RMSNorm launchers (`irfuse/kernels/flashinfer_norm.py`).
 
 On the CPU: the refusal rules, the scale conversion, how far FlashInfer's arithmetic (its torch
 model) is from NUMERICS.md, the launcher's plumbing against a stand-in for `flashinfer.norm` that
@@ -20,11 +20,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from irfuse.emit import dispatch, kernel_choice
-from irfuse.emit.declare import Choice, Kernel
-from irfuse.emit.kernels import flashinfer_norm as fi
-from irfuse.emit.kernels import norm_quant_ref
-from irfuse.emit.kernels.compare import fp8_agreement
+from irfuse.emit import kernel_choice
+from irfuse.fusions.declare import Choice, Kernel
+from irfuse.kernels import dispatch, norm_quant_ref
+from irfuse.kernels import flashinfer_norm as fi
+from irfuse.kernels.compare import fp8_agreement
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FP8 = torch.float8_e4m3fn
@@ -233,7 +233,7 @@ def test_dispatch_keeps_other_choices(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_module_import_is_cheap() -> None:
-    code = ("import sys, irfuse.emit.kernels.flashinfer_norm\n"
+    code = ("import sys, irfuse.kernels.flashinfer_norm\n"
             "print('triton' in sys.modules, 'flashinfer' in sys.modules)\n")
     env = dict(os.environ, PYTHONPATH=str(ROOT), CUDA_VISIBLE_DEVICES="")
     proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True,

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.dist, pytest.mark.skipif(
 def _worker(rank: int, world: int, out_dir: str) -> None:
     import torch.distributed as dist
 
-    from irfuse.emit.kernels import gemm_comms, gemm_comms_ref
+    from irfuse.kernels import gemm_comms, gemm_comms_ref
 
     group = dist.group.WORLD.group_name
     gen = torch.Generator(device="cuda").manual_seed(rank)

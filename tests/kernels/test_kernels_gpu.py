@@ -28,7 +28,7 @@ def test_kernel_matches_reference_on_gpu(case: kernel_cases.Case) -> None:
 
 def test_custom_ops_dispatch_to_triton_on_gpu() -> None:
     import irfuse.emit.custom_ops  # noqa: F401
-    from irfuse.emit.kernels import norm_quant_ref
+    from irfuse.kernels import norm_quant_ref
 
     x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16)
     r = torch.randn_like(x)

@@ -35,7 +35,7 @@ def _worker() -> None:
     import triton.runtime.interpreter as interpreter
 
     original = interpreter._convert_float
-    from irfuse.emit.kernels import act_quant
+    from irfuse.kernels import act_quant
 
     x = torch.tensor([31.6, 1.0 + 2**-8 + 2**-12])
     fp8 = act_quant.quant_fp8_static(x, torch.ones(1)).float().tolist()

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from test_attention_quant_kernel import DTYPES, FP8, _scale_for, judge
 
-from irfuse.emit.kernels import mla_attention_quant_ref as ref
+from irfuse.kernels import mla_attention_quant_ref as ref
 
 # (batch-major B or None for token-major, H, T, nope, rope, v, rank, causal, dtype)
 CASES = [
@@ -100,7 +100,7 @@ def test_reference_refuses_bad_arguments():
 
 
 def check(case, device: str) -> dict:
-    from irfuse.emit.kernels import mla_attention_quant
+    from irfuse.kernels import mla_attention_quant
 
     q, kv_c, k_pe, w = _inputs(case, device)
     kw = _kw(case)
@@ -138,7 +138,7 @@ def test_declared_cuda_implementation_runs_the_triton_kernel():
     Triton kernel when called) against the reference, through the custom op's Python body."""
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
-    from irfuse.emit.fusions.fuse_attn_quant import MLA_ATTN_QUANT
+    from irfuse.fusions.fuse_attn_quant import MLA_ATTN_QUANT
 
     case = GPU_CASES[0]
     q, kv_c, k_pe, w = _inputs(case, "cuda")

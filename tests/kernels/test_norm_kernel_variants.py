@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from irfuse.emit.kernels.norm_quant import div_rn_by
+from irfuse.kernels.norm_quant import div_rn_by
 
 HERE = pathlib.Path(__file__).resolve().parents[1]  # tests/: the shared helpers
 ROOT = HERE.parent
@@ -88,10 +88,10 @@ def _div_kernel(y_ptr, s_ptr, out_ptr, naive_ptr, N, BLOCK: tl.constexpr,
 def _worker() -> None:  # noqa: C901 (one runner for every case, reported as JSON)
     """Run in the subprocess: all cases, one JSON object on the last line of stdout."""
     assert triton.knobs.runtime.interpret, "TRITON_INTERPRET=1 must be set before triton loads"
-    from irfuse.emit.kernels import norm_quant as nq
-    from irfuse.emit.kernels import norm_quant_ref as ref
-    from irfuse.emit.kernels import quant_ref
-    from irfuse.emit.kernels.triton_support import patch_interpreter_casts
+    from irfuse.kernels import norm_quant as nq
+    from irfuse.kernels import norm_quant_ref as ref
+    from irfuse.kernels import quant_ref
+    from irfuse.kernels.triton_support import patch_interpreter_casts
 
     patch_interpreter_casts()
     fp8 = getattr(torch, FP8)

@@ -21,8 +21,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from irfuse.emit.kernels import norm_pad_ref
-from irfuse.emit.kernels.compare import agreement
+from irfuse.kernels import norm_pad_ref
+from irfuse.kernels.compare import agreement
 
 HERE = pathlib.Path(__file__).resolve().parents[1]  # tests/: the shared helpers
 sys.path.insert(0, str(HERE))
@@ -176,7 +176,7 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 
 def check_kernel(case, device: str, residual: bool = True) -> dict:
     """Run the kernel and the reference on one case; {"ok": bool, "detail": str}."""
-    from irfuse.emit.kernels import norm_pad
+    from irfuse.kernels import norm_pad
 
     t, h, pad, opts, dtype = case
     x, r, w = _inputs(t, h, DTYPES[dtype], device, seed=t * 1000 + h)
@@ -218,7 +218,7 @@ def _worker() -> None:
                 results[key] = check_kernel(case, "cpu", residual)
             except Exception as e:  # noqa: BLE001 (reported to the test of that case)
                 results[key] = {"ok": False, "detail": f"raised {type(e).__name__}: {e}"}
-    from irfuse.emit.kernels import norm_pad
+    from irfuse.kernels import norm_pad
 
     x, r, w = _inputs(0, 40, torch.bfloat16)
     out, res = norm_pad.add_rms_norm_pad(x, r, w, EPS, pad_multiple=64)
@@ -264,7 +264,7 @@ def test_kernel_matches_reference_on_gpu(case):
 
 @pytest.mark.gpu
 def test_kernel_refuses_cpu_tensors_and_is_captured_by_a_cuda_graph():
-    from irfuse.emit.kernels import norm_pad
+    from irfuse.kernels import norm_pad
 
     x, r, w = _inputs(4, 2880, torch.bfloat16)
     with pytest.raises(RuntimeError, match="need CUDA tensors"):

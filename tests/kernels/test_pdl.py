@@ -20,7 +20,7 @@ import sys
 import pytest
 import torch
 
-from irfuse.emit.kernels import norm_quant, triton_support
+from irfuse.kernels import norm_quant, triton_support
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from irfuse.emit.kernels import norm_quant, nvfp4
+from irfuse.kernels import norm_quant, nvfp4
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
 import profile_op  # noqa: E402 (a script beside the benchmarks, by path)

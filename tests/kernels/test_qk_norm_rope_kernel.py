@@ -26,8 +26,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from irfuse.emit.kernels import qk_norm_rope_ref as ref
-from irfuse.emit.kernels.compare import agreement
+from irfuse.kernels import qk_norm_rope_ref as ref
+from irfuse.kernels.compare import agreement
 
 HERE = pathlib.Path(__file__).resolve().parents[1]  # tests/: the shared helpers
 sys.path.insert(0, str(HERE))
@@ -403,7 +403,7 @@ def _close(out, want, exact: bool, dtype: torch.dtype, is_neox: bool, rotary_dim
 
 def check_case(c: dict, device: str) -> dict:
     """Run the kernel and the reference on one case; {"ok": bool, "detail": str}."""
-    from irfuse.emit.kernels import qk_norm_rope as kern
+    from irfuse.kernels import qk_norm_rope as kern
 
     dtype = DTYPES[c["dtype"]]
     t, hq, hk, d, rd = c["T"], c["hq"], c["hk"], c["d"], c["rd"]
@@ -486,7 +486,7 @@ def _worker() -> None:
             results[key] = check_case(c, "cpu")
         except Exception as e:  # noqa: BLE001 (reported to the test of that case)
             results[key] = {"ok": False, "detail": f"raised {type(e).__name__}: {e}"}
-    from irfuse.emit.kernels import qk_norm_rope as kern
+    from irfuse.kernels import qk_norm_rope as kern
 
     q, k, _, qw, kw, pos = _qkv(0, 4, 2, 64, torch.bfloat16)
     qo, ko = kern.qk_norm_rope(q, k, qw, kw, None, None, pos, _cos_sin_cache(64, torch.bfloat16),
@@ -513,7 +513,7 @@ def test_kernel_takes_no_tokens_interpreted(interpreted):
 
 
 def test_kernel_default_config():
-    from irfuse.emit.kernels import qk_norm_rope as kern
+    from irfuse.kernels import qk_norm_rope as kern
 
     for t in (1, 16, 4096, 16384):
         cfg = kern.rope_config(t, 40, 128)
@@ -545,7 +545,7 @@ def test_kernel_matches_reference_on_gpu(case):
 
 @pytest.mark.gpu
 def test_kernel_refuses_cpu_tensors_and_is_captured_by_a_cuda_graph():
-    from irfuse.emit.kernels import qk_norm_rope as kern
+    from irfuse.kernels import qk_norm_rope as kern
 
     q, k, _, qw, kw, pos = _qkv(4, 32, 8, 128, torch.bfloat16)
     cache = _cos_sin_cache(128, torch.bfloat16)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from irfuse.emit.kernels import quant_ref as qr
+from irfuse.kernels import quant_ref as qr
 
 FP8 = torch.float8_e4m3fn
 FNUZ = torch.float8_e4m3fnuz

@@ -18,7 +18,7 @@ sys.path.insert(0, str(HERE))
 
 import vllm_ops as V  # noqa: E402
 
-from irfuse.emit.kernels import act_quant_ref, norm_quant_ref, quant_ref  # noqa: E402
+from irfuse.kernels import act_quant_ref, norm_quant_ref, quant_ref  # noqa: E402
 
 FP8 = torch.float8_e4m3fn
 CASES = [(scheme, residual) for scheme in ("per_token", "group") for residual in (False, True)]
@@ -83,7 +83,7 @@ def _worker() -> None:
     import triton
 
     assert triton.knobs.runtime.interpret, "TRITON_INTERPRET=1 must be set before triton loads"
-    from irfuse.emit.kernels import act_quant, norm_quant
+    from irfuse.kernels import act_quant, norm_quant
 
     results = {}
     for scheme, residual in CASES:
@@ -157,7 +157,7 @@ def test_per_token_quantizer_on_cuda_is_the_reference(reciprocal: bool) -> None:
     float32 reciprocal (`amax * fp32(1/448)`), one rounding away, so a reference written with a
     Python divisor would not be the reference there. quant_ref divides by a device tensor for
     that reason; the last check holds it to giving the CPU's bits on CUDA too."""
-    from irfuse.emit.kernels import norm_quant
+    from irfuse.kernels import norm_quant
 
     x_cpu = _inputs(seed=3, tokens=64, hidden=1024)[0]
     q, s = norm_quant.quant_fp8_per_token(x_cpu.cuda(), reciprocal=reciprocal)

@@ -1,0 +1,28 @@
+"""enable_sp: sequence parallelism. all-reduce -> (residual add +) RMSNorm (+ static FP8 quant)
+becomes reduce-scatter -> the norm (and quant) on this rank's rows -> all-gather
+(`irfuse.fusions.enable_sp.pattern`). A graph restructuring with no kernel of its own: the collectives
+are torch's functional ones (NCCL on GPUs, gloo on the CPU) and the local norm and quant are the
+raised ops, which fuse-norm-quant fuses afterwards. Off at every level, as in vLLM (its O2 leaves
+it off, vLLM #25689); the compile range rule runs it only on single token counts from
+sp_min_token_num that TP divides.
+"""
+
+from __future__ import annotations
+
+from irfuse.fusions.declare import PLATFORM_CLASSES, Fusion, Support
+from irfuse.fusions.enable_sp.pattern import SequenceParallelPattern
+
+FUSION = Fusion(
+    name="enable-sp",
+    flag="enable_sp",
+    kind="fusion",
+    fuses="all-reduce -> RMSNorm (+ FP8 quant) becomes reduce-scatter -> RMSNorm -> all-gather",
+    quant="optional",
+    schemes=("fp8-static-tensor",),
+    range_rule="from-sp-min",
+    platforms={c: Support("torch", None) for c in PLATFORM_CLASSES},
+    needs_tp=True,
+    vllm_pass="SequenceParallelismPass",
+    note="vLLM's O2 leaves it off too (#25689)",
+    patterns=(SequenceParallelPattern(),),
+)

@@ -1,0 +1,233 @@
+"""enable-sp: sequence parallelism around the norms of a tensor-parallel model.
+
+Anchored at each `coll.all_reduce` of `[tokens, hidden]`, or of a model's `[B, S, hidden]`
+(Hugging Face's hidden states), whose result feeds a raised RMSNorm (`norm.rms_norm`, or
+`norm.add_rms_norm` as either addend: Hugging Face writes `residual + hidden`). A `[B, S, H]`
+tensor is split as its B*S rows: `reshape(-1, H)` before the reduce-scatter, the norm on
+`[B*S/TP, H]`, and each gather reshaped back to `[B, S, H]`. The all-reduce becomes a
+reduce-scatter along the tokens, the norm (with its residual add) runs on this rank's rows, and
+an all-gather brings the rows back: the norm's output is gathered, or, when its only user is a
+static FP8 quant, the quant runs on the shard too and the FP8 values are gathered (a quarter of
+the bytes of f32, half of bf16's). fuse-norm-quant, after this pass, fuses the local norm and
+quant.
+
+What each rank holds: the residual stream between the norms is a shard. A norm's new residual
+and the all-reduced value itself (vLLM's first norm, whose residual is the all-reduce output)
+are given to every other user as the all-gather of the shard, so every consumer sees the full
+tensor it saw before; a later norm of the chain whose residual is such a gather reads the shard
+itself, and the gathers nobody reads are dropped at the end of the block. A residual that comes
+from elsewhere (the embedding of a model whose embedding is replicated) is taken to be replicated,
+as the residual stream of tensor parallelism is, and this rank's rows are sliced from it
+(`unflatten(0, [tp, -1]).select(0, rank)`; the rank comes from torch.distributed or the module's
+`irfuse.ranks`). So a model of N layers ends with the final norm's output gathered and the
+residual shards passed from norm to norm, as vLLM's pass leaves it.
+
+Token counts (B*S for `[B, S, H]`): a static count that TP does not divide is a remark (irfuse
+does not pad the caller's tokens). A symbolic count relies on the compile range (`from-sp-min`:
+single sizes that TP divides); at run time the collectives refuse any other size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xdsl.ir import Operation, SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from irfuse.dialects import aten
+from irfuse.dialects.coll import AllGatherOp, AllReduceOp
+from irfuse.dialects.irfuse import Dim, TensorType
+from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
+from irfuse.dialects.quant import QuantFp8Op
+from irfuse.dialects.shapes import normalize_dim
+from irfuse.fusions.sharding import (
+    all_gather,
+    flatten_rows,
+    on_shard,
+    rank_in,
+    reduce_scatter,
+    row_count,
+    rows_of_rank,
+    shard_dim,
+    unflatten_rows,
+)
+from irfuse.raising.aten_ops import RESHAPE, RESHAPE_AS
+from irfuse.raising.driver import AnchorPattern, Site
+from irfuse.raising.match import NoMatch, discard, users
+
+
+@dataclass
+class _Gathers:
+    """The all-gathers this pass inserted for other users of a shard, each with the reshape back
+    to the model's `[B, S, H]` where it has one (dropped if unread)."""
+
+    chains: list[list[Operation]] = field(default_factory=list)
+
+    def add(self, chain: list[Operation]) -> SSAValue:
+        self.chains.append(chain)
+        return chain[-1].results[0]
+
+
+def shard_of(value: SSAValue, group: str, world_size: int) -> SSAValue | None:
+    """The shard a dim-0 all-gather over the same group gathered into `value` (then reshaped
+    back to `[B, S, H]` or not), if it is one."""
+    owner = value.owner
+    if isinstance(owner, aten.CallOp) and owner.target.data in (RESHAPE, RESHAPE_AS) \
+            and isinstance(owner.operands[0].owner, AllGatherOp):
+        gather = owner.operands[0].owner
+        vt, gt = value.type, gather.y.type
+        assert isinstance(vt, TensorType) and isinstance(gt, TensorType)
+        if gt.rank != 2 or gt.dims[0] != row_count(vt.dims[:-1]):
+            return None
+    elif isinstance(owner, AllGatherOp):
+        gather = owner
+    else:
+        return None
+    x = gather.x.type
+    assert isinstance(x, TensorType)
+    if (gather.group.data != group or gather.world_size.value.data != world_size
+            or normalize_dim(gather.dim.value.data, x.rank, "dim") != 0):
+        return None
+    return gather.x
+
+
+class SequenceParallelPattern(AnchorPattern):
+    """An all-reduce feeding an RMSNorm -> reduce-scatter, the norm on the shard, all-gather."""
+
+    op_types = (AllReduceOp,)
+    remark = "not sequence-parallel"
+
+    def start(self, site: Site) -> None:
+        site.scratch[self] = _Gathers()
+
+    def finish(self, site: Site) -> None:
+        for chain in site.scratch.pop(self).chains:
+            for op in reversed(chain):
+                if op.parent is not None and not any(r.uses for r in op.results):
+                    discard(op)
+
+    def rewrite(self, op: Operation, site: Site) -> bool:
+        assert isinstance(op, AllReduceOp)
+        return _rewrite(op, site, site.scratch[self])
+
+
+def _norm_of(ar: AllReduceOp) -> RmsNormOp | AddRmsNormOp:
+    """The one norm reading the all-reduced value as its x or, where none does, as the residual
+    operand of its add (Hugging Face's `residual + hidden`, which raising reads as x = residual).
+    A norm that takes the all-reduced value as its residual beside one that normalizes it is
+    vLLM's first layer: the value is the later norm's residual, not its addend to scatter."""
+    norms = [u for u in users(ar.y) if isinstance(u, RmsNormOp | AddRmsNormOp)
+             and u.x is ar.y]
+    if not norms:
+        norms = [u for u in users(ar.y) if isinstance(u, AddRmsNormOp) and u.residual is ar.y]
+    if not norms:
+        raise NoMatch("the all-reduce does not feed an RMSNorm")
+    if len(norms) > 1:
+        raise NoMatch("the all-reduce feeds several RMSNorms")
+    norm = norms[0]
+    if isinstance(norm, AddRmsNormOp) and norm.residual is norm.x:
+        raise NoMatch("the all-reduce is both the norm's x and its residual")
+    return norm
+
+
+def _static_quant(value: SSAValue) -> QuantFp8Op | None:
+    """The static FP8 quant that is `value`'s only user, if it is."""
+    found = users(value)
+    if len(found) != 1 or len({u.operation for u in value.uses}) != 1:
+        return None
+    quant = found[0]
+    if isinstance(quant, QuantFp8Op) and quant.scheme.is_static and quant.x is value:
+        return quant
+    return None
+
+
+def _gather(shard: SSAValue, rows: Dim, like: SSAValue, group: str, ws: int) -> list[Operation]:
+    """The all-gather of a shard into `rows` rows, reshaped to `like`'s `[B, S, H]` if 3-D."""
+    chain: list[Operation] = [all_gather(shard, rows, group=group, world_size=ws)]
+    lt = like.type
+    assert isinstance(lt, TensorType)
+    if lt.rank != 2:
+        chain.append(unflatten_rows(chain[0].results[0], like))
+    return chain
+
+
+def _rewrite(ar: AllReduceOp, site: Site, gathers: _Gathers) -> bool:
+    x = ar.x.type
+    assert isinstance(x, TensorType)
+    if x.rank < 2:
+        raise NoMatch(f"the all-reduced tensor has rank {x.rank}, not [tokens, hidden]")
+    ws = ar.world_size.value.data
+    group = ar.group.data
+    lead = tuple(x.dims[:-1])
+    tokens = row_count(lead)
+    if ws == 1:
+        raise NoMatch("the group has one rank")
+    if not isinstance(x.dims[-1], int):
+        raise NoMatch(f"the hidden size {x.dims[-1]} is symbolic")
+    if isinstance(tokens, int) and tokens % ws:
+        raise NoMatch(f"{tokens} tokens are not divisible by TP {ws} (irfuse does not pad)")
+    norm = _norm_of(ar)
+    rows = shard_dim(tokens, ws)
+    x_first = norm.x is ar.y
+    residual = None
+    if isinstance(norm, AddRmsNormOp):
+        residual = norm.residual if x_first else norm.x
+    residual_shard = None
+    slices: list[Operation] = []  # this rank's rows of a replicated residual, before the norm
+    if residual is not None:
+        residual_shard = shard_of(residual, group, ws)
+        if residual_shard is None:
+            rank = rank_in(group, site.module)  # may refuse: before anything is built
+            flat = residual
+            if x.rank > 2:
+                slices.append(flatten_rows(residual))
+                flat = slices[-1].results[0]
+            slices += rows_of_rank(flat, rank, ws)
+            residual_shard = slices[-1].results[0]
+    quant = _static_quant(norm.y)
+
+    # Everything that can refuse is built before the IR changes.
+    scatter: list[Operation] = []  # before the all-reduce
+    if x.rank > 2:  # [B, S, H]: the collectives split the B*S rows of [B*S, H]
+        scatter.append(flatten_rows(ar.x))
+    flat_x = scatter[0].results[0] if scatter else ar.x
+    scattered = reduce_scatter(flat_x, group=group, world_size=ws, reduce_op=ar.reduce_op.data)
+    scatter.append(scattered)
+    built = [*slices, *scatter]
+    addends = [scattered.y] if residual_shard is None else \
+        [scattered.y, residual_shard] if x_first else [residual_shard, scattered.y]
+    operands = addends + ([norm.weight] if norm.weight is not None else [])
+    try:
+        local = on_shard(norm, operands, lead, rows)
+        built.append(local)
+        local_quant = None
+        if quant is not None:
+            rest = [v for i, v in enumerate(quant.operands) if i > 0]
+            local_quant = on_shard(quant, [local.results[0], *rest], lead, rows)
+    except NoMatch:
+        discard(*reversed(built))
+        raise
+
+    Rewriter.insert_op(scatter, InsertPoint.before(ar))
+    others = [u for u in ar.y.uses if u.operation is not norm]
+    if others:  # the all-reduced value read elsewhere too: its full tensor is the gather
+        chain = _gather(scattered.y, tokens, ar.x, group, ws)
+        Rewriter.insert_op(chain, InsertPoint.before(ar))
+        ar.y.replace_all_uses_with(gathers.add(chain))
+    Rewriter.insert_op([*slices, local], InsertPoint.before(norm))
+    if isinstance(norm, AddRmsNormOp) and norm.residual_out.uses:
+        chain = _gather(local.results[1], tokens, ar.x, group, ws)
+        Rewriter.insert_op(chain, InsertPoint.before(norm))
+        norm.residual_out.replace_all_uses_with(gathers.add(chain))
+    if quant is not None and local_quant is not None:
+        chain = _gather(local_quant.results[0], tokens, ar.x, group, ws)
+        Rewriter.insert_op([local_quant, *chain], InsertPoint.before(quant))
+        quant.results[0].replace_all_uses_with(chain[-1].results[0])
+        Rewriter.erase_op(quant)
+    else:
+        chain = _gather(local.results[0], tokens, ar.x, group, ws)
+        Rewriter.insert_op(chain, InsertPoint.before(norm))
+        norm.y.replace_all_uses_with(chain[-1].results[0])
+    Rewriter.erase_op(norm)
+    Rewriter.erase_op(ar)
+    return True

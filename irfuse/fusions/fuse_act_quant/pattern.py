@@ -1,0 +1,100 @@
+"""fuse-act-quant: SiLU·Mul followed by FP8 or NVFP4 quantization -> one kernel.
+
+Matches `act.silu_mul` whose output feeds one quant (directly or through a flattening view):
+static per-tensor or per-group FP8, or NVFP4. Produces `fused.silu_mul_quant` or
+`fused.silu_mul_quant_nvfp4` where the quant was. An output also used unquantized, a dynamic
+quant (no kernel) and a kernel the table leaves to Inductor on the platform are remarks.
+"""
+
+from __future__ import annotations
+
+from xdsl.ir import Operation
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from irfuse.dialects.act import SiluMulOp
+from irfuse.dialects.fused import SiluMulQuantNvfp4Op, SiluMulQuantOp
+from irfuse.dialects.irfuse import TensorType
+from irfuse.dialects.quant import QuantFp8Op
+from irfuse.fusions.norm_readings import KERNEL_DTYPES
+from irfuse.fusions.quant_consumers import (
+    divides,
+    flatten_leading,
+    merge_identical,
+    quant_consumers,
+    reciprocates,
+)
+from irfuse.raising.driver import AnchorPattern, Site
+from irfuse.raising.match import NoMatch
+
+
+def kernel_name(quant: Operation) -> str:
+    """The custom op that implements SiLU·Mul fused with this quant."""
+    if not isinstance(quant, QuantFp8Op):
+        return "silu_mul_quant_nvfp4"
+    kind = quant.scheme.kind.data
+    if kind == "static_tensor":
+        return "silu_mul_quant_fp8_static"
+    if kind == "group":
+        return "silu_mul_quant_fp8_group"
+    raise NoMatch(f"SiLU·Mul + {kind} FP8 quant has no fused kernel (vLLM has none either)")
+
+
+class ActQuantPattern(AnchorPattern):
+    """A raised SiLU·Mul whose output feeds one quant."""
+
+    op_types = (SiluMulOp,)
+
+    def rewrite(self, op: Operation, site: Site) -> bool:
+        assert isinstance(op, SiluMulOp)
+        return _fuse(op, site)
+
+
+def _fuse(act: SiluMulOp, site: Site) -> bool:
+    order = site.order
+    consumers = quant_consumers(act.y, order)
+    if not consumers:
+        return False
+    consumers = merge_identical(consumers)
+    if len(consumers) > 1:
+        raise NoMatch("the activation feeds several different quants")
+    x_type = act.x.type
+    assert isinstance(x_type, TensorType)
+    if x_type.dtype not in KERNEL_DTYPES:
+        raise NoMatch(f"the fused kernels take bf16, f16 or f32 inputs, not {x_type.dtype}")
+    consumer = consumers[0]
+    quant = consumer.quant
+    name = kernel_name(quant)
+    if isinstance(quant, QuantFp8Op) and quant.scheme.is_group and quant.scheme.is_tma_aligned:
+        raise NoMatch("tma-aligned group scales are not produced by the fused kernel")
+    site.require_kernel(name)
+
+    x, up = act.x, act.up
+    if consumer.view is not None:
+        rows = consumer.view.results[0].type.dims[0]  # type: ignore[union-attr]
+        x = flatten_leading(act.x, rows, quant)
+        up = None if up is None else flatten_leading(up, rows, quant)
+    if isinstance(quant, QuantFp8Op):
+        fused: Operation = SiluMulQuantOp(
+            x,
+            quant.scale,
+            up,
+            scheme=quant.scheme,
+            divide=divides(quant),
+            reciprocal=reciprocates(quant),
+            result_types=[quant.q.type, None if quant.scale_out is None else quant.scale_out.type],
+        )
+    else:
+        fused = SiluMulQuantNvfp4Op(
+            x, quant.global_scale, up, result_types=[quant.q.type, quant.block_scale.type]
+        )
+    fused.location = act.location
+    Rewriter.insert_op(fused, InsertPoint.before(quant))
+    for old, new in zip(quant.results, fused.results, strict=True):
+        new.name_hint = old.name_hint
+        old.replace_all_uses_with(new)
+    Rewriter.erase_op(quant)
+    if consumer.view is not None and not consumer.view.results[0].uses:
+        Rewriter.erase_op(consumer.view)
+    Rewriter.erase_op(act)
+    return True
+

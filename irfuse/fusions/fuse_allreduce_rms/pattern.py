@@ -1,0 +1,218 @@
+"""fuse-allreduce-rms: a sum all-reduce, the (residual add +) RMSNorm of its result and, where
+the norm feeds one, its FP8 (static, per-token, per-group) or NVFP4 quant -> one
+`fused.all_reduce_rms_norm`.
+
+Anchored at `coll.all_reduce`. Its result feeds `norm.rms_norm` (then any other user of the
+all-reduced value reads the op's `residual_out`, which is the all-reduced value without a
+residual) or `norm.add_rms_norm` as either addend (the sum of two is the same either way; the
+all-reduced value must have no other user, since the op returns the sum, not the addend). The
+quants are found as fuse-norm-quant finds them (`quant_consumers`: directly or through a
+linear's `view(-1, H)`); a norm output that is also used unquantized, or quants the op cannot
+write, leave the quant out (a remark says why) and the all-reduce + norm still fuse.
+
+The op names the collective's own process group and world size, so a DP or PP group beside TP
+is reduced over itself. The norm's readings (`round_sum`, `weight_offset`, and the weight product
+in float32 or in the model dtype, read off its decomposition) are carried, so the CPU reference
+computes the model's bits. Produces the op where the norm's output was first consumed (the quant, or the norm);
+readers of the all-reduced value or of the new residual before that point are a remark.
+"""
+
+from __future__ import annotations
+
+from xdsl.ir import Operation, SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from irfuse import remarks
+from irfuse.dialects.coll import AllReduceOp
+from irfuse.dialects.fused import AllReduceRmsNormOp
+from irfuse.dialects.irfuse import TensorType, tensor_type
+from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
+from irfuse.dialects.quant import QuantFp8Op, QuantNvfp4Op, QuantScheme
+from irfuse.fusions.norm_readings import kernel_input_type, weight_product_in_f32
+from irfuse.fusions.quant_consumers import (
+    Consumer,
+    divides,
+    flatten_leading,
+    merge_identical,
+    quant_consumers,
+    reciprocates,
+    reshape_as,
+)
+from irfuse.raising.driver import AnchorPattern, Site
+from irfuse.raising.match import NoMatch, users
+
+_SUFFIX = {"static_tensor": "quant_fp8_static", "dynamic_token": "quant_fp8_per_token",
+           "group": "quant_fp8_group", "nvfp4": "quant_nvfp4"}
+
+
+def kernel_name(scheme_kind: str | None) -> str:
+    """The custom op that implements a fused all-reduce + norm (+ quant of this scheme kind)."""
+    if scheme_kind is None:
+        return "all_reduce_rms_norm"
+    return f"all_reduce_rms_norm_{_SUFFIX[scheme_kind]}"
+
+
+class AllReduceRmsPattern(AnchorPattern):
+    """A sum all-reduce whose result is normalized (after a residual add or not)."""
+
+    op_types = (AllReduceOp,)
+
+    def rewrite(self, op: Operation, site: Site) -> bool:
+        assert isinstance(op, AllReduceOp)
+        return _fuse(op, site)
+
+
+def _norm_of(ar: AllReduceOp) -> RmsNormOp | AddRmsNormOp | None:
+    """The one norm reading the all-reduced value (as its input or either addend)."""
+    norms = [u for u in users(ar.y) if isinstance(u, RmsNormOp | AddRmsNormOp)
+             and (u.x is ar.y or (isinstance(u, AddRmsNormOp) and u.residual is ar.y))]
+    if not norms:
+        return None
+    if len(norms) > 1:
+        raise NoMatch(f"the all-reduced value feeds {len(norms)} norms; one fused op writes one")
+    return norms[0]
+
+
+def _quant(norm: RmsNormOp | AddRmsNormOp, order: dict[Operation, float]) -> Consumer | None:
+    """The quant the fused op folds in, or None (with a remark where a quant is left out)."""
+    try:
+        consumers = quant_consumers(norm.y, order)  # type: ignore[arg-type]
+    except NoMatch as why:
+        if any(isinstance(u, QuantFp8Op) for u in users(norm.y)):
+            remarks.missed(norm, f"quant not folded into the all-reduce + norm: {why}")
+        return None
+    if not consumers:
+        return None
+    consumers = merge_identical(consumers)
+    reason = _unfusable(consumers)
+    if reason is not None:
+        remarks.missed(norm, f"quant not folded into the all-reduce + norm: {reason}")
+        return None
+    return consumers[0]
+
+
+def _unfusable(consumers: list[Consumer]) -> str | None:
+    if len(consumers) > 1:
+        return f"the norm feeds {len(consumers)} different quants; one fused op writes one"
+    quant = consumers[0].quant
+    if isinstance(quant, QuantFp8Op):
+        scheme = quant.scheme
+        if scheme.kind.data == "dynamic_tensor":
+            return "dynamic per-tensor quant spans the whole tensor"
+        if scheme.is_group and scheme.is_tma_aligned:
+            return "tma-aligned group scales are not produced by the fused kernel"
+        return None
+    x = quant.x.type
+    assert isinstance(x, TensorType)
+    if consumers[0].view is None and x.rank != 2:
+        return "NVFP4 quantizes [M, N]; the norm output has rank " + str(x.rank)
+    return None
+
+
+def _fuse(ar: AllReduceOp, site: Site) -> bool:
+    norm = _norm_of(ar)
+    if norm is None:
+        return False
+    if ar.reduce_op.data != "sum":
+        raise NoMatch(f"the all-reduce is a {ar.reduce_op.data}, not a sum")
+    x_type = kernel_input_type(norm, ar.x)
+    # Gemma's (1 + w) is a float32 product in every reading: weight_f32 marks offset 0 only.
+    weight_f32 = weight_product_in_f32(norm, x_type) and norm.weight_offset.value.data == 0.0
+    residual: SSAValue | None = None
+    if isinstance(norm, AddRmsNormOp):
+        residual = norm.residual if norm.x is ar.y else norm.x
+        if residual is ar.y:
+            raise NoMatch("the norm adds the all-reduced value to itself")
+        others = [u for u in users(ar.y) if u is not norm]
+        if others:
+            raise NoMatch(f"the all-reduced value is also used (by {others[0].name}) besides the "
+                          "residual add; the fused op returns the sum, not the addend")
+    order = site.order
+    consumer = _quant(norm, order)
+    kind = None
+    if consumer is not None:
+        quant = consumer.quant
+        kind = "nvfp4" if not isinstance(quant, QuantFp8Op) else quant.scheme.kind.data
+        if reciprocates(quant):
+            raise NoMatch("the quant multiplies by its scale's reciprocal (x * (1 / s)); the "
+                          "fused all-reduce kernels divide, which can round differently")
+    site.require_kernel(kernel_name(kind))
+
+    # The fused op goes where the norm's output is first consumed: the quant, or the norm itself.
+    quant_op = None if consumer is None else consumer.quant
+    point: Operation = norm if quant_op is None else quant_op
+    readers = [u for u in users(ar.y) if u is not norm]
+    if isinstance(norm, AddRmsNormOp):
+        readers = users(norm.residual_out)
+    early = [u for u in readers if order.get(u, 1 << 62) < order[point]]
+    if early:
+        raise NoMatch(f"the {'new residual' if residual is not None else 'all-reduced value'} "
+                      f"is read (by {early[0].name}) before the "
+                      f"{'quant that follows' if quant_op is not None else 'norm'}")
+    scale, scale_ub, scheme = _quant_operands(quant_op)
+
+    x, res = ar.x, residual
+    view = None if consumer is None else consumer.view
+    if view is not None:
+        rows = view.results[0].type.dims[0]  # type: ignore[union-attr]
+        x = flatten_leading(ar.x, rows, point)
+        res = None if residual is None else flatten_leading(residual, rows, point)
+    x_flat = x.type
+    assert isinstance(x_flat, TensorType)
+    fused = AllReduceRmsNormOp(
+        x,
+        res,
+        norm.weight,
+        scale,
+        scale_ub,
+        group=ar.group.data,
+        world_size=ar.world_size.value.data,
+        eps=norm.eps.value.data,
+        weight_offset=norm.weight_offset.value.data,
+        scheme=scheme,
+        divide=quant_op is not None and divides(quant_op),
+        round_sum=isinstance(norm, AddRmsNormOp) and norm.round_sum is not None,
+        weight_f32=weight_f32,
+        result_types=[
+            norm.y.type if quant_op is None else quant_op.results[0].type,
+            None if quant_op is None or len(quant_op.results) < 2 else quant_op.results[1].type,
+            tensor_type(x_flat.dims, x_flat.dtype),
+        ],
+    )
+    fused.location = norm.location
+    Rewriter.insert_op(fused, InsertPoint.before(point))
+    if quant_op is None:
+        fused.out.name_hint = norm.y.name_hint
+        norm.y.replace_all_uses_with(fused.out)
+    else:
+        fused.out.name_hint = quant_op.results[0].name_hint
+        quant_op.results[0].replace_all_uses_with(fused.out)
+        if len(quant_op.results) > 1:
+            quant_op.results[1].replace_all_uses_with(fused.scale_out)  # type: ignore[arg-type]
+    new_residual: SSAValue = fused.residual_out
+    if view is not None:
+        new_residual = reshape_as(new_residual, ar.x, fused.next_op)  # type: ignore[arg-type]
+    if isinstance(norm, AddRmsNormOp):
+        new_residual.name_hint = norm.residual_out.name_hint
+        norm.residual_out.replace_all_uses_with(new_residual)
+    if quant_op is not None:
+        Rewriter.erase_op(quant_op)
+        if view is not None and not view.results[0].uses:
+            Rewriter.erase_op(view)
+    Rewriter.erase_op(norm)
+    new_residual.name_hint = new_residual.name_hint or ar.y.name_hint
+    ar.y.replace_all_uses_with(new_residual)  # the readers of the all-reduced value (no residual)
+    Rewriter.erase_op(ar)
+    return True
+
+
+def _quant_operands(
+    quant: QuantFp8Op | QuantNvfp4Op | None,
+) -> tuple[SSAValue | None, SSAValue | None, QuantScheme | None]:
+    """The fused op's (scale, scale_ub, scheme) for the quant it folds in."""
+    if quant is None:
+        return None, None, None
+    if isinstance(quant, QuantNvfp4Op):
+        return quant.global_scale, None, QuantScheme.nvfp4()
+    scale = quant.scale if quant.scheme.is_static else None
+    return scale, quant.scale_ub, quant.scheme

@@ -1,0 +1,126 @@
+"""Torch reference of the fused all-reduce + (residual add +) RMSNorm (+ quant).
+
+The all-reduce is torch's functional collective (`_c10d_functional.all_reduce` + `wait_tensor`,
+sum) on the process group the fused op names, resolved by name: torch.distributed's registry
+(`_resolve_process_group`), else vLLM's registry of its group coordinators (`tp:0`, ...) when
+vLLM is imported. The group is always the op's own: a DP or PP group is never replaced by WORLD,
+and an unknown name is an error naming it. The rest is the composition of the existing
+references: the norm with the model's readings (`norm_pad_ref` at pad 0: `round_sum`,
+`weight_offset`, `weight_f32`), then `quant_ref`'s quant. So on the CPU (gloo) the fused op
+gives the bits of the unfused graph: the same collective on the same input, then the same norm
+and quant arithmetic.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+import torch.distributed as dist
+from torch.distributed.distributed_c10d import _resolve_process_group
+
+from irfuse.kernels import norm_pad_ref, norm_quant_ref, quant_ref
+
+
+def resolve_group(name: str) -> dist.ProcessGroup:
+    """The process group the fused op names: torch's group of that name, or vLLM's group
+    coordinator's device group. ValueError when neither knows it."""
+    if not dist.is_available() or not dist.is_initialized():
+        raise ValueError(f"irfuse: the fused all-reduce names process group {name!r} but "
+                         "torch.distributed is not initialized in this process")
+    try:
+        return _resolve_process_group(name)
+    except (RuntimeError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    coordinator = vllm_coordinator(name)
+    group = getattr(coordinator, "device_group", None)
+    if isinstance(group, dist.ProcessGroup):
+        return group
+    raise ValueError(f"irfuse: no process group named {name!r} (neither torch.distributed nor "
+                     "vLLM knows it)")
+
+
+def vllm_coordinator(name: str) -> object | None:
+    """vLLM's group coordinator named `name`, when vLLM is imported and has it; else None."""
+    state = sys.modules.get("vllm.distributed.parallel_state")
+    registry = getattr(state, "_groups", None)
+    if not isinstance(registry, dict) or name not in registry:
+        return None
+    try:
+        return registry[name]()
+    except (TypeError, ReferenceError):
+        return None
+
+
+def all_reduce(x: torch.Tensor, group: str) -> torch.Tensor:
+    """The sum of x over the ranks of `group` (functional collective, waited); a new tensor."""
+    pg = resolve_group(group)
+    reduced = torch.ops._c10d_functional.all_reduce(x.contiguous(), "sum", pg.group_name)
+    reduced = torch.ops._c10d_functional.wait_tensor(reduced)
+    return reduced.clone() if reduced.data_ptr() == x.data_ptr() else reduced
+
+
+def check_args(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor) -> None:
+    """The argument errors every implementation raises (norm_quant_ref's, for the input)."""
+    norm_quant_ref.check_norm_args(x, weight, residual)
+
+
+def rms_norm(reduced: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,
+             eps: float, weight_offset: float, round_sum: bool, weight_f32: bool,
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(y, residual_out) of the all-reduced value: the norm with the model's readings, and the
+    new residual (the all-reduced value itself without a residual)."""
+    if residual is None:
+        y = norm_pad_ref.rms_norm_pad(reduced, weight, eps, low=0, high=0,
+                                      weight_offset=weight_offset, weight_f32=weight_f32)
+        return y, reduced
+    return norm_pad_ref.add_rms_norm_pad(reduced, residual, weight, eps, low=0, high=0,
+                                         weight_offset=weight_offset, round_sum=round_sum,
+                                         weight_f32=weight_f32)
+
+
+def all_reduce_rms_norm(x, residual, weight, group, eps, weight_offset, round_sum=False,
+                        weight_f32=False):
+    """All-reduce + (residual add +) RMSNorm: (y, residual_out)."""
+    check_args(x, residual, weight)
+    return rms_norm(all_reduce(x, group), residual, weight, eps, weight_offset, round_sum,
+                    weight_f32)
+
+
+def all_reduce_rms_norm_quant_fp8_static(x, residual, weight, scale, group, eps, weight_offset,
+                                         out_dtype, divide=False, round_sum=False,
+                                         weight_f32=False):
+    """... -> static FP8 (`divide`: `y / s`): (q, residual_out)."""
+    y, r = all_reduce_rms_norm(x, residual, weight, group, eps, weight_offset, round_sum,
+                               weight_f32)
+    return quant_ref.quant_fp8_static(y, scale, out_dtype, divide), r
+
+
+def all_reduce_rms_norm_quant_fp8_per_token(x, residual, weight, scale_ub, group, eps,
+                                            weight_offset, out_dtype, round_sum=False,
+                                            weight_f32=False):
+    """... -> dynamic per-token FP8: (q, scales [..., 1], residual_out)."""
+    y, r = all_reduce_rms_norm(x, residual, weight, group, eps, weight_offset, round_sum,
+                               weight_f32)
+    q, s = quant_ref.quant_fp8_per_token(y, scale_ub, out_dtype)
+    return q, s, r
+
+
+def all_reduce_rms_norm_quant_fp8_group(x, residual, weight, group, eps, weight_offset,
+                                        group_size, col_major, ue8m0, out_dtype,
+                                        round_sum=False, weight_f32=False):
+    """... -> per-group FP8: (q, scales, residual_out)."""
+    quant_ref.check_group_size(x.shape[-1], group_size)
+    y, r = all_reduce_rms_norm(x, residual, weight, group, eps, weight_offset, round_sum,
+                               weight_f32)
+    q, s = quant_ref.quant_fp8_group(y, group_size, col_major, ue8m0, out_dtype)
+    return q, s, r
+
+
+def all_reduce_rms_norm_quant_nvfp4(x, residual, weight, global_scale, group, eps,
+                                    weight_offset, round_sum=False, weight_f32=False):
+    """... -> NVFP4: (packed codes, swizzled block scales, residual_out)."""
+    y, r = all_reduce_rms_norm(x, residual, weight, group, eps, weight_offset, round_sum,
+                               weight_f32)
+    q, s = quant_ref.quant_nvfp4(y, global_scale)
+    return q, s, r

@@ -1,0 +1,707 @@
+"""Triton attention kernels that store their output already quantized to FP8 (static scale) or
+NVFP4.
+
+`attention_fp8` (prefill / dense): a FlashAttention-2 forward. A program owns BLOCK_M query
+rows of one (batch, query head); it walks the keys of that head's KV head (GQA: query head h
+reads KV head h // (Hq / Hk)) in BLOCK_N tiles, with the online softmax in base 2
+(`exp2(qk * softmax_scale * log2(e) - m)`), float32 scores, row max and sum, and a float32
+accumulator fed by `tl.dot` of the model-dtype probabilities with V. Causal programs skip the
+key tiles above the diagonal and mask only the tiles that cross it; with `heavy_first` the
+longest query tiles (the last ones) are launched first, so the short ones fill the tail. The
+epilogue divides by the row sum and by the output scale (one float32 multiply by
+`1 / (l * scale)`), clamps to ±448 and stores float8_e4m3fn: the output is never written in the
+model dtype. `attention_nvfp4` ends in the NVFP4 epilogue instead (`_nvfp4_out`, shared with
+the MLA kernel): `acc / l` rounded to the model dtype, as the unfused graph stores it, then the
+block steps of `nvfp4` (`quant_ref.quant_nvfp4`'s bits): the packed codes go token-major into
+`[B * Tq, Hq * D / 2]`, the block scales into the swizzled layout (D a multiple of 16, so no
+block straddles two heads; the padding is zeroed before the launch).
+
+`paged_decode_fp8` (one new token per sequence over a paged KV cache, flash-decoding): a program
+owns one (sequence, KV head, split): the Hq / Hk query heads that share the KV head are the rows
+of one `tl.dot` (padded to 16 rows), so each cached key and value is read once for all of them.
+Keys are gathered through the block table tile by tile (BLOCK_N tokens, any block size). With
+one split the program quantizes and stores the output itself; with several (few sequences or
+long contexts: `decode_config` aims at a few programs per SM) each writes its float32 partial
+output and base-2 log-sum-exp, and a small second kernel combines the splits and quantizes.
+`paged_decode_nvfp4` quantizes to NVFP4 in the same places (the epilogue's tile rows are the
+group's heads of one token, or the one row of a combine program), into `[B, Hq * D / 2]`.
+
+Masks: `attention_fp8`, `attention_nvfp4` and `attention` take SDPA's `attn_mask`, bool (True =
+attend) or additive float (natural-log units, scaled by log2(e) into the base-2 scores), of any
+shape that broadcasts to `[B, Hq, Tq, Tk]`: `mask_operand` broadcasts it by strides (0 on the
+broadcast dims; nothing is copied) and the kernel reads each key tile's slice of it (`MASK`, a
+constexpr: the unmasked kernel is compiled without it). A row whose every key is masked stores 0,
+as SDPA's math backend (the CPU reference) returns; some CUDA SDPA backends have returned NaN
+there (pytorch/pytorch#110213), so 0 is the op's defined result, not a GPU SDPA's. One query token
+with GQA and no causal mask (the paged model's decode over gathered pages, `[B, 1, 1, S]` mask)
+folds the group's query heads into the tile rows (`FOLD`), so each key tile is read once per KV
+head rather than once per query head.
+
+Numerics: the reference (`attention_quant_ref`) rounds the attention output to the model dtype
+and then quantizes; these kernels quantize the float32 output. The scores, the softmax and the
+sums are float32 in both, but added in another order and with exp2 for exp, so an output can
+land on the neighbouring FP8 code where the exact value sits near a rounding boundary: every
+element within one FP8 step of the reference, a few percent of codes off, the mean error far
+inside NUMERICS.md's attention + quant tolerance (1e-2); see the kernel tests for the exact
+criterion. The NVFP4 epilogue quantizes the model-dtype output, so it equals the reference
+wherever the kernel's model-dtype output does (bit for bit against `quant_nvfp4` of `attention`'s
+output; tests/kernels/test_attention_nvfp4_kernel.py). Launch shapes come from `prefill_config` / `decode_config` (measured on the H200 with
+`benchmarks/bench_attention_quant.py`); `config=` overrides them.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from irfuse.kernels import attention_quant_ref, quant_ref
+from irfuse.kernels.nvfp4 import _block_recip, _block_scale, _codes, _swizzled_offsets
+from irfuse.kernels.triton_support import check_device, interpreting, next_pow2
+
+FP8_MAX = 448.0
+_FP8_MAX = tl.constexpr(FP8_MAX)  # the clamp bound inside the kernels
+LOG2E = 1.4426950408889634
+_LOG2E = tl.constexpr(LOG2E)  # a float mask's scale into the kernels' base-2 scores
+MAX_HEAD_DIM = attention_quant_ref.KERNEL_MAX_HEAD_DIM
+
+
+@dataclass(frozen=True)
+class PrefillConfig:
+    """Launch shape of `attention_fp8`: query rows and key tokens per tile, warps, software
+    pipeline stages, and whether the grid launches the longest causal query tiles first."""
+
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+    heavy_first: bool = True
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """Launch shape of `paged_decode_fp8`: key tokens per tile, warps, stages, and the number
+    of splits of each context (None: `decode_config` picks it from the grid size)."""
+
+    block_n: int
+    num_warps: int
+    num_stages: int
+    splits: int | None = None
+
+
+def prefill_config(tq: int, tk: int, d: int, causal: bool) -> PrefillConfig:
+    """Default launch shape (measured on the H200 at Hq 32 / Hk 8 / D 128, bf16, but for the
+    one-tile-row shape of decode, `tq <= 16`, which is not measured yet); small shapes (tests,
+    the interpreter) get small tiles."""
+    if interpreting() or max(tq, tk) <= 64:
+        return PrefillConfig(16, 16, 4, 1)
+    if tq <= 16:  # decode over gathered keys (a GQA group folded into the rows): one tile row
+        return PrefillConfig(16, 64, 4, 3)
+    if d <= 64:
+        return PrefillConfig(128, 64, 4, 3)
+    if tq <= 1024:
+        return PrefillConfig(64, 64, 4, 3)
+    return PrefillConfig(128, 64, 8, 3)
+
+
+@functools.cache
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def device_sms(device: torch.device) -> int:
+    """The GPU's SM count, which sizes the decode's split of each context (4 off CUDA)."""
+    if device.type != "cuda":
+        return 4
+    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def decode_splits(programs: int, max_ctx: int, block_n: int, sms: int,
+                  per_sm: int = 4, min_tokens: int = 256) -> int:
+    """Splits of each context so that about `per_sm` programs run per SM, each with at least
+    `min_tokens` tokens of the longest context (never more splits than tiles)."""
+    want = -(-per_sm * sms // max(programs, 1))
+    cap = max(1, max_ctx // min_tokens, 1)
+    return max(1, min(want, cap, -(-max_ctx // block_n)))
+
+
+def decode_config(batch: int, hk: int, max_ctx: int, d: int, sms: int) -> DecodeConfig:
+    """Default decode launch shape; `splits` left to `decode_splits`."""
+    if interpreting():
+        return DecodeConfig(16, 4, 1)
+    return DecodeConfig(64, 4, 2)
+
+
+# --- prefill ----------------------------------------------------------------------------------
+
+
+@triton.jit
+def _dot(a, b, acc, F32: tl.constexpr):
+    """`tl.dot(a, b, acc)`; with F32 (the interpreter, whose dot multiplies bf16/fp16 bit
+    patterns as integers) on the operands widened to float32: the same products, exact in
+    float32, and a float32 sum."""
+    if F32:
+        out = tl.dot(a.to(tl.float32), b.to(tl.float32), acc)
+    else:
+        out = tl.dot(a, b, acc)
+    return out
+
+
+@triton.jit
+def _idx(x, WIDE: tl.constexpr):
+    """Offsets within one head in int64 only where they can pass 2**31 (`WIDE`)."""
+    if WIDE:
+        out = x.to(tl.int64)
+    else:
+        out = x
+    return out
+
+
+@triton.jit
+def _attn_tile(acc, l_i, m_i, q, k_base, v_base, start_n, rows, offs_n, offs_d, Tk, qk_scale,
+               skn, svn, mask_rows, smk, rmask, D: tl.constexpr, BLOCK_D: tl.constexpr,
+               MASKED: tl.constexpr, CAUSAL: tl.constexpr, DOT_F32: tl.constexpr,
+               WIDE: tl.constexpr, MASK: tl.constexpr, MASK_BOOL: tl.constexpr):
+    """One BLOCK_N key tile of the online softmax; MASKED tiles bound the keys at Tk (and, if
+    CAUSAL, at the diagonal), the others are entirely visible (but for the attention mask, with
+    MASK: see `_softmax_step`)."""
+    cols = start_n + offs_n
+    k_ptrs = k_base + _idx(cols, WIDE)[None, :] * skn + offs_d[:, None]
+    v_ptrs = v_base + _idx(cols, WIDE)[:, None] * svn + offs_d[None, :]
+    if MASKED:
+        kmask = cols < Tk
+        if D == BLOCK_D:
+            k = tl.load(k_ptrs, mask=kmask[None, :], other=0.0)
+            v = tl.load(v_ptrs, mask=kmask[:, None], other=0.0)
+        else:
+            dmask = offs_d < D
+            k = tl.load(k_ptrs, mask=kmask[None, :] & dmask[:, None], other=0.0)
+            v = tl.load(v_ptrs, mask=kmask[:, None] & dmask[None, :], other=0.0)
+    else:
+        if D == BLOCK_D:
+            k = tl.load(k_ptrs)
+            v = tl.load(v_ptrs)
+        else:
+            dmask = offs_d < D
+            k = tl.load(k_ptrs, mask=dmask[:, None], other=0.0)
+            v = tl.load(v_ptrs, mask=dmask[None, :], other=0.0)
+    qk = _dot(q, k, tl.zeros([q.shape[0], k.shape[1]], tl.float32), DOT_F32) * qk_scale
+    return _softmax_step(acc, l_i, m_i, qk, v, rows, cols, Tk, mask_rows, smk, rmask, MASKED,
+                         CAUSAL, DOT_F32, MASK, MASK_BOOL)
+
+
+@triton.jit
+def _softmax_step(acc, l_i, m_i, qk, v, rows, cols, Tk, mask_rows, smk, rmask,
+                  MASKED: tl.constexpr, CAUSAL: tl.constexpr, DOT_F32: tl.constexpr,
+                  MASK: tl.constexpr, MASK_BOOL: tl.constexpr):
+    """The online-softmax update of one key tile from its scaled scores `qk` (log2 units) and
+    its values: masked tiles drop keys past Tk (and, if CAUSAL, past the diagonal). With MASK
+    the attention mask's tile (row i at `mask_rows[i] + col * smk`, rows off `rmask` not read)
+    drops the keys it marks False (MASK_BOOL) or is added to the scores (a float mask, natural
+    log units, so times log2(e)); a row that has seen no visible key yet keeps m = -inf, and
+    its exponentials are taken against 0 instead (all zero, no NaN)."""
+    if MASK:
+        mv = tl.load(mask_rows[:, None] + cols[None, :] * smk,
+                     mask=rmask[:, None] & (cols < Tk)[None, :], other=0)
+        if MASK_BOOL:
+            qk = tl.where(mv != 0, qk, float("-inf"))
+        else:
+            qk = qk + mv.to(tl.float32) * _LOG2E
+    if MASKED:
+        valid = (cols < Tk)[None, :]
+        if CAUSAL:
+            valid = valid & (cols[None, :] <= rows[:, None])
+        qk = tl.where(valid, qk, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(qk, 1))
+    if MASK:
+        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
+    else:
+        m_ref = m_new
+    p = tl.math.exp2(qk - m_ref[:, None])
+    alpha = tl.math.exp2(m_i - m_ref)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None]
+    acc = _dot(p.to(v.dtype), v, acc, DOT_F32)
+    return acc, l_i, m_new
+
+
+@triton.jit
+def _key_tiles(pid_m, Tk, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """(full_end, end) of query block pid_m's key tiles: [0, full_end) is visible to every row
+    of the block, [full_end, end) crosses the diagonal (or the end of the keys) and is masked;
+    causal tiles above the diagonal are skipped."""
+    if CAUSAL:
+        first_row = pid_m * BLOCK_M
+        full_end = tl.minimum((first_row + 1) // BLOCK_N * BLOCK_N, Tk // BLOCK_N * BLOCK_N)
+        end = tl.minimum(first_row + BLOCK_M, Tk)
+    else:
+        full_end = Tk // BLOCK_N * BLOCK_N
+        end = Tk
+    return full_end, end
+
+
+@triton.jit
+def _fp8_out(acc, l_i, scale_ptr):
+    """The FP8 epilogue: the output divided by the row sum and the output scale in one float32
+    multiply by `1 / (l * scale)`, clamped to the FP8 range (the caller casts and stores)."""
+    inv = 1.0 / (l_i * tl.load(scale_ptr))
+    return tl.clamp(acc * inv[:, None], -_FP8_MAX, _FP8_MAX)
+
+
+@triton.jit
+def _nvfp4_out(acc, l_i, out_rows, rmask, block0, gs_ptr, q_ptr, sf_ptr, WIDTH: tl.constexpr,
+               KP4, DT: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr):
+    """The NVFP4 epilogue: the output `acc / l` rounded to the model dtype DT (as the unfused
+    graph stores it), quantized by `nvfp4`'s block steps (`quant_ref.quant_nvfp4`'s bits). Tile
+    row i goes to row `out_rows[i]` of the token-major `[M, WIDTH]` output from its block
+    `block0[i]` on: codes at byte `block0[i] * 8` of that row of `[M, WIDTH / 2]`, block scales
+    at (`out_rows[i]`, `block0[i] + j`) of the swizzled layout. D is a multiple of 16 (blocks
+    never straddle two heads); columns past D and rows off `rmask` are not stored."""
+    BM: tl.constexpr = acc.shape[0]
+    NB: tl.constexpr = BLOCK_D // 16
+    y = tl.reshape((acc / l_i[:, None]).to(DT).to(tl.float32), (BM, NB, 16))
+    gs = tl.load(gs_ptr).to(tl.float32)
+    sb8, sbf = _block_scale(tl.max(tl.abs(y), axis=2), gs, sf_ptr.dtype.element_ty)
+    r, smask = _block_recip(sbf)
+    code = _codes(y, gs, sbf[:, :, None], r[:, :, None], smask[:, :, None])
+    lo, hi = tl.split(tl.reshape(code, (BM, BLOCK_D // 2, 2)))
+    cols = tl.arange(0, BLOCK_D // 2)
+    q_offs = out_rows[:, None] * (WIDTH // 2) + block0[:, None] * 8 + cols[None, :]
+    tl.store(q_ptr + q_offs, (lo | (hi << 4)).to(tl.uint8),
+             mask=rmask[:, None] & (cols < D // 2)[None, :])
+    blocks = tl.arange(0, NB)
+    sf_offs = _swizzled_offsets(out_rows[:, None], block0[:, None] + blocks[None, :], KP4)
+    tl.store(sf_ptr + sf_offs, sb8, mask=rmask[:, None] & (blocks < D // 16)[None, :])
+
+
+@triton.jit
+def _attn_fwd_kernel(
+    q_ptr, k_ptr, v_ptr, o_ptr, scale_ptr, sf_ptr, mask_ptr,
+    sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, smb, smh, smq, smk,
+    Tq, Tk, qk_scale, KP4,
+    HQ: tl.constexpr, GROUP: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
+    CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    HEAVY_FIRST: tl.constexpr, OUT_FP8: tl.constexpr, DOT_F32: tl.constexpr,
+    WIDE: tl.constexpr, OUT_NVFP4: tl.constexpr = False, MASK: tl.constexpr = False,
+    MASK_BOOL: tl.constexpr = False, FOLD: tl.constexpr = False,
+):
+    """Query rows [m * BLOCK_M, m * BLOCK_M + BLOCK_M) of one (batch, head) into o
+    [B, HQ, Tq, D] (contiguous), or with OUT_NVFP4 into the token-major codes o
+    [B * Tq, HQ * D / 2] and the swizzled block scales sf (scale_ptr: the global scale). The
+    last dims of q, k, v are contiguous; the other strides are arguments. With MASK, the
+    attention mask's element (b, h, i, j) is at `b * smb + h * smh + i * smq + j * smk` (bool,
+    as uint8, with MASK_BOOL; else additive float), and a row no key is visible to stores 0.
+    FOLD (one query token, GQA): HQ counts the KV heads and the Tq == GROUP rows of head h are
+    its group's query heads (the caller passes the strides so), so one tile reads each key once
+    for the whole group; the output [B, HQ * GROUP, 1, D] is laid out as the unfolded one, and
+    only the NVFP4 epilogue's token rows and blocks tell the two apart."""
+    if HEAVY_FIRST:
+        bh = tl.program_id(0)
+        pid_m = tl.num_programs(1) - 1 - tl.program_id(1)
+    else:
+        pid_m = tl.program_id(0)
+        bh = tl.program_id(1)
+    b = bh // HQ
+    h = bh % HQ
+    if FOLD:
+        kvh = h
+    else:
+        kvh = h // GROUP
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    rmask = rows < Tq
+    q_base = q_ptr + b.to(tl.int64) * sqb + h.to(tl.int64) * sqh
+    q_ptrs = q_base + _idx(rows, WIDE)[:, None] * sqm + offs_d[None, :]
+    if D == BLOCK_D:
+        q = tl.load(q_ptrs, mask=rmask[:, None], other=0.0)
+    else:
+        q = tl.load(q_ptrs, mask=rmask[:, None] & (offs_d < D)[None, :], other=0.0)
+    k_base = k_ptr + b.to(tl.int64) * skb + kvh.to(tl.int64) * skh
+    v_base = v_ptr + b.to(tl.int64) * svb + kvh.to(tl.int64) * svh
+    if MASK:
+        mask_rows = (mask_ptr + b.to(tl.int64) * smb + h.to(tl.int64) * smh
+                     + rows.to(tl.int64) * smq)
+    else:
+        mask_rows = rows  # unused
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    full_end, end = _key_tiles(pid_m, Tk, CAUSAL, BLOCK_M, BLOCK_N)
+    for start_n in range(0, full_end, BLOCK_N):
+        acc, l_i, m_i = _attn_tile(acc, l_i, m_i, q, k_base, v_base, start_n, rows, offs_n,
+                                   offs_d, Tk, qk_scale, skn, svn, mask_rows, smk, rmask, D,
+                                   BLOCK_D, False, CAUSAL, DOT_F32, WIDE, MASK, MASK_BOOL)
+    for start_n in range(full_end, end, BLOCK_N):
+        acc, l_i, m_i = _attn_tile(acc, l_i, m_i, q, k_base, v_base, start_n, rows, offs_n,
+                                   offs_d, Tk, qk_scale, skn, svn, mask_rows, smk, rmask, D,
+                                   BLOCK_D, True, CAUSAL, DOT_F32, WIDE, MASK, MASK_BOOL)
+    if MASK:  # every key masked: acc is 0, and so is the output (as the CPU reference's)
+        l_i = tl.where(l_i == 0.0, 1.0, l_i)
+    if OUT_NVFP4:
+        if FOLD:  # token b, query head h * GROUP + row
+            _nvfp4_out(acc, l_i, b.to(tl.int64) + rows * 0, rmask,
+                       (h * GROUP + rows) * (D // 16),
+                       scale_ptr, o_ptr, sf_ptr, HQ * GROUP * D, KP4, q_ptr.dtype.element_ty,
+                       D, BLOCK_D)
+        else:
+            _nvfp4_out(acc, l_i, b.to(tl.int64) * Tq + rows, rmask, h * (D // 16) + rows * 0,
+                       scale_ptr, o_ptr, sf_ptr, HQ * D, KP4, q_ptr.dtype.element_ty, D,
+                       BLOCK_D)
+    else:
+        o_ptrs = o_ptr + (bh.to(tl.int64) * Tq + rows[:, None]) * D + offs_d[None, :]
+        omask = rmask[:, None] & (offs_d < D)[None, :]
+        if OUT_FP8:
+            tl.store(o_ptrs, _fp8_out(acc, l_i, scale_ptr).to(o_ptr.dtype.element_ty),
+                     mask=omask)
+        else:
+            tl.store(o_ptrs, (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=omask)
+
+
+def nvfp4_outputs(rows: int, width: int, device: torch.device
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The NVFP4 epilogue's outputs for `[rows, width]` values: packed codes, and the swizzled
+    block scales zeroed (the layout's padding rows and columns, which no program writes)."""
+    mp, kp = quant_ref.nvfp4_scale_shape(rows, width)
+    return (torch.empty((rows, width // 2), dtype=torch.uint8, device=device),
+            torch.zeros((mp, kp), dtype=quant_ref.NVFP4_SCALE_DTYPE, device=device))
+
+
+def _last_contiguous(t: torch.Tensor) -> torch.Tensor:
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+def _check_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                   scale: torch.Tensor | None,
+                   mask: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+    """The head-size bound and devices; q, k, v with a contiguous last dim."""
+    if q.shape[-1] > MAX_HEAD_DIM:
+        raise ValueError(f"irfuse: head size {q.shape[-1]} exceeds the kernel's {MAX_HEAD_DIM}")
+    check_device(q, k, v, *(t for t in (scale, mask) if t is not None))
+    return _last_contiguous(q), _last_contiguous(k), _last_contiguous(v)
+
+
+def mask_operand(mask: torch.Tensor | None, b: int, hq: int, tq: int,
+                 tk: int) -> torch.Tensor | None:
+    """The attention mask as the kernel reads it: broadcast to `[B, Hq, Tq, Tk]` by strides
+    (0 on broadcast dims, nothing copied), a bool mask seen as uint8. ValueError (one line) for
+    another dtype or a shape that does not broadcast."""
+    if mask is None:
+        return None
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        raise ValueError(f"irfuse: an attention mask is bool or floating point, got {mask.dtype}")
+    try:
+        full = mask.expand(b, hq, tq, tk)
+    except RuntimeError:
+        raise ValueError(f"irfuse: attention mask {tuple(mask.shape)} does not broadcast to "
+                         f"[B, H, Tq, Tk] = {[b, hq, tq, tk]}") from None
+    return full.view(torch.uint8) if mask.dtype == torch.bool else full
+
+
+def _launch_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+                    scale: torch.Tensor, sf: torch.Tensor, softmax_scale: float, causal: bool,
+                    config: PrefillConfig | None, out_fp8: bool, out_nvfp4: bool,
+                    mask: torch.Tensor | None = None) -> None:
+    """The prefill launch (`mask` from `mask_operand`). One query token with GQA and no causal
+    mask (decode over gathered keys) folds each group's query heads into the tile rows."""
+    b, hq, tq, d = q.shape
+    hk, tk = k.shape[1], k.shape[2]
+    group = hq // hk
+    sqh, sqm = q.stride(1), q.stride(2)
+    ms = mask.stride() if mask is not None else (0, 0, 0, 0)
+    smh, smq = ms[1], ms[2]
+    fold = tq == 1 and group > 1 and not causal
+    heads, rows = hq, tq
+    if fold:
+        heads, rows, sqh, sqm, smh, smq = hk, group, sqh * group, sqh, smh * group, smh
+    cfg = config or prefill_config(rows, tk, d, causal)
+    num_m = triton.cdiv(rows, cfg.block_m)
+    grid = (b * heads, num_m) if cfg.heavy_first else (num_m, b * heads)
+    _attn_fwd_kernel[grid](
+        q, k, v, out, scale, sf, mask if mask is not None else q,
+        q.stride(0), sqh, sqm, k.stride(0), k.stride(1), k.stride(2),
+        v.stride(0), v.stride(1), v.stride(2), ms[0], smh, smq, ms[3],
+        rows, tk, softmax_scale * LOG2E, sf.shape[-1] // 4 if out_nvfp4 else 0,
+        HQ=heads, GROUP=group, D=d, BLOCK_D=max(16, next_pow2(d)), CAUSAL=causal,
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, HEAVY_FIRST=cfg.heavy_first,
+        OUT_FP8=out_fp8, DOT_F32=interpreting(),
+        WIDE=max(rows * sqm, tk * k.stride(2), tk * v.stride(2)) >= 2**31,
+        OUT_NVFP4=out_nvfp4, MASK=mask is not None,
+        MASK_BOOL=mask is not None and mask.dtype == torch.uint8, FOLD=fold,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
+
+
+def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               scale_out: torch.Tensor | None, softmax_scale: float, causal: bool,
+               config: PrefillConfig | None, mask: torch.Tensor | None) -> torch.Tensor:
+    q, k, v = _check_prefill(q, k, v, scale_out, mask)
+    b, hq, tq, d = q.shape
+    out_dtype = attention_quant_ref.OUT_DTYPE if scale_out is not None else q.dtype
+    out = torch.empty((b, hq, tq, d), dtype=out_dtype, device=q.device)
+    if out.numel() == 0:
+        return out
+    scale = scale_out if scale_out is not None else out  # unused without OUT_FP8
+    _launch_prefill(q, k, v, out, scale, out, softmax_scale, causal, config,
+                    scale_out is not None, False, mask_operand(mask, b, hq, tq, k.shape[2]))
+    return out
+
+
+def attention_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale_out: torch.Tensor,
+                  *, softmax_scale: float, causal: bool, config: PrefillConfig | None = None,
+                  mask: torch.Tensor | None = None) -> torch.Tensor:
+    """quant(sdpa(q, k, v, attn_mask=mask)) as one kernel: float8_e4m3fn [B, Hq, Tq, D],
+    contiguous; arguments and errors as `attention_quant_ref.attention_fp8` (a last dim that is
+    not contiguous is copied first). `mask`: SDPA's attn_mask, bool (True = attend) or additive
+    float, any shape that broadcasts to [B, Hq, Tq, Tk]."""
+    attention_quant_ref.check_attention_args(q, k, v, scale_out)
+    return _attention(q, k, v, scale_out, softmax_scale, causal, config, mask)
+
+
+def attention_nvfp4(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                    global_scale: torch.Tensor, *, softmax_scale: float, causal: bool,
+                    config: PrefillConfig | None = None,
+                    mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """NVFP4 of sdpa(q, k, v, attn_mask=mask) token-major as one kernel: (packed uint8
+    `[B * Tq, Hq * D / 2]`, swizzled float8_e4m3fn block scales), as
+    `attention_quant_ref.attention_nvfp4`; the head size D must be a multiple of 16 (a block of
+    16 values lies within one head); `mask` as `attention_fp8`'s."""
+    attention_quant_ref.check_attention_args(q, k, v, global_scale)
+    if q.shape[-1] % quant_ref.NVFP4_BLOCK != 0:
+        raise ValueError(f"irfuse: the NVFP4 attention epilogue needs a head size divisible by "
+                         f"16, got {q.shape[-1]}")
+    q, k, v = _check_prefill(q, k, v, global_scale, mask)
+    b, hq, tq, d = q.shape
+    out, sf = nvfp4_outputs(b * tq, hq * d, q.device)
+    if out.numel() == 0:
+        return out, sf
+    _launch_prefill(q, k, v, out, global_scale, sf, softmax_scale, causal, config, False, True,
+                    mask_operand(mask, b, hq, tq, k.shape[2]))
+    return out, sf
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, softmax_scale: float,
+              causal: bool, config: PrefillConfig | None = None,
+              mask: torch.Tensor | None = None) -> torch.Tensor:
+    """The same kernel storing the model dtype (no quant): the benchmark's "kernel unfused"."""
+    attention_quant_ref.check_attention_args(q, k, v, torch.ones(1))
+    return _attention(q, k, v, None, softmax_scale, causal, config, mask)
+
+
+# --- paged decode -----------------------------------------------------------------------------
+
+
+@triton.jit
+def _paged_decode_kernel(
+    q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, scale_ptr, o_ptr, op_ptr, lse_ptr, sf_ptr,
+    sqb, sqh, skb, skt, skh, svb, svt, svh, sbt, qk_scale, KP4, max_ctx,
+    HQ: tl.constexpr, GROUP: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
+    BLOCK_G: tl.constexpr, PAGE: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr,
+    OUT_FP8: tl.constexpr, DOT_F32: tl.constexpr, OUT_NVFP4: tl.constexpr = False,
+):
+    """Sequence b, KV head kvh (program 0 = b * HK + kvh), split s (program 1): its GROUP
+    query heads against tokens [s * len_s, (s + 1) * len_s) of the context (its first
+    min(seq_lens[b], max_ctx) tokens, max_ctx the table row's capacity). With SPLITS == 1
+    the output (o [B, HQ, D]; with OUT_NVFP4 the codes o [B, HQ * D / 2] and the swizzled
+    block scales sf, scale_ptr the global scale), otherwise the float32 partial
+    (op [B, HQ, SPLITS, D]) and its base-2 log-sum-exp (lse [B, HQ, SPLITS])."""
+    pid = tl.program_id(0)
+    split = tl.program_id(1)
+    b = pid // (HQ // GROUP)
+    kvh = pid % (HQ // GROUP)
+    seq_len = tl.minimum(tl.load(lens_ptr + b), max_ctx)
+    split_len = tl.cdiv(tl.cdiv(seq_len, BLOCK_N), SPLITS) * BLOCK_N
+    start = split * split_len
+    end = tl.minimum(start + split_len, seq_len)
+    g = tl.arange(0, BLOCK_G)
+    heads = kvh * GROUP + g
+    gmask = g < GROUP
+    offs_d = tl.arange(0, BLOCK_D)
+    dmask = offs_d < D
+    q_ptrs = q_ptr + b.to(tl.int64) * sqb + heads[:, None] * sqh + offs_d[None, :]
+    q = tl.load(q_ptrs, mask=gmask[:, None] & dmask[None, :], other=0.0)
+    offs_n = tl.arange(0, BLOCK_N)
+    bt_row = bt_ptr + b.to(tl.int64) * sbt
+    m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_G], tl.float32)
+    acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
+    for n in range(start, end, BLOCK_N):
+        toks = n + offs_n
+        tmask = toks < end
+        page = tl.load(bt_row + toks // PAGE, mask=tmask, other=0).to(tl.int64)
+        slot = toks % PAGE
+        k_rows = page * skb + slot * skt + kvh * skh
+        v_rows = page * svb + slot * svt + kvh * svh
+        k = tl.load(k_ptr + k_rows[None, :] + offs_d[:, None],
+                    mask=tmask[None, :] & dmask[:, None], other=0.0)
+        v = tl.load(v_ptr + v_rows[:, None] + offs_d[None, :],
+                    mask=tmask[:, None] & dmask[None, :], other=0.0)
+        qk = _dot(q, k, tl.zeros([BLOCK_G, BLOCK_N], tl.float32), DOT_F32) * qk_scale
+        qk = tl.where(tmask[None, :], qk, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.math.exp2(qk - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        acc = _dot(p.to(v.dtype), v, acc, DOT_F32)
+        m_i = m_new
+    out_rows = b.to(tl.int64) * HQ + heads
+    omask = gmask[:, None] & dmask[None, :]
+    if SPLITS == 1:
+        if OUT_NVFP4:
+            _nvfp4_out(acc, l_i, b.to(tl.int64) + g * 0, gmask, heads * (D // 16), scale_ptr,
+                       o_ptr, sf_ptr, HQ * D, KP4, q_ptr.dtype.element_ty, D, BLOCK_D)
+        else:
+            if OUT_FP8:
+                inv = 1.0 / (l_i * tl.load(scale_ptr))
+                o = tl.clamp(acc * inv[:, None], -_FP8_MAX, _FP8_MAX)
+            else:
+                o = acc / l_i[:, None]
+            tl.store(o_ptr + out_rows[:, None] * D + offs_d[None, :],
+                     o.to(o_ptr.dtype.element_ty), mask=omask)
+    else:
+        # An empty split (a short sequence) has l = 0 and m = -inf: lse -inf, weight 0.
+        has = l_i > 0
+        o = acc / tl.where(has, l_i, 1.0)[:, None]
+        lse = tl.where(has, m_i + tl.math.log2(tl.where(has, l_i, 1.0)), float("-inf"))
+        part = out_rows * SPLITS + split
+        tl.store(op_ptr + part[:, None] * D + offs_d[None, :], o, mask=omask)
+        tl.store(lse_ptr + part, lse, mask=gmask)
+
+
+@triton.jit
+def _combine_splits_kernel(op_ptr, lse_ptr, scale_ptr, o_ptr, q_ptr, sf_ptr, KP4,
+                           HQ: tl.constexpr, D: tl.constexpr,
+                           BLOCK_D: tl.constexpr, SPLITS: tl.constexpr, BLOCK_S: tl.constexpr,
+                           OUT_FP8: tl.constexpr, OUT_NVFP4: tl.constexpr = False):
+    """Row r = b * HQ + h: the splits' partial outputs weighted by exp2(lse - max lse), then the
+    quant (or the model dtype, q_ptr's). With OUT_NVFP4 the row is one tile row of the NVFP4
+    epilogue: codes and block scales of token b from head h's first block."""
+    r = tl.program_id(0).to(tl.int64)
+    s = tl.arange(0, BLOCK_S)
+    smask = s < SPLITS
+    offs_d = tl.arange(0, BLOCK_D)
+    dmask = offs_d < D
+    lse = tl.load(lse_ptr + r * SPLITS + s, mask=smask, other=float("-inf"))
+    w = tl.math.exp2(lse - tl.max(lse, 0))
+    w = tl.where(smask, w, 0.0)
+    parts = tl.load(op_ptr + (r * SPLITS + s[:, None]) * D + offs_d[None, :],
+                    mask=smask[:, None] & dmask[None, :], other=0.0)
+    num = tl.sum(parts * w[:, None], 0)
+    if OUT_NVFP4:
+        zero = tl.zeros([1], tl.int64)  # a one-row tile
+        _nvfp4_out(num[None, :], tl.sum(w, 0) + tl.zeros([1], tl.float32), r // HQ + zero,
+                   zero == 0, (r % HQ) * (D // 16) + zero, scale_ptr, o_ptr, sf_ptr, HQ * D,
+                   KP4, q_ptr.dtype.element_ty, D, BLOCK_D)
+    else:
+        if OUT_FP8:
+            o = tl.clamp(num * (1.0 / (tl.sum(w, 0) * tl.load(scale_ptr))), -_FP8_MAX,
+                         _FP8_MAX)
+        else:
+            o = num / tl.sum(w, 0)
+        tl.store(o_ptr + r * D + offs_d, o.to(o_ptr.dtype.element_ty), mask=dmask)
+
+
+def _paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                  block_table: torch.Tensor, seq_lens: torch.Tensor,
+                  scale_out: torch.Tensor | None, softmax_scale: float,
+                  config: DecodeConfig | None, nvfp4: bool = False,
+                  ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """The decode launch: the model dtype (no scale), FP8 (`scale_out`), or with `nvfp4`
+    (`scale_out` the global scale) the codes `[B, Hq * D / 2]` and swizzled block scales."""
+    b, hq, d = q.shape
+    page, hk = k_cache.shape[1], k_cache.shape[2]
+    if d > MAX_HEAD_DIM:
+        raise ValueError(f"irfuse: head size {d} exceeds the kernel's {MAX_HEAD_DIM}")
+    check_device(q, k_cache, v_cache, block_table, seq_lens,
+                 *(() if scale_out is None else (scale_out,)))
+    q, k_cache, v_cache = _last_contiguous(q), _last_contiguous(k_cache), _last_contiguous(v_cache)
+    block_table = _last_contiguous(block_table)
+    if nvfp4:
+        out, sf = nvfp4_outputs(b, hq * d, q.device)
+    else:
+        out_dtype = attention_quant_ref.OUT_DTYPE if scale_out is not None else q.dtype
+        out = sf = torch.empty((b, hq, d), dtype=out_dtype, device=q.device)
+    if out.numel() == 0:
+        return (out, sf) if nvfp4 else out
+    max_ctx = block_table.shape[1] * page  # known on the host: no sync, graph-capturable
+    cfg = config or decode_config(b, hk, max_ctx, d, device_sms(q.device))
+    splits = cfg.splits or decode_splits(b * hk, max_ctx, cfg.block_n, device_sms(q.device))
+    group = hq // hk
+    block_d = max(16, next_pow2(d))
+    if splits > 1:
+        op = torch.empty((b, hq, splits, d), dtype=torch.float32, device=q.device)
+        lse = torch.empty((b, hq, splits), dtype=torch.float32, device=q.device)
+    else:
+        op = lse = out  # unused
+    scale = scale_out if scale_out is not None else out  # unused without a quant
+    out_fp8 = scale_out is not None and not nvfp4
+    kp4 = sf.shape[-1] // 4 if nvfp4 else 0
+    _paged_decode_kernel[(b * hk, splits)](
+        q, k_cache, v_cache, block_table, seq_lens, scale, out, op, lse, sf,
+        q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_table.stride(0),
+        softmax_scale * LOG2E, kp4, max_ctx,
+        HQ=hq, GROUP=group, D=d, BLOCK_D=block_d, BLOCK_G=max(16, next_pow2(group)),
+        PAGE=page, BLOCK_N=cfg.block_n, SPLITS=splits, OUT_FP8=out_fp8,
+        DOT_F32=interpreting(), OUT_NVFP4=nvfp4, num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+    )
+    if splits > 1:
+        _combine_splits_kernel[(b * hq,)](
+            op, lse, scale, out, q, sf, kp4, HQ=hq, D=d, BLOCK_D=block_d, SPLITS=splits,
+            BLOCK_S=next_pow2(splits), OUT_FP8=out_fp8, OUT_NVFP4=nvfp4, num_warps=1)
+    return (out, sf) if nvfp4 else out
+
+
+def paged_decode_fp8(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                     block_table: torch.Tensor, seq_lens: torch.Tensor, scale_out: torch.Tensor,
+                     *, softmax_scale: float, config: DecodeConfig | None = None) -> torch.Tensor:
+    """Paged decode attention with the FP8 quant fused: float8_e4m3fn [B, Hq, D], contiguous;
+    arguments as `attention_quant_ref.paged_decode_fp8` (every `seq_lens[b]` at least 1, not
+    checked here, that would need a device sync; a length beyond the table row's capacity
+    attends over the whole row, as a mask of positions below it does)."""
+    attention_quant_ref.check_decode_args(q, k_cache, v_cache, block_table, seq_lens, scale_out)
+    out = _paged_decode(q, k_cache, v_cache, block_table, seq_lens, scale_out, softmax_scale,
+                        config)
+    assert isinstance(out, torch.Tensor)
+    return out
+
+
+def paged_decode_nvfp4(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                       block_table: torch.Tensor, seq_lens: torch.Tensor,
+                       global_scale: torch.Tensor, *, softmax_scale: float,
+                       config: DecodeConfig | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Paged decode attention with the NVFP4 quant fused: (packed uint8 `[B, Hq * D / 2]`,
+    swizzled block scales), as `attention_quant_ref.paged_decode_nvfp4`; D a multiple of 16
+    (seq_lens as `paged_decode_fp8`)."""
+    attention_quant_ref.check_decode_args(q, k_cache, v_cache, block_table, seq_lens,
+                                          global_scale)
+    if q.shape[-1] % quant_ref.NVFP4_BLOCK != 0:
+        raise ValueError(f"irfuse: the NVFP4 attention epilogue needs a head size divisible by "
+                         f"16, got {q.shape[-1]}")
+    out = _paged_decode(q, k_cache, v_cache, block_table, seq_lens, global_scale,
+                        softmax_scale, config, nvfp4=True)
+    assert isinstance(out, tuple)
+    return out
+
+
+def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                 block_table: torch.Tensor, seq_lens: torch.Tensor, *, softmax_scale: float,
+                 config: DecodeConfig | None = None) -> torch.Tensor:
+    """The same decode storing the model dtype (no quant): the benchmark's "kernel unfused"."""
+    attention_quant_ref.check_decode_args(q, k_cache, v_cache, block_table, seq_lens,
+                                          torch.ones(1))
+    out = _paged_decode(q, k_cache, v_cache, block_table, seq_lens, None, softmax_scale,
+                        config)
+    assert isinstance(out, torch.Tensor)
+    return out
+
+
+def default_softmax_scale(d: int) -> float:
+    """1 / sqrt(D), SDPA's default."""
+    return 1.0 / math.sqrt(d)
