@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from xdsl.dialects.builtin import IntAttr
 from xdsl.ir import Operation, SSAValue
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.pattern_rewriter import PatternRewriter
+from xdsl.rewriter import InsertPoint
 
 from irfuse.dialects import aten
 from irfuse.dialects.irfuse import Dim, TensorType, tensor_type
@@ -96,7 +97,7 @@ def quant_consumers(value: SSAValue, order: dict[Operation, int]) -> list[Consum
     return found
 
 
-def merge_identical(consumers: list[Consumer]) -> list[Consumer]:
+def merge_identical(consumers: list[Consumer], rewriter: PatternRewriter) -> list[Consumer]:
     """Replace quants identical to an earlier one by it; return the distinct consumers."""
     distinct: dict[tuple, Consumer] = {}
     for consumer in consumers:
@@ -104,15 +105,16 @@ def merge_identical(consumers: list[Consumer]) -> list[Consumer]:
         if first is consumer:
             continue
         for old, new in zip(consumer.quant.results, first.quant.results, strict=True):
-            old.replace_all_uses_with(new)
-        Rewriter.erase_op(consumer.quant)
+            rewriter.replace_all_uses_with(old, new)
+        rewriter.erase(consumer.quant)
         if consumer.view is not None and consumer.view is not first.view:
             if not consumer.view.results[0].uses:
-                Rewriter.erase_op(consumer.view)
+                rewriter.erase(consumer.view)
     return list(distinct.values())
 
 
-def flatten_leading(value: SSAValue, rows: Dim, before: Operation) -> SSAValue:
+def flatten_leading(value: SSAValue, rows: Dim, before: Operation,
+                    rewriter: PatternRewriter) -> SSAValue:
     """`value` [..., H] flattened to [rows, H] (inserted before `before`), the input-side twin
     of the `view(-1, H)` a linear layer applies to its input."""
     src = value.type
@@ -123,11 +125,12 @@ def flatten_leading(value: SSAValue, rows: Dim, before: Operation) -> SSAValue:
         [aten.OperandRefAttr(IntAttr(0)), IntAttr(0), IntAttr(src.rank - 2)],
         [tensor_type((rows, src.dims[-1]), src.dtype)],
     )
-    Rewriter.insert_op(new, InsertPoint.before(before))
+    rewriter.insert(new, InsertPoint.before(before))
     return new.results[0]
 
 
-def reshape_as(value: SSAValue, like: SSAValue, before: Operation) -> SSAValue:
+def reshape_as(value: SSAValue, like: SSAValue, before: Operation,
+               rewriter: PatternRewriter) -> SSAValue:
     """`value` reshaped back to the shape of `like` (inserted before `before`)."""
     like_type = like.type
     assert isinstance(like_type, TensorType)
@@ -139,5 +142,5 @@ def reshape_as(value: SSAValue, like: SSAValue, before: Operation) -> SSAValue:
         [aten.OperandRefAttr(IntAttr(0)), aten.OperandRefAttr(IntAttr(1))],
         [tensor_type(like_type.dims, src.dtype)],
     )
-    Rewriter.insert_op(new, InsertPoint.before(before))
+    rewriter.insert(new, InsertPoint.before(before))
     return new.results[0]

@@ -1,20 +1,29 @@
 """The pattern driver every raise and fuse pass runs on.
 
-A pass is a set of `AnchorPattern`s: each says which ops it anchors on (ATen targets, op
-classes), what it matches there and what it builds, or raises `NoMatch` saying why not. The
-driver owns the rest: one forward walk over a snapshot of each function body, skipping ops
-erased or moved (into a decomposition region) since the snapshot, turning `NoMatch` into a
-remark at the anchor's location and a rewrite into a fused count, and the kernel gate.
+A pass is a set of `AnchorPattern`s. Each names the ops it anchors on (ATen targets, op
+classes); its `rewrite(op, rewriter, site)` matches there and rewrites through `rewriter` (xDSL's
+`PatternRewriter`), returning an `Outcome`: `REWROTE` (a fused or raised site, counted) or
+`NO_CANDIDATE` (nothing here: no count, no remark, the next pattern anchored on the op is tried).
+A candidate it leaves alone raises `NoMatch(why)`, which becomes a remark at the anchor's source
+location in the report.
 
-Why not `PatternRewriteWalker`: it walks every nested region, and a raised op's decomposition
-region holds the chain it replaced (thousands of ops in a model) that no pass may match again;
-it also re-walks to a fixed point, where these passes make one walk in program order (their
-matchers rely on `order`, the block positions when the walk began). Patterns are still
-`RewritePattern`s, so one without per-block hooks also runs under xDSL's walker.
+The walk: each function body once, forward, over a snapshot of its top-level ops taken when the
+walk of the block began; an op erased or moved (into a decomposition region) since the snapshot is
+skipped; at each op the patterns anchored on it are tried in order until one rewrites or raises.
+There is no re-walk to a fixed point: a pass's matchers read positions in the snapshot
+(`Site.order`), and ops a rewrite inserts are not visited. Decomposition regions are never
+entered: they hold the chains raising replaced, which no pass may match again. That is why the
+walk is the driver's own and not xDSL's `PatternRewriteWalker`, which visits nested regions and
+iterates to a fixed point; the patterns are still `RewritePattern`s, so one without per-block
+hooks also runs under xDSL's walker (`match_and_rewrite`).
+
+`start` and `finish` run per block around the walk, for patterns that collect sites and pair them
+at the end (`site.scratch[self]` holds their state; `attempt` rewrites one collected site).
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -29,6 +38,17 @@ from irfuse import remarks
 from irfuse.dialects import aten
 from irfuse.dialects.irfuse import module_platform
 from irfuse.raising.match import Call, NoMatch, block_ops, call, func_blocks
+
+
+class Outcome(enum.Enum):
+    """What `AnchorPattern.rewrite` did at its anchor (a left-alone candidate raises NoMatch)."""
+
+    REWROTE = "rewrote"
+    NO_CANDIDATE = "no candidate"
+
+
+REWROTE = Outcome.REWROTE
+NO_CANDIDATE = Outcome.NO_CANDIDATE
 
 Gate = Callable[[str, str, int | None], None]
 """`(kernel_name, platform, max_tokens)`; raises NoMatch when that kernel is left to Inductor."""
@@ -52,8 +72,7 @@ class Site:
     @property
     def order(self) -> dict[Operation, float]:
         """Position of each top-level op when the walk of the block began (a pattern may number
-        ops it inserts in between, as raise-rope does). Built from `ops` when first asked for:
-        a walk that rewrites nothing never needs it."""
+        ops it inserts in between, as raise-rope does). Built when first asked for."""
         if self._order is None:
             self._order = dict(zip(self.ops, range(len(self.ops))))
         return self._order
@@ -69,21 +88,15 @@ class Site:
 
 
 class AnchorPattern(RewritePattern):
-    """A pattern anchored on ATen targets and/or op classes.
+    """A pattern anchored on ATen targets and/or op classes (see the module docstring).
 
-    `rewrite` matches at an anchor and rewrites, returning True (or None): a fused count. It
-    returns False when it rewrote nothing there (no candidate, or a site collected for
-    `finish`): no remark, no count, and the next pattern anchored on the op is tried. It raises
-    NoMatch for a candidate it leaves alone: a remark at the anchor, `f"{remark}: {reason}"`
-    (the reason alone when `remark` is empty). `start` and `finish` run per block around the
-    walk, for patterns that collect sites and pair them (`site.scratch[self]` holds the state).
-    """
+    `remark` prefixes the reason of every NoMatch it raises (`f"{remark}: {reason}"`)."""
 
     targets: ClassVar[tuple[str, ...]] = ()
     op_types: ClassVar[tuple[type[Operation], ...]] = ()
     remark: ClassVar[str] = ""
 
-    def rewrite(self, op: Operation, site: Site) -> bool | None:
+    def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
         raise NotImplementedError
 
     def start(self, site: Site) -> None:
@@ -97,19 +110,20 @@ class AnchorPattern(RewritePattern):
         prefix = self.remark if remark is None else remark
         remarks.missed(op, f"{prefix}: {reason}" if prefix else reason)
 
-    def attempt(self, op: Operation, rewrite: Callable[..., bool | None], *args: Any,
-                remark: str | None = None) -> bool | None:
-        """Run `rewrite(*args)` for the site anchored at `op`: True and a fused count when it
-        rewrites, False and a remark at `op` when it raises NoMatch, None when it returns
-        False (no candidate)."""
+    def attempt(self, op: Operation, rewrite: Callable[..., Outcome], *args: Any,
+                remark: str | None = None) -> Outcome | NoMatch:
+        """Run `rewrite(*args)` for the site anchored at `op` and account for it: a fused count
+        when it returns REWROTE; a remark at `op` when it raises NoMatch, which is returned."""
         try:
-            if rewrite(*args) is False:
-                return None
+            outcome = rewrite(*args)
         except NoMatch as miss:
             self.missed(op, str(miss), remark)
-            return False
-        remarks.fused()
-        return True
+            return miss
+        if not isinstance(outcome, Outcome):
+            raise TypeError(f"{type(self).__name__}: a rewrite returns an Outcome, got {outcome!r}")
+        if outcome is REWROTE:
+            remarks.fused()
+        return outcome
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /) -> None:
         """xDSL's entry point, for running the pattern under `PatternRewriteWalker`."""
@@ -120,20 +134,18 @@ class AnchorPattern(RewritePattern):
         while (parent := top.parent_op()) is not None:
             top = parent
         platform = module_platform(top) if isinstance(top, ModuleOp) else "cpu"
-        site = Site.of_block(block, platform)
-        if self.attempt(op, self.rewrite, op, site):
-            rewriter.has_done_action = True
+        self.attempt(op, self.rewrite, op, rewriter, Site.of_block(block, platform))
 
 
 class CallPattern(AnchorPattern):
     """An `AnchorPattern` on ATen targets whose `rewrite_call` reads the anchor as a `Call`."""
 
-    def rewrite(self, op: Operation, site: Site) -> bool | None:
+    def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
         found = call(op)
         assert found is not None, "anchored on a target: an aten.call"
-        return self.rewrite_call(found, site)
+        return self.rewrite_call(found, rewriter, site)
 
-    def rewrite_call(self, found: Call, site: Site) -> bool | None:
+    def rewrite_call(self, found: Call, rewriter: PatternRewriter, site: Site) -> Outcome:
         raise NotImplementedError
 
 
@@ -188,9 +200,9 @@ def run_patterns(
     gate: Gate | None = None,
     max_tokens: int | None = None,
 ) -> None:
-    """Walk each function block once, in program order, and apply `patterns` at their anchors:
-    at each op the patterns anchored on it are tried in turn until one rewrites or raises. A
-    block without anchors and without per-block hooks is left alone after one scan."""
+    """Walk each function block once, in program order, and apply `patterns` at their anchors
+    (the module docstring says how). A block without anchors and without per-block hooks is
+    left alone after one scan."""
     dispatch = _Dispatch(patterns)
     platform = module_platform(module)
     hooked = [p for p in patterns if _has_block_hooks(p)]
@@ -205,8 +217,10 @@ def run_patterns(
         for op, candidates in anchors:
             if op.parent is not block:
                 continue  # erased / moved into a region since the snapshot
+            rewriter = PatternRewriter(op)
             for p in candidates:
-                if p.attempt(op, p.rewrite, op, site) is not None or op.parent is not block:
+                if p.attempt(op, p.rewrite, op, rewriter, site) is not NO_CANDIDATE \
+                        or op.parent is not block:
                     break
         for p in patterns:
             p.finish(site)

@@ -29,6 +29,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
 )
 from xdsl.ir import Attribute, Block, Operation, OpResult, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import VerifyException
 
@@ -505,14 +506,14 @@ def discard(*ops: Operation) -> None:
         op.erase()
 
 
-def erase_unused(ops: Sequence[Operation]) -> None:
+def erase_unused(ops: Sequence[Operation], rewriter: PatternRewriter) -> None:
     """Erase those of `ops` (users before producers) that nothing reads any more and that write
     nothing: what a rewrite left behind, such as a gather its fused op no longer needs."""
     for op in ops:
         if (isinstance(op, aten.CallOp) and op.parent is not None
                 and target_info(op.target.data).kind in (PURE, UNMERGEABLE)
                 and not any(r.uses for r in op.results)):
-            Rewriter.erase_op(op)
+            rewriter.erase(op)
 
 
 def is_pure(op: Operation) -> bool:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from xdsl.dialects.builtin import IntAttr
 from xdsl.ir import Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter
 
 from irfuse.dialects import aten
 from irfuse.dialects.act import PadOp
@@ -64,7 +65,7 @@ from irfuse.raising.aten_ops import (
     WHERE_SELF,
     ZEROS,
 )
-from irfuse.raising.driver import CallPattern, PatternPass, Site
+from irfuse.raising.driver import REWROTE, CallPattern, Outcome, PatternPass, Site
 from irfuse.raising.match import (
     INT64_MAX,
     Call,
@@ -915,19 +916,19 @@ class AttentionPattern(CallPattern):
     targets = (*FUSED, SAFE_SOFTMAX)
     remark = "not attention"
 
-    def rewrite_call(self, found: Call, site: Site) -> bool:
+    def rewrite_call(self, found: Call, rewriter: PatternRewriter, site: Site) -> Outcome:
         attn = _match_attention(found)
         snapshot = (list(attn.ops), list(attn.optional))
         try:
             mla = _match_mla(attn)
             if mla is not None:
                 _raise(attn, mla, site.order)
-                return True
+                return REWROTE
         except NoMatch as miss:
             self.missed(found.op, str(miss), remark="not MLA attention (raised as attention)")
             attn.ops, attn.optional = snapshot
         _raise(attn, None, site.order)
-        return True
+        return REWROTE
 
 
 class RaiseAttention(PatternPass):

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from xdsl.context import Context
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, i64
 from xdsl.ir import Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter
 
 from irfuse import remarks
 from irfuse.dialects.coll import REDUCE_OPS, AllGatherOp, AllReduceOp, ReduceScatterOp
@@ -39,7 +40,7 @@ from irfuse.raising.aten_ops import (
     VLLM_ALL_REDUCE,
     VLLM_REDUCE_SCATTER,
 )
-from irfuse.raising.driver import CallPattern, PatternPass, Site
+from irfuse.raising.driver import REWROTE, CallPattern, Outcome, PatternPass, Site
 from irfuse.raising.match import (
     Call,
     NoMatch,
@@ -374,14 +375,14 @@ class CollectivePattern(CallPattern):
     targets = ANCHORS
     remark = "not a collective"
 
-    def rewrite_call(self, found: Call, site: Site) -> bool:
+    def rewrite_call(self, found: Call, rewriter: PatternRewriter, site: Site) -> Outcome:
         sizes = site.scratch.get(self)
         if sizes is None:  # the block's world sizes, read once, before the first raise
             assert site.module is not None
             anchors = [f for o in site.order if (f := call(o, *ANCHORS)) is not None]
             sizes = site.scratch[self] = _WorldSizes(site.module, anchors)
         _raise(_match(found, sizes), site.order)
-        return True
+        return REWROTE
 
 
 @dataclass(frozen=True)

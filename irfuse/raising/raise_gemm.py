@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from xdsl.dialects.builtin import IntAttr, f32
 from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.utils.exceptions import VerifyException
 
 from irfuse.dialects import aten
@@ -31,7 +32,7 @@ from irfuse.raising.aten_ops import (
     SCALED_MM,
     VIEWS,
 )
-from irfuse.raising.driver import CallPattern, PatternPass, Site
+from irfuse.raising.driver import NO_CANDIDATE, REWROTE, CallPattern, Outcome, PatternPass, Site
 from irfuse.raising.match import (
     Call,
     NoMatch,
@@ -257,12 +258,12 @@ class GemmPattern(CallPattern):
     targets = ANCHORS
     remark = "not a GEMM"
 
-    def rewrite_call(self, found: Call, site: Site) -> bool:
+    def rewrite_call(self, found: Call, rewriter: PatternRewriter, site: Site) -> Outcome:
         gemm = _match(found)
         if gemm is None:
-            return False
+            return NO_CANDIDATE
         _raise(gemm, site.order)
-        return True
+        return REWROTE
 
 
 class RaiseGemm(PatternPass):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from xdsl.dialects.builtin import ArrayAttr, IntAttr, i64
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.utils.exceptions import VerifyException
 
 from irfuse.dialects import aten
@@ -45,7 +46,7 @@ from irfuse.raising.aten_ops import (
     UNBIND_INT,
     UNSAFE_INDEX_PUT,
 )
-from irfuse.raising.driver import CallPattern, PatternPass, Site
+from irfuse.raising.driver import NO_CANDIDATE, REWROTE, CallPattern, Outcome, PatternPass, Site
 from irfuse.raising.match import (
     Call,
     NoMatch,
@@ -436,6 +437,11 @@ def _slot_range(write: _Write) -> list[aten.CallOp]:
     return made
 
 
+def _raise_pair(k: _Write, v: _Write, block: Block, order: dict[Operation, int]) -> Outcome:
+    _raise(k, v, block, order)
+    return REWROTE
+
+
 def _raise(k: _Write, v: _Write, block: Block, order: dict[Operation, int]) -> Operation:
     ops = sorted(with_private([*k.ops, *v.ops], [*k.optional, *v.optional]),
                  key=lambda o: order[o])
@@ -471,11 +477,11 @@ class KvCacheWritePattern(CallPattern):
     targets = ANCHORS
     remark = "not a KV-cache write"
 
-    def rewrite_call(self, found: Call, site: Site) -> bool:
+    def rewrite_call(self, found: Call, rewriter: PatternRewriter, site: Site) -> Outcome:
         write = _match(found)
         if write is not None:
             site.scratch.setdefault(self, []).append(write)
-        return False
+        return NO_CANDIDATE
 
     def finish(self, site: Site) -> None:
         pairs, alone = _pairs(site.scratch.get(self, []))
@@ -483,7 +489,7 @@ class KvCacheWritePattern(CallPattern):
             self.missed(write.anchor, "no write of the matching k or v cache at the same slots "
                         "(one kv_cache_write takes both)")
         for k, v in pairs:
-            self.attempt(k.anchor, _raise, k, v, site.block, site.order)
+            self.attempt(k.anchor, _raise_pair, k, v, site.block, site.order)
 
 
 class RaiseKvCacheWrite(PatternPass):

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from xdsl.dialects.builtin import IntAttr, f32
 from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from irfuse.dialects import aten
@@ -50,7 +51,7 @@ from irfuse.raising.aten_ops import (
     VIEWS,
     ZEROS,
 )
-from irfuse.raising.driver import AnchorPattern, Site
+from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import (
     Call,
     NoMatch,
@@ -690,11 +691,11 @@ class Nvfp4CastPattern(AnchorPattern):
     targets = CASTS
     remark = "not an NVFP4 quant"
 
-    def rewrite(self, op: Operation, site: Site) -> bool:
+    def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
         if dtype_of(op.results[0]) not in FP8_QUANT_DTYPES:
-            return False
+            return NO_CANDIDATE
         block_scale = nvfp4_block_scale(op)
         if block_scale is None:
-            return False
+            return NO_CANDIDATE
         raise_nvfp4(match_nvfp4(op, *block_scale, site.order), site.order)
-        return True
+        return REWROTE

@@ -35,10 +35,11 @@ constant tensor is no pad attempt and leaves no remark.
 from __future__ import annotations
 
 from xdsl.ir import Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter
 
 from irfuse.dialects.act import PadOp
 from irfuse.raising import aten_ops as aten
-from irfuse.raising.driver import CallPattern, PatternPass, Site
+from irfuse.raising.driver import NO_CANDIDATE, REWROTE, CallPattern, Outcome, PatternPass, Site
 from irfuse.raising.match import (
     Call,
     NoMatch,
@@ -235,12 +236,12 @@ class PadPattern(CallPattern):
     targets = (aten.CONSTANT_PAD_ND, aten.PAD, aten.SLICE_SCATTER, aten.CAT)
     remark = "not a last-dim pad"
 
-    def rewrite_call(self, found: Call, site: Site) -> bool:
+    def rewrite_call(self, found: Call, rewriter: PatternRewriter, site: Site) -> Outcome:
         try:
             _raise(found, site.order)
         except NotAPad:
-            return False
-        return True
+            return NO_CANDIDATE
+        return REWROTE
 
 
 class RaisePad(PatternPass):

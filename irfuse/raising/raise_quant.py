@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from xdsl.dialects.builtin import IntAttr, f32
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.utils.exceptions import VerifyException
 
 from irfuse.dialects import aten
@@ -68,7 +69,15 @@ from irfuse.raising.aten_ops import (
     TRANSPOSE_INT,
     VIEWS,
 )
-from irfuse.raising.driver import AnchorPattern, CallPattern, PatternPass, Site
+from irfuse.raising.driver import (
+    NO_CANDIDATE,
+    REWROTE,
+    AnchorPattern,
+    CallPattern,
+    Outcome,
+    PatternPass,
+    Site,
+)
 from irfuse.raising.match import (
     Call,
     NoMatch,
@@ -776,9 +785,9 @@ class CustomFp8QuantPattern(CallPattern):
     targets = (IRFUSE_QUANT_FP8_STATIC, IRFUSE_QUANT_FP8_PER_TOKEN, IRFUSE_QUANT_FP8_PER_TENSOR, IRFUSE_QUANT_FP8_GROUP)
     remark = "not an FP8 quant"
 
-    def rewrite_call(self, found: Call, site: Site) -> bool:
+    def rewrite_call(self, found: Call, rewriter: PatternRewriter, site: Site) -> Outcome:
         _raise(_match_custom(found), found.op, site.order)
-        return True
+        return REWROTE
 
 
 class CustomNvfp4QuantPattern(CustomFp8QuantPattern):
@@ -794,7 +803,7 @@ class Fp8CastPattern(AnchorPattern):
     targets = CASTS
     remark = "not an FP8 quant"
 
-    def rewrite(self, op: Operation, site: Site) -> bool:
+    def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
         if dtype_of(op.results[0]) not in FP8_BOUND:
             # Most casts are bf16 <-> f32 and lead nowhere; a clamp before one is a near miss.
             clamp = op.operands[0].owner if op.operands else None
@@ -803,12 +812,12 @@ class Fp8CastPattern(AnchorPattern):
                 reason = _near_miss_cast(call(op), cast[1]) if cast else None
                 if reason is not None:
                     raise NoMatch(reason)
-            return False
+            return NO_CANDIDATE
         cast = as_cast(op.results[0])
         if cast is None:
-            return False
+            return NO_CANDIDATE
         _raise(_match_decomposed(op, cast[1]), op, site.order)
-        return True
+        return REWROTE
 
 
 class RaiseQuant(PatternPass):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from xdsl.dialects.builtin import f32
 from xdsl.ir import Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter
 
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
 from irfuse.raising.aten_ops import (
@@ -35,7 +36,7 @@ from irfuse.raising.aten_ops import (
     SUB_TENSOR,
     SUM_DIM_INT_LIST,
 )
-from irfuse.raising.driver import CallPattern, PatternPass, Site
+from irfuse.raising.driver import NO_CANDIDATE, REWROTE, CallPattern, Outcome, PatternPass, Site
 from irfuse.raising.match import (
     Call,
     NoMatch,
@@ -348,16 +349,16 @@ class RmsNormPattern(CallPattern):
     targets = (RSQRT, RECIPROCAL, *DIV, *WHOLE_OPS)
     remark = "not an RMSNorm"
 
-    def rewrite_call(self, found: Call, site: Site) -> bool:
+    def rewrite_call(self, found: Call, rewriter: PatternRewriter, site: Site) -> Outcome:
         if found.target in DIV and producer(found.arg(1), SQRT) is None:
-            return False
+            return NO_CANDIDATE
         if found.target == RECIPROCAL and producer(found.arg(0), SQRT) is None:
-            return False
+            return NO_CANDIDATE
         norm = _match_whole(found) if found.target in WHOLE_OPS else _match_decomposed(found)
         if norm.residual is None and not found.target.startswith("irfuse::"):
             _match_residual(norm)
         _raise(norm, site.order)
-        return True
+        return REWROTE
 
 
 class RaiseRmsNorm(PatternPass):

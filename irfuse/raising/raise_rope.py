@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from xdsl.dialects.builtin import ArrayAttr, ComplexType, IntAttr, bf16, f16, f32
 from xdsl.ir import Block, Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter
 
 from irfuse.dialects import aten
 from irfuse.dialects.attn import RopeOp
@@ -47,7 +48,7 @@ from irfuse.raising.aten_ops import (
     VIEW_AS_COMPLEX,
     VIEW_AS_REAL,
 )
-from irfuse.raising.driver import CallPattern, PatternPass, Site
+from irfuse.raising.driver import NO_CANDIDATE, REWROTE, CallPattern, Outcome, PatternPass, Site
 from irfuse.raising.match import (
     INT64_MAX,
     Call,
@@ -852,6 +853,12 @@ def _more_heads(a: _Rotation, b: _Rotation) -> bool:
             and differ[0][0] > differ[0][1])  # type: ignore[operator]
 
 
+def _raise_site(q: _Rotation, k: _Rotation | None, block: Block,
+                order: dict[Operation, float]) -> Outcome:
+    _raise(q, k, block, order)
+    return REWROTE
+
+
 def _raise(q: _Rotation, k: _Rotation | None, block: Block, order: dict[Operation, float]
            ) -> Operation:
     rots = [q] if k is None else [q, k]
@@ -947,28 +954,28 @@ class RopePattern(CallPattern):
     def start(self, site: Site) -> None:
         site.scratch[self] = _Walk()
 
-    def rewrite_call(self, found: Call, site: Site) -> bool:
+    def rewrite_call(self, found: Call, rewriter: PatternRewriter, site: Site) -> Outcome:
         walk: _Walk = site.scratch[self]
         if found.op in walk.taken or not _is_candidate(found):
-            return False
+            return NO_CANDIDATE
         rot = _match(found, site.order, walk.made)
         if not rot.ops & walk.taken:
             walk.taken |= rot.ops
             walk.rots.append(rot)
-        return False
+        return NO_CANDIDATE
 
     def finish(self, site: Site) -> None:
         walk: _Walk = site.scratch[self]
         for q, k in _pairs(walk.rots, site.order):
             args = (site.block, site.order)
             if k is None:
-                self.attempt(q.anchor, _raise, q, None, *args)  # type: ignore[arg-type]
+                self.attempt(q.anchor, _raise_site, q, None, *args)  # type: ignore[arg-type]
                 continue
-            if self.attempt(q.anchor, _raise, q, k, *args,  # type: ignore[arg-type]
-                            remark="q and k of one layer raised apart"):
+            if self.attempt(q.anchor, _raise_site, q, k, *args,  # type: ignore[arg-type]
+                            remark="q and k of one layer raised apart") is REWROTE:
                 continue
             for single in (q, k):  # q and k cannot be one op: raise each on its own
-                self.attempt(single.anchor, _raise, single, None, *args)  # type: ignore[arg-type]
+                self.attempt(single.anchor, _raise_site, single, None, *args)  # type: ignore[arg-type]
         walk.made.erase_unused()
 
 

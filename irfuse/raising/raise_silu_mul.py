@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from xdsl.ir import Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter
 
 from irfuse.dialects.act import SiluMulOp
 from irfuse.raising.aten_ops import (
@@ -28,7 +29,7 @@ from irfuse.raising.aten_ops import (
     SIGMOID,
     SILU,
 )
-from irfuse.raising.driver import CallPattern, PatternPass, Site
+from irfuse.raising.driver import NO_CANDIDATE, REWROTE, CallPattern, Outcome, PatternPass, Site
 from irfuse.raising.match import (
     Call,
     NoMatch,
@@ -156,17 +157,17 @@ class SiluMulPattern(CallPattern):
     targets = ANCHORS
     remark = "not a SiLU·Mul"
 
-    def rewrite_call(self, found: Call, site: Site) -> bool:
+    def rewrite_call(self, found: Call, rewriter: PatternRewriter, site: Site) -> Outcome:
         if found.target == SIGMOID and not _is_silu_sigmoid(found):
-            return False
+            return NO_CANDIDATE
         if found.target == EXP and _exp_silu(found) is None:
-            return False
+            return NO_CANDIDATE
         if found.target == GELU:
             if call(only_user(found.result), MUL_TENSOR) is not None:
                 raise NoMatch("the gated activation is GELU, not SiLU")
-            return False
+            return NO_CANDIDATE
         _raise(_match(found), site.order)
-        return True
+        return REWROTE
 
 
 class RaiseSiluMul(PatternPass):

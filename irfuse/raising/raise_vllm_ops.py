@@ -17,6 +17,7 @@ from typing import Any
 
 from xdsl.dialects.builtin import ArrayAttr, IntAttr, f32
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import VerifyException
 
@@ -54,7 +55,7 @@ from irfuse.raising.aten_ops import (
     ZEROS,
     ZEROS_LIKE,
 )
-from irfuse.raising.driver import AnchorPattern, PatternPass, Site
+from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, PatternPass, Site
 from irfuse.raising.match import (
     Call,
     NoMatch,
@@ -696,16 +697,16 @@ class VllmOpPattern(AnchorPattern):
 
     targets = (AUTO_FUNCTIONALIZED, AUTO_FUNCTIONALIZED_V2)
 
-    def rewrite(self, op: Operation, site: Site) -> bool:
+    def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
         target = vllm_target(op)
         if target is None:
-            return False
+            return NO_CANDIDATE
         try:
             _raise(op, site.order)
         except NoMatch as miss:  # the remark names the vLLM op
             name = target.removesuffix(".default").replace("::", ".")
             raise NoMatch(f"not {WHAT[target]} ({name}): {miss}") from None
-        return True
+        return REWROTE
 
 
 class RaiseVllmOps(PatternPass):

@@ -10,8 +10,8 @@ import pytest
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, NameLoc, StringAttr
 from xdsl.ir import Operation
 from xdsl.parser import Parser
-from xdsl.pattern_rewriter import PatternRewriteWalker
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker
+from xdsl.rewriter import InsertPoint
 
 from irfuse import remarks
 from irfuse.context import make_context
@@ -19,7 +19,15 @@ from irfuse.dialects import aten
 from irfuse.dialects.irfuse import set_target
 from irfuse.dialects.norm import RmsNormOp
 from irfuse.raising.aten_ops import MUL_TENSOR, NEG, RSQRT
-from irfuse.raising.driver import AnchorPattern, PatternPass, Site, run_patterns
+from irfuse.raising.driver import (
+    NO_CANDIDATE,
+    REWROTE,
+    AnchorPattern,
+    Outcome,
+    PatternPass,
+    Site,
+    run_patterns,
+)
 from irfuse.raising.match import NoMatch
 from irfuse.raising.raise_rms_norm import RaiseRmsNorm
 
@@ -51,11 +59,11 @@ class Recorder(AnchorPattern):
     remark = "not a test site"
     seen: ClassVar[list[Operation]] = []
 
-    def rewrite(self, op: Operation, site: Site) -> bool:
+    def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
         Recorder.seen.append(op)
         if isinstance(op.operands[0].owner, aten.CallOp) and op.operands[0].owner.target.data == NEG:
             raise NoMatch("its input is a neg")
-        return False
+        return NO_CANDIDATE
 
 
 @pytest.fixture(autouse=True)
@@ -96,15 +104,15 @@ class EraseNext(AnchorPattern):
     targets = (NEG,)
     seen: ClassVar[list[Operation]] = []
 
-    def rewrite(self, op: Operation, site: Site) -> bool:
+    def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
         EraseNext.seen.append(op)
         (use,) = op.results[0].uses
         nxt = use.operation
         if not isinstance(nxt, aten.CallOp) or nxt.target.data != NEG:
-            return False
-        nxt.results[0].replace_all_uses_with(op.results[0])
-        Rewriter.erase_op(nxt)
-        return True
+            return NO_CANDIDATE
+        rewriter.replace_all_uses_with(nxt.results[0], op.results[0])
+        rewriter.erase(nxt)
+        return REWROTE
 
 
 def test_ops_erased_since_the_walk_began_are_skipped() -> None:
@@ -127,14 +135,14 @@ class Gated(AnchorPattern):
     def start(self, site: Site) -> None:
         site.scratch[self] = []
 
-    def rewrite(self, op: Operation, site: Site) -> bool:
+    def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
         site.require_kernel("some_kernel")
         site.scratch[self].append((op, site.order[op]))
-        return False
+        return NO_CANDIDATE
 
     def finish(self, site: Site) -> None:
         for op, _ in site.scratch[self]:
-            self.attempt(op, lambda: True)
+            self.attempt(op, lambda: REWROTE)
 
 
 def test_gate_sees_kernel_platform_and_max_tokens_and_its_refusal_is_a_remark() -> None:
@@ -183,14 +191,14 @@ class EraseThenRead(AnchorPattern):
     targets = (RSQRT,)
     orders: ClassVar[list[dict[Operation, float]]] = []
 
-    def rewrite(self, op: Operation, site: Site) -> bool:
+    def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
         last = site.block.last_op.operands[0].owner  # the neg `func.return` reads
-        last.results[0].replace_all_uses_with(last.operands[0])
-        Rewriter.erase_op(last)
-        Rewriter.insert_op(aten.CallOp(NEG, [op.results[0]], [aten.OperandRefAttr(IntAttr(0))],
-                                       [op.results[0].type]), InsertPoint.after(op))
+        rewriter.replace_all_uses_with(last.results[0], last.operands[0])
+        rewriter.erase(last)
+        rewriter.insert(aten.CallOp(NEG, [op.results[0]], [aten.OperandRefAttr(IntAttr(0))],
+                                    [op.results[0].type]), InsertPoint.after(op))
         EraseThenRead.orders.append(site.order)
-        return True
+        return REWROTE
 
 
 def test_order_is_the_block_when_the_walk_began_even_if_first_read_after_a_rewrite() -> None:
@@ -222,3 +230,40 @@ def test_block_hooks_run_where_nothing_anchors() -> None:
     HooksOnly.calls.clear()
     run_patterns(parse(), [HooksOnly()])
     assert HooksOnly.calls == ["start", "finish"]
+
+
+class ReturnsBool(AnchorPattern):
+    """The old contract (a bool): refused, so a rewrite cannot be counted by accident."""
+
+    targets = (RSQRT,)
+
+    def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
+        return True  # type: ignore[return-value]
+
+
+def test_a_rewrite_must_return_an_outcome() -> None:
+    with remarks.collecting(), pytest.raises(TypeError, match="returns an Outcome"):
+        run_patterns(parse(), [ReturnsBool()])
+
+
+class CountsRewriter(AnchorPattern):
+    """Erases through the rewriter it is given: the rewriter sees the action."""
+
+    targets = (NEG,)
+    actions: ClassVar[list[bool]] = []
+
+    def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
+        (use,) = op.results[0].uses
+        if use.operation is site.block.last_op:
+            return NO_CANDIDATE
+        rewriter.replace_all_uses_with(op.results[0], op.operands[0])
+        rewriter.erase(op)
+        CountsRewriter.actions.append(rewriter.has_done_action)
+        return REWROTE
+
+
+def test_rewrite_gets_a_rewriter_per_anchor() -> None:
+    CountsRewriter.actions.clear()
+    with remarks.collecting() as sink:
+        run_patterns(parse(), [CountsRewriter()])
+    assert CountsRewriter.actions == [True, True] and sink.fused == 2

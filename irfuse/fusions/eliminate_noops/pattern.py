@@ -22,7 +22,7 @@ from typing import Any
 from xdsl.dialects.builtin import StringAttr
 from xdsl.dialects.func import ReturnOp
 from xdsl.ir import Operation, SSAValue
-from xdsl.rewriter import Rewriter
+from xdsl.pattern_rewriter import PatternRewriter
 
 from irfuse.dialects.irfuse import SymType
 from irfuse.raising.aten_ops import (
@@ -35,7 +35,7 @@ from irfuse.raising.aten_ops import (
     UNSAFE_VIEW,
     VIEW,
 )
-from irfuse.raising.driver import CallPattern, Site
+from irfuse.raising.driver import NO_CANDIDATE, REWROTE, CallPattern, Outcome, Site
 from irfuse.raising.match import INT64_MAX, Call, call, is_pure, tensor_type
 
 VIEWS_ONLY = (VIEW, UNSAFE_VIEW)
@@ -108,14 +108,14 @@ def _empty_along(value: Any, dim: int) -> bool:
     return t is not None and -t.rank <= dim < t.rank and t.dims[dim] == 0
 
 
-def _erase_dead(values: list[SSAValue]) -> None:
+def _erase_dead(values: list[SSAValue], rewriter: PatternRewriter) -> None:
     """Erase the pure calls that made `values` and are read no more (the empty parts of a
     collapsed cat)."""
     for value in values:
         owner = value.owner
         if isinstance(owner, Operation) and is_pure(owner) and owner.parent is not None \
                 and not any(r.uses for r in owner.results):
-            Rewriter.erase_op(owner)
+            rewriter.erase(owner)
 
 
 def _returned(value: SSAValue) -> bool:
@@ -124,7 +124,7 @@ def _returned(value: SSAValue) -> bool:
     return any(isinstance(use.operation, ReturnOp) for use in value.uses)
 
 
-def _collapse(found: Call) -> bool:
+def _collapse(found: Call, rewriter: PatternRewriter) -> bool:
     """A reshape of a reshape reads the first one's input (one reshape for the chain); the
     merged op is a view only when both were views. The first one goes when nothing else reads
     it."""
@@ -141,8 +141,9 @@ def _collapse(found: Call) -> bool:
     if target != found.target:
         found.op.properties["target"] = StringAttr(target)
     found.op.operands = [source, *found.op.operands[1:]]
+    rewriter.notify_op_modified(found.op)
     if not inner.result.uses:
-        Rewriter.erase_op(inner.op)
+        rewriter.erase(inner.op)
     return True
 
 
@@ -151,16 +152,16 @@ class NoopPattern(CallPattern):
 
     targets = (*RESHAPES_AND_ALIAS, SLICE_TENSOR, SLICE_SCATTER, CAT)
 
-    def rewrite_call(self, found: Call, site: Site) -> bool:
-        collapsed = _collapse(found)
+    def rewrite_call(self, found: Call, rewriter: PatternRewriter, site: Site) -> Outcome:
+        collapsed = _collapse(found, rewriter)
         if collapsed:
             found = call(found.op)  # type: ignore[assignment]
         replacement = _replacement(found)
         if replacement is None or _returned(found.result):
-            return collapsed
-        found.result.replace_all_uses_with(replacement)
+            return REWROTE if collapsed else NO_CANDIDATE
+        rewriter.replace_all_uses_with(found.result, replacement)
         inputs = list(found.op.operands)
-        Rewriter.erase_op(found.op)
-        _erase_dead(inputs)
-        return True
+        rewriter.erase(found.op)
+        _erase_dead(inputs, rewriter)
+        return REWROTE
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from xdsl.dialects.builtin import f32
 from xdsl.ir import Operation, SSAValue
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.pattern_rewriter import PatternRewriter
+from xdsl.rewriter import InsertPoint
 
 from irfuse.dialects.attn import RopeOp
 from irfuse.dialects.fused import QkNormRopeOp
@@ -27,7 +28,7 @@ from irfuse.dialects.norm import RmsNormOp
 from irfuse.dialects.raised import decomposition_block
 from irfuse.fusions.norm_readings import KERNEL_DTYPES, weight_product_in_f32
 from irfuse.raising import aten_ops
-from irfuse.raising.driver import AnchorPattern, Site
+from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import NoMatch, call, normalize_dim, only_user
 
 KERNEL = "qk_norm_rope"
@@ -42,18 +43,18 @@ class QkNormRopePattern(AnchorPattern):
 
     op_types = (RopeOp,)
 
-    def rewrite(self, op: Operation, site: Site) -> bool:
+    def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
         assert isinstance(op, RopeOp)
-        return _fuse(op, site)
+        return _fuse(op, rewriter, site)
 
 
-def _fuse(rope: RopeOp, site: Site) -> bool:
+def _fuse(rope: RopeOp, rewriter: PatternRewriter, site: Site) -> Outcome:
     if rope.k is None:
-        return False
+        return NO_CANDIDATE
     q_norm, q_views = _normed(rope.q, rope)
     k_norm, k_views = _normed(rope.k, rope)
     if q_norm is None and k_norm is None:
-        return False
+        return NO_CANDIDATE
     if q_norm is None or k_norm is None:
         raise NoMatch(f"only {'k' if q_norm is None else 'q'} is normalized per head before the "
                       "rope; the kernel normalizes both")
@@ -76,15 +77,15 @@ def _fuse(rope: RopeOp, site: Site) -> bool:
         result_types=[rope.q_out.type, rope.k_out.type],  # type: ignore[union-attr]
     )
     fused.location = rope.location
-    Rewriter.insert_op(fused, InsertPoint.before(rope))
+    rewriter.insert(fused, InsertPoint.before(rope))
     for old, new in ((rope.q_out, fused.q_out), (rope.k_out, fused.k_out)):
         assert old is not None
         new.name_hint = old.name_hint
-        old.replace_all_uses_with(new)
-    Rewriter.erase_op(rope)
-    Rewriter.erase_op(q_norm)
-    Rewriter.erase_op(k_norm)
-    return True
+        rewriter.replace_all_uses_with(old, new)
+    rewriter.erase(rope)
+    rewriter.erase(q_norm)
+    rewriter.erase(k_norm)
+    return REWROTE
 
 
 def _normed(value: SSAValue, rope: RopeOp) -> tuple[RmsNormOp | None, list[Operation]]:

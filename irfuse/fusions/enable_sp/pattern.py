@@ -32,7 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from xdsl.ir import Operation, SSAValue
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.pattern_rewriter import PatternRewriter
+from xdsl.rewriter import InsertPoint
 
 from irfuse.dialects import aten
 from irfuse.dialects.coll import AllGatherOp, AllReduceOp
@@ -52,7 +53,7 @@ from irfuse.fusions.sharding import (
     unflatten_rows,
 )
 from irfuse.raising.aten_ops import RESHAPE, RESHAPE_AS
-from irfuse.raising.driver import AnchorPattern, Site
+from irfuse.raising.driver import REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import NoMatch, discard, users
 
 
@@ -106,9 +107,9 @@ class SequenceParallelPattern(AnchorPattern):
                 if op.parent is not None and not any(r.uses for r in op.results):
                     discard(op)
 
-    def rewrite(self, op: Operation, site: Site) -> bool:
+    def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
         assert isinstance(op, AllReduceOp)
-        return _rewrite(op, site, site.scratch[self])
+        return _rewrite(op, rewriter, site, site.scratch[self])
 
 
 def _norm_of(ar: AllReduceOp) -> RmsNormOp | AddRmsNormOp:
@@ -151,7 +152,7 @@ def _gather(shard: SSAValue, rows: Dim, like: SSAValue, group: str, ws: int) -> 
     return chain
 
 
-def _rewrite(ar: AllReduceOp, site: Site, gathers: _Gathers) -> bool:
+def _rewrite(ar: AllReduceOp, rewriter: PatternRewriter, site: Site, gathers: _Gathers) -> Outcome:
     x = ar.x.type
     assert isinstance(x, TensorType)
     if x.rank < 2:
@@ -208,26 +209,26 @@ def _rewrite(ar: AllReduceOp, site: Site, gathers: _Gathers) -> bool:
         discard(*reversed(built))
         raise
 
-    Rewriter.insert_op(scatter, InsertPoint.before(ar))
+    rewriter.insert(scatter, InsertPoint.before(ar))
     others = [u for u in ar.y.uses if u.operation is not norm]
     if others:  # the all-reduced value read elsewhere too: its full tensor is the gather
         chain = _gather(scattered.y, tokens, ar.x, group, ws)
-        Rewriter.insert_op(chain, InsertPoint.before(ar))
-        ar.y.replace_all_uses_with(gathers.add(chain))
-    Rewriter.insert_op([*slices, local], InsertPoint.before(norm))
+        rewriter.insert(chain, InsertPoint.before(ar))
+        rewriter.replace_all_uses_with(ar.y, gathers.add(chain))
+    rewriter.insert([*slices, local], InsertPoint.before(norm))
     if isinstance(norm, AddRmsNormOp) and norm.residual_out.uses:
         chain = _gather(local.results[1], tokens, ar.x, group, ws)
-        Rewriter.insert_op(chain, InsertPoint.before(norm))
-        norm.residual_out.replace_all_uses_with(gathers.add(chain))
+        rewriter.insert(chain, InsertPoint.before(norm))
+        rewriter.replace_all_uses_with(norm.residual_out, gathers.add(chain))
     if quant is not None and local_quant is not None:
         chain = _gather(local_quant.results[0], tokens, ar.x, group, ws)
-        Rewriter.insert_op([local_quant, *chain], InsertPoint.before(quant))
-        quant.results[0].replace_all_uses_with(chain[-1].results[0])
-        Rewriter.erase_op(quant)
+        rewriter.insert([local_quant, *chain], InsertPoint.before(quant))
+        rewriter.replace_all_uses_with(quant.results[0], chain[-1].results[0])
+        rewriter.erase(quant)
     else:
         chain = _gather(local.results[0], tokens, ar.x, group, ws)
-        Rewriter.insert_op(chain, InsertPoint.before(norm))
-        norm.y.replace_all_uses_with(chain[-1].results[0])
-    Rewriter.erase_op(norm)
-    Rewriter.erase_op(ar)
-    return True
+        rewriter.insert(chain, InsertPoint.before(norm))
+        rewriter.replace_all_uses_with(norm.y, chain[-1].results[0])
+    rewriter.erase(norm)
+    rewriter.erase(ar)
+    return REWROTE

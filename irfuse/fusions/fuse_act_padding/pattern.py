@@ -18,7 +18,8 @@ from __future__ import annotations
 from xdsl.dialects.builtin import IntAttr
 from xdsl.dialects.func import ReturnOp
 from xdsl.ir import Operation, SSAValue
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.pattern_rewriter import PatternRewriter
+from xdsl.rewriter import InsertPoint
 
 from irfuse.dialects import aten
 from irfuse.dialects.act import PadOp
@@ -27,7 +28,7 @@ from irfuse.dialects.irfuse import TensorType, tensor_type
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
 from irfuse.fusions.norm_readings import kernel_input_type, weight_product_in_f32
 from irfuse.raising import aten_ops
-from irfuse.raising.driver import AnchorPattern, Site
+from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import NoMatch, call
 
 
@@ -41,15 +42,15 @@ class NormPadPattern(AnchorPattern):
 
     op_types = (RmsNormOp, AddRmsNormOp)
 
-    def rewrite(self, op: Operation, site: Site) -> bool:
+    def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
         assert isinstance(op, RmsNormOp | AddRmsNormOp)
-        return _fuse(op, site)
+        return _fuse(op, rewriter, site)
 
 
-def _fuse(norm: RmsNormOp | AddRmsNormOp, site: Site) -> bool:
+def _fuse(norm: RmsNormOp | AddRmsNormOp, rewriter: PatternRewriter, site: Site) -> Outcome:
     pads = [u.operation for u in norm.y.uses if isinstance(u.operation, PadOp)]
     if not pads:
-        return False
+        return NO_CANDIDATE
     amounts = {_amounts(p) for p in pads}
     if len(amounts) != 1:
         raise NoMatch(f"the norm output is padded {len(amounts)} different ways; one kernel "
@@ -77,19 +78,20 @@ def _fuse(norm: RmsNormOp | AddRmsNormOp, site: Site) -> bool:
         result_types=[pads[0].y.type, None if residual is None else norm.residual_out.type],
     )
     fused.location = norm.location
-    Rewriter.insert_op(fused, InsertPoint.before(norm))
+    rewriter.insert(fused, InsertPoint.before(norm))
     fused.out.name_hint = pads[0].y.name_hint
     for pad in pads:
-        pad.y.replace_all_uses_with(fused.out)
-        Rewriter.erase_op(pad)
+        rewriter.replace_all_uses_with(pad.y, fused.out)
+        rewriter.erase(pad)
     if others:
-        norm.y.replace_all_uses_with(_unpadded(fused.out, low, hidden, norm.y.type, norm))  # type: ignore[arg-type]
+        unpadded = _unpadded(fused.out, low, hidden, norm.y.type, norm, rewriter)  # type: ignore[arg-type]
+        rewriter.replace_all_uses_with(norm.y, unpadded)
     if residual is not None:
         assert fused.residual_out is not None
         fused.residual_out.name_hint = norm.residual_out.name_hint
-        norm.residual_out.replace_all_uses_with(fused.residual_out)
-    Rewriter.erase_op(norm)
-    return True
+        rewriter.replace_all_uses_with(norm.residual_out, fused.residual_out)
+    rewriter.erase(norm)
+    return REWROTE
 
 
 def _amounts(pad: PadOp) -> tuple[int, int, float]:
@@ -113,7 +115,7 @@ def _check_slice_users(users: list[Operation], hidden: object) -> None:
 
 
 def _unpadded(out: SSAValue, low: int, hidden: int, y_type: TensorType,
-              norm: Operation) -> SSAValue:
+              norm: Operation, rewriter: PatternRewriter) -> SSAValue:
     """`out[..., low:low + hidden]`, inserted before `norm` (right after the fused op)."""
     sliced = aten.CallOp(
         aten_ops.SLICE_TENSOR,
@@ -123,5 +125,5 @@ def _unpadded(out: SSAValue, low: int, hidden: int, y_type: TensorType,
         [tensor_type(y_type.dims, y_type.dtype)],
     )
     sliced.location = norm.location
-    Rewriter.insert_op(sliced, InsertPoint.before(norm))
+    rewriter.insert(sliced, InsertPoint.before(norm))
     return sliced.results[0]

@@ -9,7 +9,8 @@ quant (no kernel) and a kernel the table leaves to Inductor on the platform are 
 from __future__ import annotations
 
 from xdsl.ir import Operation
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.pattern_rewriter import PatternRewriter
+from xdsl.rewriter import InsertPoint
 
 from irfuse.dialects.act import SiluMulOp
 from irfuse.dialects.fused import SiluMulQuantNvfp4Op, SiluMulQuantOp
@@ -23,7 +24,7 @@ from irfuse.fusions.quant_consumers import (
     quant_consumers,
     reciprocates,
 )
-from irfuse.raising.driver import AnchorPattern, Site
+from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import NoMatch
 
 
@@ -44,17 +45,17 @@ class ActQuantPattern(AnchorPattern):
 
     op_types = (SiluMulOp,)
 
-    def rewrite(self, op: Operation, site: Site) -> bool:
+    def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
         assert isinstance(op, SiluMulOp)
-        return _fuse(op, site)
+        return _fuse(op, rewriter, site)
 
 
-def _fuse(act: SiluMulOp, site: Site) -> bool:
+def _fuse(act: SiluMulOp, rewriter: PatternRewriter, site: Site) -> Outcome:
     order = site.order
     consumers = quant_consumers(act.y, order)
     if not consumers:
-        return False
-    consumers = merge_identical(consumers)
+        return NO_CANDIDATE
+    consumers = merge_identical(consumers, rewriter)
     if len(consumers) > 1:
         raise NoMatch("the activation feeds several different quants")
     x_type = act.x.type
@@ -71,8 +72,8 @@ def _fuse(act: SiluMulOp, site: Site) -> bool:
     x, up = act.x, act.up
     if consumer.view is not None:
         rows = consumer.view.results[0].type.dims[0]  # type: ignore[union-attr]
-        x = flatten_leading(act.x, rows, quant)
-        up = None if up is None else flatten_leading(up, rows, quant)
+        x = flatten_leading(act.x, rows, quant, rewriter)
+        up = None if up is None else flatten_leading(up, rows, quant, rewriter)
     if isinstance(quant, QuantFp8Op):
         fused: Operation = SiluMulQuantOp(
             x,
@@ -88,13 +89,13 @@ def _fuse(act: SiluMulOp, site: Site) -> bool:
             x, quant.global_scale, up, result_types=[quant.q.type, quant.block_scale.type]
         )
     fused.location = act.location
-    Rewriter.insert_op(fused, InsertPoint.before(quant))
+    rewriter.insert(fused, InsertPoint.before(quant))
     for old, new in zip(quant.results, fused.results, strict=True):
         new.name_hint = old.name_hint
-        old.replace_all_uses_with(new)
-    Rewriter.erase_op(quant)
+        rewriter.replace_all_uses_with(old, new)
+    rewriter.erase(quant)
     if consumer.view is not None and not consumer.view.results[0].uses:
-        Rewriter.erase_op(consumer.view)
-    Rewriter.erase_op(act)
-    return True
+        rewriter.erase(consumer.view)
+    rewriter.erase(act)
+    return REWROTE
 

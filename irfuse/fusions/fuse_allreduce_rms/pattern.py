@@ -20,7 +20,8 @@ readers of the all-reduced value or of the new residual before that point are a 
 from __future__ import annotations
 
 from xdsl.ir import Operation, SSAValue
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.pattern_rewriter import PatternRewriter
+from xdsl.rewriter import InsertPoint
 
 from irfuse import remarks
 from irfuse.dialects.coll import AllReduceOp
@@ -38,7 +39,7 @@ from irfuse.fusions.quant_consumers import (
     reciprocates,
     reshape_as,
 )
-from irfuse.raising.driver import AnchorPattern, Site
+from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import NoMatch, users
 
 _SUFFIX = {"static_tensor": "quant_fp8_static", "dynamic_token": "quant_fp8_per_token",
@@ -57,9 +58,9 @@ class AllReduceRmsPattern(AnchorPattern):
 
     op_types = (AllReduceOp,)
 
-    def rewrite(self, op: Operation, site: Site) -> bool:
+    def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
         assert isinstance(op, AllReduceOp)
-        return _fuse(op, site)
+        return _fuse(op, rewriter, site)
 
 
 def _norm_of(ar: AllReduceOp) -> RmsNormOp | AddRmsNormOp | None:
@@ -73,7 +74,8 @@ def _norm_of(ar: AllReduceOp) -> RmsNormOp | AddRmsNormOp | None:
     return norms[0]
 
 
-def _quant(norm: RmsNormOp | AddRmsNormOp, order: dict[Operation, float]) -> Consumer | None:
+def _quant(norm: RmsNormOp | AddRmsNormOp, order: dict[Operation, float],
+           rewriter: PatternRewriter) -> Consumer | None:
     """The quant the fused op folds in, or None (with a remark where a quant is left out)."""
     try:
         consumers = quant_consumers(norm.y, order)  # type: ignore[arg-type]
@@ -83,7 +85,7 @@ def _quant(norm: RmsNormOp | AddRmsNormOp, order: dict[Operation, float]) -> Con
         return None
     if not consumers:
         return None
-    consumers = merge_identical(consumers)
+    consumers = merge_identical(consumers, rewriter)
     reason = _unfusable(consumers)
     if reason is not None:
         remarks.missed(norm, f"quant not folded into the all-reduce + norm: {reason}")
@@ -109,10 +111,10 @@ def _unfusable(consumers: list[Consumer]) -> str | None:
     return None
 
 
-def _fuse(ar: AllReduceOp, site: Site) -> bool:
+def _fuse(ar: AllReduceOp, rewriter: PatternRewriter, site: Site) -> Outcome:
     norm = _norm_of(ar)
     if norm is None:
-        return False
+        return NO_CANDIDATE
     if ar.reduce_op.data != "sum":
         raise NoMatch(f"the all-reduce is a {ar.reduce_op.data}, not a sum")
     x_type = kernel_input_type(norm, ar.x)
@@ -128,7 +130,7 @@ def _fuse(ar: AllReduceOp, site: Site) -> bool:
             raise NoMatch(f"the all-reduced value is also used (by {others[0].name}) besides the "
                           "residual add; the fused op returns the sum, not the addend")
     order = site.order
-    consumer = _quant(norm, order)
+    consumer = _quant(norm, order, rewriter)
     kind = None
     if consumer is not None:
         quant = consumer.quant
@@ -155,8 +157,8 @@ def _fuse(ar: AllReduceOp, site: Site) -> bool:
     view = None if consumer is None else consumer.view
     if view is not None:
         rows = view.results[0].type.dims[0]  # type: ignore[union-attr]
-        x = flatten_leading(ar.x, rows, point)
-        res = None if residual is None else flatten_leading(residual, rows, point)
+        x = flatten_leading(ar.x, rows, point, rewriter)
+        res = None if residual is None else flatten_leading(residual, rows, point, rewriter)
     x_flat = x.type
     assert isinstance(x_flat, TensorType)
     fused = AllReduceRmsNormOp(
@@ -180,30 +182,31 @@ def _fuse(ar: AllReduceOp, site: Site) -> bool:
         ],
     )
     fused.location = norm.location
-    Rewriter.insert_op(fused, InsertPoint.before(point))
+    rewriter.insert(fused, InsertPoint.before(point))
     if quant_op is None:
         fused.out.name_hint = norm.y.name_hint
-        norm.y.replace_all_uses_with(fused.out)
+        rewriter.replace_all_uses_with(norm.y, fused.out)
     else:
         fused.out.name_hint = quant_op.results[0].name_hint
-        quant_op.results[0].replace_all_uses_with(fused.out)
+        rewriter.replace_all_uses_with(quant_op.results[0], fused.out)
         if len(quant_op.results) > 1:
-            quant_op.results[1].replace_all_uses_with(fused.scale_out)  # type: ignore[arg-type]
+            rewriter.replace_all_uses_with(quant_op.results[1], fused.scale_out)  # type: ignore[arg-type]
     new_residual: SSAValue = fused.residual_out
     if view is not None:
-        new_residual = reshape_as(new_residual, ar.x, fused.next_op)  # type: ignore[arg-type]
+        new_residual = reshape_as(new_residual, ar.x, fused.next_op, rewriter)  # type: ignore[arg-type]
     if isinstance(norm, AddRmsNormOp):
         new_residual.name_hint = norm.residual_out.name_hint
-        norm.residual_out.replace_all_uses_with(new_residual)
+        rewriter.replace_all_uses_with(norm.residual_out, new_residual)
     if quant_op is not None:
-        Rewriter.erase_op(quant_op)
+        rewriter.erase(quant_op)
         if view is not None and not view.results[0].uses:
-            Rewriter.erase_op(view)
-    Rewriter.erase_op(norm)
+            rewriter.erase(view)
+    rewriter.erase(norm)
     new_residual.name_hint = new_residual.name_hint or ar.y.name_hint
-    ar.y.replace_all_uses_with(new_residual)  # the readers of the all-reduced value (no residual)
-    Rewriter.erase_op(ar)
-    return True
+    # the readers of the all-reduced value (no residual)
+    rewriter.replace_all_uses_with(ar.y, new_residual)
+    rewriter.erase(ar)
+    return REWROTE
 
 
 def _quant_operands(

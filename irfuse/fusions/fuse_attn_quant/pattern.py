@@ -21,7 +21,8 @@ it. Elsewhere it stays `fused.attention_quant` over the gathered copy.
 from __future__ import annotations
 
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.pattern_rewriter import PatternRewriter
+from xdsl.rewriter import InsertPoint
 
 from irfuse.dialects.attn import AttentionOp, MlaAttentionOp
 from irfuse.dialects.fused import AttentionQuantOp, MlaAttentionQuantOp, PagedDecodeQuantOp
@@ -30,7 +31,7 @@ from irfuse.dialects.quant import QuantFp8Op, QuantNvfp4Op, QuantScheme
 from irfuse.fusions.fuse_attn_quant.paged_decode import PagedDecode, paged_decode
 from irfuse.fusions.quant_consumers import divides
 from irfuse.raising import aten_ops
-from irfuse.raising.driver import AnchorPattern, Site
+from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import NoMatch, call, erase_unused, normalize_dim, only_user
 
 KERNEL = "attention_quant_fp8_static"
@@ -51,20 +52,20 @@ class AttnQuantPattern(AnchorPattern):
 
     op_types = (AttentionOp, MlaAttentionOp)
 
-    def rewrite(self, op: Operation, site: Site) -> bool:
+    def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
         assert isinstance(op, AttentionOp | MlaAttentionOp)
         views, end = _views(op.out)
         quant = only_user(end)
         what = "MLA attention" if isinstance(op, MlaAttentionOp) else "attention"
         if not isinstance(quant, QuantFp8Op | QuantNvfp4Op):
-            return False
+            return NO_CANDIDATE
         if isinstance(quant, QuantFp8Op) and not quant.scheme.is_static:
             raise NoMatch(f"{what} + {quant.scheme.kind.data} FP8 quant has no fused kernel "
                           "(static per-tensor only)")
         out_type = op.out.type
         assert isinstance(out_type, TensorType)
         if isinstance(op, MlaAttentionOp):
-            return _fuse_mla(op, views, quant, out_type, site)
+            return _fuse_mla(op, views, quant, out_type, rewriter, site)
         if out_type.rank != 4:
             raise NoMatch(f"the attention output is {out_type.rank}-D, not [B, H, T, Dv]")
         if not _token_major(views, _labels("bhtd", out_type)):
@@ -74,15 +75,15 @@ class AttnQuantPattern(AnchorPattern):
         paged = paged_decode(op)
         if paged is not None and _chosen(site, PAGED_NVFP4_KERNEL if scheme.is_nvfp4
                                          else PAGED_KERNEL):
-            return _fuse_paged(op, paged, views, quant, scale, scheme, results)
+            return _fuse_paged(op, paged, views, quant, scale, scheme, results, rewriter)
         site.require_kernel(NVFP4_KERNEL if scheme.is_nvfp4 else KERNEL)
         fused = AttentionQuantOp(
             op.q, op.k, op.v, op.mask, scale,
             scale=op.scale.value.data, causal=bool(op.causal.value.data),
             scheme=scheme, divide=divides(quant), result_types=results,
         )
-        _replace(op, views, quant, fused)
-        return True
+        _replace(op, views, quant, fused, rewriter)
+        return REWROTE
 
 
 def _chosen(site: Site, kernel_name: str) -> bool:
@@ -96,15 +97,15 @@ def _chosen(site: Site, kernel_name: str) -> bool:
 
 def _fuse_paged(attn: AttentionOp, paged: PagedDecode, views: list[Operation],
                 quant: QuantFp8Op | QuantNvfp4Op, scale: SSAValue, scheme: QuantScheme,
-                results: list[Attribute | None]) -> bool:
+                results: list[Attribute | None], rewriter: PatternRewriter) -> Outcome:
     """The decode over gathered pages -> one op reading the pages in place."""
     fused = PagedDecodeQuantOp(
         attn.q, paged.k_cache, paged.v_cache, paged.block_table, paged.seq_lens, scale,
         scale=attn.scale.value.data, scheme=scheme, divide=divides(quant), result_types=results,
     )
-    _replace(attn, views, quant, fused)
-    erase_unused(paged.ops)
-    return True
+    _replace(attn, views, quant, fused, rewriter)
+    erase_unused(paged.ops, rewriter)
+    return REWROTE
 
 
 def _quant_operands(quant: QuantFp8Op | QuantNvfp4Op,
@@ -118,7 +119,7 @@ def _quant_operands(quant: QuantFp8Op | QuantNvfp4Op,
 
 
 def _fuse_mla(mla: MlaAttentionOp, views: list[Operation], quant: QuantFp8Op | QuantNvfp4Op,
-              out_type: TensorType, site: Site) -> bool:
+              out_type: TensorType, rewriter: PatternRewriter, site: Site) -> Outcome:
     """MLA, token-major (`[T, H, v]`) or batch-major (`[B, H, L, v]`), whose output reaches the
     quant flattened token-major."""
     batch_major = bool(mla.batch_major.value.data)
@@ -138,19 +139,20 @@ def _fuse_mla(mla: MlaAttentionOp, views: list[Operation], quant: QuantFp8Op | Q
         causal=bool(mla.causal.value.data), batch_major=batch_major, scheme=scheme,
         divide=divides(quant), result_types=results,
     )
-    _replace(mla, views, quant, fused)
-    return True
+    _replace(mla, views, quant, fused, rewriter)
+    return REWROTE
 
 
 def _replace(attn: Operation, views: list[Operation], quant: QuantFp8Op | QuantNvfp4Op,
-             fused: AttentionQuantOp | MlaAttentionQuantOp | PagedDecodeQuantOp) -> None:
+             fused: AttentionQuantOp | MlaAttentionQuantOp | PagedDecodeQuantOp,
+             rewriter: PatternRewriter) -> None:
     fused.location = attn.location
-    Rewriter.insert_op(fused, InsertPoint.before(quant))
+    rewriter.insert(fused, InsertPoint.before(quant))
     for old, new in zip(quant.results, fused.results, strict=True):
         new.name_hint = old.name_hint
-        old.replace_all_uses_with(new)
+        rewriter.replace_all_uses_with(old, new)
     for op in (quant, *reversed(views), attn):
-        Rewriter.erase_op(op)
+        rewriter.erase(op)
 
 
 def _labels(names: str, out: TensorType) -> list[tuple[str, object]]:

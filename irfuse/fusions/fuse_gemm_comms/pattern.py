@@ -17,7 +17,7 @@ would have to be gathered too).
 from __future__ import annotations
 
 from xdsl.ir import Operation, SSAValue
-from xdsl.rewriter import Rewriter
+from xdsl.pattern_rewriter import PatternRewriter
 
 from irfuse.dialects import aten
 from irfuse.dialects.coll import AllGatherOp, ReduceScatterOp
@@ -26,7 +26,7 @@ from irfuse.dialects.gemm import MatmulOp, ScaledMatmulOp
 from irfuse.dialects.irfuse import TensorType
 from irfuse.dialects.shapes import is_one_element, normalize_dim
 from irfuse.raising.aten_ops import RESHAPES
-from irfuse.raising.driver import AnchorPattern, Site
+from irfuse.raising.driver import REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import NoMatch, users
 
 REDUCE_OPS = ("sum", "avg")
@@ -71,10 +71,10 @@ def _forward_through_reshapes(value: SSAValue) -> tuple[SSAValue, list[Operation
     return value, []
 
 
-def _drop(chain: list[Operation]) -> None:
+def _drop(chain: list[Operation], rewriter: PatternRewriter) -> None:
     """Erase a looked-through chain of reshapes, last reader first."""
     for op in chain:
-        Rewriter.erase_op(op)
+        rewriter.erase(op)
 
 
 def _gemm_parts(gemm: MatmulOp | ScaledMatmulOp):
@@ -85,10 +85,11 @@ def _gemm_parts(gemm: MatmulOp | ScaledMatmulOp):
     return None, None, None
 
 
-def _replace(old: Operation, result: SSAValue, new: Operation) -> None:
+def _replace(old: Operation, result: SSAValue, new: Operation,
+             rewriter: PatternRewriter) -> None:
     new.location = old.location
     new.results[0].name_hint = result.name_hint
-    Rewriter.replace_op(old, new)
+    rewriter.replace(old, new)
 
 
 class GemmReduceScatterPattern(AnchorPattern):
@@ -97,7 +98,7 @@ class GemmReduceScatterPattern(AnchorPattern):
     op_types = (ReduceScatterOp,)
     remark = "GEMM + reduce-scatter not fused"
 
-    def rewrite(self, op: Operation, site: Site) -> bool:
+    def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
         assert isinstance(op, ReduceScatterOp)
         produced, reshapes = _back_through_reshapes(op.x)
         gemm = produced.owner
@@ -114,10 +115,10 @@ class GemmReduceScatterPattern(AnchorPattern):
             gemm.a, gemm.b, scale_a, scale_b, group=op.group.data,
             world_size=op.world_size.value.data, reduce_op=op.reduce_op.data,
             out_dtype=out_dtype, result_type=op.y.type)
-        _replace(op, op.y, fused)
-        _drop(reshapes)
-        Rewriter.erase_op(gemm)
-        return True
+        _replace(op, op.y, fused, rewriter)
+        _drop(reshapes, rewriter)
+        rewriter.erase(gemm)
+        return REWROTE
 
 
 class AllGatherGemmPattern(AnchorPattern):
@@ -126,7 +127,7 @@ class AllGatherGemmPattern(AnchorPattern):
     op_types = (AllGatherOp,)
     remark = "all-gather + GEMM not fused"
 
-    def rewrite(self, op: Operation, site: Site) -> bool:
+    def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
         assert isinstance(op, AllGatherOp)
         _rows(op)
         gathered, reshapes = _forward_through_reshapes(op.y)
@@ -149,7 +150,7 @@ class AllGatherGemmPattern(AnchorPattern):
             op.x, gemm.b, scale_a, scale_b, group=op.group.data,
             world_size=op.world_size.value.data, out_dtype=out_dtype,
             result_type=gemm.c.type)
-        _replace(gemm, gemm.c, fused)
-        _drop(reversed(reshapes))
-        Rewriter.erase_op(op)
-        return True
+        _replace(gemm, gemm.c, fused, rewriter)
+        _drop(list(reversed(reshapes)), rewriter)
+        rewriter.erase(op)
+        return REWROTE

@@ -11,7 +11,8 @@ kernel the table leaves to Inductor on the platform are remarks.
 from __future__ import annotations
 
 from xdsl.ir import Operation, SSAValue
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.pattern_rewriter import PatternRewriter
+from xdsl.rewriter import InsertPoint
 
 from irfuse.dialects import aten
 from irfuse.dialects.fused import RmsNormQuantOp
@@ -28,7 +29,7 @@ from irfuse.fusions.quant_consumers import (
     reciprocates,
     reshape_as,
 )
-from irfuse.raising.driver import AnchorPattern, Site
+from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import NoMatch
 
 
@@ -72,17 +73,17 @@ class NormQuantPattern(AnchorPattern):
 
     op_types = (RmsNormOp, AddRmsNormOp)
 
-    def rewrite(self, op: Operation, site: Site) -> bool:
+    def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
         assert isinstance(op, RmsNormOp | AddRmsNormOp)
-        return _fuse(op, site)
+        return _fuse(op, rewriter, site)
 
 
-def _fuse(norm: RmsNormOp | AddRmsNormOp, site: Site) -> bool:
+def _fuse(norm: RmsNormOp | AddRmsNormOp, rewriter: PatternRewriter, site: Site) -> Outcome:
     order = site.order
     consumers = quant_consumers(norm.y, order)
     if not consumers:
-        return False
-    consumers = merge_identical(consumers)
+        return NO_CANDIDATE
+    consumers = merge_identical(consumers, rewriter)
     kind = _check_schemes(consumers)
     kernel_input_type(norm, norm.x, same_out=False)
     residual = norm.residual if isinstance(norm, AddRmsNormOp) else None
@@ -105,13 +106,13 @@ def _fuse(norm: RmsNormOp | AddRmsNormOp, site: Site) -> bool:
             )
     for definition in late_scales:
         definition.detach()
-        Rewriter.insert_op(definition, InsertPoint.before(first))
+        rewriter.insert(definition, InsertPoint.before(first))
     view = consumers[0].view
     x, res = norm.x, residual
     if view is not None:
         rows = view.results[0].type.dims[0]  # type: ignore[union-attr]
-        x = flatten_leading(norm.x, rows, first)
-        res = None if residual is None else flatten_leading(residual, rows, first)
+        x = flatten_leading(norm.x, rows, first, rewriter)
+        res = None if residual is None else flatten_leading(residual, rows, first, rewriter)
     quant = consumers[0].quant
     scales = [c.quant.scale for c in consumers] if kind == "static_tensor" else []
     fused = RmsNormQuantOp(
@@ -133,24 +134,24 @@ def _fuse(norm: RmsNormOp | AddRmsNormOp, site: Site) -> bool:
         ],
     )
     fused.location = norm.location
-    Rewriter.insert_op(fused, InsertPoint.before(first))
+    rewriter.insert(fused, InsertPoint.before(first))
     for consumer, q in zip(consumers, fused.qs, strict=True):
         q.name_hint = consumer.quant.q.name_hint
-        consumer.quant.q.replace_all_uses_with(q)
+        rewriter.replace_all_uses_with(consumer.quant.q, q)
     if quant.scale_out is not None:
-        quant.scale_out.replace_all_uses_with(fused.scale_out)  # type: ignore[arg-type]
+        rewriter.replace_all_uses_with(quant.scale_out, fused.scale_out)  # type: ignore[arg-type]
     if residual is not None:
         new_residual: SSAValue = fused.residual_out  # type: ignore[assignment]
         if view is not None:
-            new_residual = reshape_as(new_residual, norm.x, _after(fused))
+            new_residual = reshape_as(new_residual, norm.x, _after(fused), rewriter)
         new_residual.name_hint = norm.residual_out.name_hint
-        norm.residual_out.replace_all_uses_with(new_residual)
+        rewriter.replace_all_uses_with(norm.residual_out, new_residual)
     for consumer in consumers:
-        Rewriter.erase_op(consumer.quant)
+        rewriter.erase(consumer.quant)
         if consumer.view is not None and not consumer.view.results[0].uses:
-            Rewriter.erase_op(consumer.view)
-    Rewriter.erase_op(norm)
-    return True
+            rewriter.erase(consumer.view)
+    rewriter.erase(norm)
+    return REWROTE
 
 
 def _late_definitions(

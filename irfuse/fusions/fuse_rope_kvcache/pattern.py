@@ -17,7 +17,8 @@ alike, its kernel writing the two halves.
 from __future__ import annotations
 
 from xdsl.ir import Operation, SSAValue
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.pattern_rewriter import PatternRewriter
+from xdsl.rewriter import InsertPoint
 
 from irfuse.dialects.attn import KvCacheWriteOp, RopeOp
 from irfuse.dialects.fused import QkNormRopeOp, RopeKvCacheWriteOp
@@ -26,7 +27,7 @@ from irfuse.dialects.quant import STATIC_TENSOR, QuantFp8Op
 from irfuse.dialects.shapes import F8E4M3FN, is_fp8
 from irfuse.fusions.enable_qk_norm_rope_fusion.pattern import rotates_in_f32
 from irfuse.raising.aten_ops import NEW_EMPTY, NEW_FULL, NEW_ONES, NEW_ZEROS
-from irfuse.raising.driver import AnchorPattern, Site
+from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import NoMatch, call, users
 
 KERNEL = "rope_kv_cache_write"
@@ -42,19 +43,19 @@ class RopeKvCachePattern(AnchorPattern):
 
     op_types = (KvCacheWriteOp,)
 
-    def rewrite(self, op: Operation, site: Site) -> bool:
+    def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
         assert isinstance(op, KvCacheWriteOp)
-        return _fuse(op, site)
+        return _fuse(op, rewriter, site)
 
 
-def _fuse(write: KvCacheWriteOp, site: Site) -> bool:
+def _fuse(write: KvCacheWriteOp, rewriter: PatternRewriter, site: Site) -> Outcome:
     k, v, quants = write.k, write.v, None
     if _quantized_rotated_k(k):
         quants = _cache_quants(write)
         k, v = quants[0].x, quants[1].x
     rope = k.owner
     if not isinstance(rope, RopeOp | QkNormRopeOp) or k is not rope.k_out:
-        return False
+        return NO_CANDIDATE
     skip = write if quants is None else quants[0]
     readers = [u for u in users(k) if u is not skip]
     if any(call(u, *METADATA_READERS) is None for u in readers):
@@ -88,20 +89,20 @@ def _fuse(write: KvCacheWriteOp, site: Site) -> bool:
         result_types=[rope.q_out.type, write.k_cache_out.type, write.v_cache_out.type],
     )
     fused.location = write.location
-    Rewriter.insert_op(fused, InsertPoint.before(write))
+    rewriter.insert(fused, InsertPoint.before(write))
     for reader in readers:  # a fresh tensor made like k (the slots of a slice write)
         reader.operands = [rope.k, *reader.operands[1:]]
     for old, new in ((rope.q_out, fused.q_out), (write.k_cache_out, fused.k_cache_out),
                      (write.v_cache_out, fused.v_cache_out)):
         new.name_hint = old.name_hint
-        old.replace_all_uses_with(new)
-    Rewriter.erase_op(write)
+        rewriter.replace_all_uses_with(old, new)
+    rewriter.erase(write)
     if quants is not None:
         for quant in quants:
             if not quant.q.uses:
-                Rewriter.erase_op(quant)
-    Rewriter.erase_op(rope)
-    return True
+                rewriter.erase(quant)
+    rewriter.erase(rope)
+    return REWROTE
 
 
 def _cache_quants(write: KvCacheWriteOp) -> tuple[QuantFp8Op, QuantFp8Op]:
