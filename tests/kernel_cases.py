@@ -6,7 +6,7 @@ reference bit for bit: their arithmetic is fully specified (IEEE divisions, roun
 Where a norm or SiLU precedes the quant, rsqrt/exp and the sum order may differ in the last bit, so
 a few codes may move one step: at most 1% of them (or 2 elements), every element within one
 quantization step, and the mean dequantized error within the tolerance vLLM's tests use
-(`shared/NUMERICS.md`). SiLU·Mul cases with an `up` option run the two-tensor form (gate and up
+(`docs/numerics.md`). SiLU·Mul cases with an `up` option run the two-tensor form (gate and up
 apart, laid out as that option says) and also check it against the [gate | up] form on the
 concatenation, bit for bit, for the kernel and for the reference. Static cases with the `divide`
 option quantize `y / s` instead of `y * (1 / s)` (models that spell their quant with a division);

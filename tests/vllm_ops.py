@@ -5,7 +5,7 @@ The schemas are vLLM's, as its `csrc/torch_bindings.cpp` declares them (read at 
 commit 00256d59e659, the v0.17-v0.20 line): same namespace `_C`, names, argument names and
 mutation marks, so that aot_autograd functionalizes them into the same
 `auto_functionalized(_C.<op>.default, ...)` nodes. The implementations are our own torch
-reference code for what the ops compute (vLLM's kernels and `shared/NUMERICS.md`):
+reference code for what the ops compute (vLLM's kernels and `docs/numerics.md`):
 
 - `rms_norm(result!, input, weight, epsilon)`: `result = (x32 * rsqrt(mean(x32^2) + eps))
   .to(dtype) * weight`.

@@ -27,7 +27,7 @@ func.func @hf_add(%x: !irfuse.tensor<[s0, 64], bf16>, %res: !irfuse.tensor<[s0, 
 }
 
 // vLLM's spelling: `x.float() + residual.float()`, the new residual is that sum rounded back, the
-// norm reads the f32 sum (shared/NUMERICS.md): no `round_sum`. The casts before the add go into
+// norm reads the f32 sum (docs/numerics.md): no `round_sum`. The casts before the add go into
 // the region; the op takes the bf16 tensors.
 // CHECK-LABEL: func.func @vllm_add
 // CHECK-SAME: (%[[X:[^:]+]]: !irfuse.tensor<[s0, 64], bf16>, %[[RES:[^:]+]]: !irfuse.tensor<[s0, 64], bf16>, %[[W:[^:]+]]: !irfuse.tensor<[64], bf16>)
@@ -66,7 +66,7 @@ func.func @whole_op_add(%x: !irfuse.tensor<[s0, 64], f16>, %res: !irfuse.tensor<
 }
 
 // An f32 model adding in f32: the rounded and the unrounded sum are one value, no `round_sum`.
-// irfuse's own `add_rms_norm` op normalizes the f32 sum (shared/NUMERICS.md): no `round_sum`.
+// irfuse's own `add_rms_norm` op normalizes the f32 sum (docs/numerics.md): no `round_sum`.
 // CHECK-LABEL: func.func @f32_add_and_custom_op
 // CHECK-NOT: round_sum
 // CHECK: norm.add_rms_norm %{{.+}}, %{{.+}}, weight %{{.+}} {eps = 1.000000e-06 : f64} : (!irfuse.tensor<[s0, 64], f32>

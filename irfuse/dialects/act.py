@@ -2,7 +2,7 @@
 
 - `act.silu_mul` is `silu(gate) * up`: one operand `x = [gate | up]` (vLLM's `silu_and_mul`,
   `[..., 2d] -> [..., d]`), or the two halves as separate operands (Hugging Face's MLP,
-  `act_fn(gate_proj(x)) * up_proj(x)`). Numerics: `shared/NUMERICS.md`, "SiLU·Mul".
+  `act_fn(gate_proj(x)) * up_proj(x)`). Numerics: `docs/numerics.md`, "SiLU·Mul".
 - `act.pad` is `F.pad` on the last dim with a constant (vLLM pads the router GEMM's input to a
   multiple of 128 or 256 on ROCm; `fuse_act_padding` folds it into the norm before).
 """

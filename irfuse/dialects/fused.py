@@ -2,7 +2,7 @@
 
 Each op replaces a chain of semantic ops (named in its docstring) and is lowered to one kernel by
 emit. Fused ops have no decomposition region: their numerics are defined by the reference
-implementation beside the kernel (`shared/NUMERICS.md`). Results stay in SSA form (vLLM's fused
+implementation beside the kernel (`docs/numerics.md`). Results stay in SSA form (vLLM's fused
 ops mutate output buffers; here every output is a result).
 
 Their verifiers are the semantic ops' checks, reused: a fused op is held to the rules of each op

@@ -3,10 +3,10 @@
 Raising finds every spelling of RMSNorm (pow/mean/rsqrt chains, `x * x`, `F.rms_norm`,
 `aten.rms_norm`, vLLM's custom ops) and of the residual add before it, and replaces each by one of
 these ops, with eps and the weight offset as properties, so one rewrite matches every eps (vLLM
-registers one pattern per eps). Numerics (`shared/NUMERICS.md`): the sum and the norm run in f32,
+registers one pattern per eps). Numerics (`docs/numerics.md`): the sum and the norm run in f32,
 the weight product in the model dtype.
 
-Which sum the norm reads is part of the op: vLLM (and NUMERICS.md) normalizes the f32 sum
+Which sum the norm reads is part of the op: vLLM (and docs/numerics.md) normalizes the f32 sum
 `x.float() + residual.float()` and only rounds the new residual; a model that adds in the model
 dtype (Hugging Face: `hidden = residual + hidden` in bf16) normalizes the sum rounded to that
 dtype. `norm.add_rms_norm` marks the second reading with the unit property `round_sum`; raising
@@ -150,7 +150,7 @@ class AddRmsNormOp(RaisedOperation):
         -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>)
     ```
     The add runs in f32 and `residual_out` is the sum rounded to its dtype (the model dtype). The
-    norm reads the unrounded f32 sum (vLLM, `shared/NUMERICS.md`), or, with the unit property
+    norm reads the unrounded f32 sum (vLLM, `docs/numerics.md`), or, with the unit property
     `round_sum`, the sum rounded to the residual_out dtype, as models that add in the model dtype
     compute it (Hugging Face's `hidden = residual + hidden`, then the norm of `hidden`):
 

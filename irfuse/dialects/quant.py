@@ -1,6 +1,6 @@
 """The `quant` dialect: FP8 and NVFP4 quantization, with the scheme as an attribute.
 
-`#quant.scheme<...>` names how scales are found and shaped (`shared/NUMERICS.md`):
+`#quant.scheme<...>` names how scales are found and shaped (`docs/numerics.md`):
 
 | scheme | syntax | scale |
 |---|---|---|
@@ -16,7 +16,7 @@ transposed, `[H/g, T]` with strides `(1, T)`; the IR keeps the logical `[T, H/g]
 `ue8m0` (scales rounded up to powers of two). Fused ops carry the scheme of the quant they absorbed,
 so one rewrite covers every scheme (vLLM registers one pattern per combination).
 
-A static quant scales by `x * (1 / s)` (vLLM's reference numerics, `shared/NUMERICS.md`), or, with
+A static quant scales by `x * (1 / s)` (vLLM's reference numerics, `docs/numerics.md`), or, with
 the unit property `divide`, by `x / s` in f32, as a model that spells its quant with a division
 computes it. The two round differently where `x / s` falls on (or next to) a tie between two fp8
 values, so the spelling is kept from raising to the kernel; the fused ops carry it too
@@ -266,7 +266,7 @@ def check_static_scale(what: str, scale: TensorType) -> None:
 
 def check_divide(scheme: QuantScheme, divide: UnitAttr | None) -> None:
     """`divide` (scale by `x / s`, not `x * (1 / s)`) applies to the static scheme only: the
-    dynamic schemes compute their scale in the kernel, with the arithmetic `shared/NUMERICS.md`
+    dynamic schemes compute their scale in the kernel, with the arithmetic `docs/numerics.md`
     fixes for each."""
     if divide is not None and not scheme.is_static:
         raise VerifyException(

@@ -1,6 +1,6 @@
 """Torch references of SiLU·Mul and the fused SiLU·Mul → FP8 / NVFP4 quant ops.
 
-Numerics (`shared/NUMERICS.md`): `a, b = x[..., :d], x[..., d:]`; `y = silu(a) * b` in the model
+Numerics (`docs/numerics.md`): `a, b = x[..., :d], x[..., d:]`; `y = silu(a) * b` in the model
 dtype, i.e. `silu(a)` is computed in float32 and rounded to the model dtype, then the product is
 rounded once more (what eager PyTorch computes for `F.silu(a) * b`). The fused ops quantize that
 model-dtype `y` with the rules of `quant_ref`, so each fused reference is the composition.

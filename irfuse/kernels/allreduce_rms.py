@@ -14,7 +14,7 @@ Two paths, chosen per call:
   sm90 build writes zero codes), static FP8 only for a quant that multiplies by `1 / s`.
   Scales, as FlashInfer's kernel reads `scale_factor` (include/flashinfer/comm/
   trtllm_allreduce_fusion.cuh): static FP8 takes the dequantization scale s and computes
-  `fp8(y * (1.f / s))` (NUMERICS.md's reciprocal spelling, saturating); NVFP4 takes the global
+  `fp8(y * (1.f / s))` (docs/numerics.md's reciprocal spelling, saturating); NVFP4 takes the global
   scale gs and multiplies by it. irfuse passes s and gs as they are. Without a
   residual the residual input is zeros and the residual output is the all-reduced value (vLLM's
   spelling). FlashInfer normalizes in float32 and rounds once: within the fused-kernel tolerance

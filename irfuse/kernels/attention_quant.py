@@ -42,7 +42,7 @@ and then quantizes; these kernels quantize the float32 output. The scores, the s
 sums are float32 in both, but added in another order and with exp2 for exp, so an output can
 land on the neighbouring FP8 code where the exact value sits near a rounding boundary: every
 element within one FP8 step of the reference, a few percent of codes off, the mean error far
-inside NUMERICS.md's attention + quant tolerance (1e-2); see the kernel tests for the exact
+inside docs/numerics.md's attention + quant tolerance (1e-2); see the kernel tests for the exact
 criterion. The NVFP4 epilogue quantizes the model-dtype output, so it equals the reference
 wherever the kernel's model-dtype output does (bit for bit against `quant_nvfp4` of `attention`'s
 output; tests/kernels/test_attention_nvfp4_kernel.py). Launch shapes come from `prefill_config` / `decode_config` (measured on the H200 with

@@ -2,7 +2,7 @@
 NVFP4.
 
 These are the unfused graphs, literally: the model's attention, its output rounded to the model
-dtype, then the static quant of `shared/NUMERICS.md` in the division spelling a model's graph
+dtype, then the static quant of `docs/numerics.md` in the division spelling a model's graph
 uses, `fp8(clamp(o.float() / scale, -448, 448))` (`quant_ref.quant_fp8_static(divide=True)`),
 or NVFP4 of the output token-major and flattened (`attention_nvfp4`).
 

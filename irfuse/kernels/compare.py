@@ -8,7 +8,7 @@ the neighbouring one. `quant_close` therefore checks, on dequantized values:
   flips, which the mean check bounds);
 - at most `max_mismatch` of the elements differ at all;
 - the mean absolute error is within `tol` of the reference's mean magnitude (the tolerances
-  vLLM's tests use for fused vs unfused: `shared/NUMERICS.md`).
+  vLLM's tests use for fused vs unfused: `docs/numerics.md`).
 """
 
 from __future__ import annotations

@@ -14,14 +14,14 @@ CuTe DSL kernels do the same arithmetic):
   norm reads the float32 `h` (irfuse's `round_sum=False`). `x` is only read;
 - `q = fp8(clamp(h * rsqrt(mean(h²) + eps) * w * (1 / s), -448, 448))`, everything in float32,
   the weight read in the input's dtype (FlashInfer reinterprets the weight's memory as the
-  input's dtype without checking, so the launcher casts it; NUMERICS.md casts it too);
+  input's dtype without checking, so the launcher casts it; docs/numerics.md casts it too);
 - `s` is the dequantization scale, as irfuse's: FlashInfer divides by it (multiplies by its
   reciprocal). It is passed unchanged, as float32 of shape (1,) (`flashinfer_scale`);
 - built with `-use_fast_math`: rsqrt and `1 / s` are approximate instructions.
 
-How that differs from `shared/NUMERICS.md` (`flashinfer_numerics` is a torch model of it):
+How that differs from `docs/numerics.md` (`flashinfer_numerics` is a torch model of it):
 
-1. `y` is never rounded to the model dtype. NUMERICS.md rounds `x * rstd` to the model dtype,
+1. `y` is never rounded to the model dtype. docs/numerics.md rounds `x * rstd` to the model dtype,
    multiplies by the weight and rounds again, then quantizes; FlashInfer keeps all of it in
    float32. Measured on that model against the reference (T 64, H 4096/8192, scales 0.015-0.04):
    bf16 2.1-2.4% of the codes one step off (mean dequantized error 2e-3; vLLM's tolerance
@@ -139,7 +139,7 @@ def flashinfer_numerics(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tens
                         residual: torch.Tensor | None = None,
                         ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """A torch model of FlashInfer's arithmetic (exact rsqrt and reciprocal, where FlashInfer's
-    are approximate): (q, residual_out). Used to measure how far it is from NUMERICS.md."""
+    are approximate): (q, residual_out). Used to measure how far it is from docs/numerics.md."""
     h = x.float()
     residual_out = None
     if residual is not None:

@@ -12,7 +12,7 @@ weight product in the model dtype, or in float32 with `weight_f32` / a weight of
 residual sum and the pad columns (the value rounded to the model dtype as `F.pad` rounds it) are
 bit for bit the reference's; the norm's columns within two units in the last place in bf16/fp16
 (1e-5 relative in fp32), at most 1% of them off, since the sum of squares adds up in another order
-and rsqrt may round otherwise (NUMERICS.md's fused-kernel tolerances are far wider). Launch shapes come from `pad_config`,
+and rsqrt may round otherwise (docs/numerics.md's fused-kernel tolerances are far wider). Launch shapes come from `pad_config`,
 measured on the H200 (docs/benchmarks.md, `benchmarks/bench_act_padding.py`); `config=`
 overrides it.
 """

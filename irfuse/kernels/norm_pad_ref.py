@@ -1,7 +1,7 @@
 """Torch references of RMSNorm -> constant pad of the last dim, with or without the residual add.
 
 The padded norm is the norm of `norm_quant_ref.rms_norm` followed by `F.pad(y, (low, high),
-value=value)`, so its numerics are those of `shared/NUMERICS.md`:
+value=value)`, so its numerics are those of `docs/numerics.md`:
 
 - `x32 = x.float()`; with a residual `x32 = x32 + residual.float()`, the new residual is
   `x32.to(dtype)`; with `round_sum` the norm reads that rounded sum (a model that adds in bf16);

@@ -9,7 +9,7 @@ Two kernels, both one pass over the row held in registers (read once, fp32 accum
 - `_norm_group_kernel`: one row per program, tiled [BLOCK_G, GROUP] so that each tile row is one
   quantization group; per-group FP8 with row- or column-major scales and optional UE8M0.
 
-Numerics are those of `norm_quant_ref` / `quant_ref` (`shared/NUMERICS.md`); the divisions that
+Numerics are those of `norm_quant_ref` / `quant_ref` (`docs/numerics.md`); the divisions that
 define a quantized value use `div_rn` so they round as torch's do. Static FP8 multiplies by
 `div_rn(1, s)`, or, with the constexpr `DIVIDE` (the fused op's `divide`: a model that spells its
 quant `y / s`), divides by `s` with `div_rn`, so that values on a tie between two fp8 codes round

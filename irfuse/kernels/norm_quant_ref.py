@@ -1,6 +1,6 @@
 """Torch references of RMSNorm, residual add + RMSNorm, and the fused norm → FP8 quant ops.
 
-These define the numerics the Triton kernels in `norm_quant.py` follow (`shared/NUMERICS.md`):
+These define the numerics the Triton kernels in `norm_quant.py` follow (`docs/numerics.md`):
 
 - `x32 = x.float()`; with a residual, `x32 = x32 + residual.float()` and the new residual is
   `x32.to(dtype)` (the norm itself uses the unrounded float32 sum); with `round_sum`, the norm

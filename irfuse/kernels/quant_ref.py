@@ -1,6 +1,6 @@
 """Torch reference quantizers and dequantizers: the definition of irfuse's quantization numerics.
 
-Every function here follows `shared/NUMERICS.md` to the letter (they mirror vLLM's reference
+Every function here follows `docs/numerics.md` to the letter (they mirror vLLM's reference
 semantics), runs on any device torch supports, and is what the CPU path of the custom ops
 calls. The Triton kernels are tested against these functions, and the dequantizers are what the
 tests use for "dequantized compare".

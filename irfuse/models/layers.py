@@ -162,7 +162,7 @@ class RMSNorm(nn.Module):
 def rms_norm_reference(x: torch.Tensor, weight: torch.Tensor, eps: float,
                        residual: torch.Tensor | None = None, gemma: bool = False
                        ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """RMSNorm as NUMERICS.md defines it (vLLM's reference), for tests."""
+    """RMSNorm as docs/numerics.md defines it (vLLM's reference), for tests."""
     dtype = x.dtype
     h = x.float()
     if residual is not None:

@@ -1,7 +1,7 @@
 """Linear layers with quantized weights, and the activation quantizers they call.
 
 Every quantized linear stores its weight quantized (deterministic random init from the build
-seed) and quantizes its activation in the forward, written in native torch as NUMERICS.md
+seed) and quantizes its activation in the forward, written in native torch as docs/numerics.md
 defines the scheme, or through `torch.ops.irfuse.quant_*` (`impl="custom_op"`):
 
 - `Linear`: plain `F.linear` (counted as `gemm`).
@@ -162,7 +162,7 @@ def unswizzle_block_scales(swizzled: torch.Tensor, rows: int, cols: int) -> torc
 
 def quant_nvfp4(x: torch.Tensor, global_scale: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """NVFP4 of x [M, N] as NUMERICS.md: packed uint8 [M, N/2], swizzled fp8 block scales."""
+    """NVFP4 of x [M, N] as docs/numerics.md: packed uint8 [M, N/2], swizzled fp8 block scales."""
     rows, cols = x.shape
     xb = x.to(torch.float32).view(rows, cols // NVFP4_BLOCK, NVFP4_BLOCK)
     amax = xb.abs().amax(dim=-1)

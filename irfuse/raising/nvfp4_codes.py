@@ -4,7 +4,7 @@ The codes are read from the scaled value v (`clamp(x * gs / sb, -6, 6)`) to the 
 spelling built from comparisons of v, -v and |v| with constants, signbit / sign, and anything
 elementwise on those piecewise-constant results is constant between its constants, so running it
 once (in torch, on the CPU) at each constant, its f32 neighbours and a point between each pair
-proves it equal to NUMERICS.md's rounding (to nearest, ties to even, sign bit 0x8). Arithmetic on
+proves it equal to docs/numerics.md's rounding (to nearest, ties to even, sign bit 0x8). Arithmetic on
 v itself (`round(2 * |v|)`, lookup tables, `bucketize`) is not proven and is left alone.
 """
 
@@ -78,7 +78,7 @@ from irfuse.raising.quant_common import (
     shape_of,
 )
 
-# NUMERICS.md's e2m1 rounding: the magnitude code counts the boundaries below |v|; a value on a
+# docs/numerics.md's e2m1 rounding: the magnitude code counts the boundaries below |v|; a value on a
 # boundary rounds to the even code (`True`: the boundary itself counts).
 _E2M1_BOUNDS = ((0.25, False), (0.75, True), (1.25, False), (1.75, True), (2.5, False),
                 (3.5, True), (5.0, False))
@@ -110,7 +110,7 @@ _COMBINES = (BITWISE_OR_TENSOR, OR_TENSOR, ADD_TENSOR)
 
 
 def _e2m1_reference(v: torch.Tensor) -> torch.Tensor:
-    """NUMERICS.md's e2m1 code of f32 values in [-6, 6] (int64; sign bit 0x8 from signbit)."""
+    """docs/numerics.md's e2m1 code of f32 values in [-6, 6] (int64; sign bit 0x8 from signbit)."""
     a = v.abs()
     code = torch.zeros_like(v, dtype=torch.int64)
     for bound, tie_up in _E2M1_BOUNDS:
@@ -153,7 +153,7 @@ def _evaluate(op: Operation, env: dict[SSAValue, object]) -> object:
 def _codes(y: SSAValue, blocks: Blocks, order: dict[Operation, int]
            ) -> tuple[SSAValue, list[Operation], list[Call]]:
     """The e2m1 code tensor computed from y elementwise, the ops computing it, and the two
-    calls that split it into even and odd elements. The code is proven to be NUMERICS.md's
+    calls that split it into even and odd elements. The code is proven to be docs/numerics.md's
     (ties to even, sign bit 0x8; -0 may encode as 0 or 0x8): it is built from comparisons of
     ±y and |y| with constants, signbit and sign, and anything elementwise on their results,
     so it is constant between the constants, and it is evaluated at each and between each."""
@@ -266,7 +266,7 @@ def _run(ops: list[Operation], y: SSAValue, probes: torch.Tensor, result: SSAVal
 def _check_codes(ops: list[Operation], y: SSAValue, code: SSAValue, breakpoints: set[float]
                  ) -> None:
     """Evaluate the code ops at the probes of `breakpoints`; NoMatch where a code is not
-    NUMERICS.md's."""
+    docs/numerics.md's."""
     probes = _probes(breakpoints)
     got = _run(ops, y, probes, code, "the e2m1 code")
     assert isinstance(got, torch.Tensor)
@@ -388,7 +388,7 @@ _E2M1_MAGNITUDES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 
 
 def _e2m1_value_reference(v: torch.Tensor) -> torch.Tensor:
-    """NUMERICS.md's e2m1 rounding of f32 values in [-6, 6], as float32 values."""
+    """docs/numerics.md's e2m1 rounding of f32 values in [-6, 6], as float32 values."""
     code = _e2m1_reference(v)
     magnitude = torch.tensor(_E2M1_MAGNITUDES)[code & 7]
     return torch.where((code & 8) != 0, -magnitude, magnitude)

@@ -2,7 +2,7 @@
 
 The block scales [M, N/16] padded with zeros to [round_up(M, 128), round_up(N/16, 4)] (`cat` with
 zeros, `constant_pad_nd`), tiled [Mp/128, 4, 32, Kp/4, 4], permuted (0, 3, 2, 1, 4) and made
-contiguous (`shared/NUMERICS.md`). Symbolic sizes (a dynamic M) are compared at sample values.
+contiguous (`docs/numerics.md`). Symbolic sizes (a dynamic M) are compared at sample values.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """raise-quant's NVFP4 half: quantization to NVFP4 written in plain torch.
 
 Anchored at the fp8 cast of the block scales (an amax over blocks of 16 times a global scale,
-read as a product of powers); every part must be `shared/NUMERICS.md`'s: the block scale, the
+read as a product of powers); every part must be `docs/numerics.md`'s: the block scale, the
 scaled and clamped value, the e2m1 codes (`nvfp4_codes`) and their packing, the scales' swizzle
 (`nvfp4_swizzle`). Produces `quant.nvfp4` with the chain in its region; a part that differs is a
 remark ("not an NVFP4 quant: ..."), so a lookalike is never raised to a kernel that rounds
@@ -326,7 +326,7 @@ def _combine(a: Powers, b: Powers, k: int) -> Powers:
 def _guard(found: Call, walk: _Walk, sign: int, depth: int) -> tuple[Powers, float]:
     """`where(w == 0, c, v)` (or `v.masked_fill(w == 0, c)`) for blocks whose scale is 0, `w`
     the block scale times powers of the global scale. Sound, and read as v, when such a block
-    quantizes to 0 as NUMERICS.md's kernels quantize it: c = 0 in a numerator, or c = 1 in
+    quantizes to 0 as docs/numerics.md's kernels quantize it: c = 0 in a numerator, or c = 1 in
     place of the block scale itself in a denominator (`x * gs / 1`, below 0.25 there)."""
     if walk.sb is None:
         raise NoMatch("the block scale is computed with a select")

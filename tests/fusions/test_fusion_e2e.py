@@ -5,7 +5,7 @@ O2, the report says why the rest did not fuse, and the outputs stay close to eag
 Fused, the models match eager bit for bit, because the fused ops keep the model's arithmetic: a
 static quant spelled `x / s` gives `divide`, and a residual added in the model dtype before the
 norm (Hugging Face's `hidden = residual + hidden`, the built-in "hf" norm style) gives `round_sum`
-(the norm reads the bf16 sum; vLLM's f32 add feeds it the f32 sum, NUMERICS.md). So the built-in
+(the norm reads the bf16 sum; vLLM's f32 add feeds it the f32 sum, docs/numerics.md). So the built-in
 FP8 models (vLLM-style and HF-style norms; static, per-token and per-group quants) and the Hugging
 Face Llama, Qwen3, Mistral and Gemma models with FP8 linears match eager exactly with the norm and
 SiLU·Mul fusions. (Without `round_sum` the Hugging Face logits moved by 0.4-2% RMS,

@@ -4,7 +4,7 @@ Gemma-offset; FP8 static quants spelled `x / s` or `x * s.reciprocal()`, dynamic
 quants; SiLU·Mul; a norm feeding several quants; a dead residual), compiled with irfuse (all
 fusions on, Inductor off, CPU, `strict`, so a pipeline failure raises instead of falling back)
 and compared with eager: bit for bit, which the fused norm + static quant and SiLU·Mul + static
-quant kernels claim (NUMERICS.md), and within one FP8 step of the scale for per-token quants.
+quant kernels claim (docs/numerics.md), and within one FP8 step of the scale for per-token quants.
 
 The default run is short and derandomized (profile `irfuse-ci`, 25 examples);
 `IRFUSE_FUZZ_EXAMPLES=500` runs more, with fresh random seeds.

@@ -15,7 +15,7 @@ Criteria: FP8 and NVFP4 as tests/kernels/test_attention_quant_kernel.py and
 test_attention_nvfp4_kernel.py judge the unmasked kernels (the NVFP4 epilogue also bit for bit
 against `quant_nvfp4` of the kernel's own model-dtype output); the model-dtype output within one
 unit in the last place of the model dtype plus 4 unit roundoffs of the largest output, mean
-relative error <= 1e-2 (NUMERICS.md: attention + quant). Batch-major MLA (Hugging Face
+relative error <= 1e-2 (docs/numerics.md: attention + quant). Batch-major MLA (Hugging Face
 DeepSeek-V2's masked form) with bool and float masks, FP8 and NVFP4, against the MLA reference.
 Under TRITON_INTERPRET=1 on the CPU (a subprocess) at tiny sizes, and on the GPU at real sizes
 (marked `gpu`).

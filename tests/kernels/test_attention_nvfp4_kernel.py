@@ -13,7 +13,7 @@ quantizes that with `quant_ref.quant_nvfp4`'s arithmetic, so two criteria:
    unquantized kernel): the kernel's softmax adds in another order and with exp2, so a
    model-dtype output can land one ulp away, which moves a code (or, at a block's amax, the
    block's scale). Dequantized (`quant_ref.dequant_nvfp4`): mean |a - b| / mean |b| <= 1e-2
-   (NUMERICS.md: attention + quant), at most 5% of the code bytes and 5% of the block scales
+   (docs/numerics.md: attention + quant), at most 5% of the code bytes and 5% of the block scales
    differ (measured: up to 1.6% and 3.1%, one block of 32 in the smallest case).
 
 Under TRITON_INTERPRET=1 on the CPU (a subprocess: the interpreter must be on before triton

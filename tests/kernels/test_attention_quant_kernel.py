@@ -18,7 +18,7 @@ Triton kernels against the reference.
      2**-11 for fp16: both sides round the probabilities to the model dtype before P @ V,
      which moves outputs near zero by up to about u times the largest output, far more than
      their own FP8 step);
-  2. mean |a - b| / mean |b| <= 1e-2 (NUMERICS.md: attention + quant, 1e-2);
+  2. mean |a - b| / mean |b| <= 1e-2 (docs/numerics.md: attention + quant, 1e-2);
   3. at most 10% of the codes differ at all (measured: 1.5-4% at real sizes, where rounding
      the output to bf16 first moves about 1/64 of the codes; tiny cases have few elements).
   Shapes, dtype and contiguity exactly. Scales are chosen so the outputs use the FP8 range

@@ -1,7 +1,7 @@
 """FlashInfer's static-FP8 RMSNorm launchers (`irfuse/kernels/flashinfer_norm.py`).
 
 On the CPU: the refusal rules, the scale conversion, how far FlashInfer's arithmetic (its torch
-model) is from NUMERICS.md, the launcher's plumbing against a stand-in for `flashinfer.norm` that
+model) is from docs/numerics.md, the launcher's plumbing against a stand-in for `flashinfer.norm` that
 checks FlashInfer's preconditions and mutates its arguments as FlashInfer does (the caller's
 tensors must stay as they were), and the custom ops' dispatch when `kernel_choice` selects
 FlashInfer but FlashInfer cannot run the call. On the GPU (with FlashInfer installed): the kernels
@@ -31,7 +31,7 @@ FP8 = torch.float8_e4m3fn
 BF16 = torch.bfloat16
 EPS = 1e-6
 NORM_TOL = {torch.bfloat16: 1e-2, torch.float16: 2e-3}  # vLLM's, on dequantized values
-# FlashInfer keeps y in float32 where NUMERICS.md rounds it to the model dtype twice: measured
+# FlashInfer keeps y in float32 where docs/numerics.md rounds it to the model dtype twice: measured
 # 2.1-2.4% of bf16 codes (0.3% fp16) one step off, so its budget is wider than irfuse's 1%.
 FI_MISMATCH = {torch.bfloat16: 0.05, torch.float16: 0.01}
 

@@ -7,7 +7,7 @@ the Triton kernel (`mla_attention_quant`) against the reference.
 - The kernel, under TRITON_INTERPRET=1 on the CPU (a subprocess) at tiny sizes and on the GPU
   at DeepSeek-V2-Lite sizes (marked `gpu`), judged by `test_attention_quant_kernel.judge`: every
   element within one FP8 step (plus the attention arithmetic's absolute term), mean error
-  <= 1e-2 (NUMERICS.md: attention + quant), at most 10% of the codes moved.
+  <= 1e-2 (docs/numerics.md: attention + quant), at most 10% of the codes moved.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The reference quantizers against hand-computed values (`shared/NUMERICS.md`)."""
+"""The reference quantizers against hand-computed values (`docs/numerics.md`)."""
 
 from __future__ import annotations
 

@@ -153,7 +153,7 @@ def test_per_token_quantizer_on_cuda_is_the_reference(reciprocal: bool) -> None:
     codes and scales bit for bit in both readings, on inputs where the readings differ.
 
     The reference is computed on the CPU, where `amax / 448` is the IEEE quotient that
-    NUMERICS.md defines: on CUDA torch computes `tensor / python_scalar` as a multiply by the
+    docs/numerics.md defines: on CUDA torch computes `tensor / python_scalar` as a multiply by the
     float32 reciprocal (`amax * fp32(1/448)`), one rounding away, so a reference written with a
     Python divisor would not be the reference there. quant_ref divides by a device tensor for
     that reason; the last check holds it to giving the CPU's bits on CUDA too."""

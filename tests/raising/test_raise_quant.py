@@ -285,7 +285,7 @@ def test_nvfp4_in_torch():
     compiled = _assert_raised(_bundle(NVFP4), count=len(NVFP4), x=_nvfp4_x(), kind="quant_nvfp4")
     assert compiled.raised()["quant_fp8"] == 0
     # The other spelling rounds `x * (1 / (sb / gs))`, not `x * gs / sb`: on these inputs (ties
-    # exact) it gives the same codes (the kernels compute NUMERICS.md's spelling).
+    # exact) it gives the same codes (the kernels compute docs/numerics.md's spelling).
     # Only the sign of the -0.0 block differs: `v < 0` encodes -0 as +0, `signbit` as 0x8.
     by_name = dict(zip(sorted(NVFP4), compiled.outputs[0], strict=True))
     q_model, scales_model = by_name["model"]

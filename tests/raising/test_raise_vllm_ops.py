@@ -379,7 +379,7 @@ def test_decoder_layer_fuses_norm_and_act_quant_at_o2() -> None:
     assert report.fused("fuse-act-quant") == LAYERS
     (out, residual), _ = compiled.outputs
     (ref, ref_residual), _ = compiled.eager
-    # vLLM's norm + quant tolerance for bf16 (NUMERICS.md), relative to the output's range ...
+    # vLLM's norm + quant tolerance for bf16 (docs/numerics.md), relative to the output's range ...
     for a, b in ((out, ref), (residual, ref_residual)):
         err = ((a.float() - b.float()).abs().max() / b.float().abs().max()).item()
         assert err < 1e-2
