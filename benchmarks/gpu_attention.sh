@@ -9,21 +9,24 @@ set -u
 # shellcheck source=benchmarks/gpu_env.sh
 source "$(dirname "$0")/gpu_env.sh"
 step "FlashInfer builds (background)"
-(timeout "${T_FI:-400}" python3 benchmarks/attention_libs.py
- timeout "${T_FI:-400}" python3 -c "from irfuse.kernels import flashinfer_norm as f
-print(f.warm())") >"$OUT/fi_build.log" 2>&1 &
+timeout "${T_FI:-400}" python3 benchmarks/attention_libs.py >"$OUT/fi_build.log" 2>&1 &
 fi_pid=$!
+timeout "${T_FI:-400}" python3 -c "from irfuse.kernels import flashinfer_norm as f
+print(f.warm())" >"$OUT/fi_norm_build.log" 2>&1 &
 if [ "${T_TESTS:-200}" != 0 ]; then
   step "GPU tests"
   # shellcheck disable=SC2086 (a list of paths)
   par=""  # pytest-xdist and pytest-timeout where the image has them
   python3 -c "import xdist" 2>/dev/null && par="-n ${TEST_JOBS:-4} --dist loadfile"
-  python3 -c "import pytest_timeout" 2>/dev/null && par="$par --timeout 180"
+  python3 -c "import pytest_timeout" 2>/dev/null && par="$par --timeout 120"
   # shellcheck disable=SC2086 (lists of paths and flags)
-  timeout "${T_TESTS:-200}" python3 -m pytest -q -p no:cacheprovider ${GPU_TESTS:-tests} -m gpu \
-    $par -rfE 2>&1 | tee "$OUT/gpu_tests.log" | tail -n 40
+  timeout "${T_TESTS:-200}" python3 -m pytest -v -p no:cacheprovider ${GPU_TESTS:-tests} -m gpu \
+    $par -rfE >"$OUT/gpu_tests.log" 2>&1
+  echo "pytest exit $?"
+  grep -E "(FAILED|ERROR)" "$OUT/gpu_tests.log" | sort -u | head -n 40
+  tail -n 2 "$OUT/gpu_tests.log"
 fi
-step "waiting for the FlashInfer builds"
+step "waiting for FlashInfer's attention builds"
 wait "$fi_pid"
 tail -n 12 "$OUT/fi_build.log"
 step "attention: library table"
