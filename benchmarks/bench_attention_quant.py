@@ -443,7 +443,7 @@ def lib_decode_row(shape: str, item: str, compiled: dict, args, copy_bw: float,
     row: dict[str, Any] = {
         "case": "lib-decode", "shape": shape, "B": b, "ctx": ctx, "ragged": ragged,
         "kv_bytes": kv_bytes, "floor_us": kv_bytes / copy_bw * 1e6,
-        "l2": kv_bytes < _l2_bytes(kc.device), "default_cfg": f"{_cfg_name(default)} s{splits}",
+        "l2": kv_bytes < _l2_bytes(kc.device), "default_cfg": _cfg_name(replace(default, splits=splits)),
         "check": check(entry(), ref, s), "dropped": {}, "failed": {}}
     base: dict[str, Any] = {"irfuse": entry}
     for tc in (False, True):
@@ -469,6 +469,46 @@ def lib_decode_row(shape: str, item: str, compiled: dict, args, copy_bw: float,
                 row["failed"][name] = verdict
         return _time(timed, args)
 
+    def nvfp4_entries(best) -> dict[str, Any]:
+        """With `n`: the fused NVFP4 decode (default shape and `best`), and FlashInfer's
+        outputs through irfuse's NVFP4 quant kernel."""
+        if not nv:
+            return {}
+        gs = (448.0 * 6.0 / o.float().abs().amax()).reshape(1)
+        ref4 = quant_ref.quant_nvfp4(o, gs)
+
+        def fused4(c=None):
+            return attention_quant.paged_decode_nvfp4(q, kc, vc, table, lens, gs,
+                                                      softmax_scale=SM_SCALE, config=c)
+
+        row["nvfp4_check"] = check_nvfp4(fused4(), ref4, gs)
+        row["nvfp4_best_check"] = check_nvfp4(fused4(best), ref4, gs)
+        out = {"nvfp4": fused4, "nvfp4_best": lambda: fused4(best)}
+        for name in ("fi_cc", "fi_tc"):
+            if name in base:
+                out[name + "+nvfp4"] = lambda run=base[name]: nvfp4.quant_nvfp4(
+                    run().reshape(b, -1), gs)
+        return out
+
+    if getattr(args, "lib_sweep", "full") == "light":
+        # The earlier default and the other tile of `decode_config`'s rule, at its splits.
+        other = (attention_quant.DecodeConfig(64, 4, 2) if default.prefetch
+                 else attention_quant.DecodeConfig(64, 4, 3, prefetch=True))
+        light = {EARLIER: DECODE_TILES[0],
+                 "other tile": replace(other, splits=splits, even=default.even)}
+        extra = nvfp4_entries(default)
+        extra.pop("nvfp4_best", None)
+        us = stage(light, {**base, **extra})
+        row["irfuse_us"] = us["irfuse"]
+        row["variants"] = {k: round(v, 2) for k, v in us.items()
+                           if k not in base and k not in extra}
+        row["best_cfg"], row["best_us"] = min([("default", row["irfuse_us"]),
+                                               *row["variants"].items()], key=lambda kv: kv[1])
+        _fi_cells(row, us)
+        row.update({k + "_us": us[k] for k in extra})
+        if nv:
+            row["nvfp4_best_us"] = row["nvfp4_us"]
+        return row
     times = [stage({_cfg_name(t): t for t in DECODE_TILES}, base)]
     tiles = {k: v for k, v in times[0].items() if k not in base}
     best_tile = next(t for t in DECODE_TILES if _cfg_name(t) == min(tiles, key=tiles.get)) \
@@ -490,23 +530,7 @@ def lib_decode_row(shape: str, item: str, compiled: dict, args, copy_bw: float,
     ranked = {**tiles, **{k: v * to_first for k, v in times[1].items() if k != "irfuse"}}
     by_name = {_cfg_name(c): c for c in (*DECODE_TILES, *cands.values())}
     best = by_name[min(ranked, key=ranked.get)] if ranked else default
-    last: dict[str, Any] = {"irfuse": entry}
-    if nv:
-        gs = (448.0 * 6.0 / o.float().abs().amax()).reshape(1)
-        ref4 = quant_ref.quant_nvfp4(o, gs)
-
-        def fused4(c=None):
-            return attention_quant.paged_decode_nvfp4(q, kc, vc, table, lens, gs,
-                                                      softmax_scale=SM_SCALE, config=c)
-
-        row["nvfp4_check"] = check_nvfp4(fused4(), ref4, gs)
-        row["nvfp4_best_check"] = check_nvfp4(fused4(best), ref4, gs)
-        last["nvfp4"] = fused4
-        last["nvfp4_best"] = lambda: fused4(best)
-        for name in ("fi_cc", "fi_tc"):
-            if name in base:
-                last[name + "+nvfp4"] = lambda run=base[name]: nvfp4.quant_nvfp4(
-                    run().reshape(b, -1), gs)
+    last: dict[str, Any] = {"irfuse": entry, **nvfp4_entries(best)}
     times.append(stage({_cfg_name(best): best, _cfg_name(replace(best, pdl=True)):
                         replace(best, pdl=True)}, last))
     final = {k: v for k, v in times[2].items() if k in (_cfg_name(best),
@@ -518,15 +542,20 @@ def lib_decode_row(shape: str, item: str, compiled: dict, args, copy_bw: float,
     row["variants"].update({k: round(v * scale[2], 2) for k, v in final.items()})
     row["best_cfg"], row["best_us"] = min([("default", row["irfuse_us"]),
                                            *row["variants"].items()], key=lambda kv: kv[1])
-    for name in ("fi_cc", "fi_tc", "fi_cc+q", "fi_tc+q"):
-        if name in times[0]:
-            row[name + "_us"] = times[0][name]
-    fi = [row[k] for k in ("fi_cc+q_us", "fi_tc+q_us") if k in row]
-    row["fi_best_us"] = min(fi) if fi else None
+    _fi_cells(row, times[0])
     for k in ("nvfp4", "nvfp4_best", "fi_cc+nvfp4", "fi_tc+nvfp4"):
         if k in times[2]:
             row[k + "_us"] = times[2][k] * scale[2]
     return row
+
+
+def _fi_cells(row: dict, us: dict[str, float]) -> None:
+    """FlashInfer's times of a decode row, and the best of its two + quant."""
+    for name in ("fi_cc", "fi_tc", "fi_cc+q", "fi_tc+q"):
+        if name in us:
+            row[name + "_us"] = us[name]
+    fi = [row[k] for k in ("fi_cc+q_us", "fi_tc+q_us") if k in row]
+    row["fi_best_us"] = min(fi) if fi else None
 
 
 def lib_prefill_row(shape: str, t: int, compiled: dict, args, device: str = "cuda") -> dict:
@@ -717,6 +746,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lib-prefill", default="",
                    help="prefill rows against FlashInfer and SDPA's backends: 'default' or "
                    "'shape:T,...;...'")
+    p.add_argument("--lib-sweep", choices=("full", "light"), default="full",
+                   help="decode rows: the staged launch-shape sweep, or only the earlier "
+                   "default and the other tile of decode_config's rule")
     p.add_argument("--lib-out", help="write the library table here")
     p.add_argument("--rep", type=int, default=10, help="ms of replays per measurement")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median)")

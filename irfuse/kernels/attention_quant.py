@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import triton
@@ -151,10 +151,24 @@ def decode_splits(programs: int, max_ctx: int, block_n: int, sms: int,
 
 
 def decode_config(batch: int, hk: int, max_ctx: int, d: int, sms: int) -> DecodeConfig:
-    """Default decode launch shape; `splits` left to `decode_splits`."""
+    """Default decode launch shape, from the H100 rows of `bench_attention_quant.py --lib-decode`
+    (docs/benchmarks.md; Qwen3-8B and Llama-70B-TP8 heads, batch 1-256, context 512-32k):
+    - a grid of at least 3 programs per SM before any split (`batch * hk >= 3 * sms`) prefetches
+      the page numbers over 3 stages (64-token tiles, 3 programs per SM): 1-6% faster there on
+      ragged contexts; smaller grids keep 5 programs per SM without the prefetch (64-token
+      tiles, 2 stages), 2-12% faster there;
+    - `decode_splits` splits; 2 splits divide each sequence's own length evenly (2-6% faster
+      than two fixed chunks on ragged contexts), 3 or more take fixed chunks (3-11% faster than
+      even parts)."""
     if interpreting():
         return DecodeConfig(16, 4, 1)
-    return DecodeConfig(64, 4, 2)
+    programs = batch * hk
+    if programs >= 3 * sms:
+        tile = DecodeConfig(64, 4, 3, prefetch=True)
+    else:
+        tile = DecodeConfig(64, 4, 2)
+    splits = decode_splits(programs, max_ctx, tile.block_n, sms)
+    return replace(tile, splits=splits, even=splits == 2)
 
 
 def decode_chunk(max_ctx: int, splits: int, block_n: int) -> int:
