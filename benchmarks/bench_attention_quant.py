@@ -71,6 +71,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
 from dataclasses import asdict, replace
@@ -759,7 +760,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)
         return 2
-    command = "PYTHONPATH=. python3 benchmarks/bench_attention_quant.py " + " ".join(
+    command = "PYTHONPATH=. python3 benchmarks/bench_attention_quant.py " + shlex.join(
         argv if argv is not None else sys.argv[1:])
     nq._raise_recompile_limits()
     torch.manual_seed(0)
