@@ -15,16 +15,10 @@ step "FlashInfer JIT build of its norm kernels"
 timeout "${T_FI_WARM:-300}" python3 -c "from irfuse.kernels import flashinfer_norm as f
 print(f.warm())" 2>&1 | tail -n 5
 step "GPU tests"
-GPU_TESTS=${GPU_TESTS:-tests/kernels/test_kernels_gpu.py tests/kernels/test_norm_kernel_variants.py \
-  tests/kernels/test_act_kernel_variants.py tests/raising/test_raise_attention.py tests/kernels/test_flashinfer_norm.py \
-  tests/kernels/test_pdl.py tests/kernels/test_norm_pad_kernel.py tests/fusions/test_fuse_act_padding.py \
-  tests/backend/test_cuda_graphs.py tests/kernels/test_qk_norm_rope_kernel.py \
-  tests/kernels/test_attention_quant_kernel.py tests/kernels/test_mla_attention_quant_kernel.py
-  tests/kernels/test_attention_nvfp4_kernel.py tests/kernels/test_attention_mask_kernel.py
-  tests/fusions/test_attention_family_gpu.py}
+# Every test marked gpu, across tests/ (GPU_TESTS: other files or folders).
 # shellcheck disable=SC2086 (a list of files)
-timeout "${T_TESTS:-300}" python3 -m pytest -q -p no:cacheprovider $GPU_TESTS -k "gpu or cuda" 2>&1 \
-  | tee "$OUT/gpu_tests.log" | tail -n 8
+timeout "${T_TESTS:-300}" python3 -m pytest -q -p no:cacheprovider ${GPU_TESTS:-tests} -m gpu \
+  2>&1 | tee "$OUT/gpu_tests.log" | tail -n 8
 step "kernel benchmark"
 timeout "${T_KERNELS:-450}" python3 benchmarks/bench_norm_act_quant.py --jobs 12 \
   --rounds "${KERNEL_ROUNDS:-3}" --pdl --out "$OUT/bench_norm_act_quant.md" \

@@ -19,12 +19,17 @@ block straddles two heads; the padding is zeroed before the launch).
 `paged_decode_fp8` (one new token per sequence over a paged KV cache, flash-decoding): a program
 owns one (sequence, KV head, split): the Hq / Hk query heads that share the KV head are the rows
 of one `tl.dot` (padded to 16 rows), so each cached key and value is read once for all of them.
-Keys are gathered through the block table tile by tile (BLOCK_N tokens, any block size). With
-one split the program quantizes and stores the output itself; with several (few sequences or
-long contexts: `decode_config` aims at a few programs per SM) each writes its float32 partial
-output and base-2 log-sum-exp, and a small second kernel combines the splits and quantizes.
-`paged_decode_nvfp4` quantizes to NVFP4 in the same places (the epilogue's tile rows are the
-group's heads of one token, or the one row of a combine program), into `[B, Hq * D / 2]`.
+Keys are gathered through the block table tile by tile (BLOCK_N tokens, any block size); with
+`prefetch` each tile loads the next tile's page numbers, so the software pipeline can keep the
+next K and V tiles in flight while this one computes. With one split the program quantizes and
+stores the output itself; with several (few sequences or long contexts: `decode_config` aims at a
+few programs per SM) each split covers a fixed chunk of the table row (a shorter sequence leaves
+its last splits empty, and every busy program gets the same work), writes its float32 partial
+output and base-2 log-sum-exp, and a small second kernel combines the splits and quantizes. A
+sequence of length 0 stores 0 (the masked graph's result); a length past the table row's
+capacity reads the whole row. `paged_decode_nvfp4` quantizes to NVFP4 in the same places (the
+epilogue's tile rows are the group's heads of one token, or the one row of a combine program),
+into `[B, Hq * D / 2]`.
 
 Masks: `attention_fp8`, `attention_nvfp4` and `attention` take SDPA's `attn_mask`, bool (True =
 attend) or additive float (natural-log units, scaled by log2(e) into the base-2 scores), of any
@@ -53,7 +58,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import triton
@@ -61,7 +66,13 @@ import triton.language as tl
 
 from irfuse.kernels import attention_quant_ref, quant_ref
 from irfuse.kernels.nvfp4 import _block_recip, _block_scale, _codes, _swizzled_offsets
-from irfuse.kernels.triton_support import check_device, interpreting, next_pow2
+from irfuse.kernels.triton_support import (
+    await_previous_kernel,
+    check_device,
+    interpreting,
+    next_pow2,
+    pdl_launch,
+)
 
 FP8_MAX = 448.0
 _FP8_MAX = tl.constexpr(FP8_MAX)  # the clamp bound inside the kernels
@@ -84,13 +95,23 @@ class PrefillConfig:
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    """Launch shape of `paged_decode_fp8`: key tokens per tile, warps, stages, and the number
-    of splits of each context (None: `decode_config` picks it from the grid size)."""
+    """Launch shape of the paged decode: key tokens per tile, warps, stages; `splits`, the
+    programs each (sequence, KV head) is split into (None: `decode_splits` picks it from the
+    grid size); `even`: split each sequence's own length into `splits` equal parts (otherwise
+    every split covers a fixed chunk of ceil(capacity / splits) tokens of the table row, so a
+    short sequence leaves its last splits empty and every busy program gets the same work);
+    `prefetch`: each tile loads the next tile's page numbers, so that the software pipeline
+    (`num_stages` 3 or more) can issue the next K and V loads while this tile computes (without
+    it the page numbers come from the same iteration and K and V are single-buffered);
+    `pdl`: programmatic dependent launch of the decode and combine kernels."""
 
     block_n: int
     num_warps: int
     num_stages: int
     splits: int | None = None
+    even: bool = False
+    prefetch: bool = False
+    pdl: bool = False
 
 
 def prefill_config(tq: int, tk: int, d: int, causal: bool) -> PrefillConfig:
@@ -130,10 +151,29 @@ def decode_splits(programs: int, max_ctx: int, block_n: int, sms: int,
 
 
 def decode_config(batch: int, hk: int, max_ctx: int, d: int, sms: int) -> DecodeConfig:
-    """Default decode launch shape; `splits` left to `decode_splits`."""
+    """Default decode launch shape, from the H100 rows of `bench_attention_quant.py --lib-decode`
+    (docs/benchmarks.md; Qwen3-8B and Llama-70B-TP8 heads, batch 1-256, context 512-32k):
+    - a grid of at least 3 programs per SM before any split (`batch * hk >= 3 * sms`) prefetches
+      the page numbers over 3 stages (64-token tiles, 3 programs per SM): 1-6% faster there on
+      ragged contexts; smaller grids keep 5 programs per SM without the prefetch (64-token
+      tiles, 2 stages), 2-12% faster there;
+    - `decode_splits` splits; 2 splits divide each sequence's own length evenly (2-6% faster
+      than two fixed chunks on ragged contexts), 3 or more take fixed chunks (3-11% faster than
+      even parts)."""
     if interpreting():
         return DecodeConfig(16, 4, 1)
-    return DecodeConfig(64, 4, 2)
+    programs = batch * hk
+    if programs >= 3 * sms:
+        tile = DecodeConfig(64, 4, 3, prefetch=True)
+    else:
+        tile = DecodeConfig(64, 4, 2)
+    splits = decode_splits(programs, max_ctx, tile.block_n, sms)
+    return replace(tile, splits=splits, even=splits == 2)
+
+
+def decode_chunk(max_ctx: int, splits: int, block_n: int) -> int:
+    """Tokens of one fixed split: ceil(capacity / splits), in whole tiles."""
+    return triton.cdiv(triton.cdiv(max_ctx, block_n), splits) * block_n
 
 
 # --- prefill ----------------------------------------------------------------------------------
@@ -498,23 +538,30 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, softmax_scal
 @triton.jit
 def _paged_decode_kernel(
     q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, scale_ptr, o_ptr, op_ptr, lse_ptr, sf_ptr,
-    sqb, sqh, skb, skt, skh, svb, svt, svh, sbt, qk_scale, KP4, max_ctx,
+    sqb, sqh, skb, skt, skh, svb, svt, svh, sbt, qk_scale, KP4, max_ctx, splits, chunk,
     HQ: tl.constexpr, GROUP: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
-    BLOCK_G: tl.constexpr, PAGE: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr,
-    OUT_FP8: tl.constexpr, DOT_F32: tl.constexpr, OUT_NVFP4: tl.constexpr = False,
+    BLOCK_G: tl.constexpr, PAGE: tl.constexpr, BLOCK_N: tl.constexpr, ONE_SPLIT: tl.constexpr,
+    EVEN: tl.constexpr, PREFETCH: tl.constexpr, OUT_FP8: tl.constexpr, DOT_F32: tl.constexpr,
+    OUT_NVFP4: tl.constexpr = False, PDL: tl.constexpr = False,
 ):
     """Sequence b, KV head kvh (program 0 = b * HK + kvh), split s (program 1): its GROUP
-    query heads against tokens [s * len_s, (s + 1) * len_s) of the context (its first
-    min(seq_lens[b], max_ctx) tokens, max_ctx the table row's capacity). With SPLITS == 1
-    the output (o [B, HQ, D]; with OUT_NVFP4 the codes o [B, HQ * D / 2] and the swizzled
-    block scales sf, scale_ptr the global scale), otherwise the float32 partial
-    (op [B, HQ, SPLITS, D]) and its base-2 log-sum-exp (lse [B, HQ, SPLITS])."""
+    query heads against its context, the first min(seq_lens[b], max_ctx) tokens (max_ctx the
+    table row's capacity; a length below 0 counts as 0). Split s covers tokens
+    [s * chunk, (s + 1) * chunk), or with EVEN the s-th of `splits` equal parts of the
+    sequence's own length. With ONE_SPLIT the output (o [B, HQ, D]; with OUT_NVFP4 the codes
+    o [B, HQ * D / 2] and the swizzled block scales sf, scale_ptr the global scale; an empty
+    context stores 0), otherwise the float32 partial (op [B, HQ, splits, D], not stored for an
+    empty split) and its base-2 log-sum-exp (lse [B, HQ, splits], -inf for an empty split)."""
+    await_previous_kernel(PDL)
     pid = tl.program_id(0)
     split = tl.program_id(1)
     b = pid // (HQ // GROUP)
     kvh = pid % (HQ // GROUP)
-    seq_len = tl.minimum(tl.load(lens_ptr + b), max_ctx)
-    split_len = tl.cdiv(tl.cdiv(seq_len, BLOCK_N), SPLITS) * BLOCK_N
+    seq_len = tl.maximum(tl.minimum(tl.load(lens_ptr + b), max_ctx), 0)
+    if EVEN:
+        split_len = tl.cdiv(tl.cdiv(seq_len, BLOCK_N), splits) * BLOCK_N
+    else:
+        split_len = chunk
     start = split * split_len
     end = tl.minimum(start + split_len, seq_len)
     g = tl.arange(0, BLOCK_G)
@@ -529,10 +576,20 @@ def _paged_decode_kernel(
     m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_G], tl.float32)
     acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
+    if PREFETCH:
+        page_next = tl.load(bt_row + (start + offs_n) // PAGE, mask=start + offs_n < end,
+                            other=0)
+    else:
+        page_next = offs_n  # unused
     for n in range(start, end, BLOCK_N):
         toks = n + offs_n
         tmask = toks < end
-        page = tl.load(bt_row + toks // PAGE, mask=tmask, other=0).to(tl.int64)
+        if PREFETCH:  # the next tile's pages now, so its K and V loads can be issued early
+            page = page_next.to(tl.int64)
+            page_next = tl.load(bt_row + (toks + BLOCK_N) // PAGE,
+                                mask=toks + BLOCK_N < end, other=0)
+        else:
+            page = tl.load(bt_row + toks // PAGE, mask=tmask, other=0).to(tl.int64)
         slot = toks % PAGE
         k_rows = page * skb + slot * skt + kvh * skh
         v_rows = page * svb + slot * svt + kvh * svh
@@ -551,58 +608,72 @@ def _paged_decode_kernel(
         m_i = m_new
     out_rows = b.to(tl.int64) * HQ + heads
     omask = gmask[:, None] & dmask[None, :]
-    if SPLITS == 1:
+    # An empty context or split has l = 0, acc = 0 and m = -inf.
+    has = l_i > 0
+    l_safe = tl.where(has, l_i, 1.0)
+    if ONE_SPLIT:
         if OUT_NVFP4:
-            _nvfp4_out(acc, l_i, b.to(tl.int64) + g * 0, gmask, heads * (D // 16), scale_ptr,
-                       o_ptr, sf_ptr, HQ * D, KP4, q_ptr.dtype.element_ty, D, BLOCK_D)
+            _nvfp4_out(acc, l_safe, b.to(tl.int64) + g * 0, gmask, heads * (D // 16),
+                       scale_ptr, o_ptr, sf_ptr, HQ * D, KP4, q_ptr.dtype.element_ty, D,
+                       BLOCK_D)
         else:
             if OUT_FP8:
-                inv = 1.0 / (l_i * tl.load(scale_ptr))
-                o = tl.clamp(acc * inv[:, None], -_FP8_MAX, _FP8_MAX)
+                o = _fp8_out(acc, l_safe, scale_ptr)
             else:
-                o = acc / l_i[:, None]
+                o = acc / l_safe[:, None]
             tl.store(o_ptr + out_rows[:, None] * D + offs_d[None, :],
                      o.to(o_ptr.dtype.element_ty), mask=omask)
     else:
-        # An empty split (a short sequence) has l = 0 and m = -inf: lse -inf, weight 0.
-        has = l_i > 0
-        o = acc / tl.where(has, l_i, 1.0)[:, None]
-        lse = tl.where(has, m_i + tl.math.log2(tl.where(has, l_i, 1.0)), float("-inf"))
-        part = out_rows * SPLITS + split
-        tl.store(op_ptr + part[:, None] * D + offs_d[None, :], o, mask=omask)
+        lse = tl.where(has, m_i + tl.math.log2(l_safe), float("-inf"))
+        part = out_rows * splits + split
+        tl.store(op_ptr + part[:, None] * D + offs_d[None, :], acc / l_safe[:, None],
+                 mask=omask & has[:, None])
         tl.store(lse_ptr + part, lse, mask=gmask)
 
 
 @triton.jit
-def _combine_splits_kernel(op_ptr, lse_ptr, scale_ptr, o_ptr, q_ptr, sf_ptr, KP4,
-                           HQ: tl.constexpr, D: tl.constexpr,
-                           BLOCK_D: tl.constexpr, SPLITS: tl.constexpr, BLOCK_S: tl.constexpr,
-                           OUT_FP8: tl.constexpr, OUT_NVFP4: tl.constexpr = False):
-    """Row r = b * HQ + h: the splits' partial outputs weighted by exp2(lse - max lse), then the
-    quant (or the model dtype, q_ptr's). With OUT_NVFP4 the row is one tile row of the NVFP4
-    epilogue: codes and block scales of token b from head h's first block."""
+def _combine_splits_kernel(op_ptr, lse_ptr, scale_ptr, o_ptr, q_ptr, sf_ptr, KP4, splits,
+                           HQ: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
+                           BLOCK_S: tl.constexpr, OUT_FP8: tl.constexpr,
+                           OUT_NVFP4: tl.constexpr = False, PDL: tl.constexpr = False):
+    """Row r = b * HQ + h: the splits' partial outputs weighted by exp2(lse - max lse) (BLOCK_S
+    splits at a time; empty splits, lse -inf, are not read), then the quant (or the model
+    dtype, q_ptr's); a row with no key at all stores 0. With OUT_NVFP4 the row is one tile row
+    of the NVFP4 epilogue: codes and block scales of token b from head h's first block."""
+    await_previous_kernel(PDL)
     r = tl.program_id(0).to(tl.int64)
     s = tl.arange(0, BLOCK_S)
-    smask = s < SPLITS
     offs_d = tl.arange(0, BLOCK_D)
     dmask = offs_d < D
-    lse = tl.load(lse_ptr + r * SPLITS + s, mask=smask, other=float("-inf"))
-    w = tl.math.exp2(lse - tl.max(lse, 0))
-    w = tl.where(smask, w, 0.0)
-    parts = tl.load(op_ptr + (r * SPLITS + s[:, None]) * D + offs_d[None, :],
-                    mask=smask[:, None] & dmask[None, :], other=0.0)
-    num = tl.sum(parts * w[:, None], 0)
+    m_s = tl.full([BLOCK_S], float("-inf"), tl.float32)
+    for s0 in range(0, splits, BLOCK_S):
+        lse = tl.load(lse_ptr + r * splits + s0 + s, mask=s0 + s < splits, other=float("-inf"))
+        m_s = tl.maximum(m_s, lse)
+    m = tl.max(m_s, 0)
+    m = tl.where(m == float("-inf"), 0.0, m)
+    num = tl.zeros([BLOCK_S, BLOCK_D], tl.float32)
+    den = tl.zeros([BLOCK_S], tl.float32)
+    for s0 in range(0, splits, BLOCK_S):
+        lse = tl.load(lse_ptr + r * splits + s0 + s, mask=s0 + s < splits, other=float("-inf"))
+        w = tl.math.exp2(lse - m)
+        live = lse > float("-inf")
+        parts = tl.load(op_ptr + (r * splits + s0 + s[:, None]) * D + offs_d[None, :],
+                        mask=live[:, None] & dmask[None, :], other=0.0)
+        num += parts * w[:, None]
+        den += w
+    total = tl.sum(den, 0)
+    total = tl.where(total > 0, total, 1.0)
+    acc = tl.sum(num, 0)
     if OUT_NVFP4:
         zero = tl.zeros([1], tl.int64)  # a one-row tile
-        _nvfp4_out(num[None, :], tl.sum(w, 0) + tl.zeros([1], tl.float32), r // HQ + zero,
+        _nvfp4_out(acc[None, :], total + tl.zeros([1], tl.float32), r // HQ + zero,
                    zero == 0, (r % HQ) * (D // 16) + zero, scale_ptr, o_ptr, sf_ptr, HQ * D,
                    KP4, q_ptr.dtype.element_ty, D, BLOCK_D)
     else:
         if OUT_FP8:
-            o = tl.clamp(num * (1.0 / (tl.sum(w, 0) * tl.load(scale_ptr))), -_FP8_MAX,
-                         _FP8_MAX)
+            o = tl.clamp(acc * (1.0 / (total * tl.load(scale_ptr))), -_FP8_MAX, _FP8_MAX)
         else:
-            o = num / tl.sum(w, 0)
+            o = acc / total
         tl.store(o_ptr + r * D + offs_d, o.to(o_ptr.dtype.element_ty), mask=dmask)
 
 
@@ -631,6 +702,7 @@ def _paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     max_ctx = block_table.shape[1] * page  # known on the host: no sync, graph-capturable
     cfg = config or decode_config(b, hk, max_ctx, d, device_sms(q.device))
     splits = cfg.splits or decode_splits(b * hk, max_ctx, cfg.block_n, device_sms(q.device))
+    splits = max(1, min(splits, -(-max(max_ctx, 1) // cfg.block_n)))
     group = hq // hk
     block_d = max(16, next_pow2(d))
     if splits > 1:
@@ -641,20 +713,22 @@ def _paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     scale = scale_out if scale_out is not None else out  # unused without a quant
     out_fp8 = scale_out is not None and not nvfp4
     kp4 = sf.shape[-1] // 4 if nvfp4 else 0
+    pdl = pdl_launch(cfg.pdl, q.device)
     _paged_decode_kernel[(b * hk, splits)](
         q, k_cache, v_cache, block_table, seq_lens, scale, out, op, lse, sf,
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_table.stride(0),
-        softmax_scale * LOG2E, kp4, max_ctx,
+        softmax_scale * LOG2E, kp4, max_ctx, splits, decode_chunk(max_ctx, splits, cfg.block_n),
         HQ=hq, GROUP=group, D=d, BLOCK_D=block_d, BLOCK_G=max(16, next_pow2(group)),
-        PAGE=page, BLOCK_N=cfg.block_n, SPLITS=splits, OUT_FP8=out_fp8,
-        DOT_F32=interpreting(), OUT_NVFP4=nvfp4, num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages,
+        PAGE=page, BLOCK_N=cfg.block_n, ONE_SPLIT=splits == 1, EVEN=cfg.even,
+        PREFETCH=cfg.prefetch, OUT_FP8=out_fp8, DOT_F32=interpreting(), OUT_NVFP4=nvfp4, num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages, **pdl,
     )
     if splits > 1:
         _combine_splits_kernel[(b * hq,)](
-            op, lse, scale, out, q, sf, kp4, HQ=hq, D=d, BLOCK_D=block_d, SPLITS=splits,
-            BLOCK_S=next_pow2(splits), OUT_FP8=out_fp8, OUT_NVFP4=nvfp4, num_warps=1)
+            op, lse, scale, out, q, sf, kp4, splits, HQ=hq, D=d, BLOCK_D=block_d,
+            BLOCK_S=min(16, next_pow2(splits)), OUT_FP8=out_fp8, OUT_NVFP4=nvfp4,
+            num_warps=4 if d >= 128 else 2, **pdl)
     return (out, sf) if nvfp4 else out
 
 
@@ -662,9 +736,9 @@ def paged_decode_fp8(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
                      block_table: torch.Tensor, seq_lens: torch.Tensor, scale_out: torch.Tensor,
                      *, softmax_scale: float, config: DecodeConfig | None = None) -> torch.Tensor:
     """Paged decode attention with the FP8 quant fused: float8_e4m3fn [B, Hq, D], contiguous;
-    arguments as `attention_quant_ref.paged_decode_fp8` (every `seq_lens[b]` at least 1, not
-    checked here, that would need a device sync; a length beyond the table row's capacity
-    attends over the whole row, as a mask of positions below it does)."""
+    arguments as `attention_quant_ref.paged_decode_fp8`, but any `seq_lens[b]` (not checked,
+    that would need a device sync): a length of 0 stores 0 and a length beyond the table row's
+    capacity attends over the whole row, as the graph's mask of positions below it does."""
     attention_quant_ref.check_decode_args(q, k_cache, v_cache, block_table, seq_lens, scale_out)
     out = _paged_decode(q, k_cache, v_cache, block_table, seq_lens, scale_out, softmax_scale,
                         config)

@@ -3,7 +3,10 @@ on the CPU: under TRITON_INTERPRET=1 (a subprocess) at T 32 (decode: batch 2, co
 with the timing replaced by one call of each candidate, the fused kernel, the unfused graph and
 irfuse's kernel + quant all pass the row's check against the eager graph (and a corrupted output
 does not), and the table prints the rows. The decode row's fused candidate is the paged fused op's
-CUDA entry, with kernel choice forced to Triton here: it must reach the paged decode kernel."""
+CUDA entry, with kernel choice forced to Triton here: it must reach the paged decode kernel.
+The library rows (Llama-70B-TP8 heads, batch 2, context 64, ragged; prefill T 32) run every irfuse
+variant through its check, drop FlashInfer and cuDNN with their reasons (neither runs on the CPU)
+and print their table."""
 
 from __future__ import annotations
 
@@ -74,9 +77,21 @@ def _worker() -> None:
     dec = bench.decode_model_row(2, 32, compiled, args, device="cpu")
     torch.cuda.get_device_name = lambda *a: "cpu"
     table = bench.markdown([row, dec], "cmd")
+    bench.attention_quant.paged_decode_fp8 = paged_kernel
+    decode_called = list(called)
+    called.clear()
+    compiled = {"quant_dyn": bench.quant, "prefill": bench.sdpa_quant}
+    lib_dec = bench.lib_decode_row("llama70b-tp8", "2x64rn", compiled, args, 1e12, device="cpu")
+    lib_called = list(called)
+    lib_pre = bench.lib_prefill_row("llama70b-tp8", 32, compiled, args, device="cpu")
+    lib_table = bench.lib_markdown([lib_dec, lib_pre], "cmd", 1e12)
     print(json.dumps({"row": first, "called": first_called, "bad": bad, "table": table,
-                      "decode": {k: dec[k] for k in decode_keys}, "decode_called": called,
-                      "kernel_calls": kernel_calls}))
+                      "decode": {k: dec[k] for k in decode_keys}, "decode_called": decode_called,
+                      "kernel_calls": kernel_calls, "lib_table": lib_table,
+                      "lib_called": lib_called,
+                      "lib_decode": {k: lib_dec[k] for k in ("check", "failed", "dropped",
+                                                             "nvfp4_check", "variants")},
+                      "lib_prefill": {k: lib_pre[k] for k in ("check", "dropped")}}))
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +123,17 @@ def test_decode_row_times_the_fused_ops_cuda_entry_on_the_paged_kernel(result):
     # The check's call and the timed call: both through the CUDA entry (default launch shape).
     assert result["kernel_calls"] == [True, True]
     assert "| decode (compiled model) B=2 ctx=32 |" in result["table"]
+
+
+def test_library_rows_check_every_irfuse_variant_and_drop_what_cannot_run(result):
+    dec, pre = result["lib_decode"], result["lib_prefill"]
+    assert dec["check"] == "ok" and dec["nvfp4_check"] == "ok" and not dec["failed"], dec
+    assert set(dec["dropped"]) == {"fi_cc", "fi_tc"}, dec["dropped"]
+    assert "irfuse" in result["lib_called"] and "nvfp4" in result["lib_called"]
+    assert {"64,4,2", "32,4,4,pf", "64,4,3,pf", "64,8,3,pf", "16,4,6,pf"} <= set(dec["variants"])
+    assert pre["check"] == "ok" and set(pre["dropped"]) == {"cudnn", "fa2", "fa3"}, pre
+    assert "| llama70b-tp8 | 2 x <=64 |" in result["lib_table"]
+    assert "| llama70b-tp8 | 32 |" in result["lib_table"] and "Dropped: " in result["lib_table"]
 
 
 if __name__ == "__main__" and "--worker" in sys.argv:

@@ -62,7 +62,11 @@ DECODE_CASES = [
     (2, 4, 2, 32, 16, (64, 17), "bf16", 3),
     (1, 4, 1, 48, 16, (40,), "fp16", 2),
     (3, 8, 2, 16, 8, (23, 48, 1), "bf16", 1),
+    (2, 4, 2, 32, 16, (330, 7), "bf16", 20),
 ]
+# Sequences of length 0 (splits): against the graph fuse-attn-quant replaces (its mask keeps
+# nothing there, and SDPA's math backend gives 0), the empty rows' codes and scales all 0.
+EMPTY_CASES = [None, 1, 3]
 # (layout, T, H, nope, rope, v, rank, dtype)
 MLA_CASES = [
     ("token", 24, 4, 16, 8, 32, 32, "bf16"),
@@ -173,6 +177,29 @@ def check_decode(case, device: str) -> dict:
     return judge(out, attention_quant_ref.paged_decode_nvfp4(*args, gs, softmax_scale=sm), gs)
 
 
+def check_decode_empty(splits: int | None, device: str) -> dict:
+    from test_attention_quant_kernel import _paged
+
+    from irfuse.fusions import fuse_attn_quant
+    from irfuse.kernels import attention_quant
+
+    q, kc, vc, table, seq_lens = _paged(3, 4, 2, 32, 16, [37, 0, 5], torch.bfloat16, device,
+                                        seed=5)
+    gs = torch.tensor([448.0 * 6 / 4], device=device)
+    config = attention_quant.DecodeConfig(16 if device == "cpu" else 64, 4, 1, splits)
+    out = attention_quant.paged_decode_nvfp4(q, kc, vc, table, seq_lens, gs, softmax_scale=0.2,
+                                             config=config)
+    out = (out[0].cpu(), out[1].cpu())
+    # The graph on the CPU: SDPA's math backend gives 0 where the mask keeps nothing (some CUDA
+    # backends give NaN there).
+    ref = fuse_attn_quant._paged_nvfp4_ref(*(t.cpu() for t in (q[:, :, None], kc, vc, table,
+                                                                 seq_lens, gs)), 0.2)
+    scales = quant_ref.unswizzle_block_scales(out[1].cpu().float(), 3, 4 * 32 // 16)
+    if out[0][1].any() or scales[1].any():
+        return {"ok": False, "detail": "the empty sequence's codes or block scales are not 0"}
+    return judge(out, ref, gs)
+
+
 def _mla_inputs(case, device: str):
     layout, t, h, nope, rope, vd, rank, dtype = case
     gen = torch.Generator(device=device).manual_seed(t + rank)
@@ -213,6 +240,8 @@ def _worker() -> None:
         results[_decode_id(case)] = guard(check_decode, case, "cpu")
     for case in MLA_CASES:
         results[_mla_id(case)] = guard(check_mla, case, "cpu")
+    for splits in EMPTY_CASES:
+        results[f"empty-{splits}"] = guard(check_decode_empty, splits, "cpu")
     print(json.dumps(results))
 
 
@@ -232,6 +261,12 @@ def test_prefill_nvfp4_epilogue_interpreted(interpreted, case):
 @pytest.mark.parametrize("case", DECODE_CASES, ids=_decode_id)
 def test_paged_decode_nvfp4_epilogue_interpreted(interpreted, case):
     r = interpreted[_decode_id(case)]
+    assert r["ok"], r["detail"]
+
+
+@pytest.mark.parametrize("splits", EMPTY_CASES)
+def test_paged_decode_nvfp4_of_an_empty_sequence_is_0_interpreted(interpreted, splits):
+    r = interpreted[f"empty-{splits}"]
     assert r["ok"], r["detail"]
 
 
@@ -265,7 +300,7 @@ GPU_PREFILL = [(b, 32, 8, t, t, 128, causal, "bf16", tr, False, None)
 ]
 GPU_DECODE = [(b, 32, 8, 128, 16, lens, "bf16", splits)
               for b, lens in ((16, (2048,) * 16), (3, (1, 2047, 513)))
-              for splits in (None, 1, 7)]
+              for splits in (None, 1, 7, 40)]
 GPU_MLA = [("token", 1024, 16, 128, 64, 128, 512, "bf16"), ("batch", 700, 16, 128, 64, 128, 512,
                                                             "bf16")]
 
@@ -281,6 +316,13 @@ def test_prefill_nvfp4_epilogue_on_gpu(case):
 @pytest.mark.parametrize("case", GPU_DECODE, ids=_decode_id)
 def test_paged_decode_nvfp4_epilogue_on_gpu(case):
     r = check_decode(case, "cuda")
+    assert r["ok"], r["detail"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("splits", EMPTY_CASES)
+def test_paged_decode_nvfp4_of_an_empty_sequence_is_0_on_gpu(splits):
+    r = check_decode_empty(splits, "cuda")
     assert r["ok"], r["detail"]
 
 

@@ -182,13 +182,21 @@ PREFILL_CASES = [
     (1, 4, 2, 40, 40, 64, True, "bf16", False, (32, 16, 4, 1, False)),
     (1, 4, 2, 40, 40, 64, True, "bf16", False, (16, 32, 4, 1, True)),
 ]
-# (B, Hq, Hk, D, block_size, seq_lens, dtype, splits or None)
+# (B, Hq, Hk, D, block_size, seq_lens, dtype, splits or None, even): GQA 2, 4 and 8 (Llama-70B
+# per GPU at TP8), splits of fixed chunks (a short sequence leaves the last ones empty; more
+# splits than the combine reads at once) and even splits of each sequence's own length; every
+# case also with the page numbers prefetched (`DecodeConfig.prefetch`, "pf" cases).
 DECODE_CASES = [
-    (2, 4, 2, 64, 16, (37, 5), "bf16", None),
-    (2, 4, 2, 64, 16, (37, 5), "bf16", 1),
-    (2, 4, 2, 64, 16, (64, 17), "bf16", 3),
-    (1, 4, 1, 64, 16, (40,), "fp16", 2),
-    (2, 8, 2, 64, 8, (23, 48), "bf16", 4),
+    (2, 4, 2, 64, 16, (37, 5), "bf16", None, False),
+    (2, 4, 2, 64, 16, (37, 5), "bf16", 1, False),
+    (2, 4, 2, 64, 16, (64, 17), "bf16", 3, False),
+    (2, 4, 2, 64, 16, (64, 17), "bf16", 3, True),
+    (1, 4, 1, 64, 16, (40,), "fp16", 2, False),
+    (2, 8, 2, 64, 8, (23, 48), "bf16", 4, False),
+    (2, 8, 2, 64, 8, (23, 48), "bf16", 4, True),
+    (2, 4, 2, 64, 16, (330, 7), "bf16", 20, False),
+    (2, 8, 1, 64, 16, (100, 33), "bf16", None, False),
+    (2, 4, 2, 64, 16, (37, 5), "bf16", "default", False),
 ]
 
 
@@ -199,8 +207,22 @@ def _prefill_id(c) -> str:
 
 
 def _decode_id(c) -> str:
-    b, hq, hk, d, bs, lens, dtype, splits = c
-    return f"B{b}-H{hq}/{hk}-D{d}-bs{bs}-L{'.'.join(map(str, lens))}-{dtype}-splits{splits}"
+    b, hq, hk, d, bs, lens, dtype, splits, even = c
+    return (f"B{b}-H{hq}/{hk}-D{d}-bs{bs}-L{'.'.join(map(str, lens))}-{dtype}-splits{splits}"
+            f"{'-even' if even else ''}")
+
+
+def _decode_config(device: str, splits: int | str | None, even: bool, prefetch: bool = False):
+    """The case's launch shape; splits "default": none (`decode_config`'s)."""
+    from irfuse.kernels import attention_quant
+
+    if splits == "default":
+        return None
+    if prefetch:
+        return attention_quant.DecodeConfig(16 if device == "cpu" else 32, 4,
+                                            1 if device == "cpu" else 4, splits, even,
+                                            prefetch=True)
+    return attention_quant.DecodeConfig(16 if device == "cpu" else 64, 4, 1, splits, even)
 
 
 def check_prefill(case, device: str, saturate: bool = False) -> dict:
@@ -218,17 +240,17 @@ def check_prefill(case, device: str, saturate: bool = False) -> dict:
     return judge(out, ref, scale, DTYPES[dtype])
 
 
-def check_decode(case, device: str) -> dict:
+def check_decode(case, device: str, prefetch: bool = False) -> dict:
     from irfuse.kernels import attention_quant
 
-    b, hq, hk, d, bs, lens, dtype, splits = case
+    b, hq, hk, d, bs, lens, dtype, splits, even = case
     q, kc, vc, table, seq_lens = _paged(b, hq, hk, d, bs, list(lens), DTYPES[dtype], device,
                                         seed=sum(lens))
     sm = d ** -0.5
     ref_bf = attention_quant_ref.paged_decode_fp8(q, kc, vc, table, seq_lens,
                                                   torch.ones(1, device=device), softmax_scale=sm)
     scale = (ref_bf.float().abs().amax() / 300.0).reshape(1)
-    config = attention_quant.DecodeConfig(16 if device == "cpu" else 64, 4, 1, splits)
+    config = _decode_config(device, splits, even, prefetch)
     out = attention_quant.paged_decode_fp8(q, kc, vc, table, seq_lens, scale, softmax_scale=sm,
                                            config=config)
     ref = attention_quant_ref.paged_decode_fp8(q, kc, vc, table, seq_lens, scale,
@@ -236,33 +258,44 @@ def check_decode(case, device: str) -> dict:
     return judge(out, ref, scale, DTYPES[dtype])
 
 
-def check_decode_graph(case, device: str) -> dict:
+def check_decode_graph(case, device: str, prefetch: bool = False) -> dict:
     """The paged kernel against what fuse-attn-quant replaces with it (`_paged_ref`: the pages
     gathered, the length mask, SDPA, the quant), int64 table and lengths, the first sequence's
-    length past its table row's capacity (the mask then keeps the whole row)."""
+    length past its table row's capacity (the mask then keeps the whole row). A sequence of
+    length 0 (the mask keeps nothing; SDPA's math backend gives 0) stores 0 exactly."""
     from irfuse.fusions import fuse_attn_quant
     from irfuse.kernels import attention_quant
 
-    b, hq, hk, d, bs, lens, dtype, splits = case
+    b, hq, hk, d, bs, lens, dtype, splits, even = case
     q, kc, vc, table, seq_lens = _paged(b, hq, hk, d, bs, list(lens), DTYPES[dtype], device,
                                         seed=sum(lens) + 1)
     table, seq_lens = table.long(), seq_lens.long()
     seq_lens[0] = table.shape[1] * bs + 7
     sm = d ** -0.5
-    graph = fuse_attn_quant._gathered(q[:, :, None], kc, vc, table, seq_lens)
-    o = F.scaled_dot_product_attention(q[:, :, None], graph[0], graph[1], attn_mask=graph[2],
+    # The graph on the CPU: SDPA's math backend gives 0 where the mask keeps nothing (some CUDA
+    # backends give NaN there).
+    cpu = [t.cpu() for t in (q[:, :, None], kc, vc, table, seq_lens)]
+    graph = fuse_attn_quant._gathered(*cpu)
+    o = F.scaled_dot_product_attention(cpu[0], graph[0], graph[1], attn_mask=graph[2],
                                        scale=sm, enable_gqa=True)
-    scale = _scale_for(o, 300.0).to(device)
-    config = attention_quant.DecodeConfig(16 if device == "cpu" else 64, 4, 1, splits)
-    out = attention_quant.paged_decode_fp8(q, kc, vc, table, seq_lens, scale, softmax_scale=sm,
-                                           config=config).reshape(b, -1)
-    ref = fuse_attn_quant._paged_ref(q[:, :, None], kc, vc, table, seq_lens, scale, sm, FP8,
-                                     True)
+    scale = _scale_for(o, 300.0)
+    out = attention_quant.paged_decode_fp8(q, kc, vc, table, seq_lens, scale.to(device),
+                                           softmax_scale=sm,
+                                           config=_decode_config(device, splits, even, prefetch))
+    out = out.reshape(b, -1).cpu()
+    ref = fuse_attn_quant._paged_ref(*cpu, scale, sm, FP8, True)
+    empty = [i for i, n in enumerate(lens) if n == 0]
+    if any(out[i].view(torch.uint8).any() for i in empty):
+        return {"ok": False, "detail": f"a sequence of length 0 did not store 0: "
+                                       f"{out[empty[0]].float()[:8].tolist()}"}
     return judge(out, ref, scale, DTYPES[dtype])
 
 
-DECODE_GRAPH_CASES = [(2, 4, 2, 64, 16, (37, 5), "bf16", None),
-                      (2, 8, 2, 64, 8, (23, 48), "bf16", 4)]
+DECODE_GRAPH_CASES = [(2, 4, 2, 64, 16, (37, 5), "bf16", "default", False),
+                      (2, 8, 2, 64, 8, (23, 48), "bf16", 4, False),
+                      (3, 4, 2, 64, 16, (37, 0, 5), "bf16", 1, False),
+                      (3, 4, 2, 64, 16, (37, 0, 5), "bf16", 3, False),
+                      (3, 4, 2, 64, 16, (37, 0, 5), "bf16", 3, True)]
 
 
 def _worker() -> None:
@@ -276,8 +309,10 @@ def _worker() -> None:
     results["saturating"] = guard(check_prefill, PREFILL_CASES[0], "cpu", True)
     for case in DECODE_CASES:
         results[_decode_id(case)] = guard(check_decode, case, "cpu")
+        results["pf-" + _decode_id(case)] = guard(check_decode, case, "cpu", True)
     for case in DECODE_GRAPH_CASES:
         results["graph-" + _decode_id(case)] = guard(check_decode_graph, case, "cpu")
+        results["graph-pf-" + _decode_id(case)] = guard(check_decode_graph, case, "cpu", True)
     print(json.dumps(results))
 
 
@@ -298,15 +333,17 @@ def test_prefill_kernel_saturates_interpreted(interpreted):
     assert interpreted["saturating"]["ok"], interpreted["saturating"]["detail"]
 
 
+@pytest.mark.parametrize("prefetch", ["", "pf-"], ids=["plain", "prefetch"])
 @pytest.mark.parametrize("case", DECODE_CASES, ids=_decode_id)
-def test_decode_kernel_matches_reference_interpreted(interpreted, case):
-    r = interpreted[_decode_id(case)]
+def test_decode_kernel_matches_reference_interpreted(interpreted, case, prefetch):
+    r = interpreted[prefetch + _decode_id(case)]
     assert r["ok"], r["detail"]
 
 
+@pytest.mark.parametrize("prefetch", ["", "pf-"], ids=["plain", "prefetch"])
 @pytest.mark.parametrize("case", DECODE_GRAPH_CASES, ids=_decode_id)
-def test_decode_kernel_is_the_graph_it_replaces_interpreted(interpreted, case):
-    r = interpreted["graph-" + _decode_id(case)]
+def test_decode_kernel_is_the_graph_it_replaces_interpreted(interpreted, case, prefetch):
+    r = interpreted["graph-" + prefetch + _decode_id(case)]
     assert r["ok"], r["detail"]
 
 
@@ -318,10 +355,15 @@ GPU_PREFILL = [(b, 32, 8, t, t, 128, causal, dtype, tr, None)
     (1, 32, 32, 300, 300, 64, True, "bf16", False, None),
     (2, 16, 2, 100, 700, 96, False, "bf16", True, None),
 ]
-GPU_DECODE = [(b, 32, 8, 128, 16, lens, "bf16", splits)
+GPU_DECODE = [(b, 32, 8, 128, 16, lens, "bf16", splits, even)
               for b, lens in ((16, (2048,) * 16), (3, (1, 2047, 513)), (64, (8192,) * 64),
                               (32, tuple(range(100, 100 + 32 * 250, 250))))
-              for splits in (None, 1, 7)] + [(4, 32, 8, 128, 16, (777, 64, 5000, 16), "fp16", None)]
+              for splits, even in ((None, False), (1, False), (7, False), (7, True),
+                                   (40, False))] + [
+    (4, 32, 8, 128, 16, (777, 64, 5000, 16), "fp16", None, False),
+    (64, 32, 8, 128, 16, tuple(range(2000, 2000 + 64 * 61, 61)), "bf16", "default", False),
+    (16, 32, 8, 128, 16, tuple(range(100, 100 + 16 * 300, 300)), "bf16", "default", False),
+    (8, 8, 1, 128, 16, (32768, 1, 9000, 17, 4096, 30000, 100, 2048), "bf16", None, False)]
 
 
 @pytest.mark.gpu
@@ -332,18 +374,25 @@ def test_prefill_kernel_matches_reference_on_gpu(case):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("case", [(16, 32, 8, 128, 16, (2048,) * 16, "bf16", None),
-                                  (3, 32, 8, 128, 16, (1, 2047, 513), "bf16", 7)],
+@pytest.mark.parametrize("case", [(16, 32, 8, 128, 16, (2048,) * 16, "bf16", None, False),
+                                  (3, 32, 8, 128, 16, (1, 2047, 513), "bf16", 7, False),
+                                  (4, 32, 8, 128, 16, (1000, 0, 513, 0), "bf16", None, False),
+                                  (4, 32, 8, 128, 16, (1000, 0, 513, 0), "bf16", 1, False),
+                                  (4, 8, 1, 128, 16, (9000, 0, 64, 2), "bf16", 16, True),
+                                  (64, 32, 8, 128, 16, tuple(range(1000, 1000 + 64 * 97, 97)),
+                                   "bf16", "default", False)],
                          ids=_decode_id)
-def test_decode_kernel_is_the_graph_it_replaces_on_gpu(case):
-    r = check_decode_graph(case, "cuda")
+@pytest.mark.parametrize("prefetch", [False, True], ids=["plain", "prefetch"])
+def test_decode_kernel_is_the_graph_it_replaces_on_gpu(case, prefetch):
+    r = check_decode_graph(case, "cuda", prefetch)
     assert r["ok"], r["detail"]
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", GPU_DECODE, ids=_decode_id)
-def test_decode_kernel_matches_reference_on_gpu(case):
-    r = check_decode(case, "cuda")
+@pytest.mark.parametrize("prefetch", [False, True], ids=["plain", "prefetch"])
+def test_decode_kernel_matches_reference_on_gpu(case, prefetch):
+    r = check_decode(case, "cuda", prefetch)
     assert r["ok"], r["detail"]
 
 
@@ -357,21 +406,28 @@ def test_kernels_refuse_cpu_tensors_and_are_captured_by_a_cuda_graph():
     q, k, v = (t.cuda() for t in _dense(1, 8, 2, 256, 256, 128, torch.bfloat16))
     s = torch.tensor([0.003], device="cuda")
     qd, kc, vc, table, lens = _paged(4, 8, 2, 128, 16, [300, 1, 64, 1000], torch.bfloat16, "cuda")
+    pdl = attention_quant.DecodeConfig(32, 4, 4, 8, prefetch=True, pdl=True)
     attention_quant.attention_fp8(q, k, v, s, softmax_scale=0.1, causal=True)
     attention_quant.paged_decode_fp8(qd, kc, vc, table, lens, s, softmax_scale=0.1)
+    attention_quant.paged_decode_fp8(qd, kc, vc, table, lens, s, softmax_scale=0.1, config=pdl)
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         out = attention_quant.attention_fp8(q, k, v, s, softmax_scale=0.1, causal=True)
         dec = attention_quant.paged_decode_fp8(qd, kc, vc, table, lens, s, softmax_scale=0.1)
+        dec_pdl = attention_quant.paged_decode_fp8(qd, kc, vc, table, lens, s, softmax_scale=0.1,
+                                                   config=pdl)
     q.copy_(torch.randn_like(q))
     qd.copy_(torch.randn_like(qd))
     g.replay()
     torch.cuda.synchronize()
     want = attention_quant.attention_fp8(q, k, v, s, softmax_scale=0.1, causal=True)
     want_dec = attention_quant.paged_decode_fp8(qd, kc, vc, table, lens, s, softmax_scale=0.1)
+    want_pdl = attention_quant.paged_decode_fp8(qd, kc, vc, table, lens, s, softmax_scale=0.1,
+                                                config=pdl)
     assert torch.equal(out.view(torch.uint8), want.view(torch.uint8))
     assert torch.equal(dec.view(torch.uint8), want_dec.view(torch.uint8))
+    assert torch.equal(dec_pdl.view(torch.uint8), want_pdl.view(torch.uint8))
 
 
 if __name__ == "__main__" and "--worker" in sys.argv:

@@ -243,9 +243,10 @@ def _paged_examples(shape: tuple[int, ...]) -> list[tuple]:
 
 PAGED_QUANT = Kernel(
     PAGED_KERNEL, PAGED_SCHEMA, _paged_ref, _paged_cuda, _paged_fake,
-    {"cuda:sm90": ((1, Choice("triton", "docs/benchmarks.md: 3.44-3.75x the unfused decode "
-                              "(pages gathered, masked SDPA, Inductor's quant) at batch 16-64, "
-                              "context 2048-8192 (H100, 2026-12-06)")),)},
+    {"cuda:sm90": ((1, Choice("triton", "docs/benchmarks.md: 1.01-1.22x FlashInfer's paged "
+                              "decode + Inductor's quant at batch 1-256, context 512-32k, Qwen3-8B "
+                              "and Llama-70B-TP8 heads, 0.99x (both at the K+V read floor) at "
+                              "batch 64 x 8192; 3.4-3.8x the unfused decode (H100)")),)},
     single_tensor=True, examples=_paged_examples)
 
 PAGED_NVFP4_SCHEMA = ("(Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_table, "
@@ -284,8 +285,11 @@ def _paged_nvfp4_examples(shape: tuple[int, ...]) -> list[tuple]:
 PAGED_QUANT_NVFP4 = Kernel(
     PAGED_NVFP4_KERNEL, PAGED_NVFP4_SCHEMA, _paged_nvfp4_ref, _paged_nvfp4_cuda,
     _paged_nvfp4_fake,
-    {"cuda": ((1, Choice("inductor", "not measured on a GPU yet: paged decode + NVFP4 stays "
-                         "unfused until benchmarks/bench_attention_quant.py measures it")),)},
+    {"cuda": ((1, Choice("inductor", "measured on sm90 only: paged decode + NVFP4 stays "
+                         "unfused on other GPUs until measured there")),),
+     "cuda:sm90": ((1, Choice("triton", "docs/benchmarks.md: 0.99-1.01x FlashInfer's paged "
+                              "decode + irfuse's NVFP4 quant (H100; the unfused graph gathers the "
+                              "pages first, about 3.5x slower for FP8)")),)},
     examples=_paged_nvfp4_examples)
 
 
