@@ -18,8 +18,11 @@ NVFP4 or per-head-quantized caches, FP8 caches) is left to vLLM's own writer and
 
 `layer_name_type()` is the schema type of the layer-name argument: vLLM's `LayerName` where vLLM
 uses it (torch >= 2.11 with `VLLM_USE_LAYERNAME`, the default), else `str`. It is decided when the
-kernels are declared, from the `vllm.utils.torch_utils` already imported (vLLM imports it before
-it loads irfuse's plugin; importing it here would cost seconds to every irfuse import).
+kernels are declared, from the `vllm.utils.torch_utils` already imported: importing it here would
+cost seconds to every irfuse import. vLLM has imported it before it loads irfuse's plugin, and
+`irfuse.vllm_plugin` imports it before irfuse's kernels; a process that imports irfuse's kernels
+before vLLM declares them with `str`, and a compiled graph that passes vLLM's `LayerName` to them
+fails when it is traced (torch's schema check names the argument).
 """
 
 from __future__ import annotations
