@@ -30,10 +30,13 @@ builtin.module attributes {irfuse.platform = "cpu"} {
 // -----
 
 // vLLM's in-place `_C.rotary_embedding` on slices of one qkv buffer: raise-vllm-ops rebuilds the
-// buffer with the rotated pieces scattered back; the write reads k as a slice of that. With the
-// per-head norms (enable-qk-norm-rope-fusion first), norms, RoPE and write are one kernel.
+// buffer with the rotated pieces scattered back, and the split after it gives k and v: k is read
+// where it was scattered, v from the buffer before the scatters (a new slice at the rope's place).
+// With the per-head norms (enable-qk-norm-rope-fusion first), norms, RoPE and write are one kernel.
 // CHECK-LABEL: func.func @scattered
-// CHECK:       fused.rope_vllm_kv_cache_update
+// CHECK:       %[[VS:.+]] = aten.call "aten::slice.Tensor"(%[[QKV:[^ ,]+]], 1, 384, 512)
+// CHECK-NEXT:  %[[V:.+]] = aten.call "aten::view.default"(%[[VS]], [-1, 2, 64])
+// CHECK-NEXT:  fused.rope_vllm_kv_cache_update %{{.+}}, %{{.+}}, %[[V]], positions
 // CHECK-NOT:   attn.vllm_kv_cache_update
 // KERNEL-LABEL: func.func @scattered
 // KERNEL:      kernel.call impl "reference" tuple "irfuse::rope_vllm_kv_cache_update.default"(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, none, none, "l0", false, 32, eps = 1.0e-06)
@@ -47,9 +50,8 @@ builtin.module attributes {irfuse.platform = "cpu"} {
     %s1 = aten.call "aten::slice_scatter.default"(%qkv, %qf, 1, 0, 256) : (!irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 512], bf16>
     %kf = aten.call "aten::flatten.using_ints"(%kr, 1, 2) : (!irfuse.tensor<[s0, 2, 64], bf16>) -> !irfuse.tensor<[s0, 128], bf16>
     %s2 = aten.call "aten::slice_scatter.default"(%s1, %kf, 1, 256, 384) : (!irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 128], bf16>) -> !irfuse.tensor<[s0, 512], bf16>
-    %ks = aten.call "aten::slice.Tensor"(%s2, 1, 256, 384) : (!irfuse.tensor<[s0, 512], bf16>) -> !irfuse.tensor<[s0, 128], bf16>
+    %qs, %ks, %vs = aten.call tuple "aten::split_with_sizes.default"(%s2, [256, 128, 128], -1) : (!irfuse.tensor<[s0, 512], bf16>) -> (!irfuse.tensor<[s0, 256], bf16>, !irfuse.tensor<[s0, 128], bf16>, !irfuse.tensor<[s0, 128], bf16>)
     %kv = aten.call "aten::view.default"(%ks, [-1, 2, 64]) : (!irfuse.tensor<[s0, 128], bf16>) -> !irfuse.tensor<[s0, 2, 64], bf16>
-    %vs = aten.call "aten::slice.Tensor"(%s2, 1, 384, 512) : (!irfuse.tensor<[s0, 512], bf16>) -> !irfuse.tensor<[s0, 128], bf16>
     %vv = aten.call "aten::view.default"(%vs, [-1, 2, 64]) : (!irfuse.tensor<[s0, 128], bf16>) -> !irfuse.tensor<[s0, 2, 64], bf16>
     %dep = attn.vllm_kv_cache_update %kv, %vv {layer_name = "l0"} : (!irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>) -> !irfuse.tensor<[0], bf16>
     func.return %s2, %dep : !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[0], bf16>

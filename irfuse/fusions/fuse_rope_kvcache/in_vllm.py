@@ -165,61 +165,60 @@ LOWERINGS = {fused.RopeVllmKvCacheUpdateOp.name: _lower}
 
 def rotated_source(value: SSAValue) -> RopeOp | QkNormRopeOp | None:
     """The rope whose rotated k `value` is, through order-keeping reshapes to the same shape and
-    vLLM's rebuild of the buffer `_C.rotary_embedding` wrote in place."""
+    vLLM's rebuild of the buffer `_C.rotary_embedding` wrote in place (a slice or split piece of
+    `slice_scatter`s, read where the piece was scattered)."""
     want = tensor_type(value)
     while True:
         owner = value.owner
         if isinstance(owner, RopeOp | QkNormRopeOp) and value is owner.k_out:
-            return owner if tensor_type(value) is not None and want is not None \
-                and tensor_type(value).dims == want.dims else None  # type: ignore[union-attr]
+            got = tensor_type(value)
+            return owner if got is not None and want is not None and got.dims == want.dims \
+                else None
         found = producer(value, *KEEP_ORDER)
         if found is not None:
             value = found.arg(0)
             continue
-        piece = producer(value, aten_ops.SLICE_TENSOR)
-        scatter = producer(piece.arg(0), aten_ops.SLICE_SCATTER) if piece is not None else None
-        if scatter is None or _slice_range(piece) != _slice_range(scatter, 2) \
-                or _slice_range(piece) is None:
+        piece = _as_slice(value)
+        if piece is None:
+            return None
+        base, rng = piece
+        while (scatter := producer(base, aten_ops.SLICE_SCATTER)) is not None \
+                and _disjoint(rng, _slice_range(scatter, 2)):
+            base = scatter.arg(0)
+        if scatter is None or _slice_range(scatter, 2) != rng:
             return None
         value = scatter.arg(1)
 
 
+def _as_slice(value: SSAValue) -> tuple[SSAValue, tuple] | None:
+    """(base, (dim, start, end)) where `value` is a step-1 slice of base, or a piece of a split
+    of it into static sizes."""
+    found = producer(value, aten_ops.SLICE_TENSOR)
+    if found is not None:
+        rng = _slice_range(found)
+        return None if rng is None else (found.arg(0), rng)
+    split = call(getattr(value, "owner", None), aten_ops.SPLIT_WITH_SIZES)
+    if split is None:
+        return None
+    sizes, dim = split.arg(1), split.arg(2, "dim", 0)
+    if not isinstance(sizes, list) or not all(isinstance(n, int) for n in sizes):
+        return None
+    index = value.index  # type: ignore[attr-defined]
+    start = sum(sizes[:index])
+    base_t = tensor_type(split.arg(0))
+    if base_t is None or not isinstance(dim, int):
+        return None
+    return split.arg(0), (dim % base_t.rank, start, start + sizes[index])
+
+
 def _slice_range(found: Any, at: int = 1) -> tuple[Any, Any, Any] | None:
-    """(dim, start, end) of a step-1 slice (`at` 1) or slice_scatter (`at` 2)."""
+    """(dim, start, end) of a step-1 slice (`at` 1) or slice_scatter (`at` 2), dim >= 0."""
     args = [found.arg(at + i) for i in range(3)]
     step = found.arg(at + 3, "step", 1)
-    if step != 1 or not all(isinstance(a, int) for a in args):
+    rank = getattr(tensor_type(found.arg(0)), "rank", None)
+    if step != 1 or not all(isinstance(a, int) for a in args) or rank is None:
         return None
-    return tuple(args)  # type: ignore[return-value]
-
-
-def _hoist(value: SSAValue, before: Operation, moved: list[Operation]) -> None:
-    """Make `value` defined before `before`: it is, or it is a view of values that are, and the
-    view ops move up (appended to `moved`, in order); NoMatch otherwise. A slice of vLLM's
-    rebuilt qkv buffer that the scattered pieces do not overlap (v, next to the rotated q and k)
-    reads the buffer before the scatters instead: the same elements."""
-    if isinstance(value, BlockArgument):
-        return
-    owner = value.owner
-    assert isinstance(owner, Operation)
-    if owner.parent_block() is not before.parent_block() or owner.is_before_in_block(before):
-        return
-    found = call(owner, *HOISTABLE)
-    if found is None:
-        raise NoMatch(f"v is computed after the rope ({found_name(owner)}); the fused op takes "
-                      "the rope's place")
-    if found.target == aten_ops.SLICE_TENSOR:
-        while (scatter := producer(owner.operands[0], aten_ops.SLICE_SCATTER)) is not None \
-                and _disjoint(_slice_range(found), _slice_range(scatter, 2)):
-            owner.operands[0] = scatter.arg(0)  # type: ignore[index]
-    for operand in owner.operands:
-        _hoist(operand, before, moved)
-    moved.append(owner)
-
-
-def found_name(op: Operation) -> str:
-    found = call(op)
-    return found.target if found is not None else op.name
+    return (args[0] % rank, args[1], args[2])
 
 
 def _disjoint(a: tuple | None, b: tuple | None) -> bool:
@@ -227,6 +226,50 @@ def _disjoint(a: tuple | None, b: tuple | None) -> bool:
     if a is None or b is None or a[0] != b[0]:
         return False
     return a[2] <= b[1] or b[2] <= a[1]
+
+
+def _hoist(value: SSAValue, before: Operation, moved: list[Operation],
+           rewires: list[tuple[Operation, int, SSAValue]]) -> SSAValue:
+    """`value`, or a value equal to it, defined before `before`: it is, or it is a view of values
+    that are, and the view ops move up (appended to `moved`, in order); NoMatch otherwise. A
+    piece of vLLM's rebuilt qkv buffer that the scattered pieces do not overlap (v, next to the
+    rotated q and k) is read from the buffer before the scatters: a new slice. Nothing changes
+    here: `rewires` lists the operands to set once the whole chain is known to move."""
+    if isinstance(value, BlockArgument):
+        return value
+    owner = value.owner
+    assert isinstance(owner, Operation)
+    if owner.parent_block() is not before.parent_block() or owner.is_before_in_block(before):
+        return value
+    piece = _as_slice(value)
+    if piece is not None:
+        base, rng = piece
+        skipped = False
+        while (scatter := producer(base, aten_ops.SLICE_SCATTER)) is not None \
+                and _disjoint(rng, _slice_range(scatter, 2)):
+            base, skipped = scatter.arg(0), True
+        if skipped or call(owner, aten_ops.SLICE_TENSOR) is None:
+            base = _hoist(base, before, moved, rewires)
+            new = aten.CallOp(aten_ops.SLICE_TENSOR, [base],
+                              [aten.OperandRefAttr(IntAttr(0)), *map(IntAttr, rng)],
+                              [value.type])
+            new.location = owner.location
+            moved.append(new)
+            return new.results[0]
+    if call(owner, *HOISTABLE) is None:
+        raise NoMatch(f"v is computed after the rope ({found_name(owner)}); the fused op takes "
+                      "the rope's place")
+    for i, operand in enumerate(list(owner.operands)):
+        new_operand = _hoist(operand, before, moved, rewires)
+        if new_operand is not operand:
+            rewires.append((owner, i, new_operand))  # the same elements
+    moved.append(owner)
+    return value
+
+
+def found_name(op: Operation) -> str:
+    found = call(op)
+    return found.target if found is not None else op.name
 
 
 class VllmRopeKvCachePattern(AnchorPattern):
@@ -244,13 +287,23 @@ class VllmRopeKvCachePattern(AnchorPattern):
             raise NoMatch("the rope's q and k are not [tokens, heads, head_dim]")
         site.require_kernel(KERNEL)
         moved: list[Operation] = []
-        _hoist(op.v, rope, moved)
+        rewires: list[tuple[Operation, int, SSAValue]] = []
+        try:
+            v = _hoist(op.v, rope, moved, rewires)
+        except NoMatch:
+            for built in moved:
+                if built.parent is None:
+                    built.erase()
+            raise
+        for owner, index, value in rewires:
+            owner.operands[index] = value
         for view in moved:
-            view.detach()
+            if view.parent is not None:
+                view.detach()
             Rewriter.insert_op(view, InsertPoint.before(rope))
         normed = isinstance(rope, QkNormRopeOp)
         fused_op = fused.RopeVllmKvCacheUpdateOp(
-            rope.q, rope.k, op.v,  # type: ignore[arg-type]
+            rope.q, rope.k, v,  # type: ignore[arg-type]
             q_weight=rope.q_weight if normed else None,
             k_weight=rope.k_weight if normed else None,
             positions=rope.positions, cos_sin_cache=rope.cos_sin_cache, cos=rope.cos,
