@@ -247,3 +247,27 @@ def test_in_place_write_lands_where_vllms_write_does():
     with VA.forward_context({layer.layer_name: meta}, {}):  # no slots: vLLM writes nothing
         assert rope_in_vllm.write_in_place(q, k, v, None, None, positions, None, None, cache,
                                            layer.layer_name, _keep_k_reference, readings) is None
+
+
+# --- the kernels as torch ops ---------------------------------------------------------------------
+
+
+def test_opcheck_under_the_stand_in_context():
+    """irfuse's vLLM kernels through torch.library.opcheck (schema, fake, dispatch), in a forward
+    context (they read vLLM's: tests/kernels/test_custom_ops.py skips them)."""
+    layer = _layer()
+    meta, slots = _decode_context(layer, [5, 3, 7])
+    g = torch.Generator().manual_seed(8)
+    q, k, v = (torch.randn(3, h, HEAD, generator=g).to(BF16) for h in (HEADS, KV_HEADS, KV_HEADS))
+    w = (torch.rand(HEAD, generator=g) + 0.5).to(BF16)
+    positions, cache = torch.tensor([4, 2, 6]), V.rope_cache(HEAD, 64)
+    dep = torch.empty(0, dtype=BF16)
+    ops = torch.ops.irfuse
+    with VA.forward_context({layer.layer_name: meta}, {layer.layer_name: slots}):
+        torch.library.opcheck(ops.rope_vllm_kv_cache_update.default, (
+            q, k, v, w, w, positions, cache, None, None, layer.layer_name, True, HEAD, EPS))
+        torch.library.opcheck(ops.vllm_attention_quant_fp8_static.default, (
+            q, k, v, dep, layer.layer_name, torch.tensor([0.05]), [HEADS, HEAD], False, FP8))
+        torch.library.opcheck(ops.vllm_attention_quant_nvfp4.default, (
+            q, k, v, None, layer.layer_name, torch.tensor([448.0 * 6 / 4]), [HEADS, HEAD],
+            False))
