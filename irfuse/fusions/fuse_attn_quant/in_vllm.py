@@ -38,11 +38,9 @@ FP8: the output dtype and the quant's spelling (`divide`). They return `[T, H * 
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from xdsl.dialects.builtin import ArrayAttr, IntAttr, StringAttr
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, Operation
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
@@ -58,7 +56,7 @@ from irfuse.kernels import quant_ref, vllm_context
 from irfuse.kernels.dispatch import check_fp8, empty, fake_nvfp4, kernels
 from irfuse.raising import aten_ops
 from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
-from irfuse.raising.match import NoMatch, call, only_user
+from irfuse.raising.match import NoMatch, call, only_user, users
 from irfuse.raising.vllm_layers import backend_output_quant
 
 KERNEL = "vllm_attention_quant_fp8_static"
@@ -210,10 +208,12 @@ class VllmAttnQuantPattern(AnchorPattern):
             views.append(user)
             end = user.results[0]
         quant = only_user(end)
-        if not isinstance(quant, QuantFp8Op | QuantNvfp4Op):
-            return NO_CANDIDATE
         what = "vLLM's MLA attention" if isinstance(op, VllmMlaAttentionOp) else \
             "vLLM's attention"
+        if not isinstance(quant, QuantFp8Op | QuantNvfp4Op):
+            if any(isinstance(u, QuantFp8Op | QuantNvfp4Op) for u in users(end)):
+                raise NoMatch(f"the output of {what} is also read unquantized")
+            return NO_CANDIDATE
         if isinstance(quant, QuantFp8Op) and not quant.scheme.is_static:
             raise NoMatch(f"{what} + {quant.scheme.kind.data} FP8 quant: only static per-tensor "
                           "and NVFP4 output quants are fused")
