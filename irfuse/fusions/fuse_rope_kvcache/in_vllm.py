@@ -49,7 +49,7 @@ from irfuse.kernels import qk_norm_rope_ref, rope_rows, vllm_context
 from irfuse.kernels.dispatch import kernels
 from irfuse.raising import aten_ops
 from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
-from irfuse.raising.match import NoMatch, call, producer, tensor_type
+from irfuse.raising.match import NoMatch, call, erase_unused, producer, tensor_type
 
 KERNEL = "rope_vllm_kv_cache_update"
 LAYER_NAME = vllm_context.layer_name_type()
@@ -163,11 +163,14 @@ LOWERINGS = {fused.RopeVllmKvCacheUpdateOp.name: _lower}
 # --- the pattern ---------------------------------------------------------------------------------
 
 
-def rotated_source(value: SSAValue) -> RopeOp | QkNormRopeOp | None:
+def rotated_source(value: SSAValue, path: list[Operation] | None = None
+                   ) -> RopeOp | QkNormRopeOp | None:
     """The rope whose rotated k `value` is, through order-keeping reshapes to the same shape and
     vLLM's rebuild of the buffer `_C.rotary_embedding` wrote in place (a slice or split piece of
-    `slice_scatter`s, read where the piece was scattered)."""
+    `slice_scatter`s, read where the piece was scattered). `path` collects the reshapes and
+    slices passed, users first."""
     want = tensor_type(value)
+    path = [] if path is None else path
     while True:
         owner = value.owner
         if isinstance(owner, RopeOp | QkNormRopeOp) and value is owner.k_out:
@@ -176,11 +179,14 @@ def rotated_source(value: SSAValue) -> RopeOp | QkNormRopeOp | None:
                 else None
         found = producer(value, *KEEP_ORDER)
         if found is not None:
+            path.append(found.op)
             value = found.arg(0)
             continue
         piece = _as_slice(value)
         if piece is None:
             return None
+        if producer(value, aten_ops.SLICE_TENSOR) is not None:
+            path.append(value.owner)  # type: ignore[arg-type]
         base, rng = piece
         while (scatter := producer(base, aten_ops.SLICE_SCATTER)) is not None \
                 and _disjoint(rng, _slice_range(scatter, 2)):
@@ -279,7 +285,8 @@ class VllmRopeKvCachePattern(AnchorPattern):
 
     def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
         assert isinstance(op, VllmKvCacheUpdateOp)
-        rope = rotated_source(op.k)
+        path: list[Operation] = []
+        rope = rotated_source(op.k, path)
         if rope is None:
             return NO_CANDIDATE
         q_type = tensor_type(rope.q)
@@ -325,4 +332,5 @@ class VllmRopeKvCachePattern(AnchorPattern):
             rewriter.replace_all_uses_with(old, new)
         rewriter.erase(op)
         rewriter.erase(rope)
+        erase_unused(path, rewriter)  # the views that only led k to the write
         return REWROTE
