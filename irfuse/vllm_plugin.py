@@ -44,6 +44,7 @@ from typing import Any
 
 import torch
 import torch.fx
+import vllm.utils.torch_utils  # noqa: F401  (vLLM's LayerName, before irfuse's kernels take it)
 from torch._guards import detect_fake_mode
 from vllm.compilation.passes.inductor_pass import InductorPass, get_pass_context
 
@@ -53,6 +54,7 @@ from irfuse.config import CompilationConfig
 from irfuse.dump import DumpWriter
 from irfuse.emit import kernel_choice
 from irfuse.platform import Platform, detect
+from irfuse.raising import vllm_layers
 from irfuse.report import Report
 
 OPTIONS_ENV = "IRFUSE_VLLM_OPTIONS"
@@ -139,8 +141,32 @@ vllm_pass = IrfuseVllmPass()
 
 
 def _bind() -> None:
-    """vLLM resolves `"irfuse.vllm_pass"` in the `irfuse` package's namespace."""
+    """vLLM resolves `"irfuse.vllm_pass"` in the `irfuse` package's namespace; irfuse's import
+    asks vLLM's static forward context about the attention layers a graph names."""
     sys.modules["irfuse"].__dict__.setdefault("vllm_pass", vllm_pass)
+    vllm_layers.set_provider(describe_layer)
+
+
+def describe_layer(name: str) -> dict[str, Any] | None:
+    """An attention layer's backend and the output quants it writes itself
+    (`impl.fused_output_quant_supported`, as vLLM's AttnQuantFusionPass asks), from the static
+    forward context of the model being compiled (`irfuse.raising.vllm_layers`)."""
+    config = _current_vllm_config()
+    layers = getattr(getattr(config, "compilation_config", None), "static_forward_context", {})
+    layer = layers.get(name) if isinstance(layers, dict) else None
+    impl = getattr(layer, "impl", None)
+    if impl is None:
+        return None
+    from vllm.model_executor.layers.quantization.utils.quant_utils import (
+        kFp8StaticTensorSym,
+        kNvfp4Dynamic,
+    )
+
+    supported = getattr(impl, "fused_output_quant_supported", lambda key: False)
+    quants = [kind for kind, key in (("static_tensor", kFp8StaticTensorSym),
+                                     ("nvfp4", kNvfp4Dynamic)) if supported(key)]
+    backend = getattr(getattr(layer, "attn_backend", None), "get_name", lambda: "")()
+    return {"backend": backend, "output_quant": quants}
 
 
 _bind()

@@ -173,3 +173,21 @@ func.func @negative(%arg1: !irfuse.sym<s33>, %a: !irfuse.tensor<[s33, 32], bf16>
   %af_20, %af_21 = aten.call tuple "hop:auto_functionalized_v2"(#aten.target<"_C::gelu_and_mul.default">, input = %h, _out_base_index = 0, _all_bases = [%empty_4]) : (!irfuse.tensor<[s33, 64], bf16>, !irfuse.tensor<[s33, 32], bf16>) -> (!irfuse.opaque<"NoneType">, !irfuse.tensor<[s33, 32], bf16>)
   func.return %af_16, %af_21 : !irfuse.tensor<[s33, 32], f8E4M3FN>, !irfuse.tensor<[s33, 32], bf16>
 }
+
+// vLLM IR's functional norms (compilation_config.ir_enable_torch_wrap): the whole call in the
+// region; a weight in another dtype than x (vLLM IR multiplies in the weight's) is left alone.
+// CHECK-LABEL: func.func @vllm_ir
+// CHECK: %[[N:.+]] = norm.rms_norm %[[X:.+]] {eps = 1.000000e-06 : f64} : (!irfuse.tensor<[s30, 64], bf16>) -> !irfuse.tensor<[s30, 64], bf16> decomposition {
+// CHECK-NEXT: ^{{.+}}(%[[BX:.+]]: !irfuse.tensor<[s30, 64], bf16>):
+// CHECK-NEXT: %[[R:.+]] = aten.call "vllm_ir::rms_norm.default"(%[[BX]], none, 1.0e-06)
+// CHECK-NEXT: irfuse.yield %[[R]]
+// CHECK: %[[Y:.+]], %[[RES:.+]] = norm.add_rms_norm %[[N]], %[[X]], weight %[[W:.+]] {eps = 1.000000e-05 : f64} : (!irfuse.tensor<[s30, 64], bf16>, !irfuse.tensor<[s30, 64], bf16>, !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[s30, 64], bf16>, !irfuse.tensor<[s30, 64], bf16>) decomposition {
+// CHECK: aten.call tuple "vllm_ir::fused_add_rms_norm.default"
+// CHECK: %[[F:.+]] = aten.call "vllm_ir::rms_norm.default"(%[[Y]], %{{.+}}, 1.0e-06) : (!irfuse.tensor<[s30, 64], bf16>, !irfuse.tensor<[64], f32>)
+// CHECK: func.return %[[Y]], %[[RES]], %[[F]]
+func.func @vllm_ir(%x: !irfuse.tensor<[s30, 64], bf16>, %w: !irfuse.tensor<[64], bf16>, %w32: !irfuse.tensor<[64], f32>) -> (!irfuse.tensor<[s30, 64], bf16>, !irfuse.tensor<[s30, 64], bf16>, !irfuse.tensor<[s30, 64], bf16>) {
+  %rms_norm = aten.call "vllm_ir::rms_norm.default"(%x, none, 1.0e-06) : (!irfuse.tensor<[s30, 64], bf16>) -> !irfuse.tensor<[s30, 64], bf16>
+  %y, %r = aten.call tuple "vllm_ir::fused_add_rms_norm.default"(%rms_norm, %x, %w, 1.0e-05) : (!irfuse.tensor<[s30, 64], bf16>, !irfuse.tensor<[s30, 64], bf16>, !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[s30, 64], bf16>, !irfuse.tensor<[s30, 64], bf16>)
+  %f = aten.call "vllm_ir::rms_norm.default"(%y, %w32, 1.0e-06) : (!irfuse.tensor<[s30, 64], bf16>, !irfuse.tensor<[64], f32>) -> !irfuse.tensor<[s30, 64], bf16>
+  func.return %y, %r, %f : !irfuse.tensor<[s30, 64], bf16>, !irfuse.tensor<[s30, 64], bf16>, !irfuse.tensor<[s30, 64], bf16>
+}

@@ -12,6 +12,13 @@
   two halves of the rotary part, GPT-J style (even, odd) pairs; dims past `rotary_dim` pass.
 - `attn.kv_cache_write` stores k and v into a paged cache `[num_blocks, block_size, kv_heads,
   head_dim]` at `slot_mapping`, and returns the updated caches (SSA form; emit writes in place).
+- `attn.vllm_attention`, `attn.vllm_mla_attention` and `attn.vllm_kv_cache_update` are vLLM's
+  own attention calls (`vllm.unified_attention_with_output`, `unified_mla_attention_with_output`,
+  `unified_kv_cache_update`): the KV cache, slot mapping and attention metadata are not operands
+  but live in vLLM's forward context, found at run time by the layer's name (a property; with
+  vLLM's hoisted `LayerName`, also the `layer` operand the call passes at run time). The cache
+  write returns vLLM's empty dummy tensor, which the attention takes as `kv_cache_dep` to keep
+  the order. Neither op is pure: they write and read the cache.
 
 Head counts, head dims and the softmax scale are properties, so one rewrite matches every layer.
 The `check_*` helpers are shared with the fused attention ops.
@@ -22,7 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from xdsl.dialects.builtin import I64, BoolAttr, Float64Type, FloatAttr, IntegerAttr
+from xdsl.dialects.builtin import I64, BoolAttr, Float64Type, FloatAttr, IntegerAttr, StringAttr
 from xdsl.ir import Attribute, Dialect, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
@@ -37,7 +44,7 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse.dialects.irfuse import Dim, TensorType, tensor_type
+from irfuse.dialects.irfuse import Dim, OpaqueType, TensorType, tensor_type
 from irfuse.dialects.raised import RaisedOperation, bool_attr, f64_attr, i64_attr, opt_type
 from irfuse.dialects.shapes import (
     check_dim,
@@ -660,4 +667,257 @@ class KvCacheWriteOp(RaisedOperation):
         check_same_type("v_cache_out", self.v_cache_out.type, v_cache, "v_cache")
 
 
-Attn = Dialect("attn", [AttentionOp, MlaAttentionOp, RopeOp, KvCacheWriteOp], [])
+# --- vLLM's attention calls ------------------------------------------------------------------
+
+
+def check_layer(layer_name: StringAttr, layer: SSAValue | None) -> None:
+    """A non-empty layer name; the `layer` operand, when given, an opaque value (vLLM's
+    `LayerName`, passed at run time)."""
+    if not layer_name.data:
+        raise VerifyException("layer_name must not be empty")
+    if layer is not None and not isinstance(layer.type, OpaqueType):
+        raise VerifyException(f"layer must be an opaque value (vLLM's LayerName), got "
+                              f"{layer.type}")
+
+
+def check_dep(dep: SSAValue | None) -> None:
+    """vLLM's KV-cache dummy: a 1-D tensor (empty when vLLM made it)."""
+    if dep is not None:
+        check_rank("kv_cache_dep", dep.type, 1)  # type: ignore[arg-type]
+
+
+def check_vllm_attention(q: TensorType, k: TensorType, v: TensorType) -> tuple[Dim, ...]:
+    """q `[T, H, D]`, k `[T, Hkv, D]`, v `[T, Hkv, Dv]` in q's dtype, H a multiple of Hkv;
+    returns the output dims `[T, H, Dv]`."""
+    check_float("q", q)
+    for what, t in (("k", k), ("v", v)):
+        check_rank(what, t, 3)
+        if t.dtype != q.dtype:
+            raise VerifyException(f"{what} has dtype {t.dtype}, expected q's {q.dtype}")
+    check_rank("q", q, 3)
+    t, hq, d = q.dims
+    check_dim("k's token count", k.dims[0], t)
+    check_dim("v's token count", v.dims[0], t)
+    check_dim("k's head dim", k.dims[2], d)
+    check_dim("v's head count", v.dims[1], k.dims[1])
+    hkv = k.dims[1]
+    if isinstance(hq, int) and isinstance(hkv, int) and (hkv == 0 or hq % hkv):
+        raise VerifyException(
+            f"q's {hq} heads are not a multiple of k/v's {hkv} heads (grouped-query attention)"
+        )
+    return (t, hq, v.dims[2])
+
+
+def check_vllm_mla(q: TensorType, kv_c: TensorType, k_pe: TensorType, out: TensorType) -> None:
+    """q `[T, H, D]`, the normed latent `[T, kv_lora_rank]`, k_pe `[T, 1, rope]` or
+    `[T, rope]` in q's dtype; the output (vLLM's buffer: `[T, H * v_head_dim]`) of T rows."""
+    check_float("q", q)
+    check_rank("q", q, 3)
+    check_rank("kv_c_normed", kv_c, 2)
+    if k_pe.rank not in (2, 3):
+        raise VerifyException(f"k_pe must be [T, 1, rope] or [T, rope], got rank {k_pe.rank}")
+    t = q.dims[0]
+    for what, x in (("kv_c_normed", kv_c), ("k_pe", k_pe)):
+        if x.dtype != q.dtype:
+            raise VerifyException(f"{what} has dtype {x.dtype}, expected q's {q.dtype}")
+        check_dim(f"{what}'s token count", x.dims[0], t)
+    check_float("out", out)
+    check_min_rank("out", out, 2)
+    check_dim("out's token count", out.dims[0], t)
+    if out.dtype != q.dtype:
+        raise VerifyException(f"out has dtype {out.dtype}, expected q's {q.dtype}")
+
+
+@irdl_op_definition
+class VllmAttentionOp(RaisedOperation):
+    """vLLM's attention of one layer (`vllm.unified_attention_with_output`) over its paged KV
+    cache: prefill, decode or both, as the forward context's metadata says at run time.
+
+    ```mlir
+    %o = attn.vllm_attention %q, %k, %v, kv_cache_dep %dep, layer %ln
+            {layer_name = "model.layers.0.self_attn.attn"}
+        : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>,
+           !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[0], bf16>,
+           !irfuse.opaque<"LayerName">) -> !irfuse.tensor<[s0, 32, 128], bf16>
+    ```
+    q `[T, H, D]`, k `[T, Hkv, D]`, v `[T, Hkv, Dv]` (k and v are this step's new tokens; the
+    layer's `unified_kv_cache_update` wrote them into the cache, its dummy result is
+    `kv_cache_dep`); the output is `[T, H, Dv]` in q's dtype. The softmax scale, head counts and
+    cache live in the layer (`layer_name`); `layer` is the name as the call passes it at run time
+    when vLLM hoists it (`LayerName`), absent when the graph holds the name as a string.
+    """
+
+    name = "attn.vllm_attention"
+
+    q = operand_def(TensorType)
+    k = operand_def(TensorType)
+    v = operand_def(TensorType)
+    kv_cache_dep = opt_operand_def(TensorType)
+    layer = opt_operand_def()
+
+    out = result_def(TensorType)
+
+    layer_name = prop_def(StringAttr)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    def __init__(
+        self,
+        q: SSAValue,
+        k: SSAValue,
+        v: SSAValue,
+        kv_cache_dep: SSAValue | None = None,
+        layer: SSAValue | None = None,
+        *,
+        layer_name: str,
+        result_type: Attribute | None = None,
+        decomposition: Region | None = None,
+        attributes: Mapping[str, Attribute] | None = None,
+    ):
+        if result_type is None:
+            qt: TensorType = q.type  # type: ignore[assignment]
+            result_type = tensor_type((*qt.dims[:2], v.type.dims[-1]), qt.dtype)  # type: ignore[attr-defined]
+        super().__init__(
+            operands=[q, k, v, kv_cache_dep, layer],
+            result_types=[result_type],
+            properties={"layer_name": StringAttr(layer_name)},
+            attributes=attributes,
+            regions=[decomposition],
+        )
+
+    def verify_(self) -> None:
+        check_layer(self.layer_name, self.layer)
+        check_dep(self.kv_cache_dep)
+        q = self.q.type
+        dims = check_vllm_attention(q, self.k.type, self.v.type)
+        check_shape("out", self.out.type, dims)
+        if self.out.type.dtype != q.dtype:
+            raise VerifyException(f"out has dtype {self.out.type.dtype}, expected q's {q.dtype}")
+
+
+@irdl_op_definition
+class VllmMlaAttentionOp(RaisedOperation):
+    """vLLM's MLA attention of one layer (`vllm.unified_mla_attention_with_output`) over its
+    latent KV cache.
+
+    ```mlir
+    %o = attn.vllm_mla_attention %q, %kv_c, %k_pe, kv_cache_dep %dep
+            {layer_name = "model.layers.0.self_attn.attn"}
+        : (!irfuse.tensor<[s0, 16, 192], bf16>, !irfuse.tensor<[s0, 512], bf16>,
+           !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[0], bf16>)
+        -> !irfuse.tensor<[s0, 2048], bf16>
+    ```
+    q `[T, H, qk_nope + qk_rope]`, the normed latent `kv_c_normed [T, kv_lora_rank]`, the roped
+    `k_pe [T, 1, rope]`; the output is the buffer vLLM passes (`[T, H * v_head_dim]`), in q's
+    dtype. The projections, scale and cache live in the layer (`layer_name`, and `layer` as for
+    `attn.vllm_attention`).
+    """
+
+    name = "attn.vllm_mla_attention"
+
+    q = operand_def(TensorType)
+    kv_c_normed = operand_def(TensorType)
+    k_pe = operand_def(TensorType)
+    kv_cache_dep = opt_operand_def(TensorType)
+    layer = opt_operand_def()
+
+    out = result_def(TensorType)
+
+    layer_name = prop_def(StringAttr)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    def __init__(
+        self,
+        q: SSAValue,
+        kv_c_normed: SSAValue,
+        k_pe: SSAValue,
+        kv_cache_dep: SSAValue | None = None,
+        layer: SSAValue | None = None,
+        *,
+        layer_name: str,
+        result_type: Attribute,
+        decomposition: Region | None = None,
+        attributes: Mapping[str, Attribute] | None = None,
+    ):
+        super().__init__(
+            operands=[q, kv_c_normed, k_pe, kv_cache_dep, layer],
+            result_types=[result_type],
+            properties={"layer_name": StringAttr(layer_name)},
+            attributes=attributes,
+            regions=[decomposition],
+        )
+
+    def verify_(self) -> None:
+        check_layer(self.layer_name, self.layer)
+        check_dep(self.kv_cache_dep)
+        check_vllm_mla(self.q.type, self.kv_c_normed.type, self.k_pe.type, self.out.type)
+
+
+@irdl_op_definition
+class VllmKvCacheUpdateOp(RaisedOperation):
+    """vLLM's write of one layer's new k and v into its paged KV cache
+    (`vllm.unified_kv_cache_update`), at the slots the forward context maps them to.
+
+    ```mlir
+    %dep = attn.vllm_kv_cache_update %k, %v, layer %ln
+            {layer_name = "model.layers.0.self_attn.attn"}
+        : (!irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>,
+           !irfuse.opaque<"LayerName">) -> !irfuse.tensor<[0], bf16>
+    ```
+    k `[T, Hkv, D]`, v `[T, Hkv, Dv]` of one dtype; the result is vLLM's dummy, an empty 1-D
+    tensor of k's dtype, that orders the write before the layer's attention. The cache layout is
+    the attention backend's (vLLM writes it through the backend's `do_kv_cache_update`).
+    """
+
+    name = "attn.vllm_kv_cache_update"
+
+    k = operand_def(TensorType)
+    v = operand_def(TensorType)
+    layer = opt_operand_def()
+
+    kv_cache_dep = result_def(TensorType)
+
+    layer_name = prop_def(StringAttr)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    def __init__(
+        self,
+        k: SSAValue,
+        v: SSAValue,
+        layer: SSAValue | None = None,
+        *,
+        layer_name: str,
+        result_type: Attribute | None = None,
+        decomposition: Region | None = None,
+        attributes: Mapping[str, Attribute] | None = None,
+    ):
+        if result_type is None:
+            result_type = tensor_type((0,), k.type.dtype)  # type: ignore[attr-defined]
+        super().__init__(
+            operands=[k, v, layer],
+            result_types=[result_type],
+            properties={"layer_name": StringAttr(layer_name)},
+            attributes=attributes,
+            regions=[decomposition],
+        )
+
+    def verify_(self) -> None:
+        check_layer(self.layer_name, self.layer)
+        k, v = self.k.type, self.v.type
+        check_float("k", k)
+        check_rank("k", k, 3)
+        check_rank("v", v, 3)
+        if v.dtype != k.dtype:
+            raise VerifyException(f"v has dtype {v.dtype}, expected k's {k.dtype}")
+        check_dim("v's token count", v.dims[0], k.dims[0])
+        check_dim("v's head count", v.dims[1], k.dims[1])
+        dep = self.kv_cache_dep.type
+        check_rank("kv_cache_dep", dep, 1)
+        if dep.dtype != k.dtype:
+            raise VerifyException(f"kv_cache_dep has dtype {dep.dtype}, expected k's {k.dtype}")
+
+
+Attn = Dialect("attn", [AttentionOp, MlaAttentionOp, RopeOp, KvCacheWriteOp, VllmAttentionOp,
+                        VllmMlaAttentionOp, VllmKvCacheUpdateOp], [])

@@ -22,6 +22,8 @@ it replaced (norm weights, quant scheme shapes, attention head counts, world siz
 | `fused.gemm_reduce_scatter` | gemm.(scaled_)matmul -> coll.reduce_scatter | fuse-gemm-comms |
 | `fused.all_gather_gemm` | coll.all_gather -> gemm.(scaled_)matmul | fuse-gemm-comms |
 | `fused.rms_norm_pad` | (add_)rms_norm -> act.pad | fuse-act-padding |
+| `fused.vllm_attention_quant` | attn.vllm_(mla_)attention -> quant | fuse-attn-quant |
+| `fused.rope_vllm_kv_cache_update` | attn.rope (or fused.qk_norm_rope) -> attn.vllm_kv_cache_update | fuse-rope-kvcache |
 """
 
 from __future__ import annotations
@@ -61,10 +63,13 @@ from irfuse.dialects.act import pad_dims, silu_mul_dims
 from irfuse.dialects.attn import (
     cache_halves,
     check_attention,
+    check_dep,
+    check_layer,
     check_paged_cache_write,
     check_rope_tables,
     check_rotary,
     check_scale,
+    check_vllm_attention,
     mla_properties,
     verify_mla_properties,
 )
@@ -1495,6 +1500,232 @@ class RmsNormPadOp(NamedOperandSyntax):
         check_norm_dtype("out", out, x, weight)
 
 
+# --- vLLM's attention calls -----------------------------------------------------------------------
+
+
+@irdl_op_definition
+class VllmAttentionQuantOp(NamedOperandSyntax):
+    """vLLM's attention of one layer with its output written quantized, by an irfuse kernel that
+    reads the layer's paged cache through vLLM's forward context.
+
+    Replaces `attn.vllm_attention` (or, with `mla`, `attn.vllm_mla_attention`) -> its output
+    flattened token-major -> `quant.fp8` static or `quant.nvfp4`, where the layer's backend does
+    not take the quant itself (where it does, fuse-attn-quant gives vLLM's call its
+    `output_scale` instead, as vLLM does).
+
+    ```mlir
+    %o = fused.vllm_attention_quant %q, %k, %v, %s, kv_cache_dep %dep, layer %ln
+            {layer_name = "model.layers.0.self_attn.attn", scheme = #quant.scheme<static_tensor>}
+        : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>,
+           !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[1], f32>, !irfuse.tensor<[0], bf16>,
+           !irfuse.opaque<"LayerName">) -> !irfuse.tensor<[s0, 4096], f8E4M3FN>
+    ```
+    Operands as the attention op's (q, k, v; with `mla`: q, kv_c_normed, k_pe), then the quant's
+    scale (static_tensor: the FP8 scale, `divide` for `x / s`; nvfp4: the global scale). `out` is
+    the attention output `[T, H * Dv]` quantized (nvfp4: ui8 `[T, H * Dv / 2]` and the swizzled
+    `scale_out`).
+    """
+
+    name = "fused.vllm_attention_quant"
+
+    q = operand_def(TensorType)
+    k = operand_def(TensorType)
+    v = operand_def(TensorType)
+    output_scale = operand_def(TensorType)
+    kv_cache_dep = opt_operand_def(TensorType)
+    layer = opt_operand_def()
+
+    out = result_def(TensorType)
+    scale_out = opt_result_def(TensorType)
+
+    layer_name = prop_def(StringAttr)
+    scheme = prop_def(QuantScheme)
+    divide = opt_prop_def(UnitAttr)
+    mla = opt_prop_def(UnitAttr)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    def __init__(
+        self,
+        q: SSAValue,
+        k: SSAValue,
+        v: SSAValue,
+        output_scale: SSAValue,
+        kv_cache_dep: SSAValue | None = None,
+        layer: SSAValue | None = None,
+        *,
+        layer_name: str,
+        scheme: QuantScheme,
+        divide: bool = False,
+        mla: bool = False,
+        result_types: Sequence[Attribute | None],
+        attributes: Mapping[str, Attribute] | None = None,
+    ):
+        super().__init__(
+            operands=[q, k, v, output_scale, kv_cache_dep, layer],
+            result_types=list(result_types),
+            properties={
+                "layer_name": StringAttr(layer_name),
+                "scheme": scheme,
+                "divide": UnitAttr() if divide else None,
+                "mla": UnitAttr() if mla else None,
+            },
+            attributes=attributes,
+        )
+
+    def verify_(self) -> None:
+        check_layer(self.layer_name, self.layer)
+        check_dep(self.kv_cache_dep)
+        kind = _check_kind(self.name, self.scheme, (STATIC_TENSOR, NVFP4))
+        out: TensorType = self.out.type  # type: ignore[assignment]
+        q: TensorType = self.q.type  # type: ignore[assignment]
+        check_float("q", q)
+        check_rank("q", q, 3)
+        check_rank("out", out, 2)
+        check_dim("out's token count", out.dims[0], q.dims[0])
+        if self.mla is None:
+            _, hq, dv = check_vllm_attention(q, self.k.type, self.v.type)  # type: ignore[arg-type]
+            hidden: MaybeDim = mul_dim(dv, hq) if isinstance(hq, int) else None
+        else:
+            width = out.dims[1]
+            hidden = width * 2 if kind == NVFP4 and isinstance(width, int) else width
+        _check_attention_output(self.name, self.scheme, self.output_scale.type,  # type: ignore[arg-type]
+                                out, opt_type(self.scale_out), None, hidden)
+        if self.divide is not None and kind != STATIC_TENSOR:
+            raise VerifyException("divide is a static FP8 quant's spelling")
+
+
+@irdl_op_definition
+class RopeVllmKvCacheUpdateOp(NamedOperandSyntax):
+    """RoPE of q and k (after their per-head norms, when `q_weight`/`k_weight` are given) and
+    vLLM's KV-cache write of the rotated k and of v, in one kernel that writes the layer's cache
+    (found through vLLM's forward context) and returns the rotated q and k.
+
+    Replaces `attn.rope` (or `fused.qk_norm_rope`) whose rotated k is written by
+    `attn.vllm_kv_cache_update` (vLLM's `fused_rope_and_unified_kv_cache_update`, ROCm only
+    there). The rotated k is a result: vLLM's attention reads it too.
+
+    ```mlir
+    %qr, %kr, %dep = fused.rope_vllm_kv_cache_update %q, %k, %v, positions %pos,
+            cos_sin_cache %cache, layer %ln {layer_name = "model.layers.0.self_attn.attn",
+            is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64}
+        : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>,
+           !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0], i64>,
+           !irfuse.tensor<[4096, 128], bf16>, !irfuse.opaque<"LayerName">)
+        -> (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>,
+            !irfuse.tensor<[0], bf16>)
+    ```
+    q `[T, Hq, D]`, k `[T, Hkv, D]`, v `[T, Hkv, Dv]` of one dtype; tables, norm weights and
+    readings as `fused.rope_kv_cache_write`'s; `kv_cache_dep` is vLLM's dummy, which the layer's
+    attention takes.
+    """
+
+    name = "fused.rope_vllm_kv_cache_update"
+
+    q = operand_def(TensorType)
+    k = operand_def(TensorType)
+    v = operand_def(TensorType)
+    q_weight = opt_operand_def(TensorType)
+    k_weight = opt_operand_def(TensorType)
+    positions = opt_operand_def(TensorType)
+    cos_sin_cache = opt_operand_def(TensorType)
+    cos = opt_operand_def(TensorType)
+    sin = opt_operand_def(TensorType)
+    layer = opt_operand_def()
+
+    q_out = result_def(TensorType)
+    k_out = result_def(TensorType)
+    kv_cache_dep = result_def(TensorType)
+
+    layer_name = prop_def(StringAttr)
+    is_neox = prop_def(BoolAttr)
+    rotary_dim = prop_def(IntegerAttr[I64])
+    head_dim = prop_def(IntegerAttr[I64])
+    eps = opt_prop_def(FloatAttr[Float64Type])
+    weight_offset = prop_def(FloatAttr[Float64Type], default_value=f64_attr(0.0))
+    weight_f32 = opt_prop_def(UnitAttr)
+    rope_f32 = opt_prop_def(UnitAttr)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    def __init__(
+        self,
+        q: SSAValue,
+        k: SSAValue,
+        v: SSAValue,
+        *,
+        q_weight: SSAValue | None = None,
+        k_weight: SSAValue | None = None,
+        positions: SSAValue | None = None,
+        cos_sin_cache: SSAValue | None = None,
+        cos: SSAValue | None = None,
+        sin: SSAValue | None = None,
+        layer: SSAValue | None = None,
+        layer_name: str,
+        is_neox: bool,
+        rotary_dim: int,
+        head_dim: int,
+        eps: float | None = None,
+        weight_offset: float = 0.0,
+        weight_f32: bool = False,
+        rope_f32: bool = False,
+        result_types: Sequence[Attribute] | None = None,
+        attributes: Mapping[str, Attribute] | None = None,
+    ):
+        if result_types is None:
+            result_types = (q.type, k.type, tensor_type((0,), k.type.dtype))  # type: ignore[attr-defined]
+        super().__init__(
+            operands=[q, k, v, q_weight, k_weight, positions, cos_sin_cache, cos, sin, layer],
+            result_types=list(result_types),
+            properties={
+                "layer_name": StringAttr(layer_name),
+                "is_neox": bool_attr(is_neox),
+                "rotary_dim": i64_attr(rotary_dim),
+                "head_dim": i64_attr(head_dim),
+                "eps": None if eps is None else f64_attr(eps),
+                "weight_offset": f64_attr(weight_offset),
+                "weight_f32": UnitAttr() if weight_f32 else None,
+                "rope_f32": UnitAttr() if rope_f32 else None,
+            },
+            attributes=attributes,
+        )
+
+    def verify_(self) -> None:
+        check_layer(self.layer_name, self.layer)
+        rotary_dim, head_dim = _int(self.rotary_dim), _int(self.head_dim)
+        check_rotary(rotary_dim, head_dim)
+        check_rope_tables(
+            opt_type(self.positions), opt_type(self.cos_sin_cache), opt_type(self.cos),
+            opt_type(self.sin), rotary_dim,
+        )
+        q, k, v = self.q.type, self.k.type, self.v.type
+        check_float("q", q)
+        for what, t in (("q", q), ("k", k), ("v", v)):
+            check_rank(what, t, 3)
+            if t.dtype != q.dtype:
+                raise VerifyException(f"{what} has dtype {t.dtype}, expected q's {q.dtype}")
+        check_dim("q's last dim (head_dim)", q.dims[2], head_dim)
+        check_dim("k's last dim (head_dim)", k.dims[2], head_dim)
+        check_dim("k's token count", k.dims[0], q.dims[0])
+        check_dim("v's token count", v.dims[0], q.dims[0])
+        check_dim("v's head count", v.dims[1], k.dims[1])
+        weights = (opt_type(self.q_weight), opt_type(self.k_weight))
+        if (weights[0] is None) != (weights[1] is None):
+            raise VerifyException("q_weight and k_weight go together")
+        if (weights[0] is None) != (self.eps is None):
+            raise VerifyException("eps is given exactly when the norm weights are")
+        if self.eps is not None:
+            check_eps(self.eps)
+            check_norm_weight(q, weights[0], "q")
+            check_norm_weight(k, weights[1], "k")
+        check_same_type("q_out", self.q_out.type, q, "q")
+        check_same_type("k_out", self.k_out.type, k, "k")
+        dep = self.kv_cache_dep.type
+        check_rank("kv_cache_dep", dep, 1)
+        if dep.dtype != k.dtype:
+            raise VerifyException(f"kv_cache_dep has dtype {dep.dtype}, expected k's {k.dtype}")
+
+
 Fused = Dialect(
     "fused",
     [
@@ -1510,6 +1741,8 @@ Fused = Dialect(
         GemmReduceScatterOp,
         AllGatherGemmOp,
         RmsNormPadOp,
+        VllmAttentionQuantOp,
+        RopeVllmKvCacheUpdateOp,
     ],
     [],
 )

@@ -54,7 +54,7 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from irfuse import dtypes, targets
 from irfuse.dialects import aten
 from irfuse.dialects.irfuse import OpaqueType, sym_type, tensor_type
-from irfuse.raising import size_contracts
+from irfuse.raising import size_contracts, vllm_layers
 
 OUTPUTS_ATTR = "irfuse.outputs"
 _TARGETS: dict[Any, StringAttr] = {}
@@ -150,6 +150,8 @@ def value_type(val: Any) -> Attribute:
         return sym_type(str(val))
     if isinstance(val, float):
         return sym_type(repr(val), "float")
+    if vllm_layers.traced_name(val) is not None:
+        return OpaqueType(StringAttr(vllm_layers.LAYER_NAME_TYPE))
     return OpaqueType(StringAttr(type(val).__name__))
 
 
@@ -225,9 +227,13 @@ def import_graph(
     meta: dict[Operation | BlockArgument, dict[str, Any]] = {}
     ops: list[Operation] = []
     output_node: torch.fx.Node | None = None
+    layer_args: dict[int, str] = {}
 
     for node in gm.graph.nodes:
         if node.op == "placeholder":
+            layer = vllm_layers.traced_name(node.meta.get("val"))
+            if layer is not None:
+                layer_args[len(block.args)] = layer
             arg = block.insert_arg(value_type(node.meta.get("val")), len(block.args))
             arg.name_hint = name_hint(node.name)
             values[node] = arg
@@ -299,14 +305,41 @@ def import_graph(
     )
     if not _is_flat_tuple(out_template, len(encoder.operands)):
         func.attributes[OUTPUTS_ATTR] = out_template
+    if layer_args:
+        func.arg_attrs = ArrayAttr([
+            DictionaryAttr({vllm_layers.LAYER_NAME_ATTR: StringAttr(layer_args[i])}
+                           if i in layer_args else {})
+            for i in range(len(block.args))
+        ])
     names = [n.name for n in gm.graph.find_nodes(op="placeholder")]
     module = ModuleOp([func])
+    layers = vllm_layers.describe([*layer_args.values(), *_layer_name_constants(gm)])
+    if layers:
+        module.attributes[vllm_layers.LAYERS_ATTR] = vllm_layers.facts_attr(layers)
     groups = _process_groups(gm)
     if groups:
         module.attributes[PROCESS_GROUPS_ATTR] = DictionaryAttr(
             {name: IntegerAttr(size, i64) for name, size in groups.items()}
         )
     return ImportedGraph(module, func, gm, meta, names)
+
+
+def _layer_name_constants(gm: torch.fx.GraphModule) -> list[str]:
+    """The layer names vLLM's ops (and their functionalized calls) take as string constants."""
+    found: list[str] = []
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        name = node.kwargs.get("layer_name")
+        target = node.target
+        if name is None and isinstance(target, torch._ops.OpOverload) \
+                and target.namespace == "vllm":
+            for arg, spec in zip(node.args, target._schema.arguments, strict=False):
+                if spec.name == "layer_name":
+                    name = arg
+        if isinstance(name, str):
+            found.append(name)
+    return found
 
 
 def _traced_constant(node: torch.fx.Node, value: float | int) -> Operation:

@@ -5,8 +5,11 @@ vLLM's out-variant ops (`_C.rms_norm(result, input, weight, eps)`, ...) reach th
 call of `rms_norm`, `fused_add_rms_norm`, the three FP8 quants, `silu_and_mul` and
 `rotary_embedding`, the pass produces the semantic op that means the same (`norm.*`,
 `quant.fp8`, `act.silu_mul`, `attn.rope`), taking along the fresh output buffers only the call
-uses, so the fusions see vLLM's ops as they see torch's. The call stays in the decomposition
-region (no result bit changes). `filecheck/raise/raise-vllm-ops.mlir` shows each op.
+uses, so the fusions see vLLM's ops as they see torch's. vLLM IR's functional norms
+(`vllm_ir.rms_norm`, `vllm_ir.fused_add_rms_norm`, in the graph when vLLM's
+`compilation_config.ir_enable_torch_wrap` is on) become `norm.rms_norm` / `norm.add_rms_norm`
+alike. The call stays in the decomposition region (no result bit changes).
+`filecheck/raise/raise-vllm-ops.mlir` shows each op.
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ from irfuse.raising.aten_ops import (
     VLLM_DYNAMIC_PER_TOKEN_SCALED_FP8_QUANT,
     VLLM_DYNAMIC_SCALED_FP8_QUANT,
     VLLM_FUSED_ADD_RMS_NORM,
+    VLLM_IR_FUSED_ADD_RMS_NORM,
+    VLLM_IR_RMS_NORM,
     VLLM_RMS_NORM,
     VLLM_ROTARY_EMBEDDING,
     VLLM_SILU_AND_MUL,
@@ -55,7 +60,15 @@ from irfuse.raising.aten_ops import (
     ZEROS,
     ZEROS_LIKE,
 )
-from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, PatternPass, Site
+from irfuse.raising.driver import (
+    NO_CANDIDATE,
+    REWROTE,
+    AnchorPattern,
+    CallPattern,
+    Outcome,
+    PatternPass,
+    Site,
+)
 from irfuse.raising.match import (
     Call,
     NoMatch,
@@ -146,11 +159,16 @@ class _Functionalized:
     """v2, ops in VIEWED only: mutable argument name -> how it is regenerated from its base."""
 
 
-def read_functionalized(found: Call) -> _Functionalized:
-    """Read an `auto_functionalized[_v2]` call of an op in MUTABLE; NoMatch when a mutable
-    argument is a view of (or shares its base with) another tensor."""
+def read_functionalized(found: Call, mutable: tuple[str, ...] | None = None,
+                        viewed: bool | None = None) -> _Functionalized:
+    """Read an `auto_functionalized[_v2]` call of an op in MUTABLE (or of another op, given its
+    mutable arguments and whether they may be views); NoMatch when a mutable argument is a view
+    of (or shares its base with) another tensor, unless views are read."""
     target = found.arg(0)
-    mutable = MUTABLE[target]
+    if mutable is None:
+        mutable = MUTABLE[target]
+    if viewed is None:
+        viewed = target in VIEWED
     kwargs = found.kwargs
     results = found.op.results
     args = {k: v for k, v in kwargs.items() if not k.startswith("_")}
@@ -175,7 +193,7 @@ def read_functionalized(found: Call) -> _Functionalized:
             if not isinstance(index, int) or not 0 <= index < len(bases):
                 raise NoMatch(f"its {name} argument has no base")
             outs[name] = results[1 + index]
-            if target in VIEWED:
+            if viewed:
                 views[name] = _read_view(kwargs, name, index, bases[index], outs[name])
                 args[name] = bases[index] if views[name].kind == "base" else None
                 continue
@@ -709,9 +727,63 @@ class VllmOpPattern(AnchorPattern):
         return REWROTE
 
 
+# --- vLLM IR's norms (`torch.ops.vllm_ir.*`, with compilation_config.ir_enable_torch_wrap) ------
+
+
+def _raise_ir_norm(found: Call) -> None:
+    """`vllm_ir.rms_norm(x, weight?, epsilon, variance_size=None)` and
+    `vllm_ir.fused_add_rms_norm(x, x_residual, weight?, epsilon, variance_size=None)`: functional
+    ops (vLLM functionalizes the `maybe_inplace` overload before aot_autograd), their native
+    numerics those of `norm.rms_norm` / `norm.add_rms_norm` (f32 sum, not rounded before the
+    norm) when the weight is in x's dtype: `x.to(weight.dtype) * weight`, then x's dtype."""
+    fused_add = found.target == VLLM_IR_FUSED_ADD_RMS_NORM
+    x = found.arg(0, "x")
+    residual = found.arg(1, "x_residual") if fused_add else None
+    at = 2 if fused_add else 1
+    weight = found.arg(at, "weight")
+    eps = found.arg(at + 1, "epsilon")
+    if found.arg(at + 2, "variance_size") is not None:
+        raise NoMatch("its variance_size is set (a norm over part of the row)")
+    xt = tensor_type(x)
+    if xt is None or not is_float(xt.dtype):
+        raise NoMatch("its x is not a float tensor")
+    if isinstance(eps, int) and not isinstance(eps, bool):
+        eps = float(eps)
+    if not isinstance(eps, float):
+        raise NoMatch("its epsilon is not a constant float")
+    if weight is not None:
+        wt = tensor_type(weight)
+        if wt is None or wt.dims != xt.dims[-1:]:
+            raise NoMatch(f"its weight is {wt}, not [{xt.dims[-1]}]")
+        if wt.dtype != xt.dtype:
+            raise NoMatch(f"its weight is {wt.dtype}, not x's {xt.dtype} (vLLM IR multiplies in "
+                          "the weight's dtype, which norm.rms_norm reads as x's)")
+    results = list(found.op.results)
+    if fused_add:
+        if tensor_type(residual) != xt:
+            raise NoMatch(f"its x_residual is {tensor_type(residual)}, not x's {xt}")
+        raised: Operation = AddRmsNormOp(x, residual, weight, eps=eps,
+                                         result_types=(results[0].type, results[1].type))
+    else:
+        raised = RmsNormOp(x, weight, eps=eps, result_type=results[0].type)
+    raise_chain(raised, [found.op], results, "vLLM IR op", verify=True)
+
+
+class VllmIrNormPattern(CallPattern):
+    """`vllm_ir.rms_norm` / `vllm_ir.fused_add_rms_norm`."""
+
+    targets = (VLLM_IR_RMS_NORM, VLLM_IR_FUSED_ADD_RMS_NORM)
+    remark = "not an RMSNorm (vLLM IR's norm op)"
+
+    def rewrite_call(self, found: Call, rewriter: PatternRewriter, site: Site) -> Outcome:
+        _raise_ir_norm(found)
+        return REWROTE
+
+
 class RaiseVllmOps(PatternPass):
     """Raise vLLM's functionalized custom ops (`_C.rms_norm`, `_C.static_scaled_fp8_quant`, ...)
-    to semantic ops. No options."""
+    and vLLM IR's norms (`vllm_ir.rms_norm`, `vllm_ir.fused_add_rms_norm`) to semantic ops. No
+    options."""
 
     name = "raise-vllm-ops"
-    patterns = (VllmOpPattern(),)
+    patterns = (VllmOpPattern(), VllmIrNormPattern())

@@ -23,6 +23,7 @@ from irfuse.raising.raise_quant import RaiseQuant
 from irfuse.raising.raise_rms_norm import RaiseRmsNorm
 from irfuse.raising.raise_rope import RaiseRope
 from irfuse.raising.raise_silu_mul import RaiseSiluMul
+from irfuse.raising.raise_vllm_attention import RaiseVllmAttention
 from irfuse.raising.raise_vllm_ops import RaiseVllmOps
 
 
@@ -36,6 +37,9 @@ class Raising:
 
 RAISINGS: tuple[Raising, ...] = (
     Raising(RaiseVllmOps),  # produces the ops the passes below own
+    Raising(RaiseVllmAttention, {"attn.vllm_attention": "vllm_attention",
+                                 "attn.vllm_mla_attention": "vllm_mla_attention",
+                                 "attn.vllm_kv_cache_update": "vllm_kv_cache_update"}),
     Raising(RaiseCollectives, {"coll.all_reduce": "all_reduce",
                                "coll.reduce_scatter": "reduce_scatter",
                                "coll.all_gather": "all_gather"}),

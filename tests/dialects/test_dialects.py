@@ -344,6 +344,40 @@ def _b_rms_norm_pad(a: Args):
     return op, [T((S0, 3072), f32)]
 
 
+def _b_vllm_attention(a: Args):
+    q, k, dep = a(((S0, 8, 64), bf16), ((S0, 2, 64), bf16), ((0,), bf16))
+    return attn.VllmAttentionOp(q, k, k, dep, layer_name="l0"), [T((S0, 8, 64), bf16)]
+
+
+def _b_vllm_mla_attention(a: Args):
+    q, kv_c, k_pe = a(((S0, 4, 24), bf16), ((S0, 32), bf16), ((S0, 1, 8), bf16))
+    op = attn.VllmMlaAttentionOp(q, kv_c, k_pe, layer_name="m0",
+                                 result_type=T((S0, 64), bf16))
+    return op, [T((S0, 64), bf16)]
+
+
+def _b_vllm_kv_cache_update(a: Args):
+    k, v = a(((S0, 2, 64), bf16), ((S0, 2, 64), bf16))
+    return attn.VllmKvCacheUpdateOp(k, v, layer_name="l0"), [T((0,), bf16)]
+
+
+def _b_vllm_attention_quant(a: Args):
+    q, k, s = a(((S0, 8, 64), bf16), ((S0, 2, 64), bf16), SCALE)
+    op = fused.VllmAttentionQuantOp(q, k, k, s, layer_name="l0",
+                                    scheme=QuantScheme.static_tensor(),
+                                    result_types=[T((S0, 512), F8E4M3FN), None])
+    return op, [T((S0, 512), F8E4M3FN)]
+
+
+def _b_rope_vllm_kv_cache_update(a: Args):
+    q, k, pos, cache = a(((S0, 4, 64), bf16), ((S0, 2, 64), bf16), ((S0,), i64),
+                         ((256, 64), bf16))
+    op = fused.RopeVllmKvCacheUpdateOp(q, k, k, positions=pos, cos_sin_cache=cache,
+                                       layer_name="l0", is_neox=True, rotary_dim=64,
+                                       head_dim=64)
+    return op, [T((S0, 4, 64), bf16), T((S0, 2, 64), bf16), T((0,), bf16)]
+
+
 BUILDERS: list[Callable[[Args], tuple[Operation, list[Attribute]]]] = [
     _b_rms,
     _b_add_rms,
@@ -380,6 +414,11 @@ BUILDERS: list[Callable[[Args], tuple[Operation, list[Attribute]]]] = [
     _b_all_gather_gemm,
     _b_add_rms_norm_pad,
     _b_rms_norm_pad,
+    _b_vllm_attention,
+    _b_vllm_mla_attention,
+    _b_vllm_kv_cache_update,
+    _b_vllm_attention_quant,
+    _b_rope_vllm_kv_cache_update,
 ]
 
 

@@ -165,6 +165,9 @@ def test_opcheck(name: str) -> None:
     if name not in calls and "str group" in str(getattr(ops, name).default._schema):
         pytest.skip("a collective: opchecked under a process group in "
                     "tests/fusions/test_fuse_allreduce_rms.py")
+    if name not in calls and " layer_name" in str(getattr(ops, name).default._schema):
+        pytest.skip("reads vLLM's forward context: opchecked under the stand-in context in "
+                    "tests/fusions/test_vllm_attention_fusions.py")
     torch.library.opcheck(getattr(ops, name).default, calls[name])
 
 

@@ -473,6 +473,42 @@ def check_case(c: dict, device: str) -> dict:
     return {"ok": not problems, "detail": "; ".join(problems) or "ok"}
 
 
+def check_keep_k_vllm_layout(device: str) -> dict:
+    """`qk_norm_rope_kv_keep_k` on vLLM 0.32's cache (`[blocks, kv_heads, block_size, 2 * D]`,
+    HND or NHD strides, k and v halves split on the last dim as its FlashAttention backend
+    splits them): q_out, k_out and the cache as the references give them (rope only: exact;
+    with the norms: within the kernel's usual agreement)."""
+    from irfuse.kernels import qk_norm_rope as kern
+
+    t, hq, hk, d, nb, bs = 5, 4, 2, 64, 4, 16
+    problems = []
+    for layout in ("HND", "NHD"):
+        for norm in (False, True):
+            q, k, v, qw, kw, pos = _qkv(t, hq, hk, d, torch.bfloat16, device, seed=3)
+            qw, kw = (qw, kw) if norm else (None, None)
+            cache = _cos_sin_cache(d, torch.bfloat16, device)
+            gen = torch.Generator(device=device).manual_seed(9)
+            if layout == "HND":
+                kv = torch.randn(nb, hk, bs, 2 * d, generator=gen, device=device)
+            else:
+                kv = torch.randn(nb, bs, hk, 2 * d, generator=gen, device=device).transpose(1, 2)
+            kv = kv.to(torch.bfloat16)
+            want = kv.clone()
+            slots = _slots(t, nb * bs, device, seed=t)
+            opts = {"eps": EPS, "is_neox": True, "rotary_dim": d}
+            qo, ko = kern.qk_norm_rope_kv_keep_k(q, k, v, qw, kw, None, None, pos, cache,
+                                                 *kv.transpose(1, 2).split(d, -1), slots, **opts)
+            wq = ref.qk_norm_rope_kv(q, k, v, qw, kw, None, None, pos, cache,
+                                     *want.transpose(1, 2).split(d, -1), slots, None, None,
+                                     **opts)
+            _, wk = ref.qk_norm_rope(q, k, qw, kw, None, None, pos, cache, **opts)
+            for name, o, w in (("q", qo, wq), ("k", ko, wk), ("cache", kv, want)):
+                p = _close(o, w, not norm, torch.bfloat16, True, d)
+                if p:
+                    problems.append(f"{layout} norm={norm} {name}: {p}")
+    return {"ok": not problems, "detail": "; ".join(problems) or "ok"}
+
+
 def _worker() -> None:
     import json
 
@@ -492,6 +528,10 @@ def _worker() -> None:
     qo, ko = kern.qk_norm_rope(q, k, qw, kw, None, None, pos, _cos_sin_cache(64, torch.bfloat16),
                                eps=EPS, is_neox=True, rotary_dim=64)
     results["empty"] = {"ok": qo.shape == (0, 4, 64) and ko.shape == (0, 2, 64), "detail": ""}
+    try:
+        results["keep_k_vllm_layout"] = check_keep_k_vllm_layout("cpu")
+    except Exception as e:  # noqa: BLE001 (reported to its test)
+        results["keep_k_vllm_layout"] = {"ok": False, "detail": f"raised {type(e).__name__}: {e}"}
     print(json.dumps(results))
 
 
@@ -510,6 +550,11 @@ def test_kernel_matches_reference_interpreted(interpreted, case):
 
 def test_kernel_takes_no_tokens_interpreted(interpreted):
     assert interpreted["empty"]["ok"]
+
+
+def test_kernel_keeps_k_and_writes_vllms_cache_interpreted(interpreted):
+    r = interpreted["keep_k_vllm_layout"]
+    assert r["ok"], r["detail"]
 
 
 def test_kernel_default_config():

@@ -318,3 +318,59 @@ func.func @kv_result(%k: !irfuse.tensor<[s0, 8, 128], bf16>, %v: !irfuse.tensor<
   func.return
 }
 // CHECK: k_cache_out has shape [1024, 16, 8, 64], expected [1024, 16, 8, 128]
+
+// -----
+
+func.func @vllm_attention_heads(%q: !irfuse.tensor<[s0, 30, 128], bf16>, %k: !irfuse.tensor<[s0, 8, 128], bf16>) {
+  %o = attn.vllm_attention %q, %k, %k {layer_name = "l0"} : (!irfuse.tensor<[s0, 30, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>) -> !irfuse.tensor<[s0, 30, 128], bf16>
+  func.return
+}
+// CHECK: q's 30 heads are not a multiple of k/v's 8 heads (grouped-query attention)
+
+// -----
+
+func.func @vllm_attention_out(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse.tensor<[s0, 8, 128], bf16>, %v: !irfuse.tensor<[s0, 8, 64], bf16>) {
+  %o = attn.vllm_attention %q, %k, %v {layer_name = "l0"} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 64], bf16>) -> !irfuse.tensor<[s0, 32, 128], bf16>
+  func.return
+}
+// CHECK: out has shape [s0, 32, 128], expected [s0, 32, 64]
+
+// -----
+
+func.func @vllm_attention_name(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse.tensor<[s0, 8, 128], bf16>) {
+  %o = attn.vllm_attention %q, %k, %k {layer_name = ""} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>) -> !irfuse.tensor<[s0, 32, 128], bf16>
+  func.return
+}
+// CHECK: layer_name must not be empty
+
+// -----
+
+func.func @vllm_attention_layer(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse.tensor<[s0, 8, 128], bf16>, %ln: !irfuse.tensor<[1], f32>) {
+  %o = attn.vllm_attention %q, %k, %k, layer %ln {layer_name = "l0"} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 32, 128], bf16>
+  func.return
+}
+// CHECK: layer must be an opaque value (vLLM's LayerName)
+
+// -----
+
+func.func @vllm_mla_tokens(%q: !irfuse.tensor<[s0, 16, 192], bf16>, %kvc: !irfuse.tensor<[s1, 512], bf16>, %kpe: !irfuse.tensor<[s0, 1, 64], bf16>) {
+  %o = attn.vllm_mla_attention %q, %kvc, %kpe {layer_name = "l0"} : (!irfuse.tensor<[s0, 16, 192], bf16>, !irfuse.tensor<[s1, 512], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>) -> !irfuse.tensor<[s0, 2048], bf16>
+  func.return
+}
+// CHECK: kv_c_normed's token count is s1, expected s0
+
+// -----
+
+func.func @vllm_kv_update_dep(%k: !irfuse.tensor<[s0, 8, 128], bf16>) {
+  %d = attn.vllm_kv_cache_update %k, %k {layer_name = "l0"} : (!irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>) -> !irfuse.tensor<[0], f32>
+  func.return
+}
+// CHECK: kv_cache_dep has dtype f32, expected k's bf16
+
+// -----
+
+func.func @vllm_kv_update_heads(%k: !irfuse.tensor<[s0, 8, 128], bf16>, %v: !irfuse.tensor<[s0, 4, 128], bf16>) {
+  %d = attn.vllm_kv_cache_update %k, %v {layer_name = "l0"} : (!irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 4, 128], bf16>) -> !irfuse.tensor<[0], bf16>
+  func.return
+}
+// CHECK: v's head count is 4, expected 8

@@ -63,3 +63,20 @@ func.func @decomposed(%q: !irfuse.tensor<[1, 4, s0, 16], f32>, %k: !irfuse.tenso
   }
   func.return %o : !irfuse.tensor<[1, 4, s0, 16], f32>
 }
+
+// vLLM's attention calls: the cache lives in the forward context, found by the layer's name.
+// CHECK-LABEL: func.func @vllm_attention
+func.func @vllm_attention(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse.tensor<[s0, 8, 128], bf16>, %v: !irfuse.tensor<[s0, 8, 128], bf16>, %ln: !irfuse.opaque<"LayerName">, %mq: !irfuse.tensor<[s0, 16, 192], bf16>, %kvc: !irfuse.tensor<[s0, 512], bf16>, %kpe: !irfuse.tensor<[s0, 1, 64], bf16>) {
+  // The cache write and its dummy, with the hoisted LayerName passed at run time.
+  // CHECK: %[[DEP:.+]] = attn.vllm_kv_cache_update %{{.*}}, %{{.*}}, layer %{{[^ ]+}} {layer_name = "model.layers.0.self_attn.attn"} : (!irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.opaque<"LayerName">) -> !irfuse.tensor<[0], bf16>
+  %dep = attn.vllm_kv_cache_update %k, %v, layer %ln {layer_name = "model.layers.0.self_attn.attn"} : (!irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.opaque<"LayerName">) -> !irfuse.tensor<[0], bf16>
+  // CHECK-NEXT: attn.vllm_attention %{{.*}}, %{{.*}}, %{{.*}}, kv_cache_dep %[[DEP]], layer %{{[^ ]+}} {layer_name = "model.layers.0.self_attn.attn"} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[0], bf16>, !irfuse.opaque<"LayerName">) -> !irfuse.tensor<[s0, 32, 128], bf16>
+  %o = attn.vllm_attention %q, %k, %v, kv_cache_dep %dep, layer %ln {layer_name = "model.layers.0.self_attn.attn"} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[0], bf16>, !irfuse.opaque<"LayerName">) -> !irfuse.tensor<[s0, 32, 128], bf16>
+  // The name as a string constant (no layer operand), no dependency, no cache write.
+  // CHECK-NEXT: attn.vllm_attention %{{.*}}, %{{.*}}, %{{[^ ]+}} {layer_name = "l1"} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>) -> !irfuse.tensor<[s0, 32, 128], bf16>
+  %o2 = attn.vllm_attention %q, %k, %v {layer_name = "l1"} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>) -> !irfuse.tensor<[s0, 32, 128], bf16>
+  // MLA: the output is vLLM's flat buffer [T, H * v_head_dim].
+  // CHECK-NEXT: attn.vllm_mla_attention %{{.*}}, %{{.*}}, %{{.*}}, kv_cache_dep %[[DEP]] {layer_name = "mla"} : (!irfuse.tensor<[s0, 16, 192], bf16>, !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[0], bf16>) -> !irfuse.tensor<[s0, 2048], bf16>
+  %om = attn.vllm_mla_attention %mq, %kvc, %kpe, kv_cache_dep %dep {layer_name = "mla"} : (!irfuse.tensor<[s0, 16, 192], bf16>, !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[0], bf16>) -> !irfuse.tensor<[s0, 2048], bf16>
+  func.return
+}

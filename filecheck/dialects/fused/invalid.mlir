@@ -363,3 +363,35 @@ func.func @rnq_round_sum_no_residual(%x: !irfuse.tensor<[s0, 64], bf16>, %w: !ir
   func.return
 }
 // CHECK: round_sum applies to a norm with a residual only
+
+// -----
+
+func.func @vllm_attention_quant_width(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse.tensor<[s0, 8, 128], bf16>, %s: !irfuse.tensor<[1], f32>) {
+  %o = fused.vllm_attention_quant %q, %k, %k, %s {layer_name = "l0", scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 2048], f8E4M3FN>
+  func.return
+}
+// CHECK: out's last dim (heads * v_head_dim) is 2048, expected 4096
+
+// -----
+
+func.func @vllm_attention_quant_scheme(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse.tensor<[s0, 8, 128], bf16>, %s: !irfuse.tensor<[1], f32>) {
+  %o = fused.vllm_attention_quant %q, %k, %k, %s {layer_name = "l0", scheme = #quant.scheme<dynamic_token>} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[s0, 4096], f8E4M3FN>
+  func.return
+}
+// CHECK: fused.vllm_attention_quant fuses static_tensor or nvfp4 quantization, not dynamic_token
+
+// -----
+
+func.func @rope_vllm_kv_k_out(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse.tensor<[s0, 8, 128], bf16>, %pos: !irfuse.tensor<[s0], i64>, %cache: !irfuse.tensor<[4096, 128], bf16>) {
+  %qr, %kr, %d = fused.rope_vllm_kv_cache_update %q, %k, %k, positions %pos, cos_sin_cache %cache {layer_name = "l0", is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 128], bf16>) -> (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[0], bf16>)
+  func.return
+}
+// CHECK: k_out has shape [s0, 32, 128], expected [s0, 8, 128]
+
+// -----
+
+func.func @rope_vllm_kv_eps(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse.tensor<[s0, 8, 128], bf16>, %pos: !irfuse.tensor<[s0], i64>, %cache: !irfuse.tensor<[4096, 128], bf16>) {
+  %qr, %kr, %d = fused.rope_vllm_kv_cache_update %q, %k, %k, positions %pos, cos_sin_cache %cache {layer_name = "l0", is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64, eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 128], bf16>) -> (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[0], bf16>)
+  func.return
+}
+// CHECK: eps is given exactly when the norm weights are

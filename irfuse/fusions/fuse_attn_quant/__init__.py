@@ -22,6 +22,10 @@ same operands with the NVFP4 global scale for the scale; they return the packed 
 the reference (the unfused graph); on CUDA the prefill's Triton NVFP4 epilogue is measured and
 taken on sm90, the paged decode's and MLA's are not measured and stay unfused. Per-group output
 quants are not fused (remarks).
+
+Inside vLLM, its own attention call (`attn.vllm_attention`, `attn.vllm_mla_attention`) takes the
+quant as vLLM does (`output_scale`, where the layer's backend writes it) or through irfuse's
+kernels that read vLLM's cache through the forward context: `in_vllm.py`.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from xdsl.dialects.builtin import FloatData, IntAttr
 
 from irfuse.dialects import aten, fused, kernel
 from irfuse.fusions.declare import Choice, Fusion, Kernel, Support, everywhere
+from irfuse.fusions.fuse_attn_quant import in_vllm
 from irfuse.fusions.fuse_attn_quant.pattern import (
     KERNEL,
     MLA_KERNEL,
@@ -443,11 +448,12 @@ FUSION = Fusion(
     note="on from O2 where measured (sm90): prefill below 4096 tokens, paged decode (read in "
     "place), MLA prefill; vLLM's O2 leaves it off (#25689); NVFP4 outputs fused on the CPU and "
     "for sm90 prefill; per-group not fused",
-    patterns=(AttnQuantPattern(),),
+    patterns=(AttnQuantPattern(), in_vllm.VllmAttnQuantPattern()),
     lowerings={fused.AttentionQuantOp.name: _lower,  # type: ignore[dict-item]
                fused.PagedDecodeQuantOp.name: _lower_paged,  # type: ignore[dict-item]
-               fused.MlaAttentionQuantOp.name: _lower_mla},  # type: ignore[dict-item]
+               fused.MlaAttentionQuantOp.name: _lower_mla,  # type: ignore[dict-item]
+               **in_vllm.LOWERINGS},  # type: ignore[dict-item]
     kernels=(ATTN_QUANT, MLA_ATTN_QUANT, ATTN_QUANT_NVFP4, MLA_ATTN_QUANT_NVFP4, PAGED_QUANT,
-             PAGED_QUANT_NVFP4),
+             PAGED_QUANT_NVFP4, *in_vllm.KERNELS),
     size_aware=True,
 )

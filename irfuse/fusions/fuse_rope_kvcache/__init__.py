@@ -10,6 +10,9 @@ Kernel `rope_kv_cache_write`: writes the rotated k and v into `k_cache` / `v_cac
 `v_scale` (rows stored as `clamp(x / scale)`). Kernel `rope_kv_cache_write_flash`: the same on
 vLLM's FlashAttention layout, one `[2, num_blocks, block_size, kv_heads, head_dim]` cache whose
 halves are the key and value caches.
+
+Inside vLLM, its own cache write (`attn.vllm_kv_cache_update`, the cache found through the
+forward context at run time) fuses with the rope before it: `in_vllm.py`.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from xdsl.dialects.builtin import FloatData, IntAttr
 
 from irfuse.dialects import aten, fused
 from irfuse.fusions.declare import Choice, Fusion, InPlace, Kernel, Support, everywhere
+from irfuse.fusions.fuse_rope_kvcache import in_vllm
 from irfuse.fusions.fuse_rope_kvcache.pattern import FLASH_KERNEL, KERNEL, RopeKvCachePattern
 from irfuse.fusions.kernel_call import Args, flag, kernel_call
 from irfuse.kernels import dispatch, qk_norm_rope_ref, rope_rows
@@ -155,7 +159,8 @@ FUSION = Fusion(
     vllm_pass="RopeKVCacheFusionPass",
     note="on from O1 where measured faster than Inductor (sm90); vLLM turns it on at O1 only "
     "with ROCm AITER",
-    patterns=(RopeKvCachePattern(),),
-    lowerings={fused.RopeKvCacheWriteOp.name: _lower},  # type: ignore[dict-item]
-    kernels=(ROPE_KV, ROPE_KV_FLASH),
+    patterns=(RopeKvCachePattern(), in_vllm.VllmRopeKvCachePattern()),
+    lowerings={fused.RopeKvCacheWriteOp.name: _lower,  # type: ignore[dict-item]
+               **in_vllm.LOWERINGS},  # type: ignore[dict-item]
+    kernels=(ROPE_KV, ROPE_KV_FLASH, *in_vllm.KERNELS),
 )

@@ -1,0 +1,336 @@
+"""fuse_rope_kvcache on vLLM's own cache write: RoPE of q and k (after their per-head norms when
+enable_qk_norm_rope_fusion fused them) -> `attn.vllm_kv_cache_update` of the rotated k -> one
+kernel that writes the layer's cache and returns the rotated q and k.
+
+```mlir
+%qr, %kr = attn.rope %q, k %k, positions %pos, cos_sin_cache %c {...}
+%kv = aten.call "aten::view.default"(%kf, [-1, 8, 128])   // views of %kr, any number
+%dep = attn.vllm_kv_cache_update %kv, %v, layer %ln {layer_name = "L"}
+// becomes, at the rope's place
+%qr, %kr, %dep = fused.rope_vllm_kv_cache_update %q, %k, %v, positions %pos, cos_sin_cache %c,
+    layer %ln {layer_name = "L", ...}
+```
+
+The write's k must be the rope's rotated k through order-keeping reshapes (or vLLM's rebuild of
+the qkv buffer the in-place `_C.rotary_embedding` wrote: `slice(slice_scatter(base, k, d, a, b),
+d, a, b)`), the rope's q and k `[T, heads, head_dim]`. The fused op goes where the rope was, so
+v (and the views that make it, which move up with it) must not be computed after the rope. Every
+reader of the rotated q and k (the attention) reads the fused op's results; the write's dummy
+is its third.
+
+Kernel `rope_vllm_kv_cache_update` finds the cache and slots where vLLM's own ops do, through the
+forward context by the layer name (`irfuse.kernels.vllm_context`), and skips the write where the
+context has no slot mapping for the layer (vLLM's rule). On the CPU: irfuse's rope reference,
+then vLLM's own write (`unified_kv_cache_update`: the CPU backend's block interior depends on
+the ISA), the unfused graph's bits. On CUDA, for a backend cache irfuse knows
+(`vllm_context.split_kv_cache`: FlashAttention, Triton, FlashInfer, model-dtype), one Triton
+launch rotates q and k and writes k and v into the cache's halves in place; other caches get the
+Triton rope and vLLM's write. Not measured on a GPU inside vLLM yet: its choice leaves the site
+unfused on CUDA and ROCm (the remark says so).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from xdsl.dialects.builtin import FloatData, IntAttr, StringAttr
+from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from irfuse.dialects import aten, fused, kernel
+from irfuse.dialects.attn import RopeOp, VllmKvCacheUpdateOp
+from irfuse.dialects.fused import QkNormRopeOp
+from irfuse.fusions.declare import Choice, Kernel
+from irfuse.fusions.enable_qk_norm_rope_fusion.pattern import rotates_in_f32
+from irfuse.fusions.kernel_call import Args, flag, kernel_call
+from irfuse.kernels import qk_norm_rope_ref, rope_rows, vllm_context
+from irfuse.kernels.dispatch import kernels
+from irfuse.raising import aten_ops
+from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
+from irfuse.raising.match import NoMatch, call, erase_unused, producer, tensor_type
+
+KERNEL = "rope_vllm_kv_cache_update"
+LAYER_NAME = vllm_context.layer_name_type()
+
+SCHEMA = (f"(Tensor q, Tensor k, Tensor v, Tensor? q_weight, Tensor? k_weight, Tensor? positions, "
+          f"Tensor? cos_sin_cache, Tensor? cos, Tensor? sin, {LAYER_NAME} layer_name, "
+          "bool is_neox, int rotary_dim, float eps=0., float weight_offset=0., "
+          "bool weight_f32=False, bool rope_f32=False) -> (Tensor, Tensor, Tensor)")
+
+KEEP_ORDER = (*aten_ops.RESHAPES_AND_FLATTENS, aten_ops.ALIAS)
+"""Views between the rope and the write that keep the elements' order."""
+HOISTABLE = (*aten_ops.VIEWS, aten_ops.FLATTEN_USING_INTS, aten_ops.UNFLATTEN_INT,
+             aten_ops.SLICE_TENSOR)
+"""Views of v that may move up to the rope's place with the fused op."""
+
+
+# --- the kernel ----------------------------------------------------------------------------------
+
+
+def _tables(q, k, positions, cos, sin):
+    """The rope tables as the kernels take them (rows of `rope_rows`; q and k `[T, H, D]`)."""
+    lq, _ = rope_rows.layouts(q, k, positions, cos)
+    if cos is not None:
+        return None, rope_rows.table_rows(cos, lq), rope_rows.table_rows(sin, lq)
+    return positions.reshape(-1), None, None
+
+
+def _readings(is_neox, rotary_dim, eps, weight_offset, weight_f32, rope_f32) -> dict:
+    return {"eps": eps, "is_neox": is_neox, "rotary_dim": rotary_dim,
+            "weight_offset": weight_offset, "weight_f32": weight_f32, "rope_f32": rope_f32}
+
+
+def _ref(q, k, v, q_weight, k_weight, positions, cos_sin_cache, cos, sin, layer_name, is_neox,
+         rotary_dim, eps=0.0, weight_offset=0.0, weight_f32=False, rope_f32=False):
+    positions, cos, sin = _tables(q, k, positions, cos, sin)
+    q_out, k_out = qk_norm_rope_ref.qk_norm_rope(
+        q, k, q_weight, k_weight, cos, sin, positions, cos_sin_cache,
+        **_readings(is_neox, rotary_dim, eps, weight_offset, weight_f32, rope_f32))
+    dep = torch.ops.vllm.unified_kv_cache_update(k_out, v, layer_name)
+    return q_out, k_out, dep
+
+
+def write_in_place(q, k, v, q_weight, k_weight, positions, cos, sin, cos_sin_cache, layer_name,
+                   rope_kv, readings: dict) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Rotate q and k and write k and v into the layer's cache with `rope_kv` (irfuse's Triton
+    launch `qk_norm_rope_kv_keep_k`, or a reference of it in tests), where the context's cache
+    is one irfuse knows; (q_out, k_out), or None where it is not (the caller then rotates and
+    lets vLLM write)."""
+    ctx = vllm_context.attention_context(layer_name)
+    if ctx.slot_mapping is None:
+        return None
+    caches = vllm_context.split_kv_cache(ctx.layer, ctx.kv_cache, k.shape[-1], k.dtype)
+    if caches is None or v.shape[-1] != k.shape[-1]:
+        return None
+    return rope_kv(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache, caches[0],
+                   caches[1], ctx.slot_mapping, **readings)
+
+
+def _cuda(q, k, v, q_weight, k_weight, positions, cos_sin_cache, cos, sin, layer_name, is_neox,
+          rotary_dim, eps=0.0, weight_offset=0.0, weight_f32=False, rope_f32=False):
+    positions, cos, sin = _tables(q, k, positions, cos, sin)
+    readings = _readings(is_neox, rotary_dim, eps, weight_offset, weight_f32, rope_f32)
+    triton = kernels("qk_norm_rope")
+    done = write_in_place(q, k, v, q_weight, k_weight, positions, cos, sin, cos_sin_cache,
+                          layer_name, triton.qk_norm_rope_kv_keep_k, readings)
+    if done is not None:
+        return (*done, q.new_empty(0))
+    q_out, k_out = triton.qk_norm_rope(q, k, q_weight, k_weight, cos, sin, positions,
+                                       cos_sin_cache, **readings)
+    return q_out, k_out, torch.ops.vllm.unified_kv_cache_update(k_out, v, layer_name)
+
+
+def _fake(q, k, v, q_weight, k_weight, positions, cos_sin_cache, cos, sin, layer_name, is_neox,
+          rotary_dim, eps=0.0, weight_offset=0.0, weight_f32=False, rope_f32=False):
+    return (torch.empty_like(q, memory_format=torch.contiguous_format),
+            torch.empty_like(k, memory_format=torch.contiguous_format),
+            torch.empty(0, dtype=k.dtype, device=k.device))
+
+
+NOT_MEASURED_IN_VLLM = Choice("inductor", (
+    "not measured on a GPU yet: RoPE + vLLM's cache write in one launch on vLLM's cache layout "
+    "stays unfused until benchmarked against Inductor's rope and vLLM's reshape_and_cache_flash"))
+
+ROPE_VLLM_KV = Kernel(KERNEL, SCHEMA, _ref, _cuda, _fake,
+                      {"cuda": ((1, NOT_MEASURED_IN_VLLM),), "rocm": ((1, NOT_MEASURED_IN_VLLM),)})
+KERNELS = (ROPE_VLLM_KV,)
+
+
+def _lower(op: fused.RopeVllmKvCacheUpdateOp, platform: str) -> kernel.CallOp:
+    a = Args()
+    template = [a.tensor(op.q), a.tensor(op.k), a.tensor(op.v), a.optional(op.q_weight),
+                a.optional(op.k_weight), a.optional(op.positions), a.optional(op.cos_sin_cache),
+                a.optional(op.cos), a.optional(op.sin),
+                a.tensor(op.layer) if op.layer is not None else StringAttr(op.layer_name.data),
+                flag(op.is_neox.value.data), IntAttr(op.rotary_dim.value.data)]
+    keywords: dict = {}
+    if op.eps is not None:
+        keywords["eps"] = FloatData(op.eps.value.data)
+    if op.weight_offset.value.data != 0.0:
+        keywords["weight_offset"] = FloatData(op.weight_offset.value.data)
+    if op.weight_f32 is not None:
+        keywords["weight_f32"] = aten.TRUE
+    if op.rope_f32 is not None:
+        keywords["rope_f32"] = aten.TRUE
+    return kernel_call(ROPE_VLLM_KV, a, template, op, platform, keywords)
+
+
+LOWERINGS = {fused.RopeVllmKvCacheUpdateOp.name: _lower}
+
+
+# --- the pattern ---------------------------------------------------------------------------------
+
+
+def rotated_source(value: SSAValue, path: list[Operation] | None = None
+                   ) -> RopeOp | QkNormRopeOp | None:
+    """The rope whose rotated k `value` is, through order-keeping reshapes to the same shape and
+    vLLM's rebuild of the buffer `_C.rotary_embedding` wrote in place (a slice or split piece of
+    `slice_scatter`s, read where the piece was scattered). `path` collects the reshapes and
+    slices passed, users first."""
+    want = tensor_type(value)
+    path = [] if path is None else path
+    while True:
+        owner = value.owner
+        if isinstance(owner, RopeOp | QkNormRopeOp) and value is owner.k_out:
+            got = tensor_type(value)
+            return owner if got is not None and want is not None and got.dims == want.dims \
+                else None
+        found = producer(value, *KEEP_ORDER)
+        if found is not None:
+            path.append(found.op)
+            value = found.arg(0)
+            continue
+        piece = _as_slice(value)
+        if piece is None:
+            return None
+        if producer(value, aten_ops.SLICE_TENSOR) is not None:
+            path.append(value.owner)  # type: ignore[arg-type]
+        base, rng = piece
+        while (scatter := producer(base, aten_ops.SLICE_SCATTER)) is not None \
+                and _disjoint(rng, _slice_range(scatter, 2)):
+            base = scatter.arg(0)
+        if scatter is None or _slice_range(scatter, 2) != rng:
+            return None
+        value = scatter.arg(1)
+
+
+def _as_slice(value: SSAValue) -> tuple[SSAValue, tuple] | None:
+    """(base, (dim, start, end)) where `value` is a step-1 slice of base, or a piece of a split
+    of it into static sizes."""
+    found = producer(value, aten_ops.SLICE_TENSOR)
+    if found is not None:
+        rng = _slice_range(found)
+        return None if rng is None else (found.arg(0), rng)
+    split = call(getattr(value, "owner", None), aten_ops.SPLIT_WITH_SIZES)
+    if split is None:
+        return None
+    sizes, dim = split.arg(1), split.arg(2, "dim", 0)
+    if not isinstance(sizes, list) or not all(isinstance(n, int) for n in sizes):
+        return None
+    index = value.index  # type: ignore[attr-defined]
+    start = sum(sizes[:index])
+    base_t = tensor_type(split.arg(0))
+    if base_t is None or not isinstance(dim, int):
+        return None
+    return split.arg(0), (dim % base_t.rank, start, start + sizes[index])
+
+
+def _slice_range(found: Any, at: int = 1) -> tuple[Any, Any, Any] | None:
+    """(dim, start, end) of a step-1 slice (`at` 1) or slice_scatter (`at` 2), dim >= 0."""
+    args = [found.arg(at + i) for i in range(3)]
+    step = found.arg(at + 3, "step", 1)
+    rank = getattr(tensor_type(found.arg(0)), "rank", None)
+    if step != 1 or not all(isinstance(a, int) for a in args) or rank is None:
+        return None
+    return (args[0] % rank, args[1], args[2])
+
+
+def _disjoint(a: tuple | None, b: tuple | None) -> bool:
+    """Two step-1 ranges of one dim that share no element."""
+    if a is None or b is None or a[0] != b[0]:
+        return False
+    return a[2] <= b[1] or b[2] <= a[1]
+
+
+def _hoist(value: SSAValue, before: Operation, moved: list[Operation],
+           rewires: list[tuple[Operation, int, SSAValue]]) -> SSAValue:
+    """`value`, or a value equal to it, defined before `before`: it is, or it is a view of values
+    that are, and the view ops move up (appended to `moved`, in order); NoMatch otherwise. A
+    piece of vLLM's rebuilt qkv buffer that the scattered pieces do not overlap (v, next to the
+    rotated q and k) is read from the buffer before the scatters: a new slice. Nothing changes
+    here: `rewires` lists the operands to set once the whole chain is known to move."""
+    if isinstance(value, BlockArgument):
+        return value
+    owner = value.owner
+    assert isinstance(owner, Operation)
+    if owner.parent_block() is not before.parent_block() or owner.is_before_in_block(before):
+        return value
+    piece = _as_slice(value)
+    if piece is not None:
+        base, rng = piece
+        skipped = False
+        while (scatter := producer(base, aten_ops.SLICE_SCATTER)) is not None \
+                and _disjoint(rng, _slice_range(scatter, 2)):
+            base, skipped = scatter.arg(0), True
+        if skipped or call(owner, aten_ops.SLICE_TENSOR) is None:
+            base = _hoist(base, before, moved, rewires)
+            new = aten.CallOp(aten_ops.SLICE_TENSOR, [base],
+                              [aten.OperandRefAttr(IntAttr(0)), *map(IntAttr, rng)],
+                              [value.type])
+            new.location = owner.location
+            moved.append(new)
+            return new.results[0]
+    if call(owner, *HOISTABLE) is None:
+        raise NoMatch(f"v is computed after the rope ({found_name(owner)}); the fused op takes "
+                      "the rope's place")
+    for i, operand in enumerate(list(owner.operands)):
+        new_operand = _hoist(operand, before, moved, rewires)
+        if new_operand is not operand:
+            rewires.append((owner, i, new_operand))  # the same elements
+    moved.append(owner)
+    return value
+
+
+def found_name(op: Operation) -> str:
+    found = call(op)
+    return found.target if found is not None else op.name
+
+
+class VllmRopeKvCachePattern(AnchorPattern):
+    """vLLM's cache write of a freshly rotated k."""
+
+    op_types = (VllmKvCacheUpdateOp,)
+
+    def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
+        assert isinstance(op, VllmKvCacheUpdateOp)
+        path: list[Operation] = []
+        rope = rotated_source(op.k, path)
+        if rope is None:
+            return NO_CANDIDATE
+        q_type = tensor_type(rope.q)
+        if q_type is None or q_type.rank != 3 or tensor_type(rope.k).rank != 3:  # type: ignore[union-attr]
+            raise NoMatch("the rope's q and k are not [tokens, heads, head_dim]")
+        site.require_kernel(KERNEL)
+        moved: list[Operation] = []
+        rewires: list[tuple[Operation, int, SSAValue]] = []
+        try:
+            v = _hoist(op.v, rope, moved, rewires)
+        except NoMatch:
+            for built in moved:
+                if built.parent is None:
+                    built.erase()
+            raise
+        for owner, index, value in rewires:
+            owner.operands[index] = value
+        for view in moved:
+            if view.parent is not None:
+                view.detach()
+            Rewriter.insert_op(view, InsertPoint.before(rope))
+        normed = isinstance(rope, QkNormRopeOp)
+        fused_op = fused.RopeVllmKvCacheUpdateOp(
+            rope.q, rope.k, v,  # type: ignore[arg-type]
+            q_weight=rope.q_weight if normed else None,
+            k_weight=rope.k_weight if normed else None,
+            positions=rope.positions, cos_sin_cache=rope.cos_sin_cache, cos=rope.cos,
+            sin=rope.sin, layer=op.layer, layer_name=op.layer_name.data,
+            is_neox=bool(rope.is_neox.value.data), rotary_dim=rope.rotary_dim.value.data,
+            head_dim=rope.head_dim.value.data,
+            eps=rope.eps.value.data if normed else None,  # type: ignore[union-attr]
+            weight_offset=rope.weight_offset.value.data if normed else 0.0,  # type: ignore[union-attr]
+            weight_f32=normed and rope.weight_f32 is not None,  # type: ignore[union-attr]
+            rope_f32=rope.rope_f32 is not None if normed else rotates_in_f32(rope),  # type: ignore[union-attr,arg-type]
+            result_types=[rope.q_out.type, rope.k_out.type, op.kv_cache_dep.type],  # type: ignore[union-attr]
+        )
+        fused_op.location = op.location
+        rewriter.insert(fused_op, InsertPoint.before(rope))
+        assert rope.k_out is not None
+        for old, new in ((rope.q_out, fused_op.q_out), (rope.k_out, fused_op.k_out),
+                         (op.kv_cache_dep, fused_op.kv_cache_dep)):
+            new.name_hint = old.name_hint
+            rewriter.replace_all_uses_with(old, new)
+        rewriter.erase(op)
+        rewriter.erase(rope)
+        erase_unused(path, rewriter)  # the views that only led k to the write
+        return REWROTE

@@ -1,0 +1,117 @@
+"""vLLM's forward context as irfuse's kernels read it at run time, and the layer name's type.
+
+irfuse's kernels that stand in for vLLM's attention calls (`irfuse.fusions.fuse_attn_quant.
+in_vllm`, `irfuse.fusions.fuse_rope_kvcache.in_vllm`) get the layer name, as vLLM's own fused ops
+do (`fused_rope_and_unified_kv_cache_update`), and find the rest where vLLM keeps it:
+`attention_context(layer_name)` is vLLM's `get_attention_context` (attention metadata, the
+layer, its KV cache, its slot mapping), or the provider a test installs (`set_provider`, the
+stand-ins of `tests/vllm_ops.py` when vLLM is not installed).
+
+The KV cache of vLLM 0.32 is one tensor per layer, logically `[num_blocks, kv_heads, block_size,
+C]` (`vllm.v1.kv_cache_interface`: `[B, H, N, C]`, its strides the layout's: HND is that order,
+NHD stores `[B, N, H, C]`). `split_kv_cache` gives the key and value caches
+`[num_blocks, block_size, kv_heads, head_dim]` as the FlashAttention, Triton and FlashInfer
+backends do (`kv_cache.transpose(1, 2).split(head_size, -1)`: k and v side by side on C), views
+into the cache that irfuse's kernels write and read in place with their strides. Any other
+backend (the CPU one, whose blocks hold k column-major or in AMX tiles depending on the ISA,
+NVFP4 or per-head-quantized caches, FP8 caches) is left to vLLM's own writer and attention.
+
+`layer_name_type()` is the schema type of the layer-name argument: vLLM's `LayerName` where vLLM
+uses it (torch >= 2.11 with `VLLM_USE_LAYERNAME`, the default), else `str`. It is decided when the
+kernels are declared, from the `vllm.utils.torch_utils` already imported: importing it here would
+cost seconds to every irfuse import. vLLM has imported it before it loads irfuse's plugin, and
+`irfuse.vllm_plugin` imports it before irfuse's kernels; a process that imports irfuse's kernels
+before vLLM declares them with `str`, and a compiled graph that passes vLLM's `LayerName` to them
+fails when it is traced (torch's schema check names the argument).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import torch
+
+SPLIT_CACHE_BACKENDS = ("FLASH_ATTN", "TRITON_ATTN", "FLASHINFER")
+"""Backends whose cache is `[B, H, N, 2 * head_size]`, k then v on the last dim (model dtype)."""
+
+
+class AttentionContext(NamedTuple):
+    """What `get_attention_context` returns."""
+
+    metadata: Any
+    layer: Any
+    kv_cache: torch.Tensor
+    slot_mapping: torch.Tensor | None
+
+
+Provider = Callable[[str], AttentionContext]
+_PROVIDER: list[Provider | None] = [None]
+
+
+def set_provider(provider: Provider | None) -> Provider | None:
+    """Read the context through `provider` instead of vLLM (tests); returns the old one."""
+    old = _PROVIDER[0]
+    _PROVIDER[0] = provider
+    return old
+
+
+def name_of(layer_name: Any) -> str:
+    """The layer name as a string (vLLM's `LayerName` holds it in `.value`)."""
+    return layer_name if isinstance(layer_name, str) else layer_name.value
+
+
+def attention_context(layer_name: Any) -> AttentionContext:
+    """The attention metadata, layer, KV cache and slot mapping of a layer in the current
+    forward pass."""
+    provider = _PROVIDER[0]
+    if provider is not None:
+        return AttentionContext(*provider(name_of(layer_name)))
+    from vllm.model_executor.layers.attention.attention import get_attention_context
+
+    return AttentionContext(*get_attention_context(name_of(layer_name)))
+
+
+def layer_name_type() -> str:
+    """The schema type of a layer-name argument (see the module docstring)."""
+    utils = sys.modules.get("vllm.utils.torch_utils")
+    if utils is not None and getattr(utils, "_USE_LAYERNAME", False):
+        cls = utils.LayerName
+        return f"{cls.__module__}.{cls.__qualname__}"
+    return "str"
+
+
+def backend_name(layer: Any) -> str:
+    backend = getattr(layer, "attn_backend", None)
+    get_name = getattr(backend, "get_name", None)
+    return get_name() if callable(get_name) else ""
+
+
+def split_kv_cache(layer: Any, kv_cache: torch.Tensor, head_size: int, dtype: torch.dtype
+                   ) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(k_cache, v_cache) `[num_blocks, block_size, kv_heads, head_size]`, views into the layer's
+    cache, where its backend keeps k and v side by side on the content dim in `dtype`; None
+    where irfuse does not know the layout (vLLM's own code then reads and writes it)."""
+    if backend_name(layer) not in SPLIT_CACHE_BACKENDS:
+        return None
+    if getattr(layer, "kv_cache_dtype", "auto") != "auto" or kv_cache.dtype != dtype:
+        return None
+    if getattr(layer, "kv_sharing_target_layer_name", None) is not None:
+        return None
+    if kv_cache.dim() != 4 or kv_cache.shape[-1] != 2 * head_size:
+        return None
+    k_cache, v_cache = kv_cache.transpose(1, 2).split(head_size, dim=-1)
+    return k_cache, v_cache
+
+
+def transfers_kv() -> bool:
+    """Whether a KV connector moves layers in and out around attention (vLLM's
+    `maybe_transfer_kv_layer` hooks, which only its own op runs)."""
+    if "vllm" not in sys.modules:
+        return False
+    try:
+        from vllm.distributed.kv_transfer import has_kv_transfer_group
+    except ImportError:
+        return False
+    return bool(has_kv_transfer_group())
