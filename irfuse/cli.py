@@ -3,7 +3,7 @@
     irfuse demo [--model M] [--size S] [--layers N] [--tokens T] [--dump-dir D] [--no-inductor]
                 [vLLM flags]
     irfuse passes [--platform P] [--scheme S] [--markdown | --json]
-    irfuse config [vLLM flags: -O2 -cc.pass_config.fuse_norm_quant=False ...] [--platform P]
+    irfuse config [vLLM flags: -O2 -cc.pass_config.<flag>=False ...] [--platform P]
     irfuse report [--all] PATH    (a report.json, or a dump folder: its newest run's reports,
                                    or with --all every run's)
 

@@ -19,7 +19,7 @@ import torch
 from irfuse.kernels import quant_ref
 
 if TYPE_CHECKING:
-    from irfuse.fusions.declare import Kernel
+    from irfuse.fusions.kernel_decl import Kernel
 
 FP8 = torch.float8_e4m3fn
 MAX_TRITON_WIDTH = 65536

@@ -237,10 +237,10 @@ def check_decode(case, device: str) -> dict:
 
 
 def check_decode_graph(case, device: str) -> dict:
-    """The paged kernel against what fuse-attn-quant replaces with it (`_paged_ref`: the pages
+    """The paged kernel against what fuse-attn-quant replaces with it (`paged_decode_quant_fp8_static`: the pages
     gathered, the length mask, SDPA, the quant), int64 table and lengths, the first sequence's
     length past its table row's capacity (the mask then keeps the whole row)."""
-    from irfuse.fusions import fuse_attn_quant
+    from irfuse.fusions.fuse_attn_quant import ops as fuse_attn_quant
     from irfuse.kernels import attention_quant
 
     b, hq, hk, d, bs, lens, dtype, splits = case
@@ -249,14 +249,14 @@ def check_decode_graph(case, device: str) -> dict:
     table, seq_lens = table.long(), seq_lens.long()
     seq_lens[0] = table.shape[1] * bs + 7
     sm = d ** -0.5
-    graph = fuse_attn_quant._gathered(q[:, :, None], kc, vc, table, seq_lens)
+    graph = fuse_attn_quant.gathered(q[:, :, None], kc, vc, table, seq_lens)
     o = F.scaled_dot_product_attention(q[:, :, None], graph[0], graph[1], attn_mask=graph[2],
                                        scale=sm, enable_gqa=True)
     scale = _scale_for(o, 300.0).to(device)
     config = attention_quant.DecodeConfig(16 if device == "cpu" else 64, 4, 1, splits)
     out = attention_quant.paged_decode_fp8(q, kc, vc, table, seq_lens, scale, softmax_scale=sm,
                                            config=config).reshape(b, -1)
-    ref = fuse_attn_quant._paged_ref(q[:, :, None], kc, vc, table, seq_lens, scale, sm, FP8,
+    ref = fuse_attn_quant.paged_decode_quant_fp8_static(q[:, :, None], kc, vc, table, seq_lens, scale, sm, FP8,
                                      True)
     return judge(out, ref, scale, DTYPES[dtype])
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -19,6 +20,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import irfuse.emit.custom_ops as custom_ops
 from irfuse.emit import kernel_choice
+from irfuse.fusions import kernel_decl
 from irfuse.kernels import act_quant_ref, dispatch, norm_quant_ref, quant_ref
 from irfuse.kernels.compare import agreement, fp8_agreement
 
@@ -103,8 +105,8 @@ def _round_sum_calls(d: dict) -> list[tuple[str, tuple]]:
 
 def _declared_calls(shape: tuple[int, ...]) -> list[tuple[str, tuple]]:
     """The calls kernels declare for themselves (`Kernel.examples`), for an x of `shape`."""
-    return [(name, args) for name, k in kernel_choice.kernels().items() if k.examples
-            for args in k.examples(shape)]
+    return [(name, args) for name, k in kernel_choice.kernels().items()
+            for args in k.example_calls(shape)]
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -128,7 +130,7 @@ def test_every_schema_is_registered_exactly() -> None:
         registered = str(getattr(ops, name).default._schema)
         assert registered.startswith(f"irfuse::{name}(")
         # The dtype default prints as its enum number and 0.0 as "0."; the rest verbatim.
-        printed = registered.replace("=24", "=float8_e4m3fn").replace("=0.)", "=0.0)")
+        printed = re.sub(r"=0\.([,)])", r"=0.0\1", registered.replace("=24", "=float8_e4m3fn"))
         assert printed == f"irfuse::{name}{schema}"
 
 
@@ -435,7 +437,7 @@ def test_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     assert isinstance(available, bool) and reason
     # Size steps: without a token count, the decode (smallest) step, naming the split.
     op = "add_rms_norm_quant_fp8_static"
-    monkeypatch.setitem(kernel_choice.kernel(op).choices, "cuda:sm90", (
+    monkeypatch.setitem(kernel_decl.measured("cuda:sm90"), op, (
         (1, kernel_choice.Choice("triton", "measured faster")),
         (16384, kernel_choice.Choice("inductor", "Inductor measured faster"))))
     small = kernel_choice.choose(op, "cuda:sm90")

@@ -1,4 +1,4 @@
-"""The paged decode behind an `attn.attention`: what fuse-attn-quant reads to hand a decode step
+"""The paged decode behind an `attn.attention`: what this fusion reads to hand a decode step
 to a kernel that reads the KV cache's pages in place instead of attending over a gathered copy.
 
 Matched (the torch spelling of a paged decode, `irfuse/models/paged.py`):
