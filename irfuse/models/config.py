@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from irfuse.raising.raising import RAISED_KINDS
+
 NormStyle = str  # "vllm" | "hf" | "square" | "functional" | "custom_op"
 NORM_STYLES = ("vllm", "hf", "square", "functional", "custom_op")
 SILU_STYLES = ("slice", "chunk", "split", "separate", "sigmoid", "custom_op")
@@ -152,13 +154,6 @@ class ModelOptions:
             or self.silu_style == "custom_op"
             or (self.quant is not None and self.quant_impl == "custom_op")
         )
-
-
-RAISED_KINDS = (
-    "rms_norm", "add_rms_norm", "quant_fp8", "quant_nvfp4", "silu_mul", "rope", "attention",
-    "mla_attention", "kv_cache_write", "all_reduce", "reduce_scatter", "all_gather", "gemm",
-    "scaled_gemm", "pad",
-)
 
 
 def zero_counts() -> dict[str, int]:

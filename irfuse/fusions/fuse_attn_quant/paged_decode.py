@@ -34,7 +34,7 @@ from irfuse.raising.match import Call, producer, scalar_of, size_matches, tensor
 LARGEST_FINITE_FILL = -65504.0
 """The largest additive fill read as "masked": fp16's lowest (bf16 rounds it to -65536)."""
 
-_MASK_VIEWS = (*A.VIEWS, A.EXPAND)
+_MASK_VIEWS = A.VIEWS_AND_EXPAND
 _WHERES = (A.WHERE_SELF, A.WHERE_SCALAR, A.WHERE_SCALAR_OTHER, A.WHERE_SCALAR_SELF)
 
 

@@ -30,6 +30,7 @@ from irfuse.dialects.quant import QuantFp8Op, QuantNvfp4Op, QuantScheme
 from irfuse.fusions.fuse_attn_quant.paged_decode import PagedDecode, paged_decode
 from irfuse.fusions.quant_consumers import divides
 from irfuse.raising import aten_ops
+from irfuse.raising.aten_ops import DIM_VIEWS_AND_CLONE as LAYOUT_VIEWS
 from irfuse.raising.driver import AnchorPattern, Site
 from irfuse.raising.match import NoMatch, call, erase_unused, normalize_dim, only_user
 
@@ -40,10 +41,6 @@ MLA_NVFP4_KERNEL = "mla_attention_quant_nvfp4"
 PAGED_KERNEL = "paged_decode_quant_fp8_static"
 PAGED_NVFP4_KERNEL = "paged_decode_quant_nvfp4"
 
-LAYOUT_VIEWS = (*aten_ops.RESHAPES, aten_ops.TRANSPOSE_INT, aten_ops.PERMUTE, aten_ops.UNSQUEEZE,
-                aten_ops.SQUEEZE_DIM, aten_ops.ALIAS, aten_ops.CLONE)
-"""Ops between the attention and the quant that move no value: views, and the `clone` a reshape
-of a transposed tensor decomposes into."""
 
 
 class AttnQuantPattern(AnchorPattern):
