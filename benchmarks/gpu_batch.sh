@@ -3,8 +3,8 @@
 # GPU tests, the kernel benchmark (and, with SWEEP_OPS, a launch-shape sweep), the end-to-end
 # FP8 Llama benchmark and the demo at real size. T_<STEP> are the steps' timeouts in seconds.
 # Outputs go to $OUT (the device tool's result folder) or ./gpu-out.
-# GPU_TESTS overrides the test files; KERNEL_ROUNDS the kernel table's interleaved rounds (3);
-# E2E_ROUNDS the end-to-end benchmark's rounds (41). Both benchmarks also time irfuse with
+# GPU_TESTS narrows the GPU tests to some files or folders (default: tests); KERNEL_ROUNDS the
+# kernel table's interleaved rounds (3); E2E_ROUNDS the end-to-end benchmark's rounds (41). Both benchmarks also time irfuse with
 # programmatic dependent launch flipped (--pdl).
 # FlashInfer is optional (its wheels in .whl, see gpu_env.sh; enough for its norm kernels), and its
 # norm kernels are compiled (nvcc, about a minute) before the tests and the benchmark.
@@ -15,16 +15,11 @@ step "FlashInfer JIT build of its norm kernels"
 timeout "${T_FI_WARM:-300}" python3 -c "from irfuse.kernels import flashinfer_norm as f
 print(f.warm())" 2>&1 | tail -n 5
 step "GPU tests"
-GPU_TESTS=${GPU_TESTS:-tests/kernels/test_kernels_gpu.py tests/kernels/test_norm_kernel_variants.py \
-  tests/kernels/test_act_kernel_variants.py tests/raising/test_raise_attention.py tests/kernels/test_flashinfer_norm.py \
-  tests/kernels/test_pdl.py tests/kernels/test_norm_pad_kernel.py tests/fusions/test_fuse_act_padding.py \
-  tests/backend/test_cuda_graphs.py tests/kernels/test_qk_norm_rope_kernel.py \
-  tests/kernels/test_attention_quant_kernel.py tests/kernels/test_mla_attention_quant_kernel.py
-  tests/kernels/test_attention_nvfp4_kernel.py tests/kernels/test_attention_mask_kernel.py
-  tests/fusions/test_attention_family_gpu.py}
+# Every test marked gpu (pyproject's marker) but the multi-GPU ones (dist: gpu_multi.sh runs
+# them), found by pytest's own collection: no file list to keep in step.
 # shellcheck disable=SC2086 (a list of files)
-timeout "${T_TESTS:-300}" python3 -m pytest -q -p no:cacheprovider $GPU_TESTS -k "gpu or cuda" 2>&1 \
-  | tee "$OUT/gpu_tests.log" | tail -n 8
+timeout "${T_TESTS:-300}" python3 -m pytest -q -p no:cacheprovider ${GPU_TESTS:-tests} \
+  -m "gpu and not dist" 2>&1 | tee "$OUT/gpu_tests.log" | tail -n 8
 step "kernel benchmark"
 timeout "${T_KERNELS:-450}" python3 benchmarks/bench_norm_act_quant.py --jobs 12 \
   --rounds "${KERNEL_ROUNDS:-3}" --pdl --out "$OUT/bench_norm_act_quant.md" \
