@@ -4,8 +4,8 @@
 # FP8 Llama benchmark and the demo at real size. T_<STEP> are the steps' timeouts in seconds.
 # Outputs go to $OUT (the device tool's result folder) or ./gpu-out.
 # GPU_TESTS narrows the GPU tests to some files or folders (default: tests); KERNEL_ROUNDS the
-# kernel table's interleaved rounds (3); E2E_ROUNDS the end-to-end benchmark's rounds (41). Both benchmarks also time irfuse with
-# programmatic dependent launch flipped (--pdl).
+# kernel table's interleaved rounds (3); E2E_ROUNDS the end-to-end benchmark's rounds (41). Both
+# benchmarks also time irfuse with programmatic dependent launch flipped (--pdl).
 # FlashInfer is optional (its wheels in .whl, see gpu_env.sh; enough for its norm kernels), and its
 # norm kernels are compiled (nvcc, about a minute) before the tests and the benchmark.
 set -u
