@@ -193,7 +193,7 @@ class Fusion:
 
     @property
     def name(self) -> str:
-        """The pass name: the flag in kebab case (`fuse-norm-quant`)."""
+        """The pass name: the flag in kebab case."""
         return self.flag.replace("_", "-")
 
     @property

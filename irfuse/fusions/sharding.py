@@ -74,7 +74,7 @@ def row_count(lead: Sequence[Dim]) -> Dim:
 
 def flatten_rows(x: SSAValue) -> aten.CallOp:
     """`x.reshape(-1, H)`: `[*lead, H]` as `[rows, H]` (not inserted). A reshape, so that
-    eliminate-noops collapses it with the `view` a linear layer put around its GEMM."""
+    the no-op elimination collapses it with the `view` a linear layer put around its GEMM."""
     xt = x.type
     assert isinstance(xt, TensorType)
     out = tensor_type((row_count(xt.dims[:-1]), xt.dims[-1]), xt.dtype)

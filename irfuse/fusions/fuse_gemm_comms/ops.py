@@ -27,7 +27,7 @@ from irfuse.kernels.dispatch import empty, kernels
 def _examples(shape: tuple[int, ...]) -> list[tuple]:
     """A bf16 call on a group of one rank (the collective is the identity). opcheck cannot take
     FP8 inputs on the CPU (its schema check does arithmetic on them); the FP8-scaled forms run
-    in the gloo tests (tests/fusions/test_enable_sp.py)."""
+    in the gloo tests of sequence parallelism and async TP."""
     g = torch.Generator().manual_seed(0)
     rows = 1
     for d in shape[:-1]:
