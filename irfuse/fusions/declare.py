@@ -22,10 +22,9 @@ import importlib.util
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-if TYPE_CHECKING:
-    from irfuse.platform import Platform
+from irfuse.platform import Platform
 
 PLATFORM_CLASSES: tuple[str, ...] = ("cpu", "cuda:sm80", "cuda:sm90", "cuda:sm100", "rocm")
 """Support-matrix columns: capability 80-89 (Ampere/Ada), 90-99 (Hopper), 100 and up."""
@@ -86,7 +85,7 @@ def everywhere(gpu_backend: str, level: int | None) -> dict[str, Support]:
 
 # --- thresholds and compile ranges -----------------------------------------------------------
 
-Fill = Callable[["Platform", "int | None", "int | None", "int | None"], "float | int | None"]
+Fill = Callable[[Platform, int | None, int | None, int | None], float | int | None]
 """(platform, hidden, tp, itemsize) -> a threshold's value there, or None where it has none."""
 
 

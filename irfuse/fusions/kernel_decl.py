@@ -78,7 +78,7 @@ def _step(kernel: str, entry: Mapping[str, Any]) -> tuple[int, Choice]:
 @functools.cache
 def measured(platform: str) -> dict[str, Steps]:
     """Kernel name (or DEFAULT) -> its steps on `platform` (`cuda:sm90`) or family (`cuda`),
-    from `choices/<platform>.toml`; {} where there is no such file. An entry is a table (one
+    read off `choices/<platform>.toml`; {} where there is no such file. An entry is a table (one
     choice from 1 token) or an array of tables with `from` (a choice per size step)."""
     path = resources.files(__package__).joinpath(CHOICES_DIR, _file_of(platform))
     if not path.is_file():
