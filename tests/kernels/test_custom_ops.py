@@ -20,7 +20,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import irfuse.emit.custom_ops as custom_ops
 from irfuse.emit import kernel_choice
-from irfuse.fusions import kernel_decl
+from irfuse.fusions import FUSIONS, kernel_decl
 from irfuse.kernels import act_quant_ref, dispatch, norm_quant_ref, quant_ref
 from irfuse.kernels.compare import agreement, fp8_agreement
 
@@ -445,3 +445,25 @@ def test_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     assert kernel_choice.choose(op, "cuda:sm90", 16383).impl == "triton"
     assert kernel_choice.choose(op, "cuda:sm90", 16384).impl == "inductor"
     assert kernel_choice.choose(op, "cuda:sm80", 8192).impl == "triton"  # sm90 only
+
+
+def test_every_measured_choice_names_a_kernel() -> None:
+    """A choices file's entries are `default` or kernels that exist (a typo would be ignored),
+    and every kernel's choice on every platform a file or rule names loads."""
+    names = set(kernel_choice.kernels())
+    for platform in kernel_choice.platforms():
+        assert set(kernel_decl.measured(platform)) - {kernel_decl.DEFAULT} <= names, platform
+    table = kernel_choice.table()
+    assert set(table) == names and all(table[n]["cpu"] for n in names)
+
+
+def test_each_fusion_loads_what_it_declares() -> None:
+    """The pattern classes a declaration names exist, its lowerings are of fused ops and its
+    kernels' names are unique across the package."""
+    seen: list[str] = []
+    for fusion in FUSIONS:
+        assert len(fusion.pattern_objects) == len(fusion.patterns)
+        assert all(name.startswith("fused.") for name in fusion.lowerings)
+        assert bool(fusion.kernels) == bool(fusion.lowerings)
+        seen += [k.name for k in fusion.kernels]
+    assert len(seen) == len(set(seen))

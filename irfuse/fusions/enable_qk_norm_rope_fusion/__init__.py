@@ -12,8 +12,7 @@ from irfuse.fusions.declare import Fusion, Support, everywhere
 FUSION = Fusion(
     flag="enable_qk_norm_rope_fusion",
     kind="fusion",
-    doc="fuse the per-head q/k RMSNorm with RoPE (vLLM's default False is what every level "
-    "fills in on its platforms).",
+    doc="fuse the per-head q/k RMSNorm with RoPE.",
     fuses="per-head RMSNorm of q and k -> RoPE",
     quant="independent",
     schemes=(),
