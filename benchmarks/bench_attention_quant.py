@@ -17,12 +17,12 @@ op is reached masked over gathered keys. Every candidate includes the gather (In
 - `sdpa`: the gather and the masked SDPA (token-major), under `torch.compile`;
 - `unfused`: the same with the static FP8 quant, under `torch.compile` (Inductor);
 - `kernel+quant`: the gather, irfuse's masked kernel storing bf16, then Inductor's quant;
-- `fused`: the fused op's CUDA entry (`fuse_attn_quant._paged_cuda`: fuse-attn-quant reads
+- `fused`: the fused op's CUDA entry (`fuse_attn_quant.ops.PAGED_QUANT.run_cuda`: fuse-attn-quant reads
   this gather + length mask as `fused.paged_decode_quant`, whose paged decode kernel reads the
   pages in place, with the FP8 epilogue): exactly what the compiled model calls; with --sweep
   also other launch shapes of that kernel;
 - `gather+masked` (in the sweep column): the gather, then the masked prefill kernel with the
-  FP8 epilogue (`fuse_attn_quant._cuda`), what a decode over gathered pages ran before.
+  FP8 epilogue (`fuse_attn_quant.ops.ATTN_QUANT.run_cuda`), what a decode over gathered pages ran before.
 
 Library baselines (`--lib-decode`, `--lib-prefill`; `lib_markdown`'s table), Qwen3-8B heads
 (32 q / 8 kv) and Llama-3-70B's heads on one GPU at TP8 (8 q / 1 kv), D 128, bf16:
@@ -83,7 +83,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_norm_act_quant as nq  # noqa: E402 (timing helpers, by path)
 
-from irfuse.fusions import fuse_attn_quant as decl  # noqa: E402
+from irfuse.fusions.fuse_attn_quant import ops as decl  # noqa: E402
 from irfuse.kernels import (  # noqa: E402
     attention_quant,
     attention_quant_ref,
@@ -311,14 +311,14 @@ def decode_model_row(b: int, ctx: int, compiled: dict, args, device: str = "cuda
 
     def fused(c=None):
         if c is None:  # the fused op's CUDA entry, as the compiled model calls it
-            return decl._paged_cuda(q4, kc, vc, table, lens, s, SM_SCALE, FP8, True)
+            return decl.PAGED_QUANT.run_cuda(q4, kc, vc, table, lens, s, SM_SCALE, FP8, True)
         out = attention_quant.paged_decode_fp8(q, kc, vc, table, lens, s,
                                                softmax_scale=SM_SCALE, config=c)
         return out.reshape(b, -1)
 
     def masked_kernel():  # before fuse-attn-quant read the pages in place: gather, masked kernel
         keys, values, mask = compiled["gather"](kc, vc, table, lens)
-        return decl._cuda(q4, keys, values, mask, s, SM_SCALE, False, FP8, True)
+        return decl.ATTN_QUANT.run_cuda(q4, keys, values, mask, s, SM_SCALE, False, FP8, True)
 
     def kernel_quant():
         keys, values, mask = compiled["gather"](kc, vc, table, lens)

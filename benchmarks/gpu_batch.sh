@@ -3,9 +3,9 @@
 # GPU tests, the kernel benchmark (and, with SWEEP_OPS, a launch-shape sweep), the end-to-end
 # FP8 Llama benchmark and the demo at real size. T_<STEP> are the steps' timeouts in seconds.
 # Outputs go to $OUT (the device tool's result folder) or ./gpu-out.
-# GPU_TESTS overrides the test files; KERNEL_ROUNDS the kernel table's interleaved rounds (3);
-# E2E_ROUNDS the end-to-end benchmark's rounds (41). Both benchmarks also time irfuse with
-# programmatic dependent launch flipped (--pdl).
+# GPU_TESTS narrows the GPU tests to some files or folders (default: tests); KERNEL_ROUNDS the
+# kernel table's interleaved rounds (3); E2E_ROUNDS the end-to-end benchmark's rounds (41). Both
+# benchmarks also time irfuse with programmatic dependent launch flipped (--pdl).
 # FlashInfer is optional (its wheels in .whl, see gpu_env.sh; enough for its norm kernels), and its
 # norm kernels are compiled (nvcc, about a minute) before the tests and the benchmark.
 set -u
@@ -15,10 +15,11 @@ step "FlashInfer JIT build of its norm kernels"
 timeout "${T_FI_WARM:-300}" python3 -c "from irfuse.kernels import flashinfer_norm as f
 print(f.warm())" 2>&1 | tail -n 5
 step "GPU tests"
-# Every test marked gpu, across tests/ (GPU_TESTS: other files or folders).
+# Every test marked gpu (pyproject's marker) but the multi-GPU ones (dist: gpu_multi.sh runs
+# them), found by pytest's own collection: no file list to keep in step.
 # shellcheck disable=SC2086 (a list of files)
-timeout "${T_TESTS:-300}" python3 -m pytest -q -p no:cacheprovider ${GPU_TESTS:-tests} -m gpu \
-  2>&1 | tee "$OUT/gpu_tests.log" | tail -n 8
+timeout "${T_TESTS:-300}" python3 -m pytest -q -p no:cacheprovider ${GPU_TESTS:-tests} \
+  -m "gpu and not dist" 2>&1 | tee "$OUT/gpu_tests.log" | tail -n 8
 step "kernel benchmark"
 timeout "${T_KERNELS:-450}" python3 benchmarks/bench_norm_act_quant.py --jobs 12 \
   --rounds "${KERNEL_ROUNDS:-3}" --pdl --out "$OUT/bench_norm_act_quant.md" \

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A short GPU check on the lent H200: the GPU tests of the given files (GPU_TESTS) and, with
+# A short GPU check on the lent H200: the GPU tests (marked gpu, not dist) of the given files or
+# folders (GPU_TESTS, default tests) and, with
 # BENCH=1, the fuse_act_padding kernel table; xDSL and its dependencies carried as wheels in .whl.
 set -u
 OUT=${OUT:-gpu-out}
@@ -11,7 +12,7 @@ python3 -c "import torch, triton, xdsl; print('torch', torch.__version__, 'trito
 echo "=== GPU tests ($(date +%T))"
 # shellcheck disable=SC2086 (a list of files)
 timeout "${T_TESTS:-300}" python3 -m pytest -q -p no:cacheprovider ${GPU_TESTS:-tests} \
-  -k "gpu or cuda" 2>&1 | tee "$OUT/gpu_tests.log" | tail -n 15
+  -m "gpu and not dist" 2>&1 | tee "$OUT/gpu_tests.log" | tail -n 15
 if [ "${BENCH:-0}" = 1 ]; then
   echo "=== act padding kernel table ($(date +%T))"
   timeout "${T_BENCH:-200}" python3 benchmarks/bench_act_padding.py --jobs 12 --rounds 3 \

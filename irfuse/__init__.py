@@ -7,7 +7,7 @@ nothing else is imported here.
 
 import sys
 
-if "vllm" in sys.modules:
+if "vllm" in sys.modules:  # only inside vLLM: importing irfuse elsewhere stays free of vLLM
     try:
         from irfuse.vllm_plugin import vllm_pass  # noqa: F401
     except ImportError:  # a vLLM without the pass API irfuse uses: the name stays unbound

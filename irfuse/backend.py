@@ -44,7 +44,9 @@ from typing import Any
 import torch
 import torch.fx
 from torch._dynamo.backends.common import aot_autograd
+from torch._dynamo.backends.registry import _BACKENDS, _COMPILER_FNS, register_backend
 from torch._guards import TracingContext, detect_fake_mode, tracing
+from torch._inductor.compile_fx import compile_fx
 
 from irfuse import config as config_mod
 from irfuse import pipeline, ranges, support_matrix
@@ -186,8 +188,6 @@ def _boxed(gm: torch.fx.GraphModule) -> BoxedFn:
 
 
 def _to_inductor(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> BoxedFn:
-    from torch._inductor.compile_fx import compile_fx
-
     compiled = compile_fx(gm, list(example_inputs))
 
     def run(args: list[Any]) -> Any:
@@ -541,8 +541,6 @@ def _detect_platform(inputs: Sequence[Any]) -> Platform:
 def _register() -> None:
     """Make `import irfuse.backend` enough where the package is not installed (the entry point
     `torch_dynamo_backends: irfuse` covers installed copies)."""
-    from torch._dynamo.backends.registry import _BACKENDS, _COMPILER_FNS, register_backend
-
     # An installed copy is found through its entry point (torch registers it after loading
     # this module); registering here too would be a duplicate.
     if "irfuse" not in _COMPILER_FNS and _BACKENDS.get("irfuse") is None:

@@ -3,7 +3,7 @@
     irfuse demo [--model M] [--size S] [--layers N] [--tokens T] [--dump-dir D] [--no-inductor]
                 [vLLM flags]
     irfuse passes [--platform P] [--scheme S] [--markdown | --json]
-    irfuse config [vLLM flags: -O2 -cc.pass_config.fuse_norm_quant=False ...] [--platform P]
+    irfuse config [vLLM flags: -O2 -cc.pass_config.<flag>=False ...] [--platform P]
     irfuse report [--all] PATH    (a report.json, or a dump folder: its newest run's reports,
                                    or with --all every run's)
 
@@ -13,13 +13,13 @@
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import sys
-import time
 from collections.abc import Sequence
 from typing import Any
 
+from irfuse.cli_config import OneLineParser, config_main, passes_main
+from irfuse.config import ConfigError
 from irfuse.dump import RUN_PREFIX
 from irfuse.remarks import Remark
 from irfuse.report import KernelRecord, PassRecord, Report, StageRecord
@@ -27,32 +27,19 @@ from irfuse.report import KernelRecord, PassRecord, Report, StageRecord
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"demo": demo_main, "passes": _passes, "config": _config, "report": report_main}
+    commands = {"demo": demo_main, "passes": passes_main, "config": config_main,
+                "report": report_main}
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
         print(__doc__.strip())
         if argv and argv[0] not in ("-h", "--help"):
             print(f"\nirfuse: unknown command '{argv[0]}'", file=sys.stderr)
             return 2
         return 0
-    from irfuse.config import ConfigError
-
     try:
         return commands[argv[0]](argv[1:])
     except ConfigError as e:  # a bad flag or value: say which, no traceback
         print(f"irfuse {argv[0]}: {e}", file=sys.stderr)
         return 2
-
-
-def _passes(argv: Sequence[str]) -> int:
-    from irfuse.cli_config import passes_main
-
-    return passes_main(list(argv))
-
-
-def _config(argv: Sequence[str]) -> int:
-    from irfuse.cli_config import config_main
-
-    return config_main(list(argv))
 
 
 # --- report -----------------------------------------------------------------------------------
@@ -163,8 +150,6 @@ def report_files(path: pathlib.Path, every_run: bool) -> tuple[list[pathlib.Path
 
 
 def report_main(argv: Sequence[str]) -> int:
-    from irfuse.cli_config import OneLineParser
-
     parser = OneLineParser(prog="irfuse report", description="print compile reports")
     parser.add_argument("path", help="a report.json or a dump folder")
     parser.add_argument("--all", action="store_true",
@@ -200,116 +185,10 @@ def report_main(argv: Sequence[str]) -> int:
 
 
 def demo_main(argv: Sequence[str]) -> int:
-    from irfuse.cli_config import OneLineParser, positive_int
+    # The demo alone needs torch, Dynamo and the models: the other commands stay light.
+    from irfuse import demo
 
-    parser = OneLineParser(
-        prog="irfuse demo",
-        description="compile a built-in FP8 Llama-style model with irfuse, check it against "
-        "eager and print the report",
-    )
-    parser.add_argument("--model", default="llama-fp8", help="a built-in model (irfuse.models)")
-    parser.add_argument("--size", default=None, help="tiny, small (CPU default), llama-8b (GPU)")
-    parser.add_argument("--layers", type=positive_int, default=None,
-                        help="override the layer count")
-    parser.add_argument("--tokens", type=positive_int, default=None,
-                        help="num_tokens of the input (up to the model's max_positions)")
-    parser.add_argument("--dump-dir", default=None,
-                        help="where the stage dumps go (default: none are written)")
-    parser.add_argument("--no-inductor", action="store_true", help="run the emitted graph as is")
-    args, rest = parser.parse_known_args(argv)
-
-    import torch
-
-    from irfuse import backend, models
-    from irfuse.config import CompilationConfig
-
-    config = CompilationConfig.from_cli(rest)
-    if args.model not in models.MODELS:
-        print(f"irfuse demo: unknown model {args.model!r}; known: "
-              f"{', '.join(sorted(models.MODELS))}", file=sys.stderr)
-        return 2
-    cuda = torch.cuda.is_available()
-    size = args.size or ("llama-8b" if cuda else "small")
-    overrides = {}
-    if args.layers is not None:
-        overrides["num_layers"] = args.layers
-    elif size == "llama-8b":
-        overrides["num_layers"] = 4
-    problem = _demo_problem(args.model, size, args.tokens, overrides)
-    if problem:
-        print(f"irfuse demo: {problem}", file=sys.stderr)
-        return 2
-    device = "cuda" if cuda else "cpu"
-    try:
-        built = models.build(args.model, size=size, device=device, **overrides)
-    except (models.CustomOpsUnavailable, RuntimeError, ValueError) as err:
-        print(f"irfuse demo: cannot build {args.model!r}: {err}", file=sys.stderr)
-        return 2
-    inputs = built.example_inputs
-    if args.tokens is not None:
-        inputs = built.make_inputs(args.tokens)
-    # No dump unless asked for (a temporary folder would be left behind by every run).
-    dump_dir = args.dump_dir or config.dump_dir or os.environ.get("IRFUSE_DUMP_DIR")
-    options = {**config.to_dict(), "dump_dir": dump_dir, "inductor": not args.no_inductor}
-    print(
-        f"irfuse demo: {args.model} ({size}, {built.config.num_layers} layers, hidden "
-        f"{built.config.hidden}) on {device}, num_tokens {inputs[0].shape[0]}, "
-        f"O{config.optimization_level}, Inductor {'off' if args.no_inductor else 'on'}"
-    )
-    backend.clear_reports()
-    torch._dynamo.reset()
-    compiled = torch.compile(built.model, backend="irfuse", options=options)
-    with torch.no_grad():
-        start = time.perf_counter()
-        out = compiled(*[t.clone() for t in inputs])
-        compile_s = time.perf_counter() - start
-        ref = built.model(*[t.clone() for t in inputs])
-    def rel_rms(a: torch.Tensor, b: torch.Tensor) -> float:
-        return ((a.float() - b.float()).norm() / b.float().norm()).item()
-
-    # The check: irfuse's output against eager's, by relative RMS error (an FP8 code that rounds
-    # differently moves single logits by an FP8 step, so the largest difference says little).
-    # With Inductor on, the rest of the graph is Inductor's code, which rounds differently from
-    # eager by itself; the bound is then the larger of 2% and 1.5x plain torch.compile's error.
-    error = rel_rms(out, ref)
-    tolerance = 2e-2
-    baseline = None
-    if not args.no_inductor:
-        torch._dynamo.reset()
-        with torch.no_grad():
-            plain = torch.compile(built.model)(*[t.clone() for t in inputs])
-        baseline = rel_rms(plain, ref)
-        tolerance = max(tolerance, 1.5 * baseline)
-    for report in backend.reports():
-        print()
-        print(report.format_table())
-    print(f"\nfirst call (compile + run): {compile_s:.1f} s")
-    verdict = "OK" if error <= tolerance else "MISMATCH"
-    if baseline is not None:
-        print(f"|plain torch.compile - eager| / |eager| = {baseline:.2e} (RMS)")
-    print(f"|irfuse - eager| / |eager| = {error:.2e} (RMS; tolerance {tolerance:.1e}): {verdict}")
-    if dump_dir:
-        print(f"dumps: {dump_dir}  (irfuse report {dump_dir})")
-    else:
-        print("dumps: none written (--dump-dir D writes every stage)")
-    return 0 if error <= tolerance else 1
-
-
-def _demo_problem(model: str, size: str, tokens: int | None, overrides: dict) -> str | None:
-    """Why the demo cannot run a model at this size and token count, or None. The inputs are
-    one sequence of `tokens` positions, which must fit the model's RoPE cache."""
-    from irfuse import models
-
-    spec = models.MODELS[model]
-    if size not in spec.sizes:
-        return f"--size {size}: model {model!r} comes in {', '.join(spec.sizes)}"
-    if spec.options.get("tp_collective"):
-        return f"--model {model}: a tensor-parallel model needs a process group; the demo runs one"
-    _, cfg, _ = models.resolve(model, size, **overrides)
-    if tokens is not None and spec.family != "paged" and tokens > cfg.max_positions:
-        return (f"--tokens {tokens}: {model} ({size}) has positions (its RoPE cache) up to "
-                f"{cfg.max_positions}")
-    return None
+    return demo.main(argv)
 
 
 if __name__ == "__main__":

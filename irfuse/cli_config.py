@@ -1,7 +1,7 @@
 """`irfuse config` (the resolved config as JSON) and `irfuse passes` (the support matrix).
 
 `irfuse config [--platform P] [--tp N] [--hidden H] [--dtype D] [--scheme S] [--explain]
-[vLLM flags...]` resolves vLLM-style flags (`-O2`, `-cc.pass_config.fuse_norm_quant=False`,
+[vLLM flags...]` resolves vLLM-style flags (`-O2`, `-cc.pass_config.<flag>=False`,
 `--compilation-config '{...}'`) for a platform and model facts and prints the result as JSON;
 `--explain` adds why each flag has its value, the warnings, and the compile ranges with the
 passes that run in each.
@@ -26,7 +26,7 @@ from typing import Any
 
 from irfuse import ranges, support_matrix
 from irfuse.config import CompilationConfig, ConfigError, itemsize_of, resolve_explained
-from irfuse.fusions.declare import RANGE_RULES
+from irfuse.fusions.declare import RANGE_KINDS
 from irfuse.platform import Platform, detect
 
 
@@ -161,7 +161,8 @@ def _schemes_text(row: support_matrix.Fusion) -> str:
 def table_rows() -> list[tuple[str, ...]]:
     """The support matrix as rows of text, one per pass, in pipeline order."""
     return [
-        (row.name, row.flag, row.fuses, _level_text(row), row.range_rule, _platforms_text(row),
+        (row.name, row.flag, row.fuses, _level_text(row), str(row.range_rule),
+         _platforms_text(row),
          _schemes_text(row), "yes" if row.implemented else "no")
         for row in support_matrix.passes()
     ]
@@ -170,7 +171,8 @@ def table_rows() -> list[tuple[str, ...]]:
 def _legend() -> list[tuple[str, list[str]]]:
     """The table's legend: (title, entries) sections."""
     return [
-        ("Range rules", [f"{name}: {text}" for name, text in RANGE_RULES.items()]),
+        ("Range rules (a kind, then the PassConfig threshold that bounds it)",
+         [f"{name}: {text}" for name, text in RANGE_KINDS.items()]),
         ("Schemes", [f"{s.name}: {s.description}" for s in support_matrix.SCHEMES.values()]),
         ("Notes", [f"{row.name}: {row.note}" for row in support_matrix.passes() if row.note]),
     ]

@@ -7,9 +7,14 @@ optimization level for a platform and a model; a field the user set always wins 
 
 The same config comes from Python objects, from `torch.compile(options=...)`
 (`CompilationConfig.from_options`), from JSON (`from_json`) and from vLLM's command-line syntax
-(`from_cli`: `-O2`, `-O 2`, `-O=2`, `--optimization-level 2`, `-cc.pass_config.fuse_norm_quant=
-False`, `-cc.compile_sizes+=8,16`, `--compilation-config '{...}'`, `-cc '{...}'`). A wrong key or
-value raises `ConfigError`, naming the key, the value and what is allowed.
+(`from_cli`: `-O2`, `-O 2`, `-O=2`, `--optimization-level 2`, `-cc.pass_config.<flag>=False`,
+`-cc.compile_sizes+=8,16`, `--compilation-config '{...}'`, `-cc '{...}'`). A wrong key or value
+raises `ConfigError`, naming the key, the value and what is allowed.
+
+PassConfig's fields are the fusions' declarations (`irfuse.fusions`): each pass's flag and doc
+line and the thresholds it declares, with vLLM's names, types and defaults. This module names
+no pass: the rules below read what a declaration says (the flag it implies, whether reshapes
+hide its pattern, its thresholds and how the platform fills them).
 
 Optimization levels: O0 turns every pass off; O1 and O2 turn on what the support matrix
 (`irfuse.support_matrix`, the one place where irfuse's defaults differ from vLLM's) lists at
@@ -25,10 +30,12 @@ import os
 import re
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Any
 
 from irfuse import support_matrix, thresholds
+from irfuse.fusions import FUSIONS
+from irfuse.fusions.declare import Fusion, Threshold
 from irfuse.platform import Platform, detect
 
 LEVELS: tuple[int, ...] = (0, 1, 2, 3)
@@ -166,58 +173,26 @@ def _from_mapping(cls: type, options: Any, what: str, prefix: str) -> Any:
     return cls(**dict(options))
 
 
-@dataclass
-class PassConfig:
-    """vLLM's PassConfig: which fusion passes run, and their thresholds.
+def _pass_config_doc() -> str:
+    lines = ["vLLM's PassConfig: which fusion passes run, and their thresholds.", "",
+             "A None field is unset and filled by `resolve` from the optimization level. Its "
+             "fields come from the", "fusions' declarations (`irfuse.fusions`), in pipeline "
+             "order: each pass's flag, then its thresholds.", ""]
+    for f in FUSIONS:
+        lines.append(f"- {f.flag}: {f.doc}")
+        lines += [f"- {t.name}: {t.doc}" for t in f.thresholds]
+    return "\n".join(lines)
 
-    A None field is unset and filled by `resolve` from the optimization level.
 
-    - fuse_norm_quant: fuse (residual add +) RMSNorm with the FP8 quant that follows it.
-    - fuse_act_quant: fuse SiLU*Mul with the FP8 / NVFP4 quant that follows it.
-    - fuse_attn_quant: fuse attention with the quant of its output.
-    - eliminate_noops: remove reshapes/slices that do not change their input (the fusions
-      match better without them).
-    - enable_sp: sequence parallelism (all-reduce -> reduce-scatter + all-gather around norms).
-    - fuse_gemm_comms: async TP (GEMM + reduce-scatter / all-gather + GEMM overlapped through
-      symmetric memory); implies enable_sp.
-    - fuse_allreduce_rms: fuse all-reduce with the (residual add +) RMSNorm (+ quant) after it.
-    - fi_allreduce_fusion_max_size_mb: largest all-reduced tensor (MB) for that fusion; None:
-      FlashInfer's default for the capability and TP size.
-    - sp_min_token_num: smallest num_tokens at which SP runs; None: computed from the
-      platform, hidden size, TP size and dtype (`irfuse.thresholds.sp_threshold`).
-    - enable_qk_norm_rope_fusion: fuse the per-head q/k RMSNorm with RoPE (vLLM's default
-      False is what every level fills in).
-    - fuse_act_padding: fuse residual add + RMSNorm with the padding of the router input
-      (ROCm AITER only).
-    - fuse_rope_kvcache: fuse RoPE with the KV-cache write.
-    - rope_kvcache_fusion_max_token_num: largest num_tokens for the RoPE + KV-cache fusion.
-    """
-
-    fuse_norm_quant: bool | None = None
-    fuse_act_quant: bool | None = None
-    fuse_attn_quant: bool | None = None
-    eliminate_noops: bool | None = None
-    enable_sp: bool | None = None
-    fuse_gemm_comms: bool | None = None
-    fuse_allreduce_rms: bool | None = None
-    fi_allreduce_fusion_max_size_mb: float | None = None
-    sp_min_token_num: int | None = None
-    enable_qk_norm_rope_fusion: bool | None = None
-    fuse_act_padding: bool | None = None
-    fuse_rope_kvcache: bool | None = None
-    rope_kvcache_fusion_max_token_num: int = thresholds.ROPE_KVCACHE_MAX_TOKEN_NUM
+class _PassConfigMethods:
+    """PassConfig's behaviour; its fields are the fusions' (see `_pass_config_fields`)."""
 
     def __post_init__(self) -> None:
-        for f in support_matrix.FLAGS:
-            setattr(self, f, _as_bool(f"pass_config.{f}", getattr(self, f), nullable=True))
-        self.fi_allreduce_fusion_max_size_mb = _as_float(
-            "pass_config.fi_allreduce_fusion_max_size_mb",
-            self.fi_allreduce_fusion_max_size_mb, nullable=True)
-        self.sp_min_token_num = _as_int(
-            "pass_config.sp_min_token_num", self.sp_min_token_num, nullable=True, minimum=1)
-        self.rope_kvcache_fusion_max_token_num = _as_int(  # type: ignore[assignment]
-            "pass_config.rope_kvcache_fusion_max_token_num",
-            self.rope_kvcache_fusion_max_token_num, nullable=False, minimum=1)
+        for f in FUSIONS:
+            setattr(self, f.flag, _as_bool(f"pass_config.{f.flag}", getattr(self, f.flag),
+                                           nullable=True))
+            for t in f.thresholds:
+                setattr(self, t.name, _as_threshold(t, getattr(self, t.name)))
 
     @classmethod
     def from_dict(cls, options: Mapping[str, Any] | PassConfig | None) -> PassConfig:
@@ -225,10 +200,32 @@ class PassConfig:
         return _from_mapping(cls, options, "pass_config", "pass_config.")
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
 
     def is_resolved(self) -> bool:
         return all(getattr(self, f) is not None for f in support_matrix.FLAGS)
+
+
+def _as_threshold(t: Threshold, value: Any) -> int | float | None:
+    key = f"pass_config.{t.name}"
+    if t.type is float:
+        return _as_float(key, value, nullable=t.nullable)
+    return _as_int(key, value, nullable=t.nullable, minimum=1)
+
+
+def _pass_config_fields() -> list[tuple[str, Any, Any]]:
+    out: list[tuple[str, Any, Any]] = []
+    for f in FUSIONS:
+        out.append((f.flag, bool | None, field(default=None)))
+        out += [(t.name, t.type | None if t.nullable else t.type, field(default=t.default))
+                for t in f.thresholds]
+    return out
+
+
+PassConfig = make_dataclass("PassConfig", _pass_config_fields(), bases=(_PassConfigMethods,),
+                            namespace={"__module__": __name__, "__doc__": _pass_config_doc()})
+"""vLLM's PassConfig (see its docstring): a dataclass whose fields are the fusions' flags and
+thresholds, with vLLM's names."""
 
 
 # ---------------------------------------------------------------------------- CompilationConfig
@@ -402,7 +399,7 @@ def parse_cli(argv: Sequence[str]) -> dict[str, Any]:
             if not isinstance(data, dict):
                 raise ConfigError(
                     f"bad value for {name!r}: {text!r}; allowed: a JSON object such as "
-                    f"'{{\"pass_config\": {{\"fuse_norm_quant\": false}}}}'")
+                    f"'{{\"pass_config\": {{\"{FUSIONS[-1].flag}\": false}}}}'")
             _merge(merged, data)
         elif tok.startswith("-") and "." in name:
             parts = name.lstrip("-").split(".")
@@ -462,13 +459,14 @@ class Resolution:
 
 
 def _level_default(
-    row: support_matrix.Fusion,
+    row: Fusion,
     level: int,
     platform: Platform,
     tp: int | None,
     scheme: str | None,
     flashinfer: bool,
-    fi_cap_set: bool,
+    facts: tuple[int | None, int | None],
+    pc: Any,
 ) -> tuple[bool, str]:
     """What optimization level `level` fills into an unset flag, and why."""
     tag = f"O{level} default"
@@ -488,16 +486,20 @@ def _level_default(
     if row.needs_tp and (tp is None or tp <= 1):
         return False, f"{tag}: {row.name} needs TP > 1 (TP is {tp or 'unknown'})"
     if sup.backend == "flashinfer":
-        problem = _flashinfer_problem(row.name, platform, tp, flashinfer, fi_cap_set)
+        problem = _flashinfer_problem(row, platform, tp, *facts, flashinfer, pc)
         if problem:
             return False, f"{tag}: {problem}"
     return True, f"{tag}: {row.name} is on from O{sup.default_level} on {platform}"
 
 
 def _flashinfer_problem(
-    name: str, platform: Platform, tp: int | None, available: bool, cap_set: bool
+    row: Fusion, platform: Platform, tp: int | None, itemsize: int | None,
+    hidden: int | None, available: bool, pc: Any,
 ) -> str | None:
-    """Why a FlashInfer-served pass cannot run here, or None (an unknown TP is no problem)."""
+    """Why a FlashInfer-served pass cannot run here, or None (an unknown TP is no problem):
+    FlashInfer missing, a TP size its fused all-reduce workspace does not take, or no value
+    for one of the pass's thresholds left unset (its cap)."""
+    name = row.name
     if not available:
         return f"{name} needs FlashInfer on {platform}; it is not installed"
     if tp is None:
@@ -505,13 +507,14 @@ def _flashinfer_problem(
     if tp not in thresholds.FI_ALLREDUCE_WORLD_SIZES:
         sizes = ", ".join(map(str, thresholds.FI_ALLREDUCE_WORLD_SIZES))
         return f"{name}: FlashInfer's fused all-reduce supports TP {sizes}, not {tp}"
-    if not cap_set and thresholds.fi_allreduce_max_size_mb(platform, tp) is None:
-        return (f"{name}: no FlashInfer size cap for TP {tp} on {platform}; set "
-                f"pass_config.fi_allreduce_fusion_max_size_mb")
+    for t in row.thresholds:
+        if t.fill is not None and getattr(pc, t.name) is None \
+                and t.fill(platform, hidden, tp, itemsize) is None:
+            return f"{name}: no {t.source} for TP {tp} on {platform}; set pass_config.{t.name}"
     return None
 
 
-def _why_idle(row: support_matrix.PassInfo, tp: int | None) -> str | None:
+def _why_idle(row: Fusion, tp: int | None) -> str | None:
     """Why a pass the user turned on, which the platform and model allow, still runs nowhere:
     it is not implemented, or it needs TP > 1 and the TP size is unknown. None if it runs."""
     reasons = []
@@ -554,17 +557,19 @@ def resolve_explained(
         flashinfer_available = importlib.util.find_spec("flashinfer") is not None
     pc = cfg.pass_config
     level = cfg.optimization_level
-    user_set = {f for f in support_matrix.FLAGS if getattr(pc, f) is not None}
+    user_set = {f.flag for f in FUSIONS if getattr(pc, f.flag) is not None}
     notes: dict[str, str] = {}
     warns: list[str] = []
 
+    facts_of_model = (itemsize, hidden_size)
+
     # 1. The level fills what the user left unset.
-    for row in support_matrix.passes():
+    for row in FUSIONS:
         if row.flag in user_set:
             notes[row.flag] = "set by the user"
             continue
         value, why = _level_default(row, level, plat, tp, quant_scheme, flashinfer_available,
-                                    pc.fi_allreduce_fusion_max_size_mb is not None)
+                                    facts_of_model, pc)
         setattr(pc, row.flag, value)
         notes[row.flag] = why
 
@@ -575,15 +580,18 @@ def resolve_explained(
         notes[flag] = f"off: {why}"
         warns.append(f"pass_config.{flag} turned off: {why}")
 
-    # 2. Async TP consumes the collectives that sequence parallelism creates.
-    if pc.fuse_gemm_comms and not pc.enable_sp:
-        if "enable_sp" in user_set:
-            warns.append("pass_config.enable_sp=False overridden: fuse_gemm_comms implies it")
-        pc.enable_sp = True
-        notes["enable_sp"] = "on: implied by fuse_gemm_comms"
+    # 2. A pass that rewrites another's output turns that one on (vLLM: async TP consumes the
+    #    collectives that sequence parallelism creates).
+    for row in FUSIONS:
+        if row.implies and getattr(pc, row.flag) and not getattr(pc, row.implies):
+            if row.implies in user_set:
+                warns.append(f"pass_config.{row.implies}=False overridden: {row.flag} implies "
+                             "it")
+            setattr(pc, row.implies, True)
+            notes[row.implies] = f"on: implied by {row.flag}"
 
     # 3. A pass that is on must be able to apply here (platform, scheme, TP, FlashInfer).
-    for row in support_matrix.passes():
+    for row in FUSIONS:
         if not getattr(pc, row.flag):
             continue
         ok, why = support_matrix.can_apply(row.name, plat, quant_scheme)
@@ -591,8 +599,8 @@ def resolve_explained(
             ok, why = False, f"{row.name} needs tensor parallelism (TP > 1); TP is {tp}"
         sup = support_matrix.support(row.name, plat)
         if ok and sup is not None and sup.backend == "flashinfer":
-            problem = _flashinfer_problem(row.name, plat, tp, flashinfer_available,
-                                          pc.fi_allreduce_fusion_max_size_mb is not None)
+            problem = _flashinfer_problem(row, plat, tp, *facts_of_model, flashinfer_available,
+                                          pc)
             if problem:
                 ok, why = False, problem
         if not ok:
@@ -601,37 +609,36 @@ def resolve_explained(
             if cfg.strict:
                 raise ConfigError(f"pass_config.{row.flag}=True cannot apply: {idle}")
             warns.append(f"pass_config.{row.flag}=True has no effect: {idle}")
-    if not pc.enable_sp and pc.fuse_gemm_comms:
-        turn_off("fuse_gemm_comms", "it needs enable_sp, which is off")
+    for row in FUSIONS:
+        if row.implies and getattr(pc, row.flag) and not getattr(pc, row.implies):
+            turn_off(row.flag, f"it needs {row.implies}, which is off")
 
-    # 4. Thresholds the passes that are on need.
-    if pc.fuse_allreduce_rms and pc.fi_allreduce_fusion_max_size_mb is None:
-        cap = thresholds.fi_allreduce_max_size_mb(plat, tp)
-        if cap is not None:
-            pc.fi_allreduce_fusion_max_size_mb = float(cap)
-            notes["fi_allreduce_fusion_max_size_mb"] = f"FlashInfer's cap for TP {tp} on {plat}"
-        else:
-            notes["fi_allreduce_fusion_max_size_mb"] = f"no size cap on {plat}"
-    if pc.enable_sp and pc.sp_min_token_num is None:
-        threshold = thresholds.sp_threshold(plat, hidden_size, tp, itemsize)
-        if threshold is None:
-            why = (f"no sequence-parallelism threshold for {plat} with hidden size "
-                   f"{hidden_size}, TP {tp}, itemsize {itemsize}; set "
-                   f"pass_config.sp_min_token_num")
-            turn_off("enable_sp", why)
-            if pc.fuse_gemm_comms:
-                turn_off("fuse_gemm_comms", f"it needs enable_sp: {why}")
-        else:
-            pc.sp_min_token_num = threshold
-            notes["sp_min_token_num"] = (f"computed for {plat}, hidden {hidden_size}, TP {tp}, "
-                                         f"itemsize {itemsize}")
+    # 4. Thresholds the passes that are on need, where the user left them unset.
+    where = f"{plat}, hidden {hidden_size}, TP {tp}, itemsize {itemsize}"
+    for row in FUSIONS:
+        for t in row.thresholds:
+            if not getattr(pc, row.flag) or t.fill is None or getattr(pc, t.name) is not None:
+                continue
+            value = t.fill(plat, hidden_size, tp, itemsize)
+            if value is not None:
+                setattr(pc, t.name, t.type(value))
+                notes[t.name] = f"{t.source} for {where}"
+            elif not t.required:
+                notes[t.name] = f"no {t.source} for {where}: unbounded"
+            else:
+                why = f"no {t.source} for {where}; set pass_config.{t.name}"
+                turn_off(row.flag, why)
+                for other in FUSIONS:
+                    if other.implies == row.flag and getattr(pc, other.flag):
+                        turn_off(other.flag, f"it needs {row.flag}: {why}")
 
     # 5. vLLM warns when fusions run without no-op elimination (reshapes hide patterns).
-    if not pc.eliminate_noops:
-        hidden_by = [f for f in ("fuse_norm_quant", "fuse_act_quant", "fuse_attn_quant",
-                                 "fuse_allreduce_rms", "fuse_act_padding") if getattr(pc, f)]
+    for remover in FUSIONS:
+        if not remover.removes_noops or getattr(pc, remover.flag):
+            continue
+        hidden_by = [f.flag for f in FUSIONS if f.noops_hide_matches and getattr(pc, f.flag)]
         if hidden_by:
-            warns.append(f"{', '.join(hidden_by)} on with eliminate_noops off: reshapes "
+            warns.append(f"{', '.join(hidden_by)} on with {remover.flag} off: reshapes "
                          f"left in the graph may hide patterns")
 
     # 6. Backend fields.
@@ -659,30 +666,32 @@ def resolve(
 
     Facts (each may be None = unknown): platform (default: detected) and tp_size (read from
     the graph by the backend), which config.platform and config.tp_size override when set;
-    hidden_size and itemsize (for the SP threshold and the all-reduce size cap in tokens);
+    hidden_size and itemsize (for the thresholds the platform fills, and size caps in tokens);
     quant_scheme (a name from `support_matrix.SCHEMES`; None means unknown and is not
     checked); flashinfer_available (default: whether `flashinfer` can be imported).
 
     Rules, in order:
     1. A flag the user set is kept; an unset flag gets the level's default: O0 turns every
-       pass off (eliminate_noops included, as vLLM); O1/O2/O3 turn a pass on where the
+       pass off (no-op elimination included, as vLLM); O1/O2/O3 turn a pass on where the
        support matrix says so for this platform and the pass can apply to the model (its
        quant scheme; TP > 1 for collective fusions; FlashInfer installed, with a size cap for
-       this TP, for the FlashInfer all-reduce fusion). O3 is O2.
-    2. fuse_gemm_comms implies enable_sp (vLLM's rule), even over enable_sp=False.
+       this TP, where FlashInfer serves it). O3 is O2.
+    2. A pass that declares `implies` turns that pass on (vLLM's rule for async TP and
+       sequence parallelism), even over the user's False.
     3. A pass that is on but cannot apply (platform, quant scheme, TP 1, FlashInfer missing
        or TP not in {2, 4, 8}) is turned off with a warning, or with strict=True raises
-       ConfigError. A pass the user turned on that is not implemented yet, or that needs TP > 1
-       while the TP size is unknown, stays on but runs nowhere: a warning, or with strict=True
-       a ConfigError. vLLM forces off only qk-norm-rope off CUDA/ROCm and act-padding /
-       rope-kvcache off ROCm; irfuse generalises that to its support matrix (its CPU
-       reference lets qk-norm-rope and rope-kvcache run on the CPU).
-    4. fi_allreduce_fusion_max_size_mb, if unset while the all-reduce fusion is on, gets
-       FlashInfer's cap for the capability and TP size. sp_min_token_num, if unset while SP
-       is on, gets `thresholds.sp_threshold`; where there is none (off CUDA sm90, hidden < 8192,
-       unknown facts) SP and async TP are turned off with a warning, as vLLM does.
-    5. With eliminate_noops off while norm/act/attn/all-reduce/padding fusions are on, a
-       warning (vLLM's), nothing more.
+       ConfigError; so is a pass whose implied pass ended up off. A pass the user turned on
+       that is not implemented yet, or that needs TP > 1 while the TP size is unknown, stays
+       on but runs nowhere: a warning, or with strict=True a ConfigError. vLLM forces passes
+       off on a few platforms only; irfuse generalises that to its support matrix (its CPU
+       references let more passes run on the CPU).
+    4. A threshold a pass that is on declares with a platform value (`Threshold.fill`), if
+       unset, gets it (FlashInfer's size cap for the capability and TP size; vLLM's
+       sequence-parallelism threshold); where there is none, a `required` threshold turns the
+       pass (and the passes implying it) off with a warning, as vLLM does, and another leaves
+       the pass unbounded.
+    5. With the pass that `removes_noops` off while passes whose matches reshapes hide are
+       on, a warning (vLLM's), nothing more.
     6. dump_dir comes from IRFUSE_DUMP_DIR when unset; platform and tp_size are recorded.
     vLLM rules that do not carry over: cudagraph modes, custom_ops, splitting_ops (irfuse
     compiles whole graphs), DP/PP gating of the all-reduce fusion (irfuse sees one TP group).

@@ -10,8 +10,7 @@ short text form used by the CLI, the `platform` config override, dumps and repor
     rocm           ROCm, architecture unknown
     rocm:gfx942    ROCm on a gfx942 (MI300)
 
-`detect()` reads the running machine; torch is imported only there, so this module stays
-cheap to import.
+`detect()` reads the running machine through torch.
 """
 
 from __future__ import annotations
@@ -19,6 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
+
+import torch
 
 PlatformKind = Literal["cpu", "cuda", "rocm"]
 KINDS: tuple[str, ...] = ("cpu", "cuda", "rocm")
@@ -122,8 +123,6 @@ def detect(device: Any = None) -> Platform:
     None means the current CUDA/ROCm device when one is available, else the CPU. A ROCm
     build of torch reports its GPUs through `torch.cuda` and sets `torch.version.hip`.
     """
-    import torch
-
     if device is None:
         if not torch.cuda.is_available():
             return Platform("cpu")

@@ -7,16 +7,19 @@ vLLM does, irfuse splits num_tokens at those thresholds into inclusive ranges
 `[s, s]` for each explicit compile size, compiles each range lazily at its first use, and
 dispatches each call by its num_tokens (an exact compile size wins over a general range).
 
-Split points (`split_points`), each kept only if it lies in [1, max_num_batched_tokens):
-- all-reduce fusion on: the FlashInfer size cap in tokens, cap_bytes // (hidden * itemsize);
-- sequence parallelism on: sp_min_token_num - 1 (so that a range starts at the threshold);
-- RoPE + KV cache on: rope_kvcache_fusion_max_token_num;
-- the user's compile_ranges_split_points.
+Split points (`split_points`), each kept only if it lies in [1, max_num_batched_tokens): for
+each pass that is on, where its declared range rule (`irfuse.fusions.declare.RangeRule`) bounds
+it by a threshold field:
+- `up-to` a token count: that count;
+- `up-to-mb` (a size cap, FlashInfer's all-reduce): the cap in tokens, cap_bytes // (hidden *
+  itemsize);
+- `from` a token count: the count - 1 (so that a range starts at the threshold);
+and the user's compile_ranges_split_points.
 
 Above max_num_batched_tokens, vLLM raises. irfuse does not: `range_for` sends such a call to
 a general fallback range `[max + 1, inf]` (`UNBOUNDED`; the backend splits it where a measured
 kernel choice changes), compiled like any other range with the passes whose rule holds there
-(no all-reduce fusion, no RoPE + KV cache), so a larger batch is slower to compile once but
+(no pass bounded from above), so a larger batch is slower to compile once but
 never an error.
 
 The thresholds themselves are `irfuse.thresholds`.
@@ -31,6 +34,7 @@ from typing import Any
 
 from irfuse import support_matrix
 from irfuse.config import CompilationConfig
+from irfuse.fusions.declare import RangeRule
 from irfuse.platform import Platform
 from irfuse.thresholds import fi_allreduce_max_tokens
 
@@ -93,18 +97,31 @@ def split_points(
     pc = config.pass_config
     end = config.max_num_batched_tokens
     candidates: list[int] = []
-    if pc.fuse_allreduce_rms:
-        ar_max = fi_allreduce_max_tokens(pc.fi_allreduce_fusion_max_size_mb, hidden, itemsize)
-        if ar_max is not None:
-            candidates.append(ar_max)
-    if pc.enable_sp and pc.sp_min_token_num is not None:
-        candidates.append(pc.sp_min_token_num - 1)
-    if pc.fuse_rope_kvcache:
-        candidates.append(pc.rope_kvcache_fusion_max_token_num)
+    for row in support_matrix.passes():
+        if getattr(pc, row.flag) and (point := _split_point(row.range_rule, pc, hidden,
+                                                             itemsize)) is not None:
+            candidates.append(point)
     candidates.extend(config.compile_ranges_split_points or ())
     points = {p for p in candidates if 1 <= p < end}
     points.add(end)
     return sorted(points)
+
+
+def _bound(rule: RangeRule, pc: Any, hidden: int | None, itemsize: int | None) -> int | None:
+    """The token count a rule's threshold gives (a size cap in tokens); None where unset."""
+    value = getattr(pc, rule.threshold) if rule.threshold else None
+    if rule.kind == "up-to-mb":
+        return fi_allreduce_max_tokens(value, hidden, itemsize)
+    return value
+
+
+def _split_point(rule: RangeRule, pc: Any, hidden: int | None,
+                 itemsize: int | None) -> int | None:
+    """Where a pass's range rule splits num_tokens: the last count of the ranges below it."""
+    bound = _bound(rule, pc, hidden, itemsize)
+    if bound is None or rule.kind == "all":
+        return None
+    return bound - 1 if rule.kind == "from" else bound
 
 
 def ranges_from_split_points(points: Iterable[int]) -> list[Range]:
@@ -173,23 +190,28 @@ def applies(
     row = support_matrix.info(pass_name)
     pc = config.pass_config
     rule = row.range_rule
-    if rule == "all":
+    if rule.kind == "all":
         return True, ""
-    if rule == "below-fi-cap":
-        ar_max = fi_allreduce_max_tokens(pc.fi_allreduce_fusion_max_size_mb, hidden, itemsize)
-        if ar_max is None:
+    bound = _bound(rule, pc, hidden, itemsize)
+    if rule.kind == "up-to-mb":
+        if bound is None:
             return True, ""  # no size cap (the CPU reference): every range
-        limit = min(ar_max, config.max_num_batched_tokens)
+        limit = min(bound, config.max_num_batched_tokens)
         if rng.hi <= limit:
             return True, ""
-        return False, (f"{row.name} runs up to {limit} tokens (FlashInfer size cap "
-                       f"{pc.fi_allreduce_fusion_max_size_mb} MB); range {rng} goes beyond")
-    if rule == "from-sp-min":
-        if pc.sp_min_token_num is None:
-            return False, f"{row.name}: no sp_min_token_num"
-        if rng.lo < pc.sp_min_token_num:
-            return False, (f"{row.name} runs from sp_min_token_num = {pc.sp_min_token_num} "
-                           f"tokens; range {rng} starts below")
+        return False, (f"{row.name} runs up to {limit} tokens ({rule.threshold} = "
+                       f"{getattr(pc, rule.threshold)}); range {rng} goes beyond")
+    if rule.kind == "up-to":
+        if bound is None or rng.hi <= bound:
+            return True, ""
+        return False, (f"{row.name} runs up to {rule.threshold} = {bound} tokens; range {rng} "
+                       "goes beyond")
+    if rule.kind == "from":
+        if bound is None:
+            return False, f"{row.name}: no {rule.threshold}"
+        if rng.lo < bound:
+            return False, (f"{row.name} runs from {rule.threshold} = {bound} tokens; range "
+                           f"{rng} starts below")
         if tp is not None and tp > 1:
             if not rng.is_single_size():
                 return False, (f"{row.name} splits the tokens {tp} ways, so it needs a single "
@@ -197,13 +219,7 @@ def applies(
             if rng.lo % tp:
                 return False, f"{row.name}: size {rng.lo} is not divisible by TP {tp}"
         return True, ""
-    if rule == "up-to-rope-kvcache-max":
-        limit = pc.rope_kvcache_fusion_max_token_num
-        if rng.hi <= limit:
-            return True, ""
-        return False, (f"{row.name} runs up to rope_kvcache_fusion_max_token_num = {limit} "
-                       f"tokens; range {rng} goes beyond")
-    raise ValueError(f"{row.name}: unknown range rule {rule!r}")
+    raise ValueError(f"{row.name}: unknown range rule {rule}")
 
 
 def plan(

@@ -60,7 +60,7 @@ def passes() -> tuple[Fusion, ...]:
 
 
 def info(name: str) -> Fusion:
-    """The row of a pass, by its name (`fuse-norm-quant`) or its flag (`fuse_norm_quant`)."""
+    """The row of a pass, by its name (kebab case) or its flag (snake case)."""
     row = _BY_NAME.get(name) or _BY_FLAG.get(name)
     if row is None:
         raise ValueError(f"unknown pass {name!r}; known passes: {', '.join(_BY_NAME)}")

@@ -47,7 +47,10 @@ import torch.fx
 import vllm.utils.torch_utils  # noqa: F401  (vLLM's LayerName, before irfuse's kernels take it)
 from torch._guards import detect_fake_mode
 from vllm.compilation.passes.inductor_pass import InductorPass, get_pass_context
+from vllm.config import CompilationConfig as VllmCompilationConfig
+from vllm.config import get_current_vllm_config_or_none
 
+import irfuse.emit.custom_ops  # noqa: F401  (registers the irfuse:: ops in vLLM's processes)
 from irfuse import backend, pipeline, ranges
 from irfuse import config as config_mod
 from irfuse.config import CompilationConfig
@@ -66,9 +69,8 @@ _GRAPH_COUNT = [0]
 
 def register() -> None:
     """The `vllm.general_plugins` entry point: irfuse's custom ops in this process, and
-    `irfuse.vllm_pass` for the config's qualified name."""
-    import irfuse.emit.custom_ops  # noqa: F401  (registers the irfuse:: ops)
-
+    `irfuse.vllm_pass` for the config's qualified name (importing this module registered the
+    irfuse:: ops)."""
     _bind()
     _note_configs()
 
@@ -79,8 +81,6 @@ _SEEN_CONFIG: list[Any] = [None]
 def _note_configs() -> None:
     """Wrap vLLM's `CompilationConfig.init_backend` (called with the VllmConfig when a model's
     compile is set up, in the process that compiles) to keep that config for the pass."""
-    from vllm.config import CompilationConfig as VllmCompilationConfig
-
     original = VllmCompilationConfig.init_backend
     if getattr(original, "_irfuse_noted", False):
         return
@@ -202,8 +202,6 @@ def _override(into: dict[str, Any], new: Mapping[str, Any]) -> None:
 
 
 def _current_vllm_config() -> Any:
-    from vllm.config import get_current_vllm_config_or_none
-
     current = get_current_vllm_config_or_none()
     return current if current is not None else _SEEN_CONFIG[0]
 

@@ -23,6 +23,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+import torch
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
@@ -49,6 +50,7 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+from irfuse import dtypes, targets
 from irfuse.dialects.irfuse import IR_DTYPES
 
 # --- template attributes -------------------------------------------------------------------
@@ -495,12 +497,6 @@ def decode_template(template: Attribute, operands: Sequence[Any]) -> Any:
         return None
     if kind is BoolArgAttr:
         return bool(template.value.data)
-    # torch (and dtypes, targets, which import it) only here: parsing, printing and matching IR
-    # never need it.
-    import torch
-
-    from irfuse import dtypes
-
     if isinstance(template, OperandRefAttr):
         return operands[template.index.data]
     if isinstance(template, IntAttr):
@@ -524,8 +520,6 @@ def decode_template(template: Attribute, operands: Sequence[Any]) -> Any:
     if isinstance(template, MemoryFormatAttr):
         return getattr(torch, template.text.data.removeprefix("torch."))
     if isinstance(template, TargetAttr):
-        from irfuse import targets
-
         return targets.resolve(template.text.data)
     if dtypes.is_ir_dtype(template):
         return dtypes.to_torch(template)

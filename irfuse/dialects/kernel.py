@@ -21,7 +21,11 @@ from xdsl.utils.exceptions import VerifyException
 
 from irfuse.dialects.aten import CallLikeOp
 
-IMPLS = ("triton", "flashinfer", "symm_mem", "cuda", "reference")
+IMPLS = ("reference", "triton", "flashinfer", "symm_mem")
+"""What a call runs: the torch reference (always right, never fast), irfuse's Triton kernel,
+FlashInfer's kernel, or `symm_mem` (a collective through torch's symmetric memory, then irfuse's
+Triton kernel). The one vocabulary of implementations: kernel choice adds `inductor` (leave the
+pattern unfused), which no call records."""
 
 
 @irdl_op_definition

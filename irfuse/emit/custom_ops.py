@@ -14,26 +14,21 @@ call, FlashInfer on the first call that selects it.
 
 from __future__ import annotations
 
-import re
-
 from torch.library import custom_op
 
 from irfuse.emit.kernel_choice import kernels
-from irfuse.fusions.declare import Kernel
+from irfuse.fusions.kernel_decl import Kernel
 
 NAMESPACE = "irfuse"
 
 
-def _written(schema: str) -> tuple[str, ...]:
-    """The arguments a schema marks as written in place (`Tensor(a!) k_cache`)."""
-    return tuple(re.findall(r"Tensor\(\w+!\) (\w+)", schema))
-
-
 def _define(k: Kernel) -> object:
-    op = custom_op(f"{NAMESPACE}::{k.name}", k.reference, mutates_args=_written(k.schema),
+    """The op of `k`: its schema and CPU implementation from its typed reference, its CUDA
+    implementation and fake taking the call by name (`Kernel.run_cuda`, `Kernel.run_fake`)."""
+    op = custom_op(f"{NAMESPACE}::{k.name}", k.reference, mutates_args=k.written,
                    device_types="cpu", schema=k.schema)
-    op.register_kernel("cuda")(k.cuda)
-    op.register_fake(k.fake)
+    op.register_kernel("cuda")(k.run_cuda)
+    op.register_fake(k.run_fake)
     return op
 
 

@@ -1,6 +1,7 @@
-"""Which implementation runs each `irfuse::` op on each platform: the table of every kernel's
-declared choices (`irfuse.fusions.declare.Kernel.choices`), and the token counts where some choice
-changes, so that compile ranges end there.
+"""Which implementation runs each `irfuse::` op on each platform: every kernel's choices (its
+rules, and the measured choices of `irfuse/fusions/choices/<platform>.toml`; see
+`irfuse.fusions.kernel_decl`), and the token counts where some choice changes, so that compile
+ranges end there.
 
 Platforms are strings: `cpu`, `cuda:sm90` (compute capability), `rocm`. A lookup tries the exact
 platform, then its family (`cuda`, `rocm`); other platforms get the reference.
@@ -9,16 +10,19 @@ platform, then its family (`cuda`, `rocm`); other platforms get the reference.
 from __future__ import annotations
 
 import functools
+from importlib import resources
 
 from irfuse.fusions import FUSIONS
-from irfuse.fusions.declare import Choice, Kernel, Steps, kernels_of
+from irfuse.fusions.kernel_decl import CHOICES_DIR, Choice, Kernel, Steps
 from irfuse.fusions.library_ops import LIBRARY_OPS
+
+FAMILIES = ("cpu", "cuda", "rocm")
 
 
 @functools.cache
 def kernels() -> dict[str, Kernel]:
     """Every `irfuse::` op by name: the fusions' kernels, then the library ops."""
-    return {k.name: k for k in (*kernels_of(FUSIONS), *LIBRARY_OPS)}
+    return {k.name: k for k in (*(k for f in FUSIONS for k in f.kernels), *LIBRARY_OPS)}
 
 
 def kernel(op_name: str) -> Kernel:
@@ -49,11 +53,17 @@ def size_class(platform: str, num_tokens: int) -> int:
     return max(starts, default=1)
 
 
+def platforms() -> tuple[str, ...]:
+    """The platform families, then every platform a choices file or a kernel's rule names."""
+    files = resources.files("irfuse.fusions").joinpath(CHOICES_DIR).iterdir()
+    named = {f.name.removesuffix(".toml").replace("_", ":", 1) for f in files
+             if f.name.endswith(".toml")}
+    named |= {p for k in kernels().values() for p in k.rules}
+    return (*FAMILIES, *sorted(named - set(FAMILIES)))
+
+
 def table() -> dict[str, dict[str, Steps]]:
     """The whole table, e.g. for the CLI: op -> platform (or family) -> steps."""
-    out: dict[str, dict[str, Steps]] = {}
-    for name, k in kernels().items():
-        platforms = ("cpu", "cuda", "rocm", *(p for p in k.choices if p not in
-                                               ("cpu", "cuda", "rocm")))
-        out[name] = {p: k.steps(p) for p in platforms}  # type: ignore[misc]
-    return out
+    keys = platforms()
+    return {name: {p: steps for p in keys if (steps := k.steps(p)) is not None}
+            for name, k in kernels().items()}

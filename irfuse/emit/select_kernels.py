@@ -1,6 +1,7 @@
 """select-kernels: lower each fused op to a `kernel.call` of the custom op that implements it.
 
-The lowering of each fused op comes from its fusion's declaration (`irfuse.fusions`); the
+The lowering of each fused op comes from its fusion (`ops.LOWERINGS`, `irfuse.fusions`): the
+generic one reads each kernel parameter by name off the op (`irfuse.fusions.kernel_call`); the
 implementation a call runs (`triton`, `flashinfer`, `reference`) is its kernel's declared choice
 for the module's platform, recorded on the call so dumps show which kernel each fused site got.
 Ops with no lowering are left as they are: raised ops that did not fuse emit as their
@@ -19,12 +20,12 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from irfuse.dialects.irfuse import module_platform
 from irfuse.fusions import FUSIONS
-from irfuse.fusions.declare import InPlace, Lowering
+from irfuse.fusions.kernel_call import InPlace, LowerFn
 from irfuse.raising.aten_ops import COPY_INPLACE
 from irfuse.raising.match import call as call_of
 from irfuse.raising.match import walk_ops
 
-LOWERINGS: dict[str, Lowering] = {
+LOWERINGS: dict[str, LowerFn] = {
     name: lower for fusion in FUSIONS for name, lower in fusion.lowerings.items()
 }
 """Fused op name -> its lowering, from every fusion's declaration."""

@@ -2,8 +2,12 @@
 except that enable-qk-norm-rope-fusion runs before fuse-rope-kvcache, so that with both on the
 norms, the rope and the cache write become one kernel.
 
-Adding a fusion: write its folder (`<flag>/__init__.py`, the declaration; `<flag>/pattern.py`),
-its kernel and reference (irfuse/kernels/), and add it to FUSIONS below.
+Adding a fusion: write its folder (`<flag>/__init__.py`, the declaration, light metadata;
+`<flag>/pattern.py`, its patterns; `<flag>/ops.py`, its kernels' typed references and lowerings,
+if it has kernels), its Triton kernel and torch reference (irfuse/kernels/), its measured
+choices (`choices/<platform>.toml`), and add it to FUSIONS below: the PassConfig, the support
+matrix, the pass registry, custom-op registration and select-kernels read it from there.
+Importing this package imports the declarations only (`declare.Fusion.load` imports the rest).
 """
 
 from __future__ import annotations

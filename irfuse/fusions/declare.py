@@ -1,107 +1,33 @@
 """What a fusion is, declared once: the vocabulary of `irfuse.fusions`.
 
-A `Fusion` names its pass and `PassConfig` flag, its patterns, the fused ops it produces with
-their lowerings to kernel calls, its `Kernel`s (each an `irfuse::` custom op with schema, torch
-reference, CUDA implementation, fake and measured choice per platform), its compile-range rule,
-whether kernel choice depends on size, and its support-matrix row. The pass registry, the
-support matrix, custom-op registration, kernel choice and the emit lowerings are all read off
-these declarations.
+A `Fusion` is light metadata, one `<flag>/__init__.py` each: its pass and `PassConfig` flag
+with the flag's doc line and its threshold fields (`Threshold`), what it fuses, its support-
+matrix row (platforms, schemes, default levels), its compile-range rule (`RangeRule`), the flag
+it implies and the names of its patterns. The `PassConfig`, the support matrix, the compile
+ranges and the CLI's tables are read off these declarations alone, so reading them imports
+neither xDSL nor torch's compiler nor Triton.
+
+What a fusion runs is in two modules of its folder, loaded here on first use (`Fusion.load`):
+`pattern.py` (its rewrite patterns) and, for a fusion with kernels, `ops.py` (its `irfuse::`
+custom ops, declared from their typed references by `irfuse.fusions.kernel_decl.Kernel`, and
+how its fused ops lower to them). The pass registry, custom-op registration, kernel choice and
+select-kernels ask the declarations for these.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+import importlib
+import importlib.util
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Literal
+from types import ModuleType
+from typing import Any, Literal
 
-from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass
-
-from irfuse.raising.driver import AnchorPattern, run_patterns
-from irfuse.raising.match import NoMatch
-
-if TYPE_CHECKING:
-    from xdsl.ir import Operation, SSAValue
-
-    from irfuse.dialects import kernel
-
-IMPLS = ("reference", "triton", "flashinfer", "symm_mem", "inductor")
-"""Kernel implementations: the torch reference (always right, never fast), irfuse's Triton
-kernel, FlashInfer's kernel, `symm_mem` (a collective through torch's symmetric memory, then
-irfuse's Triton kernel), or `inductor`: the pass leaves the pattern to Inductor, whose code
-was measured faster there."""
+from irfuse.platform import Platform
 
 PLATFORM_CLASSES: tuple[str, ...] = ("cpu", "cuda:sm80", "cuda:sm90", "cuda:sm100", "rocm")
 """Support-matrix columns: capability 80-89 (Ampere/Ada), 90-99 (Hopper), 100 and up."""
-
-
-@dataclass(frozen=True)
-class Choice:
-    """An implementation (one of IMPLS) and the measurement or rule that justifies it."""
-
-    impl: str
-    reason: str
-
-    def __post_init__(self) -> None:
-        if self.impl not in IMPLS:
-            raise ValueError(f"irfuse: unknown implementation {self.impl!r}")
-
-
-Steps = tuple[tuple[int, Choice], ...]
-"""A choice per size step: ((from_tokens, choice), ...), the first from 1 token."""
-
-CPU_REFERENCE = Choice("reference", "the CPU runs the torch reference (Triton needs a GPU)")
-NOT_MEASURED = Choice("triton", "not measured yet")
-NOT_MEASURED_ROCM = Choice("triton", "not measured yet (Triton emits float8_e4m3fnuz on ROCm)")
-DEFAULT_CHOICES: Mapping[str, Steps] = {
-    "cpu": ((1, CPU_REFERENCE),), "cuda": ((1, NOT_MEASURED),), "rocm": ((1, NOT_MEASURED_ROCM),),
-}
-"""What every kernel runs where its declaration records no measurement."""
-
-
-@dataclass(frozen=True)
-class Kernel:
-    """One `irfuse::` custom op. `choices` adds measured entries to DEFAULT_CHOICES, keyed by
-    platform (`cuda:sm90`) or family (`cuda`, `rocm`); the lookup tries the exact platform first.
-    `single_tensor`: it returns one tensor (else a tuple or list, unpacked by emit).
-    `flashinfer`: its CUDA implementation has a FlashInfer launcher (the choice may select it).
-    `examples(shape)`: argument tuples for an input x of `shape`, each a call of the op that the
-    custom-op tests run through `torch.library.opcheck` and compare against the fake."""
-
-    name: str
-    schema: str
-    reference: Callable
-    cuda: Callable
-    fake: Callable
-    choices: Mapping[str, Steps] = field(default_factory=dict, hash=False)
-    single_tensor: bool = False
-    flashinfer: bool = False
-    examples: Callable[[tuple[int, ...]], Sequence[tuple]] | None = None
-
-    def steps(self, platform: str) -> Steps | None:
-        table = {**DEFAULT_CHOICES, **self.choices}
-        return table.get(platform) or table.get(platform.split(":", 1)[0])
-
-    def choose(self, platform: str, num_tokens: int | None = None) -> Choice:
-        """The implementation on `platform`; where it splits by size, `num_tokens` (the top of
-        the compile range) picks the step, and without it the choice for few tokens is given,
-        its reason naming the split."""
-        steps = self.steps(platform)
-        if steps is None:
-            return Choice("reference", f"platform {platform!r} has no kernels; the reference runs")
-        if num_tokens is None:
-            first = steps[0][1]
-            if len(steps) == 1:
-                return first
-            split = "; ".join(f"from {t} tokens: {c.impl}" for t, c in steps[1:])
-            return Choice(first.impl, f"{first.reason} [{split}]")
-        chosen = steps[0][1]
-        for min_tokens, choice in steps:
-            if num_tokens >= min_tokens:
-                chosen = choice
-        return chosen
 
 
 # --- the support matrix's vocabulary ---------------------------------------------------------
@@ -134,16 +60,6 @@ SCHEMES: dict[str, Scheme] = {
 
 FP8_SCHEMES = ("fp8-static-tensor", "fp8-dynamic-token", "fp8-group-128", "fp8-group-64")
 
-RANGE_RULES: dict[str, str] = {
-    "all": "every range",
-    "below-fi-cap": "ranges up to the FlashInfer size cap "
-    "(fi_allreduce_fusion_max_size_mb / (hidden x itemsize) tokens)",
-    "from-sp-min": "single-size ranges from sp_min_token_num up whose size TP divides (the "
-    "token dim is split TP ways, and irfuse cannot pad the caller's tokens)",
-    "up-to-rope-kvcache-max": "ranges up to rope_kvcache_fusion_max_token_num tokens",
-}
-"""Compile-range rules a fusion can declare (`irfuse.ranges.applies` implements them)."""
-
 Quant = Literal["required", "optional", "independent"]
 
 
@@ -167,94 +83,151 @@ def everywhere(gpu_backend: str, level: int | None) -> dict[str, Support]:
             for c in PLATFORM_CLASSES}
 
 
-# --- the declaration -------------------------------------------------------------------------
+# --- thresholds and compile ranges -----------------------------------------------------------
 
-Lowering = Callable[["Operation", str], "kernel.CallOp | InPlace"]
-"""Builds the kernel call for a fused op on a platform."""
+Fill = Callable[[Platform, int | None, int | None, int | None], float | int | None]
+"""(platform, hidden, tp, itemsize) -> a threshold's value there, or None where it has none."""
 
 
 @dataclass(frozen=True)
-class InPlace:
-    """A lowering whose kernel writes some of the fused op's operands in place (a KV cache):
-    `call` returns the op's other results; `results` are the values that replace each result of
-    the op, in order (a call result, or the operand the kernel wrote)."""
+class Threshold:
+    """A `PassConfig` field that tunes its fusion (vLLM's name, type, default and meaning).
 
-    call: kernel.CallOp
-    results: tuple[SSAValue, ...]
+    `fill`: the platform's value, which `irfuse.config.resolve` sets where the field is unset
+    while the fusion is on (`source` names it in the notes: "FlashInfer's cap"); `required`:
+    without a value the fusion cannot run, so it is turned off (else it runs unbounded)."""
+
+    name: str
+    type: type  # int or float
+    doc: str
+    default: int | float | None = None
+    fill: Fill | None = None
+    source: str = ""
+    required: bool = False
+
+    @property
+    def nullable(self) -> bool:
+        return self.default is None
+
+
+RANGE_KINDS: dict[str, str] = {
+    "all": "every range",
+    "up-to": "ranges up to the threshold's token count",
+    "up-to-mb": "ranges up to the threshold's size of activations (MB / (hidden x itemsize) "
+    "tokens); every range without a size cap",
+    "from": "single-size ranges from the threshold's token count up whose size TP divides (the "
+    "token dim is split TP ways, and irfuse cannot pad the caller's tokens)",
+}
+"""The kinds of compile-range rule a fusion can declare (`irfuse.ranges` implements them)."""
+
+
+@dataclass(frozen=True)
+class RangeRule:
+    """Which compile ranges a fusion runs in: a kind of RANGE_KINDS bounded by a `PassConfig`
+    threshold field (its own or, for a fusion that works on another's output, that one's)."""
+
+    kind: str = "all"
+    threshold: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in RANGE_KINDS:
+            raise ValueError(f"unknown range rule kind {self.kind!r}")
+        if (self.kind == "all") != (self.threshold is None):
+            raise ValueError(f"range rule {self.kind!r}: a threshold exactly when not 'all'")
+
+    def __str__(self) -> str:
+        return self.kind if self.threshold is None else f"{self.kind} {self.threshold}"
+
+
+ALL_RANGES = RangeRule()
+
+
+# --- the declaration -------------------------------------------------------------------------
+
+
+@functools.cache
+def _load(module: str) -> ModuleType | None:
+    """`module`, imported on first use; None where the fusion has no such module. This is the
+    one place a fusion's matching and kernels are imported: the declarations are read by the
+    config, the CLI and the support matrix, which must not pay for xDSL, torch's compiler or
+    Triton (tests/backend/test_config.py checks that `import irfuse.config` stays light)."""
+    if importlib.util.find_spec(module) is None:
+        return None
+    return importlib.import_module(module)
 
 
 @dataclass(frozen=True)
 class Fusion:
     """One pass of the support matrix: a fusion (one `PassConfig` flag) or a utility rewrite.
 
+    `doc`: the flag's line in PassConfig's docstring; `fuses`: the support matrix's text.
     `quant`: `required` (it fuses a quant: a model with another scheme or none has nothing to
     fuse), `optional` (`schemes` are the quants it also folds in) or `independent`. `needs_tp`:
-    it rewrites tensor-parallel collectives. `patterns` empty: not implemented yet (the row
-    still drives the config and says so in reports). `size_aware`: kernel choice depends on the
-    token count, so each compile range's size class is passed as `max_tokens`.
+    it rewrites tensor-parallel collectives. `implies`: the flag of a pass whose output it
+    rewrites, which the config turns on with it. `noops_hide_matches`: reshapes that change
+    nothing can hide its pattern (the config warns when the pass with `removes_noops` is off).
+    `patterns`: the names of its pattern classes in `pattern.py`; none: not implemented yet (the
+    row still drives the config and says so in reports). `size_aware`: kernel choice depends on
+    the token count, so each compile range's size class is passed as `max_tokens`.
     """
 
-    name: str
     flag: str
     kind: Literal["fusion", "utility"]
+    doc: str
     fuses: str
     quant: Quant
     schemes: tuple[str, ...]
-    range_rule: str
     platforms: Mapping[str, Support] = field(hash=False)
+    range_rule: RangeRule = ALL_RANGES
+    thresholds: tuple[Threshold, ...] = ()
     unsupported: str = ALL_PLATFORMS_UNSUPPORTED  # why not on the classes it does not list
     needs_tp: bool = False
+    implies: str | None = None
+    noops_hide_matches: bool = False
+    removes_noops: bool = False
     vllm_pass: str = ""
     note: str = ""
-    patterns: tuple[AnchorPattern, ...] = ()
-    lowerings: Mapping[str, Lowering] = field(default_factory=dict, hash=False)
-    kernels: tuple[Kernel, ...] = ()
+    patterns: tuple[str, ...] = ()
     size_aware: bool = False
 
-    def __post_init__(self) -> None:
-        if self.range_rule not in RANGE_RULES:
-            raise ValueError(f"{self.name}: unknown range rule {self.range_rule!r}")
+    @property
+    def name(self) -> str:
+        """The pass name: the flag in kebab case."""
+        return self.flag.replace("_", "-")
 
     @property
     def implemented(self) -> bool:
         return bool(self.patterns)
 
+    def load(self, part: str) -> ModuleType | None:
+        """This fusion's `pattern` or `ops` module (None where it has none)."""
+        return _load(f"{__package__}.{self.flag}.{part}")
+
     @functools.cached_property
-    def kernel_by_name(self) -> dict[str, Kernel]:
+    def pattern_objects(self) -> tuple[Any, ...]:
+        """Its rewrite patterns (`irfuse.raising.driver.AnchorPattern`s), in declared order."""
+        module = self.load("pattern") if self.patterns else None
+        return tuple(getattr(module, name)() for name in self.patterns)
+
+    @functools.cached_property
+    def kernels(self) -> tuple[Any, ...]:
+        """Its `irfuse::` custom ops (`irfuse.fusions.kernel_decl.Kernel`s): `ops.KERNELS`."""
+        ops = self.load("ops")
+        return () if ops is None else tuple(ops.KERNELS)
+
+    @functools.cached_property
+    def kernel_by_name(self) -> dict[str, Any]:
         return {k.name: k for k in self.kernels}
 
-    def gate(self, kernel_name: str, platform: str, max_tokens: int | None) -> None:
-        """Raise NoMatch where `kernel_name` is left to Inductor on `platform` at the sizes the
-        graph is compiled for (the driver's kernel gate)."""
-        choice = self.kernel_by_name[kernel_name].choose(platform, max_tokens)
-        if choice.impl == "inductor":
-            where = platform if max_tokens is None else f"{platform} at {max_tokens}+ tokens"
-            raise NoMatch(f"left to Inductor on {where}: {choice.reason}")
+    @functools.cached_property
+    def lowerings(self) -> Mapping[str, Any]:
+        """Fused op name -> how it lowers to one of its kernels (`ops.LOWERINGS`)."""
+        ops = self.load("ops")
+        return {} if ops is None else dict(ops.LOWERINGS)
 
     @functools.cached_property
-    def pass_class(self) -> type[ModulePass]:
-        """The fusion's ModulePass: its patterns through the driver, gated by its kernels."""
-        return _fusion_pass(self)
-
-
-def _fusion_pass(fusion: Fusion) -> type[ModulePass]:
-    gate = fusion.gate if fusion.kernels else None
-
-    @dataclass(frozen=True)
-    class FusionPass(ModulePass):
-        name: ClassVar[str] = fusion.name
-        declaration: ClassVar[Fusion] = fusion
-
-        max_tokens: int | None = None  # the compile range's size class (size-aware fusions)
-
-        def apply(self, ctx: Context, op: ModuleOp) -> None:
-            run_patterns(op, fusion.patterns, gate=gate, max_tokens=self.max_tokens)
-
-    FusionPass.__name__ = FusionPass.__qualname__ = "".join(
-        w.capitalize() for w in fusion.name.split("-"))
-    FusionPass.__doc__ = f"{fusion.name}: {fusion.fuses}."
-    return FusionPass
-
-
-def kernels_of(fusions: Sequence[Fusion]) -> tuple[Kernel, ...]:
-    return tuple(k for f in fusions for k in f.kernels)
+    def pass_class(self) -> type:
+        """The fusion's xDSL ModulePass: its patterns through the driver, gated by its kernels."""
+        builder = _load(f"{__package__}.fusion_pass")
+        assert builder is not None
+        return builder.fusion_pass(self)

@@ -12,185 +12,177 @@ from __future__ import annotations
 import math
 
 import torch
+from torch import Tensor
 
-from irfuse.fusions.declare import Kernel
+from irfuse.fusions.kernel_decl import Call, Kernel
 from irfuse.kernels import act_quant_ref, dispatch, norm_quant_ref, quant_ref
 from irfuse.kernels.dispatch import FP8, check_fp8, contiguous, empty, fake_nvfp4, kernels
 
 
-def _rms_norm_ref(x, weight, eps, weight_offset=0.0):
+def rms_norm(x: Tensor, weight: Tensor, eps: float, weight_offset: float = 0.0) -> Tensor:
     return contiguous(norm_quant_ref.rms_norm(x, weight, eps, weight_offset)[0])
 
 
-def _rms_norm_cuda(x, weight, eps, weight_offset=0.0):
-    if dispatch.use_triton(RMS_NORM, x):
-        return kernels("norm_quant").rms_norm(x, weight, eps, weight_offset)[0]
-    return _rms_norm_ref(x, weight, eps, weight_offset)
+def _rms_norm_cuda(c: Call) -> Tensor:
+    if dispatch.use_triton(RMS_NORM, c.x):
+        return kernels("norm_quant").rms_norm(**c)[0]
+    return rms_norm(**c)
 
 
-def _rms_norm_fake(x, weight, eps, weight_offset=0.0):
-    norm_quant_ref.check_norm_args(x, weight, None)
-    return empty(x, x.shape, x.dtype)
+def _rms_norm_fake(c: Call) -> Tensor:
+    norm_quant_ref.check_norm_args(c.x, c.weight, None)
+    return empty(c.x, c.x.shape, c.x.dtype)
 
 
-RMS_NORM = Kernel(
-    "rms_norm", "(Tensor x, Tensor weight, float eps, float weight_offset=0.0) -> Tensor",
-    _rms_norm_ref, _rms_norm_cuda, _rms_norm_fake, single_tensor=True)
+RMS_NORM = Kernel(rms_norm, _rms_norm_fake, _rms_norm_cuda)
 
 
-def _add_rms_norm_ref(x, residual, weight, eps, weight_offset=0.0):
+def add_rms_norm(x: Tensor, residual: Tensor, weight: Tensor, eps: float,
+                 weight_offset: float = 0.0) -> tuple[Tensor, Tensor]:
     y, r = norm_quant_ref.rms_norm(x, weight, eps, weight_offset, residual)
     return contiguous(y), contiguous(r)
 
 
-def _add_rms_norm_cuda(x, residual, weight, eps, weight_offset=0.0):
-    if dispatch.use_triton(ADD_RMS_NORM, x):
-        return kernels("norm_quant").rms_norm(x, weight, eps, weight_offset, residual)
-    return _add_rms_norm_ref(x, residual, weight, eps, weight_offset)
+def _add_rms_norm_cuda(c: Call) -> tuple[Tensor, Tensor]:
+    if dispatch.use_triton(ADD_RMS_NORM, c.x):
+        return kernels("norm_quant").rms_norm(**c)
+    return add_rms_norm(**c)
 
 
-def _add_rms_norm_fake(x, residual, weight, eps, weight_offset=0.0):
-    norm_quant_ref.check_norm_args(x, weight, residual)
-    return empty(x, x.shape, x.dtype), empty(x, x.shape, x.dtype)
+def _add_rms_norm_fake(c: Call) -> tuple[Tensor, Tensor]:
+    norm_quant_ref.check_norm_args(c.x, c.weight, c.residual)
+    return empty(c.x, c.x.shape, c.x.dtype), empty(c.x, c.x.shape, c.x.dtype)
 
 
-ADD_RMS_NORM = Kernel(
-    "add_rms_norm", "(Tensor x, Tensor residual, Tensor weight, float eps, "
-    "float weight_offset=0.0) -> (Tensor, Tensor)",
-    _add_rms_norm_ref, _add_rms_norm_cuda, _add_rms_norm_fake)
+ADD_RMS_NORM = Kernel(add_rms_norm, _add_rms_norm_fake, _add_rms_norm_cuda)
 
 
-def _silu_mul_ref(x, up=None):
+def silu_mul(x: Tensor, up: Tensor | None = None) -> Tensor:
     return contiguous(act_quant_ref.silu_mul(x, up))
 
 
-def _silu_mul_cuda(x, up=None):
-    if dispatch.use_triton(SILU_MUL, x):
-        return kernels("act_quant").silu_mul(x, up)
-    return _silu_mul_ref(x, up)
+def _silu_mul_cuda(c: Call) -> Tensor:
+    if dispatch.use_triton(SILU_MUL, c.x):
+        return kernels("act_quant").silu_mul(**c)
+    return silu_mul(**c)
 
 
-def silu_mul_fake(x, up=None):
+def silu_mul_fake(x: Tensor, up: Tensor | None = None) -> Tensor:
     """SiLU·Mul's output: [..., d] for x = [gate | up] [..., 2d], or gate and up [..., d]."""
     width = act_quant_ref.silu_mul_width(x, up)
     return empty(x, (*x.shape[:-1], width), x.dtype)
 
 
-SILU_MUL = Kernel("silu_mul", "(Tensor x, Tensor? up=None) -> Tensor",
-                  _silu_mul_ref, _silu_mul_cuda, silu_mul_fake, single_tensor=True)
+SILU_MUL = Kernel(silu_mul, lambda c: silu_mul_fake(**c), _silu_mul_cuda)
 
 
-def _quant_fp8_static_ref(x, scale, out_dtype=FP8):
+def quant_fp8_static(x: Tensor, scale: Tensor, out_dtype: torch.dtype = FP8) -> Tensor:
     return contiguous(quant_ref.quant_fp8_static(x, scale, out_dtype))
 
 
-def _quant_fp8_static_cuda(x, scale, out_dtype=FP8):
-    if dispatch.use_triton(QUANT_FP8_STATIC, x, out_dtype):
-        return kernels("act_quant").quant_fp8_static(x, scale, out_dtype)
-    return _quant_fp8_static_ref(x, scale, out_dtype)
+def _quant_fp8_static_cuda(c: Call) -> Tensor:
+    if dispatch.use_triton(QUANT_FP8_STATIC, c.x, c.out_dtype):
+        return kernels("act_quant").quant_fp8_static(**c)
+    return quant_fp8_static(**c)
 
 
-def _quant_fp8_static_fake(x, scale, out_dtype=FP8):
-    check_fp8(x, out_dtype)
-    return empty(x, x.shape, out_dtype)
+def _quant_fp8_static_fake(c: Call) -> Tensor:
+    check_fp8(c.x, c.out_dtype)
+    return empty(c.x, c.x.shape, c.out_dtype)
 
 
-QUANT_FP8_STATIC = Kernel(
-    "quant_fp8_static", "(Tensor x, Tensor scale, ScalarType out_dtype=float8_e4m3fn) -> Tensor",
-    _quant_fp8_static_ref, _quant_fp8_static_cuda, _quant_fp8_static_fake, single_tensor=True)
+QUANT_FP8_STATIC = Kernel(quant_fp8_static, _quant_fp8_static_fake, _quant_fp8_static_cuda)
 
 
-def _quant_fp8_per_token_ref(x, scale_ub=None, out_dtype=FP8):
+def quant_fp8_per_token(x: Tensor, scale_ub: Tensor | None = None,
+                        out_dtype: torch.dtype = FP8) -> tuple[Tensor, Tensor]:
     q, s = quant_ref.quant_fp8_per_token(x, scale_ub, out_dtype)
     return contiguous(q), contiguous(s)
 
 
-def _quant_fp8_per_token_cuda(x, scale_ub=None, out_dtype=FP8):
-    if dispatch.use_triton(QUANT_FP8_PER_TOKEN, x, out_dtype):
-        return kernels("norm_quant").quant_fp8_per_token(x, scale_ub, out_dtype)
-    return _quant_fp8_per_token_ref(x, scale_ub, out_dtype)
+def _quant_fp8_per_token_cuda(c: Call) -> tuple[Tensor, Tensor]:
+    if dispatch.use_triton(QUANT_FP8_PER_TOKEN, c.x, c.out_dtype):
+        return kernels("norm_quant").quant_fp8_per_token(**c)
+    return quant_fp8_per_token(**c)
 
 
-def _quant_fp8_per_token_fake(x, scale_ub=None, out_dtype=FP8):
-    check_fp8(x, out_dtype)
-    return empty(x, x.shape, out_dtype), empty(x, (*x.shape[:-1], 1), torch.float32)
+def _quant_fp8_per_token_fake(c: Call) -> tuple[Tensor, Tensor]:
+    check_fp8(c.x, c.out_dtype)
+    return empty(c.x, c.x.shape, c.out_dtype), empty(c.x, (*c.x.shape[:-1], 1), torch.float32)
 
 
-QUANT_FP8_PER_TOKEN = Kernel(
-    "quant_fp8_per_token", "(Tensor x, Tensor? scale_ub=None, "
-    "ScalarType out_dtype=float8_e4m3fn) -> (Tensor, Tensor)",
-    _quant_fp8_per_token_ref, _quant_fp8_per_token_cuda, _quant_fp8_per_token_fake)
+QUANT_FP8_PER_TOKEN = Kernel(quant_fp8_per_token, _quant_fp8_per_token_fake,
+                             _quant_fp8_per_token_cuda)
 
 
-def _quant_fp8_per_tensor_ref(x, out_dtype=FP8):
+def quant_fp8_per_tensor(x: Tensor, out_dtype: torch.dtype = FP8) -> tuple[Tensor, Tensor]:
     q, s = quant_ref.quant_fp8_per_tensor(x, out_dtype)
     return contiguous(q), contiguous(s)
 
 
-def _quant_fp8_per_tensor_cuda(x, out_dtype=FP8):
-    if dispatch.use_triton(QUANT_FP8_PER_TENSOR, x, out_dtype):
-        return kernels("act_quant").quant_fp8_per_tensor(x, out_dtype)
-    return _quant_fp8_per_tensor_ref(x, out_dtype)
+def _quant_fp8_per_tensor_cuda(c: Call) -> tuple[Tensor, Tensor]:
+    if dispatch.use_triton(QUANT_FP8_PER_TENSOR, c.x, c.out_dtype):
+        return kernels("act_quant").quant_fp8_per_tensor(**c)
+    return quant_fp8_per_tensor(**c)
 
 
-def _quant_fp8_per_tensor_fake(x, out_dtype=FP8):
-    check_fp8(x, out_dtype)
-    return empty(x, x.shape, out_dtype), empty(x, (1,), torch.float32)
+def _quant_fp8_per_tensor_fake(c: Call) -> tuple[Tensor, Tensor]:
+    check_fp8(c.x, c.out_dtype)
+    return empty(c.x, c.x.shape, c.out_dtype), empty(c.x, (1,), torch.float32)
 
 
-QUANT_FP8_PER_TENSOR = Kernel(
-    "quant_fp8_per_tensor", "(Tensor x, ScalarType out_dtype=float8_e4m3fn) -> (Tensor, Tensor)",
-    _quant_fp8_per_tensor_ref, _quant_fp8_per_tensor_cuda, _quant_fp8_per_tensor_fake)
+QUANT_FP8_PER_TENSOR = Kernel(quant_fp8_per_tensor, _quant_fp8_per_tensor_fake,
+                              _quant_fp8_per_tensor_cuda)
 
 
-def _quant_fp8_group_ref(x, group_size, col_major=False, ue8m0=False, out_dtype=FP8):
+def quant_fp8_group(x: Tensor, group_size: int, col_major: bool = False, ue8m0: bool = False,
+                    out_dtype: torch.dtype = FP8) -> tuple[Tensor, Tensor]:
     q, s = quant_ref.quant_fp8_group(x, group_size, col_major, ue8m0, out_dtype)
     return contiguous(q), s
 
 
-def _quant_fp8_group_cuda(x, group_size, col_major=False, ue8m0=False, out_dtype=FP8):
-    if dispatch.use_triton(QUANT_FP8_GROUP, x, out_dtype) and group_size & (group_size - 1) == 0:
-        return kernels("act_quant").quant_fp8_group(x, group_size, col_major, ue8m0, out_dtype)
-    return _quant_fp8_group_ref(x, group_size, col_major, ue8m0, out_dtype)
+def _quant_fp8_group_cuda(c: Call) -> tuple[Tensor, Tensor]:
+    if (dispatch.use_triton(QUANT_FP8_GROUP, c.x, c.out_dtype)
+            and c.group_size & (c.group_size - 1) == 0):
+        return kernels("act_quant").quant_fp8_group(**c)
+    return quant_fp8_group(**c)
 
 
-def _quant_fp8_group_fake(x, group_size, col_major=False, ue8m0=False, out_dtype=FP8):
-    check_fp8(x, out_dtype)
-    quant_ref.check_group_size(x.shape[-1], group_size)
-    return empty(x, x.shape, out_dtype), quant_ref.empty_group_scales(x, group_size, col_major)
+def _quant_fp8_group_fake(c: Call) -> tuple[Tensor, Tensor]:
+    check_fp8(c.x, c.out_dtype)
+    quant_ref.check_group_size(c.x.shape[-1], c.group_size)
+    return (empty(c.x, c.x.shape, c.out_dtype),
+            quant_ref.empty_group_scales(c.x, c.group_size, c.col_major))
 
 
-QUANT_FP8_GROUP = Kernel(
-    "quant_fp8_group", "(Tensor x, int group_size, bool col_major=False, bool ue8m0=False, "
-    "ScalarType out_dtype=float8_e4m3fn) -> (Tensor, Tensor)",
-    _quant_fp8_group_ref, _quant_fp8_group_cuda, _quant_fp8_group_fake)
+QUANT_FP8_GROUP = Kernel(quant_fp8_group, _quant_fp8_group_fake, _quant_fp8_group_cuda)
 
 
-def _quant_nvfp4_ref(x, global_scale):
+def quant_nvfp4(x: Tensor, global_scale: Tensor) -> tuple[Tensor, Tensor]:
     return quant_ref.quant_nvfp4(x, global_scale)
 
 
-def _quant_nvfp4_cuda(x, global_scale):
-    if dispatch.use_triton(QUANT_NVFP4, x):
-        return kernels("nvfp4").quant_nvfp4(x, global_scale)
-    return _quant_nvfp4_ref(x, global_scale)
+def _quant_nvfp4_cuda(c: Call) -> tuple[Tensor, Tensor]:
+    if dispatch.use_triton(QUANT_NVFP4, c.x):
+        return kernels("nvfp4").quant_nvfp4(**c)
+    return quant_nvfp4(**c)
 
 
-def _quant_nvfp4_fake(x, global_scale):
-    quant_ref.check_model_dtype(x)
-    return fake_nvfp4(x, x.shape[-1])
+def _quant_nvfp4_fake(c: Call) -> tuple[Tensor, Tensor]:
+    quant_ref.check_model_dtype(c.x)
+    return fake_nvfp4(c.x, c.x.shape[-1])
 
 
-QUANT_NVFP4 = Kernel("quant_nvfp4", "(Tensor x, Tensor global_scale) -> (Tensor, Tensor)",
-                     _quant_nvfp4_ref, _quant_nvfp4_cuda, _quant_nvfp4_fake)
-
+QUANT_NVFP4 = Kernel(quant_nvfp4, _quant_nvfp4_fake, _quant_nvfp4_cuda)
 
 
 # NVFP4 as float values and float scales (vLLM's emulation keeps them so): exact conversions
 # to and from `quant.nvfp4`'s packed codes and swizzled fp8 scales, around the raised op.
 
 
-def _nvfp4_pack_ref(values, scales):
+def nvfp4_pack(values: Tensor, scales: Tensor) -> tuple[Tensor, Tensor]:
+    """e2m1 values (f32 [M, N]) and their block scales (f32 holding fp8 values, [M, N/16] or
+    [M, N/16, 1]) -> NVFP4's packed codes and swizzled fp8 scales."""
     rows, n = values.shape
     codes = quant_ref.e2m1_encode(values.float())
     packed = quant_ref.pack_e2m1(codes)
@@ -198,11 +190,7 @@ def _nvfp4_pack_ref(values, scales):
     return packed, swizzled.to(quant_ref.NVFP4_SCALE_DTYPE)
 
 
-def _nvfp4_pack_fake(values, scales):
-    return fake_nvfp4(values, values.shape[-1])
-
-
-def _nvfp4_values(shape: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+def _nvfp4_values(shape: tuple[int, ...]) -> tuple[Tensor, Tensor]:
     """Sample e2m1 values and fp8-exact block scales of `shape`'s rows and width."""
     rows, n = math.prod(shape[:-1]), shape[-1]
     g = torch.Generator().manual_seed(0)
@@ -211,15 +199,15 @@ def _nvfp4_values(shape: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
     return quant_ref.e2m1_decode(codes), scales.float()
 
 
-NVFP4_PACK = Kernel(
-    "nvfp4_pack", "(Tensor values, Tensor scales) -> (Tensor, Tensor)",
-    _nvfp4_pack_ref, _nvfp4_pack_ref, _nvfp4_pack_fake,
-    examples=lambda shape: [_nvfp4_values(shape)])
-"""e2m1 values (f32 [M, N]) and their block scales (f32 holding fp8 values, [M, N/16] or
-[M, N/16, 1]) -> NVFP4's packed codes and swizzled fp8 scales."""
+NVFP4_PACK = Kernel(nvfp4_pack, lambda c: fake_nvfp4(c.values, c.values.shape[-1]),
+                    examples=lambda shape: [_nvfp4_values(shape)])
 
 
-def _nvfp4_unpack_ref(packed, block_scale, scale_rank=2):
+def nvfp4_unpack(packed: Tensor, block_scale: Tensor,
+                 scale_rank: int = 2) -> tuple[Tensor, Tensor]:
+    """The inverse of `nvfp4_pack`: f32 values [M, N] and f32 block scales of rank
+    `scale_rank`. The swizzled scales may come as fp8 or as their bytes (uint8: the examples,
+    since opcheck's schema check cannot compute on fp8 inputs)."""
     if block_scale.dtype == torch.uint8:  # the scales' bytes
         block_scale = block_scale.view(quant_ref.NVFP4_SCALE_DTYPE)
     rows, half = packed.shape
@@ -228,24 +216,19 @@ def _nvfp4_unpack_ref(packed, block_scale, scale_rank=2):
     return values, scales.reshape(rows, half * 2 // 16, *([1] * (scale_rank - 2)))
 
 
-def _nvfp4_unpack_fake(packed, block_scale, scale_rank=2):
-    rows, half = packed.shape
-    return (empty(packed, (rows, half * 2), torch.float32),
-            empty(packed, (rows, half * 2 // 16, *([1] * (scale_rank - 2))), torch.float32))
-
-
-NVFP4_UNPACK = Kernel(
-    "nvfp4_unpack", "(Tensor packed, Tensor block_scale, int scale_rank=2) -> (Tensor, Tensor)",
-    _nvfp4_unpack_ref, _nvfp4_unpack_ref, _nvfp4_unpack_fake,
-    examples=lambda shape: [_unpack_example(shape, rank) for rank in (2, 3)])
-"""The inverse of `nvfp4_pack`: f32 values [M, N] and f32 block scales of rank `scale_rank`.
-The swizzled scales may come as fp8 or as their bytes (uint8: the examples, since opcheck's
-schema check cannot compute on fp8 inputs)."""
+def _nvfp4_unpack_fake(c: Call) -> tuple[Tensor, Tensor]:
+    rows, half = c.packed.shape
+    return (empty(c.packed, (rows, half * 2), torch.float32),
+            empty(c.packed, (rows, half * 2 // 16, *([1] * (c.scale_rank - 2))), torch.float32))
 
 
 def _unpack_example(shape: tuple[int, ...], rank: int) -> tuple:
-    packed, swizzled = _nvfp4_pack_ref(*_nvfp4_values(shape))
+    packed, swizzled = nvfp4_pack(*_nvfp4_values(shape))
     return packed, swizzled.view(torch.uint8), rank
+
+
+NVFP4_UNPACK = Kernel(nvfp4_unpack, _nvfp4_unpack_fake,
+                      examples=lambda shape: [_unpack_example(shape, rank) for rank in (2, 3)])
 
 LIBRARY_OPS: tuple[Kernel, ...] = (
     RMS_NORM, ADD_RMS_NORM, SILU_MUL, QUANT_FP8_STATIC, QUANT_FP8_PER_TOKEN,

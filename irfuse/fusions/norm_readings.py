@@ -1,5 +1,5 @@
 """How a raised norm rounds its weight product, read off its decomposition: the fused kernels
-that replace a norm (fuse-act-padding, enable-qk-norm-rope-fusion) round as the model did."""
+that replace a norm (the norm + pad and the QK-norm + RoPE fusions) round as the model did."""
 
 from __future__ import annotations
 

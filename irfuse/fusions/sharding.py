@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import sympy
+import torch.distributed as dist
+from torch.distributed.distributed_c10d import _resolve_process_group
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
@@ -66,15 +69,13 @@ def row_count(lead: Sequence[Dim]) -> Dim:
         for d in lead:
             n *= d  # type: ignore[operator]
         return n
-    import sympy
-
     product = sympy.Mul(*(sympy.sympify(d) for d in lead))
     return int(product) if product.is_Integer else str(product)
 
 
 def flatten_rows(x: SSAValue) -> aten.CallOp:
     """`x.reshape(-1, H)`: `[*lead, H]` as `[rows, H]` (not inserted). A reshape, so that
-    eliminate-noops collapses it with the `view` a linear layer put around its GEMM."""
+    the no-op elimination collapses it with the `view` a linear layer put around its GEMM."""
     xt = x.type
     assert isinstance(xt, TensorType)
     out = tensor_type((row_count(xt.dims[:-1]), xt.dims[-1]), xt.dtype)
@@ -186,13 +187,8 @@ def rank_in(group: str, module: ModuleOp | None) -> int:
 
 
 def _registered_rank(group: str) -> int | None:
-    # torch.distributed only when a replicated residual has to be sliced.
-    import torch.distributed as dist
-
     if not dist.is_available() or not dist.is_initialized():
         return None
-    from torch.distributed.distributed_c10d import _resolve_process_group
-
     try:
         return int(_resolve_process_group(group).rank())
     except (RuntimeError, ValueError, KeyError, TypeError, AttributeError):

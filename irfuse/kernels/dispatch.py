@@ -12,14 +12,21 @@ import importlib
 import importlib.util
 from collections.abc import Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import torch
 
 from irfuse.kernels import quant_ref
 
-if TYPE_CHECKING:
-    from irfuse.fusions.declare import Kernel
+
+class Kernel(Protocol):
+    """What dispatch reads of an op's declaration (`irfuse.fusions.kernel_decl.Kernel`, a layer
+    above): its name, whether it has a FlashInfer launcher, and its choice per platform."""
+
+    name: str
+    flashinfer: bool
+
+    def choose(self, platform: str, num_tokens: int | None = None) -> Any: ...
 
 FP8 = torch.float8_e4m3fn
 MAX_TRITON_WIDTH = 65536

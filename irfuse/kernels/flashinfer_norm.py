@@ -53,6 +53,8 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
+import time
 import warnings
 from collections.abc import Sequence
 from types import ModuleType
@@ -155,7 +157,7 @@ def flashinfer_numerics(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tens
 @functools.cache
 def _import() -> ModuleType | str:
     """flashinfer.norm, or why it does not import (once per process)."""
-    try:
+    try:  # FlashInfer is optional: imported here, on the first call that selects it
         import flashinfer.norm as norm
     except Exception as e:  # noqa: BLE001 (any import failure means: not usable here)
         return f"flashinfer does not import: {type(e).__name__}: {e}"
@@ -253,8 +255,6 @@ def rms_norm_quant_fp8_static(x: torch.Tensor, weight: torch.Tensor,
 def warm(device: str = "cuda") -> str:
     """Import FlashInfer and build (nvcc, on a fresh machine) and load its norm kernels by one
     small launch of each form; returns what happened, or why FlashInfer is not usable."""
-    import time
-
     t0 = time.time()
     x = torch.randn(4, 4096, device=device, dtype=torch.bfloat16)
     w = torch.ones(4096, device=device, dtype=torch.bfloat16)
@@ -265,9 +265,8 @@ def warm(device: str = "cuda") -> str:
     rms_norm_quant_fp8_static(x, w, [s], 1e-6, 0.0, FP8)
     rms_norm_quant_fp8_static(x, w, [s], 1e-6, 0.0, FP8, torch.randn_like(x))
     torch.cuda.synchronize()
-    import flashinfer
-
-    return (f"FlashInfer {flashinfer.__version__} norm kernels ({module_kind()}) ready in "
+    version = sys.modules["flashinfer"].__version__  # imported by `_import`
+    return (f"FlashInfer {version} norm kernels ({module_kind()}) ready in "
             f"{time.time() - t0:.0f}s")
 
 

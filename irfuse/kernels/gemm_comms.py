@@ -11,6 +11,7 @@ from __future__ import annotations
 import warnings
 
 import torch
+from torch.distributed._symmetric_memory import enable_symm_mem_for_group
 
 _ENABLED: set[str] = set()
 
@@ -20,8 +21,6 @@ def enable_group(group_name: str) -> None:
     still look the group up in the registry it fills; required on 2.11)."""
     if group_name in _ENABLED:
         return
-    from torch.distributed._symmetric_memory import enable_symm_mem_for_group
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         warnings.simplefilter("ignore", DeprecationWarning)

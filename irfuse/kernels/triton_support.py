@@ -21,6 +21,7 @@ import torch
 import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+from triton.runtime import interpreter
 
 
 def interpreting() -> bool:
@@ -34,8 +35,6 @@ def interpreting() -> bool:
 @functools.cache
 def patch_interpreter_casts() -> None:
     """Make the interpreter's float conversions round to nearest even through torch (once)."""
-    from triton.runtime import interpreter
-
     original = interpreter._convert_float
     to_torch = {
         tl.float32: torch.float32, tl.float16: torch.float16, tl.bfloat16: torch.bfloat16,

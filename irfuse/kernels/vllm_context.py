@@ -1,8 +1,8 @@
 """vLLM's forward context as irfuse's kernels read it at run time, and the layer name's type.
 
-irfuse's kernels that stand in for vLLM's attention calls (`irfuse.fusions.fuse_attn_quant.
-in_vllm`, `irfuse.fusions.fuse_rope_kvcache.in_vllm`) get the layer name, as vLLM's own fused ops
-do (`fused_rope_and_unified_kv_cache_update`), and find the rest where vLLM keeps it:
+irfuse's kernels that stand in for vLLM's attention calls (in `irfuse.fusions.fuse_attn_quant.
+ops` and `irfuse.fusions.fuse_rope_kvcache.ops`) get the layer name, as vLLM's own fused ops do
+(`fused_rope_and_unified_kv_cache_update`), and find the rest where vLLM keeps it:
 `attention_context(layer_name)` is vLLM's `get_attention_context` (attention metadata, the
 layer, its KV cache, its slot mapping), or the provider a test installs (`set_provider`, the
 stand-ins of `tests/vllm_ops.py` when vLLM is not installed).
@@ -18,11 +18,12 @@ NVFP4 or per-head-quantized caches, FP8 caches) is left to vLLM's own writer and
 
 `layer_name_type()` is the schema type of the layer-name argument: vLLM's `LayerName` where vLLM
 uses it (torch >= 2.11 with `VLLM_USE_LAYERNAME`, the default), else `str`. It is decided when the
-kernels are declared, from the `vllm.utils.torch_utils` already imported: importing it here would
-cost seconds to every irfuse import. vLLM has imported it before it loads irfuse's plugin, and
-`irfuse.vllm_plugin` imports it before irfuse's kernels; a process that imports irfuse's kernels
-before vLLM declares them with `str`, and a compiled graph that passes vLLM's `LayerName` to them
-fails when it is traced (torch's schema check names the argument).
+kernels are declared (their `ops.py` imported: `kernel_decl.Opaque`), from the
+`vllm.utils.torch_utils` already imported: importing it here would cost seconds to every irfuse
+import. vLLM has imported it before it loads irfuse's plugin, and `irfuse.vllm_plugin` imports it
+before irfuse's kernels; a process that imports irfuse's kernels before vLLM declares them with
+`str`, and a compiled graph that passes vLLM's `LayerName` to them fails when it is traced
+(torch's schema check names the argument).
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ import torch
 import torch.distributed as torch_dist
 from torch import nn
 
-from irfuse.models import llama, mla, paged, paged_prefill, qwen3
+from irfuse.models import llama, mla, paged, paged_prefill, qwen3, tp
 from irfuse.models.config import (
     CONFIG_FIELDS,
     OPTION_FIELDS,
@@ -265,8 +265,6 @@ def build(name: str, *, size: str = "tiny", dtype: torch.dtype = torch.bfloat16,
     if opts.quant is not None and opts.calibrate and device.type != "meta":
         calibrate(model, example_inputs)
     if opts.tp_collective is not None:
-        from irfuse.models import tp
-
         tp.shard(model, group, opts.tp_collective)
     model.eval()
     return BuiltModel(

@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from irfuse.raising.raising import RAISED_KINDS
+
 NormStyle = str  # "vllm" | "hf" | "square" | "functional" | "custom_op"
 NORM_STYLES = ("vllm", "hf", "square", "functional", "custom_op")
 SILU_STYLES = ("slice", "chunk", "split", "separate", "sigmoid", "custom_op")
@@ -152,15 +154,6 @@ class ModelOptions:
             or self.silu_style == "custom_op"
             or (self.quant is not None and self.quant_impl == "custom_op")
         )
-
-
-RAISED_KINDS = (
-    "rms_norm", "add_rms_norm", "quant_fp8", "quant_nvfp4", "silu_mul", "rope", "attention",
-    "mla_attention", "kv_cache_write", "all_reduce", "reduce_scatter", "all_gather", "gemm",
-    "scaled_gemm", "pad", "vllm_attention", "vllm_mla_attention", "vllm_kv_cache_update",
-)
-"""Every kind the report counts; the built-in models never call vLLM's attention ops (the
-`vllm_*` kinds: 0)."""
 
 
 def zero_counts() -> dict[str, int]:

@@ -11,14 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import torch
 import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.testing._internal.distributed.fake_pg import FakeStore
 
 
 @contextmanager
 def fake_process_group(world_size: int = 2, rank: int = 0) -> Iterator[dist.ProcessGroup]:
     """Initialise the default process group on the fake backend; destroy it on exit."""
-    from torch.testing._internal.distributed.fake_pg import FakeStore
-
     if dist.is_initialized():
         raise RuntimeError("a default process group is already initialised")
     dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world_size)
@@ -29,8 +30,6 @@ def fake_process_group(world_size: int = 2, rank: int = 0) -> Iterator[dist.Proc
 
 
 def _rank_main(rank: int, world_size: int, init_file: str, backend: str, fn, args) -> None:
-    import torch
-
     if backend == "gloo":
         torch.set_num_threads(1)  # the ranks share the CPU
     else:
@@ -48,7 +47,5 @@ def spawn_ranks(world_size: int, fn, *args, backend: str = "gloo", init_file: st
     process group (gloo on the CPU, nccl on GPUs, rank r on GPU r), rendezvousing through
     `init_file` (a path that does not exist yet). `fn` must be picklable (a module-level
     function); a rank that raises fails the call."""
-    import torch.multiprocessing as mp
-
     mp.spawn(_rank_main, args=(world_size, init_file, backend, fn, args), nprocs=world_size,
              join=True)

@@ -225,15 +225,40 @@ SPLITS = (SPLIT_TENSOR, SPLIT_WITH_SIZES, UNSAFE_SPLIT_TENSOR, UNSAFE_SPLIT_WITH
 """What `chunk` and `torch.split` become."""
 
 # --- view ops ------------------------------------------------------------------------------------
+# Every set of ops a matcher looks through, named once here.
 
+VIEW_OPS = (VIEW, UNSAFE_VIEW)
+"""The views proper (never a copy): two in a row collapse into one."""
 RESHAPES = (VIEW, UNSAFE_VIEW, RESHAPE)
 """Ops that take the new shape as an argument: what a matcher that reads the shape looks through
 (attention's head split and merge, a KV cache's flattening, the `view(-1, H)` of a linear)."""
 VIEWS = (*RESHAPES, UNSQUEEZE, SQUEEZE_DIM, SQUEEZE_DIMS, SQUEEZE, ALIAS)
 """Ops that give the same elements, in the same order, under another shape: what value-level
 matchers look through (`match.strip_views`, quant and GEMM operands)."""
+VIEWS_AND_CLONE = (*VIEWS, CLONE)
+"""Ops whose output holds the input's elements in order: the identity on values."""
+VIEWS_AND_EXPAND = (*VIEWS, EXPAND)
+"""VIEWS, and the broadcast of a mask to the attention's shape."""
+SQUEEZES_BY_DIM = (SQUEEZE_DIM, SQUEEZE_DIMS)
+"""The squeezes that name their dims."""
+TRANSPOSES = (MATRIX_T, TRANSPOSE_INT, PERMUTE)
+"""Ops that reorder dims."""
+LAYOUTS = (*VIEWS, *TRANSPOSES, CLONE)
+"""Ops that change a tensor's layout, not its values (a quant's operand seen through them)."""
+DIM_VIEWS = (*RESHAPES, TRANSPOSE_INT, PERMUTE, UNSQUEEZE, SQUEEZE_DIM, ALIAS)
+"""Views that move or regroup dims: what may stand between a per-head norm and the rope (where
+they keep the last dim)."""
+DIM_VIEWS_AND_CLONE = (*DIM_VIEWS, CLONE)
+"""Ops between an attention and its quant that move no value: DIM_VIEWS, and the `clone` a
+reshape of a transposed tensor decomposes into."""
 RESHAPES_AND_FLATTENS = (*RESHAPES, FLATTEN_USING_INTS, UNFLATTEN_INT)
 """The head-dim splits and joins of a rotation (raise-rope reads each as a shape change of the
 last dims; unsqueeze and alias it takes apart, as broadcasts and no-ops)."""
 RESHAPES_AND_ALIAS = (*RESHAPES, ALIAS)
-"""The views eliminate-noops removes when the result type is the input's (vLLM's set)."""
+"""The views the no-op elimination removes when the result type is the input's (vLLM's set)."""
+RESHAPES_FLATTENS_AND_ALIAS = (*RESHAPES_AND_FLATTENS, ALIAS)
+"""Shape changes that keep the elements' order: what may stand between vLLM's attention and the
+quant of its output, or between a rope's rotated k and vLLM's cache write."""
+VIEWS_FLATTENS_AND_SLICE = (*VIEWS, FLATTEN_USING_INTS, UNFLATTEN_INT, SLICE_TENSOR)
+"""Views (and the slice of vLLM's qkv buffer) of v that may move up to the rope's place with the
+fused RoPE + vLLM cache write."""

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 import torch
 import torch.fx
+from torch.distributed.distributed_c10d import _resolve_process_group
 from torch.utils._python_dispatch import _disable_current_modes
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -383,9 +384,7 @@ def _process_groups(gm: torch.fx.GraphModule) -> dict[str, int]:
 
 
 def _group_size(name: str) -> int | None:
-    try:  # torch.distributed only for graphs with collectives
-        from torch.distributed.distributed_c10d import _resolve_process_group
-
+    try:
         return _resolve_process_group(name).size()
     except Exception:  # noqa: BLE001 (not a group name, or no process group in this process)
         return None

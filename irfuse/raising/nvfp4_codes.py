@@ -34,7 +34,6 @@ from irfuse.raising.aten_ops import (
     BITWISE_RIGHT_SHIFT_TENSOR,
     BITWISE_RIGHT_SHIFT_TENSOR_SCALAR,
     CASTS,
-    CLONE,
     INDEX_PUT,
     INDEX_PUT_HACKED_TWIN,
     LOGICAL_AND,
@@ -53,7 +52,7 @@ from irfuse.raising.aten_ops import (
     SLICE_TENSOR,
     SUB_SCALAR,
     SUB_TENSOR,
-    VIEWS,
+    VIEWS_AND_CLONE,
 )
 from irfuse.raising.match import (
     Call,
@@ -104,7 +103,7 @@ _ON_DISCRETE = (
     MUL_TENSOR, MUL_SCALAR,
 )
 _I8 = IntegerType(8)
-_TRANSPARENT = (*VIEWS, CLONE)  # same elements: identity when the code is evaluated
+_TRANSPARENT = VIEWS_AND_CLONE  # same elements: identity when the code is evaluated
 _SHIFTS = (LSHIFT_SCALAR, BITWISE_LEFT_SHIFT_TENSOR_SCALAR)
 _COMBINES = (BITWISE_OR_TENSOR, OR_TENSOR, ADD_TENSOR)
 

@@ -27,6 +27,7 @@ from irfuse.raising.aten_ops import (
     NEW_ZEROS,
     PERMUTE,
     VIEWS,
+    VIEWS_AND_CLONE,
     ZEROS,
     ZEROS_LIKE,
 )
@@ -195,7 +196,7 @@ def swizzle_scales(sb: SSAValue, taken: set[Operation], blocks: Blocks
     take(found)
     while not (_same_dims(shape_of(value), (mp, kp)) and dtype_of(value) == F8E4M3FN):
         found = step("cast back to f8E4M3FN")
-        if found.target not in (*VIEWS, CLONE) and as_cast(found.result) is None:
+        if found.target not in VIEWS_AND_CLONE and as_cast(found.result) is None:
             raise NoMatch(f"the swizzled block scales are made by {found.target}")
         if found.target == CLONE and found.kwargs.get("memory_format") is not None:
             fmt = getattr(getattr(found.kwargs["memory_format"], "text", None), "data", None)

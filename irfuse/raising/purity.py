@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
+from irfuse import targets
 from irfuse.raising.aten_ops import AUTO_FUNCTIONALIZED, AUTO_FUNCTIONALIZED_V2
 
 PURE = "pure"
@@ -59,12 +62,6 @@ def target_info(target: str) -> TargetInfo:
 
 
 def _classify(target: str) -> TargetInfo:
-    # torch is imported here, not at the top: matching and printing IR (irfuse-opt) do not
-    # need it, and it is the heaviest import there is.
-    import torch
-
-    from irfuse import targets
-
     if target.startswith("py:") or target in FUNCTIONAL_HOPS:
         return TargetInfo(OTHER)
     try:

@@ -54,8 +54,6 @@ from irfuse.raising.aten_ops import (
     SCALED_MM,
     SLICE_SCATTER,
     SLICE_TENSOR,
-    SQUEEZE_DIM,
-    SQUEEZE_DIMS,
     TO_COPY,
     TO_DTYPE,
     TRANSPOSE_INT,
@@ -65,6 +63,7 @@ from irfuse.raising.aten_ops import (
     WHERE_SELF,
     ZEROS,
 )
+from irfuse.raising.aten_ops import SQUEEZES_BY_DIM as SQUEEZE_BY_DIM
 from irfuse.raising.driver import REWROTE, CallPattern, Outcome, PatternPass, Site
 from irfuse.raising.match import (
     INT64_MAX,
@@ -88,7 +87,6 @@ from irfuse.raising.match import (
 
 FUSED = (SCALED_DOT_PRODUCT_FLASH_ATTENTION_FOR_CPU, SCALED_DOT_PRODUCT_FLASH_ATTENTION, SCALED_DOT_PRODUCT_EFFICIENT_ATTENTION, SCALED_DOT_PRODUCT_CUDNN_ATTENTION, SCALED_DOT_PRODUCT_ATTENTION_MATH, SCALED_DOT_PRODUCT_ATTENTION)
 
-SQUEEZE_BY_DIM = (SQUEEZE_DIM, SQUEEZE_DIMS)
 NEW_TENSOR = (NEW_EMPTY, EMPTY_MEMORY_FORMAT, NEW_ZEROS,
               ZEROS)
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
+import torch.distributed as dist
+from torch.distributed.distributed_c10d import _resolve_process_group
 from xdsl.context import Context
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, i64
 from xdsl.ir import Operation, SSAValue
@@ -301,13 +303,8 @@ class _WorldSizes:
 
 def _registered_size(group: str) -> int | None:
     """The size of the process group named `group` in this process, if torch knows it."""
-    # torch.distributed only when a graph has a collective whose size the IR does not say.
-    import torch.distributed as dist
-
     if not dist.is_available() or not dist.is_initialized():
         return None
-    from torch.distributed.distributed_c10d import _resolve_process_group
-
     try:
         return int(_resolve_process_group(group).size())
     except (RuntimeError, ValueError, KeyError, TypeError, AttributeError):

@@ -53,6 +53,7 @@ from irfuse.raising.aten_ops import (
     IRFUSE_QUANT_FP8_PER_TOKEN,
     IRFUSE_QUANT_FP8_STATIC,
     IRFUSE_QUANT_NVFP4,
+    LAYOUTS,
     LIFT_FRESH_COPY,
     LOG2,
     MATRIX_T,
@@ -67,6 +68,7 @@ from irfuse.raising.aten_ops import (
     SCALAR_MAKERS,
     SCALAR_TENSOR,
     TRANSPOSE_INT,
+    TRANSPOSES,
     VIEWS,
 )
 from irfuse.raising.driver import (
@@ -98,8 +100,6 @@ from irfuse.raising.quant_common import (
     CLAMPS_BELOW,
     CLAMPS_BOTH,
     COPIES,
-    LAYOUTS,
-    TRANSPOSES,
     bound_value,
     dtype_of,
     fmt_dims,

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from xdsl.passes import ModulePass
 
 from irfuse import backend, passes, pipeline
-from irfuse.fusions.declare import CPU_REFERENCE
+from irfuse.fusions.kernel_decl import measured
 from irfuse.raising.raising import RAISED_KINDS
 from irfuse.testing import assert_bit_exact, compile_and_run
 
@@ -162,7 +162,8 @@ def test_report_json_schema(dumped: pathlib.Path) -> None:
     assert isinstance(report["kernels"], list)
     for entry in report["kernels"]:
         assert set(entry) == {"op", "impl", "reason", "calls"}
-        assert (entry["impl"], entry["reason"]) == ("reference", CPU_REFERENCE.reason)
+        assert (entry["impl"], entry["reason"]) == ("reference",
+                                                    measured("cpu")["default"][0][1].reason)
 
 
 @pytest.fixture(scope="module")

@@ -95,7 +95,7 @@ def test_passes_text_table(capsys: pytest.CaptureFixture[str]) -> None:
         assert column in header
     for row in support_matrix.passes():
         assert row.name in out and row.flag in out
-    assert "Range rules:" in out and "Schemes:" in out
+    assert "Range rules (" in out and "Schemes:" in out
 
 
 def test_passes_markdown_has_one_row_per_pass(capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,6 +8,7 @@ import torch
 
 from irfuse import backend, models
 from irfuse.emit import kernel_choice
+from irfuse.fusions import kernel_decl
 from irfuse.testing import assert_bit_exact
 
 
@@ -36,10 +37,10 @@ def inductor_from_16384(monkeypatch: pytest.MonkeyPatch) -> None:
     measurement that found Inductor's code faster there records it (the measured table has
     no such step now)."""
     op = "add_rms_norm_quant_fp8_static"
-    entries = kernel_choice.kernel(op).choices
-    steps = (entries["cuda:sm90"][0],
+    entries = kernel_decl.measured("cuda:sm90")
+    steps = (entries[op][0],
              (16384, kernel_choice.Choice("inductor", "Inductor's code measured faster")))
-    monkeypatch.setitem(entries, "cuda:sm90", steps)
+    monkeypatch.setitem(entries, op, steps)
 
 
 def test_measured_sm90_table_splits_where_attention_quant_leaves_prefill() -> None:

@@ -4,6 +4,10 @@ validation messages, JSON round trip and vLLM's command-line syntax."""
 from __future__ import annotations
 
 import json
+import os
+import pathlib
+import subprocess
+import sys
 import warnings
 from dataclasses import fields
 
@@ -19,11 +23,10 @@ from irfuse.config import (
     resolve,
     resolve_explained,
 )
+from irfuse.fusions import FUSIONS
 from irfuse.platform import Platform
 
-FLAGS = ("fuse_norm_quant", "fuse_act_quant", "fuse_attn_quant", "eliminate_noops", "enable_sp",
-         "fuse_gemm_comms", "fuse_allreduce_rms", "enable_qk_norm_rope_fusion",
-         "fuse_act_padding", "fuse_rope_kvcache")
+FLAGS = support_matrix.FLAGS
 
 # A Llama-70B-like TP-2 FP8 model on a machine with FlashInfer.
 FACTS = {"tp_size": 2, "hidden_size": 8192, "itemsize": 2, "quant_scheme": "fp8-static-tensor",
@@ -46,12 +49,28 @@ def test_defaults_are_unset() -> None:
     assert cc.compile_sizes is None and cc.platform is None and cc.tp_size is None
 
 
-def test_passconfig_has_vllm_field_names() -> None:
+def test_passconfig_fields_are_the_declared_flags_and_thresholds() -> None:
     names = [f.name for f in fields(PassConfig)]
-    for name in (*FLAGS, "fi_allreduce_fusion_max_size_mb", "sp_min_token_num",
-                 "rope_kvcache_fusion_max_token_num"):
-        assert name in names
+    assert names == [n for f in FUSIONS for n in (f.flag, *(t.name for t in f.thresholds))]
+    for f in FUSIONS:
+        for t in f.thresholds:
+            assert getattr(PassConfig(), t.name) == t.default
     assert "compile_ranges_split_points" in [f.name for f in fields(CompilationConfig)]
+
+
+def test_reading_the_config_does_not_import_the_compiler() -> None:
+    """The PassConfig is read off the fusions' declarations alone: importing it leaves xDSL,
+    torch's compiler, Triton, the patterns and the kernels unloaded."""
+    heavy = ["xdsl", "torch._inductor", "triton", "irfuse.kernels.dispatch",
+             "irfuse.fusions.kernel_decl", *(f"irfuse.fusions.{f.flag}.{part}" for f in FUSIONS
+                                             for part in ("pattern", "ops"))]
+    code = f"import sys, irfuse.config\nprint([m for m in {heavy!r} if m in sys.modules])"
+    root = pathlib.Path(__file__).resolve().parents[2]
+    path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)
+    proc = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=path),
+                          cwd=root, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]"
 
 
 # ---------------------------------------------------------------------------- levels

@@ -10,6 +10,7 @@ import torch
 
 from irfuse import backend, models
 from irfuse.emit import kernel_choice
+from irfuse.fusions import kernel_decl
 
 pytestmark = pytest.mark.gpu
 
@@ -51,9 +52,9 @@ def test_ranges_recompile_as_inputs_move_between_them(monkeypatch):
     """add + RMSNorm + FP8 static left to Inductor from 256 tokens (as a measurement would
     record it) and a compile size of 8: three compiles, each range with its own kernels."""
     op = "add_rms_norm_quant_fp8_static"
-    entries = kernel_choice.kernel(op).choices
-    monkeypatch.setitem(entries, "cuda:sm90", (
-        entries["cuda:sm90"][0], (256, kernel_choice.Choice("inductor", "a test's step"))))
+    entries = kernel_decl.measured("cuda:sm90")
+    monkeypatch.setitem(entries, op, (
+        entries[op][0], (256, kernel_choice.Choice("inductor", "a test's step"))))
     built, compiled = _compiled("llama-fp8", platform="cuda:sm90", inductor=False,
                                 max_num_batched_tokens=1024, compile_sizes=[8])
     with torch.no_grad():

@@ -191,8 +191,7 @@ def test_rope_kvcache_applies_up_to_its_max() -> None:
     assert not ok and "128" in why
 
 
-@pytest.mark.parametrize("name", ["fuse-norm-quant", "fuse-act-quant", "eliminate-noops",
-                                  "fuse-attn-quant", "enable-qk-norm-rope-fusion"])
+@pytest.mark.parametrize("name", [f.name for f in FUSIONS if f.range_rule.kind == "all"])
 def test_other_passes_apply_everywhere(name: str) -> None:
     cfg = _resolved(SM90)
     for rng in (Range(1, 1), Range(1, 8192), Range(8193, UNBOUNDED)):

@@ -8,29 +8,33 @@ import pytest
 
 from irfuse import support_matrix as sm
 from irfuse.config import PassConfig
-from irfuse.fusions import declare
+from irfuse.fusions import FUSIONS, declare
 from irfuse.passes import PASSES
 from irfuse.platform import Platform
 
-MISSION_FUSION_FLAGS = {"fuse_norm_quant", "fuse_act_quant", "fuse_attn_quant",
-                        "fuse_allreduce_rms", "fuse_rope_kvcache", "enable_qk_norm_rope_fusion",
-                        "enable_sp", "fuse_gemm_comms", "fuse_act_padding"}
 
-
-def test_rows_cover_the_mission_flags_plus_noop_elimination() -> None:
+def test_rows_are_the_declarations_and_each_flag_a_passconfig_field() -> None:
     rows = sm.passes()
-    assert len(rows) == 10
-    assert {r.flag for r in rows if r.kind == "fusion"} == MISSION_FUSION_FLAGS
-    assert [r.flag for r in rows if r.kind == "utility"] == ["eliminate_noops"]
-    assert set(sm.FUSION_FLAGS) == MISSION_FUSION_FLAGS
+    assert rows == FUSIONS and len({r.flag for r in rows}) == len(rows)
+    assert sm.FUSION_FLAGS == tuple(r.flag for r in rows if r.kind == "fusion")
+    assert sm.FLAGS == tuple(r.flag for r in rows)
+    thresholds = [t.name for r in rows for t in r.thresholds]
+    assert [f.name for f in fields(PassConfig)] == [
+        name for r in rows for name in (r.flag, *(t.name for t in r.thresholds))]
+    assert len(set(thresholds)) == len(thresholds)
+    flags = {r.flag for r in rows}
+    for row in rows:
+        assert row.implies is None or row.implies in flags
+        assert row.range_rule.threshold is None or row.range_rule.threshold in thresholds
+        assert f"- {row.flag}: {row.doc}" in PassConfig.__doc__
+    assert [r.flag for r in rows if r.removes_noops] == [
+        r.flag for r in rows if r.kind == "utility"]
 
 
 def test_rows_are_consistent() -> None:
-    passconfig_fields = {f.name for f in fields(PassConfig)}
     for row in sm.passes():
         assert row.name == row.flag.replace("_", "-")
-        assert row.flag in passconfig_fields
-        assert row.range_rule in declare.RANGE_RULES
+        assert row.range_rule.kind in declare.RANGE_KINDS
         assert set(row.platforms) <= set(declare.PLATFORM_CLASSES) and row.platforms
         assert set(row.schemes) <= set(sm.SCHEMES)
         for sup in row.platforms.values():

@@ -21,8 +21,8 @@ from xdsl.parser import Parser
 import irfuse.models as M
 from irfuse import remarks
 from irfuse.context import make_context
-from irfuse.fusions import fuse_attn_quant as decl
 from irfuse.fusions.fuse_attn_quant import FUSION
+from irfuse.fusions.fuse_attn_quant import ops as decl
 from irfuse.kernels import dispatch
 from irfuse.testing import Compiled, assert_bit_exact, compile_and_run
 
@@ -166,7 +166,7 @@ def test_cuda_entry_runs_the_kernel_for_either_quant_spelling(monkeypatch, divid
     monkeypatch.setattr(decl, "kernels",
                         lambda name: types.SimpleNamespace(attention_fp8=attention_fp8))
     q = torch.randn(1, 2, 4, 8).bfloat16()
-    out = decl._cuda(q, q, q, None, torch.tensor([0.1]), 0.35, True, torch.float8_e4m3fn, divide)
+    out = decl.ATTN_QUANT.run_cuda(q, q, q, None, torch.tensor([0.1]), 0.35, True, torch.float8_e4m3fn, divide)
     assert calls == [(0.35, True, None)]
     assert out.shape == (4, 16) and out.dtype == torch.float8_e4m3fn
 
@@ -202,9 +202,9 @@ def test_cuda_entries_run_the_kernel_for_masked_attention(monkeypatch):
     _recording_kernels(monkeypatch, calls)
     q, k, v, mask = _paged_decode_call()
     fmask = torch.zeros(1, 1, 1, 8).bfloat16()
-    out = decl._cuda(q, k, v, mask, torch.tensor([0.1]), 0.25, False, torch.float8_e4m3fn, True)
-    decl._cuda(q, k, v, fmask, torch.tensor([0.1]), 0.25, False, torch.float8_e4m3fn)
-    assert decl._nvfp4_cuda(q, k, v, mask, torch.tensor([2.0]), 0.25, False) == ("codes",
+    out = decl.ATTN_QUANT.run_cuda(q, k, v, mask, torch.tensor([0.1]), 0.25, False, torch.float8_e4m3fn, True)
+    decl.ATTN_QUANT.run_cuda(q, k, v, fmask, torch.tensor([0.1]), 0.25, False, torch.float8_e4m3fn)
+    assert decl.ATTN_QUANT_NVFP4.run_cuda(q, k, v, mask, torch.tensor([2.0]), 0.25, False) == ("codes",
                                                                                   "scales")
     assert [kind for kind, _ in calls] == ["fp8", "fp8", "nvfp4"]
     assert calls[0][1] is mask and calls[1][1] is fmask and calls[2][1] is mask
@@ -217,12 +217,12 @@ def test_cuda_entries_leave_what_the_kernel_refuses_to_the_reference(monkeypatch
     _recording_kernels(monkeypatch, calls)
     q, k, v, mask = _paged_decode_call(d=272)
     s = torch.tensor([0.1])
-    out = decl._cuda(q, k, v, mask, s, 0.25, False, torch.float8_e4m3fn, True)
-    ref = decl._ref(q, k, v, mask, s, 0.25, False, torch.float8_e4m3fn, True)
+    out = decl.ATTN_QUANT.run_cuda(q, k, v, mask, s, 0.25, False, torch.float8_e4m3fn, True)
+    ref = decl.attention_quant_fp8_static(q, k, v, mask, s, 0.25, False, torch.float8_e4m3fn, True)
     assert calls == []
     assert torch.equal(out.view(torch.uint8), ref.view(torch.uint8))
-    codes, sf = decl._nvfp4_cuda(q, k, v, mask, torch.tensor([2.0]), 0.25, False)
-    rcodes, rsf = decl._nvfp4_ref(q, k, v, mask, torch.tensor([2.0]), 0.25, False)
+    codes, sf = decl.ATTN_QUANT_NVFP4.run_cuda(q, k, v, mask, torch.tensor([2.0]), 0.25, False)
+    rcodes, rsf = decl.attention_quant_nvfp4(q, k, v, mask, torch.tensor([2.0]), 0.25, False)
     assert calls == [] and torch.equal(codes, rcodes) and torch.equal(sf.view(torch.uint8),
                                                                       rsf.view(torch.uint8))
 
@@ -245,7 +245,7 @@ def test_mla_cuda_entries_run_the_kernel_for_masked_batch_major_mla(monkeypatch)
         mla_attention_fp8=mla_attention_fp8, mla_attention_nvfp4=mla_attention_nvfp4))
     fp8_call, nvfp4_call = decl._mla_examples((8,))[1], decl._mla_nvfp4_examples((8,))[1]
     assert fp8_call[4] is not None and nvfp4_call[4] is not None
-    assert decl._mla_cuda(*fp8_call) == "fp8 out"
-    assert decl._mla_nvfp4_cuda(*nvfp4_call) == "nvfp4 out"
+    assert decl.MLA_ATTN_QUANT.run_cuda(*fp8_call) == "fp8 out"
+    assert decl.MLA_ATTN_QUANT_NVFP4.run_cuda(*nvfp4_call) == "nvfp4 out"
     assert [(kind, bm) for kind, _, bm in calls] == [("fp8", True), ("nvfp4", True)]
     assert calls[0][1] is fp8_call[4] and calls[1][1] is nvfp4_call[4]

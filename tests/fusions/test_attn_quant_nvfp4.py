@@ -30,8 +30,8 @@ import irfuse.models as M
 from irfuse import remarks
 from irfuse.context import make_context
 from irfuse.dialects.irfuse import PLATFORM_ATTR
-from irfuse.fusions import fuse_attn_quant as decl
 from irfuse.fusions.fuse_attn_quant import FUSION
+from irfuse.fusions.fuse_attn_quant import ops as decl
 from irfuse.kernels import dispatch, quant_ref
 from irfuse.models.quant import Nvfp4Linear
 from irfuse.testing import Compiled, assert_bit_exact, compile_and_run
@@ -185,14 +185,14 @@ def test_cuda_entry_runs_the_kernel_where_it_can(monkeypatch):
     monkeypatch.setattr(decl, "kernels", _fake_kernels(calls))
     gs = torch.tensor([100.0])
     q, k, v = _dense(8, 32)
-    codes, scales = decl._nvfp4_cuda(q, k, v, None, gs, 0.35, True)
+    codes, scales = decl.ATTN_QUANT_NVFP4.run_cuda(q, k, v, None, gs, 0.35, True)
     assert calls == [(0.35, True, None)] and codes.shape == (8, 64) and scales.shape == (128, 8)
     # A mask reaches the kernel as it is (the kernel reads it broadcast).
     mask = torch.ones(1, 1, 8, 8, dtype=torch.bool)
-    decl._nvfp4_cuda(q, k, v, mask, gs, 0.35, False)
+    decl.ATTN_QUANT_NVFP4.run_cuda(q, k, v, mask, gs, 0.35, False)
     assert calls[-1][:2] == (0.35, False) and calls[-1][2] is mask
     # A head size that splits NVFP4 blocks across heads: the reference runs.
     q, k, v = _dense(8, 8)
-    out = decl._nvfp4_cuda(q, k, v, None, gs, 0.35, True)
+    out = decl.ATTN_QUANT_NVFP4.run_cuda(q, k, v, None, gs, 0.35, True)
     assert torch.equal(out[0], _unfused(q, k, v, None, gs, 0.35, True)[0])
     assert len(calls) == 2

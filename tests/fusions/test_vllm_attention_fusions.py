@@ -14,8 +14,8 @@ import vllm_attention as VA
 import vllm_ops as V
 from torch import nn
 
-from irfuse.fusions.fuse_attn_quant import in_vllm as attn_in_vllm
-from irfuse.fusions.fuse_rope_kvcache import in_vllm as rope_in_vllm
+from irfuse.fusions.fuse_attn_quant import ops as attn_ops
+from irfuse.fusions.fuse_rope_kvcache import ops as rope_ops
 from irfuse.kernels import attention_quant_ref, qk_norm_rope_ref
 from irfuse.testing import Compiled, assert_bit_exact, compile_and_run
 
@@ -199,16 +199,17 @@ def test_paged_decode_reads_vllms_cache_in_place():
     q = torch.randn(3, HEADS, HEAD, generator=g).to(BF16)
     scale = torch.tensor([0.02])
     with VA.forward_context({layer.layer_name: meta}, {layer.layer_name: slots}):
-        got = attn_in_vllm.paged_decode_in_place(q, layer.layer_name, scale,
-                                                 attention_quant_ref.paged_decode_fp8)
-        want = attn_in_vllm._ref(q, q[:, :KV_HEADS], q[:, :KV_HEADS], None, layer.layer_name,
-                                 scale, [HEADS, HEAD], False, FP8)
+        got = attn_ops.paged_decode_in_place(q, layer.layer_name, scale,
+                                             attention_quant_ref.paged_decode_fp8)
+        want = attn_ops.vllm_attention_quant_fp8_static(
+            q, q[:, :KV_HEADS], q[:, :KV_HEADS], None, layer.layer_name, scale, [HEADS, HEAD],
+            False, FP8)
     assert got is not None and got.shape == want.shape == (3, Q)
     torch.testing.assert_close(got.float(), want.float(), rtol=0.13, atol=0.05)
     prefill, _ = VA.decode_batch([5, 3], 4, 16, [2, 1])
     with VA.forward_context({layer.layer_name: prefill}, {}):
-        assert attn_in_vllm.paged_decode_in_place(q, layer.layer_name, scale,
-                                                  attention_quant_ref.paged_decode_fp8) is None
+        assert attn_ops.paged_decode_in_place(q, layer.layer_name, scale,
+                                              attention_quant_ref.paged_decode_fp8) is None
 
 
 def _keep_k_reference(q, k, v, qw, kw, cos, sin, positions, cache, k_cache, v_cache, slots,
@@ -235,18 +236,18 @@ def test_in_place_write_lands_where_vllms_write_does():
                 "weight_f32": False, "rope_f32": False}
     start = layer.kv_cache.clone()
     with VA.forward_context({layer.layer_name: meta}, {layer.layer_name: slots}):
-        got = rope_in_vllm.write_in_place(q, k, v, None, None, positions, None, None, cache,
-                                          layer.layer_name, _keep_k_reference, readings)
+        got = rope_ops.write_in_place(q, k, v, None, None, positions, None, None, cache,
+                                      layer.layer_name, _keep_k_reference, readings)
         written = layer.kv_cache.clone()
         layer.kv_cache.copy_(start)
-        want = rope_in_vllm._ref(q, k, v, None, None, positions, cache, None, None,
-                                 layer.layer_name, True, HEAD)
+        want = rope_ops.rope_vllm_kv_cache_update(q, k, v, None, None, positions, cache, None,
+                                                  None, layer.layer_name, True, HEAD)
     assert got is not None
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
     assert torch.equal(written, layer.kv_cache) and not torch.equal(written, start)
     with VA.forward_context({layer.layer_name: meta}, {}):  # no slots: vLLM writes nothing
-        assert rope_in_vllm.write_in_place(q, k, v, None, None, positions, None, None, cache,
-                                           layer.layer_name, _keep_k_reference, readings) is None
+        assert rope_ops.write_in_place(q, k, v, None, None, positions, None, None, cache,
+                                       layer.layer_name, _keep_k_reference, readings) is None
 
 
 # --- the kernels as torch ops ---------------------------------------------------------------------

@@ -24,7 +24,7 @@ from xdsl.parser import Parser
 
 from irfuse.context import make_context
 from irfuse.dialects.irfuse import set_target
-from irfuse.fusions import fuse_allreduce_rms as fusion
+from irfuse.fusions.fuse_allreduce_rms import ops as fusion
 from irfuse.kernels import allreduce_rms, dispatch, quant_ref
 from irfuse.models.dist import fake_process_group
 from irfuse.passes import instantiate
@@ -117,14 +117,14 @@ def test_static_fp8_passes_the_dequantization_scale(monkeypatch, group):
     comm = _on_gpu(monkeypatch, 9)
     x, residual, weight = _inputs()
     scale = torch.tensor([0.05])  # 1 / s = 20: passing 1 / s instead would shrink q 400 times
-    q, r = fusion._static_cuda(x, residual, weight, scale, group, EPS, 0.0,
+    q, r = fusion.STATIC.run_cuda(x, residual, weight, scale, group, EPS, 0.0,
                                torch.float8_e4m3fn)
     (call,) = comm.calls
     assert call["pattern"] == "kARResidualRMSNormFP8Quant"
     assert call["scale_factor"].dtype == torch.float32 and call["scale_factor"].dim() == 0
     assert call["scale_factor"].item() == scale.item()
     assert comm.workspaces[0]["backend"] == "trtllm"
-    q_ref, r_ref = fusion._static_ref(x, residual, weight, scale, group, EPS, 0.0,
+    q_ref, r_ref = fusion.all_reduce_rms_norm_quant_fp8_static(x, residual, weight, scale, group, EPS, 0.0,
                                       torch.float8_e4m3fn)
     assert torch.equal(r, r_ref)
     # FlashInfer rounds the norm once (the reference rounds before the weight product): codes
@@ -137,12 +137,12 @@ def test_a_quant_that_divides_runs_nccl_and_the_reference(monkeypatch, group):
     comm = _on_gpu(monkeypatch, 9)
     x, residual, weight = _inputs()
     scale = torch.tensor([0.05])
-    q, r = fusion._static_cuda(x, residual, weight, scale, group, EPS, 0.0,
+    q, r = fusion.STATIC.run_cuda(x, residual, weight, scale, group, EPS, 0.0,
                                torch.float8_e4m3fn, divide=True)
     assert comm.calls == []
     assert allreduce_rms.FLASHINFER_FALLBACKS == {
         "all_reduce_rms_norm_quant_fp8_static": allreduce_rms.DIVIDED_FP8}
-    q_ref, r_ref = fusion._static_ref(x, residual, weight, scale, group, EPS, 0.0,
+    q_ref, r_ref = fusion.all_reduce_rms_norm_quant_fp8_static(x, residual, weight, scale, group, EPS, 0.0,
                                       torch.float8_e4m3fn, divide=True)
     assert torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8)) and torch.equal(r, r_ref)
 
@@ -151,11 +151,11 @@ def test_nvfp4_below_sm100_runs_nccl_and_triton_not_flashinfer(monkeypatch, grou
     comm = _on_gpu(monkeypatch, 9)
     x, residual, weight = _inputs()
     gs = torch.tensor(448 * 6 / 4.0)
-    q, s, r = fusion._nvfp4_cuda(x, residual, weight, gs, group, EPS, 0.0)
+    q, s, r = fusion.NVFP4.run_cuda(x, residual, weight, gs, group, EPS, 0.0)
     assert comm.calls == []  # FlashInfer would have written zero codes
     assert allreduce_rms.FLASHINFER_FALLBACKS["all_reduce_rms_norm_quant_nvfp4"] \
         == allreduce_rms.NVFP4_BELOW_SM100
-    q_ref, s_ref, r_ref = fusion._nvfp4_ref(x, residual, weight, gs, group, EPS, 0.0)
+    q_ref, s_ref, r_ref = fusion.all_reduce_rms_norm_quant_nvfp4(x, residual, weight, gs, group, EPS, 0.0)
     assert torch.equal(q, q_ref) and torch.equal(s.view(torch.uint8), s_ref.view(torch.uint8))
     assert q.count_nonzero() > 0
 
@@ -175,12 +175,12 @@ def test_nvfp4_from_sm100_passes_the_global_scale(monkeypatch, group):
     comm = _on_gpu(monkeypatch, 10)
     x, residual, weight = _inputs()
     gs = torch.tensor(448 * 6 / 4.0)
-    q, s, r = fusion._nvfp4_cuda(x, residual, weight, gs, group, EPS, 0.0)
+    q, s, r = fusion.NVFP4.run_cuda(x, residual, weight, gs, group, EPS, 0.0)
     (call,) = comm.calls
     assert call["pattern"] == "kARResidualRMSNormFP4Quant"
     assert call["layout_code"] == "SWIZZLED_128x4"
     assert call["scale_factor"].item() == gs.item()
-    q_ref, s_ref, _ = fusion._nvfp4_ref(x, residual, weight, gs, group, EPS, 0.0)
+    q_ref, s_ref, _ = fusion.all_reduce_rms_norm_quant_nvfp4(x, residual, weight, gs, group, EPS, 0.0)
     assert q.shape == q_ref.shape and s.shape == s_ref.shape
     # Same codes but where the once-rounded norm crosses a rounding boundary.
     assert (q == q_ref).float().mean() > 0.9

@@ -9,15 +9,14 @@ not the CUDA kernels: those run in test_allreduce_rms_gpu.py on several GPUs.
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 
 import pytest
 import torch
 import torch.distributed as dist
 
-from irfuse.fusions import fuse_allreduce_rms as fusion
-from irfuse.fusions.declare import Choice
+from irfuse.fusions.fuse_allreduce_rms import ops as fusion
+from irfuse.fusions.kernel_decl import Choice
 from irfuse.kernels import allreduce_rms, dispatch
 from irfuse.kernels import allreduce_rms_ref as ref
 from irfuse.kernels import allreduce_symm_mem as sm
@@ -260,20 +259,19 @@ def test_sm90_default_is_not_symm_mem(monkeypatch, group):
             or k is fusion.NVFP4
     x, residual, weight = _inputs(0, 4)
     with pytest.warns(UserWarning, match="does not import"):
-        fusion._plain_cuda(x, residual, weight, group, EPS, 0.0)
+        fusion.PLAIN.run_cuda(x, residual, weight, group, EPS, 0.0)
     assert standin.calls == []
 
 
 def test_a_symm_mem_choice_takes_the_symmetric_path(monkeypatch, group):
     standin = _on_sm90(monkeypatch)
     chosen = Choice("symm_mem", "declared for the test")
-    monkeypatch.setattr(fusion, "STATIC", dataclasses.replace(
-        fusion.STATIC, choices={"cuda:sm90": ((1, chosen),)}))
+    monkeypatch.setitem(fusion.STATIC.rules, "cuda:sm90", ((1, chosen),))
     x, residual, weight = _inputs(0, 4)
     scale = torch.tensor([0.05])
-    q, r = fusion._static_cuda(x, residual, weight, scale, group, EPS, 0.0, torch.float8_e4m3fn)
+    q, r = fusion.STATIC.run_cuda(x, residual, weight, scale, group, EPS, 0.0, torch.float8_e4m3fn)
     assert [c[0] for c in standin.calls] == ["one_shot"]
-    q_ref, r_ref = fusion._static_ref(x, residual, weight, scale, group, EPS, 0.0,
+    q_ref, r_ref = fusion.all_reduce_rms_norm_quant_fp8_static(x, residual, weight, scale, group, EPS, 0.0,
                                       torch.float8_e4m3fn)
     assert torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8)) and torch.equal(r, r_ref)
 
@@ -284,9 +282,9 @@ def test_the_env_forces_symm_mem(monkeypatch, group, kernel):
     monkeypatch.setenv(fusion.SYMM_MEM_ENV, "1")
     x, residual, weight = _inputs(0, 4, hidden=128)
     if kernel == "_plain_cuda":
-        fusion._plain_cuda(x, residual, weight, group, EPS, 0.0)
+        fusion.PLAIN.run_cuda(x, residual, weight, group, EPS, 0.0)
     else:
-        fusion._group_cuda(x, residual, weight, group, EPS, 0.0, 128, False, False,
+        fusion.GROUP.run_cuda(x, residual, weight, group, EPS, 0.0, 128, False, False,
                            torch.float8_e4m3fn)
     assert [c[0] for c in standin.calls] == ["one_shot"]
 
@@ -296,7 +294,7 @@ def test_a_bad_env_value_is_one_clear_error(monkeypatch, group):
     monkeypatch.setenv(fusion.SYMM_MEM_ENV, "yes")
     x, residual, weight = _inputs(0, 4)
     with pytest.raises(ValueError, match="IRFUSE_ALLREDUCE_SYMM_MEM must be 0 or 1, got 'yes'"):
-        fusion._plain_cuda(x, residual, weight, group, EPS, 0.0)
+        fusion.PLAIN.run_cuda(x, residual, weight, group, EPS, 0.0)
 
 
 PLAIN_CASE = """
@@ -320,8 +318,7 @@ def test_the_kernel_call_records_the_declared_impl(monkeypatch, declared):
     from irfuse.pipeline import kernel_records
 
     if declared is not None:
-        monkeypatch.setitem(fusion.FUSION.kernel_by_name, fusion.PLAIN.name, dataclasses.replace(
-            fusion.PLAIN, choices={"cuda:sm90": ((1, declared),)}))
+        monkeypatch.setitem(fusion.PLAIN.rules, "cuda:sm90", ((1, declared),))
     ctx = make_context()
     module = Parser(ctx, PLAIN_CASE).parse_module()
     set_target(module, "cuda:sm90")

@@ -180,7 +180,7 @@ def check_decode(case, device: str) -> dict:
 def check_decode_empty(splits: int | None, device: str) -> dict:
     from test_attention_quant_kernel import _paged
 
-    from irfuse.fusions import fuse_attn_quant
+    from irfuse.fusions.fuse_attn_quant import ops as fuse_attn_quant
     from irfuse.kernels import attention_quant
 
     q, kc, vc, table, seq_lens = _paged(3, 4, 2, 32, 16, [37, 0, 5], torch.bfloat16, device,
@@ -192,8 +192,9 @@ def check_decode_empty(splits: int | None, device: str) -> dict:
     out = (out[0].cpu(), out[1].cpu())
     # The graph on the CPU: SDPA's math backend gives 0 where the mask keeps nothing (some CUDA
     # backends give NaN there).
-    ref = fuse_attn_quant._paged_nvfp4_ref(*(t.cpu() for t in (q[:, :, None], kc, vc, table,
-                                                                 seq_lens, gs)), 0.2)
+    ref = fuse_attn_quant.paged_decode_quant_nvfp4(*(t.cpu() for t in (q[:, :, None], kc, vc,
+                                                                         table, seq_lens, gs)),
+                                                   0.2)
     scales = quant_ref.unswizzle_block_scales(out[1].cpu().float(), 3, 4 * 32 // 16)
     if out[0][1].any() or scales[1].any():
         return {"ok": False, "detail": "the empty sequence's codes or block scales are not 0"}

@@ -259,11 +259,12 @@ def check_decode(case, device: str, prefetch: bool = False) -> dict:
 
 
 def check_decode_graph(case, device: str, prefetch: bool = False) -> dict:
-    """The paged kernel against what fuse-attn-quant replaces with it (`_paged_ref`: the pages
-    gathered, the length mask, SDPA, the quant), int64 table and lengths, the first sequence's
-    length past its table row's capacity (the mask then keeps the whole row). A sequence of
-    length 0 (the mask keeps nothing; SDPA's math backend gives 0) stores 0 exactly."""
-    from irfuse.fusions import fuse_attn_quant
+    """The paged kernel against what fuse-attn-quant replaces with it
+    (`paged_decode_quant_fp8_static`: the pages gathered, the length mask, SDPA, the quant),
+    int64 table and lengths, the first sequence's length past its table row's capacity (the mask
+    then keeps the whole row). A sequence of length 0 (the mask keeps nothing; SDPA's math
+    backend gives 0) stores 0 exactly."""
+    from irfuse.fusions.fuse_attn_quant import ops as fuse_attn_quant
     from irfuse.kernels import attention_quant
 
     b, hq, hk, d, bs, lens, dtype, splits, even = case
@@ -275,7 +276,7 @@ def check_decode_graph(case, device: str, prefetch: bool = False) -> dict:
     # The graph on the CPU: SDPA's math backend gives 0 where the mask keeps nothing (some CUDA
     # backends give NaN there).
     cpu = [t.cpu() for t in (q[:, :, None], kc, vc, table, seq_lens)]
-    graph = fuse_attn_quant._gathered(*cpu)
+    graph = fuse_attn_quant.gathered(*cpu)
     o = F.scaled_dot_product_attention(cpu[0], graph[0], graph[1], attn_mask=graph[2],
                                        scale=sm, enable_gqa=True)
     scale = _scale_for(o, 300.0)
@@ -283,7 +284,7 @@ def check_decode_graph(case, device: str, prefetch: bool = False) -> dict:
                                            softmax_scale=sm,
                                            config=_decode_config(device, splits, even, prefetch))
     out = out.reshape(b, -1).cpu()
-    ref = fuse_attn_quant._paged_ref(*cpu, scale, sm, FP8, True)
+    ref = fuse_attn_quant.paged_decode_quant_fp8_static(*cpu, scale, sm, FP8, True)
     empty = [i for i, n in enumerate(lens) if n == 0]
     if any(out[i].view(torch.uint8).any() for i in empty):
         return {"ok": False, "detail": f"a sequence of length 0 did not store 0: "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -19,6 +20,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import irfuse.emit.custom_ops as custom_ops
 from irfuse.emit import kernel_choice
+from irfuse.fusions import FUSIONS, kernel_decl
 from irfuse.kernels import act_quant_ref, dispatch, norm_quant_ref, quant_ref
 from irfuse.kernels.compare import agreement, fp8_agreement
 
@@ -103,8 +105,8 @@ def _round_sum_calls(d: dict) -> list[tuple[str, tuple]]:
 
 def _declared_calls(shape: tuple[int, ...]) -> list[tuple[str, tuple]]:
     """The calls kernels declare for themselves (`Kernel.examples`), for an x of `shape`."""
-    return [(name, args) for name, k in kernel_choice.kernels().items() if k.examples
-            for args in k.examples(shape)]
+    return [(name, args) for name, k in kernel_choice.kernels().items()
+            for args in k.example_calls(shape)]
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -128,7 +130,7 @@ def test_every_schema_is_registered_exactly() -> None:
         registered = str(getattr(ops, name).default._schema)
         assert registered.startswith(f"irfuse::{name}(")
         # The dtype default prints as its enum number and 0.0 as "0."; the rest verbatim.
-        printed = registered.replace("=24", "=float8_e4m3fn").replace("=0.)", "=0.0)")
+        printed = re.sub(r"=0\.([,)])", r"=0.0\1", registered.replace("=24", "=float8_e4m3fn"))
         assert printed == f"irfuse::{name}{schema}"
 
 
@@ -438,7 +440,7 @@ def test_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     assert isinstance(available, bool) and reason
     # Size steps: without a token count, the decode (smallest) step, naming the split.
     op = "add_rms_norm_quant_fp8_static"
-    monkeypatch.setitem(kernel_choice.kernel(op).choices, "cuda:sm90", (
+    monkeypatch.setitem(kernel_decl.measured("cuda:sm90"), op, (
         (1, kernel_choice.Choice("triton", "measured faster")),
         (16384, kernel_choice.Choice("inductor", "Inductor measured faster"))))
     small = kernel_choice.choose(op, "cuda:sm90")
@@ -446,3 +448,25 @@ def test_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     assert kernel_choice.choose(op, "cuda:sm90", 16383).impl == "triton"
     assert kernel_choice.choose(op, "cuda:sm90", 16384).impl == "inductor"
     assert kernel_choice.choose(op, "cuda:sm80", 8192).impl == "triton"  # sm90 only
+
+
+def test_every_measured_choice_names_a_kernel() -> None:
+    """A choices file's entries are `default` or kernels that exist (a typo would be ignored),
+    and every kernel's choice on every platform a file or rule names loads."""
+    names = set(kernel_choice.kernels())
+    for platform in kernel_choice.platforms():
+        assert set(kernel_decl.measured(platform)) - {kernel_decl.DEFAULT} <= names, platform
+    table = kernel_choice.table()
+    assert set(table) == names and all(table[n]["cpu"] for n in names)
+
+
+def test_each_fusion_loads_what_it_declares() -> None:
+    """The pattern classes a declaration names exist, its lowerings are of fused ops and its
+    kernels' names are unique across the package."""
+    seen: list[str] = []
+    for fusion in FUSIONS:
+        assert len(fusion.pattern_objects) == len(fusion.patterns)
+        assert all(name.startswith("fused.") for name in fusion.lowerings)
+        assert bool(fusion.kernels) == bool(fusion.lowerings)
+        seen += [k.name for k in fusion.kernels]
+    assert len(seen) == len(set(seen))

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from irfuse.emit import kernel_choice
-from irfuse.fusions.declare import Choice, Kernel
+from irfuse.fusions.kernel_decl import Choice, Kernel
 from irfuse.kernels import dispatch, norm_quant_ref
 from irfuse.kernels import flashinfer_norm as fi
 from irfuse.kernels.compare import fp8_agreement

@@ -138,7 +138,7 @@ def test_declared_cuda_implementation_runs_the_triton_kernel():
     Triton kernel when called) against the reference, through the custom op's Python body."""
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
-    from irfuse.fusions.fuse_attn_quant import MLA_ATTN_QUANT
+    from irfuse.fusions.fuse_attn_quant.ops import MLA_ATTN_QUANT
 
     case = GPU_CASES[0]
     q, kv_c, k_pe, w = _inputs(case, "cuda")
@@ -146,7 +146,7 @@ def test_declared_cuda_implementation_runs_the_triton_kernel():
     scale = _scale_for(ref.mla_attention(q, kv_c, k_pe, w, None, **kw))
     args = (q, kv_c, k_pe, w, None, scale, kw["num_heads"], kw["nope"], kw["v_dim"],
             kw["softmax_scale"], kw["causal"], kw["batch_major"], FP8)
-    r = judge(MLA_ATTN_QUANT.cuda(*args), MLA_ATTN_QUANT.reference(*args, True), scale,
+    r = judge(MLA_ATTN_QUANT.run_cuda(*args), MLA_ATTN_QUANT.reference(*args, True), scale,
               torch.bfloat16)
     assert r["ok"], r["detail"]
 

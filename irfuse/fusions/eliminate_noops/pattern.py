@@ -32,13 +32,10 @@ from irfuse.raising.aten_ops import (
     RESHAPES_AND_ALIAS,
     SLICE_SCATTER,
     SLICE_TENSOR,
-    UNSAFE_VIEW,
-    VIEW,
 )
+from irfuse.raising.aten_ops import VIEW_OPS as VIEWS_ONLY
 from irfuse.raising.driver import NO_CANDIDATE, REWROTE, CallPattern, Outcome, Site
 from irfuse.raising.match import INT64_MAX, Call, call, is_pure, tensor_type
-
-VIEWS_ONLY = (VIEW, UNSAFE_VIEW)
 
 
 def _covers(dim_size: Any, start: Any, end: Any, step: Any) -> bool:

@@ -28,14 +28,12 @@ from irfuse.dialects.norm import RmsNormOp
 from irfuse.dialects.raised import decomposition_block
 from irfuse.fusions.norm_readings import KERNEL_DTYPES, weight_product_in_f32
 from irfuse.raising import aten_ops
+from irfuse.raising.aten_ops import DIM_VIEWS as ROW_VIEWS
 from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import NoMatch, call, normalize_dim, only_user
 
 KERNEL = "qk_norm_rope"
 
-ROW_VIEWS = (*aten_ops.RESHAPES, aten_ops.TRANSPOSE_INT, aten_ops.PERMUTE, aten_ops.UNSQUEEZE,
-             aten_ops.SQUEEZE_DIM, aten_ops.ALIAS)
-"""Views that may stand between a per-head norm and the rope when they keep the last dim."""
 
 
 class QkNormRopePattern(AnchorPattern):

@@ -1,28 +1,35 @@
 """enable_sp: sequence parallelism. all-reduce -> (residual add +) RMSNorm (+ static FP8 quant)
-becomes reduce-scatter -> the norm (and quant) on this rank's rows -> all-gather
-(`irfuse.fusions.enable_sp.pattern`). A graph restructuring with no kernel of its own: the collectives
-are torch's functional ones (NCCL on GPUs, gloo on the CPU) and the local norm and quant are the
-raised ops, which fuse-norm-quant fuses afterwards. Off at every level, as in vLLM (its O2 leaves
-it off, vLLM #25689); the compile range rule runs it only on single token counts from
-sp_min_token_num that TP divides.
+becomes reduce-scatter -> the norm (and quant) on this rank's rows -> all-gather (`pattern.py`).
+A graph restructuring with no kernel of its own: the collectives are torch's functional ones
+(NCCL on GPUs, gloo on the CPU) and the local norm and quant are the raised ops, which the
+norm + quant fusion fuses afterwards. Off at every level, as in vLLM (its O2 leaves it off, vLLM
+#25689); the compile range rule runs it only on single token counts from sp_min_token_num that
+TP divides.
 """
 
 from __future__ import annotations
 
-from irfuse.fusions.declare import PLATFORM_CLASSES, Fusion, Support
-from irfuse.fusions.enable_sp.pattern import SequenceParallelPattern
+from irfuse import thresholds
+from irfuse.fusions.declare import PLATFORM_CLASSES, Fusion, RangeRule, Support, Threshold
+
+SP_MIN = Threshold(
+    "sp_min_token_num", int,
+    "smallest num_tokens at which SP runs; None: computed from the platform, hidden size, TP "
+    "size and dtype (`irfuse.thresholds.sp_threshold`).",
+    fill=thresholds.sp_threshold, source="vLLM's sequence-parallelism threshold", required=True)
 
 FUSION = Fusion(
-    name="enable-sp",
     flag="enable_sp",
     kind="fusion",
+    doc="sequence parallelism (all-reduce -> reduce-scatter + all-gather around norms).",
     fuses="all-reduce -> RMSNorm (+ FP8 quant) becomes reduce-scatter -> RMSNorm -> all-gather",
     quant="optional",
     schemes=("fp8-static-tensor",),
-    range_rule="from-sp-min",
     platforms={c: Support("torch", None) for c in PLATFORM_CLASSES},
+    range_rule=RangeRule("from", SP_MIN.name),
+    thresholds=(SP_MIN,),
     needs_tp=True,
     vllm_pass="SequenceParallelismPass",
     note="vLLM's O2 leaves it off too (#25689)",
-    patterns=(SequenceParallelPattern(),),
+    patterns=("SequenceParallelPattern",),
 )

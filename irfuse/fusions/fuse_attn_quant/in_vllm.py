@@ -29,32 +29,26 @@ a decode step over a backend cache irfuse knows is read in place by irfuse's pag
 with the quant epilogue, other batches run the reference. No GPU figures exist for it yet, so its
 kernel choice leaves the site unfused on CUDA and ROCm, with the choice's reason as the remark.
 
-Kernels `vllm_attention_quant_fp8_static` and `vllm_attention_quant_nvfp4`: q, k, v (MLA: q,
-kv_c_normed, k_pe), vLLM's dummy dependency, the layer name (`irfuse.kernels.vllm_context`:
-vLLM's `LayerName` or `str`), the scale, the output buffer's dims after the tokens, `mla`;
-FP8: the output dtype and the quant's spelling (`divide`). They return `[T, H * Dv]` quantized
-(NVFP4: codes and swizzled block scales).
+Kernels `vllm_attention_quant_fp8_static` and `vllm_attention_quant_nvfp4`, their lowering and
+their run-time reads of vLLM's forward context: `ops.py`; their choices: `choices/`.
 """
 
 from __future__ import annotations
 
-import torch
 from xdsl.dialects.builtin import ArrayAttr, IntAttr, StringAttr
 from xdsl.ir import Attribute, Operation
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
-from irfuse.dialects import aten, fused, kernel
+from irfuse.dialects import aten, fused
 from irfuse.dialects.attn import VllmAttentionOp, VllmMlaAttentionOp
 from irfuse.dialects.irfuse import OpaqueType, TensorType, sym_type, tensor_type
 from irfuse.dialects.quant import NVFP4, STATIC_TENSOR, QuantFp8Op, QuantNvfp4Op, QuantScheme
 from irfuse.dialects.shapes import F8E4M3FN
-from irfuse.fusions.declare import Choice, Kernel
-from irfuse.fusions.kernel_call import Args, flag, kernel_call
+from irfuse.fusions.kernel_call import Args
 from irfuse.fusions.quant_consumers import divides
-from irfuse.kernels import quant_ref, vllm_context
-from irfuse.kernels.dispatch import check_fp8, empty, fake_nvfp4, kernels
 from irfuse.raising import aten_ops
+from irfuse.raising.aten_ops import RESHAPES_FLATTENS_AND_ALIAS as RESHAPES
 from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import NoMatch, call, only_user, users
 from irfuse.raising.vllm_layers import backend_output_quant
@@ -66,133 +60,6 @@ MLA_OP = "vllm::unified_mla_attention_with_output.default"
 SYM_SIZE = "aten::sym_size.int"
 NEW_EMPTY = "aten::new_empty.default"
 
-RESHAPES = (*aten_ops.RESHAPES_AND_FLATTENS, aten_ops.ALIAS)
-"""What may stand between the attention and the quant: shape changes that keep the order."""
-
-LAYER_NAME = vllm_context.layer_name_type()
-"""The kernels' layer-name type, fixed when they are declared (see vllm_context)."""
-
-# --- the kernels ---------------------------------------------------------------------------------
-
-SCHEMA = (f"(Tensor q, Tensor k, Tensor v, Tensor? kv_cache_dep, {LAYER_NAME} layer_name, "
-          "Tensor scale, int[] out_tail, bool mla, ScalarType out_dtype, bool divide=False) "
-          "-> Tensor")
-NVFP4_SCHEMA = (f"(Tensor q, Tensor k, Tensor v, Tensor? kv_cache_dep, {LAYER_NAME} layer_name, "
-                "Tensor global_scale, int[] out_tail, bool mla) -> (Tensor, Tensor)")
-
-
-def attention_out(q, k, v, kv_cache_dep, layer_name, out_tail, mla) -> torch.Tensor:
-    """vLLM's attention call of the layer into a fresh model-dtype buffer `[T, *out_tail]` (what
-    the unfused graph runs), flattened `[T, H * Dv]`."""
-    out = q.new_empty((q.shape[0], *out_tail))
-    op = torch.ops.vllm.unified_mla_attention_with_output if mla else \
-        torch.ops.vllm.unified_attention_with_output
-    op(q, k, v, out, layer_name, kv_cache_dummy_dep=kv_cache_dep)
-    return out.view(q.shape[0], -1)
-
-
-def _ref(q, k, v, kv_cache_dep, layer_name, scale, out_tail, mla, out_dtype, divide=False):
-    return quant_ref.quant_fp8_static(
-        attention_out(q, k, v, kv_cache_dep, layer_name, out_tail, mla), scale, out_dtype, divide)
-
-
-def paged_decode_in_place(q, layer_name, scale, paged_decode_fp8) -> torch.Tensor | None:
-    """The FP8 attention of a decode-only step, read from the layer's paged cache in place by
-    `paged_decode_fp8` (irfuse's kernel, or its reference in tests): `[T, H * D]`, or None where
-    this step or layer is not that (prefill tokens, a backend cache or attention variant irfuse
-    does not know, a KV connector): the caller then runs the reference."""
-    if vllm_context.transfers_kv():
-        return None
-    ctx = vllm_context.attention_context(layer_name)
-    meta, layer = ctx.metadata, ctx.layer
-    impl = getattr(layer, "impl", None)
-    d = q.shape[-1]
-    caches = vllm_context.split_kv_cache(layer, ctx.kv_cache, d, q.dtype)
-    if caches is None or meta is None or impl is None:
-        return None
-    if getattr(meta, "max_query_len", None) != 1 or not all(
-            hasattr(meta, f) for f in ("block_table", "seq_lens", "num_actual_tokens")):
-        return None
-    if any(getattr(impl, f, None) not in (None, 0, 0.0, (-1, -1))
-           for f in ("alibi_slopes", "sinks", "logits_soft_cap", "sliding_window")):
-        return None
-    n = int(meta.num_actual_tokens)
-    out = q.new_empty((q.shape[0], q.shape[1] * d), dtype=torch.float8_e4m3fn)
-    if n:
-        o = paged_decode_fp8(q[:n], caches[0], caches[1], meta.block_table[:n],
-                             meta.seq_lens[:n], scale, softmax_scale=float(impl.scale))
-        out[:n] = o.reshape(n, -1)
-    return out
-
-
-def _cuda(q, k, v, kv_cache_dep, layer_name, scale, out_tail, mla, out_dtype, divide=False):
-    if not mla and out_dtype == torch.float8_e4m3fn and tuple(out_tail) == tuple(q.shape[1:]):
-        out = paged_decode_in_place(q, layer_name, scale,
-                                    kernels("attention_quant").paged_decode_fp8)
-        if out is not None:
-            return out
-    return _ref(q, k, v, kv_cache_dep, layer_name, scale, out_tail, mla, out_dtype, divide)
-
-
-def _fake(q, k, v, kv_cache_dep, layer_name, scale, out_tail, mla, out_dtype, divide=False):
-    check_fp8(q, out_dtype)
-    width = 1
-    for d in out_tail:
-        width *= d
-    return empty(q, (q.shape[0], width), out_dtype)
-
-
-def _nvfp4_ref(q, k, v, kv_cache_dep, layer_name, global_scale, out_tail, mla):
-    return quant_ref.quant_nvfp4(
-        attention_out(q, k, v, kv_cache_dep, layer_name, out_tail, mla), global_scale)
-
-
-def _nvfp4_fake(q, k, v, kv_cache_dep, layer_name, global_scale, out_tail, mla):
-    quant_ref.check_model_dtype(q)
-    width = 1
-    for d in out_tail:
-        width *= d
-    return fake_nvfp4(q.new_empty((q.shape[0], width)), width)
-
-
-NOT_MEASURED_IN_VLLM = Choice("inductor", (
-    "not measured on a GPU yet: irfuse's attention + quant inside vLLM (paged decode read in "
-    "place from vLLM's cache) stays unfused until benchmarked against vLLM's attention and "
-    "the separate quant"))
-_UNMEASURED = {"cuda": ((1, NOT_MEASURED_IN_VLLM),), "rocm": ((1, NOT_MEASURED_IN_VLLM),)}
-
-VLLM_ATTN_QUANT = Kernel(KERNEL, SCHEMA, _ref, _cuda, _fake, _UNMEASURED, single_tensor=True)
-VLLM_ATTN_QUANT_NVFP4 = Kernel(NVFP4_KERNEL, NVFP4_SCHEMA, _nvfp4_ref, _nvfp4_ref, _nvfp4_fake,
-                               _UNMEASURED)
-KERNELS = (VLLM_ATTN_QUANT, VLLM_ATTN_QUANT_NVFP4)
-
-
-def _out_tail(op: fused.VllmAttentionQuantOp) -> list[int]:
-    """The attention's output buffer dims after the tokens: `[H, Dv]`, MLA's `[H * Dv]`."""
-    if op.mla is None:
-        q, v = op.q.type, op.v.type
-        return [q.dims[1], v.dims[2]]  # type: ignore[attr-defined]
-    width = op.out.type.dims[1]  # type: ignore[attr-defined]
-    return [width * 2 if op.scheme.is_nvfp4 else width]
-
-
-def _lower(op: fused.VllmAttentionQuantOp, platform: str) -> kernel.CallOp:
-    a = Args()
-    template: list[Attribute] = [
-        a.tensor(op.q), a.tensor(op.k), a.tensor(op.v), a.optional(op.kv_cache_dep),
-        a.tensor(op.layer) if op.layer is not None else StringAttr(op.layer_name.data),
-        a.tensor(op.output_scale), ArrayAttr([IntAttr(d) for d in _out_tail(op)]),
-        flag(op.mla is not None)]
-    if op.scheme.is_nvfp4:
-        return kernel_call(VLLM_ATTN_QUANT_NVFP4, a, template, op, platform)
-    template.append(op.out.type.dtype)  # type: ignore[attr-defined]
-    keywords = {"divide": aten.TRUE} if op.divide is not None else {}
-    return kernel_call(VLLM_ATTN_QUANT, a, template, op, platform, keywords)
-
-
-LOWERINGS = {fused.VllmAttentionQuantOp.name: _lower}
-
-# --- the pattern ---------------------------------------------------------------------------------
 
 
 class VllmAttnQuantPattern(AnchorPattern):
@@ -316,7 +183,8 @@ def _into_vllm_call(op: VllmAttentionOp | VllmMlaAttentionOp, views: list[Operat
         StringAttr(op.layer_name.data)
     kw["output_scale"] = b.tensor(quant.scale)
     kw["output_block_scale"] = aten.NONE
-    kw["kv_cache_dummy_dep"] = b.optional(op.kv_cache_dep)
+    kw["kv_cache_dummy_dep"] = aten.NONE if op.kv_cache_dep is None else \
+        b.tensor(op.kv_cache_dep)
     none = OpaqueType(StringAttr("NoneType"))
     target = aten.TargetAttr(StringAttr(MLA_OP if mla else ATTENTION_OP))
     called = aten.CallOp(aten_ops.AUTO_FUNCTIONALIZED, b.operands, [target], [none, buf_type, none],

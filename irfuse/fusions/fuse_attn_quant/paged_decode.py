@@ -1,4 +1,4 @@
-"""The paged decode behind an `attn.attention`: what fuse-attn-quant reads to hand a decode step
+"""The paged decode behind an `attn.attention`: what this fusion reads to hand a decode step
 to a kernel that reads the KV cache's pages in place instead of attending over a gathered copy.
 
 Matched (the torch spelling of a paged decode, `irfuse/models/paged.py`):
@@ -34,7 +34,7 @@ from irfuse.raising.match import Call, producer, scalar_of, size_matches, tensor
 LARGEST_FINITE_FILL = -65504.0
 """The largest additive fill read as "masked": fp16's lowest (bf16 rounds it to -65536)."""
 
-_MASK_VIEWS = (*A.VIEWS, A.EXPAND)
+_MASK_VIEWS = A.VIEWS_AND_EXPAND
 _WHERES = (A.WHERE_SELF, A.WHERE_SCALAR, A.WHERE_SCALAR_OTHER, A.WHERE_SCALAR_SELF)
 
 

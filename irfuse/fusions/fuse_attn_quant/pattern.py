@@ -16,6 +16,9 @@ A decode step over a paged KV cache (one query per sequence over its pages gathe
 table, masked by its length: `paged_decode.py`) gives `fused.paged_decode_quant` instead, which
 reads the pages in place, where kernel choice takes its kernel; the gather and the mask go with
 it. Elsewhere it stays `fused.attention_quant` over the gathered copy.
+
+vLLM's own attention call (`attn.vllm_attention`, `attn.vllm_mla_attention`) has its pattern in
+`in_vllm.py` (`VllmAttnQuantPattern`, one of the patterns the declaration names here).
 """
 
 from __future__ import annotations
@@ -28,9 +31,13 @@ from irfuse.dialects.attn import AttentionOp, MlaAttentionOp
 from irfuse.dialects.fused import AttentionQuantOp, MlaAttentionQuantOp, PagedDecodeQuantOp
 from irfuse.dialects.irfuse import TensorType
 from irfuse.dialects.quant import QuantFp8Op, QuantNvfp4Op, QuantScheme
+from irfuse.fusions.fuse_attn_quant.in_vllm import (
+    VllmAttnQuantPattern as VllmAttnQuantPattern,  # declared with this fusion's patterns
+)
 from irfuse.fusions.fuse_attn_quant.paged_decode import PagedDecode, paged_decode
 from irfuse.fusions.quant_consumers import divides
 from irfuse.raising import aten_ops
+from irfuse.raising.aten_ops import DIM_VIEWS_AND_CLONE as LAYOUT_VIEWS
 from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import NoMatch, call, erase_unused, normalize_dim, only_user
 
@@ -41,10 +48,6 @@ MLA_NVFP4_KERNEL = "mla_attention_quant_nvfp4"
 PAGED_KERNEL = "paged_decode_quant_fp8_static"
 PAGED_NVFP4_KERNEL = "paged_decode_quant_nvfp4"
 
-LAYOUT_VIEWS = (*aten_ops.RESHAPES, aten_ops.TRANSPOSE_INT, aten_ops.PERMUTE, aten_ops.UNSQUEEZE,
-                aten_ops.SQUEEZE_DIM, aten_ops.ALIAS, aten_ops.CLONE)
-"""Ops between the attention and the quant that move no value: views, and the `clone` a reshape
-of a transposed tensor decomposes into."""
 
 
 class AttnQuantPattern(AnchorPattern):

@@ -18,149 +18,31 @@ v (and the views that make it, which move up with it) must not be computed after
 reader of the rotated q and k (the attention) reads the fused op's results; the write's dummy
 is its third.
 
-Kernel `rope_vllm_kv_cache_update` finds the cache and slots where vLLM's own ops do, through the
-forward context by the layer name (`irfuse.kernels.vllm_context`), and skips the write where the
-context has no slot mapping for the layer (vLLM's rule). On the CPU: irfuse's rope reference,
-then vLLM's own write (`unified_kv_cache_update`: the CPU backend's block interior depends on
-the ISA), the unfused graph's bits. On CUDA, for a backend cache irfuse knows
-(`vllm_context.split_kv_cache`: FlashAttention, Triton, FlashInfer, model-dtype), one Triton
-launch rotates q and k and writes k and v into the cache's halves in place; other caches get the
-Triton rope and vLLM's write. Not measured on a GPU inside vLLM yet: its choice leaves the site
-unfused on CUDA and ROCm (the remark says so).
+Kernel `rope_vllm_kv_cache_update` (its lowering, and its run-time read of vLLM's forward
+context, where it finds the cache it writes in place: `ops.py`) is not measured on a GPU inside
+vLLM yet: its choice leaves the site unfused on CUDA and ROCm (the remark says so).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import torch
-from xdsl.dialects.builtin import FloatData, IntAttr, StringAttr
+from xdsl.dialects.builtin import IntAttr
 from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from irfuse.dialects import aten, fused, kernel
+from irfuse.dialects import aten, fused
 from irfuse.dialects.attn import RopeOp, VllmKvCacheUpdateOp
 from irfuse.dialects.fused import QkNormRopeOp
-from irfuse.fusions.declare import Choice, Kernel
 from irfuse.fusions.enable_qk_norm_rope_fusion.pattern import rotates_in_f32
-from irfuse.fusions.kernel_call import Args, flag, kernel_call
-from irfuse.kernels import qk_norm_rope_ref, rope_rows, vllm_context
-from irfuse.kernels.dispatch import kernels
 from irfuse.raising import aten_ops
+from irfuse.raising.aten_ops import RESHAPES_FLATTENS_AND_ALIAS as KEEP_ORDER
+from irfuse.raising.aten_ops import VIEWS_FLATTENS_AND_SLICE as HOISTABLE
 from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import NoMatch, call, erase_unused, producer, tensor_type
 
 KERNEL = "rope_vllm_kv_cache_update"
-LAYER_NAME = vllm_context.layer_name_type()
-
-SCHEMA = (f"(Tensor q, Tensor k, Tensor v, Tensor? q_weight, Tensor? k_weight, Tensor? positions, "
-          f"Tensor? cos_sin_cache, Tensor? cos, Tensor? sin, {LAYER_NAME} layer_name, "
-          "bool is_neox, int rotary_dim, float eps=0., float weight_offset=0., "
-          "bool weight_f32=False, bool rope_f32=False) -> (Tensor, Tensor, Tensor)")
-
-KEEP_ORDER = (*aten_ops.RESHAPES_AND_FLATTENS, aten_ops.ALIAS)
-"""Views between the rope and the write that keep the elements' order."""
-HOISTABLE = (*aten_ops.VIEWS, aten_ops.FLATTEN_USING_INTS, aten_ops.UNFLATTEN_INT,
-             aten_ops.SLICE_TENSOR)
-"""Views of v that may move up to the rope's place with the fused op."""
-
-
-# --- the kernel ----------------------------------------------------------------------------------
-
-
-def _tables(q, k, positions, cos, sin):
-    """The rope tables as the kernels take them (rows of `rope_rows`; q and k `[T, H, D]`)."""
-    lq, _ = rope_rows.layouts(q, k, positions, cos)
-    if cos is not None:
-        return None, rope_rows.table_rows(cos, lq), rope_rows.table_rows(sin, lq)
-    return positions.reshape(-1), None, None
-
-
-def _readings(is_neox, rotary_dim, eps, weight_offset, weight_f32, rope_f32) -> dict:
-    return {"eps": eps, "is_neox": is_neox, "rotary_dim": rotary_dim,
-            "weight_offset": weight_offset, "weight_f32": weight_f32, "rope_f32": rope_f32}
-
-
-def _ref(q, k, v, q_weight, k_weight, positions, cos_sin_cache, cos, sin, layer_name, is_neox,
-         rotary_dim, eps=0.0, weight_offset=0.0, weight_f32=False, rope_f32=False):
-    positions, cos, sin = _tables(q, k, positions, cos, sin)
-    q_out, k_out = qk_norm_rope_ref.qk_norm_rope(
-        q, k, q_weight, k_weight, cos, sin, positions, cos_sin_cache,
-        **_readings(is_neox, rotary_dim, eps, weight_offset, weight_f32, rope_f32))
-    dep = torch.ops.vllm.unified_kv_cache_update(k_out, v, layer_name)
-    return q_out, k_out, dep
-
-
-def write_in_place(q, k, v, q_weight, k_weight, positions, cos, sin, cos_sin_cache, layer_name,
-                   rope_kv, readings: dict) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """Rotate q and k and write k and v into the layer's cache with `rope_kv` (irfuse's Triton
-    launch `qk_norm_rope_kv_keep_k`, or a reference of it in tests), where the context's cache
-    is one irfuse knows; (q_out, k_out), or None where it is not (the caller then rotates and
-    lets vLLM write)."""
-    ctx = vllm_context.attention_context(layer_name)
-    if ctx.slot_mapping is None:
-        return None
-    caches = vllm_context.split_kv_cache(ctx.layer, ctx.kv_cache, k.shape[-1], k.dtype)
-    if caches is None or v.shape[-1] != k.shape[-1]:
-        return None
-    return rope_kv(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache, caches[0],
-                   caches[1], ctx.slot_mapping, **readings)
-
-
-def _cuda(q, k, v, q_weight, k_weight, positions, cos_sin_cache, cos, sin, layer_name, is_neox,
-          rotary_dim, eps=0.0, weight_offset=0.0, weight_f32=False, rope_f32=False):
-    positions, cos, sin = _tables(q, k, positions, cos, sin)
-    readings = _readings(is_neox, rotary_dim, eps, weight_offset, weight_f32, rope_f32)
-    triton = kernels("qk_norm_rope")
-    done = write_in_place(q, k, v, q_weight, k_weight, positions, cos, sin, cos_sin_cache,
-                          layer_name, triton.qk_norm_rope_kv_keep_k, readings)
-    if done is not None:
-        return (*done, q.new_empty(0))
-    q_out, k_out = triton.qk_norm_rope(q, k, q_weight, k_weight, cos, sin, positions,
-                                       cos_sin_cache, **readings)
-    return q_out, k_out, torch.ops.vllm.unified_kv_cache_update(k_out, v, layer_name)
-
-
-def _fake(q, k, v, q_weight, k_weight, positions, cos_sin_cache, cos, sin, layer_name, is_neox,
-          rotary_dim, eps=0.0, weight_offset=0.0, weight_f32=False, rope_f32=False):
-    return (torch.empty_like(q, memory_format=torch.contiguous_format),
-            torch.empty_like(k, memory_format=torch.contiguous_format),
-            torch.empty(0, dtype=k.dtype, device=k.device))
-
-
-NOT_MEASURED_IN_VLLM = Choice("inductor", (
-    "not measured on a GPU yet: RoPE + vLLM's cache write in one launch on vLLM's cache layout "
-    "stays unfused until benchmarked against Inductor's rope and vLLM's reshape_and_cache_flash"))
-
-ROPE_VLLM_KV = Kernel(KERNEL, SCHEMA, _ref, _cuda, _fake,
-                      {"cuda": ((1, NOT_MEASURED_IN_VLLM),), "rocm": ((1, NOT_MEASURED_IN_VLLM),)})
-KERNELS = (ROPE_VLLM_KV,)
-
-
-def _lower(op: fused.RopeVllmKvCacheUpdateOp, platform: str) -> kernel.CallOp:
-    a = Args()
-    template = [a.tensor(op.q), a.tensor(op.k), a.tensor(op.v), a.optional(op.q_weight),
-                a.optional(op.k_weight), a.optional(op.positions), a.optional(op.cos_sin_cache),
-                a.optional(op.cos), a.optional(op.sin),
-                a.tensor(op.layer) if op.layer is not None else StringAttr(op.layer_name.data),
-                flag(op.is_neox.value.data), IntAttr(op.rotary_dim.value.data)]
-    keywords: dict = {}
-    if op.eps is not None:
-        keywords["eps"] = FloatData(op.eps.value.data)
-    if op.weight_offset.value.data != 0.0:
-        keywords["weight_offset"] = FloatData(op.weight_offset.value.data)
-    if op.weight_f32 is not None:
-        keywords["weight_f32"] = aten.TRUE
-    if op.rope_f32 is not None:
-        keywords["rope_f32"] = aten.TRUE
-    return kernel_call(ROPE_VLLM_KV, a, template, op, platform, keywords)
-
-
-LOWERINGS = {fused.RopeVllmKvCacheUpdateOp.name: _lower}
-
-
-# --- the pattern ---------------------------------------------------------------------------------
 
 
 def rotated_source(value: SSAValue, path: list[Operation] | None = None

@@ -12,6 +12,9 @@ and v are static per-tensor FP8 quants (`x / s`) fuses with the scales: the kern
 quantized rows (vLLM's fp8 kv_cache_dtype with k_scale / v_scale). A write into vLLM's
 FlashAttention layout (one `[2, blocks, block_size, heads, dim]` cache as both caches) fuses
 alike, its kernel writing the two halves.
+
+vLLM's own cache write (`attn.vllm_kv_cache_update`) has its pattern in `in_vllm.py`
+(`VllmRopeKvCachePattern`, one of the patterns the declaration names here).
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from irfuse.dialects.irfuse import TensorType
 from irfuse.dialects.quant import STATIC_TENSOR, QuantFp8Op
 from irfuse.dialects.shapes import F8E4M3FN, is_fp8
 from irfuse.fusions.enable_qk_norm_rope_fusion.pattern import rotates_in_f32
+from irfuse.fusions.fuse_rope_kvcache.in_vllm import (
+    VllmRopeKvCachePattern as VllmRopeKvCachePattern,  # declared with this fusion's patterns
+)
 from irfuse.raising.aten_ops import NEW_EMPTY, NEW_FULL, NEW_ONES, NEW_ZEROS
 from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import NoMatch, call, users

@@ -1,0 +1,221 @@
+"""The kernels of RoPE (after the per-head norms, where fused) -> paged KV-cache write, and how
+`fused.rope_kv_cache_write` lowers to them.
+
+`rope_kv_cache_write` writes the rotated k and v into `k_cache` / `v_cache` in place (slots < 0
+skipped, as vLLM pads) and returns the rotated q. Separate key and value caches
+`[num_blocks, block_size, kv_heads, head_dim]` in the model dtype, or in FP8 with `k_scale` /
+`v_scale` (rows stored as `clamp(x / scale)`). `rope_kv_cache_write_flash`: the same on vLLM's
+FlashAttention layout, one `[2, num_blocks, block_size, kv_heads, head_dim]` cache whose halves
+are the key and value caches.
+
+`rope_vllm_kv_cache_update` (`fused.rope_vllm_kv_cache_update`, vLLM's own cache write:
+`in_vllm.py`) finds the cache and slots where vLLM's own ops do, through the forward context by
+the layer name (`LayerName`; `irfuse.kernels.vllm_context`), and skips the write where the
+context has no slot mapping for the layer (vLLM's rule); it returns the rotated q and k and
+vLLM's dummy. On the CPU: irfuse's rope reference, then vLLM's own write
+(`unified_kv_cache_update`: the CPU backend's block interior depends on the ISA), the unfused
+graph's bits. On CUDA, for a backend cache irfuse knows (`vllm_context.split_kv_cache`:
+FlashAttention, Triton, FlashInfer, model-dtype), one Triton launch rotates q and k and writes k
+and v into the cache's halves in place; other caches get the Triton rope and vLLM's write. Not
+measured on a GPU inside vLLM yet: its choice leaves the site unfused on CUDA and ROCm
+(choices/cuda.toml, rocm.toml).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import torch
+from torch import Tensor
+from xdsl.ir import Operation
+
+from irfuse.dialects import fused
+from irfuse.fusions.kernel_call import InPlace, Lowering, lower
+from irfuse.fusions.kernel_decl import Call, Kernel, Opaque, Written
+from irfuse.kernels import dispatch, qk_norm_rope_ref, rope_rows, vllm_context
+from irfuse.kernels.dispatch import kernels
+
+
+def _on_rows(fn: Callable, c: Call) -> Tensor:
+    """`fn` (the reference or the kernel) with the cos / sin tables (or the positions) as the
+    kernel's rows."""
+    lq, _ = rope_rows.layouts(c.q, c.k, c.positions, c.cos)
+    rows = Call(c)
+    if c.cos is not None:
+        rows["cos"], rows["sin"] = rope_rows.table_rows(c.cos, lq), rope_rows.table_rows(c.sin, lq)
+    else:
+        rows["positions"] = c.positions.reshape(-1)
+    return fn(**rows)
+
+
+def rope_kv_cache_write(q: Tensor, k: Tensor, v: Tensor, q_weight: Tensor | None,
+                        k_weight: Tensor | None, positions: Tensor | None,
+                        cos_sin_cache: Tensor | None, cos: Tensor | None, sin: Tensor | None,
+                        k_cache: Written, v_cache: Written, slot_mapping: Tensor, is_neox: bool,
+                        rotary_dim: int, eps: float = 0.0, weight_offset: float = 0.0,
+                        weight_f32: bool = False, rope_f32: bool = False,
+                        k_scale: Tensor | None = None, v_scale: Tensor | None = None) -> Tensor:
+    return _on_rows(qk_norm_rope_ref.qk_norm_rope_kv, Call(locals()))
+
+
+def _cuda(c: Call) -> Tensor:
+    fn = (kernels("qk_norm_rope").qk_norm_rope_kv if dispatch.use_triton(ROPE_KV, c.q)
+          else qk_norm_rope_ref.qk_norm_rope_kv)
+    return _on_rows(fn, c)
+
+
+def _fake(c: Call) -> Tensor:
+    return torch.empty_like(c.q, memory_format=torch.contiguous_format)
+
+
+def _examples(shape: tuple[int, ...]) -> list[tuple]:
+    """q `[T, 4, D]` for `shape` `(T, D)`, k and v with 2 heads, caches of 4 blocks of 4."""
+    t, d = shape[0], shape[-1]
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(t, 4, d, generator=g).to(torch.bfloat16)
+    k, v = (torch.randn(t, 2, d, generator=g).to(torch.bfloat16) for _ in range(2))
+    w = (torch.rand(d, generator=g) + 0.5).to(torch.bfloat16)
+    positions = torch.randint(0, 64, (t,), generator=g)
+    cache = torch.randn(64, d, generator=g).to(torch.bfloat16)
+    caches = [torch.zeros(4, 4, 2, d, dtype=torch.bfloat16) for _ in range(2)]
+    slots = torch.randperm(16, generator=g)[:t]
+    return [(q, k, v, None, None, positions, cache, None, None, *caches, slots, True, d),
+            (q, k, v, w, w, positions, cache[:, : d // 2], None, None, *caches, slots, False,
+             d // 2, 1e-6)]
+
+
+ROPE_KV = Kernel(rope_kv_cache_write, _fake, _cuda, examples=_examples)
+
+
+def _halves(c: Call) -> Call:
+    """`c` on one FlashAttention-layout cache `[2, blocks, block_size, heads, head_dim]` as the
+    separate caches' call: its two halves, views, so the writes land in it."""
+    kv_cache = c.pop("kv_cache")
+    if kv_cache.dim() != 5 or kv_cache.shape[0] != 2:
+        raise ValueError(f"irfuse: {ROPE_KV_FLASH.name}: kv_cache must be [2, num_blocks, "
+                         f"block_size, kv_heads, head_dim], not {list(kv_cache.shape)}")
+    return Call(c, k_cache=kv_cache[0], v_cache=kv_cache[1])
+
+
+def rope_kv_cache_write_flash(q: Tensor, k: Tensor, v: Tensor, q_weight: Tensor | None,
+                              k_weight: Tensor | None, positions: Tensor | None,
+                              cos_sin_cache: Tensor | None, cos: Tensor | None,
+                              sin: Tensor | None, kv_cache: Written, slot_mapping: Tensor,
+                              is_neox: bool, rotary_dim: int, eps: float = 0.0,
+                              weight_offset: float = 0.0, weight_f32: bool = False,
+                              rope_f32: bool = False, k_scale: Tensor | None = None,
+                              v_scale: Tensor | None = None) -> Tensor:
+    return rope_kv_cache_write(**_halves(Call(locals())))
+
+
+def _flash_examples(shape: tuple[int, ...]) -> list[tuple]:
+    """`_examples` with one `[2, 4, 4, 2, D]` cache in place of the two."""
+    return [(*args[:9], torch.zeros(2, *args[9].shape, dtype=args[9].dtype), *args[11:])
+            for args in _examples(shape)]
+
+
+ROPE_KV_FLASH = Kernel(rope_kv_cache_write_flash, lambda c: _fake(_halves(c)),
+                       lambda c: _cuda(_halves(c)), examples=_flash_examples)
+
+
+# --- RoPE -> vLLM's own cache write --------------------------------------------------------------
+
+LayerName = Annotated[Any, Opaque(vllm_context.layer_name_type())]
+"""The layer-name argument: vLLM's `LayerName` or `str`, fixed when these kernels are declared
+(see `irfuse.kernels.vllm_context`)."""
+
+
+def _tables(q: Tensor, k: Tensor, positions: Tensor | None, cos: Tensor | None,
+            sin: Tensor | None) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+    """(positions, cos, sin) as the kernels take them (rows of `rope_rows`; q and k
+    `[T, H, D]`)."""
+    lq, _ = rope_rows.layouts(q, k, positions, cos)
+    if cos is not None:
+        return None, rope_rows.table_rows(cos, lq), rope_rows.table_rows(sin, lq)
+    assert positions is not None
+    return positions.reshape(-1), None, None
+
+
+def _readings(c: Call) -> dict:
+    return {"eps": c.eps, "is_neox": c.is_neox, "rotary_dim": c.rotary_dim,
+            "weight_offset": c.weight_offset, "weight_f32": c.weight_f32,
+            "rope_f32": c.rope_f32}
+
+
+def rope_vllm_kv_cache_update(q: Tensor, k: Tensor, v: Tensor, q_weight: Tensor | None,
+                              k_weight: Tensor | None, positions: Tensor | None,
+                              cos_sin_cache: Tensor | None, cos: Tensor | None,
+                              sin: Tensor | None, layer_name: LayerName, is_neox: bool,
+                              rotary_dim: int, eps: float = 0.0, weight_offset: float = 0.0,
+                              weight_f32: bool = False,
+                              rope_f32: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+    readings = _readings(Call(locals()))
+    positions, cos, sin = _tables(q, k, positions, cos, sin)
+    q_out, k_out = qk_norm_rope_ref.qk_norm_rope(q, k, q_weight, k_weight, cos, sin, positions,
+                                                 cos_sin_cache, **readings)
+    dep = torch.ops.vllm.unified_kv_cache_update(k_out, v, layer_name)
+    return q_out, k_out, dep
+
+
+def write_in_place(q, k, v, q_weight, k_weight, positions, cos, sin, cos_sin_cache, layer_name,
+                   rope_kv, readings: dict) -> tuple[Tensor, Tensor] | None:
+    """Rotate q and k and write k and v into the layer's cache with `rope_kv` (irfuse's Triton
+    launch `qk_norm_rope_kv_keep_k`, or a reference of it in tests), where the context's cache
+    is one irfuse knows; (q_out, k_out), or None where it is not (the caller then rotates and
+    lets vLLM write)."""
+    ctx = vllm_context.attention_context(layer_name)
+    if ctx.slot_mapping is None:
+        return None
+    caches = vllm_context.split_kv_cache(ctx.layer, ctx.kv_cache, k.shape[-1], k.dtype)
+    if caches is None or v.shape[-1] != k.shape[-1]:
+        return None
+    return rope_kv(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache, caches[0],
+                   caches[1], ctx.slot_mapping, **readings)
+
+
+def _vllm_cuda(c: Call) -> tuple[Tensor, Tensor, Tensor]:
+    positions, cos, sin = _tables(c.q, c.k, c.positions, c.cos, c.sin)
+    readings = _readings(c)
+    triton = kernels("qk_norm_rope")
+    done = write_in_place(c.q, c.k, c.v, c.q_weight, c.k_weight, positions, cos, sin,
+                          c.cos_sin_cache, c.layer_name, triton.qk_norm_rope_kv_keep_k, readings)
+    if done is not None:
+        return (*done, c.q.new_empty(0))
+    q_out, k_out = triton.qk_norm_rope(c.q, c.k, c.q_weight, c.k_weight, cos, sin, positions,
+                                       c.cos_sin_cache, **readings)
+    return q_out, k_out, torch.ops.vllm.unified_kv_cache_update(k_out, c.v, c.layer_name)
+
+
+def _vllm_fake(c: Call) -> tuple[Tensor, Tensor, Tensor]:
+    return (torch.empty_like(c.q, memory_format=torch.contiguous_format),
+            torch.empty_like(c.k, memory_format=torch.contiguous_format),
+            torch.empty(0, dtype=c.k.dtype, device=c.k.device))
+
+
+ROPE_VLLM_KV = Kernel(rope_vllm_kv_cache_update, _vllm_fake, _vllm_cuda)
+
+KERNELS = (ROPE_KV, ROPE_KV_FLASH, ROPE_VLLM_KV)
+
+
+def _lower(op: Operation, platform: str) -> InPlace:
+    # Own lowering: the kernel writes the caches in place (its results are the op's first), and
+    # a FlashAttention-layout cache is one kernel argument for the op's two cache operands.
+    assert isinstance(op, fused.RopeKvCacheWriteOp)
+    flash = op.k_cache.type.rank == 5  # type: ignore[attr-defined]
+    call = lower(ROPE_KV_FLASH if flash else ROPE_KV, op, platform,
+                 {"kv_cache": op.k_cache}, result_types=[op.q_out.type])
+    return InPlace(call, (call.results[0], op.k_cache, op.v_cache))
+
+
+def _vllm_values(op: Operation) -> dict[str, object]:
+    """The layer name: vLLM's hoisted `LayerName` input where the graph has it, else the name.
+    (vLLM's cache is no operand: it stays in vLLM's forward context, where the kernel writes it
+    in place at run time; the op's dummy result orders the attention after the write, as vLLM's
+    own op does.)"""
+    assert isinstance(op, fused.RopeVllmKvCacheUpdateOp)
+    return {"layer_name": op.layer if op.layer is not None else op.layer_name}
+
+
+LOWERINGS = {fused.RopeKvCacheWriteOp.name: _lower,
+             fused.RopeVllmKvCacheUpdateOp.name: Lowering(ROPE_VLLM_KV, _vllm_values)}

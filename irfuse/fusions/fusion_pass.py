@@ -1,0 +1,51 @@
+"""A fusion's xDSL pass, built from its declaration (`Fusion.pass_class`): its patterns run
+through the pattern driver, gated by its kernels' choices (a pattern whose kernel is left to
+Inductor on the platform, at the compile range's size, does not fire and says why)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from irfuse.fusions.declare import Fusion
+from irfuse.raising.driver import Gate, run_patterns
+from irfuse.raising.match import NoMatch
+
+
+def kernel_gate(fusion: Fusion) -> Gate:
+    """Raise NoMatch where a kernel of `fusion` is left to Inductor on a platform at the sizes
+    the graph is compiled for (the driver's kernel gate)."""
+
+    def gate(kernel_name: str, platform: str, max_tokens: int | None) -> None:
+        choice = fusion.kernel_by_name[kernel_name].choose(platform, max_tokens)
+        if choice.impl == "inductor":
+            where = platform if max_tokens is None else f"{platform} at {max_tokens}+ tokens"
+            raise NoMatch(f"left to Inductor on {where}: {choice.reason}")
+
+    return gate
+
+
+def fusion_pass(fusion: Fusion) -> type[ModulePass]:
+    """The ModulePass of `fusion`, named after it, with a `max_tokens` option (the compile
+    range's size class, which size-aware fusions' kernel choices read)."""
+    patterns = fusion.pattern_objects
+    gate = kernel_gate(fusion) if fusion.kernels else None
+
+    @dataclass(frozen=True)
+    class FusionPass(ModulePass):
+        name: ClassVar[str] = fusion.name
+        declaration: ClassVar[Fusion] = fusion
+
+        max_tokens: int | None = None
+
+        def apply(self, ctx: Context, op: ModuleOp) -> None:
+            run_patterns(op, patterns, gate=gate, max_tokens=self.max_tokens)
+
+    FusionPass.__name__ = FusionPass.__qualname__ = "".join(
+        w.capitalize() for w in fusion.name.split("-"))
+    FusionPass.__doc__ = f"{fusion.name}: {fusion.fuses}."
+    return FusionPass
