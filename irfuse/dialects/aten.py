@@ -32,7 +32,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     UnitAttr,
 )
-from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, SSAValue
+from xdsl.ir import Attribute, Operation, ParametrizedAttribute, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_attr_definition,
@@ -49,7 +49,7 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse.dialects.irfuse import IR_DTYPES
+from irfuse.dialects.irfuse import IR_DTYPES, declared_dialect
 
 # --- template attributes -------------------------------------------------------------------
 
@@ -532,16 +532,4 @@ def decode_template(template: Attribute, operands: Sequence[Any]) -> Any:
     raise ValueError(f"cannot decode the argument template {template}")
 
 
-ATen = Dialect(
-    "aten",
-    [CallOp, GetAttrOp],
-    [
-        OperandRefAttr,
-        DeviceAttr,
-        LayoutAttr,
-        MemoryFormatAttr,
-        TargetAttr,
-        TupleAttr,
-        BoolArgAttr,
-    ],
-)
+ATen = declared_dialect("aten", globals())

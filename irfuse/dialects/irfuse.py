@@ -16,7 +16,8 @@ Dtypes are xDSL's builtin element types (`bf16`, `f8E4M3FN`, `i64`, `ui8`, `i1` 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from xdsl.dialects import builtin
 from xdsl.dialects.builtin import ArrayAttr, IntAttr, StringAttr
@@ -265,4 +266,21 @@ def module_platform(module: builtin.ModuleOp) -> str:
     return attr.data if isinstance(attr, StringAttr) else "cpu"
 
 
-IRFuse = Dialect("irfuse", [YieldOp], [TensorType, SymType, OpaqueType])
+def declared_dialect(name: str, namespace: Mapping[str, Any]) -> Dialect:
+    """The dialect `name` of the ops and attributes that a module declares under `name.`:
+    `Quant = declared_dialect("quant", globals())` at the bottom of the module."""
+    members = [
+        value
+        for value in namespace.values()
+        if isinstance(value, type)
+        and value.__module__ == namespace["__name__"]
+        and str(getattr(value, "name", "")).startswith(name + ".")
+    ]
+    return Dialect(
+        name,
+        [m for m in members if issubclass(m, Operation)],
+        [m for m in members if issubclass(m, Attribute)],
+    )
+
+
+IRFuse = declared_dialect("irfuse", globals())
