@@ -7,7 +7,7 @@ Types keep what a torch value is, so that a graph survives FX -> IR -> text -> I
   through printing and parsing, so a verifier can tell that two `s0` dims agree.
 - `!irfuse.sym<s0>`: a symbolic integer (a SymInt graph input or a size computed in the graph);
   `!irfuse.sym<"s0 > 4", bool>` for the rarer SymBool / SymFloat values.
-- `!irfuse.opaque<"what">`: any other non-tensor value an imported op yields (kept, never inspected).
+- `!irfuse.opaque<"what">`: any other non-tensor value an imported op yields (kept, not inspected).
 
 Dtypes are xDSL's builtin element types (`bf16`, `f8E4M3FN`, `i64`, `ui8`, `i1` for bool, ...);
 `irfuse.dtypes` maps them to and from torch dtypes.

@@ -361,7 +361,7 @@ def quant_result_types(
         if None in q_dims or cols is None:
             raise ValueError(f"give result_types: {shape_str(dims)} is not [M, N], N % 16 == 0")
         rows = rows if rows is not None else f"128*ceiling({dims[0]}/128)"
-        return [tensor_type(q_dims, UI8), tensor_type((rows, cols), F8E4M3FN)]  # type: ignore[arg-type]
+        return [tensor_type(q_dims, UI8), tensor_type((rows, cols), F8E4M3FN)]  # type: ignore
     scale = scheme.scale_dims(dims)  # type: ignore[arg-type]
     if scale is not None and None in scale:
         raise ValueError(f"give result_types: the scale shape for {shape_str(dims)} is symbolic")

@@ -11,12 +11,11 @@ constructor, both derived from the op definition:
 
 Required operands are positional, in definition order; an optional operand is written
 `name %v`, a variadic one `name [%a, %b]` (left out when absent or empty). Properties and
-attributes share the `{...}` dictionary, properties first, in dataclass field order (a base
-class's before its subclass's, `class Op(B, A)` lists A's before B's), none equal to its default. Operand types follow in parentheses, in the order the operands
-were written; result types likewise, with the same labels on optional and variadic results.
-The constructor takes the operands positionally in definition order (or by name; the op's
-`KEYWORD_OPERANDS` by name only) and the properties by name as Python values:
-`QuantFp8Op(x, scale_ub=ub, scheme=QuantScheme.dynamic_token())`.
+attributes share the `{...}` dictionary, the properties in dataclass field order (a base class's
+before its subclass's) and left out when equal to their default. Operand types follow in the
+order the operands were written; result types likewise, labelled like the operands. The
+constructor takes the operands positionally (the op's `KEYWORD_OPERANDS` by name only) and the
+properties by name as Python values: `QuantFp8Op(x, scale_ub=ub, scheme=QuantScheme.nvfp4())`.
 
 **The decomposition region.** Raising replaces a chain of imported ATen ops by one semantic op and
 keeps the chain inside the op, in an optional single-block region named `decomposition`: its block
@@ -113,7 +112,6 @@ class _Plan:
     result_labels: tuple[str, ...]
     positional: tuple[str, ...]
     properties: dict[str, PropertyDef]
-    defaults: tuple[tuple[str, Attribute], ...]
     has_region: bool
 
 
@@ -139,9 +137,6 @@ def _plan(cls: type[NamedOperandSyntax]) -> _Plan:
         result_labels=tuple(name for name, kind in results if kind != _SINGLE),
         positional=tuple(n for n, _ in operands if n not in cls.KEYWORD_OPERANDS),
         properties=properties,
-        defaults=tuple(
-            (n, d.default_value) for n, d in properties.items() if d.default_value is not None
-        ),
         has_region=any(name == "decomposition" for name, _ in op_def.regions),
     )
 
@@ -278,10 +273,11 @@ class NamedOperandSyntax(IRDLOperation):
             printer.print_string(" ")
             printer.print_list(operands, lambda e: print_entry(*e, printer.print_ssa_value))
         props = self.properties
-        attrs = {name: props[name] for name in plan.properties if name in props}
-        for name, default in plan.defaults:
-            if attrs.get(name) == default:
-                del attrs[name]
+        attrs = {
+            name: props[name]
+            for name, definition in plan.properties.items()
+            if name in props and props[name] != definition.default_value
+        }
         attrs.update(self.attributes)
         printer.print_op_attributes(attrs)
 
