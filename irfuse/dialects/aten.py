@@ -32,7 +32,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     UnitAttr,
 )
-from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, SSAValue
+from xdsl.ir import Attribute, Operation, ParametrizedAttribute, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_attr_definition,
@@ -49,7 +49,7 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse.dialects.irfuse import IR_DTYPES
+from irfuse.dialects.irfuse import IR_DTYPES, declared_dialect
 
 # --- template attributes -------------------------------------------------------------------
 
@@ -479,12 +479,14 @@ class GetAttrOp(IRDLOperation):
     assembly_format = "$attr_name attr-dict `:` type($result)"
 
     def __init__(self, attr_name: str, result_type: Attribute):
-        super().__init__(properties={"attr_name": StringAttr(attr_name)}, result_types=[result_type])
+        super().__init__(
+            properties={"attr_name": StringAttr(attr_name)}, result_types=[result_type]
+        )
 
 
 def decode_template(template: Attribute, operands: Sequence[Any]) -> Any:
     """The Python value an argument template stands for, with operands substituted."""
-    kind = type(template)  # the common kinds first, by exact type (emit decodes thousands)
+    kind = type(template)  # the common kinds by exact type (emit decodes thousands)
     if kind is OperandRefAttr:
         return operands[template.index.data]
     if kind is IntAttr or kind is FloatData:
@@ -501,27 +503,13 @@ def decode_template(template: Attribute, operands: Sequence[Any]) -> Any:
 
     from irfuse import dtypes
 
-    if isinstance(template, OperandRefAttr):
-        return operands[template.index.data]
-    if isinstance(template, IntAttr):
-        return template.data
-    if isinstance(template, FloatData):
-        return template.data
-    if isinstance(template, BoolArgAttr):
-        return bool(template.value.data)
-    if isinstance(template, NoneAttr):
-        return None
     if isinstance(template, StringAttr):
         return template.data
-    if isinstance(template, ArrayAttr):
-        return [decode_template(t, operands) for t in template.data]
     if isinstance(template, TupleAttr):
         return tuple(decode_template(t, operands) for t in template.items.data)
     if isinstance(template, DeviceAttr):
         return torch.device(template.text.data)
-    if isinstance(template, LayoutAttr):
-        return getattr(torch, template.text.data.removeprefix("torch."))
-    if isinstance(template, MemoryFormatAttr):
+    if isinstance(template, LayoutAttr | MemoryFormatAttr):
         return getattr(torch, template.text.data.removeprefix("torch."))
     if isinstance(template, TargetAttr):
         from irfuse import targets
@@ -532,16 +520,4 @@ def decode_template(template: Attribute, operands: Sequence[Any]) -> Any:
     raise ValueError(f"cannot decode the argument template {template}")
 
 
-ATen = Dialect(
-    "aten",
-    [CallOp, GetAttrOp],
-    [
-        OperandRefAttr,
-        DeviceAttr,
-        LayoutAttr,
-        MemoryFormatAttr,
-        TargetAttr,
-        TupleAttr,
-        BoolArgAttr,
-    ],
-)
+ATen = declared_dialect("aten", globals())

@@ -7,7 +7,7 @@ Types keep what a torch value is, so that a graph survives FX -> IR -> text -> I
   through printing and parsing, so a verifier can tell that two `s0` dims agree.
 - `!irfuse.sym<s0>`: a symbolic integer (a SymInt graph input or a size computed in the graph);
   `!irfuse.sym<"s0 > 4", bool>` for the rarer SymBool / SymFloat values.
-- `!irfuse.opaque<"what">`: any other non-tensor value an imported op yields (kept, never inspected).
+- `!irfuse.opaque<"what">`: any other non-tensor value an imported op yields (kept, not inspected).
 
 Dtypes are xDSL's builtin element types (`bf16`, `f8E4M3FN`, `i64`, `ui8`, `i1` for bool, ...);
 `irfuse.dtypes` maps them to and from torch dtypes.
@@ -16,7 +16,8 @@ Dtypes are xDSL's builtin element types (`bf16`, `f8E4M3FN`, `i64`, `ui8`, `i1` 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from xdsl.dialects import builtin
 from xdsl.dialects.builtin import ArrayAttr, IntAttr, StringAttr
@@ -265,4 +266,21 @@ def module_platform(module: builtin.ModuleOp) -> str:
     return attr.data if isinstance(attr, StringAttr) else "cpu"
 
 
-IRFuse = Dialect("irfuse", [YieldOp], [TensorType, SymType, OpaqueType])
+def declared_dialect(name: str, namespace: Mapping[str, Any]) -> Dialect:
+    """The dialect `name` of the ops and attributes that a module declares under `name.`:
+    `Quant = declared_dialect("quant", globals())` at the bottom of the module."""
+    members = [
+        value
+        for value in namespace.values()
+        if isinstance(value, type)
+        and value.__module__ == namespace["__name__"]
+        and str(getattr(value, "name", "")).startswith(name + ".")
+    ]
+    return Dialect(
+        name,
+        [m for m in members if issubclass(m, Operation)],
+        [m for m in members if issubclass(m, Attribute)],
+    )
+
+
+IRFuse = declared_dialect("irfuse", globals())

@@ -15,11 +15,11 @@ from __future__ import annotations
 from typing import ClassVar
 
 from xdsl.dialects.builtin import StringAttr
-from xdsl.ir import Dialect
 from xdsl.irdl import irdl_op_definition, prop_def
 from xdsl.utils.exceptions import VerifyException
 
 from irfuse.dialects.aten import CallLikeOp
+from irfuse.dialects.irfuse import declared_dialect
 
 IMPLS = ("triton", "flashinfer", "symm_mem", "cuda", "reference")
 
@@ -44,4 +44,4 @@ class CallOp(CallLikeOp):
             raise VerifyException(f"unknown kernel implementation '{self.impl.data}'")
 
 
-Kernel = Dialect("kernel", [CallOp], [])
+Kernel = declared_dialect("kernel", globals())

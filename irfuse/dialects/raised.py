@@ -1,41 +1,30 @@
-"""What every semantic op (norm, quant, gemm, attn, act, coll) and fused op shares.
+"""The base classes of the semantic ops (norm, quant, gemm, attn, act, coll) and the fused ops.
 
-**The decomposition region.** Raising replaces a chain of imported ATen ops by one semantic op and
-keeps the chain inside the op, in an optional single-block region named `decomposition`: its block
-arguments stand for the op's operands (in order, same types), and it ends with `irfuse.yield` of
-the values the op returns (same types as the op's results). Emitting an unfused semantic op inlines
-that region, so raising never changes a result bit. Ops written by hand may omit the region.
-
-Ops inside the region may also use values defined above the op (a symbolic size, a constant the
-chain used): those dominate the op, because `outline` places it after the last op of the chain, so
-the region is not `IsolatedFromAbove`. Passes that match ATen ops should skip ops for which
-`in_decomposition(op)` holds.
-
-- `RaisedOperation` is the base class of semantic ops: the region field and the trait
-  `HasDecomposition` that verifies it.
-- `outline(op, ops, outputs=...)` moves a chain into a new op's region (raising passes call it);
-  `inline_decomposition(op)` puts it back (emit, or tests); `decomposition_block(op)` reads it.
-
-**The op syntax.** Semantic and fused ops have several optional operands and results, which a
-declarative format would need one format string per op for. `NamedOperandSyntax` gives them all
-one readable custom form, derived from the op definition:
+**The op syntax and builder.** `NamedOperandSyntax` gives every such op one custom form and one
+constructor, both derived from the op definition:
 
 ```mlir
-%y, %r = norm.add_rms_norm %x, %res, weight %w {eps = 1.0e-06 : f64}
-    : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>,
-       !irfuse.tensor<[4096], bf16>) -> (!irfuse.tensor<[s0, 4096], bf16>,
-       !irfuse.tensor<[s0, 4096], bf16>)
-%q, %s = quant.fp8 %x {scheme = #quant.scheme<dynamic_token>}
-    : (!irfuse.tensor<[s0, 4096], bf16>)
+%q, %s = quant.fp8 %x, scale_ub %ub {scheme = #quant.scheme<dynamic_token>}
+    : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[], f32>)
     -> (!irfuse.tensor<[s0, 4096], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 1], f32>)
 ```
 
 Required operands are positional, in definition order; an optional operand is written
 `name %v`, a variadic one `name [%a, %b]` (left out when absent or empty). Properties and
-attributes share the `{...}` dictionary (a property equal to its default is not printed). Operand
-types follow in parentheses, in the order the operands were written; result types likewise, with
-the same labels on optional and variadic results. A raised op with its region ends with
-`decomposition { ^bb0(...): ... irfuse.yield ... }`.
+attributes share the `{...}` dictionary, the properties in dataclass field order (a base class's
+before its subclass's) and left out when equal to their default. Operand types follow in the
+order the operands were written; result types likewise, labelled like the operands. The
+constructor takes the operands positionally (the op's `KEYWORD_OPERANDS` by name only) and the
+properties by name as Python values: `QuantFp8Op(x, scale_ub=ub, scheme=QuantScheme.nvfp4())`.
+
+**The decomposition region.** Raising replaces a chain of imported ATen ops by one semantic op and
+keeps the chain inside the op, in an optional single-block region named `decomposition`: its block
+arguments stand for the op's operands (in order, same types), and it ends with `irfuse.yield` of
+the values the op returns. Emitting an unfused semantic op inlines that region, so raising never
+changes a result bit. The region may use values defined above the op (a symbolic size, a constant
+the chain used), so it is not `IsolatedFromAbove`. Passes that match ATen ops skip ops for which
+`in_decomposition(op)` holds. `outline` moves a chain into an op's region (raising),
+`inline_decomposition` puts it back (emit), `decomposition_block` reads it.
 """
 
 from __future__ import annotations
@@ -43,15 +32,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, ClassVar
 
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, f64, i64
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, StringAttr, UnitAttr, f64, i64
 from xdsl.ir import Attribute, Block, Operation, OpResult, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     AttrSizedResultSegments,
     IRDLOperation,
     OptionalDef,
+    PropertyDef,
     VariadicDef,
     opt_region_def,
     traits_def,
@@ -65,7 +55,46 @@ from xdsl.utils.exceptions import VerifyException
 
 from irfuse.dialects.irfuse import YieldOp
 
-# --- the op syntax ------------------------------------------------------------------------------
+# --- property values ----------------------------------------------------------------------------
+
+
+def f64_attr(value: float) -> FloatAttr:
+    """An f64 property value (eps, scales, pad values)."""
+    return FloatAttr(float(value), f64)
+
+
+def i64_attr(value: int) -> IntegerAttr:
+    """An i64 property value (head counts, sizes, world sizes)."""
+    return IntegerAttr(int(value), i64)
+
+
+def bool_attr(value: bool) -> IntegerAttr:
+    """A bool property value, printed `true` / `false`."""
+    return IntegerAttr.from_bool(bool(value))
+
+
+def property_value(definition: PropertyDef, value: Any) -> Attribute | None:
+    """A Python value as the property `definition` holds it: a bool as a unit property (present
+    or absent) or a bool attribute, a str as a string, a number as f64 or i64, None as absent;
+    an Attribute as it is."""
+    if value is None or isinstance(value, Attribute):
+        return value
+    bases = definition.constr.get_bases() or ()
+    if UnitAttr in bases:
+        return UnitAttr() if value else None
+    if isinstance(value, bool):
+        return bool_attr(value)
+    if isinstance(value, str):
+        return StringAttr(value)
+    return f64_attr(value) if FloatAttr in bases else i64_attr(value)
+
+
+def opt_type(value: SSAValue | None) -> Any:
+    """The type of an optional operand or result, or None when it is absent."""
+    return None if value is None else value.type
+
+
+# --- the op syntax and builder ------------------------------------------------------------------
 
 _SINGLE, _OPTIONAL, _VARIADIC = 0, 1, 2
 _SEGMENT_NAMES = frozenset(
@@ -74,71 +103,62 @@ _SEGMENT_NAMES = frozenset(
 
 
 @dataclass(frozen=True)
-class _SyntaxPlan:
-    """What the printer and parser need from an op definition, computed once per op class."""
+class _Plan:
+    """What the printer, the parser and the builder need from an op definition, once per class."""
 
     operands: tuple[tuple[str, int], ...]
     results: tuple[tuple[str, int], ...]
     operand_labels: tuple[str, ...]
     result_labels: tuple[str, ...]
-    properties: tuple[str, ...]
-    defaults: tuple[tuple[str, Attribute], ...]
+    positional: tuple[str, ...]
+    properties: dict[str, PropertyDef]
     has_region: bool
 
 
 def _kind(definition: object) -> int:
     if isinstance(definition, OptionalDef):
         return _OPTIONAL
-    if isinstance(definition, VariadicDef):
-        return _VARIADIC
-    return _SINGLE
+    return _VARIADIC if isinstance(definition, VariadicDef) else _SINGLE
 
 
 @cache
-def _plan(cls: type[IRDLOperation]) -> _SyntaxPlan:
+def _plan(cls: type[NamedOperandSyntax]) -> _Plan:
     op_def = cls.get_irdl_definition()
     operands = tuple((name, _kind(d)) for name, d in op_def.operands)
     results = tuple((name, _kind(d)) for name, d in op_def.results)
-    return _SyntaxPlan(
+    declared = {n: d for n, d in op_def.properties.items() if n not in _SEGMENT_NAMES}
+    # In dataclass field order: a base class's properties before its subclass's.
+    order = [n for klass in reversed(cls.__mro__) for n in vars(klass) if n in declared]
+    properties = {n: declared[n] for n in dict.fromkeys(order)}
+    return _Plan(
         operands=operands,
         results=results,
         operand_labels=tuple(name for name, kind in operands if kind != _SINGLE),
         result_labels=tuple(name for name, kind in results if kind != _SINGLE),
-        properties=tuple(name for name in op_def.properties if name not in _SEGMENT_NAMES),
-        defaults=tuple(
-            (name, d.default_value)
-            for name, d in op_def.properties.items()
-            if d.default_value is not None
-        ),
+        positional=tuple(n for n, _ in operands if n not in cls.KEYWORD_OPERANDS),
+        properties=properties,
         has_region=any(name == "decomposition" for name, _ in op_def.regions),
     )
 
 
-def _entries(
-    op: Operation, fields: tuple[tuple[str, int], ...]
-) -> list[tuple[str | None, object, bool]]:
-    """(label, value, is_list) per printed operand or result, in definition order."""
-    out: list[tuple[str | None, object, bool]] = []
+def _entries(op: Operation, fields: tuple[tuple[str, int], ...]) -> list[tuple[str | None, Any]]:
+    """(label, value) per printed operand or result, in definition order."""
+    out: list[tuple[str | None, Any]] = []
     for name, kind in fields:
         value = getattr(op, name)
         if kind == _SINGLE:
-            out.append((None, value, False))
-        elif kind == _OPTIONAL:
-            if value is not None:
-                out.append((name, value, False))
-        elif value:
-            out.append((name, value, True))
+            out.append((None, value))
+        elif value is not None and (kind == _OPTIONAL or value):
+            out.append((name, value))
     return out
 
 
 def _match_entries(
-    parser: Parser,
-    fields: tuple[tuple[str, int], ...],
-    entries: list[tuple[str | None, object]],
+    parser: Parser, fields: tuple[tuple[str, int], ...], entries: list[tuple[str | None, Any]],
     what: str,
-) -> list[object]:
+) -> list[Any]:
     """Assign parsed (label, value) entries to the op's fields, in definition order."""
-    args: list[object] = []
+    args: list[Any] = []
     i = 0
     for name, kind in fields:
         entry = entries[i] if i < len(entries) else None
@@ -162,23 +182,88 @@ def _match_entries(
     return args
 
 
-def _count(args: list[object]) -> int:
+def _count(args: list[Any]) -> int:
     return sum(len(a) if isinstance(a, list) else (a is not None) for a in args)
 
 
 class NamedOperandSyntax(IRDLOperation):
-    """Mixin: the custom form above, for any op whose definition it reads."""
+    """Base of the semantic and fused ops: the custom form and the constructor above."""
+
+    KEYWORD_OPERANDS: ClassVar[tuple[str, ...]] = ()
+    """Optional operands the constructor takes by name only."""
+
+    BUILD_OPTIONS: ClassVar[tuple[str, ...]] = ()
+    """Constructor keywords that only `infer_result_types` reads."""
+
+    BUILD_DEFAULTS: ClassVar[Mapping[str, Any]] = {}
+    """Constructor defaults of properties that have no default in the IR (printed when equal)."""
+
+    RESULTS_TYPED_LIKE: ClassVar[tuple[str, ...]] = ()
+    """The operand each result is typed like (None where it is absent), when they all are."""
+
+    def __init__(
+        self,
+        *operands: SSAValue | Sequence[SSAValue] | None,
+        result_types: Sequence[Attribute | Sequence[Attribute] | None] | None = None,
+        result_type: Attribute | None = None,
+        decomposition: Region | None = None,
+        attributes: Mapping[str, Attribute] | None = None,
+        **kwargs: Any,
+    ):
+        plan = _plan(type(self))
+        if len(operands) > len(plan.positional):
+            raise TypeError(f"{self.name} takes {len(plan.positional)} positional operands")
+        args: dict[str, Any] = dict(zip(plan.positional, operands, strict=False))
+        names = {name for name, _ in plan.operands}
+        for key, value in kwargs.items():
+            if key in args or not (key in names or key in plan.properties or
+                                   key in self.BUILD_OPTIONS):
+                raise TypeError(f"{self.name} got an unexpected or repeated argument '{key}'")
+            args[key] = value
+        for key, value in self.BUILD_DEFAULTS.items():
+            args.setdefault(key, value)
+        properties: dict[str, Attribute] = {}
+        for name, definition in plan.properties.items():
+            value = property_value(definition, args.get(name))
+            if value is None:
+                value = definition.default_value
+            if value is None and not isinstance(definition, OptionalDef):
+                raise TypeError(f"{self.name} needs the property '{name}'")
+            if value is not None:
+                properties[name] = value
+        values = []
+        for name, kind in plan.operands:
+            if name not in args and kind == _SINGLE:
+                raise TypeError(f"{self.name} needs the operand '{name}'")
+            values.append(args.get(name, () if kind == _VARIADIC else None))
+        if result_type is not None:
+            result_types = [result_type]
+        if result_types is None:
+            result_types = self.infer_result_types(**args)
+        super().__init__(
+            operands=values,
+            result_types=list(result_types),
+            properties=properties,
+            attributes=attributes,
+            regions=[decomposition] if plan.has_region else [],
+        )
+
+    @classmethod
+    def infer_result_types(cls, **args: Any) -> Sequence[Attribute | Sequence[Attribute] | None]:
+        """The result types when the caller gives none, from the constructor's arguments."""
+        if not cls.RESULTS_TYPED_LIKE:
+            raise ValueError(f"{cls.name} needs result_types")
+        return [opt_type(args.get(name)) for name in cls.RESULTS_TYPED_LIKE]
 
     def print(self, printer: Printer) -> None:
         plan = _plan(type(self))
 
-        def print_entry(entry: tuple[str | None, object, bool], item) -> None:
-            label, value, is_list = entry
+        def print_entry(label: str | None, value: Any, item) -> None:
             if label is not None:
                 printer.print_string(label + " ")
-            if is_list:
+            if isinstance(value, Sequence):
                 printer.print_string("[")
-                printer.print_list(value, item)  # type: ignore[arg-type]
+                printer.print_list(value, item)
                 printer.print_string("]")
             else:
                 item(value)
@@ -186,39 +271,32 @@ class NamedOperandSyntax(IRDLOperation):
         operands = _entries(self, plan.operands)
         if operands:
             printer.print_string(" ")
-            printer.print_list(operands, lambda e: print_entry(e, printer.print_ssa_value))
-
-        # Properties first, in definition order, then the discardable attributes.
+            printer.print_list(operands, lambda e: print_entry(*e, printer.print_ssa_value))
         props = self.properties
-        attrs = {name: props[name] for name in plan.properties if name in props}
-        for name, default in plan.defaults:
-            if attrs.get(name) == default:
-                del attrs[name]
+        attrs = {
+            name: props[name]
+            for name, definition in plan.properties.items()
+            if name in props and props[name] != definition.default_value
+        }
         attrs.update(self.attributes)
         printer.print_op_attributes(attrs)
 
         printer.print_string(" : (")
         printer.print_list(self.operand_types, printer.print_attribute)
         printer.print_string(") -> ")
-        results = _entries(self, plan.results)
+        results = [
+            (label, [r.type for r in value] if isinstance(value, Sequence) else value.type)
+            for label, value in _entries(self, plan.results)
+        ]
         if len(results) == 1 and results[0][0] is None:
-            printer.print_attribute(results[0][1].type)  # type: ignore[union-attr]
+            printer.print_attribute(results[0][1])
         else:
             printer.print_string("(")
-            printer.print_list(
-                results,
-                lambda e: print_entry(
-                    (e[0], [r.type for r in e[1]] if e[2] else e[1].type, e[2]),  # type: ignore[union-attr]
-                    printer.print_attribute,
-                ),
-            )
+            printer.print_list(results, lambda e: print_entry(*e, printer.print_attribute))
             printer.print_string(")")
-
-        if plan.has_region:
-            region = self.decomposition
-            if region is not None:
-                printer.print_string(" decomposition ")
-                printer.print_region(region)
+        if plan.has_region and self.decomposition is not None:
+            printer.print_string(" decomposition ")
+            printer.print_region(self.decomposition)
 
     @classmethod
     def parse(cls, parser: Parser):
@@ -239,7 +317,7 @@ class NamedOperandSyntax(IRDLOperation):
             return label, item()
 
         def parse_list(labels: tuple[str, ...], item, optional_item, what: str):
-            entries: list[tuple[str | None, object]] = []
+            entries: list[tuple[str | None, Any]] = []
             entry = parse_entry(labels, item, optional_item)
             while entry is not None:
                 entries.append(entry)
@@ -250,7 +328,6 @@ class NamedOperandSyntax(IRDLOperation):
                     parser.raise_error(f"expected {what}")
             return entries
 
-        # operands
         entries = parse_list(
             plan.operand_labels,
             parser.parse_unresolved_operand,
@@ -258,7 +335,6 @@ class NamedOperandSyntax(IRDLOperation):
             "an operand",
         )
         operand_args = _match_entries(parser, plan.operands, entries, "operand")
-
         attrs = parser.parse_optional_attr_dict()
         properties = {k: v for k, v in attrs.items() if k in plan.properties}
         attributes = {k: v for k, v in attrs.items() if k not in plan.properties}
@@ -266,12 +342,11 @@ class NamedOperandSyntax(IRDLOperation):
         parser.parse_punctuation(":")
         pos = parser.pos
         types = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_type)
-        if len(types) != _count(operand_args):
-            parser.raise_error(
-                f"{len(types)} operand types for {_count(operand_args)} operands", pos, parser.pos
-            )
+        count = _count(operand_args)
+        if len(types) != count:
+            parser.raise_error(f"{len(types)} operand types for {count} operands", pos, parser.pos)
         type_iter = iter(types)
-        resolved: list[object] = []
+        resolved: list[Any] = []
         for arg in operand_args:
             if isinstance(arg, list):
                 resolved.append([parser.resolve_operand(a, next(type_iter)) for a in arg])
@@ -280,7 +355,6 @@ class NamedOperandSyntax(IRDLOperation):
             else:
                 resolved.append(None)
 
-        # results
         parser.parse_punctuation("->")
         if parser.parse_optional_punctuation("("):
             result_entries = parse_list(
@@ -290,17 +364,13 @@ class NamedOperandSyntax(IRDLOperation):
         else:
             result_entries = [(None, parser.parse_type())]
         result_args = _match_entries(parser, plan.results, result_entries, "result")
-
         regions: list[Region | None] = []
         if plan.has_region:
-            region = None
-            if parser.parse_optional_keyword("decomposition"):
-                region = parser.parse_region()
-            regions.append(region)
-
+            has_region = parser.parse_optional_keyword("decomposition")
+            regions.append(parser.parse_region() if has_region else None)
         return cls.build(
-            operands=resolved,  # type: ignore[arg-type]
-            result_types=result_args,  # type: ignore[arg-type]
+            operands=resolved,
+            result_types=result_args,
             properties=properties,
             attributes=attributes,
             regions=regions,
@@ -321,8 +391,7 @@ class HasDecomposition(OpTrait):
         block = region.first_block
         if block is None or block.next_block is not None:
             raise VerifyException("decomposition region must have exactly one block")
-        arg_types = block.arg_types
-        operand_types = op.operand_types
+        arg_types, operand_types = block.arg_types, op.operand_types
         if tuple(arg_types) != tuple(operand_types):
             raise VerifyException(
                 f"decomposition block arguments ({_types(arg_types)}) must match "
@@ -522,26 +591,3 @@ def inline_decomposition(op: Operation, rewriter: PatternRewriter | None = None)
             r.replace_all_uses_with(v)
         Rewriter.erase_op(op)
     return inlined
-
-
-def opt_type(value: SSAValue | None) -> Any:
-    """The type of an optional operand or result, or None when it is absent."""
-    return None if value is None else value.type
-
-
-# --- property values ----------------------------------------------------------------------------
-
-
-def f64_attr(value: float) -> FloatAttr:
-    """An f64 property value (eps, scales, pad values)."""
-    return FloatAttr(float(value), f64)
-
-
-def i64_attr(value: int) -> IntegerAttr:
-    """An i64 property value (head counts, sizes, world sizes)."""
-    return IntegerAttr(int(value), i64)
-
-
-def bool_attr(value: bool) -> IntegerAttr:
-    """A bool property value, printed `true` / `false`."""
-    return IntegerAttr.from_bool(bool(value))

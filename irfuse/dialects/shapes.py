@@ -34,7 +34,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse.dialects.irfuse import Dim, TensorType
+from irfuse.dialects.irfuse import Dim, TensorType, tensor_type
 
 MaybeDim = Dim | None
 """A dim, or `None` where it cannot be computed (a derived symbolic dim)."""
@@ -131,6 +131,13 @@ def check_shape(what: str, actual: TensorType, expected: Sequence[MaybeDim]) -> 
     dims = actual.dims
     if len(dims) != len(expected) or not all(map(dims_agree, dims, expected)):
         raise VerifyException(f"{what} has shape {shape_str(dims)}, expected {shape_str(expected)}")
+
+
+def derived_type(x: TensorType, dims: Sequence[MaybeDim]) -> TensorType:
+    """A builder's default result type: x's dtype and `dims`, derived from x's (all known)."""
+    if None in dims:
+        raise ValueError(f"give result_type: a dim derived from {x} is symbolic")
+    return tensor_type(dims, x.dtype)  # type: ignore[arg-type]
 
 
 def check_rank(what: str, actual: TensorType, rank: int) -> None:
