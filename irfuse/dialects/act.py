@@ -25,20 +25,20 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse.dialects.irfuse import TensorType, declared_dialect
-from irfuse.dialects.raised import RaisedOperation, f64_attr, opt_type
-from irfuse.dialects.shapes import (
+from irfuse.dialects.irfuse import RaisedOperation, TensorType, derived_type
+from irfuse.ir.dialect import declared_dialect
+from irfuse.ir.shapes import (
     MaybeDim,
     add_dim,
     check_float,
     check_min_rank,
     check_same_type,
     check_shape,
-    derived_type,
     div_dim,
     divisible,
     shape_str,
 )
+from irfuse.ir.syntax import f64_attr, opt_type
 
 
 def silu_mul_dims(x: TensorType, up: TensorType | None = None) -> tuple[MaybeDim, ...]:

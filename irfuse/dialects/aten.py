@@ -49,7 +49,8 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse.dialects.irfuse import IR_DTYPES, declared_dialect
+from irfuse.dialects.irfuse import IR_DTYPES
+from irfuse.ir.dialect import declared_dialect
 
 # --- template attributes -------------------------------------------------------------------
 

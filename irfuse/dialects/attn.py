@@ -43,9 +43,10 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse.dialects.irfuse import Dim, OpaqueType, TensorType, declared_dialect, tensor_type
-from irfuse.dialects.raised import RaisedOperation, bool_attr, opt_type
-from irfuse.dialects.shapes import (
+from irfuse.dialects.irfuse import OpaqueType, RaisedOperation, TensorType, tensor_type
+from irfuse.ir.dialect import declared_dialect
+from irfuse.ir.shapes import (
+    Dim,
     check_dim,
     check_float,
     check_integer,
@@ -58,6 +59,7 @@ from irfuse.dialects.shapes import (
     is_float,
     shape_str,
 )
+from irfuse.ir.syntax import bool_attr, opt_type
 
 # --- checks shared with the fused ops -----------------------------------------------------------
 

@@ -16,9 +16,10 @@ from xdsl.dialects.builtin import I64, IntegerAttr, StringAttr
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, prop_def, result_def
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse.dialects.irfuse import Dim, TensorType, declared_dialect
-from irfuse.dialects.raised import RaisedOperation, i64_attr
-from irfuse.dialects.shapes import MaybeDim, check_shape, derived_type, mul_dim, normalize_dim
+from irfuse.dialects.irfuse import RaisedOperation, TensorType, derived_type
+from irfuse.ir.dialect import declared_dialect
+from irfuse.ir.shapes import Dim, MaybeDim, check_shape, mul_dim, normalize_dim
+from irfuse.ir.syntax import i64_attr
 
 REDUCE_OPS = ("sum", "avg", "max", "min")
 

@@ -76,7 +76,7 @@ from irfuse.dialects.attn import (
 )
 from irfuse.dialects.coll import CollectiveOperation, check_reduce_op, scattered_dims
 from irfuse.dialects.gemm import check_matmul, check_scaled_matmul, product_type
-from irfuse.dialects.irfuse import Dim, TensorType, declared_dialect, tensor_type
+from irfuse.dialects.irfuse import TensorType, derived_type, tensor_type
 from irfuse.dialects.norm import NormOperation, check_norm_result, check_norm_weight, check_residual
 from irfuse.dialects.quant import (
     DYNAMIC_TOKEN,
@@ -94,9 +94,10 @@ from irfuse.dialects.quant import (
     check_static_scale,
     quant_result_types,
 )
-from irfuse.dialects.raised import NamedOperandSyntax, f64_attr, i64_attr, opt_type
-from irfuse.dialects.shapes import (
+from irfuse.ir.dialect import declared_dialect
+from irfuse.ir.shapes import (
     F8E4M3FN,
+    Dim,
     MaybeDim,
     check_dim,
     check_float,
@@ -105,12 +106,12 @@ from irfuse.dialects.shapes import (
     check_rank,
     check_same_type,
     check_shape,
-    derived_type,
     mul_dim,
     normalize_dim,
     shape_str,
     static_numel,
 )
+from irfuse.ir.syntax import NamedOperandSyntax, f64_attr, i64_attr, opt_type
 
 # --- checks of a quantized output ---------------------------------------------------------------
 

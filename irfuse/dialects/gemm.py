@@ -23,9 +23,10 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse.dialects.irfuse import Dim, TensorType, declared_dialect, tensor_type
-from irfuse.dialects.raised import RaisedOperation, opt_type
-from irfuse.dialects.shapes import (
+from irfuse.dialects.irfuse import RaisedOperation, TensorType, tensor_type
+from irfuse.ir.dialect import declared_dialect
+from irfuse.ir.shapes import (
+    Dim,
     check_dim,
     check_dtype,
     check_float,
@@ -35,6 +36,7 @@ from irfuse.dialects.shapes import (
     is_fp8,
     is_one_element,
 )
+from irfuse.ir.syntax import opt_type
 
 
 def _check_operands(a: TensorType, b: TensorType) -> tuple[Dim, Dim]:

@@ -19,7 +19,7 @@ from xdsl.irdl import irdl_op_definition, prop_def
 from xdsl.utils.exceptions import VerifyException
 
 from irfuse.dialects.aten import CallLikeOp
-from irfuse.dialects.irfuse import declared_dialect
+from irfuse.ir.dialect import declared_dialect
 
 IMPLS = ("triton", "flashinfer", "symm_mem", "cuda", "reference")
 

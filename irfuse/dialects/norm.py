@@ -28,9 +28,9 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse.dialects.irfuse import TensorType, declared_dialect
-from irfuse.dialects.raised import RaisedOperation, f64_attr, opt_type
-from irfuse.dialects.shapes import (
+from irfuse.dialects.irfuse import RaisedOperation, TensorType
+from irfuse.ir.dialect import declared_dialect
+from irfuse.ir.shapes import (
     check_float,
     check_min_rank,
     check_rank,
@@ -38,6 +38,7 @@ from irfuse.dialects.shapes import (
     dims_agree,
     shape_str,
 )
+from irfuse.ir.syntax import f64_attr, opt_type
 
 
 def check_norm_weight(x: TensorType, weight: TensorType | None, what: str = "x") -> None:

@@ -47,11 +47,12 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse.dialects.irfuse import Dim, TensorType, declared_dialect, tensor_type
-from irfuse.dialects.raised import RaisedOperation, opt_type
-from irfuse.dialects.shapes import (
+from irfuse.dialects.irfuse import RaisedOperation, TensorType, tensor_type
+from irfuse.ir.dialect import declared_dialect
+from irfuse.ir.shapes import (
     F8E4M3FN,
     UI8,
+    Dim,
     MaybeDim,
     check_dtype,
     check_float,
@@ -65,6 +66,7 @@ from irfuse.dialects.shapes import (
     round_up_dim,
     shape_str,
 )
+from irfuse.ir.syntax import opt_type
 
 STATIC_TENSOR = "static_tensor"
 DYNAMIC_TENSOR = "dynamic_tensor"

@@ -32,14 +32,14 @@ from xdsl.utils.exceptions import VerifyException
 from irfuse.dialects import act, attn, coll, fused, gemm, norm, quant
 from irfuse.dialects.irfuse import TensorType, YieldOp, tensor_type
 from irfuse.dialects.quant import QuantScheme
-from irfuse.dialects.raised import (
+from irfuse.dialects.registry import ALL_DIALECTS, load_all
+from irfuse.ir.decomposition import (
     decomposition_block,
     in_decomposition,
     inline_decomposition,
     outline,
 )
-from irfuse.dialects.registry import ALL_DIALECTS, load_all
-from irfuse.dialects.shapes import F8E4M3FN, UI8, dims_agree, promote
+from irfuse.ir.shapes import F8E4M3FN, UI8, dims_agree, promote
 
 T = tensor_type
 SEMANTIC_AND_FUSED = ("norm", "quant", "gemm", "attn", "act", "coll", "fused")

@@ -48,10 +48,10 @@ from irfuse.dialects import aten, fused, kernel
 from irfuse.dialects.attn import VllmAttentionOp, VllmMlaAttentionOp
 from irfuse.dialects.irfuse import OpaqueType, TensorType, sym_type, tensor_type
 from irfuse.dialects.quant import NVFP4, STATIC_TENSOR, QuantFp8Op, QuantNvfp4Op, QuantScheme
-from irfuse.dialects.shapes import F8E4M3FN
 from irfuse.fusions.declare import Choice, Kernel
 from irfuse.fusions.kernel_call import Args, flag, kernel_call
 from irfuse.fusions.quant_consumers import divides
+from irfuse.ir.shapes import F8E4M3FN
 from irfuse.kernels import quant_ref, vllm_context
 from irfuse.kernels.dispatch import check_fp8, empty, fake_nvfp4, kernels
 from irfuse.raising import aten_ops
