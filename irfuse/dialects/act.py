@@ -1,12 +1,7 @@
 """The `act` dialect: the gated activation SiLU·Mul, and padding of the last dim.
 
-- `act.silu_mul` is `silu(gate) * up`: one operand `x = [gate | up]` (vLLM's `silu_and_mul`,
-  `[..., 2d] -> [..., d]`), or the two halves as separate operands (Hugging Face's MLP).
-  Numerics: `docs/numerics.md`, "SiLU·Mul".
-- `act.pad` is `F.pad` on the last dim with a constant (vLLM pads the router GEMM's input to a
-  multiple of 128 or 256 on ROCm).
-
-`silu_mul_dims` and `pad_dims` give the result shapes, checked, for these ops and the fused ones.
+Numerics: `docs/numerics.md`, "SiLU·Mul". `silu_mul_dims` and `pad_dims` give the result shapes,
+checked, for these ops and the fused ones.
 """
 
 from __future__ import annotations
@@ -32,6 +27,7 @@ from irfuse.ir.shapes import (
     add_dim,
     check_float,
     check_min_rank,
+    check_same_dtype,
     check_same_type,
     check_shape,
     div_dim,
@@ -64,14 +60,10 @@ def pad_dims(x: TensorType, low: int, high: int) -> tuple[MaybeDim, ...]:
     return (*x.dims[:-1], add_dim(x.dims[-1], low + high))
 
 
-def check_same_dtype(what: str, t: TensorType, x: TensorType) -> None:
-    if t.dtype != x.dtype:
-        raise VerifyException(f"{what} has dtype {t.dtype}, expected x's {x.dtype}")
-
-
 @irdl_op_definition
 class SiluMulOp(RaisedOperation):
-    """`y = silu(gate) * up`, from `x = [gate | up]` or from separate `gate` (x) and `up`.
+    """`y = silu(gate) * up`, from `x = [gate | up]` (vLLM's `silu_and_mul`, `[..., 2d] ->
+    [..., d]`) or from separate `gate` (x) and `up` (Hugging Face's MLP).
 
     ```mlir
     %y = act.silu_mul %x : (!irfuse.tensor<[s0, 28672], bf16>) -> !irfuse.tensor<[s0, 14336], bf16>
@@ -98,12 +90,13 @@ class SiluMulOp(RaisedOperation):
     def verify_(self) -> None:
         x, y = self.x.type, self.y.type
         check_shape("y", y, silu_mul_dims(x, opt_type(self.up)))
-        check_same_dtype("y", y, x)
+        check_same_dtype("y", y, x, "x")
 
 
 @irdl_op_definition
 class PadOp(RaisedOperation):
-    """Pad the last dim with `low` values before and `high` after, all equal to `value`.
+    """`F.pad` of the last dim: `low` values before and `high` after, all equal to `value` (vLLM
+    pads the router GEMM's input to a multiple of 128 or 256 on ROCm).
 
     ```mlir
     %p = act.pad %x {low = 0 : i64, high = 192 : i64}
@@ -133,7 +126,7 @@ class PadOp(RaisedOperation):
     def verify_(self) -> None:
         x = self.x.type
         check_shape("y", self.y.type, pad_dims(x, self.low.value.data, self.high.value.data))
-        check_same_dtype("y", self.y.type, x)
+        check_same_dtype("y", self.y.type, x, "x")
 
 
 Act = declared_dialect("act", globals())

@@ -5,16 +5,8 @@ ATen overload, a higher-order op, or a Python function such as `operator.mul` on
 arguments as written: tensors and symbolic sizes are operands, everything else (ints, floats,
 bools, strings, dtypes, devices, lists, None, op references) is kept in an argument template, so
 emit can rebuild the exact call. A call whose FX node returned a tuple or list has one result per
-element (the FX `getitem` nodes map to those results) and is marked `tuple`.
-
-```mlir
-%view = aten.call "aten::view.default"(%x, [%s0, 4096]) : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 4096], bf16>
-%mean = aten.call "aten::mean.dim"(%pow, [-1], true) : (!irfuse.tensor<[s0, 4096], f32>) -> !irfuse.tensor<[s0, 1], f32>
-%q, %s = aten.call tuple "irfuse::quant_fp8_per_token.default"(%x, none, out_dtype = f8E4M3FN) : (!irfuse.tensor<[s0, 4096], bf16>) -> (!irfuse.tensor<[s0, 4096], f8E4M3FN>, !irfuse.tensor<[s0, 1], f32>)
-%w = aten.get_attr "_tensor_constant0" : !irfuse.tensor<[4096], bf16>
-```
-
-`irfuse.targets` resolves target strings to callables.
+element (the FX `getitem` nodes map to those results) and is marked `tuple`. `irfuse.targets`
+resolves target strings to callables.
 """
 
 from __future__ import annotations
@@ -449,7 +441,7 @@ class CallOp(CallLikeOp):
     """An imported call: an ATen op (or Python size arithmetic) with its arguments as written.
 
     ```mlir
-    %y = aten.call "aten::mul.Tensor"(%x, 2.0) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], f32>
+    %view = aten.call "aten::view.default"(%x, [%s0, 4096]) : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 4096], bf16>
     ```
     """
 

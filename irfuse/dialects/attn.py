@@ -1,25 +1,12 @@
-"""The `attn` dialect: attention, MLA attention, rotary embedding and the paged KV-cache write.
-
-- `attn.attention` is scaled dot-product attention in SDPA's layout, `[..., H, L, D]`, with
-  grouped-query attention (query heads a multiple of key/value heads).
-- `attn.mla_attention` is multi-head latent attention (DeepSeek-V2/V3): the query, the normed
-  latent `kv_c`, the roped shared key part `k_pe` and the `kv_b_proj` weight that expands the
-  latent into per-head keys and values.
-- `attn.rope` rotates q (and k) by position, from `positions` and a `cos_sin_cache` (vLLM) or
-  from precomputed `cos` and `sin` (Hugging Face). NeoX style rotates the two halves of the
-  rotary part, GPT-J style (even, odd) pairs; dims past `rotary_dim` pass.
-- `attn.kv_cache_write` stores k and v into a paged cache `[num_blocks, block_size, kv_heads,
-  head_dim]` at `slot_mapping`, and returns the updated caches (SSA form; emit writes in place).
-- `attn.vllm_attention`, `attn.vllm_mla_attention` and `attn.vllm_kv_cache_update` are vLLM's
-  own calls (`unified_attention_with_output`, `unified_mla_attention_with_output`,
-  `unified_kv_cache_update`): cache, slot mapping and metadata live in vLLM's forward context,
-  found at run time by the layer's name. The cache write returns vLLM's empty dummy tensor, which
-  the attention takes as `kv_cache_dep` to keep the order. Neither is pure.
+"""The `attn` dialect: attention, MLA attention, rotary embedding and KV-cache writes.
 
 Head counts, head dims and the softmax scale are properties, so one rewrite matches every layer.
-`AttentionOperation`, `MlaOperation` and `RopeOperation` carry them (and RoPE's tables) for these
-ops and the fused ones, `VllmLayerOperation` and `VllmAttentionOperation` the vLLM layer's name
-and dependency; the `check_*` helpers hold the rules they share.
+The families carry them for these ops and the fused ones: `AttentionOperation` (scale, causal),
+`MlaOperation` (MLA's sizes), `RopeOperation` (RoPE's style, sizes and tables: `positions` and a
+`cos_sin_cache` (vLLM) or `cos` and `sin` (Hugging Face)), `VllmLayerOperation` (a vLLM layer's
+name, by which vLLM's forward context finds its cache and metadata at run time) and
+`VllmAttentionOperation` (the dummy of the layer's cache write, which orders it before the
+attention). The `check_*` helpers hold the shape rules the fused ops share.
 """
 
 from __future__ import annotations
@@ -52,6 +39,7 @@ from irfuse.ir.shapes import (
     check_integer,
     check_min_rank,
     check_rank,
+    check_same_dtype,
     check_same_type,
     check_shape,
     dims_agree,
@@ -70,6 +58,19 @@ def check_scale(scale: FloatAttr) -> None:
         raise VerifyException(f"scale must be a finite value > 0, got {value}")
 
 
+def check_gqa(hq: Dim, hkv: Dim, of: str = "k/v's") -> None:
+    """Grouped-query attention: q's head count a multiple of the key/value head count."""
+    if isinstance(hq, int) and isinstance(hkv, int) and (hkv == 0 or hq % hkv):
+        raise VerifyException(
+            f"q's {hq} heads are not a multiple of {of} {hkv} heads (grouped-query attention)"
+        )
+
+
+def check_same_rank(what: str, t: TensorType, q: TensorType) -> None:
+    if t.rank != q.rank:
+        raise VerifyException(f"{what} has rank {t.rank}, expected q's rank {q.rank}")
+
+
 def check_attention(
     q: TensorType,
     k: TensorType,
@@ -80,12 +81,10 @@ def check_attention(
     """SDPA-layout attention with GQA; returns the output dims `[..., Hq, Lq, Dv]`."""
     check_float("q", q)
     for what, t in (("k", k), ("v", v)):
-        if t.dtype != q.dtype:
-            raise VerifyException(f"{what} has dtype {t.dtype}, expected q's {q.dtype}")
+        check_same_dtype(what, t, q, "q")
     check_min_rank("q", q, 3)
     for what, t in (("k", k), ("v", v)):
-        if t.rank != q.rank:
-            raise VerifyException(f"{what} has rank {t.rank}, expected q's rank {q.rank}")
+        check_same_rank(what, t, q)
     qd, kd, vd = q.dims, k.dims, v.dims
     batch = qd[:-3]
     for what, t in (("k", kd), ("v", vd)):
@@ -98,10 +97,7 @@ def check_attention(
     check_dim("k's head dim", dk, d)
     check_dim("v's head count", vd[-3], hkv)
     check_dim("v's length", vd[-2], lk)
-    if isinstance(hq, int) and isinstance(hkv, int) and (hkv == 0 or hq % hkv):
-        raise VerifyException(
-            f"q's {hq} heads are not a multiple of k/v's {hkv} heads (grouped-query attention)"
-        )
+    check_gqa(hq, hkv)
     if mask is not None:
         check_mask(mask, (*batch, hq, lq, lk), causal)
     return (*qd[:-1], vd[-1])
@@ -170,33 +166,24 @@ def cache_halves(k_cache: SSAValue, v_cache: SSAValue) -> tuple[TensorType, Tens
     return half, half
 
 
-def check_same_dtype(what: str, t: TensorType, q: TensorType, of: str = "q") -> None:
-    if t.dtype != q.dtype:
-        raise VerifyException(f"{what} has dtype {t.dtype}, expected {of}'s {q.dtype}")
-
-
 def check_vllm_attention(q: TensorType, k: TensorType, v: TensorType) -> tuple[Dim, ...]:
     """vLLM's layout: q `[T, H, D]`, k `[T, Hkv, D]`, v `[T, Hkv, Dv]` in q's dtype, H a multiple
     of Hkv; returns the output dims `[T, H, Dv]`."""
     check_float("q", q)
     for what, t in (("k", k), ("v", v)):
         check_rank(what, t, 3)
-        check_same_dtype(what, t, q)
+        check_same_dtype(what, t, q, "q")
     check_rank("q", q, 3)
     t, hq, d = q.dims
     check_dim("k's token count", k.dims[0], t)
     check_dim("v's token count", v.dims[0], t)
     check_dim("k's head dim", k.dims[2], d)
     check_dim("v's head count", v.dims[1], k.dims[1])
-    hkv = k.dims[1]
-    if isinstance(hq, int) and isinstance(hkv, int) and (hkv == 0 or hq % hkv):
-        raise VerifyException(
-            f"q's {hq} heads are not a multiple of k/v's {hkv} heads (grouped-query attention)"
-        )
+    check_gqa(hq, k.dims[1])
     return (t, hq, v.dims[2])
 
 
-# --- the properties (and RoPE's tables) that ops share ------------------------------------------
+# --- the properties (and operands) that ops share -----------------------------------------------
 
 
 class AttentionOperation(IRDLOperation):
@@ -236,11 +223,12 @@ class MlaOperation(IRDLOperation):
     def mla_dims(self, q: TensorType, kv_c: TensorType, k_pe: TensorType, kv_b_weight: TensorType,
                  mask: TensorType | None) -> tuple[Dim, ...]:
         """Check MLA's operands in the op's layout; returns the output dims (`[T, H, v]`
-        token-major, `[..., H, Lq, v]` batch-major)."""
+        token-major, `[..., H, Lq, v]` batch-major). `[k_nope | v]` per head is the latent times
+        `kv_b_weight` `[H * (nope + v), kv_lora_rank]` transposed; `k = [k_nope | k_pe]`."""
         heads, nope, rope, v_dim, rank = (getattr(self, n).value.data for n in self.SIZES)
         check_float("q", q)
-        check_same_dtype("kv_c", kv_c, q)
-        check_same_dtype("k_pe", k_pe, q)
+        check_same_dtype("kv_c", kv_c, q, "q")
+        check_same_dtype("k_pe", k_pe, q, "q")
         check_float("kv_b_weight", kv_b_weight)
         check_shape(
             "kv_b_weight ([num_heads * (qk_nope_head_dim + v_head_dim), kv_lora_rank])",
@@ -258,9 +246,8 @@ class MlaOperation(IRDLOperation):
             check_shape("k_pe ([T, 1, qk_rope_head_dim])", k_pe, (t, 1, rope))
             return (t, heads, v_dim)
         check_min_rank("q", q, 3)
-        for what, t in (("kv_c", kv_c), ("k_pe", k_pe)):
-            if t.rank != q.rank:
-                raise VerifyException(f"{what} has rank {t.rank}, expected q's rank {q.rank}")
+        check_same_rank("kv_c", kv_c, q)
+        check_same_rank("k_pe", k_pe, q)
         *batch, _, lq, _ = q.dims
         lk = k_pe.dims[-2]
         check_shape("q ([..., num_heads, L, qk_nope_head_dim + qk_rope_head_dim])", q,
@@ -273,9 +260,10 @@ class MlaOperation(IRDLOperation):
 
 
 class RopeOperation(IRDLOperation):
-    """RoPE's style and sizes (`rotary_dim` even, >= 2, <= `head_dim`) and its tables, taken by
-    name: `positions` and a `cos_sin_cache` `[max_pos, rotary_dim]`, or `cos` and `sin` of one
-    type whose last dim is rotary_dim or rotary_dim / 2."""
+    """RoPE's style (NeoX: the rotary part's two halves; GPT-J: (even, odd) pairs), sizes
+    (`rotary_dim` even, >= 2, <= `head_dim`; dims past it pass) and tables, taken by name:
+    `positions` and a `cos_sin_cache` `[max_pos, rotary_dim]`, or `cos` and `sin` of one type
+    whose last dim is rotary_dim or rotary_dim / 2."""
 
     positions = opt_operand_def(TensorType)
     cos_sin_cache = opt_operand_def(TensorType)
@@ -335,7 +323,8 @@ class RopeOperation(IRDLOperation):
 class VllmLayerOperation(IRDLOperation):
     """A call into one vLLM attention layer, which vLLM's forward context finds at run time by
     `layer_name` (not empty). `layer` is that name as the call passes it when vLLM hoists it (an
-    opaque `LayerName`), absent when the graph holds the name as a string."""
+    opaque `LayerName`), absent when the graph holds the name as a string. Not pure: the layer's
+    cache is written and read."""
 
     layer = opt_operand_def()
 
@@ -364,8 +353,9 @@ class VllmLayerOperation(IRDLOperation):
 
 
 class VllmAttentionOperation(VllmLayerOperation):
-    """vLLM's attention of a layer: `kv_cache_dep` is the dummy of the layer's cache write (1-D,
-    empty as vLLM makes it), which orders the write before the attention."""
+    """vLLM's attention of a layer, whose softmax scale, head counts and cache live in the
+    layer. `kv_cache_dep`, the dummy of the layer's cache write (1-D, empty as vLLM makes it),
+    orders the write before the attention."""
 
     kv_cache_dep = opt_operand_def(TensorType)
 
@@ -388,9 +378,8 @@ class AttentionOp(AttentionOperation, RaisedOperation):
         : (!irfuse.tensor<[1, 32, s0, 128], bf16>, !irfuse.tensor<[1, 8, s0, 128], bf16>,
            !irfuse.tensor<[1, 8, s0, 128], bf16>) -> !irfuse.tensor<[1, 32, s0, 128], bf16>
     ```
-    q `[..., Hq, Lq, D]`, k `[..., Hkv, Lk, D]`, v `[..., Hkv, Lk, Dv]`; the output is
-    `[..., Hq, Lq, Dv]` in q's dtype. A mask (bool or additive float) broadcasts to
-    `[..., Hq, Lq, Lk]`.
+    q `[..., Hq, Lq, D]`, k `[..., Hkv, Lk, D]`, v `[..., Hkv, Lk, Dv]`, out `[..., Hq, Lq, Dv]`
+    in q's dtype; a mask (bool or additive float) broadcasts to `[..., Hq, Lq, Lk]`.
     """
 
     name = "attn.attention"
@@ -415,7 +404,7 @@ class AttentionOp(AttentionOperation, RaisedOperation):
             q, self.k.type, self.v.type, opt_type(self.mask), bool(self.causal.value.data)
         )
         check_shape("out", self.out.type, dims)
-        check_same_dtype("out", self.out.type, q)
+        check_same_dtype("out", self.out.type, q, "q")
 
 
 @irdl_op_definition
@@ -430,12 +419,9 @@ class MlaAttentionOp(MlaOperation, RaisedOperation):
            !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>)
         -> !irfuse.tensor<[s0, 16, 128], bf16>
     ```
-    `softmax(q @ k^T * scale (+ mask | causal)) @ v` per head, where `[k_nope | v]` is the
-    latent times the weight `[H * (nope + v), kv_lora_rank]` transposed, split per head, and
-    `k = [k_nope | k_pe]`, one roped `k_pe` shared by all heads. Token-major: q `[T, H, nope +
-    rope]`, kv_c `[T, kv_lora_rank]`, k_pe `[T, 1, rope]`, out `[T, H, v]`. Batch-major: q
-    `[..., H, Lq, nope + rope]`, kv_c `[..., 1, Lk, kv_lora_rank]`, k_pe `[..., 1, Lk, rope]`,
-    out `[..., H, Lq, v]`, an optional mask. The output is in q's dtype.
+    Token-major: q `[T, H, nope + rope]`, kv_c `[T, kv_lora_rank]`, k_pe `[T, 1, rope]`, out
+    `[T, H, v]`. Batch-major: q `[..., H, Lq, nope + rope]`, kv_c `[..., 1, Lk, kv_lora_rank]`,
+    k_pe `[..., 1, Lk, rope]`, out `[..., H, Lq, v]`, an optional mask. out has q's dtype.
     """
 
     name = "attn.mla_attention"
@@ -461,7 +447,7 @@ class MlaAttentionOp(MlaOperation, RaisedOperation):
         dims = self.mla_dims(q, self.kv_c.type, self.k_pe.type, self.kv_b_weight.type,
                              opt_type(self.mask))
         check_shape("out", self.out.type, dims)
-        check_same_dtype("out", self.out.type, q)
+        check_same_dtype("out", self.out.type, q, "q")
 
 
 @irdl_op_definition
@@ -475,8 +461,7 @@ class RopeOp(RopeOperation, RaisedOperation):
            !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 128], bf16>)
         -> (!irfuse.tensor<[s0, 32, 128], bf16>, k_out !irfuse.tensor<[s0, 8, 128], bf16>)
     ```
-    q's and k's last dim is head_dim. `q_out` is typed like q; `k_out` exists iff k does, typed
-    like k.
+    q and k are `[..., heads, head_dim]`; `q_out` is typed like q, `k_out` (iff k) like k.
     """
 
     name = "attn.rope"
@@ -501,7 +486,7 @@ class RopeOp(RopeOperation, RaisedOperation):
             if k_out is not None:
                 raise VerifyException("k_out needs a k operand")
             return
-        check_same_dtype("k", k, q)
+        check_same_dtype("k", k, q, "q")
         self.check_heads("k", k)
         if k_out is None:
             raise VerifyException("rope with a k operand returns k_out")
@@ -510,7 +495,8 @@ class RopeOp(RopeOperation, RaisedOperation):
 
 @irdl_op_definition
 class KvCacheWriteOp(RaisedOperation):
-    """Store k and v `[T, kv_heads, head_dim]` into the paged caches at `slot_mapping`.
+    """Store k and v `[T, kv_heads, head_dim]` into the paged caches at `slot_mapping`, and
+    return the updated caches (SSA form; emit writes in place).
 
     ```mlir
     %kc2, %vc2 = attn.kv_cache_write %k, %v, %kc, %vc, %slots
@@ -519,10 +505,9 @@ class KvCacheWriteOp(RaisedOperation):
            !irfuse.tensor<[s0], i64>)
         -> (!irfuse.tensor<[1024, 16, 8, 128], bf16>, !irfuse.tensor<[1024, 16, 8, 128], bf16>)
     ```
-    Caches are `[num_blocks, block_size, kv_heads, head_dim]` of k's / v's dtype; slot `s` is
-    block `s // block_size`, row `s % block_size`; the results are typed like them. In vLLM's
-    FlashAttention layout both cache operands are one `[2, num_blocks, block_size, kv_heads,
-    head_dim]` value (k into `[0]`, v into `[1]`).
+    Caches are `[num_blocks, block_size, kv_heads, head_dim]` (slot `s` is block
+    `s // block_size`, row `s % block_size`), or both one `[2, ...]` value (vLLM's FlashAttention
+    layout: k into `[0]`, v into `[1]`).
     """
 
     name = "attn.kv_cache_write"
@@ -557,9 +542,8 @@ class VllmAttentionOp(VllmAttentionOperation, RaisedOperation):
            !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[0], bf16>,
            !irfuse.opaque<"LayerName">) -> !irfuse.tensor<[s0, 32, 128], bf16>
     ```
-    q `[T, H, D]`, k `[T, Hkv, D]`, v `[T, Hkv, Dv]` (this step's new tokens, which the layer's
-    cache update wrote); the output is `[T, H, Dv]` in q's dtype. The softmax scale, head counts
-    and cache live in the layer.
+    q `[T, H, D]`, k `[T, Hkv, D]`, v `[T, Hkv, Dv]` (this step's tokens), out `[T, H, Dv]` in
+    q's dtype.
     """
 
     name = "attn.vllm_attention"
@@ -580,7 +564,7 @@ class VllmAttentionOp(VllmAttentionOperation, RaisedOperation):
         super().verify_()
         q = self.q.type
         check_shape("out", self.out.type, check_vllm_attention(q, self.k.type, self.v.type))
-        check_same_dtype("out", self.out.type, q)
+        check_same_dtype("out", self.out.type, q, "q")
 
 
 @irdl_op_definition
@@ -595,9 +579,8 @@ class VllmMlaAttentionOp(VllmAttentionOperation, RaisedOperation):
            !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[0], bf16>)
         -> !irfuse.tensor<[s0, 2048], bf16>
     ```
-    q `[T, H, qk_nope + qk_rope]`, the normed latent `kv_c_normed [T, kv_lora_rank]`, the roped
-    `k_pe [T, 1, rope]` or `[T, rope]`, in q's dtype; the output is the buffer vLLM passes,
-    `[T, H * v_head_dim]` in q's dtype. Projections, scale and cache live in the layer.
+    q `[T, H, nope + rope]`, `kv_c_normed [T, kv_lora_rank]`, `k_pe [T, 1, rope]` or
+    `[T, rope]`; out is the buffer vLLM passes, `[T, H * v_head_dim]`; all of q's dtype.
     """
 
     name = "attn.vllm_mla_attention"
@@ -619,12 +602,12 @@ class VllmMlaAttentionOp(VllmAttentionOperation, RaisedOperation):
         if k_pe.rank not in (2, 3):
             raise VerifyException(f"k_pe must be [T, 1, rope] or [T, rope], got rank {k_pe.rank}")
         for what, x in (("kv_c_normed", kv_c), ("k_pe", k_pe)):
-            check_same_dtype(what, x, q)
+            check_same_dtype(what, x, q, "q")
             check_dim(f"{what}'s token count", x.dims[0], q.dims[0])
         check_float("out", out)
         check_min_rank("out", out, 2)
         check_dim("out's token count", out.dims[0], q.dims[0])
-        check_same_dtype("out", out, q)
+        check_same_dtype("out", out, q, "q")
 
 
 @irdl_op_definition

@@ -1,11 +1,8 @@
-"""The `coll` dialect: tensor-parallel collectives.
+"""The `coll` dialect: tensor-parallel collectives (torch's functional collectives with their
+`wait_tensor`, or vLLM's `all_reduce` / `reduce_scatter` / `all_gather`, raised to one op each).
 
-Raising finds torch's functional collectives (`_c10d_functional.all_reduce` /
-`reduce_scatter_tensor` / `all_gather_into_tensor` with their `wait_tensor`) and vLLM's
-`vllm.all_reduce` / `reduce_scatter` / `all_gather`, and gives each one op. `CollectiveOperation`
-carries the process group and world size for these ops and the fused ones that absorb them.
-
-The ops are not `Pure`: every rank must run the same collectives, so no pass may drop one.
+`CollectiveOperation` carries the process group and world size for these ops and the fused ones
+that absorb them. The ops are not `Pure`: every rank must run the same collectives.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from irfuse.dialects.irfuse import RaisedOperation, TensorType, derived_type
 from irfuse.ir.dialect import declared_dialect
-from irfuse.ir.shapes import Dim, MaybeDim, check_shape, mul_dim, normalize_dim
+from irfuse.ir.shapes import Dim, MaybeDim, check_same_dtype, check_shape, mul_dim, normalize_dim
 from irfuse.ir.syntax import i64_attr
 
 REDUCE_OPS = ("sum", "avg", "max", "min")
@@ -63,8 +60,7 @@ class CollectiveOperation(IRDLOperation):
 
 def check_result(y: TensorType, x: TensorType, dims: tuple[MaybeDim, ...]) -> None:
     check_shape("y", y, dims)
-    if y.dtype != x.dtype:
-        raise VerifyException(f"y has dtype {y.dtype}, expected x's {x.dtype}")
+    check_same_dtype("y", y, x, "x")
 
 
 def _dim(x: TensorType, dim: int) -> int:

@@ -1,30 +1,10 @@
-"""The `fused` dialect: one op per fused kernel family.
+"""The `fused` dialect: one op per fused kernel family, lowered to one kernel by emit.
 
-Each op replaces a chain of semantic ops and is lowered to one kernel by emit. Fused ops have no
-decomposition region: their numerics are the reference implementation's beside the kernel
-(`docs/numerics.md`). Every output is a result (vLLM's fused ops mutate output buffers).
-
-A fused op is declared from the semantic families it fuses: it inherits their properties and
-property checks (`NormOperation`, `QuantOperation`, `CollectiveOperation`, `AttentionOperation`,
-`MlaOperation`, `RopeOperation`) and its verifier calls their `check_*` helpers, so it is held to
-the rules of each op it replaced.
-
-| op | replaces |
-|---|---|
-| `fused.rms_norm_quant` | (add_)rms_norm -> quant.fp8 (one or more) |
-| `fused.silu_mul_quant` | act.silu_mul -> quant.fp8 (static, group) |
-| `fused.silu_mul_quant_nvfp4` | act.silu_mul -> quant.nvfp4 |
-| `fused.all_reduce_rms_norm` | coll.all_reduce -> (add_)rms_norm (-> quant) |
-| `fused.qk_norm_rope` | per-head rms_norm of q and k -> attn.rope |
-| `fused.rope_kv_cache_write` | attn.rope (or fused.qk_norm_rope) -> attn.kv_cache_write |
-| `fused.attention_quant` | attn.attention -> quant |
-| `fused.mla_attention_quant` | attn.mla_attention -> quant |
-| `fused.paged_decode_quant` | pages gathered by block table -> attn.attention -> quant |
-| `fused.gemm_reduce_scatter` | gemm.(scaled_)matmul -> coll.reduce_scatter |
-| `fused.all_gather_gemm` | coll.all_gather -> gemm.(scaled_)matmul |
-| `fused.rms_norm_pad` | (add_)rms_norm -> act.pad |
-| `fused.vllm_attention_quant` | attn.vllm_(mla_)attention -> quant |
-| `fused.rope_vllm_kv_cache_update` | attn.rope (or fused.qk_norm_rope) -> attn.vllm_kv_cache_update |
+Fused ops have no decomposition region: their numerics are the reference implementation's beside
+the kernel (`docs/numerics.md`). Every output is a result (vLLM's fused ops mutate buffers). A
+fused op inherits the families of the ops it replaces (`NormOperation`, `QuantOperation`, ...) and
+calls their `check_*` helpers, so it is held to the rules of each of them. Each op's docstring
+names the chain it replaces.
 """
 
 from __future__ import annotations
@@ -69,8 +49,8 @@ from irfuse.dialects.attn import (
     VllmLayerOperation,
     cache_halves,
     check_attention,
+    check_gqa,
     check_paged_cache_write,
-    check_same_dtype,
     check_scale,
     check_vllm_attention,
 )
@@ -104,6 +84,7 @@ from irfuse.ir.shapes import (
     check_integer,
     check_min_rank,
     check_rank,
+    check_same_dtype,
     check_same_type,
     check_shape,
     mul_dim,
@@ -186,9 +167,8 @@ def flattened_tokens(dims: Sequence[Dim]) -> Dim:
 
 @irdl_op_definition
 class RmsNormQuantOp(QuantOperation, NormOperation, NamedOperandSyntax):
-    """(Residual add +) RMSNorm + FP8 quantization of the normed value, in one kernel.
-
-    Replaces `norm.rms_norm` or `norm.add_rms_norm` followed by one or more `quant.fp8`.
+    """(Residual add +) RMSNorm + FP8 quantization of the normed value, in one kernel: replaces
+    `norm.rms_norm` or `norm.add_rms_norm` followed by one or more `quant.fp8`.
 
     ```mlir
     %q, %r = fused.rms_norm_quant %x, residual %res, weight %w, scales [%s]
@@ -260,9 +240,8 @@ class RmsNormQuantOp(QuantOperation, NormOperation, NamedOperandSyntax):
 
 @irdl_op_definition
 class SiluMulQuantOp(QuantOperation, NamedOperandSyntax):
-    """SiLU·Mul + FP8 quantization of its result, in one kernel.
-
-    Replaces `act.silu_mul` followed by `quant.fp8` static or group.
+    """SiLU·Mul + FP8 quantization of its result, in one kernel: replaces `act.silu_mul`
+    followed by `quant.fp8` static or group.
 
     ```mlir
     %q2, %s2 = fused.silu_mul_quant %x {scheme = #quant.scheme<group 128>}
@@ -305,9 +284,8 @@ class SiluMulQuantOp(QuantOperation, NamedOperandSyntax):
 
 @irdl_op_definition
 class SiluMulQuantNvfp4Op(NamedOperandSyntax):
-    """SiLU·Mul + NVFP4 quantization of its result, in one kernel.
-
-    Replaces `act.silu_mul` followed by `quant.nvfp4`.
+    """SiLU·Mul + NVFP4 quantization of its result, in one kernel: replaces `act.silu_mul`
+    followed by `quant.nvfp4`.
 
     ```mlir
     %q, %bs = fused.silu_mul_quant_nvfp4 %x, %gs
@@ -346,10 +324,9 @@ class SiluMulQuantNvfp4Op(NamedOperandSyntax):
 
 @irdl_op_definition
 class AllReduceRmsNormOp(QuantOperation, NormOperation, CollectiveOperation, NamedOperandSyntax):
-    """All-reduce + (residual add +) RMSNorm (+ FP8 or NVFP4 quant), in one kernel.
-
-    Replaces `coll.all_reduce` followed by `norm.rms_norm` / `norm.add_rms_norm` (and a
-    `quant.fp8` static, per-token or per-group, or `quant.nvfp4`).
+    """All-reduce + (residual add +) RMSNorm (+ FP8 or NVFP4 quant), in one kernel: replaces
+    `coll.all_reduce` -> `norm.(add_)rms_norm` (-> `quant.fp8` static, per-token or per-group,
+    or `quant.nvfp4`).
 
     ```mlir
     %q, %r2 = fused.all_reduce_rms_norm %x, residual %res, %w, scale %s
@@ -413,10 +390,9 @@ class AllReduceRmsNormOp(QuantOperation, NormOperation, CollectiveOperation, Nam
 
 @irdl_op_definition
 class QkNormRopeOp(RopeOperation, NormOperation, NamedOperandSyntax):
-    """Per-head RMSNorm of q and of k, then RoPE of both, in one kernel.
-
-    Replaces `norm.rms_norm` of q and of k (weights `[head_dim]`) feeding `attn.rope`; q and k are
-    the norms' inputs in the rope's layout (`[T, heads, D]` or `[B, heads, T, D]`).
+    """Per-head RMSNorm of q and of k, then RoPE of both, in one kernel: replaces `norm.rms_norm`
+    of q and of k (weights `[head_dim]`) feeding `attn.rope`; q and k are the norms' inputs in
+    the rope's layout (`[T, heads, D]` or `[B, heads, T, D]`).
 
     ```mlir
     %qo, %ko = fused.qk_norm_rope %q, %k, %qw, %kw, positions %pos, cos_sin_cache %cache
@@ -454,7 +430,7 @@ class QkNormRopeOp(RopeOperation, NormOperation, NamedOperandSyntax):
         for what, x, w in (("q", q, self.q_weight.type), ("k", k, self.k_weight.type)):
             self.check_heads(what, x)
             check_norm_weight(x, w, what)
-        check_same_dtype("k", k, q)
+        check_same_dtype("k", k, q, "q")
         check_same_type("q_out", self.q_out.type, q, "q")
         check_same_type("k_out", self.k_out.type, k, "k")
 
@@ -462,9 +438,8 @@ class QkNormRopeOp(RopeOperation, NormOperation, NamedOperandSyntax):
 @irdl_op_definition
 class RopeKvCacheWriteOp(NormOperation, RopeOperation, NamedOperandSyntax):
     """RoPE of q and k (after their per-head norms, with `q_weight` and `k_weight`) and the paged
-    KV-cache write of the rotated k and of v, in one kernel that returns rotated q.
-
-    Replaces `attn.rope` (or `fused.qk_norm_rope`) whose k only feeds `attn.kv_cache_write`.
+    KV-cache write of the rotated k and of v, in one kernel that returns rotated q: replaces
+    `attn.rope` (or `fused.qk_norm_rope`) whose k only feeds `attn.kv_cache_write`.
 
     ```mlir
     %qr, %kc2, %vc2 = fused.rope_kv_cache_write %q, %k, %v, positions %pos,
@@ -521,7 +496,7 @@ class RopeKvCacheWriteOp(NormOperation, RopeOperation, NamedOperandSyntax):
         check_rank("q", q, 3)
         self.check_heads("q", q)
         self.check_heads("k", k)
-        check_same_dtype("k", k, q)
+        check_same_dtype("k", k, q, "q")
         check_dim("k's token count", k.dims[0], q.dims[0])
         check_qk_norms(q, k, opt_type(self.q_weight), opt_type(self.k_weight), self.eps)
         k_cache, v_cache = self.k_cache.type, self.v_cache.type
@@ -537,7 +512,7 @@ class RopeKvCacheWriteOp(NormOperation, RopeOperation, NamedOperandSyntax):
                 if static_numel(scale.dims) != 1 or scale.dtype != f32:
                     raise VerifyException(f"{name} must be one f32 element, not "
                                           f"{shape_str(scale.dims)} {scale.dtype}")
-            check_same_dtype("v", v, q)
+            check_same_dtype("v", v, q, "q")
             k, v = tensor_type(k.dims, k_cache.dtype), tensor_type(v.dims, v_cache.dtype)
         check_paged_cache_write(k, v, *cache_halves(self.k_cache, self.v_cache),
                                 self.slot_mapping.type)
@@ -551,10 +526,8 @@ class RopeKvCacheWriteOp(NormOperation, RopeOperation, NamedOperandSyntax):
 
 @irdl_op_definition
 class AttentionQuantOp(QuantOperation, AttentionOperation, NamedOperandSyntax):
-    """Attention whose kernel writes its output quantized.
-
-    Replaces `attn.attention` -> (transpose, reshape to `[tokens, H * Dv]`) -> `quant.fp8` static
-    or group, or `quant.nvfp4`.
+    """Attention whose kernel writes its output quantized: replaces `attn.attention` ->
+    (transpose, reshape to `[tokens, H * Dv]`) -> `quant.fp8` static or group, or `quant.nvfp4`.
 
     ```mlir
     %o = fused.attention_quant %q, %k, %v, output_scale %s
@@ -605,9 +578,8 @@ class AttentionQuantOp(QuantOperation, AttentionOperation, NamedOperandSyntax):
 
 @irdl_op_definition
 class PagedDecodeQuantOp(NamedOperandSyntax):
-    """Decode attention over a paged KV cache, read in place, its output written quantized.
-
-    Replaces the gather of each sequence's pages through its block-table row, the mask of its
+    """Decode attention over a paged KV cache, read in place, its output written quantized:
+    replaces the gather of each sequence's pages through its block-table row, the mask of its
     first `seq_lens[b]` positions, `attn.attention` of one query per sequence over them, and the
     quant of the output.
 
@@ -655,12 +627,7 @@ class PagedDecodeQuantOp(NamedOperandSyntax):
         check_same_type("v_cache", vc, kc, "k_cache")
         if kc.dtype != q.dtype:
             raise VerifyException(f"the caches hold {kc.dtype}, expected q's {q.dtype}")
-        hk = kc.dims[2]
-        if isinstance(hq, int) and isinstance(hk, int) and (hk == 0 or hq % hk):
-            raise VerifyException(
-                f"q's {hq} heads are not a multiple of the cache's {hk} heads (grouped-query "
-                "attention)"
-            )
+        check_gqa(hq, kc.dims[2], "the cache's")
         table, lens = self.block_table.type, self.seq_lens.type
         check_integer("block_table", table)
         check_rank("block_table", table, 2)
@@ -675,10 +642,8 @@ class PagedDecodeQuantOp(NamedOperandSyntax):
 
 @irdl_op_definition
 class MlaAttentionQuantOp(QuantOperation, MlaOperation, NamedOperandSyntax):
-    """MLA attention whose kernel writes its output quantized.
-
-    Replaces `attn.mla_attention` -> (reshape to `[T, H * v]`) -> `quant.fp8` static or group, or
-    `quant.nvfp4`.
+    """MLA attention whose kernel writes its output quantized: replaces `attn.mla_attention` ->
+    (reshape to `[T, H * v]`) -> `quant.fp8` static or group, or `quant.nvfp4`.
 
     ```mlir
     %o, %s = fused.mla_attention_quant %q, %kv_c, %k_pe, %w
@@ -781,9 +746,8 @@ class GemmCollectiveOperation(CollectiveOperation, NamedOperandSyntax):
 
 @irdl_op_definition
 class GemmReduceScatterOp(GemmCollectiveOperation):
-    """A GEMM whose result is reduce-scattered over the TP group, overlapped (async TP).
-
-    Replaces `gemm.matmul` or `gemm.scaled_matmul` followed by `coll.reduce_scatter`.
+    """A GEMM whose result is reduce-scattered over the TP group, overlapped (async TP):
+    replaces `gemm.matmul` or `gemm.scaled_matmul` followed by `coll.reduce_scatter`.
 
     ```mlir
     %c2 = fused.gemm_reduce_scatter %a8, %b8, scale_a %sa, scale_b %sb
@@ -814,9 +778,8 @@ class GemmReduceScatterOp(GemmCollectiveOperation):
 
 @irdl_op_definition
 class AllGatherGemmOp(GemmCollectiveOperation):
-    """A GEMM on a row-sharded a that is all-gathered first, overlapped (async TP).
-
-    Replaces `coll.all_gather` (dim 0) of a followed by `gemm.matmul` or `gemm.scaled_matmul`.
+    """A GEMM on a row-sharded a that is all-gathered first, overlapped (async TP): replaces
+    `coll.all_gather` (dim 0) of a followed by `gemm.matmul` or `gemm.scaled_matmul`.
 
     ```mlir
     %c = fused.all_gather_gemm %a, %b {group = "tp", world_size = 4 : i64}
@@ -851,9 +814,8 @@ class AllGatherGemmOp(GemmCollectiveOperation):
 
 @irdl_op_definition
 class RmsNormPadOp(NormOperation, NamedOperandSyntax):
-    """(Residual add +) RMSNorm + constant pad of the last dim, in one kernel.
-
-    Replaces `norm.rms_norm` or `norm.add_rms_norm` whose `y` is padded by `act.pad`.
+    """(Residual add +) RMSNorm + constant pad of the last dim, in one kernel: replaces
+    `norm.rms_norm` or `norm.add_rms_norm` whose `y` is padded by `act.pad`.
 
     ```mlir
     %p, %r = fused.rms_norm_pad %x, residual %res, %w
@@ -911,12 +873,9 @@ class RmsNormPadOp(NormOperation, NamedOperandSyntax):
 @irdl_op_definition
 class VllmAttentionQuantOp(QuantOperation, VllmAttentionOperation, NamedOperandSyntax):
     """vLLM's attention of one layer with its output written quantized, by an irfuse kernel that
-    reads the layer's paged cache through vLLM's forward context.
-
-    Replaces `attn.vllm_attention` (or, with `mla`, `attn.vllm_mla_attention`) -> its output
-    flattened token-major -> `quant.fp8` static or `quant.nvfp4`, where the layer's backend does
-    not take the quant itself (where it does, fuse-attn-quant gives vLLM's call its
-    `output_scale` instead, as vLLM does).
+    reads the layer's cache through vLLM's forward context: replaces `attn.vllm_attention` (with
+    `mla`, `attn.vllm_mla_attention`) -> its output flattened -> `quant.fp8` static or
+    `quant.nvfp4`, where the layer's backend does not take the quant itself.
 
     ```mlir
     %o = fused.vllm_attention_quant %q, %k, %v, %s, kv_cache_dep %dep, layer %ln
@@ -966,13 +925,10 @@ class VllmAttentionQuantOp(QuantOperation, VllmAttentionOperation, NamedOperandS
 @irdl_op_definition
 class RopeVllmKvCacheUpdateOp(NormOperation, RopeOperation, VllmLayerOperation,
                               NamedOperandSyntax):
-    """RoPE of q and k (after their per-head norms, when `q_weight`/`k_weight` are given) and
-    vLLM's KV-cache write of the rotated k and of v, in one kernel that writes the layer's cache
-    (found through vLLM's forward context) and returns the rotated q and k.
-
-    Replaces `attn.rope` (or `fused.qk_norm_rope`) whose rotated k is written by
-    `attn.vllm_kv_cache_update` (vLLM's `fused_rope_and_unified_kv_cache_update`, ROCm only
-    there). The rotated k is a result: vLLM's attention reads it too.
+    """RoPE of q and k (after their per-head norms, with `q_weight`/`k_weight`) and vLLM's
+    KV-cache write of the rotated k and of v into the layer's cache, in one kernel: replaces
+    `attn.rope` (or `fused.qk_norm_rope`) whose rotated k `attn.vllm_kv_cache_update` writes
+    (vLLM's `fused_rope_and_unified_kv_cache_update`). The rotated k is a result too.
 
     ```mlir
     %qr, %kr, %dep = fused.rope_vllm_kv_cache_update %q, %k, %v, positions %pos,
@@ -1018,7 +974,7 @@ class RopeVllmKvCacheUpdateOp(NormOperation, RopeOperation, VllmLayerOperation,
         q, k, v = self.q.type, self.k.type, self.v.type
         check_float("q", q)
         check_rank("q", q, 3)
-        check_same_dtype("k", k, q)
+        check_same_dtype("k", k, q, "q")
         self.check_kv_update(k, v, self.kv_cache_dep.type, "q")
         self.check_heads("q", q)
         self.check_heads("k", k)

@@ -1,9 +1,9 @@
-"""The `gemm` dialect: matrix products, plain and FP8-scaled.
+"""The `gemm` dialect: matrix products, plain (`aten.mm`, `addmm`, `linear`) and FP8-scaled
+(`aten._scaled_mm`, vLLM's `cutlass_scaled_mm`).
 
-Raising turns `aten.mm` / `aten.addmm` / `aten.linear` into `gemm.matmul`, and `aten._scaled_mm`
-(or vLLM's `cutlass_scaled_mm`) into `gemm.scaled_matmul`. The operand layout is `aten.mm`'s:
-`a [M, K] @ b [K, N]`, so a linear layer's weight appears as its transposed `[K, N]` view.
-`check_matmul` and `check_scaled_matmul` hold the rules for these ops and the async-TP fused ones.
+The operand layout is `aten.mm`'s, `a [M, K] @ b [K, N]`: a linear layer's weight appears as its
+transposed `[K, N]` view. `check_matmul` and `check_scaled_matmul` hold the rules for these ops
+and the async-TP fused ones.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from irfuse.ir.shapes import (
     check_dtype,
     check_float,
     check_rank,
+    check_same_dtype,
     check_shape,
     is_float,
     is_fp8,
@@ -59,8 +60,7 @@ def check_matmul(
     """A plain product: float a and b of one dtype; returns the result dims and dtype."""
     m, n = _check_operands(a, b)
     check_float("a", a)
-    if b.dtype != a.dtype:
-        raise VerifyException(f"b has dtype {b.dtype}, expected a's {a.dtype}")
+    check_same_dtype("b", b, a, "a")
     _check_bias(bias, n, a.dtype)
     return (m, n), a.dtype
 

@@ -131,8 +131,9 @@ class AddRmsNormOp(NormOperation, RaisedOperation):
         -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>)
     ```
     The add runs in f32; `residual_out` is the sum rounded to its dtype. The norm reads the f32
-    sum (vLLM), or with `round_sum` the rounded one, as models that add in the model dtype do
-    (Hugging Face's `hidden = residual + hidden`); raising sets it where they differ.
+    sum (vLLM, `docs/numerics.md`), or with `round_sum` the rounded one, as models that add in
+    the model dtype do (Hugging Face's `hidden = residual + hidden`); raising sets it where they
+    differ.
     """
 
     name = "norm.add_rms_norm"

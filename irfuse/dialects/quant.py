@@ -1,24 +1,17 @@
 """The `quant` dialect: FP8 and NVFP4 quantization, with the scheme as an attribute.
 
-`#quant.scheme<...>` names how scales are found and shaped (`docs/numerics.md`):
-
-| scheme | syntax | scale |
-|---|---|---|
-| static per-tensor | `#quant.scheme<static_tensor>` | an f32 operand of one element |
-| dynamic per-tensor | `#quant.scheme<dynamic_tensor>` | computed: one f32 element |
-| dynamic per-token | `#quant.scheme<dynamic_token>` | computed: f32 `[..., 1]` |
-| dynamic per-group | `#quant.scheme<group 128, col_major>` | computed: f32 `[..., H/g]` |
-| NVFP4 | `#quant.scheme<nvfp4>` | fp8 block scales of 16 values, swizzled |
-
-Group schemes take a group size of 128 or 64 and three flags: `col_major` (scales stored
-transposed, `[H/g, T]`; the IR keeps the logical `[T, H/g]` shape), `tma_aligned` (T padded to a
-multiple of 4; needs `col_major`) and `ue8m0` (scales rounded up to powers of two).
+`#quant.scheme<...>` (`QuantScheme`) names how scales are found and shaped (`docs/numerics.md`):
+static per-tensor (`static_tensor`, an f32 operand of one element), computed per tensor
+(`dynamic_tensor`), per token (`dynamic_token`, `[..., 1]`) or per group (`group 128`,
+`[..., H/g]`, with the flags `col_major`, `tma_aligned` and `ue8m0`), or NVFP4 (`nvfp4`, fp8
+block scales of 16 values, swizzled). Fused ops carry the scheme of the quant they absorbed, so
+one rewrite covers every scheme.
 
 The spelling of the scaling is kept from raising to the kernel, since the two round differently
-next to ties: a static quant scales by `x * (1 / s)`, or by `x / s` with the unit property
-`divide`; per-token and per-group quants by `x / s`, or by `x * (1 / s)` with `reciprocal`.
-`QuantOperation` carries `scheme` and `divide` for every op that quantizes, fused ones included,
-and the `check_*` helpers hold the scheme's rules for all of them.
+next to ties (`docs/numerics.md`): a static quant scales by `x * (1 / s)`, or by `x / s` with the
+unit property `divide`; per-token and per-group quants by `x / s`, or by `x * (1 / s)` with
+`reciprocal`. `QuantOperation` carries `scheme` and `divide` for every op that quantizes, fused
+ones included, and the `check_*` helpers hold the scheme's rules for all of them.
 """
 
 from __future__ import annotations
@@ -91,7 +84,10 @@ class QuantScheme(ParametrizedAttribute):
     #quant.scheme<group 64, col_major, ue8m0, tma_aligned>
     #quant.scheme<nvfp4>
     ```
-    Build them with the cached class methods (`QuantScheme.group(128, col_major=True)`).
+    Group flags: `col_major` (scales stored transposed, `[H/g, T]`; the IR keeps the logical
+    `[T, H/g]`), `tma_aligned` (T padded to a multiple of 4; needs `col_major`), `ue8m0` (scales
+    rounded up to powers of two). Build them with the cached static methods
+    (`QuantScheme.per_group(128, col_major=True)`).
     """
 
     name = "quant.scheme"

@@ -158,10 +158,15 @@ def check_min_rank(what: str, actual: Shaped, rank: int) -> None:
         raise VerifyException(f"{what} must have rank >= {rank}, got {shape_str(actual.dims)}")
 
 
-def check_same_type(what: str, actual: Shaped, expected: Shaped, of: str) -> None:
-    """Raise unless two tensor types are equal (dims compared as `dims_agree` does)."""
+def check_same_dtype(what: str, actual: Shaped, expected: Shaped, of: str) -> None:
+    """Raise unless `actual` has the dtype of `expected` (named `of`)."""
     if actual.dtype != expected.dtype:
         raise VerifyException(f"{what} has dtype {actual.dtype}, expected {of}'s {expected.dtype}")
+
+
+def check_same_type(what: str, actual: Shaped, expected: Shaped, of: str) -> None:
+    """Raise unless two tensor types are equal (dims compared as `dims_agree` does)."""
+    check_same_dtype(what, actual, expected, of)
     check_shape(what, actual, expected.dims)
 
 
