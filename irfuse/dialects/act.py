@@ -1,18 +1,14 @@
 """The `act` dialect: the gated activation SiLU·Mul, and padding of the last dim.
 
-- `act.silu_mul` is `silu(gate) * up`: one operand `x = [gate | up]` (vLLM's `silu_and_mul`,
-  `[..., 2d] -> [..., d]`), or the two halves as separate operands (Hugging Face's MLP,
-  `act_fn(gate_proj(x)) * up_proj(x)`). Numerics: `docs/numerics.md`, "SiLU·Mul".
-- `act.pad` is `F.pad` on the last dim with a constant (vLLM pads the router GEMM's input to a
-  multiple of 128 or 256 on ROCm; `fuse_act_padding` folds it into the norm before).
+Numerics: `docs/numerics.md`, "SiLU·Mul". `silu_mul_dims` and `pad_dims` give the result shapes,
+checked, for these ops and the fused ones.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import I64, Float64Type, FloatAttr, IntegerAttr
-from xdsl.ir import Attribute, Dialect, Region, SSAValue
 from xdsl.irdl import (
     irdl_op_definition,
     operand_def,
@@ -24,45 +20,55 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse.dialects.irfuse import TensorType, tensor_type
-from irfuse.dialects.raised import RaisedOperation, f64_attr, i64_attr
-from irfuse.dialects.shapes import (
+from irfuse.dialects.irfuse import RaisedOperation, TensorType, derived_type
+from irfuse.ir.dialect import declared_dialect
+from irfuse.ir.shapes import (
     MaybeDim,
     add_dim,
     check_float,
     check_min_rank,
+    check_same_dtype,
     check_same_type,
     check_shape,
     div_dim,
     divisible,
     shape_str,
 )
+from irfuse.ir.syntax import f64_attr, opt_type
 
 
-def silu_mul_dims(x: TensorType, what: str = "x") -> tuple[MaybeDim, ...]:
-    """`[..., 2d] -> [..., d]` for a float x with an even last dim (shared with the fused ops)."""
-    check_float(what, x)
-    check_min_rank(what, x, 1)
-    last = x.dims[-1]
-    if not divisible(last, 2):
+def silu_mul_dims(x: TensorType, up: TensorType | None = None) -> tuple[MaybeDim, ...]:
+    """The SiLU·Mul result dims of a float x: `[..., 2d] -> [..., d]` (an even last dim), or x's
+    own dims when `up`, of x's type, is separate."""
+    check_float("x", x)
+    if up is not None:
+        check_same_type("up", up, x, "x (the gate)")
+        return x.dims
+    check_min_rank("x", x, 1)
+    if not divisible(x.dims[-1], 2):
         raise VerifyException(
-            f"{what} has shape {shape_str(x.dims)}: its last dim [gate | up] must be even"
+            f"x has shape {shape_str(x.dims)}: its last dim [gate | up] must be even"
         )
-    return (*x.dims[:-1], div_dim(last, 2))
+    return (*x.dims[:-1], div_dim(x.dims[-1], 2))
+
+
+def pad_dims(x: TensorType, low: int, high: int) -> tuple[MaybeDim, ...]:
+    """x's dims with the last one grown by low + high (both >= 0)."""
+    if low < 0 or high < 0:
+        raise VerifyException(f"pad amounts must be >= 0, got low {low}, high {high}")
+    check_min_rank("x", x, 1)
+    return (*x.dims[:-1], add_dim(x.dims[-1], low + high))
 
 
 @irdl_op_definition
 class SiluMulOp(RaisedOperation):
-    """`y = silu(gate) * up`, from `x = [gate | up]` or from separate `gate` (x) and `up`.
+    """`y = silu(gate) * up`, from `x = [gate | up]` (vLLM's `silu_and_mul`, `[..., 2d] ->
+    [..., d]`) or from separate `gate` (x) and `up` (Hugging Face's MLP).
 
     ```mlir
     %y = act.silu_mul %x : (!irfuse.tensor<[s0, 28672], bf16>) -> !irfuse.tensor<[s0, 14336], bf16>
-    %y2 = act.silu_mul %gate, up %up
-        : (!irfuse.tensor<[s0, 14336], bf16>, !irfuse.tensor<[s0, 14336], bf16>)
-        -> !irfuse.tensor<[s0, 14336], bf16>
     ```
-    One operand: x `[..., 2d]` (even last dim) gives y `[..., d]`. Two operands: gate and up of one
-    type give y of that type. Float dtypes; y has x's dtype.
+    Float dtypes; y has x's dtype.
     """
 
     name = "act.silu_mul"
@@ -74,62 +80,29 @@ class SiluMulOp(RaisedOperation):
 
     traits = traits_def(Pure())
 
-    def __init__(
-        self,
-        x: SSAValue,
-        up: SSAValue | None = None,
-        *,
-        result_type: Attribute | None = None,
-        decomposition: Region | None = None,
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        if result_type is None:
-            xt: TensorType = x.type  # type: ignore[assignment]
-            if up is not None:
-                result_type = xt
-            else:
-                last = xt.dims[-1]
-                if not isinstance(last, int):
-                    raise ValueError(f"give result_type: the last dim of {xt} is symbolic")
-                result_type = tensor_type((*xt.dims[:-1], last // 2), xt.dtype)
-        super().__init__(
-            operands=[x, up],
-            result_types=[result_type],
-            attributes=attributes,
-            regions=[decomposition],
-        )
+    @classmethod
+    def infer_result_types(cls, x, up=None, **_: Any) -> list[TensorType]:
+        dims = x.type.dims
+        if up is None:
+            dims = (*dims[:-1], div_dim(dims[-1], 2))
+        return [derived_type(x.type, dims)]
 
     def verify_(self) -> None:
-        x = self.x.type
-        y = self.y.type
-        if self.up is None:
-            dims = silu_mul_dims(x)
-        else:
-            check_float("x", x)
-            check_same_type("up", self.up.type, x, "x (the gate)")
-            dims = x.dims
-        check_shape("y", y, dims)
-        if y.dtype != x.dtype:
-            raise VerifyException(f"y has dtype {y.dtype}, expected x's {x.dtype}")
-
-
-def pad_dims(x: TensorType, low: int, high: int) -> tuple[MaybeDim, ...]:
-    if low < 0 or high < 0:
-        raise VerifyException(f"pad amounts must be >= 0, got low {low}, high {high}")
-    check_min_rank("x", x, 1)
-    return (*x.dims[:-1], add_dim(x.dims[-1], low + high))
+        x, y = self.x.type, self.y.type
+        check_shape("y", y, silu_mul_dims(x, opt_type(self.up)))
+        check_same_dtype("y", y, x, "x")
 
 
 @irdl_op_definition
 class PadOp(RaisedOperation):
-    """Pad the last dim with `low` values before and `high` after, all equal to `value`.
+    """`F.pad` of the last dim: `low` values before and `high` after, all equal to `value` (vLLM
+    pads the router GEMM's input to a multiple of 128 or 256 on ROCm).
 
     ```mlir
     %p = act.pad %x {low = 0 : i64, high = 192 : i64}
         : (!irfuse.tensor<[s0, 2880], bf16>) -> !irfuse.tensor<[s0, 3072], bf16>
     ```
-    y has x's dtype and x's dims, the last one grown by low + high (both >= 0; F.pad's negative
-    amounts crop and are not this op).
+    y has x's dtype (F.pad's negative amounts crop and are not this op).
     """
 
     name = "act.pad"
@@ -144,37 +117,16 @@ class PadOp(RaisedOperation):
 
     traits = traits_def(Pure())
 
-    def __init__(
-        self,
-        x: SSAValue,
-        *,
-        low: int = 0,
-        high: int,
-        value: float = 0.0,
-        result_type: Attribute | None = None,
-        decomposition: Region | None = None,
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        if result_type is None:
-            xt: TensorType = x.type  # type: ignore[assignment]
-            dims = pad_dims(xt, low, high)
-            if None in dims:
-                raise ValueError(f"give result_type: the last dim of {xt} is symbolic")
-            result_type = tensor_type(dims, xt.dtype)  # type: ignore[arg-type]
-        super().__init__(
-            operands=[x],
-            result_types=[result_type],
-            properties={"low": i64_attr(low), "high": i64_attr(high), "value": f64_attr(value)},
-            attributes=attributes,
-            regions=[decomposition],
-        )
+    BUILD_DEFAULTS: ClassVar = {"low": 0}
+
+    @classmethod
+    def infer_result_types(cls, x, high, low, **_: Any) -> list[TensorType]:
+        return [derived_type(x.type, pad_dims(x.type, low, high))]
 
     def verify_(self) -> None:
         x = self.x.type
-        dims = pad_dims(x, self.low.value.data, self.high.value.data)
-        check_shape("y", self.y.type, dims)
-        if self.y.type.dtype != x.dtype:
-            raise VerifyException(f"y has dtype {self.y.type.dtype}, expected x's {x.dtype}")
+        check_shape("y", self.y.type, pad_dims(x, self.low.value.data, self.high.value.data))
+        check_same_dtype("y", self.y.type, x, "x")
 
 
-Act = Dialect("act", [SiluMulOp, PadOp], [])
+Act = declared_dialect("act", globals())

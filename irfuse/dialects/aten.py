@@ -5,16 +5,8 @@ ATen overload, a higher-order op, or a Python function such as `operator.mul` on
 arguments as written: tensors and symbolic sizes are operands, everything else (ints, floats,
 bools, strings, dtypes, devices, lists, None, op references) is kept in an argument template, so
 emit can rebuild the exact call. A call whose FX node returned a tuple or list has one result per
-element (the FX `getitem` nodes map to those results) and is marked `tuple`.
-
-```mlir
-%view = aten.call "aten::view.default"(%x, [%s0, 4096]) : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 4096], bf16>
-%mean = aten.call "aten::mean.dim"(%pow, [-1], true) : (!irfuse.tensor<[s0, 4096], f32>) -> !irfuse.tensor<[s0, 1], f32>
-%q, %s = aten.call tuple "irfuse::quant_fp8_per_token.default"(%x, none, out_dtype = f8E4M3FN) : (!irfuse.tensor<[s0, 4096], bf16>) -> (!irfuse.tensor<[s0, 4096], f8E4M3FN>, !irfuse.tensor<[s0, 1], f32>)
-%w = aten.get_attr "_tensor_constant0" : !irfuse.tensor<[4096], bf16>
-```
-
-`irfuse.targets` resolves target strings to callables.
+element (the FX `getitem` nodes map to those results) and is marked `tuple`. `irfuse.targets`
+resolves target strings to callables.
 """
 
 from __future__ import annotations
@@ -33,7 +25,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     UnitAttr,
 )
-from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, SSAValue
+from xdsl.ir import Attribute, Operation, ParametrizedAttribute, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_attr_definition,
@@ -52,6 +44,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from irfuse import dtypes, targets
 from irfuse.dialects.irfuse import IR_DTYPES
+from irfuse.ir.dialect import declared_dialect
 
 # --- template attributes -------------------------------------------------------------------
 
@@ -450,7 +443,7 @@ class CallOp(CallLikeOp):
     """An imported call: an ATen op (or Python size arithmetic) with its arguments as written.
 
     ```mlir
-    %y = aten.call "aten::mul.Tensor"(%x, 2.0) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], f32>
+    %view = aten.call "aten::view.default"(%x, [%s0, 4096]) : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 4096], bf16>
     ```
     """
 
@@ -481,12 +474,14 @@ class GetAttrOp(IRDLOperation):
     assembly_format = "$attr_name attr-dict `:` type($result)"
 
     def __init__(self, attr_name: str, result_type: Attribute):
-        super().__init__(properties={"attr_name": StringAttr(attr_name)}, result_types=[result_type])
+        super().__init__(
+            properties={"attr_name": StringAttr(attr_name)}, result_types=[result_type]
+        )
 
 
 def decode_template(template: Attribute, operands: Sequence[Any]) -> Any:
     """The Python value an argument template stands for, with operands substituted."""
-    kind = type(template)  # the common kinds first, by exact type (emit decodes thousands)
+    kind = type(template)  # the common kinds by exact type (emit decodes thousands)
     if kind is OperandRefAttr:
         return operands[template.index.data]
     if kind is IntAttr or kind is FloatData:
@@ -497,27 +492,13 @@ def decode_template(template: Attribute, operands: Sequence[Any]) -> Any:
         return None
     if kind is BoolArgAttr:
         return bool(template.value.data)
-    if isinstance(template, OperandRefAttr):
-        return operands[template.index.data]
-    if isinstance(template, IntAttr):
-        return template.data
-    if isinstance(template, FloatData):
-        return template.data
-    if isinstance(template, BoolArgAttr):
-        return bool(template.value.data)
-    if isinstance(template, NoneAttr):
-        return None
     if isinstance(template, StringAttr):
         return template.data
-    if isinstance(template, ArrayAttr):
-        return [decode_template(t, operands) for t in template.data]
     if isinstance(template, TupleAttr):
         return tuple(decode_template(t, operands) for t in template.items.data)
     if isinstance(template, DeviceAttr):
         return torch.device(template.text.data)
-    if isinstance(template, LayoutAttr):
-        return getattr(torch, template.text.data.removeprefix("torch."))
-    if isinstance(template, MemoryFormatAttr):
+    if isinstance(template, LayoutAttr | MemoryFormatAttr):
         return getattr(torch, template.text.data.removeprefix("torch."))
     if isinstance(template, TargetAttr):
         return targets.resolve(template.text.data)
@@ -526,16 +507,4 @@ def decode_template(template: Attribute, operands: Sequence[Any]) -> Any:
     raise ValueError(f"cannot decode the argument template {template}")
 
 
-ATen = Dialect(
-    "aten",
-    [CallOp, GetAttrOp],
-    [
-        OperandRefAttr,
-        DeviceAttr,
-        LayoutAttr,
-        MemoryFormatAttr,
-        TargetAttr,
-        TupleAttr,
-        BoolArgAttr,
-    ],
-)
+ATen = declared_dialect("aten", globals())

@@ -1,38 +1,24 @@
-"""The `attn` dialect: attention, MLA attention, rotary embedding and the paged KV-cache write.
-
-- `attn.attention` is scaled dot-product attention in SDPA's layout, `[..., H, L, D]`, with
-  grouped-query attention (query heads a multiple of key/value heads). Raising finds SDPA (and
-  its CPU/flash spellings) and vLLM's attention calls.
-- `attn.mla_attention` is multi-head latent attention (DeepSeek-V2/V3): the query, the normed
-  latent `kv_c`, the roped shared key part `k_pe` and the `kv_b_proj` weight that expands the
-  latent into per-head keys and values. Token-major (vLLM's interface, `[T, H, D]`, no mask) or,
-  with `batch_major`, in SDPA's `[..., H, L, D]` layout with an optional mask (Hugging Face's).
-- `attn.rope` rotates q (and k) by position: either from `positions` and a `cos_sin_cache`
-  (vLLM's form) or from precomputed `cos` and `sin` (Hugging Face's form). NeoX style rotates the
-  two halves of the rotary part, GPT-J style (even, odd) pairs; dims past `rotary_dim` pass.
-- `attn.kv_cache_write` stores k and v into a paged cache `[num_blocks, block_size, kv_heads,
-  head_dim]` at `slot_mapping`, and returns the updated caches (SSA form; emit writes in place).
-- `attn.vllm_attention`, `attn.vllm_mla_attention` and `attn.vllm_kv_cache_update` are vLLM's
-  own attention calls (`vllm.unified_attention_with_output`, `unified_mla_attention_with_output`,
-  `unified_kv_cache_update`): the KV cache, slot mapping and attention metadata are not operands
-  but live in vLLM's forward context, found at run time by the layer's name (a property; with
-  vLLM's hoisted `LayerName`, also the `layer` operand the call passes at run time). The cache
-  write returns vLLM's empty dummy tensor, which the attention takes as `kv_cache_dep` to keep
-  the order. Neither op is pure: they write and read the cache.
+"""The `attn` dialect: attention, MLA attention, rotary embedding and KV-cache writes.
 
 Head counts, head dims and the softmax scale are properties, so one rewrite matches every layer.
-The `check_*` helpers are shared with the fused attention ops.
+The families carry them for these ops and the fused ones: `AttentionOperation` (scale, causal),
+`MlaOperation` (MLA's sizes), `RopeOperation` (RoPE's style, sizes and tables: `positions` and a
+`cos_sin_cache` (vLLM) or `cos` and `sin` (Hugging Face)), `VllmLayerOperation` (a vLLM layer's
+name, by which vLLM's forward context finds its cache and metadata at run time) and
+`VllmAttentionOperation` (the dummy of the layer's cache write, which orders it before the
+attention). The `check_*` helpers hold the shape rules the fused ops share.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import I64, BoolAttr, Float64Type, FloatAttr, IntegerAttr, StringAttr
-from xdsl.ir import Attribute, Dialect, Region, SSAValue
+from xdsl.ir import SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
+    IRDLOperation,
     irdl_op_definition,
     operand_def,
     opt_operand_def,
@@ -44,14 +30,16 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse.dialects.irfuse import Dim, OpaqueType, TensorType, tensor_type
-from irfuse.dialects.raised import RaisedOperation, bool_attr, f64_attr, i64_attr, opt_type
-from irfuse.dialects.shapes import (
+from irfuse.dialects.irfuse import OpaqueType, RaisedOperation, TensorType, tensor_type
+from irfuse.ir.dialect import declared_dialect
+from irfuse.ir.shapes import (
+    Dim,
     check_dim,
     check_float,
     check_integer,
     check_min_rank,
     check_rank,
+    check_same_dtype,
     check_same_type,
     check_shape,
     dims_agree,
@@ -59,6 +47,7 @@ from irfuse.dialects.shapes import (
     is_float,
     shape_str,
 )
+from irfuse.ir.syntax import bool_attr, opt_type
 
 # --- checks shared with the fused ops -----------------------------------------------------------
 
@@ -69,11 +58,17 @@ def check_scale(scale: FloatAttr) -> None:
         raise VerifyException(f"scale must be a finite value > 0, got {value}")
 
 
-def check_positive(what: str, value: IntegerAttr) -> int:
-    v = value.value.data
-    if v < 1:
-        raise VerifyException(f"{what} must be >= 1, got {v}")
-    return v
+def check_gqa(hq: Dim, hkv: Dim, of: str = "k/v's") -> None:
+    """Grouped-query attention: q's head count a multiple of the key/value head count."""
+    if isinstance(hq, int) and isinstance(hkv, int) and (hkv == 0 or hq % hkv):
+        raise VerifyException(
+            f"q's {hq} heads are not a multiple of {of} {hkv} heads (grouped-query attention)"
+        )
+
+
+def check_same_rank(what: str, t: TensorType, q: TensorType) -> None:
+    if t.rank != q.rank:
+        raise VerifyException(f"{what} has rank {t.rank}, expected q's rank {q.rank}")
 
 
 def check_attention(
@@ -86,12 +81,10 @@ def check_attention(
     """SDPA-layout attention with GQA; returns the output dims `[..., Hq, Lq, Dv]`."""
     check_float("q", q)
     for what, t in (("k", k), ("v", v)):
-        if t.dtype != q.dtype:
-            raise VerifyException(f"{what} has dtype {t.dtype}, expected q's {q.dtype}")
+        check_same_dtype(what, t, q, "q")
     check_min_rank("q", q, 3)
     for what, t in (("k", k), ("v", v)):
-        if t.rank != q.rank:
-            raise VerifyException(f"{what} has rank {t.rank}, expected q's rank {q.rank}")
+        check_same_rank(what, t, q)
     qd, kd, vd = q.dims, k.dims, v.dims
     batch = qd[:-3]
     for what, t in (("k", kd), ("v", vd)):
@@ -104,69 +97,10 @@ def check_attention(
     check_dim("k's head dim", dk, d)
     check_dim("v's head count", vd[-3], hkv)
     check_dim("v's length", vd[-2], lk)
-    if isinstance(hq, int) and isinstance(hkv, int) and (hkv == 0 or hq % hkv):
-        raise VerifyException(
-            f"q's {hq} heads are not a multiple of k/v's {hkv} heads (grouped-query attention)"
-        )
+    check_gqa(hq, hkv)
     if mask is not None:
         check_mask(mask, (*batch, hq, lq, lk), causal)
     return (*qd[:-1], vd[-1])
-
-
-def check_mla(
-    q: TensorType,
-    kv_c: TensorType,
-    k_pe: TensorType,
-    kv_b_weight: TensorType,
-    heads: int,
-    nope: int,
-    rope: int,
-    v_dim: int,
-    rank: int,
-    *,
-    mask: TensorType | None = None,
-    causal: bool = False,
-    batch_major: bool = False,
-) -> tuple[Dim, ...]:
-    """MLA's operands in either layout; returns the output dims (`[T, H, v_head_dim]`
-    token-major, `[..., H, Lq, v_head_dim]` batch-major)."""
-    check_float("q", q)
-    for what, t in (("kv_c", kv_c), ("k_pe", k_pe)):
-        if t.dtype != q.dtype:
-            raise VerifyException(f"{what} has dtype {t.dtype}, expected q's {q.dtype}")
-    check_float("kv_b_weight", kv_b_weight)
-    check_shape(
-        "kv_b_weight ([num_heads * (qk_nope_head_dim + v_head_dim), kv_lora_rank])",
-        kv_b_weight,
-        (heads * (nope + v_dim), rank),
-    )
-    if not batch_major:
-        if mask is not None:
-            raise VerifyException("token-major MLA takes no mask (vLLM's interface)")
-        check_rank("q", q, 3)
-        t = q.dims[0]
-        check_shape(
-            "q ([T, num_heads, qk_nope_head_dim + qk_rope_head_dim])", q, (t, heads, nope + rope)
-        )
-        check_shape("kv_c ([T, kv_lora_rank])", kv_c, (t, rank))
-        check_shape("k_pe ([T, 1, qk_rope_head_dim])", k_pe, (t, 1, rope))
-        return (t, heads, v_dim)
-    check_min_rank("q", q, 3)
-    for what, t in (("kv_c", kv_c), ("k_pe", k_pe)):
-        if t.rank != q.rank:
-            raise VerifyException(f"{what} has rank {t.rank}, expected q's rank {q.rank}")
-    *batch, _, lq, _ = q.dims
-    lk = k_pe.dims[-2]
-    check_shape(
-        "q ([..., num_heads, L, qk_nope_head_dim + qk_rope_head_dim])",
-        q,
-        (*batch, heads, lq, nope + rope),
-    )
-    check_shape("kv_c ([..., 1, L, kv_lora_rank])", kv_c, (*batch, 1, lk, rank))
-    check_shape("k_pe ([..., 1, L, qk_rope_head_dim])", k_pe, (*batch, 1, lk, rope))
-    if mask is not None:
-        check_mask(mask, (*batch, heads, lq, lk), causal)
-    return (*batch, heads, lq, v_dim)
 
 
 def check_mask(mask: TensorType, full: tuple[Dim, ...], causal: bool) -> None:
@@ -182,24 +116,6 @@ def check_mask(mask: TensorType, full: tuple[Dim, ...], causal: bool) -> None:
         raise VerifyException(
             f"mask of shape {shape_str(md)} does not broadcast to {shape_str(full)}"
         )
-
-
-def check_rotary(rotary_dim: int, head_dim: int) -> None:
-    if head_dim < 1:
-        raise VerifyException(f"head_dim must be >= 1, got {head_dim}")
-    if rotary_dim < 2 or rotary_dim % 2 or rotary_dim > head_dim:
-        raise VerifyException(
-            f"rotary_dim must be even, >= 2 and <= head_dim {head_dim}, got {rotary_dim}"
-        )
-
-
-def check_cos_sin_cache(positions: TensorType, cache: TensorType, rotary_dim: int) -> None:
-    """Integer positions and a float `[max_position, rotary_dim]` cache of `[cos | sin]`."""
-    check_integer("positions", positions)
-    check_min_rank("positions", positions, 1)
-    check_float("cos_sin_cache", cache)
-    check_rank("cos_sin_cache", cache, 2)
-    check_dim("cos_sin_cache's last dim (rotary_dim)", cache.dims[1], rotary_dim)
 
 
 def check_paged_cache_write(
@@ -250,15 +166,211 @@ def cache_halves(k_cache: SSAValue, v_cache: SSAValue) -> tuple[TensorType, Tens
     return half, half
 
 
-def _int(attr: IntegerAttr) -> int:
-    return attr.value.data
+def check_vllm_attention(q: TensorType, k: TensorType, v: TensorType) -> tuple[Dim, ...]:
+    """vLLM's layout: q `[T, H, D]`, k `[T, Hkv, D]`, v `[T, Hkv, Dv]` in q's dtype, H a multiple
+    of Hkv; returns the output dims `[T, H, Dv]`."""
+    check_float("q", q)
+    for what, t in (("k", k), ("v", v)):
+        check_rank(what, t, 3)
+        check_same_dtype(what, t, q, "q")
+    check_rank("q", q, 3)
+    t, hq, d = q.dims
+    check_dim("k's token count", k.dims[0], t)
+    check_dim("v's token count", v.dims[0], t)
+    check_dim("k's head dim", k.dims[2], d)
+    check_dim("v's head count", v.dims[1], k.dims[1])
+    check_gqa(hq, k.dims[1])
+    return (t, hq, v.dims[2])
+
+
+# --- the properties (and operands) that ops share -----------------------------------------------
+
+
+class AttentionOperation(IRDLOperation):
+    """The softmax `scale` (finite, > 0) and `causal` (torch's `is_causal`, no mask with it)."""
+
+    scale = prop_def(FloatAttr[Float64Type])
+    causal = prop_def(BoolAttr, default_value=bool_attr(False))
+
+    def verify_(self) -> None:
+        check_scale(self.scale)
+        super().verify_()
+
+
+class MlaOperation(IRDLOperation):
+    """MLA's head counts and dims (each >= 1), `scale`, `causal` and the layout: token-major
+    (vLLM's interface, no mask) or, with `batch_major`, SDPA's (Hugging Face's)."""
+
+    num_heads = prop_def(IntegerAttr[I64])
+    qk_nope_head_dim = prop_def(IntegerAttr[I64])
+    qk_rope_head_dim = prop_def(IntegerAttr[I64])
+    v_head_dim = prop_def(IntegerAttr[I64])
+    kv_lora_rank = prop_def(IntegerAttr[I64])
+    scale = prop_def(FloatAttr[Float64Type])
+    causal = prop_def(BoolAttr, default_value=bool_attr(False))
+    batch_major = prop_def(BoolAttr, default_value=bool_attr(False))
+
+    SIZES: ClassVar = ("num_heads", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+                       "kv_lora_rank")
+
+    def verify_(self) -> None:
+        for name in self.SIZES:
+            if getattr(self, name).value.data < 1:
+                raise VerifyException(f"{name} must be >= 1, got {getattr(self, name).value.data}")
+        check_scale(self.scale)
+        super().verify_()
+
+    def mla_dims(self, q: TensorType, kv_c: TensorType, k_pe: TensorType, kv_b_weight: TensorType,
+                 mask: TensorType | None) -> tuple[Dim, ...]:
+        """Check MLA's operands in the op's layout; returns the output dims (`[T, H, v]`
+        token-major, `[..., H, Lq, v]` batch-major). `[k_nope | v]` per head is the latent times
+        `kv_b_weight` `[H * (nope + v), kv_lora_rank]` transposed; `k = [k_nope | k_pe]`."""
+        heads, nope, rope, v_dim, rank = (getattr(self, n).value.data for n in self.SIZES)
+        check_float("q", q)
+        check_same_dtype("kv_c", kv_c, q, "q")
+        check_same_dtype("k_pe", k_pe, q, "q")
+        check_float("kv_b_weight", kv_b_weight)
+        check_shape(
+            "kv_b_weight ([num_heads * (qk_nope_head_dim + v_head_dim), kv_lora_rank])",
+            kv_b_weight,
+            (heads * (nope + v_dim), rank),
+        )
+        if not self.batch_major.value.data:
+            if mask is not None:
+                raise VerifyException("token-major MLA takes no mask (vLLM's interface)")
+            check_rank("q", q, 3)
+            t = q.dims[0]
+            check_shape("q ([T, num_heads, qk_nope_head_dim + qk_rope_head_dim])", q,
+                        (t, heads, nope + rope))
+            check_shape("kv_c ([T, kv_lora_rank])", kv_c, (t, rank))
+            check_shape("k_pe ([T, 1, qk_rope_head_dim])", k_pe, (t, 1, rope))
+            return (t, heads, v_dim)
+        check_min_rank("q", q, 3)
+        check_same_rank("kv_c", kv_c, q)
+        check_same_rank("k_pe", k_pe, q)
+        *batch, _, lq, _ = q.dims
+        lk = k_pe.dims[-2]
+        check_shape("q ([..., num_heads, L, qk_nope_head_dim + qk_rope_head_dim])", q,
+                    (*batch, heads, lq, nope + rope))
+        check_shape("kv_c ([..., 1, L, kv_lora_rank])", kv_c, (*batch, 1, lk, rank))
+        check_shape("k_pe ([..., 1, L, qk_rope_head_dim])", k_pe, (*batch, 1, lk, rope))
+        if mask is not None:
+            check_mask(mask, (*batch, heads, lq, lk), bool(self.causal.value.data))
+        return (*batch, heads, lq, v_dim)
+
+
+class RopeOperation(IRDLOperation):
+    """RoPE's style (NeoX: the rotary part's two halves; GPT-J: (even, odd) pairs), sizes
+    (`rotary_dim` even, >= 2, <= `head_dim`; dims past it pass) and tables, taken by name:
+    `positions` and a `cos_sin_cache` `[max_pos, rotary_dim]`, or `cos` and `sin` of one type
+    whose last dim is rotary_dim or rotary_dim / 2."""
+
+    positions = opt_operand_def(TensorType)
+    cos_sin_cache = opt_operand_def(TensorType)
+    cos = opt_operand_def(TensorType)
+    sin = opt_operand_def(TensorType)
+
+    is_neox = prop_def(BoolAttr)
+    rotary_dim = prop_def(IntegerAttr[I64])
+    head_dim = prop_def(IntegerAttr[I64])
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    KEYWORD_OPERANDS: ClassVar = ("positions", "cos_sin_cache", "cos", "sin")
+
+    def verify_(self) -> None:
+        rotary_dim, head_dim = self.rotary_dim.value.data, self.head_dim.value.data
+        if head_dim < 1:
+            raise VerifyException(f"head_dim must be >= 1, got {head_dim}")
+        if rotary_dim < 2 or rotary_dim % 2 or rotary_dim > head_dim:
+            raise VerifyException(
+                f"rotary_dim must be even, >= 2 and <= head_dim {head_dim}, got {rotary_dim}"
+            )
+        # Each accessor decodes the segment sizes: read every operand once.
+        positions, cache = opt_type(self.positions), opt_type(self.cos_sin_cache)
+        cos, sin = opt_type(self.cos), opt_type(self.sin)
+        cached = positions is not None or cache is not None
+        if cached and (cos is not None or sin is not None):
+            raise VerifyException(
+                "rope takes either positions and cos_sin_cache or cos and sin, not both"
+            )
+        if cached:
+            if positions is None or cache is None:
+                raise VerifyException("rope needs both positions and cos_sin_cache")
+            check_integer("positions", positions)
+            check_min_rank("positions", positions, 1)
+            check_float("cos_sin_cache", cache)
+            check_rank("cos_sin_cache", cache, 2)
+            check_dim("cos_sin_cache's last dim (rotary_dim)", cache.dims[1], rotary_dim)
+        elif cos is not None and sin is not None:
+            check_float("cos", cos)
+            check_same_type("sin", sin, cos, "cos")
+            if cos.dims[-1:] not in ((rotary_dim,), (rotary_dim // 2,)):
+                raise VerifyException(
+                    f"cos has shape {shape_str(cos.dims)}: its last dim must be rotary_dim "
+                    f"{rotary_dim} or rotary_dim / 2"
+                )
+        else:
+            raise VerifyException("rope needs positions and cos_sin_cache, or cos and sin")
+        super().verify_()
+
+    def check_heads(self, what: str, t: TensorType) -> None:
+        """`t` is `[..., heads, head_dim]`."""
+        check_min_rank(what, t, 2)
+        check_dim(f"{what}'s last dim (head_dim)", t.dims[-1], self.head_dim.value.data)
+
+
+class VllmLayerOperation(IRDLOperation):
+    """A call into one vLLM attention layer, which vLLM's forward context finds at run time by
+    `layer_name` (not empty). `layer` is that name as the call passes it when vLLM hoists it (an
+    opaque `LayerName`), absent when the graph holds the name as a string. Not pure: the layer's
+    cache is written and read."""
+
+    layer = opt_operand_def()
+
+    layer_name = prop_def(StringAttr)
+
+    def verify_(self) -> None:
+        if not self.layer_name.data:
+            raise VerifyException("layer_name must not be empty")
+        layer = self.layer
+        if layer is not None and not isinstance(layer.type, OpaqueType):
+            raise VerifyException(
+                f"layer must be an opaque value (vLLM's LayerName), got {layer.type}"
+            )
+        super().verify_()
+
+    def check_kv_update(self, k: TensorType, v: TensorType, dep: TensorType, of: str) -> None:
+        """k `[T, Hkv, D]` and v `[T, Hkv, Dv]` written into the layer's cache, both of `of`'s
+        dtype (checked for k by the caller); `dep`, vLLM's dummy result, is 1-D of k's dtype."""
+        check_rank("k", k, 3)
+        check_rank("v", v, 3)
+        check_same_dtype("v", v, k, of)
+        check_dim("v's token count", v.dims[0], k.dims[0])
+        check_dim("v's head count", v.dims[1], k.dims[1])
+        check_rank("kv_cache_dep", dep, 1)
+        check_same_dtype("kv_cache_dep", dep, k, "k")
+
+
+class VllmAttentionOperation(VllmLayerOperation):
+    """vLLM's attention of a layer, whose softmax scale, head counts and cache live in the
+    layer. `kv_cache_dep`, the dummy of the layer's cache write (1-D, empty as vLLM makes it),
+    orders the write before the attention."""
+
+    kv_cache_dep = opt_operand_def(TensorType)
+
+    def verify_(self) -> None:
+        super().verify_()
+        dep = self.kv_cache_dep
+        if dep is not None:
+            check_rank("kv_cache_dep", dep.type, 1)  # type: ignore[arg-type]
 
 
 # --- ops ----------------------------------------------------------------------------------------
 
 
 @irdl_op_definition
-class AttentionOp(RaisedOperation):
+class AttentionOp(AttentionOperation, RaisedOperation):
     """`softmax(q @ k^T * scale (+ mask | causal)) @ v` in SDPA layout, with GQA.
 
     ```mlir
@@ -266,9 +378,8 @@ class AttentionOp(RaisedOperation):
         : (!irfuse.tensor<[1, 32, s0, 128], bf16>, !irfuse.tensor<[1, 8, s0, 128], bf16>,
            !irfuse.tensor<[1, 8, s0, 128], bf16>) -> !irfuse.tensor<[1, 32, s0, 128], bf16>
     ```
-    q `[..., Hq, Lq, D]`, k `[..., Hkv, Lk, D]`, v `[..., Hkv, Lk, Dv]`; Hq is a multiple of Hkv;
-    the output is `[..., Hq, Lq, Dv]` in q's dtype. A mask (bool or additive float) broadcasts to
-    `[..., Hq, Lq, Lk]` and excludes `causal`.
+    q `[..., Hq, Lq, D]`, k `[..., Hkv, Lk, D]`, v `[..., Hkv, Lk, Dv]`, out `[..., Hq, Lq, Dv]`
+    in q's dtype; a mask (bool or additive float) broadcasts to `[..., Hq, Lq, Lk]`.
     """
 
     name = "attn.attention"
@@ -280,50 +391,24 @@ class AttentionOp(RaisedOperation):
 
     out = result_def(TensorType)
 
-    scale = prop_def(FloatAttr[Float64Type])
-    causal = prop_def(BoolAttr, default_value=bool_attr(False))
-
     traits = traits_def(Pure())
 
-    def __init__(
-        self,
-        q: SSAValue,
-        k: SSAValue,
-        v: SSAValue,
-        mask: SSAValue | None = None,
-        *,
-        scale: float,
-        causal: bool = False,
-        result_type: Attribute | None = None,
-        decomposition: Region | None = None,
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        if result_type is None:
-            qt: TensorType = q.type  # type: ignore[assignment]
-            result_type = tensor_type((*qt.dims[:-1], v.type.dims[-1]), qt.dtype)  # type: ignore[attr-defined]
-        super().__init__(
-            operands=[q, k, v, mask],
-            result_types=[result_type],
-            properties={"scale": f64_attr(scale), "causal": bool_attr(causal)},
-            attributes=attributes,
-            regions=[decomposition],
-        )
+    @classmethod
+    def infer_result_types(cls, q, v, **_: Any) -> list[TensorType]:
+        return [tensor_type((*q.type.dims[:-1], v.type.dims[-1]), q.type.dtype)]
 
     def verify_(self) -> None:
-        check_scale(self.scale)
-        mask = None if self.mask is None else self.mask.type
+        super().verify_()
         q = self.q.type
-        dims = check_attention(q, self.k.type, self.v.type, mask, bool(self.causal.value.data))
+        dims = check_attention(
+            q, self.k.type, self.v.type, opt_type(self.mask), bool(self.causal.value.data)
+        )
         check_shape("out", self.out.type, dims)
-        if self.out.type.dtype != q.dtype:
-            raise VerifyException(f"out has dtype {self.out.type.dtype}, expected q's {q.dtype}")
-
-
-_MLA_PROPS = ("num_heads", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "kv_lora_rank")
+        check_same_dtype("out", self.out.type, q, "q")
 
 
 @irdl_op_definition
-class MlaAttentionOp(RaisedOperation):
+class MlaAttentionOp(MlaOperation, RaisedOperation):
     """Multi-head latent attention (DeepSeek-V2/V3), token-major or batch-major.
 
     ```mlir
@@ -333,27 +418,10 @@ class MlaAttentionOp(RaisedOperation):
         : (!irfuse.tensor<[s0, 16, 192], bf16>, !irfuse.tensor<[s0, 512], bf16>,
            !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>)
         -> !irfuse.tensor<[s0, 16, 128], bf16>
-    %ob = attn.mla_attention %qb, %kv_cb, %k_peb, %w, mask %m {num_heads = 16 : i64,
-            qk_nope_head_dim = 128 : i64, qk_rope_head_dim = 64 : i64, v_head_dim = 128 : i64,
-            kv_lora_rank = 512 : i64, scale = 7.216878e-02 : f64, batch_major = true}
-        : (!irfuse.tensor<[2, 16, s0, 192], bf16>, !irfuse.tensor<[2, 1, s0, 512], bf16>,
-           !irfuse.tensor<[2, 1, s0, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>,
-           !irfuse.tensor<[2, 1, s0, s0], i1>) -> !irfuse.tensor<[2, 16, s0, 128], bf16>
     ```
-    In both layouts the result is `softmax(q @ k^T * scale (+ mask | causal)) @ v` per head,
-    where `[k_nope | v]` is the latent times the kv_b_proj weight `[H * (nope + v), kv_lora_rank]`
-    transposed, split per head, and `k = [k_nope | k_pe]` with the one roped `k_pe` shared by all
-    heads; the output is in q's dtype.
-
-    - Token-major (vLLM's interface, the default): the tokens of one sequence, q
-      `[T, H, nope + rope]`, the normed latent kv_c `[T, kv_lora_rank]`, k_pe `[T, 1, rope]`,
-      output `[T, H, v]`; no mask.
-    - `batch_major` (SDPA's layout, as Hugging Face's DeepSeek computes it): q
-      `[..., H, Lq, nope + rope]`, kv_c `[..., 1, Lk, kv_lora_rank]` and k_pe `[..., 1, Lk, rope]`
-      (one head shared by all), output `[..., H, Lq, v]`; an optional bool or additive float mask
-      that broadcasts to `[..., H, Lq, Lk]` and excludes `causal`.
-
-    `causal` means what torch's `is_causal` means (the upper-left aligned causal mask).
+    Token-major: q `[T, H, nope + rope]`, kv_c `[T, kv_lora_rank]`, k_pe `[T, 1, rope]`, out
+    `[T, H, v]`. Batch-major: q `[..., H, Lq, nope + rope]`, kv_c `[..., 1, Lk, kv_lora_rank]`,
+    k_pe `[..., 1, Lk, rope]`, out `[..., H, Lq, v]`, an optional mask. out has q's dtype.
     """
 
     name = "attn.mla_attention"
@@ -366,157 +434,24 @@ class MlaAttentionOp(RaisedOperation):
 
     out = result_def(TensorType)
 
-    num_heads = prop_def(IntegerAttr[I64])
-    qk_nope_head_dim = prop_def(IntegerAttr[I64])
-    qk_rope_head_dim = prop_def(IntegerAttr[I64])
-    v_head_dim = prop_def(IntegerAttr[I64])
-    kv_lora_rank = prop_def(IntegerAttr[I64])
-    scale = prop_def(FloatAttr[Float64Type])
-    causal = prop_def(BoolAttr, default_value=bool_attr(False))
-    batch_major = prop_def(BoolAttr, default_value=bool_attr(False))
-
     traits = traits_def(Pure())
 
-    def __init__(
-        self,
-        q: SSAValue,
-        kv_c: SSAValue,
-        k_pe: SSAValue,
-        kv_b_weight: SSAValue,
-        mask: SSAValue | None = None,
-        *,
-        num_heads: int,
-        qk_nope_head_dim: int,
-        qk_rope_head_dim: int,
-        v_head_dim: int,
-        kv_lora_rank: int,
-        scale: float,
-        causal: bool = False,
-        batch_major: bool = False,
-        result_type: Attribute | None = None,
-        decomposition: Region | None = None,
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        if result_type is None:
-            qt: TensorType = q.type  # type: ignore[assignment]
-            lead = qt.dims[:-1] if batch_major else (qt.dims[0], num_heads)
-            result_type = tensor_type((*lead, v_head_dim), qt.dtype)
-        properties = mla_properties(
-            num_heads,
-            qk_nope_head_dim,
-            qk_rope_head_dim,
-            v_head_dim,
-            kv_lora_rank,
-            scale,
-            causal,
-        )
-        properties["batch_major"] = bool_attr(batch_major)
-        super().__init__(
-            operands=[q, kv_c, k_pe, kv_b_weight, mask],
-            result_types=[result_type],
-            properties=properties,
-            attributes=attributes,
-            regions=[decomposition],
-        )
+    @classmethod
+    def infer_result_types(cls, q, num_heads, v_head_dim, batch_major=False, **_: Any) -> list:
+        lead = q.type.dims[:-1] if batch_major else (q.type.dims[0], num_heads)
+        return [tensor_type((*lead, v_head_dim), q.type.dtype)]
 
     def verify_(self) -> None:
+        super().verify_()
         q = self.q.type
-        mask = None if self.mask is None else self.mask.type
-        dims = verify_mla_properties(
-            self,
-            q,
-            self.kv_c.type,
-            self.k_pe.type,
-            self.kv_b_weight.type,
-            mask=mask,
-            batch_major=bool(self.batch_major.value.data),
-        )
+        dims = self.mla_dims(q, self.kv_c.type, self.k_pe.type, self.kv_b_weight.type,
+                             opt_type(self.mask))
         check_shape("out", self.out.type, dims)
-        if self.out.type.dtype != q.dtype:
-            raise VerifyException(f"out has dtype {self.out.type.dtype}, expected q's {q.dtype}")
-
-
-def mla_properties(
-    num_heads: int,
-    qk_nope_head_dim: int,
-    qk_rope_head_dim: int,
-    v_head_dim: int,
-    kv_lora_rank: int,
-    scale: float,
-    causal: bool,
-) -> dict[str, Attribute]:
-    """The MLA properties shared with `fused.mla_attention_quant` (all but `batch_major`)."""
-    values = (num_heads, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, kv_lora_rank)
-    props: dict[str, Attribute] = {n: i64_attr(v) for n, v in zip(_MLA_PROPS, values, strict=True)}
-    props["scale"] = f64_attr(scale)
-    props["causal"] = bool_attr(causal)
-    return props
-
-
-def verify_mla_properties(
-    op: object,
-    q: TensorType,
-    kv_c: TensorType,
-    k_pe: TensorType,
-    kv_b_weight: TensorType,
-    *,
-    mask: TensorType | None = None,
-    batch_major: bool = False,
-) -> tuple[Dim, ...]:
-    """Check an MLA op's properties and operands (token-major unless `batch_major`); returns the
-    output dims."""
-    heads, nope, rope, v_dim, rank = (check_positive(n, getattr(op, n)) for n in _MLA_PROPS)
-    check_scale(op.scale)  # type: ignore[attr-defined]
-    causal = bool(op.causal.value.data)  # type: ignore[attr-defined]
-    return check_mla(
-        q,
-        kv_c,
-        k_pe,
-        kv_b_weight,
-        heads,
-        nope,
-        rope,
-        v_dim,
-        rank,
-        mask=mask,
-        causal=causal,
-        batch_major=batch_major,
-    )
-
-
-def check_rope_tables(
-    positions: TensorType | None,
-    cache: TensorType | None,
-    cos: TensorType | None,
-    sin: TensorType | None,
-    rotary_dim: int,
-) -> None:
-    """Exactly one form of RoPE table: positions + cos_sin_cache `[max_pos, rotary_dim]`, or cos
-    and sin of one type whose last dim is rotary_dim or rotary_dim / 2."""
-    cached = positions is not None or cache is not None
-    direct = cos is not None or sin is not None
-    if cached and direct:
-        raise VerifyException(
-            "rope takes either positions and cos_sin_cache or cos and sin, not both"
-        )
-    if cached:
-        if positions is None or cache is None:
-            raise VerifyException("rope needs both positions and cos_sin_cache")
-        check_cos_sin_cache(positions, cache, rotary_dim)
-    elif cos is not None and sin is not None:
-        check_float("cos", cos)
-        check_same_type("sin", sin, cos, "cos")
-        if cos.dims[-1:] not in ((rotary_dim,), (rotary_dim // 2,)):
-            raise VerifyException(
-                f"cos has shape {shape_str(cos.dims)}: its last dim must be rotary_dim "
-                f"{rotary_dim} or rotary_dim / 2"
-            )
-    else:
-        raise VerifyException("rope needs positions and cos_sin_cache, or cos and sin")
+        check_same_dtype("out", self.out.type, q, "q")
 
 
 @irdl_op_definition
-class RopeOp(RaisedOperation):
+class RopeOp(RopeOperation, RaisedOperation):
     """Rotary position embedding of q (and k), NeoX or GPT-J style.
 
     ```mlir
@@ -525,88 +460,34 @@ class RopeOp(RaisedOperation):
         : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>,
            !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 128], bf16>)
         -> (!irfuse.tensor<[s0, 32, 128], bf16>, k_out !irfuse.tensor<[s0, 8, 128], bf16>)
-    %qh = attn.rope %q, cos %cos, sin %sin
-            {is_neox = true, rotary_dim = 64 : i64, head_dim = 64 : i64}
-        : (!irfuse.tensor<[1, 4, s0, 64], f32>, !irfuse.tensor<[1, 1, s0, 64], f32>,
-           !irfuse.tensor<[1, 1, s0, 64], f32>) -> !irfuse.tensor<[1, 4, s0, 64], f32>
     ```
-    Exactly one of {`positions` + `cos_sin_cache` `[max_pos, rotary_dim]`} or {`cos` + `sin`
-    (last dim rotary_dim or rotary_dim / 2)}. rotary_dim is even and <= head_dim; q's and k's
-    last dim is head_dim. `q_out` is typed like q; `k_out` exists iff k does, typed like k.
+    q and k are `[..., heads, head_dim]`; `q_out` is typed like q, `k_out` (iff k) like k.
     """
 
     name = "attn.rope"
 
     q = operand_def(TensorType)
     k = opt_operand_def(TensorType)
-    positions = opt_operand_def(TensorType)
-    cos_sin_cache = opt_operand_def(TensorType)
-    cos = opt_operand_def(TensorType)
-    sin = opt_operand_def(TensorType)
 
     q_out = result_def(TensorType)
     k_out = opt_result_def(TensorType)
 
-    is_neox = prop_def(BoolAttr)
-    rotary_dim = prop_def(IntegerAttr[I64])
-    head_dim = prop_def(IntegerAttr[I64])
-
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
-
     traits = traits_def(Pure())
 
-    def __init__(
-        self,
-        q: SSAValue,
-        k: SSAValue | None = None,
-        *,
-        positions: SSAValue | None = None,
-        cos_sin_cache: SSAValue | None = None,
-        cos: SSAValue | None = None,
-        sin: SSAValue | None = None,
-        is_neox: bool,
-        rotary_dim: int,
-        head_dim: int,
-        result_types: Sequence[Attribute | None] | None = None,
-        decomposition: Region | None = None,
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        if result_types is None:
-            result_types = [q.type, None if k is None else k.type]
-        super().__init__(
-            operands=[q, k, positions, cos_sin_cache, cos, sin],
-            result_types=list(result_types),
-            properties={
-                "is_neox": bool_attr(is_neox),
-                "rotary_dim": i64_attr(rotary_dim),
-                "head_dim": i64_attr(head_dim),
-            },
-            attributes=attributes,
-            regions=[decomposition],
-        )
+    RESULTS_TYPED_LIKE: ClassVar = ("q", "k")
 
     def verify_(self) -> None:
-        rotary_dim, head_dim = _int(self.rotary_dim), _int(self.head_dim)
-        check_rotary(rotary_dim, head_dim)
-        # Each accessor decodes the segment sizes: read every operand once.
-        check_rope_tables(
-            opt_type(self.positions), opt_type(self.cos_sin_cache), opt_type(self.cos),
-            opt_type(self.sin), rotary_dim,
-        )
-        k, k_out = opt_type(self.k), opt_type(self.k_out)
-        q = self.q.type
+        super().verify_()
+        k, k_out, q = opt_type(self.k), opt_type(self.k_out), self.q.type
         check_float("q", q)
-        check_min_rank("q", q, 2)
-        check_dim("q's last dim (head_dim)", q.dims[-1], head_dim)
+        self.check_heads("q", q)
         check_same_type("q_out", self.q_out.type, q, "q")
         if k is None:
             if k_out is not None:
                 raise VerifyException("k_out needs a k operand")
             return
-        if k.dtype != q.dtype:
-            raise VerifyException(f"k has dtype {k.dtype}, expected q's {q.dtype}")
-        check_min_rank("k", k, 2)
-        check_dim("k's last dim (head_dim)", k.dims[-1], head_dim)
+        check_same_dtype("k", k, q, "q")
+        self.check_heads("k", k)
         if k_out is None:
             raise VerifyException("rope with a k operand returns k_out")
         check_same_type("k_out", k_out, k, "k")
@@ -614,7 +495,8 @@ class RopeOp(RaisedOperation):
 
 @irdl_op_definition
 class KvCacheWriteOp(RaisedOperation):
-    """Store k and v `[T, kv_heads, head_dim]` into the paged caches at `slot_mapping`.
+    """Store k and v `[T, kv_heads, head_dim]` into the paged caches at `slot_mapping`, and
+    return the updated caches (SSA form; emit writes in place).
 
     ```mlir
     %kc2, %vc2 = attn.kv_cache_write %k, %v, %kc, %vc, %slots
@@ -623,11 +505,9 @@ class KvCacheWriteOp(RaisedOperation):
            !irfuse.tensor<[s0], i64>)
         -> (!irfuse.tensor<[1024, 16, 8, 128], bf16>, !irfuse.tensor<[1024, 16, 8, 128], bf16>)
     ```
-    Caches are `[num_blocks, block_size, kv_heads, head_dim]` of k's / v's dtype; slot `s` is
-    block `s // block_size`, row `s % block_size`. The results are typed like the caches. In
-    vLLM's FlashAttention layout both cache operands are the one `[2, num_blocks, block_size,
-    kv_heads, head_dim]` value (k goes into `[0]`, v into `[1]`), and both results are that cache
-    with k and v written.
+    Caches are `[num_blocks, block_size, kv_heads, head_dim]` (slot `s` is block
+    `s // block_size`, row `s % block_size`), or both one `[2, ...]` value (vLLM's FlashAttention
+    layout: k into `[0]`, v into `[1]`).
     """
 
     name = "attn.kv_cache_write"
@@ -641,95 +521,17 @@ class KvCacheWriteOp(RaisedOperation):
     k_cache_out = result_def(TensorType)
     v_cache_out = result_def(TensorType)
 
-    def __init__(
-        self,
-        k: SSAValue,
-        v: SSAValue,
-        k_cache: SSAValue,
-        v_cache: SSAValue,
-        slot_mapping: SSAValue,
-        *,
-        decomposition: Region | None = None,
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        super().__init__(
-            operands=[k, v, k_cache, v_cache, slot_mapping],
-            result_types=[k_cache.type, v_cache.type],
-            attributes=attributes,
-            regions=[decomposition],
-        )
+    RESULTS_TYPED_LIKE: ClassVar = ("k_cache", "v_cache")
 
     def verify_(self) -> None:
-        k_cache, v_cache = self.k_cache.type, self.v_cache.type
         check_paged_cache_write(self.k.type, self.v.type, *cache_halves(self.k_cache, self.v_cache),
                                 self.slot_mapping.type)
-        check_same_type("k_cache_out", self.k_cache_out.type, k_cache, "k_cache")
-        check_same_type("v_cache_out", self.v_cache_out.type, v_cache, "v_cache")
-
-
-# --- vLLM's attention calls ------------------------------------------------------------------
-
-
-def check_layer(layer_name: StringAttr, layer: SSAValue | None) -> None:
-    """A non-empty layer name; the `layer` operand, when given, an opaque value (vLLM's
-    `LayerName`, passed at run time)."""
-    if not layer_name.data:
-        raise VerifyException("layer_name must not be empty")
-    if layer is not None and not isinstance(layer.type, OpaqueType):
-        raise VerifyException(f"layer must be an opaque value (vLLM's LayerName), got "
-                              f"{layer.type}")
-
-
-def check_dep(dep: SSAValue | None) -> None:
-    """vLLM's KV-cache dummy: a 1-D tensor (empty when vLLM made it)."""
-    if dep is not None:
-        check_rank("kv_cache_dep", dep.type, 1)  # type: ignore[arg-type]
-
-
-def check_vllm_attention(q: TensorType, k: TensorType, v: TensorType) -> tuple[Dim, ...]:
-    """q `[T, H, D]`, k `[T, Hkv, D]`, v `[T, Hkv, Dv]` in q's dtype, H a multiple of Hkv;
-    returns the output dims `[T, H, Dv]`."""
-    check_float("q", q)
-    for what, t in (("k", k), ("v", v)):
-        check_rank(what, t, 3)
-        if t.dtype != q.dtype:
-            raise VerifyException(f"{what} has dtype {t.dtype}, expected q's {q.dtype}")
-    check_rank("q", q, 3)
-    t, hq, d = q.dims
-    check_dim("k's token count", k.dims[0], t)
-    check_dim("v's token count", v.dims[0], t)
-    check_dim("k's head dim", k.dims[2], d)
-    check_dim("v's head count", v.dims[1], k.dims[1])
-    hkv = k.dims[1]
-    if isinstance(hq, int) and isinstance(hkv, int) and (hkv == 0 or hq % hkv):
-        raise VerifyException(
-            f"q's {hq} heads are not a multiple of k/v's {hkv} heads (grouped-query attention)"
-        )
-    return (t, hq, v.dims[2])
-
-
-def check_vllm_mla(q: TensorType, kv_c: TensorType, k_pe: TensorType, out: TensorType) -> None:
-    """q `[T, H, D]`, the normed latent `[T, kv_lora_rank]`, k_pe `[T, 1, rope]` or
-    `[T, rope]` in q's dtype; the output (vLLM's buffer: `[T, H * v_head_dim]`) of T rows."""
-    check_float("q", q)
-    check_rank("q", q, 3)
-    check_rank("kv_c_normed", kv_c, 2)
-    if k_pe.rank not in (2, 3):
-        raise VerifyException(f"k_pe must be [T, 1, rope] or [T, rope], got rank {k_pe.rank}")
-    t = q.dims[0]
-    for what, x in (("kv_c_normed", kv_c), ("k_pe", k_pe)):
-        if x.dtype != q.dtype:
-            raise VerifyException(f"{what} has dtype {x.dtype}, expected q's {q.dtype}")
-        check_dim(f"{what}'s token count", x.dims[0], t)
-    check_float("out", out)
-    check_min_rank("out", out, 2)
-    check_dim("out's token count", out.dims[0], t)
-    if out.dtype != q.dtype:
-        raise VerifyException(f"out has dtype {out.dtype}, expected q's {q.dtype}")
+        check_same_type("k_cache_out", self.k_cache_out.type, self.k_cache.type, "k_cache")
+        check_same_type("v_cache_out", self.v_cache_out.type, self.v_cache.type, "v_cache")
 
 
 @irdl_op_definition
-class VllmAttentionOp(RaisedOperation):
+class VllmAttentionOp(VllmAttentionOperation, RaisedOperation):
     """vLLM's attention of one layer (`vllm.unified_attention_with_output`) over its paged KV
     cache: prefill, decode or both, as the forward context's metadata says at run time.
 
@@ -740,11 +542,8 @@ class VllmAttentionOp(RaisedOperation):
            !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[0], bf16>,
            !irfuse.opaque<"LayerName">) -> !irfuse.tensor<[s0, 32, 128], bf16>
     ```
-    q `[T, H, D]`, k `[T, Hkv, D]`, v `[T, Hkv, Dv]` (k and v are this step's new tokens; the
-    layer's `unified_kv_cache_update` wrote them into the cache, its dummy result is
-    `kv_cache_dep`); the output is `[T, H, Dv]` in q's dtype. The softmax scale, head counts and
-    cache live in the layer (`layer_name`); `layer` is the name as the call passes it at run time
-    when vLLM hoists it (`LayerName`), absent when the graph holds the name as a string.
+    q `[T, H, D]`, k `[T, Hkv, D]`, v `[T, Hkv, Dv]` (this step's tokens), out `[T, H, Dv]` in
+    q's dtype.
     """
 
     name = "attn.vllm_attention"
@@ -752,51 +551,24 @@ class VllmAttentionOp(RaisedOperation):
     q = operand_def(TensorType)
     k = operand_def(TensorType)
     v = operand_def(TensorType)
-    kv_cache_dep = opt_operand_def(TensorType)
-    layer = opt_operand_def()
 
     out = result_def(TensorType)
 
-    layer_name = prop_def(StringAttr)
-
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
-    def __init__(
-        self,
-        q: SSAValue,
-        k: SSAValue,
-        v: SSAValue,
-        kv_cache_dep: SSAValue | None = None,
-        layer: SSAValue | None = None,
-        *,
-        layer_name: str,
-        result_type: Attribute | None = None,
-        decomposition: Region | None = None,
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        if result_type is None:
-            qt: TensorType = q.type  # type: ignore[assignment]
-            result_type = tensor_type((*qt.dims[:2], v.type.dims[-1]), qt.dtype)  # type: ignore[attr-defined]
-        super().__init__(
-            operands=[q, k, v, kv_cache_dep, layer],
-            result_types=[result_type],
-            properties={"layer_name": StringAttr(layer_name)},
-            attributes=attributes,
-            regions=[decomposition],
-        )
+    @classmethod
+    def infer_result_types(cls, q, v, **_: Any) -> list[TensorType]:
+        return [tensor_type((*q.type.dims[:2], v.type.dims[-1]), q.type.dtype)]
 
     def verify_(self) -> None:
-        check_layer(self.layer_name, self.layer)
-        check_dep(self.kv_cache_dep)
+        super().verify_()
         q = self.q.type
-        dims = check_vllm_attention(q, self.k.type, self.v.type)
-        check_shape("out", self.out.type, dims)
-        if self.out.type.dtype != q.dtype:
-            raise VerifyException(f"out has dtype {self.out.type.dtype}, expected q's {q.dtype}")
+        check_shape("out", self.out.type, check_vllm_attention(q, self.k.type, self.v.type))
+        check_same_dtype("out", self.out.type, q, "q")
 
 
 @irdl_op_definition
-class VllmMlaAttentionOp(RaisedOperation):
+class VllmMlaAttentionOp(VllmAttentionOperation, RaisedOperation):
     """vLLM's MLA attention of one layer (`vllm.unified_mla_attention_with_output`) over its
     latent KV cache.
 
@@ -807,10 +579,8 @@ class VllmMlaAttentionOp(RaisedOperation):
            !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[0], bf16>)
         -> !irfuse.tensor<[s0, 2048], bf16>
     ```
-    q `[T, H, qk_nope + qk_rope]`, the normed latent `kv_c_normed [T, kv_lora_rank]`, the roped
-    `k_pe [T, 1, rope]`; the output is the buffer vLLM passes (`[T, H * v_head_dim]`), in q's
-    dtype. The projections, scale and cache live in the layer (`layer_name`, and `layer` as for
-    `attn.vllm_attention`).
+    q `[T, H, nope + rope]`, `kv_c_normed [T, kv_lora_rank]`, `k_pe [T, 1, rope]` or
+    `[T, rope]`; out is the buffer vLLM passes, `[T, H * v_head_dim]`; all of q's dtype.
     """
 
     name = "attn.vllm_mla_attention"
@@ -818,44 +588,30 @@ class VllmMlaAttentionOp(RaisedOperation):
     q = operand_def(TensorType)
     kv_c_normed = operand_def(TensorType)
     k_pe = operand_def(TensorType)
-    kv_cache_dep = opt_operand_def(TensorType)
-    layer = opt_operand_def()
 
     out = result_def(TensorType)
 
-    layer_name = prop_def(StringAttr)
-
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
-    def __init__(
-        self,
-        q: SSAValue,
-        kv_c_normed: SSAValue,
-        k_pe: SSAValue,
-        kv_cache_dep: SSAValue | None = None,
-        layer: SSAValue | None = None,
-        *,
-        layer_name: str,
-        result_type: Attribute,
-        decomposition: Region | None = None,
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        super().__init__(
-            operands=[q, kv_c_normed, k_pe, kv_cache_dep, layer],
-            result_types=[result_type],
-            properties={"layer_name": StringAttr(layer_name)},
-            attributes=attributes,
-            regions=[decomposition],
-        )
-
     def verify_(self) -> None:
-        check_layer(self.layer_name, self.layer)
-        check_dep(self.kv_cache_dep)
-        check_vllm_mla(self.q.type, self.kv_c_normed.type, self.k_pe.type, self.out.type)
+        super().verify_()
+        q, kv_c, k_pe, out = self.q.type, self.kv_c_normed.type, self.k_pe.type, self.out.type
+        check_float("q", q)
+        check_rank("q", q, 3)
+        check_rank("kv_c_normed", kv_c, 2)
+        if k_pe.rank not in (2, 3):
+            raise VerifyException(f"k_pe must be [T, 1, rope] or [T, rope], got rank {k_pe.rank}")
+        for what, x in (("kv_c_normed", kv_c), ("k_pe", k_pe)):
+            check_same_dtype(what, x, q, "q")
+            check_dim(f"{what}'s token count", x.dims[0], q.dims[0])
+        check_float("out", out)
+        check_min_rank("out", out, 2)
+        check_dim("out's token count", out.dims[0], q.dims[0])
+        check_same_dtype("out", out, q, "q")
 
 
 @irdl_op_definition
-class VllmKvCacheUpdateOp(RaisedOperation):
+class VllmKvCacheUpdateOp(VllmLayerOperation, RaisedOperation):
     """vLLM's write of one layer's new k and v into its paged KV cache
     (`vllm.unified_kv_cache_update`), at the slots the forward context maps them to.
 
@@ -865,59 +621,27 @@ class VllmKvCacheUpdateOp(RaisedOperation):
         : (!irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>,
            !irfuse.opaque<"LayerName">) -> !irfuse.tensor<[0], bf16>
     ```
-    k `[T, Hkv, D]`, v `[T, Hkv, Dv]` of one dtype; the result is vLLM's dummy, an empty 1-D
-    tensor of k's dtype, that orders the write before the layer's attention. The cache layout is
-    the attention backend's (vLLM writes it through the backend's `do_kv_cache_update`).
+    k `[T, Hkv, D]`, v `[T, Hkv, Dv]` of one float dtype; the result is vLLM's dummy, an empty
+    1-D tensor of k's dtype. The cache layout is the attention backend's.
     """
 
     name = "attn.vllm_kv_cache_update"
 
     k = operand_def(TensorType)
     v = operand_def(TensorType)
-    layer = opt_operand_def()
 
     kv_cache_dep = result_def(TensorType)
 
-    layer_name = prop_def(StringAttr)
-
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
-    def __init__(
-        self,
-        k: SSAValue,
-        v: SSAValue,
-        layer: SSAValue | None = None,
-        *,
-        layer_name: str,
-        result_type: Attribute | None = None,
-        decomposition: Region | None = None,
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        if result_type is None:
-            result_type = tensor_type((0,), k.type.dtype)  # type: ignore[attr-defined]
-        super().__init__(
-            operands=[k, v, layer],
-            result_types=[result_type],
-            properties={"layer_name": StringAttr(layer_name)},
-            attributes=attributes,
-            regions=[decomposition],
-        )
+    @classmethod
+    def infer_result_types(cls, k, **_: Any) -> list[TensorType]:
+        return [tensor_type((0,), k.type.dtype)]
 
     def verify_(self) -> None:
-        check_layer(self.layer_name, self.layer)
-        k, v = self.k.type, self.v.type
-        check_float("k", k)
-        check_rank("k", k, 3)
-        check_rank("v", v, 3)
-        if v.dtype != k.dtype:
-            raise VerifyException(f"v has dtype {v.dtype}, expected k's {k.dtype}")
-        check_dim("v's token count", v.dims[0], k.dims[0])
-        check_dim("v's head count", v.dims[1], k.dims[1])
-        dep = self.kv_cache_dep.type
-        check_rank("kv_cache_dep", dep, 1)
-        if dep.dtype != k.dtype:
-            raise VerifyException(f"kv_cache_dep has dtype {dep.dtype}, expected k's {k.dtype}")
+        super().verify_()
+        check_float("k", self.k.type)
+        self.check_kv_update(self.k.type, self.v.type, self.kv_cache_dep.type, "k")
 
 
-Attn = Dialect("attn", [AttentionOp, MlaAttentionOp, RopeOp, KvCacheWriteOp, VllmAttentionOp,
-                        VllmMlaAttentionOp, VllmKvCacheUpdateOp], [])
+Attn = declared_dialect("attn", globals())

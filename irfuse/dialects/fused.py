@@ -1,39 +1,20 @@
-"""The `fused` dialect: the ops the fusion passes produce, one per fused kernel family.
+"""The `fused` dialect: one op per fused kernel family, lowered to one kernel by emit.
 
-Each op replaces a chain of semantic ops (named in its docstring) and is lowered to one kernel by
-emit. Fused ops have no decomposition region: their numerics are defined by the reference
-implementation beside the kernel (`docs/numerics.md`). Results stay in SSA form (vLLM's fused
-ops mutate output buffers; here every output is a result).
-
-Their verifiers are the semantic ops' checks, reused: a fused op is held to the rules of each op
-it replaced (norm weights, quant scheme shapes, attention head counts, world sizes, ...).
-
-| op | replaces | pass |
-|---|---|---|
-| `fused.rms_norm_quant` | (add_)rms_norm -> quant.fp8 (one or more) | fuse-norm-quant |
-| `fused.silu_mul_quant` | act.silu_mul -> quant.fp8 (static, group) | fuse-act-quant |
-| `fused.silu_mul_quant_nvfp4` | act.silu_mul -> quant.nvfp4 | fuse-act-quant |
-| `fused.all_reduce_rms_norm` | coll.all_reduce -> (add_)rms_norm (-> quant) | fuse-allreduce-rms |
-| `fused.qk_norm_rope` | per-head rms_norm of q and k -> attn.rope | enable-qk-norm-rope-fusion |
-| `fused.rope_kv_cache_write` | attn.rope (or fused.qk_norm_rope) -> attn.kv_cache_write | fuse-rope-kvcache |
-| `fused.attention_quant` | attn.attention -> quant | fuse-attn-quant |
-| `fused.mla_attention_quant` | attn.mla_attention -> quant | fuse-attn-quant |
-| `fused.paged_decode_quant` | pages gathered by block table -> attn.attention -> quant | fuse-attn-quant |
-| `fused.gemm_reduce_scatter` | gemm.(scaled_)matmul -> coll.reduce_scatter | fuse-gemm-comms |
-| `fused.all_gather_gemm` | coll.all_gather -> gemm.(scaled_)matmul | fuse-gemm-comms |
-| `fused.rms_norm_pad` | (add_)rms_norm -> act.pad | fuse-act-padding |
-| `fused.vllm_attention_quant` | attn.vllm_(mla_)attention -> quant | fuse-attn-quant |
-| `fused.rope_vllm_kv_cache_update` | attn.rope (or fused.qk_norm_rope) -> attn.vllm_kv_cache_update | fuse-rope-kvcache |
+Fused ops have no decomposition region: their numerics are the reference implementation's beside
+the kernel (`docs/numerics.md`). Every output is a result (vLLM's fused ops mutate buffers). A
+fused op inherits the families of the ops it replaces (`NormOperation`, `QuantOperation`, ...) and
+calls their `check_*` helpers, so it is held to the rules of each of them. Each op's docstring
+names the chain it replaces.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import (
     I64,
-    BoolAttr,
     Float64Type,
     FloatAttr,
     IntegerAttr,
@@ -41,7 +22,7 @@ from xdsl.dialects.builtin import (
     UnitAttr,
     f32,
 )
-from xdsl.ir import Attribute, Dialect, SSAValue, TypeAttribute
+from xdsl.ir import Attribute, TypeAttribute
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     AttrSizedResultSegments,
@@ -61,44 +42,49 @@ from xdsl.utils.exceptions import VerifyException
 
 from irfuse.dialects.act import pad_dims, silu_mul_dims
 from irfuse.dialects.attn import (
+    AttentionOperation,
+    MlaOperation,
+    RopeOperation,
+    VllmAttentionOperation,
+    VllmLayerOperation,
     cache_halves,
     check_attention,
-    check_dep,
-    check_layer,
+    check_gqa,
     check_paged_cache_write,
-    check_rope_tables,
-    check_rotary,
     check_scale,
     check_vllm_attention,
-    mla_properties,
-    verify_mla_properties,
 )
-from irfuse.dialects.coll import check_reduce_op, check_world_size, scattered_dims
-from irfuse.dialects.gemm import check_matmul, check_scaled_matmul
-from irfuse.dialects.irfuse import Dim, TensorType, tensor_type
-from irfuse.dialects.norm import check_eps, check_norm_dtype, check_norm_result, check_norm_weight
+from irfuse.dialects.coll import CollectiveOperation, check_reduce_op, scattered_dims
+from irfuse.dialects.gemm import check_matmul, check_scaled_matmul, product_type
+from irfuse.dialects.irfuse import TensorType, derived_type, tensor_type
+from irfuse.dialects.norm import NormOperation, check_norm_result, check_norm_weight, check_residual
 from irfuse.dialects.quant import (
+    DYNAMIC_TOKEN,
     GROUP,
     NVFP4,
     STATIC_TENSOR,
+    QuantOperation,
     QuantScheme,
-    check_divide,
     check_fp8_results,
+    check_nvfp4_input,
     check_nvfp4_results,
+    check_quant_properties,
     check_reciprocal,
+    check_scale_ub,
     check_static_scale,
-    nvfp4_result_dims,
+    quant_result_types,
 )
-from irfuse.dialects.raised import NamedOperandSyntax, bool_attr, f64_attr, i64_attr, opt_type
-from irfuse.dialects.shapes import (
+from irfuse.ir.dialect import declared_dialect
+from irfuse.ir.shapes import (
     F8E4M3FN,
-    UI8,
+    Dim,
     MaybeDim,
     check_dim,
     check_float,
     check_integer,
     check_min_rank,
     check_rank,
+    check_same_dtype,
     check_same_type,
     check_shape,
     mul_dim,
@@ -106,23 +92,12 @@ from irfuse.dialects.shapes import (
     shape_str,
     static_numel,
 )
+from irfuse.ir.syntax import NamedOperandSyntax, f64_attr, i64_attr, opt_type
 
-# --- helpers ------------------------------------------------------------------------------------
-
-
-def _int(attr: IntegerAttr) -> int:
-    return attr.value.data
+# --- checks of a quantized output ---------------------------------------------------------------
 
 
-def _check_kind(op_name: str, scheme: QuantScheme, kinds: Sequence[str]) -> str:
-    kind = scheme.kind.data
-    if kind not in kinds:
-        allowed = ", ".join(kinds[:-1]) + f" or {kinds[-1]}"
-        raise VerifyException(f"{op_name} fuses {allowed} quantization, not {kind}")
-    return kind
-
-
-def _check_quant_scale_operand(kind: str, scale: TensorType | None, what: str) -> None:
+def check_scale_operand(kind: str, scale: TensorType | None, what: str) -> None:
     """Static FP8 takes its scale, NVFP4 its global scale; dynamic schemes take none."""
     if kind in (STATIC_TENSOR, NVFP4):
         if scale is None:
@@ -132,72 +107,68 @@ def _check_quant_scale_operand(kind: str, scale: TensorType | None, what: str) -
         raise VerifyException(f"a {kind} scheme computes its scale: no {what} operand")
 
 
-def _check_nvfp4_dims(what: str, dims: Sequence[MaybeDim]) -> None:
-    if len(dims) != 2 or not isinstance(dims[1], int) or dims[1] % 16:
-        raise VerifyException(
-            f"{what} has shape {shape_str(dims)}: NVFP4 needs [M, N] with a static N divisible "
-            "by 16"
-        )
-
-
-def _check_quantized(
-    kind: str,
-    scheme: QuantScheme,
-    x_dims: Sequence[MaybeDim],
-    out: TensorType,
-    scale_out: TensorType | None,
-    what: str,
+def check_quantized(
+    scheme: QuantScheme, x_dims: Sequence[Any], out: TensorType, scale_out: Any, what: str
 ) -> None:
-    """`out` (and `scale_out`) quantize a tensor of `x_dims` under `scheme`."""
-    if kind == NVFP4:
-        _check_nvfp4_dims(f"the quantized {what}", x_dims)
-        check_nvfp4_results(x_dims, out, scale_out, what, "scale_out")  # type: ignore[arg-type]
-    else:
-        check_fp8_results(scheme, x_dims, out, scale_out, what)  # type: ignore[arg-type]
-
-
-def _quant_result_types(
-    scheme: QuantScheme | None, dims: Sequence[MaybeDim], dtype: Attribute
-) -> list[Attribute | None]:
-    """Default (out, scale_out) types for quantizing a tensor of `dims` (`dtype` if unquantized)."""
-    if None in dims:
-        raise ValueError(f"give result_types: {shape_str(dims)} has a symbolic derived dim")
-    if scheme is None:
-        return [tensor_type(dims, dtype), None]  # type: ignore[arg-type]
+    """`out` (and `scale_out`) quantize a tensor of `x_dims` under `scheme`, FP8 or NVFP4."""
     if scheme.is_nvfp4:
-        m = dims[0]
-        q_dims, s_dims = nvfp4_result_dims(dims)  # type: ignore[arg-type]
-        rows = s_dims[0] if s_dims[0] is not None else f"128*ceiling({m}/128)"
-        return [tensor_type(q_dims, UI8), tensor_type((rows, s_dims[1]), F8E4M3FN)]  # type: ignore[arg-type]
-    scale = scheme.scale_dims(dims)  # type: ignore[arg-type]
-    if scale is not None and None in scale:
-        raise ValueError(f"give result_types: the scale shape for {shape_str(dims)} is symbolic")
-    return [
-        tensor_type(dims, F8E4M3FN),  # type: ignore[arg-type]
-        None if scale is None else tensor_type(scale, f32),  # type: ignore[arg-type]
-    ]
+        check_nvfp4_input(f"the quantized {what}", x_dims)
+        check_nvfp4_results(x_dims, out, scale_out, what, "scale_out")
+    else:
+        check_fp8_results(scheme, x_dims, out, scale_out, what)
 
 
-def _gated_dims(x: TensorType, up: TensorType | None) -> tuple[MaybeDim, ...]:
-    """The SiLU·Mul output dims: x = [gate | up] halves, or x the gate when up is separate."""
-    if up is None:
-        return silu_mul_dims(x)
-    check_float("x", x)
-    if up != x:
-        raise VerifyException(f"up has type {up} but the gate (x) has {x}")
-    return x.dims
+def check_attention_output(
+    op: Any, output_scale: Any, out: TensorType, scale_out: Any, tokens: int | None,
+    hidden: MaybeDim,
+) -> None:
+    """The quantized attention output, token-major and flattened: `[..., heads * v_head_dim]`,
+    its leading dims holding the `tokens` query positions (batch * length) when both are static."""
+    check_scale_operand(op.scheme.kind.data, output_scale, "output_scale")
+    check_min_rank("out", out, 2)
+    lead = out.dims[:-1]
+    n = static_numel(lead)
+    if tokens is not None and n is not None and n != tokens:
+        raise VerifyException(
+            f"out has shape {shape_str(out.dims)}: its leading dims must hold the {tokens} query "
+            "positions"
+        )
+    if not op.scheme.is_nvfp4:
+        check_dim("out's last dim (heads * v_head_dim)", out.dims[-1], hidden)
+        hidden = out.dims[-1]
+    check_quantized(op.scheme, (*lead, hidden), out, scale_out, "out")
 
 
-# --- norm + quant -------------------------------------------------------------------------------
+def check_qk_norms(q: TensorType, k: TensorType, q_weight: TensorType | None,
+                   k_weight: TensorType | None, eps: FloatAttr | None) -> None:
+    """The optional per-head norms before a fused RoPE: both weights (`[head_dim]`) or neither,
+    and `eps` exactly with them."""
+    if (q_weight is None) != (k_weight is None):
+        raise VerifyException("q_weight and k_weight go together")
+    if (q_weight is None) != (eps is None):
+        raise VerifyException("eps is given exactly when the norm weights are")
+    if q_weight is not None:
+        check_norm_weight(q, q_weight, "q")
+        check_norm_weight(k, k_weight, "k")
+
+
+def flattened_tokens(dims: Sequence[Dim]) -> Dim:
+    """A builder's count of query positions: the one symbolic dim, or the static product."""
+    if all(d == 1 for d in dims[:-1]):
+        return dims[-1]
+    n = static_numel(dims)
+    if n is None:
+        raise ValueError(f"give result_types: cannot flatten {shape_str(dims)}")
+    return n
+
+
+# --- norm + quant, activation + quant -----------------------------------------------------------
 
 
 @irdl_op_definition
-class RmsNormQuantOp(NamedOperandSyntax):
-    """(Residual add +) RMSNorm + FP8 quantization of the normed value, in one kernel.
-
-    Replaces `norm.rms_norm` or `norm.add_rms_norm` followed by `quant.fp8` (vLLM's
-    `rms_norm_static_fp8_quant`, `fused_add_rms_norm_static_fp8_quant`,
-    `rms_norm_dynamic_per_token_quant`, `rms_norm_per_block_quant`).
+class RmsNormQuantOp(QuantOperation, NormOperation, NamedOperandSyntax):
+    """(Residual add +) RMSNorm + FP8 quantization of the normed value, in one kernel: replaces
+    `norm.rms_norm` or `norm.add_rms_norm` followed by one or more `quant.fp8`.
 
     ```mlir
     %q, %r = fused.rms_norm_quant %x, residual %res, weight %w, scales [%s]
@@ -207,16 +178,9 @@ class RmsNormQuantOp(NamedOperandSyntax):
         -> (qs [!irfuse.tensor<[s0, 4096], f8E4M3FN>],
             residual_out !irfuse.tensor<[s0, 4096], bf16>)
     ```
-    - static_tensor: one or more `scales` (one element each), one `qs` result per scale (several
-      static quants of one norm), no `scale_out`. With the unit property `divide`, each output
-      quantizes `y / s` instead of `y * (1 / s)` (the quants it replaced were spelled so; see
-      `quant.fp8`); all outputs of one op share the spelling.
-    - dynamic_token / group: no `scales`, one `qs` result and `scale_out` shaped by the scheme;
-      `scale_ub` only with dynamic_token. With the unit property `reciprocal`, the output
-      quantizes `y * (1 / s)` instead of `y / s` (as `quant.fp8`'s).
-    `residual_out` exists iff `residual` does. The unit property `round_sum` (with a residual
-    only) is `norm.add_rms_norm`'s: the norm reads the sum rounded to the residual_out dtype, as
-    models that add in the model dtype compute it, instead of the f32 sum; any scheme.
+    static_tensor: one `qs` result per scale in `scales` (several static quants of one norm).
+    dynamic_token / group: no scales, one `qs` and a `scale_out`; `scale_ub` with dynamic_token.
+    `divide`, `reciprocal` and `round_sum` are the replaced ops' own.
     """
 
     name = "fused.rms_norm_quant"
@@ -231,10 +195,6 @@ class RmsNormQuantOp(NamedOperandSyntax):
     scale_out = opt_result_def(TensorType)
     residual_out = opt_result_def(TensorType)
 
-    eps = prop_def(FloatAttr[Float64Type])
-    weight_offset = prop_def(FloatAttr[Float64Type], default_value=f64_attr(0.0))
-    scheme = prop_def(QuantScheme)
-    divide = opt_prop_def(UnitAttr)
     reciprocal = opt_prop_def(UnitAttr)
     round_sum = opt_prop_def(UnitAttr)
 
@@ -245,108 +205,51 @@ class RmsNormQuantOp(NamedOperandSyntax):
 
     traits = traits_def(Pure())
 
-    def __init__(
-        self,
-        x: SSAValue,
-        residual: SSAValue | None = None,
-        weight: SSAValue | None = None,
-        scales: Sequence[SSAValue] = (),
-        scale_ub: SSAValue | None = None,
-        *,
-        eps: float,
-        weight_offset: float = 0.0,
-        scheme: QuantScheme,
-        divide: bool = False,
-        reciprocal: bool = False,
-        round_sum: bool = False,
-        fp8_dtype: Attribute = F8E4M3FN,
-        result_types: Sequence[Attribute | Sequence[Attribute] | None] | None = None,
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        if result_types is None:
-            xt: TensorType = x.type  # type: ignore[assignment]
-            q, scale = _quant_result_types(scheme, xt.dims, xt.dtype)
-            if fp8_dtype != F8E4M3FN:
-                q = tensor_type(xt.dims, fp8_dtype)
-            result_types = [[q] * max(1, len(scales)), scale, None if residual is None else xt]  # type: ignore[list-item]
-        super().__init__(
-            operands=[x, residual, weight, list(scales), scale_ub],
-            result_types=list(result_types),
-            properties={
-                "eps": f64_attr(eps),
-                "weight_offset": f64_attr(weight_offset),
-                "scheme": scheme,
-                "divide": UnitAttr() if divide else None,
-                "reciprocal": UnitAttr() if reciprocal else None,
-                "round_sum": UnitAttr() if round_sum else None,
-            },
-            attributes=attributes,
-        )
+    SCHEMES: ClassVar = (STATIC_TENSOR, DYNAMIC_TOKEN, GROUP)
+
+    @classmethod
+    def infer_result_types(cls, x, scheme, residual=None, scales=(), **_: Any) -> list[Any]:
+        q, scale = quant_result_types(scheme, x.type.dims, x.type.dtype)
+        return [[q] * max(1, len(scales)), scale, None if residual is None else x.type]
 
     def verify_(self) -> None:
-        x = self.x.type
-        weight = opt_type(self.weight)
-        residual = opt_type(self.residual)
-        if self.round_sum is not None and residual is None:
-            raise VerifyException("round_sum applies to a norm with a residual only")
-        check_eps(self.eps)
-        check_norm_weight(x, weight)
-        if residual is not None:
-            check_float("residual", residual)
-            check_shape("residual", residual, x.dims)
-        scheme = self.scheme
-        kind = _check_kind(self.name, scheme, (STATIC_TENSOR, "dynamic_token", GROUP))
-        check_divide(scheme, self.divide)
+        super().verify_()
+        x, scheme, scales, qs = self.x.type, self.scheme, self.scales, self.qs
+        check_norm_weight(x, opt_type(self.weight))
+        check_residual(x, opt_type(self.residual), opt_type(self.residual_out), self.round_sum)
         check_reciprocal(scheme, self.reciprocal)
-        n_scales, n_qs = len(self.scales), len(self.qs)
-        if kind == STATIC_TENSOR:
-            if not n_scales:
+        if scheme.is_static:
+            if not scales:
                 raise VerifyException("a static scheme needs at least one scale")
-            if n_qs != n_scales:
-                raise VerifyException(f"{n_scales} scales but {n_qs} quantized results (qs)")
-            for i, s in enumerate(self.scales):
+            if len(qs) != len(scales):
+                raise VerifyException(f"{len(scales)} scales but {len(qs)} quantized results (qs)")
+            for i, s in enumerate(scales):
                 check_static_scale(f"scales[{i}]", s.type)
-        else:
-            if n_scales:
-                raise VerifyException(f"a {kind} scheme computes its scale: no scales operands")
-            if n_qs != 1:
-                raise VerifyException(f"a {kind} scheme yields one quantized result, got {n_qs}")
-        if self.scale_ub is not None:
-            if not scheme.is_per_token:
-                raise VerifyException("scale_ub applies to the dynamic_token scheme only")
-            check_static_scale("scale_ub", self.scale_ub.type)
+        elif scales:
+            raise VerifyException(f"a {scheme.kind.data} scheme computes its scale: no scales "
+                                  "operands")
+        elif len(qs) != 1:
+            raise VerifyException(
+                f"a {scheme.kind.data} scheme yields one quantized result, got {len(qs)}"
+            )
+        check_scale_ub(scheme, opt_type(self.scale_ub))
         scale_out = opt_type(self.scale_out)
-        for i, q in enumerate(self.qs):
+        for i, q in enumerate(qs):
             check_fp8_results(scheme, x.dims, q.type, scale_out, f"qs[{i}]")
-        if (residual is None) != (self.residual_out is None):
-            raise VerifyException("residual_out exists exactly when residual does")
-        if residual is not None:
-            check_norm_result("residual_out", self.residual_out.type, x, residual)  # type: ignore[union-attr]
-
-
-# --- activation + quant -------------------------------------------------------------------------
 
 
 @irdl_op_definition
-class SiluMulQuantOp(NamedOperandSyntax):
-    """SiLU·Mul + FP8 quantization of its result, in one kernel.
-
-    Replaces `act.silu_mul` (one-operand form) followed by `quant.fp8` (vLLM's
-    `silu_and_mul_quant`, and the per-group variant).
+class SiluMulQuantOp(QuantOperation, NamedOperandSyntax):
+    """SiLU·Mul + FP8 quantization of its result, in one kernel: replaces `act.silu_mul`
+    followed by `quant.fp8` static or group.
 
     ```mlir
-    %q = fused.silu_mul_quant %x, scale %s {scheme = #quant.scheme<static_tensor>}
-        : (!irfuse.tensor<[s0, 28672], bf16>, !irfuse.tensor<[], f32>)
-        -> !irfuse.tensor<[s0, 14336], f8E4M3FN>
     %q2, %s2 = fused.silu_mul_quant %x {scheme = #quant.scheme<group 128>}
         : (!irfuse.tensor<[s0, 28672], bf16>)
         -> (!irfuse.tensor<[s0, 14336], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 112], f32>)
     ```
-    x `[..., 2d]` gives q `[..., d]`; static_tensor takes `scale`, group yields `scale_out
-    [..., d/g]` (g divides d). With `up` (the two-operand `act.silu_mul`: Hugging Face's separate
-    gate and up projections), x is the gate `[..., d]` and up has its type. With the unit
-    property `divide` (static_tensor only), the quant scales by `y / s`, not `y * (1 / s)`, as the
-    `quant.fp8` it replaced did; with `reciprocal` (group only), by `y * (1 / s)`, not `y / s`.
+    x `[..., 2d]` gives q `[..., d]` (with `up`, x is the gate `[..., d]`); static_tensor takes
+    `scale`, group yields `scale_out [..., d/g]`. `divide` and `reciprocal` as `quant.fp8`'s.
     """
 
     name = "fused.silu_mul_quant"
@@ -358,63 +261,39 @@ class SiluMulQuantOp(NamedOperandSyntax):
     q = result_def(TensorType)
     scale_out = opt_result_def(TensorType)
 
-    scheme = prop_def(QuantScheme)
-    divide = opt_prop_def(UnitAttr)
     reciprocal = opt_prop_def(UnitAttr)
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     traits = traits_def(Pure())
 
-    def __init__(
-        self,
-        x: SSAValue,
-        scale: SSAValue | None = None,
-        up: SSAValue | None = None,
-        *,
-        scheme: QuantScheme,
-        divide: bool = False,
-        reciprocal: bool = False,
-        result_types: Sequence[Attribute | None] | None = None,
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        if result_types is None:
-            xt: TensorType = x.type  # type: ignore[assignment]
-            dims = xt.dims if up is not None else silu_mul_dims(xt)
-            result_types = _quant_result_types(scheme, dims, xt.dtype)
-        super().__init__(
-            operands=[x, scale, up],
-            result_types=list(result_types),
-            properties={
-                "scheme": scheme,
-                "divide": UnitAttr() if divide else None,
-                "reciprocal": UnitAttr() if reciprocal else None,
-            },
-            attributes=attributes,
-        )
+    SCHEMES: ClassVar = (STATIC_TENSOR, GROUP)
+
+    @classmethod
+    def infer_result_types(cls, x, scheme, up=None, **_: Any) -> list[Any]:
+        dims = x.type.dims if up is not None else silu_mul_dims(x.type)
+        return quant_result_types(scheme, dims, x.type.dtype)
 
     def verify_(self) -> None:
-        dims = _gated_dims(self.x.type, opt_type(self.up))
-        kind = _check_kind(self.name, self.scheme, (STATIC_TENSOR, GROUP))
-        check_divide(self.scheme, self.divide)
+        super().verify_()
+        dims = silu_mul_dims(self.x.type, opt_type(self.up))
+        check_scale_operand(self.scheme.kind.data, opt_type(self.scale), "scale")
         check_reciprocal(self.scheme, self.reciprocal)
-        _check_quant_scale_operand(kind, opt_type(self.scale), "scale")
-        check_fp8_results(self.scheme, dims, self.q.type, opt_type(self.scale_out))  # type: ignore[arg-type]
+        check_fp8_results(self.scheme, dims, self.q.type, opt_type(self.scale_out))
 
 
 @irdl_op_definition
 class SiluMulQuantNvfp4Op(NamedOperandSyntax):
-    """SiLU·Mul + NVFP4 quantization of its result, in one kernel.
-
-    Replaces `act.silu_mul` followed by `quant.nvfp4` (vLLM's `silu_and_mul_nvfp4_quant`).
+    """SiLU·Mul + NVFP4 quantization of its result, in one kernel: replaces `act.silu_mul`
+    followed by `quant.nvfp4`.
 
     ```mlir
     %q, %bs = fused.silu_mul_quant_nvfp4 %x, %gs
         : (!irfuse.tensor<[256, 28672], bf16>, !irfuse.tensor<[], f32>)
         -> (!irfuse.tensor<[256, 7168], ui8>, !irfuse.tensor<[256, 896], f8E4M3FN>)
     ```
-    x `[M, 2d]` (d static, divisible by 16); q ui8 `[M, d/2]`; block_scale f8E4M3FN swizzled
-    `[round_up(M, 128), round_up(d/16, 4)]`. With `up`, x is the gate `[M, d]`.
+    x `[M, 2d]` (d static, divisible by 16), or the gate `[M, d]` with `up`; results as
+    `quant.nvfp4`'s for `[M, d]`.
     """
 
     name = "fused.silu_mul_quant_nvfp4"
@@ -428,51 +307,28 @@ class SiluMulQuantNvfp4Op(NamedOperandSyntax):
 
     traits = traits_def(Pure())
 
-    def __init__(
-        self,
-        x: SSAValue,
-        global_scale: SSAValue,
-        up: SSAValue | None = None,
-        *,
-        result_types: Sequence[Attribute] | None = None,
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        if result_types is None:
-            xt: TensorType = x.type  # type: ignore[assignment]
-            dims = xt.dims if up is not None else silu_mul_dims(xt)
-            result_types = _quant_result_types(  # type: ignore[assignment]
-                QuantScheme.nvfp4(), dims, xt.dtype
-            )
-        super().__init__(
-            operands=[x, global_scale, up],
-            result_types=list(result_types),  # type: ignore[arg-type]
-            attributes=attributes,
-        )
+    @classmethod
+    def infer_result_types(cls, x, up=None, **_: Any) -> list[Any]:
+        dims = x.type.dims if up is not None else silu_mul_dims(x.type)
+        return quant_result_types(QuantScheme.nvfp4(), dims, x.type.dtype)
 
     def verify_(self) -> None:
-        dims = _gated_dims(self.x.type, opt_type(self.up))
-        _check_nvfp4_dims("silu_mul(x)", dims)
+        dims = silu_mul_dims(self.x.type, opt_type(self.up))
+        check_nvfp4_input("silu_mul(x)", dims)
         check_static_scale("global_scale", self.global_scale.type)
-        check_nvfp4_results(dims, self.q.type, self.block_scale.type)  # type: ignore[arg-type]
+        check_nvfp4_results(dims, self.q.type, self.block_scale.type)
 
 
 # --- all-reduce + norm --------------------------------------------------------------------------
 
 
 @irdl_op_definition
-class AllReduceRmsNormOp(NamedOperandSyntax):
-    """All-reduce + (residual add +) RMSNorm (+ FP8 or NVFP4 quant), in one kernel.
-
-    Replaces `coll.all_reduce` followed by `norm.rms_norm` / `norm.add_rms_norm` (and a
-    `quant.fp8` static, per-token or per-group, or `quant.nvfp4`); FlashInfer's `trtllm`
-    all-reduce fusion where it has the form, else the all-reduce and irfuse's fused norm kernel.
+class AllReduceRmsNormOp(QuantOperation, NormOperation, CollectiveOperation, NamedOperandSyntax):
+    """All-reduce + (residual add +) RMSNorm (+ FP8 or NVFP4 quant), in one kernel: replaces
+    `coll.all_reduce` -> `norm.(add_)rms_norm` (-> `quant.fp8` static, per-token or per-group,
+    or `quant.nvfp4`).
 
     ```mlir
-    %o, %r = fused.all_reduce_rms_norm %x, residual %res, %w
-            {group = "tp", world_size = 2 : i64, eps = 1.000000e-05 : f64}
-        : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>,
-           !irfuse.tensor<[4096], bf16>)
-        -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>)
     %q, %r2 = fused.all_reduce_rms_norm %x, residual %res, %w, scale %s
             {group = "tp", world_size = 2 : i64, eps = 1.000000e-05 : f64,
              scheme = #quant.scheme<static_tensor>}
@@ -480,13 +336,9 @@ class AllReduceRmsNormOp(NamedOperandSyntax):
            !irfuse.tensor<[4096], bf16>, !irfuse.tensor<[], f32>)
         -> (!irfuse.tensor<[s0, 4096], f8E4M3FN>, !irfuse.tensor<[s0, 4096], bf16>)
     ```
-    `residual_out` is `all_reduce(x) + residual` (or `all_reduce(x)` without a residual). Without
-    a scheme `out` is the norm; static_tensor quantizes it with `scale` to fp8 (`divide`: as
-    `y / s`, see `quant.fp8`); dynamic_token (optional `scale_ub`) and group compute their
-    scales into `scale_out`; nvfp4 takes the global `scale` and writes ui8 `out` and swizzled
-    block scales in `scale_out`. The norm's readings are `fused.rms_norm_pad`'s: `weight_offset`,
-    `round_sum` (with a residual: the norm reads the sum rounded to the model dtype) and
-    `weight_f32` (the weight product in float32, rounded once).
+    `residual_out` is `all_reduce(x) (+ residual)`. Without a scheme `out` is the norm; with one,
+    its quantization: `scale` is the static or NVFP4 global scale, `scale_out` the computed FP8
+    scales or NVFP4 block scales. `round_sum` and `weight_f32` as `fused.rms_norm_pad`'s.
     """
 
     name = "fused.all_reduce_rms_norm"
@@ -501,101 +353,46 @@ class AllReduceRmsNormOp(NamedOperandSyntax):
     scale_out = opt_result_def(TensorType)
     residual_out = result_def(TensorType)
 
-    group = prop_def(StringAttr)
-    world_size = prop_def(IntegerAttr[I64])
-    eps = prop_def(FloatAttr[Float64Type])
-    weight_offset = prop_def(FloatAttr[Float64Type], default_value=f64_attr(0.0))
     scheme = opt_prop_def(QuantScheme)
-    divide = opt_prop_def(UnitAttr)
     round_sum = opt_prop_def(UnitAttr)
     weight_f32 = opt_prop_def(UnitAttr)
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
-    def __init__(
-        self,
-        x: SSAValue,
-        residual: SSAValue | None,
-        weight: SSAValue,
-        scale: SSAValue | None = None,
-        scale_ub: SSAValue | None = None,
-        *,
-        group: str,
-        world_size: int,
-        eps: float,
-        weight_offset: float = 0.0,
-        scheme: QuantScheme | None = None,
-        divide: bool = False,
-        round_sum: bool = False,
-        weight_f32: bool = False,
-        result_types: Sequence[Attribute | None] | None = None,
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        if result_types is None:
-            xt: TensorType = x.type  # type: ignore[assignment]
-            result_types = [*_quant_result_types(scheme, xt.dims, xt.dtype), xt]
-        super().__init__(
-            operands=[x, residual, weight, scale, scale_ub],
-            result_types=list(result_types),
-            properties={
-                "group": StringAttr(group),
-                "world_size": i64_attr(world_size),
-                "eps": f64_attr(eps),
-                "weight_offset": f64_attr(weight_offset),
-                "scheme": scheme,
-                "divide": UnitAttr() if divide else None,
-                "round_sum": UnitAttr() if round_sum else None,
-                "weight_f32": UnitAttr() if weight_f32 else None,
-            },
-            attributes=attributes,
-        )
+    SCHEMES: ClassVar = (STATIC_TENSOR, DYNAMIC_TOKEN, GROUP, NVFP4)
+
+    @classmethod
+    def infer_result_types(cls, x, scheme=None, **_: Any) -> list[Any]:
+        return [*quant_result_types(scheme, x.type.dims, x.type.dtype), x.type]
 
     def verify_(self) -> None:
-        check_world_size(self.world_size)
-        check_eps(self.eps)
-        x = self.x.type
-        weight = self.weight.type
-        residual = opt_type(self.residual)
+        super().verify_()
+        x, weight, residual = self.x.type, self.weight.type, opt_type(self.residual)
         check_norm_weight(x, weight)
-        if residual is not None:
-            check_float("residual", residual)
-            check_shape("residual", residual, x.dims)
-            check_norm_result("residual_out", self.residual_out.type, x, residual)
-        else:
-            if self.round_sum is not None:
-                raise VerifyException("round_sum applies to a norm with a residual only")
-            check_same_type("residual_out", self.residual_out.type, x, "x")
-        scale = opt_type(self.scale)
+        residual_out = self.residual_out.type
+        check_residual(x, residual, None if residual is None else residual_out, self.round_sum)
+        if residual is None:
+            check_same_type("residual_out", residual_out, x, "x")
+        scale, scale_ub = opt_type(self.scale), opt_type(self.scale_ub)
         scale_out = opt_type(self.scale_out)
-        scale_ub = opt_type(self.scale_ub)
         if self.scheme is None:
             if scale is not None or scale_out is not None or scale_ub is not None:
                 raise VerifyException("scale, scale_ub and scale_out need a quant scheme")
-            if self.divide is not None:
-                raise VerifyException("divide needs a quant scheme")
-            check_norm_result("out", self.out.type, x, weight)
+            check_norm_result("out", self.out.type, x)
             return
-        kind = _check_kind(self.name, self.scheme, (STATIC_TENSOR, "dynamic_token", GROUP,
-                                                    NVFP4))
-        check_divide(self.scheme, self.divide)
-        _check_quant_scale_operand(kind, scale, "scale")
-        if scale_ub is not None:
-            if not self.scheme.is_per_token:
-                raise VerifyException("scale_ub applies to the dynamic_token scheme only")
-            check_static_scale("scale_ub", scale_ub)
-        _check_quantized(kind, self.scheme, x.dims, self.out.type, scale_out, "out")
+        check_scale_operand(self.scheme.kind.data, scale, "scale")
+        check_scale_ub(self.scheme, scale_ub)
+        check_quantized(self.scheme, x.dims, self.out.type, scale_out, "out")
 
 
 # --- QK norm + RoPE, RoPE + KV cache ------------------------------------------------------------
 
 
 @irdl_op_definition
-class QkNormRopeOp(NamedOperandSyntax):
-    """Per-head RMSNorm of q and of k, then RoPE of both, in one kernel.
-
-    Replaces `norm.rms_norm` of q and of k (weights `[head_dim]`) feeding `attn.rope` (Qwen3,
-    Qwen3-MoE, vLLM's `fused_qk_norm_rope`). q and k are the norms' inputs in the rope's layout
-    (`[T, heads, D]`, or Hugging Face's `[B, heads, T, D]`); the tables are the rope's own.
+class QkNormRopeOp(RopeOperation, NormOperation, NamedOperandSyntax):
+    """Per-head RMSNorm of q and of k, then RoPE of both, in one kernel: replaces `norm.rms_norm`
+    of q and of k (weights `[head_dim]`) feeding `attn.rope`; q and k are the norms' inputs in
+    the rope's layout (`[T, heads, D]` or `[B, heads, T, D]`).
 
     ```mlir
     %qo, %ko = fused.qk_norm_rope %q, %k, %qw, %kw, positions %pos, cos_sin_cache %cache
@@ -606,10 +403,8 @@ class QkNormRopeOp(NamedOperandSyntax):
            !irfuse.tensor<[s0], i64>, !irfuse.tensor<[40960, 128], bf16>)
         -> (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>)
     ```
-    The norm's readings are `norm.rms_norm`'s (`eps`, `weight_offset`) and `fused.rms_norm_pad`'s
-    `weight_f32`; `rope_f32` marks a rotation computed in float32 and rounded once (else every
-    product and sum rounds to the model dtype, as torch computes it in bf16/fp16). Results are
-    typed like q and k.
+    `weight_f32` as `fused.rms_norm_pad`'s; `rope_f32` marks a rotation computed in float32 and
+    rounded once (else each product and sum rounds to the model dtype, as torch computes it).
     """
 
     name = "fused.qk_norm_rope"
@@ -618,88 +413,33 @@ class QkNormRopeOp(NamedOperandSyntax):
     k = operand_def(TensorType)
     q_weight = operand_def(TensorType)
     k_weight = operand_def(TensorType)
-    positions = opt_operand_def(TensorType)
-    cos_sin_cache = opt_operand_def(TensorType)
-    cos = opt_operand_def(TensorType)
-    sin = opt_operand_def(TensorType)
 
     q_out = result_def(TensorType)
     k_out = result_def(TensorType)
 
-    eps = prop_def(FloatAttr[Float64Type])
-    weight_offset = prop_def(FloatAttr[Float64Type], default_value=f64_attr(0.0))
-    is_neox = prop_def(BoolAttr)
-    rotary_dim = prop_def(IntegerAttr[I64])
-    head_dim = prop_def(IntegerAttr[I64])
     weight_f32 = opt_prop_def(UnitAttr)
     rope_f32 = opt_prop_def(UnitAttr)
 
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
-
     traits = traits_def(Pure())
 
-    def __init__(
-        self,
-        q: SSAValue,
-        k: SSAValue,
-        q_weight: SSAValue,
-        k_weight: SSAValue,
-        *,
-        positions: SSAValue | None = None,
-        cos_sin_cache: SSAValue | None = None,
-        cos: SSAValue | None = None,
-        sin: SSAValue | None = None,
-        eps: float,
-        is_neox: bool,
-        rotary_dim: int,
-        head_dim: int,
-        weight_offset: float = 0.0,
-        weight_f32: bool = False,
-        rope_f32: bool = False,
-        result_types: Sequence[Attribute] | None = None,
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        super().__init__(
-            operands=[q, k, q_weight, k_weight, positions, cos_sin_cache, cos, sin],
-            result_types=list(result_types or (q.type, k.type)),
-            properties={
-                "eps": f64_attr(eps),
-                "weight_offset": f64_attr(weight_offset),
-                "is_neox": bool_attr(is_neox),
-                "rotary_dim": i64_attr(rotary_dim),
-                "head_dim": i64_attr(head_dim),
-                "weight_f32": UnitAttr() if weight_f32 else None,
-                "rope_f32": UnitAttr() if rope_f32 else None,
-            },
-            attributes=attributes,
-        )
+    RESULTS_TYPED_LIKE: ClassVar = ("q", "k")
 
     def verify_(self) -> None:
-        check_eps(self.eps)
-        rotary_dim, head_dim = _int(self.rotary_dim), _int(self.head_dim)
-        check_rotary(rotary_dim, head_dim)
-        check_rope_tables(
-            opt_type(self.positions), opt_type(self.cos_sin_cache), opt_type(self.cos),
-            opt_type(self.sin), rotary_dim,
-        )
+        super().verify_()
         q, k = self.q.type, self.k.type
         for what, x, w in (("q", q, self.q_weight.type), ("k", k, self.k_weight.type)):
-            check_min_rank(what, x, 2)
-            check_dim(f"{what}'s last dim (head_dim)", x.dims[-1], head_dim)
+            self.check_heads(what, x)
             check_norm_weight(x, w, what)
-        if k.dtype != q.dtype:
-            raise VerifyException(f"k has dtype {k.dtype}, expected q's {q.dtype}")
+        check_same_dtype("k", k, q, "q")
         check_same_type("q_out", self.q_out.type, q, "q")
         check_same_type("k_out", self.k_out.type, k, "k")
 
 
 @irdl_op_definition
-class RopeKvCacheWriteOp(NamedOperandSyntax):
-    """RoPE of q and k (after their per-head norms, when `q_weight`/`k_weight` are given) and the
-    paged KV-cache write of the rotated k and of v, in one kernel that returns rotated q.
-
-    Replaces `attn.rope` (or `fused.qk_norm_rope`) whose k only feeds `attn.kv_cache_write`
-    (vLLM's `fused_rope_and_unified_kv_cache_update`, ROCm only there).
+class RopeKvCacheWriteOp(NormOperation, RopeOperation, NamedOperandSyntax):
+    """RoPE of q and k (after their per-head norms, with `q_weight` and `k_weight`) and the paged
+    KV-cache write of the rotated k and of v, in one kernel that returns rotated q: replaces
+    `attn.rope` (or `fused.qk_norm_rope`) whose k only feeds `attn.kv_cache_write`.
 
     ```mlir
     %qr, %kc2, %vc2 = fused.rope_kv_cache_write %q, %k, %v, positions %pos,
@@ -712,12 +452,10 @@ class RopeKvCacheWriteOp(NamedOperandSyntax):
         -> (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[64, 16, 8, 128], bf16>,
             !irfuse.tensor<[64, 16, 8, 128], bf16>)
     ```
-    q `[T, Hq, D]`, k `[T, Hkv, D]`, v `[T, Hkv, Dv]`; tables as `attn.rope`'s; caches and
-    slots as `attn.kv_cache_write`'s (the caches' new values are results here; the kernel
-    writes them in place). With norm weights, `eps` and the readings of `fused.qk_norm_rope`.
-    The caches may be vLLM's one FlashAttention-layout cache, as in `attn.kv_cache_write`.
-    With `k_scale` and `v_scale` (one f32 element each) the caches hold f8E4M3FN and k, v (in
-    q's dtype) are stored as `clamp(x / scale, -448, 448)`, vLLM's FP8 KV cache.
+    q `[T, Hq, D]`, k `[T, Hkv, D]`, v `[T, Hkv, Dv]`; caches and slots as
+    `attn.kv_cache_write`'s. The norms' properties are `fused.qk_norm_rope`'s (`eps` exactly with
+    the weights). With `k_scale` and `v_scale` (one f32 element each) the caches hold f8E4M3FN
+    and k, v are stored as `clamp(x / scale, -448, 448)` (vLLM's FP8 KV cache).
     """
 
     name = "fused.rope_kv_cache_write"
@@ -727,6 +465,7 @@ class RopeKvCacheWriteOp(NamedOperandSyntax):
     v = operand_def(TensorType)
     q_weight = opt_operand_def(TensorType)
     k_weight = opt_operand_def(TensorType)
+    # RoPE's tables again, here so that they come before the caches in the operand order.
     positions = opt_operand_def(TensorType)
     cos_sin_cache = opt_operand_def(TensorType)
     cos = opt_operand_def(TensorType)
@@ -741,103 +480,41 @@ class RopeKvCacheWriteOp(NamedOperandSyntax):
     k_cache_out = result_def(TensorType)
     v_cache_out = result_def(TensorType)
 
-    is_neox = prop_def(BoolAttr)
-    rotary_dim = prop_def(IntegerAttr[I64])
-    head_dim = prop_def(IntegerAttr[I64])
     eps = opt_prop_def(FloatAttr[Float64Type])
-    weight_offset = prop_def(FloatAttr[Float64Type], default_value=f64_attr(0.0))
     weight_f32 = opt_prop_def(UnitAttr)
     rope_f32 = opt_prop_def(UnitAttr)
 
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
-
-    def __init__(
-        self,
-        q: SSAValue,
-        k: SSAValue,
-        v: SSAValue,
-        k_cache: SSAValue,
-        v_cache: SSAValue,
-        slot_mapping: SSAValue,
-        *,
-        q_weight: SSAValue | None = None,
-        k_weight: SSAValue | None = None,
-        positions: SSAValue | None = None,
-        cos_sin_cache: SSAValue | None = None,
-        cos: SSAValue | None = None,
-        sin: SSAValue | None = None,
-        is_neox: bool,
-        rotary_dim: int,
-        head_dim: int,
-        eps: float | None = None,
-        weight_offset: float = 0.0,
-        weight_f32: bool = False,
-        rope_f32: bool = False,
-        k_scale: SSAValue | None = None,
-        v_scale: SSAValue | None = None,
-        result_types: Sequence[Attribute] | None = None,
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        super().__init__(
-            operands=[q, k, v, q_weight, k_weight, positions, cos_sin_cache, cos, sin,
-                      k_cache, v_cache, slot_mapping, k_scale, v_scale],
-            result_types=list(result_types or (q.type, k_cache.type, v_cache.type)),
-            properties={
-                "is_neox": bool_attr(is_neox),
-                "rotary_dim": i64_attr(rotary_dim),
-                "head_dim": i64_attr(head_dim),
-                "eps": None if eps is None else f64_attr(eps),
-                "weight_offset": f64_attr(weight_offset),
-                "weight_f32": UnitAttr() if weight_f32 else None,
-                "rope_f32": UnitAttr() if rope_f32 else None,
-            },
-            attributes=attributes,
-        )
+    KEYWORD_OPERANDS: ClassVar = (
+        *RopeOperation.KEYWORD_OPERANDS, "q_weight", "k_weight", "k_scale", "v_scale"
+    )
+    RESULTS_TYPED_LIKE: ClassVar = ("q", "k_cache", "v_cache")
 
     def verify_(self) -> None:
-        rotary_dim, head_dim = _int(self.rotary_dim), _int(self.head_dim)
-        check_rotary(rotary_dim, head_dim)
-        check_rope_tables(
-            opt_type(self.positions), opt_type(self.cos_sin_cache), opt_type(self.cos),
-            opt_type(self.sin), rotary_dim,
-        )
-        q, k = self.q.type, self.k.type
+        super().verify_()
+        q, k, v = self.q.type, self.k.type, self.v.type
         check_float("q", q)
         check_rank("q", q, 3)
-        check_dim("q's last dim (head_dim)", q.dims[2], head_dim)
-        check_dim("k's last dim (head_dim)", k.dims[-1], head_dim)
-        if k.dtype != q.dtype:
-            raise VerifyException(f"k has dtype {k.dtype}, expected q's {q.dtype}")
+        self.check_heads("q", q)
+        self.check_heads("k", k)
+        check_same_dtype("k", k, q, "q")
         check_dim("k's token count", k.dims[0], q.dims[0])
-        weights = (opt_type(self.q_weight), opt_type(self.k_weight))
-        if (weights[0] is None) != (weights[1] is None):
-            raise VerifyException("q_weight and k_weight go together")
-        if (weights[0] is None) != (self.eps is None):
-            raise VerifyException("eps is given exactly when the norm weights are")
-        if self.eps is not None:
-            check_eps(self.eps)
-            check_norm_weight(q, weights[0], "q")
-            check_norm_weight(k, weights[1], "k")
+        check_qk_norms(q, k, opt_type(self.q_weight), opt_type(self.k_weight), self.eps)
         k_cache, v_cache = self.k_cache.type, self.v_cache.type
-        scales = (opt_type(self.k_scale), opt_type(self.v_scale))
-        if (scales[0] is None) != (scales[1] is None):
+        k_scale, v_scale = opt_type(self.k_scale), opt_type(self.v_scale)
+        if (k_scale is None) != (v_scale is None):
             raise VerifyException("k_scale and v_scale go together")
-        if scales[0] is not None:  # an FP8 cache: k and v are stored as clamp(x / scale)
+        if k_scale is not None:  # an FP8 cache: k and v are stored as clamp(x / scale)
             for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
                 if cache.dtype != F8E4M3FN:
                     raise VerifyException(f"with k_scale / v_scale, {name} must hold "
                                           f"f8E4M3FN, not {cache.dtype}")
-            for name, scale in zip(("k_scale", "v_scale"), scales, strict=True):
+            for name, scale in (("k_scale", k_scale), ("v_scale", v_scale)):
                 if static_numel(scale.dims) != 1 or scale.dtype != f32:
                     raise VerifyException(f"{name} must be one f32 element, not "
                                           f"{shape_str(scale.dims)} {scale.dtype}")
-            if self.v.type.dtype != q.dtype:
-                raise VerifyException(f"v has dtype {self.v.type.dtype}, expected q's {q.dtype}")
-            stored = (tensor_type(k.dims, k_cache.dtype),
-                      tensor_type(self.v.type.dims, v_cache.dtype))
-        else:
-            stored = (k, self.v.type)
-        check_paged_cache_write(*stored, *cache_halves(self.k_cache, self.v_cache),
+            check_same_dtype("v", v, q, "q")
+            k, v = tensor_type(k.dims, k_cache.dtype), tensor_type(v.dims, v_cache.dtype)
+        check_paged_cache_write(k, v, *cache_halves(self.k_cache, self.v_cache),
                                 self.slot_mapping.type)
         check_same_type("q_out", self.q_out.type, q, "q")
         check_same_type("k_cache_out", self.k_cache_out.type, k_cache, "k_cache")
@@ -847,44 +524,10 @@ class RopeKvCacheWriteOp(NamedOperandSyntax):
 # --- attention + quant --------------------------------------------------------------------------
 
 
-def _check_attention_output(
-    op_name: str,
-    scheme: QuantScheme,
-    output_scale: TensorType | None,
-    out: TensorType,
-    scale_out: TensorType | None,
-    tokens: int | None,
-    hidden: MaybeDim,
-) -> None:
-    """The quantized attention output, token-major and flattened: `[..., heads * v_head_dim]`.
-
-    `tokens` is the number of query positions (batch * length) when static; the leading dims of
-    `out` must hold that many when they are static too.
-    """
-    kind = _check_kind(op_name, scheme, (STATIC_TENSOR, GROUP, NVFP4))
-    _check_quant_scale_operand(kind, output_scale, "output_scale")
-    check_min_rank("out", out, 2)
-    lead = out.dims[:-1]
-    n = static_numel(lead)
-    if tokens is not None and n is not None and n != tokens:
-        raise VerifyException(
-            f"out has shape {shape_str(out.dims)}: its leading dims must hold the {tokens} query "
-            "positions"
-        )
-    x_dims = (*lead, hidden)
-    if kind == NVFP4:
-        _check_quantized(kind, scheme, x_dims, out, scale_out, "out")
-    else:
-        check_dim("out's last dim (heads * v_head_dim)", out.dims[-1], hidden)
-        check_fp8_results(scheme, (*lead, out.dims[-1]), out, scale_out, "out")
-
-
 @irdl_op_definition
-class AttentionQuantOp(NamedOperandSyntax):
-    """Attention whose kernel writes its output quantized.
-
-    Replaces `attn.attention` -> (transpose, reshape to `[tokens, H * Dv]`) -> `quant.fp8` static
-    or group, or `quant.nvfp4` (vLLM's attention with `output_scale` / `output_block_scale`).
+class AttentionQuantOp(QuantOperation, AttentionOperation, NamedOperandSyntax):
+    """Attention whose kernel writes its output quantized: replaces `attn.attention` ->
+    (transpose, reshape to `[tokens, H * Dv]`) -> `quant.fp8` static or group, or `quant.nvfp4`.
 
     ```mlir
     %o = fused.attention_quant %q, %k, %v, output_scale %s
@@ -893,10 +536,9 @@ class AttentionQuantOp(NamedOperandSyntax):
            !irfuse.tensor<[1, 8, s0, 128], bf16>, !irfuse.tensor<[], f32>)
         -> !irfuse.tensor<[s0, 4096], f8E4M3FN>
     ```
-    Operands and properties as `attn.attention`; `out` is the output in token-major order,
-    flattened to `[..., Hq * Dv]` (the layout the quant saw). static_tensor takes
-    `output_scale` (`divide`: `x / s`, as `quant.fp8`); group yields `scale_out [..., Hq * Dv / g]`; nvfp4 takes the global scale as
-    `output_scale` and yields ui8 `out [M, Hq * Dv / 2]` and swizzled `scale_out`.
+    Operands and properties as `attn.attention`'s; `out` is the output token-major, flattened to
+    `[..., Hq * Dv]` (the layout the quant saw). `output_scale` is the static or NVFP4 global
+    scale; group and NVFP4 yield `scale_out`.
     """
 
     name = "fused.attention_quant"
@@ -910,87 +552,36 @@ class AttentionQuantOp(NamedOperandSyntax):
     out = result_def(TensorType)
     scale_out = opt_result_def(TensorType)
 
-    scale = prop_def(FloatAttr[Float64Type])
-    causal = prop_def(BoolAttr, default_value=bool_attr(False))
-    scheme = prop_def(QuantScheme)
-    divide = opt_prop_def(UnitAttr)
-
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     traits = traits_def(Pure())
 
-    def __init__(
-        self,
-        q: SSAValue,
-        k: SSAValue,
-        v: SSAValue,
-        mask: SSAValue | None = None,
-        output_scale: SSAValue | None = None,
-        *,
-        scale: float,
-        causal: bool = False,
-        scheme: QuantScheme,
-        divide: bool = False,
-        result_types: Sequence[Attribute | None] | None = None,
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        if result_types is None:
-            qt: TensorType = q.type  # type: ignore[assignment]
-            vt: TensorType = v.type  # type: ignore[assignment]
-            *batch, hq, lq, _ = qt.dims
-            tokens: Dim = lq if all(b == 1 for b in batch) else _static_product((*batch, lq))
-            hidden = mul_dim(vt.dims[-1], hq) if isinstance(hq, int) else None
-            result_types = _quant_result_types(scheme, (tokens, hidden), qt.dtype)
-        super().__init__(
-            operands=[q, k, v, mask, output_scale],
-            result_types=list(result_types),
-            properties={
-                "scale": f64_attr(scale),
-                "causal": bool_attr(causal),
-                "scheme": scheme,
-                "divide": UnitAttr() if divide else None,
-            },
-            attributes=attributes,
-        )
+    SCHEMES: ClassVar = (STATIC_TENSOR, GROUP, NVFP4)
+
+    @classmethod
+    def infer_result_types(cls, q, v, scheme, **_: Any) -> list[Any]:
+        *batch, hq, lq, _ = q.type.dims
+        hidden = mul_dim(v.type.dims[-1], hq) if isinstance(hq, int) else None
+        return quant_result_types(scheme, (flattened_tokens((*batch, lq)), hidden), q.type.dtype)
 
     def verify_(self) -> None:
-        check_scale(self.scale)
-        dims = check_attention(
-            self.q.type,
-            self.k.type,
-            self.v.type,
-            opt_type(self.mask),
+        super().verify_()
+        *batch, hq, lq, dv = check_attention(
+            self.q.type, self.k.type, self.v.type, opt_type(self.mask),
             bool(self.causal.value.data),
         )
-        *batch, hq, lq, dv = dims
-        tokens = static_numel((*batch, lq))
-        hidden = mul_dim(dv, hq) if isinstance(hq, int) else None
-        _check_attention_output(
-            self.name,
-            self.scheme,
-            opt_type(self.output_scale),
-            self.out.type,
-            opt_type(self.scale_out),
-            tokens,
-            hidden,
+        check_attention_output(
+            self, opt_type(self.output_scale), self.out.type, opt_type(self.scale_out),
+            static_numel((*batch, lq)), mul_dim(dv, hq) if isinstance(hq, int) else None,
         )
-
-
-def _static_product(dims: Sequence[Dim]) -> Dim:
-    n = static_numel(dims)
-    if n is None:
-        raise ValueError(f"give result_types: cannot flatten {shape_str(dims)}")
-    return n
 
 
 @irdl_op_definition
 class PagedDecodeQuantOp(NamedOperandSyntax):
-    """Decode attention over a paged KV cache, read in place, its output written quantized.
-
-    Replaces the gather of each sequence's pages through its block-table row
-    (`cache[block_table]` viewed `[B, Hk, MB * BS, D]`), the mask of its first `seq_lens[b]`
-    positions, `attn.attention` of one query per sequence over them, and the quant of the
-    output (`rewrites/paged_decode.py` says what is matched).
+    """Decode attention over a paged KV cache, read in place, its output written quantized:
+    replaces the gather of each sequence's pages through its block-table row, the mask of its
+    first `seq_lens[b]` positions, `attn.attention` of one query per sequence over them, and the
+    quant of the output.
 
     ```mlir
     %o = fused.paged_decode_quant %q, %k_cache, %v_cache, %block_table, %seq_lens, %s
@@ -1001,9 +592,8 @@ class PagedDecodeQuantOp(NamedOperandSyntax):
         -> !irfuse.tensor<[s0, 4096], f8E4M3FN>
     ```
     q `[B, Hq, 1, D]`; caches `[num_blocks, block_size, Hk, D]`; block_table `[B, MB]` and
-    seq_lens `[B]` integers. `out` is the output flattened to `[B, Hq * D]` (the layout the
-    quant saw); static_tensor takes `output_scale` (`divide`: `x / s`), nvfp4 the global scale,
-    and yields ui8 `out [B, Hq * D / 2]` and swizzled `scale_out`.
+    seq_lens `[B]` integers. `out` is the output flattened to `[B, Hq * D]`; static_tensor or
+    nvfp4 (which yields `scale_out`), `output_scale` the static or global scale.
     """
 
     name = "fused.paged_decode_quant"
@@ -1024,37 +614,10 @@ class PagedDecodeQuantOp(NamedOperandSyntax):
 
     traits = traits_def(Pure())
 
-    def __init__(
-        self,
-        q: SSAValue,
-        k_cache: SSAValue,
-        v_cache: SSAValue,
-        block_table: SSAValue,
-        seq_lens: SSAValue,
-        output_scale: SSAValue,
-        *,
-        scale: float,
-        scheme: QuantScheme,
-        divide: bool = False,
-        result_types: Sequence[Attribute | None],
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        super().__init__(
-            operands=[q, k_cache, v_cache, block_table, seq_lens, output_scale],
-            result_types=list(result_types),
-            properties={
-                "scale": f64_attr(scale),
-                "scheme": scheme,
-                "divide": UnitAttr() if divide else None,
-            },
-            attributes=attributes,
-        )
-
     def verify_(self) -> None:
         check_scale(self.scale)
-        q: TensorType = self.q.type  # type: ignore[assignment]
-        kc: TensorType = self.k_cache.type  # type: ignore[assignment]
-        vc: TensorType = self.v_cache.type  # type: ignore[assignment]
+        check_quant_properties(self, (STATIC_TENSOR, NVFP4))
+        q, kc, vc = self.q.type, self.k_cache.type, self.v_cache.type
         check_float("q", q)
         check_rank("q", q, 4)
         b, hq, one, d = q.dims
@@ -1064,38 +627,23 @@ class PagedDecodeQuantOp(NamedOperandSyntax):
         check_same_type("v_cache", vc, kc, "k_cache")
         if kc.dtype != q.dtype:
             raise VerifyException(f"the caches hold {kc.dtype}, expected q's {q.dtype}")
-        hk = kc.dims[2]
-        if isinstance(hq, int) and isinstance(hk, int) and (hk == 0 or hq % hk):
-            raise VerifyException(
-                f"q's {hq} heads are not a multiple of the cache's {hk} heads (grouped-query "
-                "attention)"
-            )
-        table: TensorType = self.block_table.type  # type: ignore[assignment]
-        lens: TensorType = self.seq_lens.type  # type: ignore[assignment]
+        check_gqa(hq, kc.dims[2], "the cache's")
+        table, lens = self.block_table.type, self.seq_lens.type
         check_integer("block_table", table)
         check_rank("block_table", table, 2)
         check_dim("block_table's rows", table.dims[0], b)
         check_integer("seq_lens", lens)
         check_shape("seq_lens", lens, (b,))
-        _check_attention_output(
-            self.name,
-            self.scheme,
-            opt_type(self.output_scale),
-            self.out.type,
-            opt_type(self.scale_out),
-            b if isinstance(b, int) else None,
-            mul_dim(d, hq) if isinstance(hq, int) else None,
+        check_attention_output(
+            self, self.output_scale.type, self.out.type, opt_type(self.scale_out),
+            b if isinstance(b, int) else None, mul_dim(d, hq) if isinstance(hq, int) else None,
         )
-        if self.scheme.kind.data not in (STATIC_TENSOR, NVFP4):
-            raise VerifyException(f"{self.name} takes a static_tensor or nvfp4 scheme")
 
 
 @irdl_op_definition
-class MlaAttentionQuantOp(NamedOperandSyntax):
-    """MLA attention whose kernel writes its output quantized.
-
-    Replaces `attn.mla_attention` -> (reshape to `[T, H * v]`) -> `quant.fp8` static or group, or
-    `quant.nvfp4` (vLLM's `MLAAttnQuantFusionPass`).
+class MlaAttentionQuantOp(QuantOperation, MlaOperation, NamedOperandSyntax):
+    """MLA attention whose kernel writes its output quantized: replaces `attn.mla_attention` ->
+    (reshape to `[T, H * v]`) -> `quant.fp8` static or group, or `quant.nvfp4`.
 
     ```mlir
     %o, %s = fused.mla_attention_quant %q, %kv_c, %k_pe, %w
@@ -1106,11 +654,9 @@ class MlaAttentionQuantOp(NamedOperandSyntax):
            !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>)
         -> (!irfuse.tensor<[s0, 2048], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 16], f32>)
     ```
-    Operands and properties as `attn.mla_attention`, token-major (`[T, H, v]` out, no mask) or
-    `batch_major` (`[..., H, Lq, v]` out, an optional mask), plus `output_scale` (static_tensor
-    scale or nvfp4 global scale); `out` is the output token-major and flattened,
-    `[T, H * v_head_dim]` (batch-major: `[... * Lq, H * v_head_dim]`); `divide` as
-    `fused.attention_quant`.
+    Operands and properties as `attn.mla_attention`'s, plus `output_scale` (the static or NVFP4
+    global scale); `out` is the output token-major and flattened, `[T, H * v_head_dim]`
+    (batch-major: `[... * Lq, H * v_head_dim]`).
     """
 
     name = "fused.mla_attention_quant"
@@ -1125,145 +671,43 @@ class MlaAttentionQuantOp(NamedOperandSyntax):
     out = result_def(TensorType)
     scale_out = opt_result_def(TensorType)
 
-    num_heads = prop_def(IntegerAttr[I64])
-    qk_nope_head_dim = prop_def(IntegerAttr[I64])
-    qk_rope_head_dim = prop_def(IntegerAttr[I64])
-    v_head_dim = prop_def(IntegerAttr[I64])
-    kv_lora_rank = prop_def(IntegerAttr[I64])
-    scale = prop_def(FloatAttr[Float64Type])
-    causal = prop_def(BoolAttr, default_value=bool_attr(False))
-    batch_major = prop_def(BoolAttr, default_value=bool_attr(False))
-    scheme = prop_def(QuantScheme)
-    divide = opt_prop_def(UnitAttr)
-
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     traits = traits_def(Pure())
 
-    def __init__(
-        self,
-        q: SSAValue,
-        kv_c: SSAValue,
-        k_pe: SSAValue,
-        kv_b_weight: SSAValue,
-        mask: SSAValue | None = None,
-        output_scale: SSAValue | None = None,
-        *,
-        num_heads: int,
-        qk_nope_head_dim: int,
-        qk_rope_head_dim: int,
-        v_head_dim: int,
-        kv_lora_rank: int,
-        scale: float,
-        causal: bool = False,
-        batch_major: bool = False,
-        scheme: QuantScheme,
-        divide: bool = False,
-        result_types: Sequence[Attribute | None] | None = None,
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        if result_types is None:
-            qt: TensorType = q.type  # type: ignore[assignment]
-            tokens: Dim = (
-                _static_product((*qt.dims[:-3], qt.dims[-2])) if batch_major else qt.dims[0]
-            )
-            result_types = _quant_result_types(scheme, (tokens, num_heads * v_head_dim), qt.dtype)
-        props = mla_properties(
-            num_heads, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, kv_lora_rank, scale, causal
-        )
-        props["batch_major"] = bool_attr(batch_major)
-        props["scheme"] = scheme
-        if divide:
-            props["divide"] = UnitAttr()
-        super().__init__(
-            operands=[q, kv_c, k_pe, kv_b_weight, mask, output_scale],
-            result_types=list(result_types),
-            properties=props,
-            attributes=attributes,
-        )
+    SCHEMES: ClassVar = (STATIC_TENSOR, GROUP, NVFP4)
+
+    @classmethod
+    def infer_result_types(
+        cls, q, scheme, num_heads, v_head_dim, batch_major=False, **_: Any
+    ) -> list[Any]:
+        dims = q.type.dims
+        tokens = flattened_tokens((*dims[:-3], dims[-2])) if batch_major else dims[0]
+        return quant_result_types(scheme, (tokens, num_heads * v_head_dim), q.type.dtype)
 
     def verify_(self) -> None:
-        batch_major = bool(self.batch_major.value.data)
-        dims = verify_mla_properties(
-            self,
-            self.q.type,
-            self.kv_c.type,
-            self.k_pe.type,
-            self.kv_b_weight.type,
-            mask=opt_type(self.mask),
-            batch_major=batch_major,
-        )
+        super().verify_()
+        batch_major, out = bool(self.batch_major.value.data), self.out.type
+        dims = self.mla_dims(self.q.type, self.kv_c.type, self.k_pe.type, self.kv_b_weight.type,
+                             opt_type(self.mask))
         heads, v_dim = dims[-3] if batch_major else dims[1], dims[-1]
-        out = self.out.type
         if out.rank != 2 or not isinstance(heads, int):
             raise VerifyException(
                 f"out must be [T, num_heads * v_head_dim], got {shape_str(out.dims)}"
             )
-        if batch_major:
-            tokens = static_numel((*dims[:-3], dims[-2]))
-        else:
+        tokens = static_numel((*dims[:-3], dims[-2])) if batch_major else None
+        if not batch_major:
             check_dim("out's token count", out.dims[0], dims[0])
-            tokens = None
-        _check_attention_output(
-            self.name,
-            self.scheme,
-            opt_type(self.output_scale),
-            out,
-            opt_type(self.scale_out),
-            tokens,
-            mul_dim(v_dim, heads),
-        )
+        check_attention_output(self, opt_type(self.output_scale), out, opt_type(self.scale_out),
+                               tokens, mul_dim(v_dim, heads))
 
 
 # --- GEMM + collectives (async TP) --------------------------------------------------------------
 
 
-def _check_gemm(op: GemmReduceScatterOp | AllGatherGemmOp) -> tuple[tuple[Dim, Dim], Attribute]:
-    """The product of a fused GEMM op, plain or scaled; returns its (local) dims and dtype."""
-    a, b = op.a.type, op.b.type
-    bias = opt_type(op.bias)
-    scale_a, scale_b = opt_type(op.scale_a), opt_type(op.scale_b)
-    out_dtype = op.out_dtype
-    if (scale_a is None) != (scale_b is None):
-        raise VerifyException("scale_a and scale_b come together (a scaled GEMM) or not at all")
-    if scale_a is None:
-        dims, dtype = check_matmul(a, b, bias)
-        if out_dtype is not None and out_dtype != dtype:
-            raise VerifyException(f"out_dtype {out_dtype} differs from a's dtype {dtype}")
-        return dims, dtype
-    if out_dtype is None:
-        raise VerifyException("a scaled GEMM needs out_dtype")
-    dims = check_scaled_matmul(a, b, scale_a, scale_b, bias, out_dtype)  # type: ignore[arg-type]
-    return dims, out_dtype
-
-
-def _check_c(c: TensorType, dims: Sequence[MaybeDim], dtype: Attribute) -> None:
-    check_shape("c", c, dims)
-    if c.dtype != dtype:
-        raise VerifyException(f"c has dtype {c.dtype}, expected {dtype}")
-
-
-@irdl_op_definition
-class GemmReduceScatterOp(NamedOperandSyntax):
-    """A GEMM whose result is reduce-scattered over the TP group, overlapped (async TP).
-
-    Replaces `gemm.matmul` or `gemm.scaled_matmul` followed by `coll.reduce_scatter` (torch's
-    `symm_mem.fused_matmul_reduce_scatter` and the scaled variant).
-
-    ```mlir
-    %c = fused.gemm_reduce_scatter %a, %b {group = "tp", world_size = 4 : i64}
-        : (!irfuse.tensor<[256, 4096], bf16>, !irfuse.tensor<[4096, 4096], bf16>)
-        -> !irfuse.tensor<[64, 4096], bf16>
-    %c2 = fused.gemm_reduce_scatter %a8, %b8, scale_a %sa, scale_b %sb
-            {group = "tp", world_size = 4 : i64, out_dtype = bf16}
-        : (!irfuse.tensor<[256, 4096], f8E4M3FN>, !irfuse.tensor<[4096, 4096], f8E4M3FN>,
-           !irfuse.tensor<[], f32>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[64, 4096], bf16>
-    ```
-    The product follows `gemm.matmul` (no scales) or `gemm.scaled_matmul` (both scales and
-    `out_dtype`); `c` is its shard along `dim` (0 or 1), which world_size must divide.
-    """
-
-    name = "fused.gemm_reduce_scatter"
+class GemmCollectiveOperation(CollectiveOperation, NamedOperandSyntax):
+    """A GEMM fused with a collective along `dim`: `gemm.matmul` without scales, or
+    `gemm.scaled_matmul` with both scales and `out_dtype`."""
 
     a = operand_def(TensorType)
     b = operand_def(TensorType)
@@ -1273,141 +717,105 @@ class GemmReduceScatterOp(NamedOperandSyntax):
 
     c = result_def(TensorType)
 
-    group = prop_def(StringAttr)
-    world_size = prop_def(IntegerAttr[I64])
     dim = prop_def(IntegerAttr[I64], default_value=i64_attr(0))
-    reduce_op = prop_def(StringAttr, default_value=StringAttr("sum"))
-    out_dtype = opt_prop_def(TypeAttribute)
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
-    def __init__(
-        self,
-        a: SSAValue,
-        b: SSAValue,
-        scale_a: SSAValue | None = None,
-        scale_b: SSAValue | None = None,
-        bias: SSAValue | None = None,
-        *,
-        group: str,
-        world_size: int,
-        dim: int = 0,
-        reduce_op: str = "sum",
-        out_dtype: Attribute | None = None,
-        result_type: Attribute | None = None,
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        if result_type is None:
-            at: TensorType = a.type  # type: ignore[assignment]
-            dims = scattered_dims((at.dims[0], b.type.dims[1]), dim % 2, world_size)  # type: ignore[attr-defined]
-            if None in dims:
-                raise ValueError("give result_type: the scattered dim is symbolic")
-            result_type = tensor_type(dims, out_dtype or at.dtype)  # type: ignore[arg-type]
-        super().__init__(
-            operands=[a, b, scale_a, scale_b, bias],
-            result_types=[result_type],
-            properties={
-                "group": StringAttr(group),
-                "world_size": i64_attr(world_size),
-                "dim": i64_attr(dim),
-                "reduce_op": StringAttr(reduce_op),
-                "out_dtype": out_dtype,
-            },
-            attributes=attributes,
-        )
+    def product(self) -> tuple[tuple[Dim, Dim], Attribute]:
+        """Check the (local) product; returns its dims and dtype."""
+        a, b, bias = self.a.type, self.b.type, opt_type(self.bias)
+        scale_a, scale_b = opt_type(self.scale_a), opt_type(self.scale_b)
+        out_dtype = self.properties.get("out_dtype")
+        if (scale_a is None) != (scale_b is None):
+            raise VerifyException("scale_a and scale_b come together (a scaled GEMM) or not at all")
+        if scale_a is None:
+            dims, dtype = check_matmul(a, b, bias)
+            if out_dtype is not None and out_dtype != dtype:
+                raise VerifyException(f"out_dtype {out_dtype} differs from a's dtype {dtype}")
+            return dims, dtype
+        if out_dtype is None:
+            raise VerifyException("a scaled GEMM needs out_dtype")
+        return check_scaled_matmul(a, b, scale_a, scale_b, bias, out_dtype), out_dtype
 
-    def verify_(self) -> None:
-        ws = check_world_size(self.world_size)
-        check_reduce_op(self.reduce_op)
-        dims, dtype = _check_gemm(self)
-        d = normalize_dim(_int(self.dim), 2, "dim")
-        _check_c(self.c.type, scattered_dims(dims, d, ws), dtype)
+    def check_c(self, dims: Sequence[MaybeDim], dtype: Attribute) -> None:
+        c = self.c.type
+        check_shape("c", c, dims)
+        if c.dtype != dtype:
+            raise VerifyException(f"c has dtype {c.dtype}, expected {dtype}")
 
 
 @irdl_op_definition
-class AllGatherGemmOp(NamedOperandSyntax):
-    """A GEMM on a row-sharded a that is all-gathered first, overlapped (async TP).
+class GemmReduceScatterOp(GemmCollectiveOperation):
+    """A GEMM whose result is reduce-scattered over the TP group, overlapped (async TP):
+    replaces `gemm.matmul` or `gemm.scaled_matmul` followed by `coll.reduce_scatter`.
 
-    Replaces `coll.all_gather` (dim 0) of a followed by `gemm.matmul` or `gemm.scaled_matmul`
-    (torch's `symm_mem.fused_all_gather_matmul` and the scaled variant).
+    ```mlir
+    %c2 = fused.gemm_reduce_scatter %a8, %b8, scale_a %sa, scale_b %sb
+            {group = "tp", world_size = 4 : i64, out_dtype = bf16}
+        : (!irfuse.tensor<[256, 4096], f8E4M3FN>, !irfuse.tensor<[4096, 4096], f8E4M3FN>,
+           !irfuse.tensor<[], f32>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[64, 4096], bf16>
+    ```
+    `c` is the product's shard along `dim` (0 or 1), which world_size must divide.
+    """
+
+    name = "fused.gemm_reduce_scatter"
+
+    reduce_op = prop_def(StringAttr, default_value=StringAttr("sum"))
+    out_dtype = opt_prop_def(TypeAttribute)
+
+    @classmethod
+    def infer_result_types(cls, a, b, world_size, dim=0, out_dtype=None, **_: Any) -> list[Any]:
+        product = product_type(a, b, out_dtype)
+        return [derived_type(product, scattered_dims(product.dims, dim % 2, world_size))]
+
+    def verify_(self) -> None:
+        super().verify_()
+        check_reduce_op(self.reduce_op)
+        dims, dtype = self.product()
+        d = normalize_dim(self.dim.value.data, 2, "dim")
+        self.check_c(scattered_dims(dims, d, self.world_size.value.data), dtype)
+
+
+@irdl_op_definition
+class AllGatherGemmOp(GemmCollectiveOperation):
+    """A GEMM on a row-sharded a that is all-gathered first, overlapped (async TP): replaces
+    `coll.all_gather` (dim 0) of a followed by `gemm.matmul` or `gemm.scaled_matmul`.
 
     ```mlir
     %c = fused.all_gather_gemm %a, %b {group = "tp", world_size = 4 : i64}
         : (!irfuse.tensor<[64, 4096], bf16>, !irfuse.tensor<[4096, 1024], bf16>)
         -> !irfuse.tensor<[256, 1024], bf16>
     ```
-    a is this rank's shard `[M / world_size, K]`; row-wise `scale_a` is the shard's `[M /
-    world_size, 1]` (gathered with a); `c` is `[M, N]`. Only `dim = 0` is a GEMM gather.
+    a is this rank's shard `[M / world_size, K]` (a row-wise `scale_a` the shard's); `c` is
+    `[M, N]`.
     """
 
     name = "fused.all_gather_gemm"
 
-    a = operand_def(TensorType)
-    b = operand_def(TensorType)
-    scale_a = opt_operand_def(TensorType)
-    scale_b = opt_operand_def(TensorType)
-    bias = opt_operand_def(TensorType)
-
-    c = result_def(TensorType)
-
-    group = prop_def(StringAttr)
-    world_size = prop_def(IntegerAttr[I64])
-    dim = prop_def(IntegerAttr[I64], default_value=i64_attr(0))
     out_dtype = opt_prop_def(TypeAttribute)
 
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
-
-    def __init__(
-        self,
-        a: SSAValue,
-        b: SSAValue,
-        scale_a: SSAValue | None = None,
-        scale_b: SSAValue | None = None,
-        bias: SSAValue | None = None,
-        *,
-        group: str,
-        world_size: int,
-        out_dtype: Attribute | None = None,
-        result_type: Attribute | None = None,
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        if result_type is None:
-            at: TensorType = a.type  # type: ignore[assignment]
-            rows = mul_dim(at.dims[0], world_size)
-            if rows is None:
-                raise ValueError("give result_type: a's row count is symbolic")
-            result_type = tensor_type((rows, b.type.dims[1]), out_dtype or at.dtype)  # type: ignore[attr-defined]
-        super().__init__(
-            operands=[a, b, scale_a, scale_b, bias],
-            result_types=[result_type],
-            properties={
-                "group": StringAttr(group),
-                "world_size": i64_attr(world_size),
-                "dim": i64_attr(0),
-                "out_dtype": out_dtype,
-            },
-            attributes=attributes,
-        )
+    @classmethod
+    def infer_result_types(cls, a, b, world_size, out_dtype=None, **_: Any) -> list[Any]:
+        product = product_type(a, b, out_dtype)
+        return [derived_type(product, (mul_dim(product.dims[0], world_size), product.dims[1]))]
 
     def verify_(self) -> None:
-        ws = check_world_size(self.world_size)
-        if _int(self.dim) != 0:
+        super().verify_()
+        if self.dim.value.data != 0:
             raise VerifyException(
-                f"all_gather_gemm gathers a along dim 0, got dim {_int(self.dim)}"
+                f"all_gather_gemm gathers a along dim 0, got dim {self.dim.value.data}"
             )
-        (m, n), dtype = _check_gemm(self)
-        _check_c(self.c.type, (mul_dim(m, ws), n), dtype)
+        (m, n), dtype = self.product()
+        self.check_c((mul_dim(m, self.world_size.value.data), n), dtype)
 
 
-# --- norm + pad --------------------------------------------------------------------------------
+# --- norm + pad ---------------------------------------------------------------------------------
 
 
 @irdl_op_definition
-class RmsNormPadOp(NamedOperandSyntax):
-    """(Residual add +) RMSNorm + constant pad of the last dim, in one kernel.
-
-    Replaces `norm.rms_norm` or `norm.add_rms_norm` whose `y` is padded by `act.pad` (AITER's
-    `triton_add_rmsnorm_pad` on ROCm; GPT-OSS pads hidden 2880 for its experts).
+class RmsNormPadOp(NormOperation, NamedOperandSyntax):
+    """(Residual add +) RMSNorm + constant pad of the last dim, in one kernel: replaces
+    `norm.rms_norm` or `norm.add_rms_norm` whose `y` is padded by `act.pad`.
 
     ```mlir
     %p, %r = fused.rms_norm_pad %x, residual %res, %w
@@ -1416,11 +824,9 @@ class RmsNormPadOp(NamedOperandSyntax):
            !irfuse.tensor<[2880], bf16>)
         -> (!irfuse.tensor<[s0, 3072], bf16>, residual_out !irfuse.tensor<[s0, 2880], bf16>)
     ```
-    `out` is the norm with `low` columns of `value` before each row and `high` after (the pad's
-    own amounts: any hidden size, any multiple). `residual_out` exists iff `residual` does.
-    `round_sum` is `norm.add_rms_norm`'s; the unit property `weight_f32` marks a weight product
-    in float32 rounded once (`(w * normed).to(dtype)`, GPT-OSS's and `F.rms_norm`'s order)
-    instead of the rounded norm times the weight in the model dtype.
+    `out` is the norm padded as `act.pad` pads. `round_sum` is `norm.add_rms_norm`'s;
+    `weight_f32` marks a weight product in float32 rounded once (`(w * normed).to(dtype)`,
+    `F.rms_norm`'s order) instead of the rounded norm times the weight in the model dtype.
     """
 
     name = "fused.rms_norm_pad"
@@ -1432,8 +838,6 @@ class RmsNormPadOp(NamedOperandSyntax):
     out = result_def(TensorType)
     residual_out = opt_result_def(TensorType)
 
-    eps = prop_def(FloatAttr[Float64Type])
-    weight_offset = prop_def(FloatAttr[Float64Type], default_value=f64_attr(0.0))
     low = prop_def(IntegerAttr[I64])
     high = prop_def(IntegerAttr[I64])
     value = prop_def(FloatAttr[Float64Type], default_value=f64_attr(0.0))
@@ -1444,74 +848,34 @@ class RmsNormPadOp(NamedOperandSyntax):
 
     traits = traits_def(Pure())
 
-    def __init__(
-        self,
-        x: SSAValue,
-        residual: SSAValue | None,
-        weight: SSAValue,
-        *,
-        eps: float,
-        low: int = 0,
-        high: int,
-        value: float = 0.0,
-        weight_offset: float = 0.0,
-        round_sum: bool = False,
-        weight_f32: bool = False,
-        result_types: Sequence[Attribute | None] | None = None,
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        if result_types is None:
-            xt: TensorType = x.type  # type: ignore[assignment]
-            dims = pad_dims(xt, low, high)
-            if None in dims:
-                raise ValueError(f"give result_types: the last dim of {xt} is symbolic")
-            result_types = [tensor_type(dims, xt.dtype), None if residual is None else xt]  # type: ignore[arg-type]
-        super().__init__(
-            operands=[x, residual, weight],
-            result_types=list(result_types),
-            properties={
-                "eps": f64_attr(eps),
-                "weight_offset": f64_attr(weight_offset),
-                "low": i64_attr(low),
-                "high": i64_attr(high),
-                "value": f64_attr(value),
-                "round_sum": UnitAttr() if round_sum else None,
-                "weight_f32": UnitAttr() if weight_f32 else None,
-            },
-            attributes=attributes,
-        )
+    BUILD_DEFAULTS: ClassVar = {"low": 0}
+
+    @classmethod
+    def infer_result_types(cls, x, high, low, residual=None, **_: Any) -> list[Any]:
+        return [derived_type(x.type, pad_dims(x.type, low, high)),
+                None if residual is None else x.type]
 
     def verify_(self) -> None:
-        check_eps(self.eps)
-        x, weight, residual = self.x.type, self.weight.type, opt_type(self.residual)
-        check_norm_weight(x, weight)
-        if self.round_sum is not None and residual is None:
-            raise VerifyException("round_sum applies to a norm with a residual only")
-        if (residual is None) != (self.residual_out is None):
-            raise VerifyException("residual_out exists exactly when residual does")
-        if residual is not None:
-            check_float("residual", residual)
-            check_shape("residual", residual, x.dims)
-            check_norm_result("residual_out", self.residual_out.type, x, residual)  # type: ignore[union-attr]
+        super().verify_()
+        x = self.x.type
+        check_norm_weight(x, self.weight.type)
+        check_residual(x, opt_type(self.residual), opt_type(self.residual_out), self.round_sum)
         if math.isnan(self.value.value.data):
             raise VerifyException("a NaN pad value is not supported")
         out = self.out.type
         check_shape("out", out, pad_dims(x, self.low.value.data, self.high.value.data))
-        check_norm_dtype("out", out, x, weight)
+        check_float("out", out)
 
 
-# --- vLLM's attention calls -----------------------------------------------------------------------
+# --- vLLM's attention calls ---------------------------------------------------------------------
 
 
 @irdl_op_definition
-class VllmAttentionQuantOp(NamedOperandSyntax):
+class VllmAttentionQuantOp(QuantOperation, VllmAttentionOperation, NamedOperandSyntax):
     """vLLM's attention of one layer with its output written quantized, by an irfuse kernel that
-    reads the layer's paged cache through vLLM's forward context.
-
-    Replaces `attn.vllm_attention` (or, with `mla`, `attn.vllm_mla_attention`) -> its output
-    flattened token-major -> `quant.fp8` static or `quant.nvfp4`, where the layer's backend does
-    not take the quant itself (where it does, fuse-attn-quant gives vLLM's call its
-    `output_scale` instead, as vLLM does).
+    reads the layer's cache through vLLM's forward context: replaces `attn.vllm_attention` (with
+    `mla`, `attn.vllm_mla_attention`) -> its output flattened -> `quant.fp8` static or
+    `quant.nvfp4`, where the layer's backend does not take the quant itself.
 
     ```mlir
     %o = fused.vllm_attention_quant %q, %k, %v, %s, kv_cache_dep %dep, layer %ln
@@ -1521,9 +885,8 @@ class VllmAttentionQuantOp(NamedOperandSyntax):
            !irfuse.opaque<"LayerName">) -> !irfuse.tensor<[s0, 4096], f8E4M3FN>
     ```
     Operands as the attention op's (q, k, v; with `mla`: q, kv_c_normed, k_pe), then the quant's
-    scale (static_tensor: the FP8 scale, `divide` for `x / s`; nvfp4: the global scale). `out` is
-    the attention output `[T, H * Dv]` quantized (nvfp4: ui8 `[T, H * Dv / 2]` and the swizzled
-    `scale_out`).
+    scale (static_tensor: the FP8 scale; nvfp4: the global scale). `out` is the attention output
+    `[T, H * Dv]` quantized (nvfp4: ui8 `[T, H * Dv / 2]` and the swizzled `scale_out`).
     """
 
     name = "fused.vllm_attention_quant"
@@ -1532,78 +895,40 @@ class VllmAttentionQuantOp(NamedOperandSyntax):
     k = operand_def(TensorType)
     v = operand_def(TensorType)
     output_scale = operand_def(TensorType)
-    kv_cache_dep = opt_operand_def(TensorType)
-    layer = opt_operand_def()
 
     out = result_def(TensorType)
     scale_out = opt_result_def(TensorType)
 
-    layer_name = prop_def(StringAttr)
-    scheme = prop_def(QuantScheme)
-    divide = opt_prop_def(UnitAttr)
     mla = opt_prop_def(UnitAttr)
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
-    def __init__(
-        self,
-        q: SSAValue,
-        k: SSAValue,
-        v: SSAValue,
-        output_scale: SSAValue,
-        kv_cache_dep: SSAValue | None = None,
-        layer: SSAValue | None = None,
-        *,
-        layer_name: str,
-        scheme: QuantScheme,
-        divide: bool = False,
-        mla: bool = False,
-        result_types: Sequence[Attribute | None],
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        super().__init__(
-            operands=[q, k, v, output_scale, kv_cache_dep, layer],
-            result_types=list(result_types),
-            properties={
-                "layer_name": StringAttr(layer_name),
-                "scheme": scheme,
-                "divide": UnitAttr() if divide else None,
-                "mla": UnitAttr() if mla else None,
-            },
-            attributes=attributes,
-        )
+    SCHEMES: ClassVar = (STATIC_TENSOR, NVFP4)
 
     def verify_(self) -> None:
-        check_layer(self.layer_name, self.layer)
-        check_dep(self.kv_cache_dep)
-        kind = _check_kind(self.name, self.scheme, (STATIC_TENSOR, NVFP4))
-        out: TensorType = self.out.type  # type: ignore[assignment]
-        q: TensorType = self.q.type  # type: ignore[assignment]
+        super().verify_()
+        out, q = self.out.type, self.q.type
         check_float("q", q)
         check_rank("q", q, 3)
         check_rank("out", out, 2)
         check_dim("out's token count", out.dims[0], q.dims[0])
         if self.mla is None:
-            _, hq, dv = check_vllm_attention(q, self.k.type, self.v.type)  # type: ignore[arg-type]
+            _, hq, dv = check_vllm_attention(q, self.k.type, self.v.type)
             hidden: MaybeDim = mul_dim(dv, hq) if isinstance(hq, int) else None
         else:
             width = out.dims[1]
-            hidden = width * 2 if kind == NVFP4 and isinstance(width, int) else width
-        _check_attention_output(self.name, self.scheme, self.output_scale.type,  # type: ignore[arg-type]
-                                out, opt_type(self.scale_out), None, hidden)
-        if self.divide is not None and kind != STATIC_TENSOR:
-            raise VerifyException("divide is a static FP8 quant's spelling")
+            hidden = width * 2 if self.scheme.is_nvfp4 and isinstance(width, int) else width
+        check_attention_output(self, self.output_scale.type, out, opt_type(self.scale_out), None,
+                               hidden)
 
 
 @irdl_op_definition
-class RopeVllmKvCacheUpdateOp(NamedOperandSyntax):
-    """RoPE of q and k (after their per-head norms, when `q_weight`/`k_weight` are given) and
-    vLLM's KV-cache write of the rotated k and of v, in one kernel that writes the layer's cache
-    (found through vLLM's forward context) and returns the rotated q and k.
-
-    Replaces `attn.rope` (or `fused.qk_norm_rope`) whose rotated k is written by
-    `attn.vllm_kv_cache_update` (vLLM's `fused_rope_and_unified_kv_cache_update`, ROCm only
-    there). The rotated k is a result: vLLM's attention reads it too.
+class RopeVllmKvCacheUpdateOp(NormOperation, RopeOperation, VllmLayerOperation,
+                              NamedOperandSyntax):
+    """RoPE of q and k (after their per-head norms, with `q_weight`/`k_weight`) and vLLM's
+    KV-cache write of the rotated k and of v into the layer's cache, in one kernel: replaces
+    `attn.rope` (or `fused.qk_norm_rope`) whose rotated k `attn.vllm_kv_cache_update` writes
+    (vLLM's `fused_rope_and_unified_kv_cache_update`). The rotated k is a result too.
 
     ```mlir
     %qr, %kr, %dep = fused.rope_vllm_kv_cache_update %q, %k, %v, positions %pos,
@@ -1616,8 +941,8 @@ class RopeVllmKvCacheUpdateOp(NamedOperandSyntax):
             !irfuse.tensor<[0], bf16>)
     ```
     q `[T, Hq, D]`, k `[T, Hkv, D]`, v `[T, Hkv, Dv]` of one dtype; tables, norm weights and
-    readings as `fused.rope_kv_cache_write`'s; `kv_cache_dep` is vLLM's dummy, which the layer's
-    attention takes.
+    properties as `fused.rope_kv_cache_write`'s; `kv_cache_dep` is vLLM's dummy, which the
+    layer's attention takes.
     """
 
     name = "fused.rope_vllm_kv_cache_update"
@@ -1627,122 +952,37 @@ class RopeVllmKvCacheUpdateOp(NamedOperandSyntax):
     v = operand_def(TensorType)
     q_weight = opt_operand_def(TensorType)
     k_weight = opt_operand_def(TensorType)
-    positions = opt_operand_def(TensorType)
-    cos_sin_cache = opt_operand_def(TensorType)
-    cos = opt_operand_def(TensorType)
-    sin = opt_operand_def(TensorType)
-    layer = opt_operand_def()
 
     q_out = result_def(TensorType)
     k_out = result_def(TensorType)
     kv_cache_dep = result_def(TensorType)
 
-    layer_name = prop_def(StringAttr)
-    is_neox = prop_def(BoolAttr)
-    rotary_dim = prop_def(IntegerAttr[I64])
-    head_dim = prop_def(IntegerAttr[I64])
     eps = opt_prop_def(FloatAttr[Float64Type])
-    weight_offset = prop_def(FloatAttr[Float64Type], default_value=f64_attr(0.0))
     weight_f32 = opt_prop_def(UnitAttr)
     rope_f32 = opt_prop_def(UnitAttr)
 
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    KEYWORD_OPERANDS: ClassVar = (
+        *RopeOperation.KEYWORD_OPERANDS, "q_weight", "k_weight", "layer"
+    )
 
-    def __init__(
-        self,
-        q: SSAValue,
-        k: SSAValue,
-        v: SSAValue,
-        *,
-        q_weight: SSAValue | None = None,
-        k_weight: SSAValue | None = None,
-        positions: SSAValue | None = None,
-        cos_sin_cache: SSAValue | None = None,
-        cos: SSAValue | None = None,
-        sin: SSAValue | None = None,
-        layer: SSAValue | None = None,
-        layer_name: str,
-        is_neox: bool,
-        rotary_dim: int,
-        head_dim: int,
-        eps: float | None = None,
-        weight_offset: float = 0.0,
-        weight_f32: bool = False,
-        rope_f32: bool = False,
-        result_types: Sequence[Attribute] | None = None,
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        if result_types is None:
-            result_types = (q.type, k.type, tensor_type((0,), k.type.dtype))  # type: ignore[attr-defined]
-        super().__init__(
-            operands=[q, k, v, q_weight, k_weight, positions, cos_sin_cache, cos, sin, layer],
-            result_types=list(result_types),
-            properties={
-                "layer_name": StringAttr(layer_name),
-                "is_neox": bool_attr(is_neox),
-                "rotary_dim": i64_attr(rotary_dim),
-                "head_dim": i64_attr(head_dim),
-                "eps": None if eps is None else f64_attr(eps),
-                "weight_offset": f64_attr(weight_offset),
-                "weight_f32": UnitAttr() if weight_f32 else None,
-                "rope_f32": UnitAttr() if rope_f32 else None,
-            },
-            attributes=attributes,
-        )
+    @classmethod
+    def infer_result_types(cls, q, k, **_: Any) -> list[Any]:
+        return [q.type, k.type, tensor_type((0,), k.type.dtype)]
 
     def verify_(self) -> None:
-        check_layer(self.layer_name, self.layer)
-        rotary_dim, head_dim = _int(self.rotary_dim), _int(self.head_dim)
-        check_rotary(rotary_dim, head_dim)
-        check_rope_tables(
-            opt_type(self.positions), opt_type(self.cos_sin_cache), opt_type(self.cos),
-            opt_type(self.sin), rotary_dim,
-        )
+        super().verify_()
         q, k, v = self.q.type, self.k.type, self.v.type
         check_float("q", q)
-        for what, t in (("q", q), ("k", k), ("v", v)):
-            check_rank(what, t, 3)
-            if t.dtype != q.dtype:
-                raise VerifyException(f"{what} has dtype {t.dtype}, expected q's {q.dtype}")
-        check_dim("q's last dim (head_dim)", q.dims[2], head_dim)
-        check_dim("k's last dim (head_dim)", k.dims[2], head_dim)
+        check_rank("q", q, 3)
+        check_same_dtype("k", k, q, "q")
+        self.check_kv_update(k, v, self.kv_cache_dep.type, "q")
+        self.check_heads("q", q)
+        self.check_heads("k", k)
         check_dim("k's token count", k.dims[0], q.dims[0])
         check_dim("v's token count", v.dims[0], q.dims[0])
-        check_dim("v's head count", v.dims[1], k.dims[1])
-        weights = (opt_type(self.q_weight), opt_type(self.k_weight))
-        if (weights[0] is None) != (weights[1] is None):
-            raise VerifyException("q_weight and k_weight go together")
-        if (weights[0] is None) != (self.eps is None):
-            raise VerifyException("eps is given exactly when the norm weights are")
-        if self.eps is not None:
-            check_eps(self.eps)
-            check_norm_weight(q, weights[0], "q")
-            check_norm_weight(k, weights[1], "k")
+        check_qk_norms(q, k, opt_type(self.q_weight), opt_type(self.k_weight), self.eps)
         check_same_type("q_out", self.q_out.type, q, "q")
         check_same_type("k_out", self.k_out.type, k, "k")
-        dep = self.kv_cache_dep.type
-        check_rank("kv_cache_dep", dep, 1)
-        if dep.dtype != k.dtype:
-            raise VerifyException(f"kv_cache_dep has dtype {dep.dtype}, expected k's {k.dtype}")
 
 
-Fused = Dialect(
-    "fused",
-    [
-        RmsNormQuantOp,
-        SiluMulQuantOp,
-        SiluMulQuantNvfp4Op,
-        AllReduceRmsNormOp,
-        QkNormRopeOp,
-        RopeKvCacheWriteOp,
-        AttentionQuantOp,
-        PagedDecodeQuantOp,
-        MlaAttentionQuantOp,
-        GemmReduceScatterOp,
-        AllGatherGemmOp,
-        RmsNormPadOp,
-        VllmAttentionQuantOp,
-        RopeVllmKvCacheUpdateOp,
-    ],
-    [],
-)
+Fused = declared_dialect("fused", globals())

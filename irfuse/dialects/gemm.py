@@ -1,18 +1,17 @@
-"""The `gemm` dialect: matrix products, plain and FP8-scaled.
+"""The `gemm` dialect: matrix products, plain (`aten.mm`, `addmm`, `linear`) and FP8-scaled
+(`aten._scaled_mm`, vLLM's `cutlass_scaled_mm`).
 
-Raising turns `aten.mm` / `aten.addmm` / `aten.linear` into `gemm.matmul`, and `aten._scaled_mm`
-(or vLLM's `cutlass_scaled_mm`) into `gemm.scaled_matmul`. The operand layout is `aten.mm`'s:
-`a [M, K] @ b [K, N]`, so a linear layer's weight appears as its transposed `[K, N]` view.
-The async-TP fusions (`fused.gemm_reduce_scatter`, `fused.all_gather_gemm`) start from these ops
-and reuse their checks (`check_matmul`, `check_scaled_matmul`).
+The operand layout is `aten.mm`'s, `a [M, K] @ b [K, N]`: a linear layer's weight appears as its
+transposed `[K, N]` view. `check_matmul` and `check_scaled_matmul` hold the rules for these ops
+and the async-TP fused ones.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from typing import Any
 
 from xdsl.dialects.builtin import f32
-from xdsl.ir import Attribute, Dialect, Region, SSAValue, TypeAttribute
+from xdsl.ir import Attribute, TypeAttribute
 from xdsl.irdl import (
     irdl_op_definition,
     operand_def,
@@ -24,18 +23,21 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse.dialects.irfuse import Dim, TensorType, tensor_type
-from irfuse.dialects.raised import RaisedOperation
-from irfuse.dialects.shapes import (
+from irfuse.dialects.irfuse import RaisedOperation, TensorType, tensor_type
+from irfuse.ir.dialect import declared_dialect
+from irfuse.ir.shapes import (
+    Dim,
     check_dim,
     check_dtype,
     check_float,
     check_rank,
+    check_same_dtype,
     check_shape,
     is_float,
     is_fp8,
     is_one_element,
 )
+from irfuse.ir.syntax import opt_type
 
 
 def _check_operands(a: TensorType, b: TensorType) -> tuple[Dim, Dim]:
@@ -58,8 +60,7 @@ def check_matmul(
     """A plain product: float a and b of one dtype; returns the result dims and dtype."""
     m, n = _check_operands(a, b)
     check_float("a", a)
-    if b.dtype != a.dtype:
-        raise VerifyException(f"b has dtype {b.dtype}, expected a's {a.dtype}")
+    check_same_dtype("b", b, a, "a")
     _check_bias(bias, n, a.dtype)
     return (m, n), a.dtype
 
@@ -71,13 +72,11 @@ def check_scaled_matmul(
     scale_b: TensorType,
     bias: TensorType | None,
     out_dtype: Attribute,
-    a_rows: Dim | None = None,
 ) -> tuple[Dim, Dim]:
     """An FP8 product `(a * scale_a) @ (b * scale_b)`; returns the result dims.
 
     a and b are fp8; scale_a is f32 per-tensor (one element) or row-wise `[M, 1]`, scale_b
-    per-tensor or column-wise `[1, N]`; the result and bias have `out_dtype`. `a_rows` overrides
-    M for the row-wise check (an all-gathered a is scaled before the gather).
+    per-tensor or column-wise `[1, N]`; the result and bias have `out_dtype`.
     """
     m, n = _check_operands(a, b)
     for what, t in (("a", a), ("b", b)):
@@ -87,25 +86,28 @@ def check_scaled_matmul(
         raise VerifyException(f"out_dtype must be a float dtype, got {out_dtype}")
     check_dtype("scale_a", scale_a, f32)
     check_dtype("scale_b", scale_b, f32)
-    rows = m if a_rows is None else a_rows
     if not is_one_element(scale_a.dims):
-        check_shape("scale_a (per-tensor [1] or row-wise [M, 1])", scale_a, (rows, 1))
+        check_shape("scale_a (per-tensor [1] or row-wise [M, 1])", scale_a, (m, 1))
     if not is_one_element(scale_b.dims):
         check_shape("scale_b (per-tensor [1] or column-wise [1, N])", scale_b, (1, n))
     _check_bias(bias, n, out_dtype)
     return m, n
 
 
+def product_type(a: Any, b: Any, dtype: Attribute | None = None) -> TensorType:
+    """A builder's default: `[M, N]` of `a [M, K] @ b [K, N]`, in `dtype` or a's."""
+    return tensor_type((a.type.dims[0], b.type.dims[1]), dtype or a.type.dtype)
+
+
 @irdl_op_definition
 class MatmulOp(RaisedOperation):
-    """`c = a @ b (+ bias)` on `a [M, K]`, `b [K, N]`.
+    """`c = a @ b (+ bias)` on `a [M, K]`, `b [K, N]`, floats of one dtype (c's and bias's).
 
     ```mlir
     %c = gemm.matmul %a, %b, bias %bias
         : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[4096, 14336], bf16>,
            !irfuse.tensor<[14336], bf16>) -> !irfuse.tensor<[s0, 14336], bf16>
     ```
-    a and b are floats of one dtype; c (and bias) have that dtype.
     """
 
     name = "gemm.matmul"
@@ -118,28 +120,12 @@ class MatmulOp(RaisedOperation):
 
     traits = traits_def(Pure())
 
-    def __init__(
-        self,
-        a: SSAValue,
-        b: SSAValue,
-        bias: SSAValue | None = None,
-        *,
-        result_type: Attribute | None = None,
-        decomposition: Region | None = None,
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        if result_type is None:
-            result_type = tensor_type((a.type.dims[0], b.type.dims[1]), a.type.dtype)  # type: ignore[attr-defined]
-        super().__init__(
-            operands=[a, b, bias],
-            result_types=[result_type],
-            attributes=attributes,
-            regions=[decomposition],
-        )
+    @classmethod
+    def infer_result_types(cls, a, b, **_: Any) -> list[TensorType]:
+        return [product_type(a, b)]
 
     def verify_(self) -> None:
-        bias = None if self.bias is None else self.bias.type
-        dims, dtype = check_matmul(self.a.type, self.b.type, bias)
+        dims, dtype = check_matmul(self.a.type, self.b.type, opt_type(self.bias))
         check_shape("c", self.c.type, dims)
         check_dtype("c", self.c.type, dtype)
 
@@ -149,9 +135,6 @@ class ScaledMatmulOp(RaisedOperation):
     """`c = (a * scale_a) @ (b * scale_b) (+ bias)` in `out_dtype`, on fp8 a and b.
 
     ```mlir
-    %c = gemm.scaled_matmul %a, %b, %sa, %sb {out_dtype = bf16}
-        : (!irfuse.tensor<[s0, 4096], f8E4M3FN>, !irfuse.tensor<[4096, 6144], f8E4M3FN>,
-           !irfuse.tensor<[], f32>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 6144], bf16>
     %r = gemm.scaled_matmul %a, %b, %sa_tok, %sb_ch {out_dtype = bf16}
         : (!irfuse.tensor<[s0, 4096], f8E4M3FN>, !irfuse.tensor<[4096, 6144], f8E4M3FN>,
            !irfuse.tensor<[s0, 1], f32>, !irfuse.tensor<[1, 6144], f32>)
@@ -174,33 +157,14 @@ class ScaledMatmulOp(RaisedOperation):
 
     traits = traits_def(Pure())
 
-    def __init__(
-        self,
-        a: SSAValue,
-        b: SSAValue,
-        scale_a: SSAValue,
-        scale_b: SSAValue,
-        bias: SSAValue | None = None,
-        *,
-        out_dtype: Attribute,
-        result_type: Attribute | None = None,
-        decomposition: Region | None = None,
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        if result_type is None:
-            result_type = tensor_type((a.type.dims[0], b.type.dims[1]), out_dtype)  # type: ignore[attr-defined]
-        super().__init__(
-            operands=[a, b, scale_a, scale_b, bias],
-            result_types=[result_type],
-            properties={"out_dtype": out_dtype},
-            attributes=attributes,
-            regions=[decomposition],
-        )
+    @classmethod
+    def infer_result_types(cls, a, b, out_dtype, **_: Any) -> list[TensorType]:
+        return [product_type(a, b, out_dtype)]
 
     def verify_(self) -> None:
-        bias = None if self.bias is None else self.bias.type
         dims = check_scaled_matmul(
-            self.a.type, self.b.type, self.scale_a.type, self.scale_b.type, bias, self.out_dtype
+            self.a.type, self.b.type, self.scale_a.type, self.scale_b.type, opt_type(self.bias),
+            self.out_dtype,
         )
         c = self.c.type
         check_shape("c", c, dims)
@@ -208,4 +172,4 @@ class ScaledMatmulOp(RaisedOperation):
             raise VerifyException(f"c has dtype {c.dtype} but out_dtype is {self.out_dtype}")
 
 
-Gemm = Dialect("gemm", [MatmulOp, ScaledMatmulOp], [])
+Gemm = declared_dialect("gemm", globals())

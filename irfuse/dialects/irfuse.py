@@ -1,4 +1,5 @@
-"""The `irfuse` dialect: the types every other irfuse dialect uses, and the region terminator.
+"""The `irfuse` dialect: the types every other irfuse dialect uses, the region terminator and the
+base of the raised ops.
 
 Types keep what a torch value is, so that a graph survives FX -> IR -> text -> IR -> FX:
 
@@ -7,8 +8,10 @@ Types keep what a torch value is, so that a graph survives FX -> IR -> text -> I
   through printing and parsing, so a verifier can tell that two `s0` dims agree.
 - `!irfuse.sym<s0>`: a symbolic integer (a SymInt graph input or a size computed in the graph);
   `!irfuse.sym<"s0 > 4", bool>` for the rarer SymBool / SymFloat values.
-- `!irfuse.opaque<"what">`: any other non-tensor value an imported op yields (kept, never inspected).
+- `!irfuse.opaque<"what">`: any other non-tensor value an imported op yields (kept, not inspected).
 
+`RaisedOperation` is the base of the semantic ops: the named-operand syntax (`irfuse.ir.syntax`)
+and the optional `decomposition` region (`irfuse.ir.decomposition`) ended by `irfuse.yield`.
 Dtypes are xDSL's builtin element types (`bf16`, `f8E4M3FN`, `i64`, `ui8`, `i1` for bool, ...);
 `irfuse.dtypes` maps them to and from torch dtypes.
 """
@@ -20,11 +23,12 @@ from collections.abc import Sequence
 
 from xdsl.dialects import builtin
 from xdsl.dialects.builtin import ArrayAttr, IntAttr, StringAttr
-from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, SSAValue, TypeAttribute
+from xdsl.ir import Attribute, Operation, ParametrizedAttribute, SSAValue, TypeAttribute
 from xdsl.irdl import (
     IRDLOperation,
     irdl_attr_definition,
     irdl_op_definition,
+    opt_region_def,
     traits_def,
     var_operand_def,
 )
@@ -33,11 +37,12 @@ from xdsl.printer import Printer
 from xdsl.traits import IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
+from irfuse.ir.decomposition import HasDecomposition
+from irfuse.ir.dialect import declared_dialect
+from irfuse.ir.shapes import Dim, MaybeDim
+from irfuse.ir.syntax import NamedOperandSyntax
+
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-Dim = int | str
-"""A tensor dimension: a static size or a symbolic size expression."""
-
 
 def _print_dim(printer: Printer, dim: Attribute) -> None:
     if isinstance(dim, IntAttr):
@@ -127,6 +132,13 @@ def tensor_type(shape: Sequence[Dim], dtype: Attribute) -> TensorType:
         found = TensorType(ArrayAttr([_dim_attr(d) for d in shape]), dtype)
         _TENSOR_TYPES[key] = found
     return found
+
+
+def derived_type(x: TensorType, dims: Sequence[MaybeDim]) -> TensorType:
+    """A builder's default result type: x's dtype and `dims`, derived from x's (all known)."""
+    if None in dims:
+        raise ValueError(f"give result_type: a dim derived from {x} is symbolic")
+    return tensor_type(dims, x.dtype)  # type: ignore[arg-type]
 
 
 @irdl_attr_definition
@@ -226,6 +238,15 @@ class YieldOp(IRDLOperation):
         Operation.__init__(self, operands=values)
 
 
+class RaisedOperation(NamedOperandSyntax):
+    """Base of the semantic ops: the named-operand syntax and the optional `decomposition`
+    region, which keeps the ATen chain the op was raised from."""
+
+    decomposition = opt_region_def("single_block")
+
+    traits = traits_def(HasDecomposition(YieldOp))
+
+
 IR_DTYPES: tuple[Attribute, ...] = (
     builtin.f32,
     builtin.f64,
@@ -265,4 +286,4 @@ def module_platform(module: builtin.ModuleOp) -> str:
     return attr.data if isinstance(attr, StringAttr) else "cpu"
 
 
-IRFuse = Dialect("irfuse", [YieldOp], [TensorType, SymType, OpaqueType])
+IRFuse = declared_dialect("irfuse", globals())

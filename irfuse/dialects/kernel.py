@@ -4,10 +4,6 @@ Emit's first step lowers every fused op to the `torch.ops.irfuse.*` custom op th
 and records which implementation the platform runs (`triton`, `flashinfer`, `reference`); the
 custom op dispatches to that implementation at run time. The call carries its arguments like
 `aten.call` does (tensors as operands, everything else inline).
-
-```mlir
-%q, %r = kernel.call impl "triton" tuple "irfuse::add_rms_norm_quant_fp8_static.default"(%x, %res, %w, [%s], 1.0e-06, 0.0, f8E4M3FN) : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[4096], bf16>, !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 4096], f8E4M3FN>, !irfuse.tensor<[s0, 4096], bf16>)
-```
 """
 
 from __future__ import annotations
@@ -15,11 +11,11 @@ from __future__ import annotations
 from typing import ClassVar
 
 from xdsl.dialects.builtin import StringAttr
-from xdsl.ir import Dialect
 from xdsl.irdl import irdl_op_definition, prop_def
 from xdsl.utils.exceptions import VerifyException
 
 from irfuse.dialects.aten import CallLikeOp
+from irfuse.ir.dialect import declared_dialect
 
 IMPLS = ("reference", "triton", "flashinfer", "symm_mem")
 """What a call runs: the torch reference (always right, never fast), irfuse's Triton kernel,
@@ -30,7 +26,12 @@ pattern unfused), which no call records."""
 
 @irdl_op_definition
 class CallOp(CallLikeOp):
-    """A call to an irfuse kernel (a `torch.ops.irfuse.*` custom op) with its implementation."""
+    """A call to an irfuse kernel (a `torch.ops.irfuse.*` custom op) with its implementation.
+
+    ```mlir
+    %q, %r = kernel.call impl "triton" tuple "irfuse::add_rms_norm_quant_fp8_static.default"(%x, %res, %w, [%s], 1.0e-06, 0.0, f8E4M3FN) : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[4096], bf16>, !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 4096], f8E4M3FN>, !irfuse.tensor<[s0, 4096], bf16>)
+    ```
+    """
 
     name = "kernel.call"
 
@@ -48,4 +49,4 @@ class CallOp(CallLikeOp):
             raise VerifyException(f"unknown kernel implementation '{self.impl.data}'")
 
 
-Kernel = Dialect("kernel", [CallOp], [])
+Kernel = declared_dialect("kernel", globals())

@@ -1,43 +1,30 @@
 """The `quant` dialect: FP8 and NVFP4 quantization, with the scheme as an attribute.
 
-`#quant.scheme<...>` names how scales are found and shaped (`docs/numerics.md`):
+`#quant.scheme<...>` (`QuantScheme`) names how scales are found and shaped (`docs/numerics.md`):
+static per-tensor (`static_tensor`, an f32 operand of one element), computed per tensor
+(`dynamic_tensor`), per token (`dynamic_token`, `[..., 1]`) or per group (`group 128`,
+`[..., H/g]`, with the flags `col_major`, `tma_aligned` and `ue8m0`), or NVFP4 (`nvfp4`, fp8
+block scales of 16 values, swizzled). Fused ops carry the scheme of the quant they absorbed, so
+one rewrite covers every scheme.
 
-| scheme | syntax | scale |
-|---|---|---|
-| static per-tensor | `#quant.scheme<static_tensor>` | an f32 operand of one element |
-| dynamic per-tensor | `#quant.scheme<dynamic_tensor>` | computed: one f32 element |
-| dynamic per-token | `#quant.scheme<dynamic_token>` | computed: f32 `[..., 1]` |
-| dynamic per-group | `#quant.scheme<group 128, col_major>` | computed: f32 `[..., H/g]` |
-| NVFP4 | `#quant.scheme<nvfp4>` | fp8 block scales of 16 values, swizzled |
-
-Group schemes take a group size of 128 or 64 and three flags: `col_major` (the scales are stored
-transposed, `[H/g, T]` with strides `(1, T)`; the IR keeps the logical `[T, H/g]` shape),
-`tma_aligned` (a column-major layout whose T is padded to a multiple of 4; needs `col_major`) and
-`ue8m0` (scales rounded up to powers of two). Fused ops carry the scheme of the quant they absorbed,
-so one rewrite covers every scheme (vLLM registers one pattern per combination).
-
-A static quant scales by `x * (1 / s)` (vLLM's reference numerics, `docs/numerics.md`), or, with
-the unit property `divide`, by `x / s` in f32, as a model that spells its quant with a division
-computes it. The two round differently where `x / s` falls on (or next to) a tie between two fp8
-values, so the spelling is kept from raising to the kernel; the fused ops carry it too
-(`check_divide`). The per-token and per-group schemes divide by the scale they compute
-(`x / s`), or, with the unit property `reciprocal`, multiply by its f32 reciprocal
-(`x * s.reciprocal()`, as vLLM's native QuantFP8 spells it), kept to the kernel the same way
-(`check_reciprocal`).
-
-`check_fp8_results` and `check_nvfp4_results` hold the scheme-specific result checks; the fused ops
-use them too, so a fused op is held to the same rules as the quant it replaced.
+The spelling of the scaling is kept from raising to the kernel, since the two round differently
+next to ties (`docs/numerics.md`): a static quant scales by `x * (1 / s)`, or by `x / s` with the
+unit property `divide`; per-token and per-group quants by `x / s`, or by `x * (1 / s)` with
+`reciprocal`. `QuantOperation` carries `scheme` and `divide` for every op that quantizes, fused
+ones included, and the `check_*` helpers hold the scheme's rules for all of them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from functools import cache
+from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import IntAttr, StringAttr, UnitAttr, f32
-from xdsl.ir import Attribute, Dialect, ParametrizedAttribute, Region, SSAValue
+from xdsl.ir import Attribute, ParametrizedAttribute
 from xdsl.irdl import (
     AttrSizedOperandSegments,
+    IRDLOperation,
     irdl_attr_definition,
     irdl_op_definition,
     operand_def,
@@ -53,11 +40,12 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse.dialects.irfuse import Dim, TensorType, tensor_type
-from irfuse.dialects.raised import RaisedOperation, opt_type
-from irfuse.dialects.shapes import (
+from irfuse.dialects.irfuse import RaisedOperation, TensorType, tensor_type
+from irfuse.ir.dialect import declared_dialect
+from irfuse.ir.shapes import (
     F8E4M3FN,
     UI8,
+    Dim,
     MaybeDim,
     check_dtype,
     check_float,
@@ -71,6 +59,7 @@ from irfuse.dialects.shapes import (
     round_up_dim,
     shape_str,
 )
+from irfuse.ir.syntax import opt_type
 
 STATIC_TENSOR = "static_tensor"
 DYNAMIC_TENSOR = "dynamic_tensor"
@@ -95,7 +84,10 @@ class QuantScheme(ParametrizedAttribute):
     #quant.scheme<group 64, col_major, ue8m0, tma_aligned>
     #quant.scheme<nvfp4>
     ```
-    Build them with the cached class methods (`QuantScheme.group(128, col_major=True)`).
+    Group flags: `col_major` (scales stored transposed, `[H/g, T]`; the IR keeps the logical
+    `[T, H/g]`), `tma_aligned` (T padded to a multiple of 4; needs `col_major`), `ue8m0` (scales
+    rounded up to powers of two). Build them with the cached static methods
+    (`QuantScheme.per_group(128, col_major=True)`).
     """
 
     name = "quant.scheme"
@@ -264,20 +256,16 @@ def check_static_scale(what: str, scale: TensorType) -> None:
     check_one_element(what, scale)
 
 
-def check_divide(scheme: QuantScheme, divide: UnitAttr | None) -> None:
-    """`divide` (scale by `x / s`, not `x * (1 / s)`) applies to the static scheme only: the
-    dynamic schemes compute their scale in the kernel, with the arithmetic `docs/numerics.md`
-    fixes for each."""
-    if divide is not None and not scheme.is_static:
-        raise VerifyException(
-            f"divide applies to the static_tensor scheme only, not {scheme.kind.data}"
-        )
+def check_scale_ub(scheme: QuantScheme, scale_ub: TensorType | None) -> None:
+    """The optional upper bound of a per-token scale: f32, one element, dynamic_token only."""
+    if scale_ub is not None:
+        if not scheme.is_per_token:
+            raise VerifyException("scale_ub applies to the dynamic_token scheme only")
+        check_static_scale("scale_ub", scale_ub)
 
 
 def check_reciprocal(scheme: QuantScheme, reciprocal: UnitAttr | None) -> None:
-    """`reciprocal` (scale by `x * (1 / s)`, not `x / s`) applies to the per-token and
-    per-group schemes only: the per-tensor ones multiply by the reciprocal already (a static
-    quant unless it has `divide`)."""
+    """`reciprocal` applies to the schemes that divide by default: per-token and per-group."""
     if reciprocal is not None and not (scheme.is_per_token or scheme.is_group):
         raise VerifyException(
             f"reciprocal applies to the dynamic_token and group schemes only, not "
@@ -293,20 +281,18 @@ def check_fp8_results(
     q_what: str = "q",
     scale_what: str = "scale_out",
 ) -> None:
-    """The results of FP8-quantizing a tensor of `x_dims` under `scheme`.
-
-    q has x's shape and an fp8 dtype; a static scheme has no scale result; a dynamic one has an
-    f32 scale of the scheme's shape; a group size must divide the hidden size.
-    """
+    """The results of FP8-quantizing a tensor of `x_dims` under `scheme`: q of x's shape in fp8;
+    no scale result for a static scheme, an f32 scale of the scheme's shape for a dynamic one; a
+    group size that divides the hidden size."""
     kind = scheme.kind.data
     if kind == NVFP4:
         raise VerifyException("an nvfp4 scheme is not an FP8 quantization (use quant.nvfp4)")
     check_fp8_quant(q_what, q)
     check_shape(q_what, q, x_dims)
-    if kind == GROUP:
-        g = scheme.group.data
-        if not divisible(x_dims[-1], g):
-            raise VerifyException(f"group size {g} does not divide the hidden size {x_dims[-1]}")
+    if kind == GROUP and not divisible(x_dims[-1], scheme.group.data):
+        raise VerifyException(
+            f"group size {scheme.group.data} does not divide the hidden size {x_dims[-1]}"
+        )
     if kind == STATIC_TENSOR:
         if scale_out is not None:
             raise VerifyException(f"a static scheme takes its scale as an input: no {scale_what}")
@@ -317,9 +303,7 @@ def check_fp8_results(
     if kind == DYNAMIC_TENSOR:
         check_one_element(scale_what, scale_out)
     else:
-        expected = scheme.scale_dims(x_dims)
-        assert expected is not None
-        check_shape(scale_what, scale_out, expected)
+        check_shape(scale_what, scale_out, scheme.scale_dims(x_dims))  # type: ignore[arg-type]
 
 
 def nvfp4_result_dims(x_dims: Sequence[Dim]) -> tuple[tuple[MaybeDim, ...], tuple[MaybeDim, ...]]:
@@ -332,14 +316,12 @@ def nvfp4_result_dims(x_dims: Sequence[Dim]) -> tuple[tuple[MaybeDim, ...], tupl
     )
 
 
-def check_nvfp4_input(what: str, x: TensorType) -> None:
-    """An NVFP4 input: float, `[M, N]` with a static N divisible by 16 (M may be symbolic)."""
-    check_float(what, x)
-    check_rank(what, x, 2)
-    n = x.dims[1]
-    if not isinstance(n, int) or n % NVFP4_BLOCK:
+def check_nvfp4_input(what: str, dims: Sequence[MaybeDim]) -> None:
+    """An NVFP4 input is `[M, N]` with a static N divisible by 16 (M may be symbolic)."""
+    if len(dims) != 2 or not isinstance(dims[1], int) or dims[1] % NVFP4_BLOCK:
         raise VerifyException(
-            f"{what} has shape {shape_str(x.dims)}: NVFP4 needs a static last dim divisible by 16"
+            f"{what} has shape {shape_str(dims)}: NVFP4 needs [M, N] with a static N divisible "
+            "by 16"
         )
 
 
@@ -360,55 +342,74 @@ def check_nvfp4_results(
     check_shape(scale_what, block_scale, scale_dims)
 
 
-def _fp8_result_types(
-    scheme: QuantScheme, x: TensorType, fp8_dtype: Attribute
+def quant_result_types(
+    scheme: QuantScheme | None,
+    dims: Sequence[MaybeDim],
+    dtype: Attribute,
+    fp8_dtype: Attribute = F8E4M3FN,
 ) -> list[Attribute | None]:
-    dims = x.dims
-    scale = scheme.scale_dims(dims)
+    """The (values, scales) types of quantizing a tensor of `dims` under `scheme`; `dtype` and
+    no scales without a scheme. A builder's default; a symbolic derived dim needs result_types."""
+    if None in dims:
+        raise ValueError(f"give result_types: {shape_str(dims)} has a symbolic derived dim")
+    if scheme is None:
+        return [tensor_type(dims, dtype), None]  # type: ignore[arg-type]
+    if scheme.is_nvfp4:
+        q_dims, (rows, cols) = nvfp4_result_dims(dims)  # type: ignore[arg-type]
+        if None in q_dims or cols is None:
+            raise ValueError(f"give result_types: {shape_str(dims)} is not [M, N], N % 16 == 0")
+        rows = rows if rows is not None else f"128*ceiling({dims[0]}/128)"
+        return [tensor_type(q_dims, UI8), tensor_type((rows, cols), F8E4M3FN)]  # type: ignore
+    scale = scheme.scale_dims(dims)  # type: ignore[arg-type]
     if scale is not None and None in scale:
-        raise ValueError(f"give result_types: the scale shape of {x} is symbolic")
+        raise ValueError(f"give result_types: the scale shape for {shape_str(dims)} is symbolic")
     return [
-        tensor_type(dims, fp8_dtype),
+        tensor_type(dims, fp8_dtype),  # type: ignore[arg-type]
         None if scale is None else tensor_type(scale, f32),  # type: ignore[arg-type]
     ]
 
 
-def _nvfp4_result_types(x: TensorType) -> list[Attribute]:
-    m = x.dims[0]
-    q_dims, scale_dims = nvfp4_result_dims(x.dims)
-    if None in q_dims or scale_dims[1] is None:
-        raise ValueError(f"give result_types: {x} is not an [M, N] input with N divisible by 16")
-    rows = scale_dims[0] if scale_dims[0] is not None else f"128*ceiling({m}/128)"
-    return [tensor_type(q_dims, UI8), tensor_type((rows, scale_dims[1]), F8E4M3FN)]  # type: ignore[arg-type]
+def check_quant_properties(op: Any, schemes: Sequence[str] = ()) -> None:
+    """`op.divide` applies to a static scheme only; `op.scheme` is one of `schemes` (if given)."""
+    kind = None if op.scheme is None else op.scheme.kind.data
+    if op.divide is not None and kind != STATIC_TENSOR:
+        if kind is None:
+            raise VerifyException("divide needs a quant scheme")
+        raise VerifyException(f"divide applies to the static_tensor scheme only, not {kind}")
+    if kind is not None and schemes and kind not in schemes:
+        allowed = ", ".join(schemes[:-1]) + f" or {schemes[-1]}"
+        raise VerifyException(f"{op.name} fuses {allowed} quantization, not {kind}")
+
+
+class QuantOperation(IRDLOperation):
+    """The properties of a quantization, `scheme` and `divide`, and the schemes the op takes
+    (`SCHEMES`, every one when empty)."""
+
+    scheme = prop_def(QuantScheme)
+    divide = opt_prop_def(UnitAttr)
+
+    SCHEMES: ClassVar[tuple[str, ...]] = ()
+
+    def verify_(self) -> None:
+        check_quant_properties(self, self.SCHEMES)
+        super().verify_()
+
+
+# --- ops ----------------------------------------------------------------------------------------
 
 
 @irdl_op_definition
-class QuantFp8Op(RaisedOperation):
+class QuantFp8Op(QuantOperation, RaisedOperation):
     """Quantize x to FP8 under `scheme`; dynamic schemes also return the scale they computed.
 
     ```mlir
-    %q = quant.fp8 %x, scale %s {scheme = #quant.scheme<static_tensor>}
-        : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[1], f32>)
-        -> !irfuse.tensor<[s0, 4096], f8E4M3FN>
     %q, %s = quant.fp8 %x, scale_ub %ub {scheme = #quant.scheme<dynamic_token>}
         : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[], f32>)
         -> (!irfuse.tensor<[s0, 4096], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 1], f32>)
-    %q, %s = quant.fp8 %x {scheme = #quant.scheme<group 128, col_major>}
-        : (!irfuse.tensor<[s0, 4096], bf16>)
-        -> (!irfuse.tensor<[s0, 4096], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 32], f32>)
-    %q2 = quant.fp8 %x, scale %s {scheme = #quant.scheme<static_tensor>, divide}
-        : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[1], f32>)
-        -> !irfuse.tensor<[s0, 4096], f8E4M3FN>
     ```
-    - static_tensor: `scale` (f32, one element) is required; no `scale_out`. The value quantized
-      is `x * (1 / s)`, or `x / s` (in f32) with the unit property `divide` (static only), as
-      the model spelled it.
-    - dynamic_token and group quantize `x / s`, or `x * (1 / s)` (f32 reciprocal) with the
-      unit property `reciprocal` (those two only), as the model spelled it.
-    - dynamic_token: `scale_out` is f32 `[..., 1]`; `scale_ub` (f32, one element) may cap amax.
-    - dynamic_tensor: `scale_out` holds one f32 element.
-    - group g: g divides the last dim H; `scale_out` is f32 `[..., H/g]`.
-    q has x's shape and dtype f8E4M3FN (or f8E4M3FNUZ on ROCm).
+    A static scheme takes `scale` (f32, one element) and returns no `scale_out`; dynamic_token
+    may cap amax with `scale_ub` (f32, one element). q has x's shape and dtype f8E4M3FN (or
+    f8E4M3FNUZ on ROCm).
     """
 
     name = "quant.fp8"
@@ -420,50 +421,22 @@ class QuantFp8Op(RaisedOperation):
     q = result_def(TensorType)
     scale_out = opt_result_def(TensorType)
 
-    scheme = prop_def(QuantScheme)
-    divide = opt_prop_def(UnitAttr)
     reciprocal = opt_prop_def(UnitAttr)
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     traits = traits_def(Pure())
 
-    def __init__(
-        self,
-        x: SSAValue,
-        scale: SSAValue | None = None,
-        scale_ub: SSAValue | None = None,
-        *,
-        scheme: QuantScheme,
-        divide: bool = False,
-        reciprocal: bool = False,
-        fp8_dtype: Attribute = F8E4M3FN,
-        result_types: Sequence[Attribute | None] | None = None,
-        decomposition: Region | None = None,
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        if result_types is None:
-            result_types = _fp8_result_types(scheme, x.type, fp8_dtype)  # type: ignore[arg-type]
-        super().__init__(
-            operands=[x, scale, scale_ub],
-            result_types=list(result_types),
-            properties={
-                "scheme": scheme,
-                "divide": UnitAttr() if divide else None,
-                "reciprocal": UnitAttr() if reciprocal else None,
-            },
-            attributes=attributes,
-            regions=[decomposition],
-        )
+    BUILD_OPTIONS: ClassVar = ("fp8_dtype",)
+
+    @classmethod
+    def infer_result_types(cls, x, scheme, fp8_dtype=F8E4M3FN, **_: Any) -> list[Any]:
+        return quant_result_types(scheme, x.type.dims, x.type.dtype, fp8_dtype)
 
     def verify_(self) -> None:
+        super().verify_()
         # Each accessor decodes the segment sizes: read every operand once.
-        x = self.x.type
-        scale, scale_ub, scale_out = (
-            opt_type(self.scale),
-            opt_type(self.scale_ub),
-            opt_type(self.scale_out),
-        )
+        x, scale, scale_ub = self.x.type, opt_type(self.scale), opt_type(self.scale_ub)
         scheme = self.scheme
         check_float("x", x)
         check_min_rank("x", x, 1)
@@ -475,13 +448,9 @@ class QuantFp8Op(RaisedOperation):
             raise VerifyException(
                 f"a {scheme.kind.data} scheme computes its scale: no scale operand"
             )
-        if scale_ub is not None:
-            if not scheme.is_per_token:
-                raise VerifyException("scale_ub applies to the dynamic_token scheme only")
-            check_static_scale("scale_ub", scale_ub)
-        check_divide(scheme, self.divide)
+        check_scale_ub(scheme, scale_ub)
         check_reciprocal(scheme, self.reciprocal)
-        check_fp8_results(scheme, x.dims, self.q.type, scale_out)
+        check_fp8_results(scheme, x.dims, self.q.type, opt_type(self.scale_out))
 
 
 @irdl_op_definition
@@ -493,9 +462,8 @@ class QuantNvfp4Op(RaisedOperation):
         : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[], f32>)
         -> (!irfuse.tensor<[s0, 2048], ui8>, !irfuse.tensor<["128*ceiling(s0/128)", 256], f8E4M3FN>)
     ```
-    `global_scale` is f32 with one element (448 * 6 / amax). N must be static and divisible by 16;
-    M may be symbolic. `q` is ui8 `[M, N/2]`; `block_scale` is f8E4M3FN in the swizzled 128x4
-    layout, `[round_up(M, 128), round_up(N/16, 4)]`.
+    `global_scale` is f32 with one element (448 * 6 / amax); N is static. `q` is ui8 `[M, N/2]`;
+    `block_scale` is f8E4M3FN in the swizzled 128x4 layout, `[round_up(M, 128), round_up(N/16, 4)]`.
     """
 
     name = "quant.nvfp4"
@@ -508,29 +476,21 @@ class QuantNvfp4Op(RaisedOperation):
 
     traits = traits_def(Pure())
 
-    def __init__(
-        self,
-        x: SSAValue,
-        global_scale: SSAValue,
-        *,
-        result_types: Sequence[Attribute] | None = None,
-        decomposition: Region | None = None,
-        attributes: Mapping[str, Attribute] | None = None,
-    ):
-        if result_types is None:
-            result_types = _nvfp4_result_types(x.type)  # type: ignore[arg-type]
-        super().__init__(
-            operands=[x, global_scale],
-            result_types=list(result_types),
-            attributes=attributes,
-            regions=[decomposition],
-        )
+    @classmethod
+    def infer_result_types(cls, x, **_: Any) -> list[Any]:
+        return quant_result_types(QuantScheme.nvfp4(), x.type.dims, x.type.dtype)
 
     def verify_(self) -> None:
         x = self.x.type
-        check_nvfp4_input("x", x)
+        check_float("x", x)
+        check_rank("x", x, 2)
+        n = x.dims[1]
+        if not isinstance(n, int) or n % NVFP4_BLOCK:
+            raise VerifyException(
+                f"x has shape {shape_str(x.dims)}: NVFP4 needs a static last dim divisible by 16"
+            )
         check_static_scale("global_scale", self.global_scale.type)
         check_nvfp4_results(x.dims, self.q.type, self.block_scale.type)
 
 
-Quant = Dialect("quant", [QuantFp8Op, QuantNvfp4Op], [QuantScheme])
+Quant = declared_dialect("quant", globals())

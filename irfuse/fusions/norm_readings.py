@@ -8,7 +8,7 @@ from xdsl.ir import Operation, SSAValue
 
 from irfuse.dialects.irfuse import TensorType
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
-from irfuse.dialects.raised import decomposition_block
+from irfuse.ir.decomposition import decomposition_block
 from irfuse.raising import aten_ops
 from irfuse.raising.match import NoMatch, call
 

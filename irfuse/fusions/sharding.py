@@ -28,8 +28,8 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from irfuse.dialects import aten
 from irfuse.dialects.coll import AllGatherOp, ReduceScatterOp
 from irfuse.dialects.irfuse import Dim, TensorType, YieldOp, tensor_type
-from irfuse.dialects.raised import decomposition_block
-from irfuse.dialects.shapes import UI8, is_fp8
+from irfuse.ir.decomposition import decomposition_block
+from irfuse.ir.shapes import UI8, is_fp8
 from irfuse.raising.aten_ops import (
     C10D_ALL_GATHER_INTO_TENSOR,
     C10D_REDUCE_SCATTER_TENSOR,

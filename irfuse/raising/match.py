@@ -35,8 +35,8 @@ from xdsl.utils.exceptions import VerifyException
 
 from irfuse.dialects import aten
 from irfuse.dialects.irfuse import SymType, TensorType
-from irfuse.dialects.raised import outline
 from irfuse.dtypes import is_float, is_ir_dtype, to_torch
+from irfuse.ir.decomposition import outline
 from irfuse.raising.aten_ops import (
     CASTS,
     FULL,

@@ -19,10 +19,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from irfuse import dtypes, targets
 from irfuse.dialects import aten
-from irfuse.dialects.shapes import (
-    UI8,
-    is_integer,
-)
+from irfuse.ir.shapes import UI8, is_integer
 from irfuse.raising.aten_ops import (
     ABS,
     ADD_SCALAR,

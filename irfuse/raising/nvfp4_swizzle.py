@@ -15,9 +15,7 @@ from xdsl.dialects.builtin import bf16, f16, f32
 from xdsl.ir import Operation, SSAValue
 
 from irfuse.dialects.irfuse import TensorType
-from irfuse.dialects.shapes import (
-    F8E4M3FN,
-)
+from irfuse.ir.shapes import F8E4M3FN
 from irfuse.raising.aten_ops import (
     CAT,
     CLONE,

@@ -13,10 +13,7 @@ from xdsl.dialects.builtin import f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from irfuse.dialects import aten
-from irfuse.dialects.shapes import (
-    is_float,
-    is_one_element,
-)
+from irfuse.ir.shapes import is_float, is_one_element
 from irfuse.raising.aten_ops import (
     CLAMP,
     CLAMP_MAX,

@@ -19,7 +19,7 @@ from xdsl.utils.exceptions import VerifyException
 from irfuse.dialects import aten
 from irfuse.dialects.gemm import MatmulOp, ScaledMatmulOp
 from irfuse.dialects.irfuse import tensor_type as make_tensor_type
-from irfuse.dialects.shapes import is_float, is_fp8, is_one_element
+from irfuse.ir.shapes import is_float, is_fp8, is_one_element
 from irfuse.raising.aten_ops import (
     ADDMM,
     BMM,

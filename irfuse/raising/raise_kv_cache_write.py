@@ -23,7 +23,7 @@ from xdsl.utils.exceptions import VerifyException
 from irfuse.dialects import aten
 from irfuse.dialects.attn import KvCacheWriteOp, RopeOp
 from irfuse.dialects.irfuse import SymType, tensor_type
-from irfuse.dialects.shapes import is_integer
+from irfuse.ir.shapes import is_integer
 from irfuse.raising.aten_ops import (
     ADD_SCALAR,
     COPY,

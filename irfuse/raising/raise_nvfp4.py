@@ -26,11 +26,7 @@ from irfuse.dialects.irfuse import TensorType
 from irfuse.dialects.quant import (
     QuantNvfp4Op,
 )
-from irfuse.dialects.shapes import (
-    F8E4M3FN,
-    FP8_QUANT_DTYPES,
-    is_float,
-)
+from irfuse.ir.shapes import F8E4M3FN, FP8_QUANT_DTYPES, is_float
 from irfuse.raising.aten_ops import (
     ABS,
     ADD_TENSOR,

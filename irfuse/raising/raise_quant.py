@@ -33,12 +33,7 @@ from irfuse.dialects.quant import (
     QuantNvfp4Op,
     QuantScheme,
 )
-from irfuse.dialects.shapes import (
-    F8E4M3FN,
-    F8E4M3FNUZ,
-    is_float,
-    is_one_element,
-)
+from irfuse.ir.shapes import F8E4M3FN, F8E4M3FNUZ, is_float, is_one_element
 from irfuse.raising.aten_ops import (
     ABS,
     AMAX,

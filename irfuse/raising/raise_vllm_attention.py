@@ -44,7 +44,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from irfuse.dialects.attn import VllmAttentionOp, VllmKvCacheUpdateOp, VllmMlaAttentionOp
 from irfuse.dialects.irfuse import TensorType
-from irfuse.dialects.shapes import mul_dim
+from irfuse.ir.shapes import mul_dim
 from irfuse.raising.aten_ops import (
     AUTO_FUNCTIONALIZED,
     AUTO_FUNCTIONALIZED_V2,

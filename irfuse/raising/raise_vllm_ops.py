@@ -31,7 +31,7 @@ from irfuse.dialects.irfuse import SymType, TensorType
 from irfuse.dialects.irfuse import tensor_type as make_tensor_type
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
 from irfuse.dialects.quant import QuantFp8Op, QuantScheme
-from irfuse.dialects.shapes import F8E4M3FN, F8E4M3FNUZ, is_float, is_one_element, mul_dim
+from irfuse.ir.shapes import F8E4M3FN, F8E4M3FNUZ, is_float, is_one_element, mul_dim
 from irfuse.raising.aten_ops import (
     AS_STRIDED,
     AS_STRIDED_SCATTER,

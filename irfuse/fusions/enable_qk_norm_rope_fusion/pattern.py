@@ -25,8 +25,8 @@ from irfuse.dialects.attn import RopeOp
 from irfuse.dialects.fused import QkNormRopeOp
 from irfuse.dialects.irfuse import TensorType
 from irfuse.dialects.norm import RmsNormOp
-from irfuse.dialects.raised import decomposition_block
 from irfuse.fusions.norm_readings import KERNEL_DTYPES, weight_product_in_f32
+from irfuse.ir.decomposition import decomposition_block
 from irfuse.raising import aten_ops
 from irfuse.raising.aten_ops import DIM_VIEWS as ROW_VIEWS
 from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site

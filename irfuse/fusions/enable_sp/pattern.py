@@ -40,7 +40,6 @@ from irfuse.dialects.coll import AllGatherOp, AllReduceOp
 from irfuse.dialects.irfuse import Dim, TensorType
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
 from irfuse.dialects.quant import QuantFp8Op
-from irfuse.dialects.shapes import normalize_dim
 from irfuse.fusions.sharding import (
     all_gather,
     flatten_rows,
@@ -52,6 +51,7 @@ from irfuse.fusions.sharding import (
     shard_dim,
     unflatten_rows,
 )
+from irfuse.ir.shapes import normalize_dim
 from irfuse.raising.aten_ops import RESHAPE, RESHAPE_AS
 from irfuse.raising.driver import REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import NoMatch, discard, users

@@ -44,9 +44,9 @@ from irfuse.dialects import aten, fused
 from irfuse.dialects.attn import VllmAttentionOp, VllmMlaAttentionOp
 from irfuse.dialects.irfuse import OpaqueType, TensorType, sym_type, tensor_type
 from irfuse.dialects.quant import NVFP4, STATIC_TENSOR, QuantFp8Op, QuantNvfp4Op, QuantScheme
-from irfuse.dialects.shapes import F8E4M3FN
 from irfuse.fusions.kernel_call import Args
 from irfuse.fusions.quant_consumers import divides
+from irfuse.ir.shapes import F8E4M3FN
 from irfuse.raising import aten_ops
 from irfuse.raising.aten_ops import RESHAPES_FLATTENS_AND_ALIAS as RESHAPES
 from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from xdsl.ir import Operation, SSAValue
 
 from irfuse.dialects.attn import AttentionOp
-from irfuse.dialects.shapes import is_integer
+from irfuse.ir.shapes import is_integer
 from irfuse.raising import aten_ops as A
 from irfuse.raising.match import Call, producer, scalar_of, size_matches, tensor_type
 

@@ -24,7 +24,7 @@ from irfuse.dialects.coll import AllGatherOp, ReduceScatterOp
 from irfuse.dialects.fused import AllGatherGemmOp, GemmReduceScatterOp
 from irfuse.dialects.gemm import MatmulOp, ScaledMatmulOp
 from irfuse.dialects.irfuse import TensorType
-from irfuse.dialects.shapes import is_one_element, normalize_dim
+from irfuse.ir.shapes import is_one_element, normalize_dim
 from irfuse.raising.aten_ops import RESHAPES
 from irfuse.raising.driver import REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import NoMatch, users

@@ -27,11 +27,11 @@ from irfuse.dialects.attn import KvCacheWriteOp, RopeOp
 from irfuse.dialects.fused import QkNormRopeOp, RopeKvCacheWriteOp
 from irfuse.dialects.irfuse import TensorType
 from irfuse.dialects.quant import STATIC_TENSOR, QuantFp8Op
-from irfuse.dialects.shapes import F8E4M3FN, is_fp8
 from irfuse.fusions.enable_qk_norm_rope_fusion.pattern import rotates_in_f32
 from irfuse.fusions.fuse_rope_kvcache.in_vllm import (
     VllmRopeKvCachePattern as VllmRopeKvCachePattern,  # declared with this fusion's patterns
 )
+from irfuse.ir.shapes import F8E4M3FN, is_fp8
 from irfuse.raising.aten_ops import NEW_EMPTY, NEW_FULL, NEW_ONES, NEW_ZEROS
 from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import NoMatch, call, users

@@ -1,4 +1,5 @@
-"""Dimension and dtype checks shared by the verifiers of irfuse's semantic and fused dialects.
+"""Dimension and dtype checks that verifiers share, on any tensor type with `dims`, `rank` and
+`dtype` (`!irfuse.tensor` is one).
 
 A dim is an `int` (static) or a `str` (a symbolic size such as `s0` or `2*s0`, as Dynamo names it).
 Verifiers can prove a shape wrong only where the sizes are known:
@@ -10,13 +11,14 @@ Verifiers can prove a shape wrong only where the sizes are known:
 Derived dims (`d * k`, `d / k`, `round_up(d, m)`) are computed for static dims only; for a symbolic
 dim they are `None`, "unknown", which agrees with anything.
 
-Every check is a few comparisons on tuples the cached `TensorType.dims` already holds: the compile
-path verifies thousands of ops, so nothing here prints, parses or allocates IR.
+Every check is a few comparisons on tuples the cached `dims` already hold: the compile path
+verifies thousands of ops, so nothing here prints, parses or allocates IR.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from xdsl.dialects.builtin import (
     Float8E4M3FNType,
@@ -34,7 +36,8 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse.dialects.irfuse import Dim, TensorType
+Dim = int | str
+"""A tensor dimension: a static size or a symbolic size expression."""
 
 MaybeDim = Dim | None
 """A dim, or `None` where it cannot be computed (a derived symbolic dim)."""
@@ -52,6 +55,18 @@ FP8_DTYPES: frozenset[Attribute] = FP8_QUANT_DTYPES | {Float8E5M2Type(), Float8E
 
 UI8 = IntegerType(8, Signedness.UNSIGNED)
 """Packed NVFP4 values: two e2m1 values a byte."""
+
+
+class Shaped(Protocol):
+    """What the checks read of a tensor type."""
+
+    dtype: Attribute
+
+    @property
+    def dims(self) -> tuple[Dim, ...]: ...
+
+    @property
+    def rank(self) -> int: ...
 
 
 # --- dims ---------------------------------------------------------------------------------------
@@ -126,31 +141,36 @@ def check_dim(what: str, actual: Dim, expected: MaybeDim) -> None:
         raise VerifyException(f"{what} is {actual}, expected {expected}")
 
 
-def check_shape(what: str, actual: TensorType, expected: Sequence[MaybeDim]) -> None:
+def check_shape(what: str, actual: Shaped, expected: Sequence[MaybeDim]) -> None:
     """Raise unless `actual` has `expected`'s rank and every dim may agree."""
     dims = actual.dims
     if len(dims) != len(expected) or not all(map(dims_agree, dims, expected)):
         raise VerifyException(f"{what} has shape {shape_str(dims)}, expected {shape_str(expected)}")
 
 
-def check_rank(what: str, actual: TensorType, rank: int) -> None:
+def check_rank(what: str, actual: Shaped, rank: int) -> None:
     if actual.rank != rank:
         raise VerifyException(f"{what} must have rank {rank}, got {shape_str(actual.dims)}")
 
 
-def check_min_rank(what: str, actual: TensorType, rank: int) -> None:
+def check_min_rank(what: str, actual: Shaped, rank: int) -> None:
     if actual.rank < rank:
         raise VerifyException(f"{what} must have rank >= {rank}, got {shape_str(actual.dims)}")
 
 
-def check_same_type(what: str, actual: TensorType, expected: TensorType, of: str) -> None:
-    """Raise unless two tensor types are equal (dims compared as `dims_agree` does)."""
+def check_same_dtype(what: str, actual: Shaped, expected: Shaped, of: str) -> None:
+    """Raise unless `actual` has the dtype of `expected` (named `of`)."""
     if actual.dtype != expected.dtype:
         raise VerifyException(f"{what} has dtype {actual.dtype}, expected {of}'s {expected.dtype}")
+
+
+def check_same_type(what: str, actual: Shaped, expected: Shaped, of: str) -> None:
+    """Raise unless two tensor types are equal (dims compared as `dims_agree` does)."""
+    check_same_dtype(what, actual, expected, of)
     check_shape(what, actual, expected.dims)
 
 
-def check_one_element(what: str, actual: TensorType) -> None:
+def check_one_element(what: str, actual: Shaped) -> None:
     if not is_one_element(actual.dims):
         raise VerifyException(f"{what} must hold one element, got shape {shape_str(actual.dims)}")
 
@@ -194,23 +214,23 @@ def promote(a: Attribute, b: Attribute) -> Attribute:
     return a if ra > rb else b
 
 
-def check_float(what: str, t: TensorType) -> None:
+def check_float(what: str, t: Shaped) -> None:
     if t.dtype not in FLOAT_DTYPES:
         raise VerifyException(
             f"{what} must have a float dtype (f16, bf16, f32, f64), got {t.dtype}"
         )
 
 
-def check_fp8_quant(what: str, t: TensorType) -> None:
+def check_fp8_quant(what: str, t: Shaped) -> None:
     if t.dtype not in FP8_QUANT_DTYPES:
         raise VerifyException(f"{what} must have dtype f8E4M3FN or f8E4M3FNUZ, got {t.dtype}")
 
 
-def check_dtype(what: str, t: TensorType, dtype: Attribute) -> None:
+def check_dtype(what: str, t: Shaped, dtype: Attribute) -> None:
     if t.dtype != dtype:
         raise VerifyException(f"{what} must have dtype {dtype}, got {t.dtype}")
 
 
-def check_integer(what: str, t: TensorType) -> None:
+def check_integer(what: str, t: Shaped) -> None:
     if not is_integer(t.dtype):
         raise VerifyException(f"{what} must have an integer dtype, got {t.dtype}")
