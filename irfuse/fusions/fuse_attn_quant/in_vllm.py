@@ -26,8 +26,9 @@ buffer for a symbolic token count) and goes to irfuse's kernel instead. Elsewher
 backend; FLASH_ATTN on sm90) the fused op's kernel runs: on the CPU the reference, vLLM's own
 attention into a model-dtype buffer and the quant reference, the unfused graph's bits; on CUDA
 a decode step over a backend cache irfuse knows is read in place by irfuse's paged decode kernel
-with the quant epilogue, other batches run the reference. No GPU figures exist for it yet, so its
-kernel choice leaves the site unfused on CUDA and ROCm, with the choice's reason as the remark.
+with the quant epilogue; other batches run vLLM's attention, then irfuse's Triton static quant.
+No GPU figures exist for it yet, so its kernel choice leaves the site unfused on CUDA and ROCm,
+with the choice's reason as the remark.
 
 Kernels `vllm_attention_quant_fp8_static` and `vllm_attention_quant_nvfp4`: q, k, v (MLA: q,
 kv_c_normed, k_pe), vLLM's dummy dependency, the layer name (`irfuse.kernels.vllm_context`:
@@ -131,7 +132,11 @@ def _cuda(q, k, v, kv_cache_dep, layer_name, scale, out_tail, mla, out_dtype, di
                                     kernels("attention_quant").paged_decode_fp8)
         if out is not None:
             return out
-    return _ref(q, k, v, kv_cache_dep, layer_name, scale, out_tail, mla, out_dtype, divide)
+    # Any other step: vLLM's attention, then irfuse's Triton quant (one launch, as Inductor's
+    # quant of the unfused graph; the reference's torch ops would be four).
+    return kernels("act_quant").quant_fp8_static(
+        attention_out(q, k, v, kv_cache_dep, layer_name, out_tail, mla), scale, out_dtype,
+        divide=divide)
 
 
 def _fake(q, k, v, kv_cache_dep, layer_name, scale, out_tail, mla, out_dtype, divide=False):
