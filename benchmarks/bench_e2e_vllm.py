@@ -241,20 +241,55 @@ def attention_table(cfg, args, device: torch.device, steps: list) -> list[str]:
 
         want, got = library().float(), fused().float()
         diff = ((got - want).abs().max() / want.abs().max()).item()
-        graphs = {"lib": e2e._capture(library), "fused": e2e._capture(fused)}
-        times = e2e._interleaved(graphs, args.rounds)
+        times = _time({"lib": library, "fused": fused}, args.rounds, device.type == "cuda")
         lib, fus = times["lib"], times["fused"]
         med = e2e._median
         ratios = sorted(a / b2 for a, b2 in zip(lib, fus, strict=True))
         rows.append(f"| {step} | {med(lib):.1f} | {med(fus):.1f} | {med(lib) / med(fus):.3f} | "
                     f"{sum(r > 1 for r in ratios)} of {len(ratios)} | {diff:.1e} |")
         print(rows[-1], flush=True)
-        del graphs
         S.set_step(None)
     return rows
 
 
 # --- the run --------------------------------------------------------------------------------
+
+
+def _interleaved(fns: dict, rounds: int, cuda: bool, ms_per_round: float = 25.0
+                 ) -> dict[str, list[float]]:
+    """µs per call of each function, one figure per round, the functions taking turns; on CUDA
+    timed with events over about `ms_per_round` of calls (as `bench_e2e_llama_fp8`), else
+    one plain call by the wall clock."""
+    times: dict[str, list[float]] = {n: [] for n in fns}
+    if not cuda:
+        for _ in range(rounds):
+            for n, fn in fns.items():
+                t0 = time.perf_counter()
+                fn()
+                times[n].append((time.perf_counter() - t0) * 1e6)
+        return times
+
+    def timed(fn, reps: int) -> float:
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        for _ in range(reps):
+            fn()
+        end.record()
+        end.synchronize()
+        return begin.elapsed_time(end) * 1e3 / reps
+
+    reps = {n: max(3, int(ms_per_round * 1e3 / timed(fn, 3))) for n, fn in fns.items()}
+    for _ in range(rounds):
+        for n, fn in fns.items():
+            times[n].append(timed(fn, reps[n]))
+    return times
+
+
+def _time(fns: dict, rounds: int, cuda: bool) -> dict[str, list[float]]:
+    """`_interleaved` of the functions, each captured as a CUDA graph and replayed on CUDA."""
+    if cuda:
+        fns = {n: e2e._capture(fn).replay for n, fn in fns.items()}
+    return _interleaved(fns, rounds, cuda)
 
 
 def _fused_text(reports) -> str:
@@ -288,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layout", choices=("NHD", "HND"), default="NHD")
     parser.add_argument("--variants", nargs="+", choices=sorted(VARIANTS), default=["irfuse"])
     parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--profile", action="store_true", help="list each variant's kernels")
+    parser.add_argument("--profile", action="store_true",
+                        help="list each variant's kernels (first and last step)")
     parser.add_argument("--attn-table", action="store_true")
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
@@ -366,14 +402,13 @@ def main(argv: list[str] | None = None) -> int:
                         torch.cuda.synchronize()
                     first_s[name] = time.perf_counter() - start
                     reports[name] += backend.reports()
-                    if args.profile and cuda:
+                    if args.profile and cuda and step in (steps[0][0], steps[-1][0]):
                         tables.append(e2e._kernel_table(compiled[name], inputs,
                                                         f"{name}, {step}"))
-                    if cuda:
-                        runners[name] = e2e._capture(
-                            lambda c=compiled[name], i=inputs: c(*i))
-                    else:
-                        runners[name] = lambda c=compiled[name], i=inputs: c(*i)
+                    runners[name] = lambda c=compiled[name], i=inputs: c(*i)
+                    if cuda:  # captured here, within the variant's kernel choices
+                        graph = e2e._capture(runners[name])
+                        runners[name] = graph.replay
             except Exception as err:  # noqa: BLE001 (reported; the other variants run)
                 emit(f"| {step} | {name} | FAILED: {type(err).__name__}: "
                      f"{str(err).splitlines()[0][:200] if str(err) else ''} |")
@@ -381,15 +416,7 @@ def main(argv: list[str] | None = None) -> int:
             S.set_step(None)
             continue
         with torch.no_grad():
-            if cuda:
-                times = e2e._interleaved(runners, args.rounds)
-            else:
-                times = {n: [] for n in runners}
-                for _ in range(args.rounds):
-                    for n, fn in runners.items():
-                        t0 = time.perf_counter()
-                        fn()
-                        times[n].append((time.perf_counter() - t0) * 1e6)
+            times = _interleaved(runners, args.rounds, cuda)
         med = e2e._median
         ind = times["inductor"]
         for name in variants[1:]:
@@ -418,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
             emit(f"  - left unfused: {missed}")
     for note in notes:
         emit(note)
-    if args.attn_table and cuda:
+    if args.attn_table:
         emit()
         emit("Attention + static FP8 output quant alone (layer 0's cache of each decode step):")
         emit()

@@ -28,6 +28,7 @@ irfuse's compile-time layer facts (`irfuse.raising.vllm_layers.set_provider`).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -190,10 +191,10 @@ def write_kv(key: torch.Tensor, value: torch.Tensor, k_cache: torch.Tensor,
              ) -> None:
     """`reshape_and_cache_flash`: key / value `[>= n, H, D]` into the caches `[blocks,
     block_size, H, D]` (any strides, last dim contiguous) at the n slots; one Triton launch on
-    CUDA (or with `triton_kernel`), torch indexing otherwise."""
+    CUDA and under Triton's interpreter (or with `triton_kernel`), torch indexing otherwise."""
     n = slot_mapping.shape[0]
     if triton_kernel is None:
-        triton_kernel = key.is_cuda
+        triton_kernel = key.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
     if not triton_kernel:
         keep = slot_mapping >= 0
         slots = slot_mapping[keep].long()
@@ -396,3 +397,39 @@ def attention(layer: Layer, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -
     torch.ops.vllm.unified_attention_with_output(q, k, v, output, layer.layer_name,
                                                  kv_cache_dummy_dep=dep)
     return output.view(-1, h * d)
+
+
+def warm(num_heads: int = 32, num_kv_heads: int = 8, head_dim: int = 128,
+         block_size: int = 16, layout: str = "NHD") -> list[str]:
+    """Build FlashInfer's modules the stand-in runs (tensor-core decode, paged prefill "auto";
+    bf16, `head_dim`) once, so that a benchmark never waits on nvcc; one line per module."""
+    lines = []
+    dev = torch.device("cuda")
+    for prefill in (0, 37):
+        what = f"prefill {prefill}" if prefill else "decode"
+        try:
+            meta = plan_step([], batch=2, context=40, prefill=prefill, num_heads=num_heads,
+                             num_kv_heads=num_kv_heads, head_dim=head_dim,
+                             block_size=block_size, dtype=torch.bfloat16, device=dev,
+                             layout=layout)
+            cache = new_cache(int(meta.block_table.max()) + 1, num_kv_heads, block_size,
+                              head_dim, layout, torch.bfloat16, dev)
+            q = torch.randn(meta.num_actual_tokens, num_heads, head_dim, device=dev,
+                            dtype=torch.bfloat16)
+            out = torch.empty_like(q)
+            meta.wrapper.run(q, flashinfer_views(cache, head_dim, layout), out=out)
+            torch.cuda.synchronize()
+            lines.append(f"{what}: built ({type(meta.wrapper).__name__}, "
+                         f"{getattr(meta.wrapper, '_backend', '?')})")
+        except Exception as e:  # noqa: BLE001 (reported)
+            lines.append(f"{what}: {type(e).__name__}: {str(e)[:300]}")
+    return lines
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    for line in warm():
+        print(line, flush=True)
+
