@@ -21,8 +21,10 @@ token each) and a prefill of `--prefill` tokens (one sequence). Variants, each c
   fuse_rope_kvcache, fuse_attn_quant), the platform detected, the committed kernel choices;
 - `irfuse-vllm-kernels` (`--variants`): the same with the kernel choices of the two fusions on
   vLLM's ops (`rope_vllm_kv_cache_update`, `vllm_attention_quant_fp8_static`) set to irfuse's
-  kernels on this platform while it compiles (what a change of those choices would commit),
-  strict (a failure in irfuse's pipeline raises).
+  kernels on this platform at every size while it compiles, strict (a failure in irfuse's
+  pipeline raises);
+- `irfuse-vllm-kernels-off`: the same with both left unfused (their choices before sm90's
+  measurements).
 
 On CUDA each (variant, step) is captured once as a CUDA graph and the graphs of a step replayed
 in interleaved rounds (`bench_e2e_llama_fp8`'s helpers; median µs per forward, rounds won);
@@ -58,10 +60,13 @@ import vllm_standin as S  # noqa: E402
 ATTENTION_FAMILY = {"enable_qk_norm_rope_fusion": True, "fuse_rope_kvcache": True,
                     "fuse_attn_quant": True}
 O2 = {"optimization_level": 2, "pass_config": ATTENTION_FAMILY}
-VARIANTS = {"irfuse": O2, "irfuse-vllm-kernels": {**O2, "strict": True}}
-"""Options per variant. `strict` (a pipeline failure raises instead of falling back) also makes
-the second one's options differ: Dynamo reuses a compile whose backend and options are equal."""
-FORCED = ("irfuse-vllm-kernels",)
+VARIANTS = {"irfuse": O2, "irfuse-vllm-kernels": {**O2, "strict": True},
+            "irfuse-vllm-kernels-off": {**O2, "debug": False}}
+"""Options per variant. `strict` (a pipeline failure raises instead of falling back) and an
+explicit `debug: False` (the default) make the options differ: Dynamo reuses a compile whose
+backend and options are equal."""
+FORCED = {"irfuse-vllm-kernels": True, "irfuse-vllm-kernels-off": False}
+"""Variants whose two vLLM-op kernels' choices are set while they compile: on or off."""
 PASSES = ("enable-qk-norm-rope-fusion", "fuse-rope-kvcache", "fuse-attn-quant",
           "fuse-norm-quant", "fuse-act-quant")
 
@@ -149,20 +154,21 @@ def make_inputs(cfg, meta: S.Metadata, device: torch.device, seed: int = 1):
 
 
 @contextlib.contextmanager
-def vllm_kernels_on(platform: str):
-    """The kernel choices of the two fusions on vLLM's ops set to irfuse's kernels on
-    `platform` (and its family) for the duration."""
+def vllm_kernel_choices(platform: str, on: bool):
+    """The kernel choices of the two fusions on vLLM's ops set to irfuse's kernels (`on`) or
+    to leaving the sites unfused on `platform` (and its family), at every size, for the
+    duration."""
     from irfuse.fusions.declare import Choice
     from irfuse.fusions.fuse_attn_quant import in_vllm as attn_q
     from irfuse.fusions.fuse_rope_kvcache import in_vllm as rope_kv
 
-    on = Choice("triton", "bench_e2e_vllm: irfuse's kernel, for the measurement")
+    choice = Choice("triton" if on else "inductor", "bench_e2e_vllm: set for the measurement")
     kernels = (attn_q.VLLM_ATTN_QUANT, rope_kv.ROPE_VLLM_KV)
     saved = [dict(k.choices) for k in kernels]
     try:
         for k in kernels:
-            k.choices[platform] = ((1, on),)  # type: ignore[index]
-            k.choices[platform.split(":")[0]] = ((1, on),)  # type: ignore[index]
+            k.choices[platform] = ((1, choice),)  # type: ignore[index]
+            k.choices[platform.split(":")[0]] = ((1, choice),)  # type: ignore[index]
         yield
     finally:
         for k, old in zip(kernels, saved, strict=True):
@@ -171,7 +177,9 @@ def vllm_kernels_on(platform: str):
 
 
 def _context(name: str, platform: str):
-    return vllm_kernels_on(platform) if name in FORCED else contextlib.nullcontext()
+    if name in FORCED:
+        return vllm_kernel_choices(platform, FORCED[name])
+    return contextlib.nullcontext()
 
 
 # --- checks and the attention table -----------------------------------------------------------

@@ -400,12 +400,13 @@ def attention(layer: Layer, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -
 
 
 def warm(num_heads: int = 32, num_kv_heads: int = 8, head_dim: int = 128,
-         block_size: int = 16, layout: str = "NHD") -> list[str]:
+         block_size: int = 16, layout: str = "NHD", steps: tuple[str, ...] = ("decode", "prefill")
+         ) -> list[str]:
     """Build FlashInfer's modules the stand-in runs (tensor-core decode, paged prefill "auto";
     bf16, `head_dim`) once, so that a benchmark never waits on nvcc; one line per module."""
     lines = []
     dev = torch.device("cuda")
-    for prefill in (0, 37):
+    for prefill in [0 if s == "decode" else 37 for s in steps]:
         what = f"prefill {prefill}" if prefill else "decode"
         try:
             meta = plan_step([], batch=2, context=40, prefill=prefill, num_heads=num_heads,
@@ -430,6 +431,6 @@ if __name__ == "__main__":
     import sys
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    for line in warm():
+    for line in warm(steps=tuple(sys.argv[1:]) or ("decode", "prefill")):
         print(line, flush=True)
 

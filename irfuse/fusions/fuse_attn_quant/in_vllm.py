@@ -27,8 +27,10 @@ backend; FLASH_ATTN on sm90) the fused op's kernel runs: on the CPU the referenc
 attention into a model-dtype buffer and the quant reference, the unfused graph's bits; on CUDA
 a decode step over a backend cache irfuse knows is read in place by irfuse's paged decode kernel
 with the quant epilogue; other batches run vLLM's attention, then irfuse's Triton static quant.
-No GPU figures exist for it yet, so its kernel choice leaves the site unfused on CUDA and ROCm,
-with the choice's reason as the remark.
+Kernel choice (FP8): on sm90 the fused kernel up to 16 tokens, where it was measured faster than
+FlashInfer's tensor-core decode + Inductor's quant (1.01-1.08x at batch 16; docs/benchmarks.md),
+vLLM's backend + the separate quant from 17 (a tie at batch 64); elsewhere on CUDA and on ROCm,
+and for NVFP4, not measured: unfused, with the choice's reason as the remark.
 
 Kernels `vllm_attention_quant_fp8_static` and `vllm_attention_quant_nvfp4`: q, k, v (MLA: q,
 kv_c_normed, k_pe), vLLM's dummy dependency, the layer name (`irfuse.kernels.vllm_context`:
@@ -118,6 +120,10 @@ def paged_decode_in_place(q, layer_name, scale, paged_decode_fp8) -> torch.Tenso
            for f in ("alibi_slopes", "sinks", "logits_soft_cap", "sliding_window")):
         return None
     n = int(meta.num_actual_tokens)
+    if 0 < n == q.shape[0]:  # no padding rows: the kernel's output is the result
+        o = paged_decode_fp8(q, caches[0], caches[1], meta.block_table[:n], meta.seq_lens[:n],
+                             scale, softmax_scale=float(impl.scale))
+        return o.view(n, -1)
     out = q.new_empty((q.shape[0], q.shape[1] * d), dtype=torch.float8_e4m3fn)
     if n:
         o = paged_decode_fp8(q[:n], caches[0], caches[1], meta.block_table[:n],
@@ -165,8 +171,20 @@ NOT_MEASURED_IN_VLLM = Choice("inductor", (
     "place from vLLM's cache) stays unfused until benchmarked against vLLM's attention and "
     "the separate quant"))
 _UNMEASURED = {"cuda": ((1, NOT_MEASURED_IN_VLLM),), "rocm": ((1, NOT_MEASURED_IN_VLLM),)}
+FUSED_DECODE_SM90 = Choice("triton", (
+    "H100 (docs/benchmarks.md, bench_e2e_vllm --attn-table): irfuse's paged decode + FP8 read in "
+    "place from vLLM's FlashInfer cache at batch 16 took 56.0 us against FlashInfer's "
+    "tensor-core decode + Inductor's quant 60.4 us (context 2048, 1.08x) and 184.6 against "
+    "186.7 us (context 8192, 1.01x)"))
+BACKEND_FROM_17_SM90 = Choice("inductor", (
+    "H100 (docs/benchmarks.md, bench_e2e_vllm --attn-table): at batch 64 FlashInfer's "
+    "tensor-core decode + Inductor's quant was as fast as irfuse's fused decode (context 2048: "
+    "191.5 against 192.8 us, 1.007x) or faster (8192: 712.4 against 706.6 us, 0.992x); 17 to "
+    "63 tokens not measured: left to vLLM's backend"))
+_FP8_CHOICES = {"cuda:sm90": ((1, FUSED_DECODE_SM90), (17, BACKEND_FROM_17_SM90)),
+                **_UNMEASURED}
 
-VLLM_ATTN_QUANT = Kernel(KERNEL, SCHEMA, _ref, _cuda, _fake, _UNMEASURED, single_tensor=True)
+VLLM_ATTN_QUANT = Kernel(KERNEL, SCHEMA, _ref, _cuda, _fake, _FP8_CHOICES, single_tensor=True)
 VLLM_ATTN_QUANT_NVFP4 = Kernel(NVFP4_KERNEL, NVFP4_SCHEMA, _nvfp4_ref, _nvfp4_ref, _nvfp4_fake,
                                _UNMEASURED)
 KERNELS = (VLLM_ATTN_QUANT, VLLM_ATTN_QUANT_NVFP4)

@@ -25,8 +25,9 @@ then vLLM's own write (`unified_kv_cache_update`: the CPU backend's block interi
 the ISA), the unfused graph's bits. On CUDA, for a backend cache irfuse knows
 (`vllm_context.split_kv_cache`: FlashAttention, Triton, FlashInfer, model-dtype), one Triton
 launch rotates q and k and writes k and v into the cache's halves in place; other caches get the
-Triton rope and vLLM's write. Not measured on a GPU inside vLLM yet: its choice leaves the site
-unfused on CUDA and ROCm (the remark says so).
+Triton rope and vLLM's write. Kernel choice: irfuse's kernel on sm90, measured faster there than
+irfuse's norm + rope kernel and a one-launch cache write (docs/benchmarks.md, end to end on
+vLLM-shaped graphs); elsewhere on CUDA and on ROCm not measured: unfused (the remark says so).
 """
 
 from __future__ import annotations
@@ -132,9 +133,15 @@ def _fake(q, k, v, q_weight, k_weight, positions, cos_sin_cache, cos, sin, layer
 NOT_MEASURED_IN_VLLM = Choice("inductor", (
     "not measured on a GPU yet: RoPE + vLLM's cache write in one launch on vLLM's cache layout "
     "stays unfused until benchmarked against Inductor's rope and vLLM's reshape_and_cache_flash"))
+MEASURED_SM90 = Choice("triton", (
+    "H100 (docs/benchmarks.md, bench_e2e_vllm's kernel profile, 4 Qwen3-8B-shaped layers at "
+    "batch 16 x context 2048 on vLLM's FlashInfer cache): q/k norms + RoPE + the cache write in "
+    "one launch, 11.9 us per forward, against irfuse's q/k norm + RoPE kernel and a one-launch "
+    "write (reshape_and_cache_flash's shape), 15.9 us"))
 
 ROPE_VLLM_KV = Kernel(KERNEL, SCHEMA, _ref, _cuda, _fake,
-                      {"cuda": ((1, NOT_MEASURED_IN_VLLM),), "rocm": ((1, NOT_MEASURED_IN_VLLM),)})
+                      {"cuda:sm90": ((1, MEASURED_SM90),), "cuda": ((1, NOT_MEASURED_IN_VLLM),),
+                       "rocm": ((1, NOT_MEASURED_IN_VLLM),)})
 KERNELS = (ROPE_VLLM_KV,)
 
 
