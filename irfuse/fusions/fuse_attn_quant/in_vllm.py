@@ -28,9 +28,11 @@ attention into a model-dtype buffer and the quant reference, the unfused graph's
 a decode step over a backend cache irfuse knows is read in place by irfuse's paged decode kernel
 with the quant epilogue; other batches run vLLM's attention, then irfuse's Triton static quant.
 Kernel choice (FP8): on sm90 the fused kernel up to 16 tokens, where it was measured faster than
-FlashInfer's tensor-core decode + Inductor's quant (1.01-1.08x at batch 16; docs/benchmarks.md),
-vLLM's backend + the separate quant from 17 (a tie at batch 64); elsewhere on CUDA and on ROCm,
-and for NVFP4, not measured: unfused, with the choice's reason as the remark.
+FlashInfer's tensor-core decode + Inductor's quant (1.01-1.11x at batch 16; docs/benchmarks.md),
+vLLM's backend + the separate quant from 17 (at batch 64: 1.02x at context 2048, 0.98x at 8192);
+elsewhere on CUDA and on ROCm, and for NVFP4, not measured: unfused, with the choice's reason as
+the remark. On sm90 this choice splits compile ranges at 16 tokens (one more compile of the
+decode sizes).
 
 Kernels `vllm_attention_quant_fp8_static` and `vllm_attention_quant_nvfp4`: q, k, v (MLA: q,
 kv_c_normed, k_pe), vLLM's dummy dependency, the layer name (`irfuse.kernels.vllm_context`:
@@ -172,15 +174,15 @@ NOT_MEASURED_IN_VLLM = Choice("inductor", (
     "the separate quant"))
 _UNMEASURED = {"cuda": ((1, NOT_MEASURED_IN_VLLM),), "rocm": ((1, NOT_MEASURED_IN_VLLM),)}
 FUSED_DECODE_SM90 = Choice("triton", (
-    "H100 (docs/benchmarks.md, bench_e2e_vllm --attn-table): irfuse's paged decode + FP8 read in "
-    "place from vLLM's FlashInfer cache at batch 16 took 56.0 us against FlashInfer's "
-    "tensor-core decode + Inductor's quant 60.4 us (context 2048, 1.08x) and 184.6 against "
-    "186.7 us (context 8192, 1.01x)"))
+    "H100 (docs/benchmarks.md, bench_e2e_vllm --attn-table, two runs): irfuse's paged decode + "
+    "FP8 read in place from vLLM's FlashInfer cache at batch 16 took 54.5 us against "
+    "FlashInfer's tensor-core decode + Inductor's quant 60.3 us (context 2048, 1.11x; 1.08x in "
+    "the other run) and 181.7 against 186.4 us (context 8192, 1.03x; 1.01x)"))
 BACKEND_FROM_17_SM90 = Choice("inductor", (
-    "H100 (docs/benchmarks.md, bench_e2e_vllm --attn-table): at batch 64 FlashInfer's "
-    "tensor-core decode + Inductor's quant was as fast as irfuse's fused decode (context 2048: "
-    "191.5 against 192.8 us, 1.007x) or faster (8192: 712.4 against 706.6 us, 0.992x); 17 to "
-    "63 tokens not measured: left to vLLM's backend"))
+    "H100 (docs/benchmarks.md, bench_e2e_vllm --attn-table, two runs): at batch 64 irfuse's "
+    "fused decode was faster at context 2048 (188.6 against 192.3 us, 1.02x; 1.007x) but "
+    "slower at 8192 (721.8 against 705.8 us, 0.978x; 0.992x) than FlashInfer's tensor-core "
+    "decode + Inductor's quant; 17 to 63 tokens not measured: left to vLLM's backend"))
 _FP8_CHOICES = {"cuda:sm90": ((1, FUSED_DECODE_SM90), (17, BACKEND_FROM_17_SM90)),
                 **_UNMEASURED}
 
