@@ -100,12 +100,12 @@ class Layer:
     def __init__(self, name: str, num_heads: int, num_kv_heads: int, head_size: int, *,
                  num_blocks: int = 16, block_size: int = 4, dtype: torch.dtype = torch.bfloat16,
                  output_quant: tuple[str, ...] = (), backend: str = "FLASH_ATTN",
-                 mla_v_dim: int | None = None):
+                 mla_v_dim: int | None = None, device: torch.device | str | None = None):
         self.layer_name = name
         self.num_heads, self.num_kv_heads, self.head_size = num_heads, num_kv_heads, head_size
         self.scale = head_size ** -0.5
         self.kv_cache = torch.zeros(num_blocks, num_kv_heads, block_size, 2 * head_size,
-                                    dtype=dtype)
+                                    dtype=dtype, device=device)
         self.kv_cache_dtype = "auto"
         self.kv_sharing_target_layer_name = None
         self.attn_backend = _Backend(backend)
@@ -160,16 +160,17 @@ def _paged_attention(q, kv_cache, meta: Metadata, layer: Layer) -> torch.Tensor:
     k_cache = kv_cache.transpose(1, 2)[..., : layer.head_size]
     v_cache = kv_cache.transpose(1, 2)[..., layer.head_size:]
     block_size = kv_cache.shape[2]
-    out = torch.zeros(q.shape[0], layer.num_heads, layer.head_size, dtype=q.dtype)
+    out = torch.zeros(q.shape[0], layer.num_heads, layer.head_size, dtype=q.dtype,
+                      device=q.device)
     starts = meta.query_start_loc.tolist()
     for b, length in enumerate(meta.seq_lens.tolist()):
         qs, qe = starts[b], starts[b + 1]
-        pos = torch.arange(length)
+        pos = torch.arange(length, device=q.device)
         blocks = meta.block_table[b, pos // block_size].long()
         keys = k_cache[blocks, pos % block_size].transpose(0, 1).float()  # [Hkv, L, D]
         values = v_cache[blocks, pos % block_size].transpose(0, 1).float()
         queries = q[qs:qe].transpose(0, 1).float()  # [H, q_len, D]
-        qpos = torch.arange(length - (qe - qs), length)
+        qpos = torch.arange(length - (qe - qs), length, device=q.device)
         mask = pos[None, :] <= qpos[:, None]
         o = F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask,
                                            scale=layer.scale, enable_gqa=True)

@@ -14,6 +14,7 @@ import vllm_attention as VA
 import vllm_ops as V
 from torch import nn
 
+from irfuse.emit import kernel_choice
 from irfuse.fusions.fuse_attn_quant import ops as attn_ops
 from irfuse.fusions.fuse_rope_kvcache import ops as rope_ops
 from irfuse.kernels import attention_quant_ref, qk_norm_rope_ref
@@ -136,16 +137,32 @@ def test_norms_rope_and_cache_write_are_one_kernel():
     assert ("rope_vllm_kv_cache_update", "reference") in kernels, kernels
 
 
-def test_cuda_leaves_both_unfused_with_the_reason():
-    """No GPU figures for the kernels inside vLLM: on sm90 neither site fuses, and each says why
-    (the graph is unchanged, so it still runs here)."""
+def test_unmeasured_gpus_leave_both_unfused_with_the_reason():
+    """No GPU figures for the kernels inside vLLM but sm90's: on sm100 neither site fuses, and
+    each says why (the graph is unchanged, so it still runs here)."""
     compiled = run_step(AttentionLayer(_layer(), quant=True), [5, 3, 7],
                         pass_config={"fuse_rope_kvcache": True, "fuse_attn_quant": True},
-                        platform="cuda:sm90")
+                        platform="cuda:sm100")
     assert compiled.fused(ROPE) == compiled.fused(ATTN) == 0
     assert any("not measured on a GPU yet" in m for m in _missed(compiled, ROPE))
     assert any("does not write this output quant itself" in m and "not measured" in m
                for m in _missed(compiled, ATTN))
+
+
+def test_sm90_fuses_both_at_decode_sizes():
+    """sm90's measured choices (docs/benchmarks.md): RoPE + the cache write always, attention +
+    quant up to 16 tokens, vLLM's backend + the separate quant from 17 (the CPU runs the fused
+    ops' references, so the bits are the unfused graph's)."""
+    compiled = run_step(AttentionLayer(_layer(), quant=True), [5, 3, 7],
+                        pass_config={"fuse_rope_kvcache": True, "fuse_attn_quant": True},
+                        platform="cuda:sm90")
+    assert compiled.fused(ROPE) == compiled.fused(ATTN) == 1
+    choose = kernel_choice.choose
+    assert choose("rope_vllm_kv_cache_update", "cuda:sm90", 256).impl == "triton"
+    assert choose("vllm_attention_quant_fp8_static", "cuda:sm90", 16).impl == "triton"
+    later = choose("vllm_attention_quant_fp8_static", "cuda:sm90", 17)
+    assert later.impl == "inductor" and "batch 64" in later.reason
+    assert choose("vllm_attention_quant_nvfp4", "cuda:sm90", 16).impl == "inductor"
 
 
 # --- attention + output quant ---------------------------------------------------------------------

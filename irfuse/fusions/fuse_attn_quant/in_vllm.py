@@ -26,8 +26,13 @@ buffer for a symbolic token count) and goes to irfuse's kernel instead. Elsewher
 backend; FLASH_ATTN on sm90) the fused op's kernel runs: on the CPU the reference, vLLM's own
 attention into a model-dtype buffer and the quant reference, the unfused graph's bits; on CUDA
 a decode step over a backend cache irfuse knows is read in place by irfuse's paged decode kernel
-with the quant epilogue, other batches run the reference. No GPU figures exist for it yet, so its
-kernel choice leaves the site unfused on CUDA and ROCm, with the choice's reason as the remark.
+with the quant epilogue; other batches run vLLM's attention, then irfuse's Triton static quant.
+Kernel choice (FP8): on sm90 the fused kernel up to 16 tokens, where it was measured faster than
+FlashInfer's tensor-core decode + Inductor's quant (1.01-1.11x at batch 16; docs/benchmarks.md),
+vLLM's backend + the separate quant from 17 (at batch 64: 1.02x at context 2048, 0.98x at 8192);
+elsewhere on CUDA and on ROCm, and for NVFP4, not measured: unfused, with the choice's reason as
+the remark. On sm90 this choice splits compile ranges at 16 tokens (one more compile of the
+decode sizes).
 
 Kernels `vllm_attention_quant_fp8_static` and `vllm_attention_quant_nvfp4`, their lowering and
 their run-time reads of vLLM's forward context: `ops.py`; their choices: `choices/`.

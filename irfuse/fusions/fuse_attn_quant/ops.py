@@ -29,8 +29,9 @@ the tokens, `mla`; FP8: the output dtype and the quant's spelling (`divide`). Th
 `[T, H * Dv]` quantized (NVFP4: codes and swizzled block scales). On the CPU: vLLM's attention
 into a model-dtype buffer and the quant reference, the unfused graph's bits; on CUDA a decode step
 over a backend cache irfuse knows is read in place by the paged decode kernel with the quant
-epilogue, other batches run the reference. Not measured on a GPU yet: their choices leave the
-site unfused on CUDA and ROCm (choices/cuda.toml, rocm.toml).
+epilogue, other batches vLLM's attention then irfuse's Triton static quant. FP8 is chosen on
+sm90 up to 16 tokens (choices/cuda_sm90.toml); NVFP4, and FP8 elsewhere, are not measured on a
+GPU: unfused on CUDA and ROCm (choices/cuda.toml, rocm.toml).
 """
 
 from __future__ import annotations
@@ -400,6 +401,10 @@ def paged_decode_in_place(q: Tensor, layer_name: Any, scale: Tensor,
            for f in ("alibi_slopes", "sinks", "logits_soft_cap", "sliding_window")):
         return None
     n = int(meta.num_actual_tokens)
+    if 0 < n == q.shape[0]:  # no padding rows: the kernel's output is the result
+        o = paged_decode_fp8(q, caches[0], caches[1], meta.block_table[:n], meta.seq_lens[:n],
+                             scale, softmax_scale=float(impl.scale))
+        return o.view(n, -1)
     out = q.new_empty((q.shape[0], q.shape[1] * d), dtype=torch.float8_e4m3fn)
     if n:
         o = paged_decode_fp8(q[:n], caches[0], caches[1], meta.block_table[:n],
@@ -415,7 +420,11 @@ def _vllm_cuda(c: Call) -> Tensor:
                                     kernels("attention_quant").paged_decode_fp8)
         if out is not None:
             return out
-    return vllm_attention_quant_fp8_static(**c)
+    # Any other step: vLLM's attention, then irfuse's Triton quant (one launch, as Inductor's
+    # quant of the unfused graph; the reference's torch ops would be four).
+    return kernels("act_quant").quant_fp8_static(
+        attention_out(c.q, c.k, c.v, c.kv_cache_dep, c.layer_name, c.out_tail, c.mla), c.scale,
+        c.out_dtype, divide=c.divide)
 
 
 def _vllm_fake(c: Call) -> Tensor:

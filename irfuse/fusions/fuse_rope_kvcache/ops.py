@@ -16,9 +16,9 @@ vLLM's dummy. On the CPU: irfuse's rope reference, then vLLM's own write
 (`unified_kv_cache_update`: the CPU backend's block interior depends on the ISA), the unfused
 graph's bits. On CUDA, for a backend cache irfuse knows (`vllm_context.split_kv_cache`:
 FlashAttention, Triton, FlashInfer, model-dtype), one Triton launch rotates q and k and writes k
-and v into the cache's halves in place; other caches get the Triton rope and vLLM's write. Not
-measured on a GPU inside vLLM yet: its choice leaves the site unfused on CUDA and ROCm
-(choices/cuda.toml, rocm.toml).
+and v into the cache's halves in place; other caches get the Triton rope and vLLM's write. Chosen
+on sm90 (choices/cuda_sm90.toml, measured inside vLLM-shaped graphs); not measured elsewhere:
+unfused on other CUDA GPUs and ROCm (choices/cuda.toml, rocm.toml).
 """
 
 from __future__ import annotations

@@ -1,0 +1,44 @@
+"""`benchmarks/bench_e2e_vllm.py` runs end to end on the CPU at the tiny size: vLLM's attention
+ops registered by `benchmarks/vllm_standin.py` (torch reference attention on the CPU), the
+stand-in's check, Inductor and irfuse compiled once each, a decode and a prefill step timed, and
+irfuse's report (on the CPU every attention-family pass fuses, running the references)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is not None,
+                                reason="vLLM's own ops own the vllm namespace")
+
+
+def test_the_cpu_smoke_path_writes_the_table(tmp_path):
+    """In a process of its own: the tests' stand-ins (`vllm_attention.py`) register the same
+    op names with their own forward context in this one."""
+    out = tmp_path / "e2e.md"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_e2e_vllm.py"), "--device", "cpu",
+         "--tiny", "--layers", "1", "--batches", "2", "--contexts", "20", "--prefill", "16",
+         "--rounds", "1", "--check", "--out", str(out)],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    text = out.read_text()
+    assert text.count("cache write equal to torch's") == 2, text
+    rows = [line for line in text.splitlines() if re.match(r"\| (decode|prefill) ", line)]
+    assert [r.split(" | ")[:2] for r in rows] == [["| decode b2 ctx20", "irfuse"],
+                                                   ["| prefill 16", "irfuse"]]
+    fused = next(line for line in text.splitlines() if line.startswith("- fused by irfuse:"))
+    for name in ("enable-qk-norm-rope-fusion 1", "fuse-rope-kvcache 1", "fuse-attn-quant 1"):
+        assert name in fused, fused
+    for row in rows:  # irfuse agrees with Inductor within FP8 rounding of one layer
+        assert float(row.rstrip(" |").split(" | ")[-1]) < 0.1, row
