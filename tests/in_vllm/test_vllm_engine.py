@@ -74,8 +74,10 @@ def test_llama_report_shows_irfuse_ran_inside_vllm(engines):
     raised = {k: v for k, v in report.raised.items() if v}
     # 2 layers: the first input norm, then three residual norms and the final one; vLLM's fused
     # gate_up projection halves into SiLU·Mul (Inductor's a / (1 + exp(-a))); RoPE per layer,
-    # here vLLM's `_C.rotary_embedding` (custom ops on).
-    assert raised == {"rms_norm": 1, "add_rms_norm": 4, "silu_mul": 2, "rope": 2}
+    # here vLLM's `_C.rotary_embedding` (custom ops on); vLLM's attention and KV-cache write per
+    # layer (raise-vllm-attention).
+    assert raised == {"rms_norm": 1, "add_rms_norm": 4, "silu_mul": 2, "rope": 2,
+                      "vllm_attention": 2, "vllm_kv_cache_update": 2}
     assert _raised_by(report, "raise-vllm-ops") == 2
     assert _raised_by(report, "raise-rope") == 0
     # vLLM's PassConfig as vLLM resolved it on the CPU: QK norm + RoPE forced off.
@@ -89,8 +91,10 @@ def test_qwen3_qk_norm_rope_fused_inside_vllm(engines):
     assert report.config["enable_qk_norm_rope_fusion"] is True  # $IRFUSE_VLLM_OPTIONS
     assert report.config["fuse_norm_quant"] is False  # vLLM's O2 with custom ops off
     raised = {k: v for k, v in report.raised.items() if v}
-    # vLLM's native RoPE (custom ops off); the q and k norms of each layer.
-    assert raised == {"rms_norm": 5, "add_rms_norm": 4, "silu_mul": 2, "rope": 2}
+    # vLLM's native RoPE (custom ops off); the q and k norms of each layer; vLLM's attention and
+    # KV-cache write per layer.
+    assert raised == {"rms_norm": 5, "add_rms_norm": 4, "silu_mul": 2, "rope": 2,
+                      "vllm_attention": 2, "vllm_kv_cache_update": 2}
     assert _raised_by(report, "raise-vllm-ops") == 0
     assert _fused(report, "enable-qk-norm-rope-fusion") == 2
     (emitted,) = pathlib.Path(engines["qwen3-irfuse"]["dump"]).rglob("*-emitted.py")
