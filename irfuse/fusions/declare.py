@@ -138,8 +138,9 @@ RANGE_RULES: dict[str, str] = {
     "all": "every range",
     "below-fi-cap": "ranges up to the FlashInfer size cap "
     "(fi_allreduce_fusion_max_size_mb / (hidden x itemsize) tokens)",
-    "from-sp-min": "single-size ranges from sp_min_token_num up whose size TP divides (the "
-    "token dim is split TP ways, and irfuse cannot pad the caller's tokens)",
+    "from-sp-min": "ranges from sp_min_token_num up; a token count TP does not divide is "
+    "padded to a multiple of TP and sliced back (full graph); in a piecewise graph (vLLM's "
+    "splitting_ops without Inductor partition) only single sizes TP divides, as vLLM",
     "up-to-rope-kvcache-max": "ranges up to rope_kvcache_fusion_max_token_num tokens",
 }
 """Compile-range rules a fusion can declare (`irfuse.ranges.applies` implements them)."""

@@ -89,12 +89,17 @@ def test_fp8_moves_after_the_local_quant_and_fuses(tmp_path):
     assert emitted.count("torch.ops.aten.view.dtype") == 6  # to bytes and back, per FP8 gather
 
 
-def test_token_count_not_divisible_is_a_remark(tmp_path):
+def test_token_count_not_divisible_is_padded(tmp_path):
+    # 15 tokens at TP 2: each all-reduce input gets a row of zeros (16 rows, 8 a rank), each
+    # gather is sliced back to 15 rows; the replicated embedding is padded before it is sliced.
     _, result = _compile("llama-tp", tmp_path, 1, SP, num_tokens=15)
     record = _record(result, "enable-sp")
-    assert record.count == 0
-    assert {m.reason for m in record.missed} == {
-        "enable-sp: size 15 is not divisible by TP 2"}
+    assert (record.count, record.missed) == (2, [])
+    after = _stage(tmp_path, "enable-sp.mlir")
+    assert len(re.findall(r'"aten::constant_pad_nd.default"\([^)]*\[0, 0, 0, 1\], 0.0\) : '
+                          r'\(!irfuse.tensor<\[15, 256\]', after)) == 3
+    assert len(re.findall(r'"aten::slice.Tensor"\([^)]*, 0, 0, 15\)', after)) == 2
+    assert len(re.findall(r"norm.add_rms_norm [^\n]*-> \(!irfuse.tensor<\[8, 256\]", after)) == 2
 
 
 def _run(text: str, passes: str = "enable-sp") -> tuple[str, list[str]]:
@@ -129,12 +134,12 @@ def test_near_misses_say_why():
     }}
     """
     printed, reasons = _run(text)
-    assert "coll.reduce_scatter" not in printed
+    # Only the `[3, 5, H]` all-reduce (15 rows: padded to 16) becomes sequence-parallel.
+    assert printed.count("= coll.reduce_scatter ") == 1
     assert reasons == [
         "not sequence-parallel: the all-reduce does not feed an RMSNorm",
         "not sequence-parallel: this process's rank in process group 'tp' is unknown (no "
-        "irfuse.ranks entry, and torch.distributed does not know the group)",
-        "not sequence-parallel: 15 tokens are not divisible by TP 2 (irfuse does not pad)",
+        "irfuse.ranks entry, and neither torch.distributed nor vLLM knows the group)",
     ]
 
 
@@ -142,15 +147,18 @@ def test_near_misses_say_why():
 
 
 def _sp_worker(rank: int, world: int, out_dir: str, cases: list) -> None:
-    for name, dynamic, gemm_comms in cases:
+    for name, dynamic, gemm_comms, tokens in cases:
         torch._dynamo.reset()
-        built = build(name, dtype=torch.float32, num_layers=2, num_kv_heads=4)
+        built = build(name, dtype=torch.float32, num_layers=2, num_kv_heads=4,
+                      num_tokens=tokens)
         options = {"inductor": False, "strict": True, "debug": True,
                    "pass_config": {**SP, "fuse_norm_quant": True,
                                    "fuse_gemm_comms": gemm_comms}}
         inputs = built.clone_inputs()
-        if dynamic:  # a symbolic token count: SP runs in the compile size's own range
-            options["compile_sizes"] = [built.config.num_tokens]
+        if dynamic:  # a symbolic token count
+            if dynamic == "size":  # SP runs in the compile size's own range
+                options["compile_sizes"] = [built.config.num_tokens]
+            # else in the range [sp_min_token_num, max]: padded to a multiple of TP
             inputs = built.mark_dynamic(inputs)
         from irfuse import backend
 
@@ -169,10 +177,10 @@ def _check_against_one_process(tmp_path: Path, world: int, cases: list) -> None:
     singles = {"llama-tp": ("llama", {}),
                "llama-fp8-tp": ("llama-fp8", dict(scale_spelling="inv_scale",
                                                   clamp_spelling="clamp_minmax"))}
-    for name, dynamic, gemm_comms in cases:
+    for name, dynamic, gemm_comms, tokens in cases:
         single, overrides = singles[name]
         ref_built = build(single, dtype=torch.float32, num_layers=2, num_kv_heads=4,
-                          **overrides)
+                          num_tokens=tokens, **overrides)
         with torch.no_grad():
             ref = ref_built.model(*ref_built.clone_inputs())
         for rank in range(world):
@@ -189,11 +197,15 @@ def _check_against_one_process(tmp_path: Path, world: int, cases: list) -> None:
 
 @pytest.mark.dist
 def test_two_gloo_ranks_match_the_unsharded_model(tmp_path):
-    _check_against_one_process(tmp_path, 2, [("llama-tp", True, False),
-                                             ("llama-fp8-tp", False, True)])
+    # The last: 7 tokens, symbolic, in the range [4, 8192]: padded to 8 and sliced back, with
+    # the GEMMs fused through the pad and the slice.
+    _check_against_one_process(tmp_path, 2, [("llama-tp", "size", False, 16),
+                                             ("llama-fp8-tp", False, True, 16),
+                                             ("llama-fp8-tp", "range", True, 7)])
 
 
 @pytest.mark.dist
 def test_four_gloo_ranks_match_the_unsharded_model(tmp_path):
-    _check_against_one_process(tmp_path, 4, [("llama-tp", False, True),
-                                             ("llama-fp8-tp", True, False)])
+    _check_against_one_process(tmp_path, 4, [("llama-tp", False, True, 16),
+                                             ("llama-fp8-tp", "size", False, 16),
+                                             ("llama-tp", "range", True, 10)])
