@@ -70,6 +70,22 @@ def vllm_coordinator(name: str) -> object | None:
         return None
 
 
+def vllm_shm_group(handle: int) -> str | None:
+    """The name of vLLM's group coordinator whose CPU communicator's shared-memory all-reduce
+    has `handle` (vLLM's CPU build spells its TP all-reduce `_C.shm_allreduce(handle, x)`), or
+    None."""
+    state = sys.modules.get(VLLM_STATE)
+    registry = getattr(state, "_groups", None)
+    if not isinstance(registry, dict):
+        return None
+    for name in list(registry):
+        coordinator = vllm_coordinator(name)
+        comm = getattr(getattr(coordinator, "device_communicator", None), "dist_module", None)
+        if getattr(comm, "handle", None) == handle:
+            return name
+    return None
+
+
 def _vllm_device_group(name: str):
     dist = _dist()
     group = getattr(vllm_coordinator(name), "device_group", None)

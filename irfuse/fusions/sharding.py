@@ -65,6 +65,7 @@ from irfuse.raising.aten_ops import (
 )
 from irfuse.raising.match import NoMatch, discard
 
+SHM_ALL_REDUCE = "_C::shm_allreduce.default"
 SYM_SIZE = "aten::sym_size.int"
 NEG = "py:operator.neg"
 MOD = "py:operator.mod"
@@ -216,14 +217,18 @@ VLLM = "vllm"
 
 def spelling_of(op: Operation) -> str:
     """How the collective `op` was spelled: VLLM where its decomposition calls one of vLLM's
-    collective ops (`torch.ops.vllm.*`), else C10D (torch's functional collectives, or an op
-    with no decomposition)."""
+    collective ops (`torch.ops.vllm.*`, or its CPU communicator's `_C.shm_allreduce`), else C10D
+    (torch's functional collectives, or an op with no decomposition)."""
     block = decomposition_block(op)
     if block is not None:
         for inner in block.ops:
             if isinstance(inner, aten.CallOp) and inner.target.data in (
                     VLLM_ALL_REDUCE, VLLM_REDUCE_SCATTER, VLLM_ALL_GATHER):
                 return VLLM
+            template = inner.template.data if isinstance(inner, aten.CallOp) else ()
+            if template and isinstance(template[0], aten.TargetAttr) \
+                    and template[0].text.data == SHM_ALL_REDUCE:
+                return VLLM  # vLLM's CPU communicator's own all-reduce
             if isinstance(inner, aten.CallOp) and inner.target.data == C10D_ALL_REDUCE:
                 return C10D
     return C10D
@@ -254,7 +259,7 @@ def _c10d_group(group: str) -> str:
     """The name torch's functional collectives take for `group`: torch's own name where the
     group is one of vLLM's coordinators, else `group` (unchanged where nothing is initialized:
     IR read without a process group)."""
-    if groups.is_vllm(group):
+    if _initialized() and groups.is_vllm(group):
         return groups.torch_name(group)
     return group
 

@@ -10,6 +10,7 @@ unsharded single-process model's output.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from pathlib import Path
@@ -20,7 +21,7 @@ import torch
 from irfuse import remarks
 from irfuse.context import make_context
 from irfuse.models import build
-from irfuse.models.dist import fake_process_group, spawn_ranks
+from irfuse.models.dist import fake_process_group, spawn_ranks, vllm_style_groups
 from irfuse.passes import instantiate
 from irfuse.testing import compile_and_run
 
@@ -147,29 +148,38 @@ def test_near_misses_say_why():
 
 
 def _sp_worker(rank: int, world: int, out_dir: str, cases: list) -> None:
-    for name, dynamic, gemm_comms, tokens in cases:
+    for name, dynamic, gemm_comms, tokens, *style in cases:
         torch._dynamo.reset()
-        built = build(name, dtype=torch.float32, num_layers=2, num_kv_heads=4,
-                      num_tokens=tokens)
-        options = {"inductor": False, "strict": True, "debug": True,
-                   "pass_config": {**SP, "fuse_norm_quant": True,
-                                   "fuse_gemm_comms": gemm_comms}}
-        inputs = built.clone_inputs()
-        if dynamic:  # a symbolic token count
-            if dynamic == "size":  # SP runs in the compile size's own range
-                options["compile_sizes"] = [built.config.num_tokens]
-            # else in the range [sp_min_token_num, max]: padded to a multiple of TP
-            inputs = built.mark_dynamic(inputs)
-        from irfuse import backend
+        with contextlib.ExitStack() as stack:
+            overrides = {}
+            if style == ["vllm"]:  # vLLM's all_reduce on its coordinator "tp:0"
+                stack.enter_context(vllm_style_groups())
+                overrides["tp_collective"] = "vllm"
+            _sp_case(rank, out_dir, name, dynamic, gemm_comms, tokens, overrides)
 
-        backend.clear_reports()
-        compiled = torch.compile(built.model, backend="irfuse", options=options)
-        with torch.no_grad():
-            out = compiled(*inputs)
-        fused = {p: sum(r.fused(p) for r in backend.reports())
-                 for p in ("enable-sp", "fuse-gemm-comms")}
-        torch.save({"out": out, "fused": fused},
-                   os.path.join(out_dir, f"{name}-{dynamic}-{gemm_comms}-rank{rank}.pt"))
+
+def _sp_case(rank, out_dir, name, dynamic, gemm_comms, tokens, overrides) -> None:
+    built = build(name, dtype=torch.float32, num_layers=2, num_kv_heads=4,
+                  num_tokens=tokens, **overrides)
+    options = {"inductor": False, "strict": True, "debug": True,
+               "pass_config": {**SP, "fuse_norm_quant": True,
+                               "fuse_gemm_comms": gemm_comms}}
+    inputs = built.clone_inputs()
+    if dynamic:  # a symbolic token count
+        if dynamic == "size":  # SP runs in the compile size's own range
+            options["compile_sizes"] = [built.config.num_tokens]
+        # else in the range [sp_min_token_num, max]: padded to a multiple of TP
+        inputs = built.mark_dynamic(inputs)
+    from irfuse import backend
+
+    backend.clear_reports()
+    compiled = torch.compile(built.model, backend="irfuse", options=options)
+    with torch.no_grad():
+        out = compiled(*inputs)
+    fused = {p: sum(r.fused(p) for r in backend.reports())
+             for p in ("enable-sp", "fuse-gemm-comms")}
+    torch.save({"out": out, "fused": fused},
+               os.path.join(out_dir, f"{name}-{dynamic}-{gemm_comms}-rank{rank}.pt"))
 
 
 def _check_against_one_process(tmp_path: Path, world: int, cases: list) -> None:
@@ -177,7 +187,7 @@ def _check_against_one_process(tmp_path: Path, world: int, cases: list) -> None:
     singles = {"llama-tp": ("llama", {}),
                "llama-fp8-tp": ("llama-fp8", dict(scale_spelling="inv_scale",
                                                   clamp_spelling="clamp_minmax"))}
-    for name, dynamic, gemm_comms, tokens in cases:
+    for name, dynamic, gemm_comms, tokens, *_ in cases:
         single, overrides = singles[name]
         ref_built = build(single, dtype=torch.float32, num_layers=2, num_kv_heads=4,
                           num_tokens=tokens, **overrides)
@@ -198,10 +208,12 @@ def _check_against_one_process(tmp_path: Path, world: int, cases: list) -> None:
 @pytest.mark.dist
 def test_two_gloo_ranks_match_the_unsharded_model(tmp_path):
     # The last: 7 tokens, symbolic, in the range [4, 8192]: padded to 8 and sliced back, with
-    # the GEMMs fused through the pad and the slice.
+    # the GEMMs fused through the pad and the slice; the all-reduces are vLLM's op on its group
+    # coordinator "tp:0" (torch does not know the name): the reduce-scatters and all-gathers
+    # are vLLM's, the async-TP kernels resolve the coordinator's device group.
     _check_against_one_process(tmp_path, 2, [("llama-tp", "size", False, 16),
                                              ("llama-fp8-tp", False, True, 16),
-                                             ("llama-fp8-tp", "range", True, 7)])
+                                             ("llama-fp8-tp", "range", True, 7, "vllm")])
 
 
 @pytest.mark.dist

@@ -3,9 +3,11 @@
 vLLM's `NoOpEliminationPass`, on the IR: a reshape (`view`, `_unsafe_view`, `reshape`, `alias`)
 whose result type is its input's, a `slice` that keeps the whole dim (start 0, end at least the
 dim's size or the size's own symbol, step 1), a `slice_scatter` whose source covers the whole
-input (the result is the source), and a `cat` of one tensor with empty ones (vLLM's rotary
-concatenates the rotated part with an empty pass-through part when it rotates the whole head);
-a chain of reshapes collapses to one. Their users read the input (or the source) directly, so fusions see through them; the
+input (the result is the source), a `cat` of one tensor with empty ones (vLLM's rotary
+concatenates the rotated part with an empty pass-through part when it rotates the whole head),
+a `detach` and a `view.dtype` to the tensor's own dtype (vLLM's vocab-parallel embedding ends
+with one after its all-reduce; Inductor's post-grad passes drop both before vLLM's passes see
+the graph); a chain of reshapes collapses to one. Their users read the input (or the source) directly, so fusions see through them; the
 graph computes the same values (the functional graph has no aliasing to preserve, except in what
 it returns: a returned value is left alone).
 
@@ -27,6 +29,7 @@ from xdsl.pattern_rewriter import PatternRewriter
 from irfuse.dialects.irfuse import SymType
 from irfuse.raising.aten_ops import (
     CAT,
+    DETACH,
     RESHAPE,
     RESHAPES,
     RESHAPES_AND_ALIAS,
@@ -34,11 +37,16 @@ from irfuse.raising.aten_ops import (
     SLICE_TENSOR,
     UNSAFE_VIEW,
     VIEW,
+    VIEW_DTYPE,
 )
 from irfuse.raising.driver import NO_CANDIDATE, REWROTE, CallPattern, Outcome, Site
 from irfuse.raising.match import INT64_MAX, Call, call, is_pure, tensor_type
 
 VIEWS_ONLY = (VIEW, UNSAFE_VIEW)
+SAME_VALUE = (DETACH, VIEW_DTYPE)
+"""A `detach` (a functional graph has no autograd to cut) and a `view.dtype` to the tensor's own
+dtype (vLLM's VocabParallelEmbedding returns `output.view(output_dtype)` after its all-reduce):
+no-ops where the result's type is the input's."""
 
 
 def _covers(dim_size: Any, start: Any, end: Any, step: Any) -> bool:
@@ -70,7 +78,7 @@ def _replacement(found: Call) -> SSAValue | None:
     source_type, result_type = tensor_type(source), tensor_type(found.result)
     if source_type is None or result_type is None:
         return None
-    if found.target in RESHAPES_AND_ALIAS:
+    if found.target in RESHAPES_AND_ALIAS or found.target in SAME_VALUE:
         return source if source_type == result_type else None
     if found.target == SLICE_TENSOR:
         dim, start, end, step = _slice_dims(found)
@@ -150,7 +158,7 @@ def _collapse(found: Call, rewriter: PatternRewriter) -> bool:
 class NoopPattern(CallPattern):
     """A reshape, slice or slice_scatter that returns its input (or its source)."""
 
-    targets = (*RESHAPES_AND_ALIAS, SLICE_TENSOR, SLICE_SCATTER, CAT)
+    targets = (*RESHAPES_AND_ALIAS, *SAME_VALUE, SLICE_TENSOR, SLICE_SCATTER, CAT)
 
     def rewrite_call(self, found: Call, rewriter: PatternRewriter, site: Site) -> Outcome:
         collapsed = _collapse(found, rewriter)

@@ -219,7 +219,8 @@ class AllGatherGemmPattern(AnchorPattern):
         start = op.y
         sliced = None
         found = users(op.y)
-        if len(found) == 1 and sliced_from(found[0].results[0]) is op.y:
+        if len(found) == 1 and isinstance(found[0], aten.CallOp) and found[0].results \
+                and sliced_from(found[0].results[0]) is op.y:
             sliced = found[0]
             start = sliced.results[0]
         gathered, reshapes = _forward_through_reshapes(start)
