@@ -9,11 +9,11 @@ _groups` (weak references). The coordinator's `device_group` is made by `new_gro
 name, so torch does not know `tp:0`: a `_c10d_functional` call or a `symm_mem` op given `tp:0`
 fails when it runs ("Could not resolve the process group registered under the name tp:0").
 
-So a name is resolved here, in this order:
-
-1. torch.distributed's registry (`_resolve_process_group`): the group torch knows by that name;
-2. vLLM's registry, read only when vLLM (or a stand-in of its module) is already imported: the
-   coordinator's `device_group`, the group its collectives run on (NCCL on GPUs, gloo on the CPU).
+So a name is resolved here: as vLLM's group coordinator where vLLM's registry (read only when
+vLLM, or a stand-in of its module, is already imported) has the name: the coordinator's
+`device_group`, the group its collectives run on (NCCL on GPUs, gloo on the CPU); else as the
+group torch.distributed's registry (`_resolve_process_group`) knows by that name. (vLLM's names,
+`tp:0`, and torch's, numbers unless given, do not meet.)
 
 `resolve` is for run time (the kernels: reference, NCCL, symmetric memory, FlashInfer, async TP);
 `torch_name` gives the name torch's own ops take. `known` / `check` are for compile time: a fused
@@ -101,7 +101,11 @@ def resolve(name: str):
     if _dist() is None:
         raise GroupError(f"irfuse: a collective names process group {name!r} but "
                          "torch.distributed is not initialized in this process")
-    group = torch_group(name)
+    # vLLM's names first where its registry has the name (a dict lookup; torch's lookup of a
+    # name it does not know raises, which a call per decode step should not pay).
+    group = _vllm_device_group(name) if vllm_coordinator(name) is not None else None
+    if group is None:
+        group = torch_group(name)
     if group is None:
         group = _vllm_device_group(name)
     if group is None:
@@ -116,27 +120,27 @@ def torch_name(name: str) -> str:
 
 
 def size(name: str) -> int | None:
-    """The number of ranks of `name`'s group (torch's, else vLLM's coordinator), or None."""
-    group = torch_group(name)
-    if group is not None:
-        return int(group.size())
+    """The number of ranks of `name`'s group (vLLM's coordinator's, else torch's), or None."""
     value = getattr(vllm_coordinator(name), "world_size", None)
-    return int(value) if isinstance(value, int) and value >= 1 else None
+    if isinstance(value, int) and value >= 1:
+        return value
+    group = torch_group(name)
+    return None if group is None else int(group.size())
 
 
 def rank(name: str) -> int | None:
-    """This process's rank in `name`'s group (torch's, else vLLM's `rank_in_group`), or None."""
-    group = torch_group(name)
-    if group is not None:
-        return int(group.rank())
+    """This process's rank in `name`'s group (vLLM's `rank_in_group`, else torch's), or None."""
     value = getattr(vllm_coordinator(name), "rank_in_group", None)
-    return int(value) if isinstance(value, int) and value >= 0 else None
+    if isinstance(value, int) and value >= 0:
+        return value
+    group = torch_group(name)
+    return None if group is None else int(group.rank())
 
 
 def is_vllm(name: str) -> bool:
-    """Whether `name` is one of vLLM's group coordinators in this process (and not a name torch
-    knows: torch's registry wins, as in `resolve`)."""
-    return torch_group(name) is None and vllm_coordinator(name) is not None
+    """Whether `name` is one of vLLM's group coordinators in this process (with a device
+    group)."""
+    return _vllm_device_group(name) is not None
 
 
 def known(name: str) -> bool:

@@ -51,7 +51,7 @@ def test_vllm_names_resolve_to_the_coordinators_device_group(vllm_registry):
         assert groups.torch_name("tp:0") == world.group_name != "tp:0"
         assert (groups.size("tp:0"), groups.rank("tp:0")) == (2, 1)  # the coordinator's
         assert groups.is_vllm("tp:0") and not groups.is_vllm(world.group_name)
-        # torch's own names win, and resolve as before
+        # torch's own names resolve as before
         assert groups.resolve(world.group_name) is world and groups.rank(world.group_name) == 0
         # a destroyed coordinator (its weak reference dead) is unknown
         vllm_registry["tp:1"] = lambda: None

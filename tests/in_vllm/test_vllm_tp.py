@@ -106,13 +106,12 @@ def test_op_counts_before_and_after(runs, model, n):
     assert _ops(runs, f"{model}/ar/static") == ({"vllm.all_reduce": n},
                                                {"irfuse.all_reduce_rms_norm": n})
     # SP: each all-reduce is vLLM's own reduce-scatter, each norm's output vLLM's all-gather;
-    # a dynamic token count is padded before each reduce-scatter (the decoder's embedding
-    # residual too, before its rows are sliced).
+    # a dynamic token count is padded before each reduce-scatter (the first residual is the
+    # first all-reduce's shard: nothing replicated to pad and slice).
     assert _ops(runs, f"{model}/sp/static") == (
         {"vllm.all_reduce": n}, {"vllm.reduce_scatter": n, "vllm.all_gather": n})
-    pads = n + (model == "decoder")
     assert _ops(runs, f"{model}/sp/dynamic")[1] == {
-        "vllm.reduce_scatter": n, "vllm.all_gather": n, "constant_pad_nd": pads}
+        "vllm.reduce_scatter": n, "vllm.all_gather": n, "constant_pad_nd": n}
 
 
 def test_async_tp_op_counts(runs):
