@@ -1218,8 +1218,10 @@ class MlaAttentionQuantOp(NamedOperandSyntax):
 # --- GEMM + collectives (async TP) --------------------------------------------------------------
 
 
-def _check_gemm(op: GemmReduceScatterOp | AllGatherGemmOp) -> tuple[tuple[Dim, Dim], Attribute]:
-    """The product of a fused GEMM op, plain or scaled; returns its (local) dims and dtype."""
+def _check_gemm(op: GemmReduceScatterOp | AllGatherGemmOp, a_rows: Dim | None = None
+                ) -> tuple[tuple[Dim, Dim], Attribute]:
+    """The product of a fused GEMM op, plain or scaled; returns its (local) dims and dtype.
+    `a_rows`: the rows a row-wise scale_a has, where they are not a's own."""
     a, b = op.a.type, op.b.type
     bias = opt_type(op.bias)
     scale_a, scale_b = opt_type(op.scale_a), opt_type(op.scale_b)
@@ -1233,7 +1235,8 @@ def _check_gemm(op: GemmReduceScatterOp | AllGatherGemmOp) -> tuple[tuple[Dim, D
         return dims, dtype
     if out_dtype is None:
         raise VerifyException("a scaled GEMM needs out_dtype")
-    dims = check_scaled_matmul(a, b, scale_a, scale_b, bias, out_dtype)  # type: ignore[arg-type]
+    dims = check_scaled_matmul(a, b, scale_a, scale_b, bias, out_dtype,  # type: ignore[arg-type]
+                               a_rows)
     return dims, out_dtype
 
 
@@ -1336,8 +1339,10 @@ class AllGatherGemmOp(NamedOperandSyntax):
         : (!irfuse.tensor<[64, 4096], bf16>, !irfuse.tensor<[4096, 1024], bf16>)
         -> !irfuse.tensor<[256, 1024], bf16>
     ```
-    a is this rank's shard `[M / world_size, K]`; row-wise `scale_a` is the shard's `[M /
-    world_size, 1]` (gathered with a); `c` is `[M, N]`. Only `dim = 0` is a GEMM gather.
+    a is this rank's shard `[M / world_size, K]`; a row-wise `scale_a` is the shard's `[M /
+    world_size, 1]` (gathered with a) or the gathered rows' `[M, 1]` (replicated), the two
+    forms torch's `fused_all_gather_scaled_matmul` takes; `c` is `[M, N]`. Only `dim = 0` is a
+    GEMM gather.
     """
 
     name = "fused.all_gather_gemm"
@@ -1395,7 +1400,12 @@ class AllGatherGemmOp(NamedOperandSyntax):
             raise VerifyException(
                 f"all_gather_gemm gathers a along dim 0, got dim {_int(self.dim)}"
             )
-        (m, n), dtype = _check_gemm(self)
+        sa = opt_type(self.scale_a)
+        a_rows = None  # a row-wise scale of the gathered rows (replicated) has M of them
+        if sa is not None and sa.rank == 2 and isinstance(sa.dims[0], int) \
+                and sa.dims[0] != self.a.type.dims[0]:  # type: ignore[attr-defined]
+            a_rows = mul_dim(self.a.type.dims[0], ws)  # type: ignore[attr-defined]
+        (m, n), dtype = _check_gemm(self, a_rows)
         _check_c(self.c.type, (mul_dim(m, ws), n), dtype)
 
 
