@@ -113,6 +113,24 @@ func.func @padded(%a: !irfuse.tensor<[s0, 128], bf16>, %wo: !irfuse.tensor<[128,
   func.return %c : !irfuse.tensor<[s0, 256], bf16>
 }
 
+// A replicated row-wise scale of the token rows `[s0, 1]` where the gather was sliced back to s0:
+// the fused op multiplies the padded rows, so the scale is padded like them (with ones: the
+// padded rows of a are zero) and its rows are the gathered count, symbolic.
+// CHECK-LABEL: func.func @padded_row_wise
+// CHECK:       %[[PS:.+]] = aten.call "aten::constant_pad_nd.default"(%rows, [0, 0, 0, %{{.+}}], 1.0) : (!irfuse.tensor<[s0, 1], f32>, !irfuse.sym<"Mod(-(s0), 2)">) -> !irfuse.tensor<["2*(((s0) + 1)//2)", 1], f32>
+// CHECK:       %[[G:.+]] = fused.all_gather_gemm %q, %w8, scale_a %[[PS]], scale_b %sb {{.*}} -> !irfuse.tensor<["2*(((s0) + 1)//2)", 64], bf16>
+// CHECK:       %[[B:.+]] = aten.call "aten::slice.Tensor"(%[[G]], 0, 0, %n)
+// CHECK-NOT:   coll.
+// CHECK:       func.return %[[B]]
+// KERNEL-LABEL: func.func @padded_row_wise
+// KERNEL:      "irfuse::all_gather_gemm.default"(%q, %w8, %{{.+}}, %sb, bf16, "tp", 2)
+func.func @padded_row_wise(%q: !irfuse.tensor<["(2*(((s0) + 1)//2))//2", 64], f8E4M3FN>, %w8: !irfuse.tensor<[64, 64], f8E4M3FN>, %rows: !irfuse.tensor<[s0, 1], f32>, %sb: !irfuse.tensor<[1, 64], f32>, %n: !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 64], bf16> {
+  %g = coll.all_gather %q {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<["(2*(((s0) + 1)//2))//2", 64], f8E4M3FN>) -> !irfuse.tensor<["2*(((s0) + 1)//2)", 64], f8E4M3FN>
+  %gs = aten.call "aten::slice.Tensor"(%g, 0, 0, %n) : (!irfuse.tensor<["2*(((s0) + 1)//2)", 64], f8E4M3FN>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
+  %c = gemm.scaled_matmul %gs, %w8, %rows, %sb {out_dtype = bf16} : (!irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[64, 64], f8E4M3FN>, !irfuse.tensor<[s0, 1], f32>, !irfuse.tensor<[1, 64], f32>) -> !irfuse.tensor<[s0, 64], bf16>
+  func.return %c : !irfuse.tensor<[s0, 64], bf16>
+}
+
 // Near misses: a GEMM with a bias; a GEMM also returned; a max reduction; a gather along the
 // hidden dim; a gather with two GEMM users.
 // CHECK-LABEL: func.func @near_misses

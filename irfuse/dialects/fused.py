@@ -101,6 +101,8 @@ from irfuse.dialects.shapes import (
     check_rank,
     check_same_type,
     check_shape,
+    dims_agree,
+    is_one_element,
     mul_dim,
     normalize_dim,
     shape_str,
@@ -1402,9 +1404,18 @@ class AllGatherGemmOp(NamedOperandSyntax):
             )
         sa = opt_type(self.scale_a)
         a_rows = None  # a row-wise scale of the gathered rows (replicated) has M of them
-        if sa is not None and sa.rank == 2 and isinstance(sa.dims[0], int) \
-                and sa.dims[0] != self.a.type.dims[0]:  # type: ignore[attr-defined]
-            a_rows = mul_dim(self.a.type.dims[0], ws)  # type: ignore[attr-defined]
+        shard_rows = self.a.type.dims[0]  # type: ignore[attr-defined]
+        if sa is not None and sa.rank == 2 and not is_one_element(sa.dims) \
+                and sa.dims[0] != shard_rows:
+            # Not the shard's rows: the gathered rows' (M = the shard's x world_size; a
+            # symbolic count, such as the padded token count enable-sp leaves, agrees).
+            gathered = mul_dim(shard_rows, ws)
+            if not dims_agree(sa.dims[0], gathered):
+                raise VerifyException(
+                    f"scale_a of an all-gathered GEMM is per-tensor [1], the shard's row-wise "
+                    f"{shape_str((shard_rows, 1))} or the gathered rows' "
+                    f"{shape_str((gathered, 1))}; got {shape_str(sa.dims)}")
+            a_rows = sa.dims[0]
         (m, n), dtype = _check_gemm(self, a_rows)
         _check_c(self.c.type, (mul_dim(m, ws), n), dtype)
 
