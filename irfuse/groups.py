@@ -31,6 +31,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 
+import torch.distributed as torch_dist
+from torch.distributed.distributed_c10d import _resolve_process_group
+
 VLLM_STATE = "vllm.distributed.parallel_state"
 
 
@@ -39,9 +42,8 @@ class GroupError(ValueError):
 
 
 def _dist():
-    import torch.distributed as dist
-
-    return dist if dist.is_available() and dist.is_initialized() else None
+    """torch.distributed where it is initialized in this process, else None."""
+    return torch_dist if torch_dist.is_available() and torch_dist.is_initialized() else None
 
 
 def torch_group(name: str):
@@ -49,8 +51,6 @@ def torch_group(name: str):
     dist = _dist()
     if dist is None:
         return None
-    from torch.distributed.distributed_c10d import _resolve_process_group
-
     try:
         return _resolve_process_group(name)
     except (RuntimeError, ValueError, KeyError, TypeError, AttributeError):

@@ -1408,7 +1408,7 @@ class AllGatherGemmOp(NamedOperandSyntax):
         if sa is not None and sa.rank == 2 and not is_one_element(sa.dims) \
                 and sa.dims[0] != shard_rows:
             # Not the shard's rows: the gathered rows' (M = the shard's x world_size; a
-            # symbolic count, such as the padded token count enable-sp leaves, agrees).
+            # symbolic count, such as a token count padded for sequence parallelism, agrees).
             gathered = mul_dim(shard_rows, ws)
             if not dims_agree(sa.dims[0], gathered):
                 raise VerifyException(
