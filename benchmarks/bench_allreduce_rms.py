@@ -19,8 +19,14 @@ Outputs are checked against `nccl+inductor` first (the residual and norm within 
 99% of elements; FP8 codes within one code). Prints a table of µs and ratios against the
 unfused pair.
 
+`--residual none` times the first layer's form: no residual add, and the op returns the norm's
+output and the all-reduced value (vLLM's first norm after its vocab-parallel embedding; FlashInfer
+writes both only with a zero residual, which is how irfuse calls it). `--group vllm` names the
+group as vLLM does (`tp:0`, a group coordinator of `irfuse.models.dist.vllm_style_groups` whose
+device group is the NCCL group): every candidate resolves it through `irfuse.groups`.
+
     PYTHONPATH=. python3 benchmarks/bench_allreduce_rms.py --hidden 8192 --quant none,fp8 \\
-        --tokens 1,16,64,256,1024,4096,8192 --out table.md
+        --tokens 1,16,64,256,1024,4096,8192 [--residual add,none] [--group vllm] --out table.md
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ import torch
 EPS = 1e-5
 DEFAULT_TOKENS = (1, 4, 16, 64, 256, 1024, 4096, 8192)
 QUANTS = ("none", "fp8")
+RESIDUALS = ("add", "none")
+GROUPS = ("torch", "vllm")
 CANDIDATES = ("nccl+inductor", "nccl+triton", "flashinfer", "symm_mem")
 FUSED = CANDIDATES[1:]
 FP8 = torch.float8_e4m3fn
@@ -49,6 +57,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="comma-separated token counts")
     p.add_argument("--hidden", type=int, default=8192)
     p.add_argument("--quant", default="none,fp8", help=f"comma-separated, of {QUANTS}")
+    p.add_argument("--residual", default="add",
+                   help=f"comma-separated, of {RESIDUALS} (none: the first layer's form)")
+    p.add_argument("--group", default="torch", choices=GROUPS,
+                   help="name the group as torch does, or as vLLM's coordinator tp:0")
     p.add_argument("--world", type=int, default=None,
                    help="TP size (default: the number of visible GPUs)")
     p.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
@@ -66,6 +78,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     bad = [q for q in args.quant if q not in QUANTS]
     if bad:
         p.error(f"--quant: unknown {bad}; choose from {QUANTS}")
+    args.residual = [r.strip() for r in args.residual.split(",")]
+    bad = [r for r in args.residual if r not in RESIDUALS]
+    if bad:
+        p.error(f"--residual: unknown {bad}; choose from {RESIDUALS}")
     if args.hidden < 16 or args.hidden % 16:
         p.error("--hidden must be a positive multiple of 16")
     if args.world is not None and args.world < 2:
@@ -76,16 +92,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def markdown(rows: list[dict[str, Any]], header: str) -> str:
     """The table: per (quant, T) each candidate's µs and its ratio to the unfused pair."""
     lines = [header, "",
-             "| quant | T | MB | nccl+inductor µs | nccl+triton µs | triton / inductor | "
-             "flashinfer µs | flashinfer / inductor | symm_mem µs | symm_mem / inductor | check |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| quant | residual | T | MB | nccl+inductor µs | nccl+triton µs | "
+             "triton / inductor | flashinfer µs | flashinfer / inductor | symm_mem µs | "
+             "symm_mem / inductor | check |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         base = r["nccl+inductor"]
         cells = []
         for name in FUSED:
             us = r.get(name)
             cells += ["-", "-"] if us is None else [f"{us:.1f}", f"{us / base:.2f}"]
-        lines.append(f"| {r['quant']} | {r['T']} | {r['mb']:.2f} | {base:.1f} | "
+        lines.append(f"| {r['quant']} | {r.get('residual', 'add')} | {r['T']} | "
+                     f"{r['mb']:.2f} | {base:.1f} | "
                      f"{' | '.join(cells)} | {r['check']} |")
     fused = [r[c] / r["nccl+inductor"] for r in rows for c in FUSED if r.get(c) is not None]
     if fused:
@@ -100,12 +118,15 @@ def markdown(rows: list[dict[str, Any]], header: str) -> str:
 def _unfused(group_name: str, quant: str):
     import torch.distributed._functional_collectives as funcol
 
+    from irfuse import groups
     from irfuse.kernels import quant_ref
 
+    torch_name = groups.torch_name(group_name)
+
     def fn(x, r, w, s):
-        a = funcol.wait_tensor(torch.ops._c10d_functional.all_reduce(x, "sum", group_name))
-        h = a.float() + r.float()
-        res = h.to(x.dtype)
+        a = funcol.wait_tensor(torch.ops._c10d_functional.all_reduce(x, "sum", torch_name))
+        h = a.float() if r is None else a.float() + r.float()
+        res = a if r is None else h.to(x.dtype)
         y = (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + EPS)).to(x.dtype) * w
         if quant == "fp8":
             y = quant_ref.quant_fp8_static(y, s, FP8)
@@ -216,11 +237,13 @@ def _candidates(x, r, w, s, name: str, quant: str) -> dict[str, Any]:
 
 
 def _measure(rank: int, args: argparse.Namespace, dtype: torch.dtype, name: str, quant: str,
-             t: int) -> dict[str, Any]:
+             t: int, residual: str = "add") -> dict[str, Any]:
     h = args.hidden
     g = torch.Generator(device="cuda").manual_seed(rank)
     x = torch.randn(t, h, device="cuda", dtype=dtype, generator=g)
     r = torch.randn(t, h, device="cuda", dtype=dtype, generator=g)
+    if residual == "none":
+        r = None
     w = (torch.rand(h, device="cuda", generator=g) + 0.5).to(dtype)
     s = torch.tensor(0.05, device="cuda")
     graphs = {k: _graph(fn) for k, fn in _candidates(x, r, w, s, name, quant).items()}
@@ -231,8 +254,8 @@ def _measure(rank: int, args: argparse.Namespace, dtype: torch.dtype, name: str,
     for _ in range(args.rounds):
         for k, (graph, _) in graphs.items():
             times[k].append(_time(graph, args.rep))
-    row = {"quant": quant, "T": t, "mb": t * h * x.element_size() / 2 ** 20,
-           "check": "; ".join(checks) or "ok"}
+    row = {"quant": quant, "residual": residual, "T": t,
+           "mb": t * h * x.element_size() / 2 ** 20, "check": "; ".join(checks) or "ok"}
     row.update({k: statistics.median(v) for k, v in times.items()})
     return row
 
@@ -242,15 +265,19 @@ def _worker(rank: int, world: int, opts: dict[str, Any], out_path: str) -> None:
 
     args = argparse.Namespace(**opts)
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
+    from irfuse.models.dist import vllm_style_groups
+
     group = dist.group.WORLD
-    name = group.group_name
     rows: list[dict[str, Any]] = []
-    for quant in args.quant:
-        for t in args.tokens:
-            row = _measure(rank, args, dtype, name, quant, t)
-            rows.append(row)
-            if rank == 0:
-                print(row, flush=True)
+    with vllm_style_groups(group) as coordinator:
+        name = coordinator.unique_name if args.group == "vllm" else group.group_name
+        for quant in args.quant:
+            for residual in args.residual:
+                for t in args.tokens:
+                    row = _measure(rank, args, dtype, name, quant, t, residual)
+                    rows.append(row)
+                    if rank == 0:
+                        print(row, flush=True)
     if rank == 0:
         torch.save(rows, out_path)
 
@@ -275,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     command = "PYTHONPATH=. python3 benchmarks/bench_allreduce_rms.py " + " ".join(
         argv if argv is not None else sys.argv[1:])
     header = (f"`{command}` (TP {world}, {torch.cuda.get_device_name()}, "
-              f"torch {torch.__version__}, H {args.hidden}, {args.dtype}, CUDA-graph replay)")
+              f"torch {torch.__version__}, H {args.hidden}, {args.dtype}, group named as "
+              f"{args.group}, CUDA-graph replay)")
     table = markdown(rows, header)
     print(table)
     if args.out:

@@ -4,18 +4,23 @@ fusions the flags turn on) against Inductor with the same collectives, decode an
 The model is irfuse's built-in `llama-fp8-tp` (static FP8 linears, Megatron sharding, functional
 all-reduce after o and down) at hidden 8192, 64 heads / 8 kv heads of 128, intermediate 28672,
 a couple of layers, no lm_head. Every rank of one NCCL group (`irfuse.models.dist.spawn_ranks`,
-rank r on GPU r) compiles each variant with num_tokens dynamic and each token count as its own
-compile size (sequence parallelism and async TP run only on single sizes that TP divides), runs
-each count once (the outputs are compared with Inductor's), captures it as a CUDA graph (or,
-with `--timing events` or where capture fails, times plain launches), and replays the variants
-in interleaved rounds. A figure is the slowest rank's median over the rounds.
+rank r on GPU r) compiles each variant with num_tokens dynamic, and with `--shapes sizes` each
+token count as its own compile size; with `--shapes dynamic` one compile serves every count of
+its range (sequence parallelism and async TP pad a count TP does not divide: time odd counts
+such as 4095 there). It runs each count once (the outputs are compared with Inductor's),
+captures it as a CUDA graph (or, with `--timing events` or where capture fails, times plain
+launches), and replays the variants in interleaved rounds. A figure is the slowest rank's median
+over the rounds. `--collectives vllm` spells the all-reduces as vLLM does (`vllm.all_reduce` on
+its coordinator `tp:0`, `irfuse.models.dist.vllm_style_groups`): the reduce-scatters and
+all-gathers SP emits are vLLM's ops, and the fused kernels resolve `tp:0` to the NCCL group.
 
 Variants (`--variants`): `o2` (irfuse O2), `sp` (+ enable_sp), `async-tp` (+ fuse_gemm_comms,
 which implies enable_sp), `ar-rms` (+ fuse_allreduce_rms); `--sp-min` sets sp_min_token_num
 (default: irfuse's threshold for the platform, hidden size and TP).
 
     python benchmarks/bench_tp_e2e.py --tp 2 [--layers 2] [--tokens 16 4096 8192]
-        [--variants o2 sp async-tp ar-rms] [--rounds 15] [--out FILE.md]
+        [--variants o2 sp async-tp ar-rms] [--shapes sizes|dynamic]
+        [--collectives functional|vllm] [--rounds 15] [--out FILE.md]
 
 CPU smoke test of everything but the timing's meaning (gloo, the tiny model, eager baseline):
 
@@ -61,6 +66,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--size", choices=("llama-70b", "tiny"), default="llama-70b")
     p.add_argument("--baseline", choices=("inductor", "eager"), default="inductor")
     p.add_argument("--no-inductor", action="store_true", help="irfuse without Inductor after it")
+    p.add_argument("--shapes", choices=("sizes", "dynamic"), default="sizes",
+                   help="each token count its own compile size, or one dynamic range")
+    p.add_argument("--collectives", choices=("functional", "vllm"), default="functional",
+                   help="torch's functional all-reduce, or vLLM's on its coordinator tp:0")
     p.add_argument("--out", default=None)
     return p.parse_args(argv)
 
@@ -69,8 +78,11 @@ def _options(args: argparse.Namespace, variant: str) -> dict:
     pass_config = {**VARIANTS[variant]}
     if args.sp_min is not None:
         pass_config["sp_min_token_num"] = args.sp_min
-    return {"optimization_level": 2, "pass_config": pass_config,
-            "compile_sizes": list(args.tokens), "inductor": not args.no_inductor}
+    options = {"optimization_level": 2, "pass_config": pass_config,
+               "inductor": not args.no_inductor}
+    if args.shapes == "sizes":
+        options["compile_sizes"] = list(args.tokens)
+    return options
 
 
 def _time_once(fn, reps: int, cuda: bool) -> float:
@@ -101,15 +113,25 @@ def _slowest(value: float, device: torch.device) -> float:
 
 
 def _worker(rank: int, world: int, args: argparse.Namespace, out_file: str) -> None:
+    import torch.distributed as dist
+
+    from irfuse.models.dist import vllm_style_groups
+
+    with vllm_style_groups(dist.group.WORLD):
+        _run(rank, world, args, out_file)
+
+
+def _run(rank: int, world: int, args: argparse.Namespace, out_file: str) -> None:
     from irfuse import backend, models
 
     cuda = args.device == "cuda"
     device = torch.device(f"cuda:{rank}" if cuda else "cpu")
     sizes = LLAMA_70B if args.size == "llama-70b" else {}
     dtype = torch.bfloat16
+    collective = {"tp_collective": "vllm"} if args.collectives == "vllm" else {}
     built = models.build("llama-fp8-tp", device=device, dtype=dtype, num_layers=args.layers,
                          lm_head=False, scale_spelling="inv_scale", clamp_spelling="clamp_minmax",
-                         **sizes)
+                         **sizes, **collective)
     names = ["baseline", *args.variants]
     runners: dict[str, dict[int, object]] = {}
     outputs: dict[str, dict[int, torch.Tensor]] = {}
@@ -171,7 +193,8 @@ def _table(args, names, times, outputs, fused, how) -> str:
     device = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
     lines = [
         f"TP {args.tp} step, llama-fp8-tp at {args.size} size, {args.layers} layers, bf16 "
-        f"activations, {device}, torch {torch.__version__}; baseline: {args.baseline} "
+        f"activations, {device}, torch {torch.__version__}; shapes: {args.shapes}; "
+        f"collectives: {args.collectives}; baseline: {args.baseline} "
         f"({how['baseline']}); irfuse {'with' if not args.no_inductor else 'without'} "
         f"Inductor after it",
         "",

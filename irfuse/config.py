@@ -245,7 +245,10 @@ class CompilationConfig:
     pass the user turned on that cannot apply, raises instead of warning), debug (verify the
     IR after every pass), platform (compile for this platform instead of the detected one,
     e.g. 'cuda:sm90'; for tests and `irfuse config`), tp_size (TP size instead of the one
-    read from the graph).
+    read from the graph), piecewise (the host compiles a model in pieces split at attention,
+    as vLLM does with `splitting_ops` and no Inductor partition: sequence parallelism and async
+    TP then keep vLLM's rule of single sizes TP divides; irfuse's own backend compiles whole
+    graphs).
     """
 
     optimization_level: int = DEFAULT_LEVEL
@@ -259,6 +262,7 @@ class CompilationConfig:
     debug: bool = False
     platform: str | None = None
     tp_size: int | None = None
+    piecewise: bool = False
 
     def __post_init__(self) -> None:
         self.optimization_level = _as_level("optimization_level", self.optimization_level)
@@ -269,7 +273,7 @@ class CompilationConfig:
         self.max_num_batched_tokens = _as_int(  # type: ignore[assignment]
             "max_num_batched_tokens", self.max_num_batched_tokens, nullable=False, minimum=1)
         self.dump_dir = _as_str("dump_dir", self.dump_dir)
-        for name in ("inductor", "strict", "debug"):
+        for name in ("inductor", "strict", "debug", "piecewise"):
             setattr(self, name, _as_bool(name, getattr(self, name), nullable=False))
         self.platform = _as_platform("platform", self.platform)
         self.tp_size = _as_int("tp_size", self.tp_size, nullable=True, minimum=1)

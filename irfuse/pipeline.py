@@ -6,6 +6,11 @@ is verified after every pass in debug runs (`debug` option, `IRFUSE_DEBUG=1`, th
 once before emit otherwise: verification is not free and printing or parsing never happens on the
 compile path unless a dump was asked for.
 
+Before kernels are selected, every process group a collective or fused op names must be one this
+process can resolve (`irfuse.groups`: torch's, or vLLM's group coordinator's), where
+torch.distributed is initialized: an unknown group is one error at compile time (stage
+`groups`), not a failure of the compiled graph's first run.
+
 The platform is a module attribute (`irfuse.platform`), so that a pass's behaviour depends on
 the IR alone and `irfuse-opt` reproduces any dumped step. The compile range decides which passes
 run (the backend's plan), not what a pass does, so it is in the report and the dump folder's
@@ -26,7 +31,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.utils.exceptions import DiagnosticException
 
-from irfuse import dtypes, passes, remarks
+from irfuse import dtypes, groups, passes, remarks
 from irfuse.context import make_context
 from irfuse.dialects import aten, kernel
 from irfuse.dialects.irfuse import TensorType, set_target
@@ -155,6 +160,16 @@ def graph_facts(module: ModuleOp) -> dict[str, Any]:
     return facts
 
 
+def named_groups(module: ModuleOp) -> Iterator[tuple[str, str]]:
+    """(group, op name) for each collective and fused op that names a process group: the
+    groups the emitted graph's collectives and kernels resolve when it runs (`irfuse.groups`)."""
+    for func in module.ops:
+        for op in func.regions[0].blocks[0].ops if func.regions else ():
+            group = op.properties.get("group")
+            if group is not None and op.name.split(".", 1)[0] in ("coll", "fused"):
+                yield group.data, op.name  # type: ignore[attr-defined]
+
+
 @dataclass
 class Prepared:
     """A graph imported and raised: the IR every compile range starts from."""
@@ -236,6 +251,10 @@ def _finish(
     report.stages.append(StageRecord("fuse", _ms(start), count_ops(module)))
 
     start = time.perf_counter()
+    try:
+        groups.check(named_groups(module))
+    except groups.GroupError as err:
+        raise PipelineError("groups", str(err)) from err
     _run_pass(prepared, SELECT_KERNELS, options, dump_stem="emit")
     report.kernels = kernel_records(module, options.platform)
     if not options.debug:

@@ -1,7 +1,9 @@
 """Compile ranges: num_tokens intervals compiled separately, each with the passes that pay there.
 
 Some fusions pay only for few tokens (all-reduce + RMSNorm through FlashInfer's size-capped
-workspace; RoPE + KV-cache write), some only for many (sequence parallelism and async TP). As
+workspace; RoPE + KV-cache write), some only for many (sequence parallelism and async TP, which
+in a full graph run on every range from sp_min_token_num, padding a token count TP does not
+divide, and in a piecewise one only on single sizes TP divides, as vLLM). As
 vLLM does, irfuse splits num_tokens at those thresholds into inclusive ranges
 `[1, p0], [p0 + 1, p1], ..., [p_{n-1} + 1, max_num_batched_tokens]`, adds a single-size range
 `[s, s]` for each explicit compile size, compiles each range lazily at its first use, and
@@ -212,12 +214,20 @@ def applies(
         if rng.lo < bound:
             return False, (f"{row.name} runs from {rule.threshold} = {bound} tokens; range "
                            f"{rng} starts below")
-        if tp is not None and tp > 1:
+        if tp is not None and tp > 1 and config.piecewise:
+            # vLLM's rule for piecewise graphs. Each piece (split at attention) is compiled
+            # alone and keeps its outputs whole, so a padded token count would be padded,
+            # gathered and sliced again in every piece; vLLM shards only sizes TP divides there.
             if not rng.is_single_size():
-                return False, (f"{row.name} splits the tokens {tp} ways, so it needs a single "
-                               f"size divisible by TP; range {rng} holds several sizes")
+                return False, (f"{row.name} in a piecewise graph (split at attention, no "
+                               f"Inductor partition) needs a single size divisible by TP "
+                               f"(vLLM's rule: every piece splits the tokens evenly, with no "
+                               f"padding); range {rng} holds several sizes")
             if rng.lo % tp:
-                return False, f"{row.name}: size {rng.lo} is not divisible by TP {tp}"
+                return False, (f"{row.name} in a piecewise graph needs a size divisible by TP "
+                               f"(vLLM's rule); {rng.lo} is not divisible by TP {tp}")
+        # A full graph: any range; a count TP does not divide is padded to a multiple of TP in
+        # the emitted graph and sliced back (`irfuse.fusions.sharding`'s padding).
         return True, ""
     raise ValueError(f"{row.name}: unknown range rule {rule}")
 

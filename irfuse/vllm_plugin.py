@@ -186,6 +186,10 @@ def from_vllm(vllm_config: Any) -> dict[str, Any]:
         f: getattr(vllm_pc, f) for f in SHARED_FLAGS
         if getattr(vllm_pc, f, None) is not None
     }
+    # vLLM's piecewise graphs (split at attention, no Inductor partition): SP keeps its rule.
+    if getattr(cc, "splitting_ops", None) and not getattr(cc, "use_inductor_graph_partition",
+                                                            False):
+        out["piecewise"] = True
     scheduler = getattr(vllm_config, "scheduler_config", None)
     if scheduler is not None and getattr(scheduler, "max_num_batched_tokens", None):
         out["max_num_batched_tokens"] = int(scheduler.max_num_batched_tokens)

@@ -95,6 +95,23 @@ func.func @vllm(%x: !irfuse.tensor<[64, 256], bf16>) -> !irfuse.tensor<[16, 1024
   func.return %g : !irfuse.tensor<[16, 1024], bf16>
 }
 
+// FP8 gathered as bytes (gloo and older NCCL have no float8): `x.view(uint8)` (a detach between,
+// as Dynamo leaves it) gathered and viewed back to FP8 is the all-gather of x; the views are in
+// the region, so a GEMM reading the FP8 rows sees the gather.
+// CHECK-LABEL: func.func @fp8_bytes
+// CHECK:       %[[G:.+]] = coll.all_gather %q {group = "tp", world_size = 4 : i64} : (!irfuse.tensor<[16, 64], f8E4M3FN>) -> !irfuse.tensor<[64, 64], f8E4M3FN> decomposition {
+// CHECK:         aten.call "aten::view.dtype"(%{{.+}}, ui8)
+// CHECK:         aten.call "vllm::all_gather.default"
+// CHECK:         aten.call "aten::view.dtype"(%{{.+}}, f8E4M3FN)
+// CHECK:       func.return %[[G]]
+func.func @fp8_bytes(%q: !irfuse.tensor<[16, 64], f8E4M3FN>) -> !irfuse.tensor<[64, 64], f8E4M3FN> {
+  %b = aten.call "aten::view.dtype"(%q, ui8) : (!irfuse.tensor<[16, 64], f8E4M3FN>) -> !irfuse.tensor<[16, 64], ui8>
+  %d = aten.call "aten::detach.default"(%b) : (!irfuse.tensor<[16, 64], ui8>) -> !irfuse.tensor<[16, 64], ui8>
+  %g = aten.call "vllm::all_gather.default"(%d, 0, 4, "tp") : (!irfuse.tensor<[16, 64], ui8>) -> !irfuse.tensor<[64, 64], ui8>
+  %f = aten.call "aten::view.dtype"(%g, f8E4M3FN) : (!irfuse.tensor<[64, 64], ui8>) -> !irfuse.tensor<[64, 64], f8E4M3FN>
+  func.return %f : !irfuse.tensor<[64, 64], f8E4M3FN>
+}
+
 // Not raised: the collective's result read besides its wait; a product reduction; a group whose
 // world size nothing says (no module entry, no other collective, no torch process group).
 // CHECK-LABEL: func.func @negatives

@@ -74,3 +74,17 @@ func.func @empty_cat(%x: !irfuse.tensor<[s0, 4, 64], bf16>) -> (!irfuse.tensor<[
   %two = aten.call "aten::cat.default"([%n, %n], -1) : (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[s0, 4, 64], bf16>) -> !irfuse.tensor<[s0, 4, 128], bf16>
   func.return %m, %two : !irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[s0, 4, 128], bf16>
 }
+
+// A detach and a view to the tensor's own dtype (vLLM's vocab-parallel embedding returns
+// `output.view(dtype)` after its all-reduce) read their input; a view to another dtype stays.
+// CHECK-LABEL: func.func @same_value
+// CHECK:       %[[N:.+]] = aten.call "aten::neg.default"(%x)
+// CHECK:       %[[B:.+]] = aten.call "aten::view.dtype"(%[[N]], i16)
+// CHECK:       func.return %[[B]]
+func.func @same_value(%x: !irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], i16> {
+  %v = aten.call "aten::view.dtype"(%x, bf16) : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %d = aten.call "aten::detach.default"(%v) : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %n = aten.call "aten::neg.default"(%d) : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %b = aten.call "aten::view.dtype"(%n, i16) : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], i16>
+  func.return %b : !irfuse.tensor<[s0, 64], i16>
+}

@@ -45,6 +45,28 @@ func.func @no_residual(%x: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[6
   func.return %y, %m : !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>
 }
 
+// The first layer after vLLM's vocab-parallel embedding: the all-reduced embedding is the input
+// norm's x and the next norm's residual (two norms read it). The plain norm fuses; the fused op
+// returns the norm output and the all-reduced value, which the next norm adds as its residual;
+// that norm fuses with its own all-reduce.
+// CHECK-LABEL: func.func @norm_and_residual
+// CHECK:       %[[Y1:.+]], %[[E:.+]] = fused.all_reduce_rms_norm %emb, %w1 {group = "tp:0", world_size = 2 : i64, eps = 1.000000e-06 : f64}
+// CHECK:       %[[H:.+]] = aten.call "aten::mul.Tensor"(%[[Y1]], 2)
+// CHECK:       %[[Y2:.+]], %[[R2:.+]] = fused.all_reduce_rms_norm %[[H]], residual %[[E]], %w2 {group = "tp:0", world_size = 2 : i64, eps = 1.000000e-06 : f64}
+// CHECK-NOT:   coll.all_reduce
+// CHECK:       func.return %[[Y2]], %[[R2]]
+// KERNEL-LABEL: func.func @norm_and_residual
+// KERNEL:      "irfuse::all_reduce_rms_norm.default"(%emb, none, %w1, "tp:0", 1.0e-06, 0.0)
+// KERNEL:      "irfuse::all_reduce_rms_norm.default"(%{{.+}}, %{{.+}}, %w2, "tp:0", 1.0e-06, 0.0)
+func.func @norm_and_residual(%emb: !irfuse.tensor<[s0, 64], bf16>, %w1: !irfuse.tensor<[64], bf16>, %w2: !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>) {
+  %e = coll.all_reduce %emb {group = "tp:0", world_size = 2 : i64} : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %y1 = norm.rms_norm %e, weight %w1 {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %h = aten.call "aten::mul.Tensor"(%y1, 2) : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %a = coll.all_reduce %h {group = "tp:0", world_size = 2 : i64} : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %y2, %r2 = norm.add_rms_norm %a, %e, weight %w2 {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>)
+  func.return %y2, %r2 : !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>
+}
+
 // + static FP8 spelled `y / s`: the quant folds in where it was, with its scale and `divide`.
 // CHECK-LABEL: func.func @add_static
 // CHECK:       %[[Q:.+]], %[[R:.+]] = fused.all_reduce_rms_norm %{{.*}}, residual %{{.*}}, %{{.*}}, scale %{{[^ ]+}} {group = "tp", world_size = 2 : i64, eps = 1.000000e-05 : f64, scheme = #quant.scheme<static_tensor>, divide}
@@ -117,11 +139,11 @@ func.func @quant_left_out(%x: !irfuse.tensor<[s0, 64], bf16>, %res: !irfuse.tens
 
 // Near misses (each a remark, see tests/fusions/test_fuse_allreduce_rms.py): a max all-reduce; the
 // all-reduced value read besides the residual add; a norm without a weight; an all-reduce that
-// feeds no norm (no candidate).
+// feeds no norm (no candidate); an all-reduced value normalized by two norms.
 // CHECK-LABEL: func.func @negatives
 // CHECK-NOT:   fused.
 // CHECK:       func.return
-func.func @negatives(%x: !irfuse.tensor<[s0, 64], bf16>, %res: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>) {
+func.func @negatives(%x: !irfuse.tensor<[s0, 64], bf16>, %res: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>) {
   %m = coll.all_reduce %x {group = "tp", world_size = 2 : i64, reduce_op = "max"} : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
   %y1 = norm.rms_norm %m, weight %w {eps = 1.0e-05 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
   %a = coll.all_reduce %y1 {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
@@ -130,5 +152,8 @@ func.func @negatives(%x: !irfuse.tensor<[s0, 64], bf16>, %res: !irfuse.tensor<[s
   %b = coll.all_reduce %k {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
   %y3 = norm.rms_norm %b {eps = 1.0e-05 : f64} : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
   %c = coll.all_reduce %y3 {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
-  func.return %y2, %r2, %k, %y3, %c : !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>
+  %d = coll.all_reduce %c {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %n1 = norm.rms_norm %d, weight %w {eps = 1.0e-05 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %n2 = norm.rms_norm %d, weight %w {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  func.return %y2, %r2, %k, %y3, %n1, %n2 : !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>
 }

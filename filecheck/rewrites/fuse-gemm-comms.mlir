@@ -60,12 +60,83 @@ func.func @rank3(%a: !irfuse.tensor<[8, 128], bf16>, %wo: !irfuse.tensor<[128, 6
   func.return %c : !irfuse.tensor<[8, 256], bf16>
 }
 
+// Row-wise scales, the two forms torch's fused_all_gather_scaled_matmul takes. Replicated: a
+// scale of the gathered rows `[16, 1]` (vLLM's async-TP test writes `ones(M, 1)`), passed as it
+// is. Sharded: the scale is itself the gather of the shard's scales `[8, 1]`: the fused op takes
+// the shard's and gathers it with a; the scale gather goes. A row-wise scale before a
+// reduce-scatter is the GEMM's own.
+// CHECK-LABEL: func.func @row_wise
+// CHECK:       %[[R:.+]] = fused.all_gather_gemm %q, %w8, scale_a %rows, scale_b %sb {group = "tp", world_size = 2 : i64, out_dtype = bf16} : (!irfuse.tensor<[8, 64], f8E4M3FN>, !irfuse.tensor<[64, 64], f8E4M3FN>, !irfuse.tensor<[16, 1], f32>, !irfuse.tensor<[1, 64], f32>) -> !irfuse.tensor<[16, 64], bf16>
+// CHECK:       %[[S:.+]] = fused.all_gather_gemm %q, %w8, scale_a %sq, scale_b %sb {{.*}} : (!irfuse.tensor<[8, 64], f8E4M3FN>, !irfuse.tensor<[64, 64], f8E4M3FN>, !irfuse.tensor<[8, 1], f32>, !irfuse.tensor<[1, 64], f32>) -> !irfuse.tensor<[16, 64], bf16>
+// CHECK:       %[[RS:.+]] = fused.gemm_reduce_scatter %a8, %w8, scale_a %rows, scale_b %sb
+// CHECK-NOT:   coll.
+// CHECK:       func.return %[[R]], %[[S]], %[[RS]]
+// KERNEL-LABEL: func.func @row_wise
+// KERNEL:      "irfuse::all_gather_gemm.default"(%q, %w8, %rows, %sb, bf16, "tp", 2)
+// KERNEL:      "irfuse::all_gather_gemm.default"(%q, %w8, %sq, %sb, bf16, "tp", 2)
+func.func @row_wise(%q: !irfuse.tensor<[8, 64], f8E4M3FN>, %w8: !irfuse.tensor<[64, 64], f8E4M3FN>, %rows: !irfuse.tensor<[16, 1], f32>, %sb: !irfuse.tensor<[1, 64], f32>, %sq: !irfuse.tensor<[8, 1], f32>, %a8: !irfuse.tensor<[16, 64], f8E4M3FN>) -> (!irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[8, 64], bf16>) {
+  %g1 = coll.all_gather %q {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<[8, 64], f8E4M3FN>) -> !irfuse.tensor<[16, 64], f8E4M3FN>
+  %c1 = gemm.scaled_matmul %g1, %w8, %rows, %sb {out_dtype = bf16} : (!irfuse.tensor<[16, 64], f8E4M3FN>, !irfuse.tensor<[64, 64], f8E4M3FN>, !irfuse.tensor<[16, 1], f32>, !irfuse.tensor<[1, 64], f32>) -> !irfuse.tensor<[16, 64], bf16>
+  %g2 = coll.all_gather %q {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<[8, 64], f8E4M3FN>) -> !irfuse.tensor<[16, 64], f8E4M3FN>
+  %gs = coll.all_gather %sq {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<[8, 1], f32>) -> !irfuse.tensor<[16, 1], f32>
+  %c2 = gemm.scaled_matmul %g2, %w8, %gs, %sb {out_dtype = bf16} : (!irfuse.tensor<[16, 64], f8E4M3FN>, !irfuse.tensor<[64, 64], f8E4M3FN>, !irfuse.tensor<[16, 1], f32>, !irfuse.tensor<[1, 64], f32>) -> !irfuse.tensor<[16, 64], bf16>
+  %o = gemm.scaled_matmul %a8, %w8, %rows, %sb {out_dtype = bf16} : (!irfuse.tensor<[16, 64], f8E4M3FN>, !irfuse.tensor<[64, 64], f8E4M3FN>, !irfuse.tensor<[16, 1], f32>, !irfuse.tensor<[1, 64], f32>) -> !irfuse.tensor<[16, 64], bf16>
+  %s = coll.reduce_scatter %o {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<[16, 64], bf16>) -> !irfuse.tensor<[8, 64], bf16>
+  func.return %c1, %c2, %s : !irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[8, 64], bf16>
+}
+
+// What enable-sp leaves on a dynamic token count s0 at TP 2: the GEMM's rows padded with zeros
+// by `(-s0) % 2` before the reduce-scatter, the gather sliced back to s0 rows before the next
+// GEMM. The pad moves onto the GEMM's a (zero rows of a, zero rows of the product); the gathered
+// GEMM multiplies the padded rows and its product is sliced back to s0 (the same count).
+// CHECK-LABEL: func.func @padded
+// CHECK:       %[[N:.+]] = aten.call "aten::sym_size.int"(%a, 0)
+// CHECK:       %[[PA:.+]] = aten.call "aten::constant_pad_nd.default"(%a, [0, 0, 0, %{{.+}}], 0.0) : (!irfuse.tensor<[s0, 128], bf16>, !irfuse.sym<"Mod(-(s0), 2)">) -> !irfuse.tensor<["2*(((s0) + 1)//2)", 128], bf16>
+// CHECK:       %[[C:.+]] = fused.gemm_reduce_scatter %[[PA]], %wo {{.*}} -> !irfuse.tensor<["(2*(((s0) + 1)//2))//2", 64], bf16>
+// CHECK:       %[[Y:.+]] = norm.rms_norm %[[C]], weight %w
+// CHECK:       %[[G:.+]] = fused.all_gather_gemm %[[Y]], %wi {{.*}} -> !irfuse.tensor<["2*(((s0) + 1)//2)", 256], bf16>
+// CHECK:       %[[B:.+]] = aten.call "aten::slice.Tensor"(%[[G]], 0, 0, %n) : (!irfuse.tensor<["2*(((s0) + 1)//2)", 256], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 256], bf16>
+// CHECK-NOT:   coll.
+// CHECK-NOT:   gemm.matmul
+// CHECK:       func.return %[[B]]
+func.func @padded(%a: !irfuse.tensor<[s0, 128], bf16>, %wo: !irfuse.tensor<[128, 64], bf16>, %w: !irfuse.tensor<[64], bf16>, %wi: !irfuse.tensor<[64, 256], bf16>) -> !irfuse.tensor<[s0, 256], bf16> {
+  %o = gemm.matmul %a, %wo : (!irfuse.tensor<[s0, 128], bf16>, !irfuse.tensor<[128, 64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %n = aten.call "aten::sym_size.int"(%o, 0) : (!irfuse.tensor<[s0, 64], bf16>) -> !irfuse.sym<s0>
+  %neg = aten.call "py:operator.neg"(%n) : (!irfuse.sym<s0>) -> !irfuse.sym<"-(s0)">
+  %amt = aten.call "py:operator.mod"(%neg, 2) : (!irfuse.sym<"-(s0)">) -> !irfuse.sym<"Mod(-(s0), 2)">
+  %p = aten.call "aten::constant_pad_nd.default"(%o, [0, 0, 0, %amt], 0.0) : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.sym<"Mod(-(s0), 2)">) -> !irfuse.tensor<["2*(((s0) + 1)//2)", 64], bf16>
+  %s = coll.reduce_scatter %p {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<["2*(((s0) + 1)//2)", 64], bf16>) -> !irfuse.tensor<["(2*(((s0) + 1)//2))//2", 64], bf16>
+  %y = norm.rms_norm %s, weight %w {eps = 1.0e-05 : f64} : (!irfuse.tensor<["(2*(((s0) + 1)//2))//2", 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<["(2*(((s0) + 1)//2))//2", 64], bf16>
+  %g = coll.all_gather %y {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<["(2*(((s0) + 1)//2))//2", 64], bf16>) -> !irfuse.tensor<["2*(((s0) + 1)//2)", 64], bf16>
+  %gs = aten.call "aten::slice.Tensor"(%g, 0, 0, %n) : (!irfuse.tensor<["2*(((s0) + 1)//2)", 64], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 64], bf16>
+  %c = gemm.matmul %gs, %wi : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64, 256], bf16>) -> !irfuse.tensor<[s0, 256], bf16>
+  func.return %c : !irfuse.tensor<[s0, 256], bf16>
+}
+
+// A replicated row-wise scale of the token rows `[s0, 1]` where the gather was sliced back to s0:
+// the fused op multiplies the padded rows, so the scale is padded like them (with ones: the
+// padded rows of a are zero) and its rows are the gathered count, symbolic.
+// CHECK-LABEL: func.func @padded_row_wise
+// CHECK:       %[[PS:.+]] = aten.call "aten::constant_pad_nd.default"(%rows, [0, 0, 0, %{{.+}}], 1.0) : (!irfuse.tensor<[s0, 1], f32>, !irfuse.sym<"Mod(-(s0), 2)">) -> !irfuse.tensor<["2*(((s0) + 1)//2)", 1], f32>
+// CHECK:       %[[G:.+]] = fused.all_gather_gemm %q, %w8, scale_a %[[PS]], scale_b %sb {{.*}} -> !irfuse.tensor<["2*(((s0) + 1)//2)", 64], bf16>
+// CHECK:       %[[B:.+]] = aten.call "aten::slice.Tensor"(%[[G]], 0, 0, %n)
+// CHECK-NOT:   coll.
+// CHECK:       func.return %[[B]]
+// KERNEL-LABEL: func.func @padded_row_wise
+// KERNEL:      "irfuse::all_gather_gemm.default"(%q, %w8, %{{.+}}, %sb, bf16, "tp", 2)
+func.func @padded_row_wise(%q: !irfuse.tensor<["(2*(((s0) + 1)//2))//2", 64], f8E4M3FN>, %w8: !irfuse.tensor<[64, 64], f8E4M3FN>, %rows: !irfuse.tensor<[s0, 1], f32>, %sb: !irfuse.tensor<[1, 64], f32>, %n: !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 64], bf16> {
+  %g = coll.all_gather %q {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<["(2*(((s0) + 1)//2))//2", 64], f8E4M3FN>) -> !irfuse.tensor<["2*(((s0) + 1)//2)", 64], f8E4M3FN>
+  %gs = aten.call "aten::slice.Tensor"(%g, 0, 0, %n) : (!irfuse.tensor<["2*(((s0) + 1)//2)", 64], f8E4M3FN>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
+  %c = gemm.scaled_matmul %gs, %w8, %rows, %sb {out_dtype = bf16} : (!irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[64, 64], f8E4M3FN>, !irfuse.tensor<[s0, 1], f32>, !irfuse.tensor<[1, 64], f32>) -> !irfuse.tensor<[s0, 64], bf16>
+  func.return %c : !irfuse.tensor<[s0, 64], bf16>
+}
+
 // Near misses: a GEMM with a bias; a GEMM also returned; a max reduction; a gather along the
-// hidden dim; a gather with two GEMM users; a gathered FP8 operand with row-wise scales.
+// hidden dim; a gather with two GEMM users.
 // CHECK-LABEL: func.func @near_misses
 // CHECK-NOT:   fused.
 // CHECK:       func.return
-func.func @near_misses(%a: !irfuse.tensor<[16, 128], bf16>, %wo: !irfuse.tensor<[128, 64], bf16>, %bias: !irfuse.tensor<[64], bf16>, %x: !irfuse.tensor<[8, 64], bf16>, %wi: !irfuse.tensor<[64, 64], bf16>, %q: !irfuse.tensor<[8, 64], f8E4M3FN>, %w8: !irfuse.tensor<[64, 64], f8E4M3FN>, %rows: !irfuse.tensor<[16, 1], f32>, %sb: !irfuse.tensor<[1], f32>) -> (!irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[8, 128], bf16>, !irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[16, 64], bf16>) {
+func.func @near_misses(%a: !irfuse.tensor<[16, 128], bf16>, %wo: !irfuse.tensor<[128, 64], bf16>, %bias: !irfuse.tensor<[64], bf16>, %x: !irfuse.tensor<[8, 64], bf16>, %wi: !irfuse.tensor<[64, 64], bf16>) -> (!irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[8, 128], bf16>, !irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[16, 64], bf16>) {
   %o1 = gemm.matmul %a, %wo, bias %bias : (!irfuse.tensor<[16, 128], bf16>, !irfuse.tensor<[128, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[16, 64], bf16>
   %s1 = coll.reduce_scatter %o1 {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<[16, 64], bf16>) -> !irfuse.tensor<[8, 64], bf16>
   %o2 = gemm.matmul %a, %wo : (!irfuse.tensor<[16, 128], bf16>, !irfuse.tensor<[128, 64], bf16>) -> !irfuse.tensor<[16, 64], bf16>
@@ -76,7 +147,5 @@ func.func @near_misses(%a: !irfuse.tensor<[16, 128], bf16>, %wo: !irfuse.tensor<
   %g = coll.all_gather %x {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<[8, 64], bf16>) -> !irfuse.tensor<[16, 64], bf16>
   %c1 = gemm.matmul %g, %wi : (!irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[64, 64], bf16>) -> !irfuse.tensor<[16, 64], bf16>
   %c2 = gemm.matmul %g, %wi : (!irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[64, 64], bf16>) -> !irfuse.tensor<[16, 64], bf16>
-  %g8 = coll.all_gather %q {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<[8, 64], f8E4M3FN>) -> !irfuse.tensor<[16, 64], f8E4M3FN>
-  %c3 = gemm.scaled_matmul %g8, %w8, %rows, %sb {out_dtype = bf16} : (!irfuse.tensor<[16, 64], f8E4M3FN>, !irfuse.tensor<[64, 64], f8E4M3FN>, !irfuse.tensor<[16, 1], f32>, !irfuse.tensor<[1], f32>) -> !irfuse.tensor<[16, 64], bf16>
-  func.return %s1, %s2, %o2, %s3, %wide, %c1, %c2, %c3 : !irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[8, 128], bf16>, !irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[16, 64], bf16>
+  func.return %s1, %s2, %o2, %s3, %wide, %c1, %c2 : !irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[8, 128], bf16>, !irfuse.tensor<[16, 64], bf16>, !irfuse.tensor<[16, 64], bf16>
 }

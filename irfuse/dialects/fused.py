@@ -87,6 +87,8 @@ from irfuse.ir.shapes import (
     check_same_dtype,
     check_same_type,
     check_shape,
+    dims_agree,
+    is_one_element,
     mul_dim,
     normalize_dim,
     shape_str,
@@ -721,8 +723,9 @@ class GemmCollectiveOperation(CollectiveOperation, NamedOperandSyntax):
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
-    def product(self) -> tuple[tuple[Dim, Dim], Attribute]:
-        """Check the (local) product; returns its dims and dtype."""
+    def product(self, a_rows: Dim | None = None) -> tuple[tuple[Dim, Dim], Attribute]:
+        """Check the (local) product; returns its dims and dtype. `a_rows`: the rows a row-wise
+        scale_a has, where they are not a's own."""
         a, b, bias = self.a.type, self.b.type, opt_type(self.bias)
         scale_a, scale_b = opt_type(self.scale_a), opt_type(self.scale_b)
         out_dtype = self.properties.get("out_dtype")
@@ -735,7 +738,7 @@ class GemmCollectiveOperation(CollectiveOperation, NamedOperandSyntax):
             return dims, dtype
         if out_dtype is None:
             raise VerifyException("a scaled GEMM needs out_dtype")
-        return check_scaled_matmul(a, b, scale_a, scale_b, bias, out_dtype), out_dtype
+        return check_scaled_matmul(a, b, scale_a, scale_b, bias, out_dtype, a_rows), out_dtype
 
     def check_c(self, dims: Sequence[MaybeDim], dtype: Attribute) -> None:
         c = self.c.type
@@ -786,8 +789,10 @@ class AllGatherGemmOp(GemmCollectiveOperation):
         : (!irfuse.tensor<[64, 4096], bf16>, !irfuse.tensor<[4096, 1024], bf16>)
         -> !irfuse.tensor<[256, 1024], bf16>
     ```
-    a is this rank's shard `[M / world_size, K]` (a row-wise `scale_a` the shard's); `c` is
-    `[M, N]`.
+    a is this rank's shard `[M / world_size, K]`; a row-wise `scale_a` is the shard's `[M /
+    world_size, 1]` (gathered with a) or the gathered rows' `[M, 1]` (replicated), the two
+    forms torch's `fused_all_gather_scaled_matmul` takes; `c` is `[M, N]`. Only `dim = 0` is a
+    GEMM gather.
     """
 
     name = "fused.all_gather_gemm"
@@ -805,8 +810,23 @@ class AllGatherGemmOp(GemmCollectiveOperation):
             raise VerifyException(
                 f"all_gather_gemm gathers a along dim 0, got dim {self.dim.value.data}"
             )
-        (m, n), dtype = self.product()
-        self.check_c((mul_dim(m, self.world_size.value.data), n), dtype)
+        sa = opt_type(self.scale_a)
+        ws = self.world_size.value.data
+        a_rows = None  # a row-wise scale of the gathered rows (replicated) has M of them
+        shard_rows = self.a.type.dims[0]  # type: ignore[attr-defined]
+        if sa is not None and sa.rank == 2 and not is_one_element(sa.dims) \
+                and sa.dims[0] != shard_rows:
+            # Not the shard's rows: the gathered rows' (M = the shard's x world_size; a
+            # symbolic count, such as a token count padded for sequence parallelism, agrees).
+            gathered = mul_dim(shard_rows, ws)
+            if not dims_agree(sa.dims[0], gathered):
+                raise VerifyException(
+                    f"scale_a of an all-gathered GEMM is per-tensor [1], the shard's row-wise "
+                    f"{shape_str((shard_rows, 1))} or the gathered rows' "
+                    f"{shape_str((gathered, 1))}; got {shape_str(sa.dims)}")
+            a_rows = sa.dims[0]
+        (m, n), dtype = self.product(a_rows)
+        self.check_c((mul_dim(m, ws), n), dtype)
 
 
 # --- norm + pad ---------------------------------------------------------------------------------

@@ -72,11 +72,13 @@ def check_scaled_matmul(
     scale_b: TensorType,
     bias: TensorType | None,
     out_dtype: Attribute,
+    a_rows: Dim | None = None,
 ) -> tuple[Dim, Dim]:
     """An FP8 product `(a * scale_a) @ (b * scale_b)`; returns the result dims.
 
     a and b are fp8; scale_a is f32 per-tensor (one element) or row-wise `[M, 1]`, scale_b
-    per-tensor or column-wise `[1, N]`; the result and bias have `out_dtype`.
+    per-tensor or column-wise `[1, N]`; the result and bias have `out_dtype`. `a_rows` overrides
+    M for a row-wise scale_a (a fused all-gather's replicated scale has the gathered rows).
     """
     m, n = _check_operands(a, b)
     for what, t in (("a", a), ("b", b)):
@@ -87,7 +89,8 @@ def check_scaled_matmul(
     check_dtype("scale_a", scale_a, f32)
     check_dtype("scale_b", scale_b, f32)
     if not is_one_element(scale_a.dims):
-        check_shape("scale_a (per-tensor [1] or row-wise [M, 1])", scale_a, (m, 1))
+        rows = m if a_rows is None else a_rows
+        check_shape("scale_a (per-tensor [1] or row-wise [M, 1])", scale_a, (rows, 1))
     if not is_one_element(scale_b.dims):
         check_shape("scale_b (per-tensor [1] or column-wise [1, N])", scale_b, (1, n))
     _check_bias(bias, n, out_dtype)

@@ -115,8 +115,9 @@ RANGE_KINDS: dict[str, str] = {
     "up-to": "ranges up to the threshold's token count",
     "up-to-mb": "ranges up to the threshold's size of activations (MB / (hidden x itemsize) "
     "tokens); every range without a size cap",
-    "from": "single-size ranges from the threshold's token count up whose size TP divides (the "
-    "token dim is split TP ways, and irfuse cannot pad the caller's tokens)",
+    "from": "ranges from the threshold's token count up; a token count TP does not divide is "
+    "padded to a multiple of TP and sliced back (full graph); in a piecewise graph (vLLM's "
+    "splitting_ops without Inductor partition) only single sizes TP divides, as vLLM",
 }
 """The kinds of compile-range rule a fusion can declare (`irfuse.ranges` implements them)."""
 

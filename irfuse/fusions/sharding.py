@@ -1,11 +1,29 @@
 """Building blocks of the sequence-parallel rewrites: collectives with their torch decomposition,
-a replicated tensor's rows for this rank, a raised op moved onto a row shard, and the reshapes
-between a model's `[B, S, H]` hidden states and the `[B*S, H]` rows the collectives split.
+a replicated tensor's rows for this rank, a raised op moved onto a row shard, the reshapes
+between a model's `[B, S, H]` hidden states and the `[B*S, H]` rows the collectives split, and
+the padding of a token count TP does not divide.
 
-A `coll` op built here carries the functional collective it stands for (`_c10d_functional`'s
-call and its `wait_tensor`) in its decomposition region, so emit lowers it like a raised one. FP8
-is gathered as bytes (`view(uint8)` around the gather): the values move unchanged, and gloo and
+A `coll` op built here carries the collective it stands for in its decomposition region, so emit
+lowers it like a raised one, spelled as the collective it replaces was (`spelling_of`):
+
+- torch's functional collective (`_c10d_functional`'s call and its `wait_tensor`) on the group's
+  name, for a collective torch spelled;
+- vLLM's own op (`torch.ops.vllm.reduce_scatter / all_gather(x, 0, world_size, group_name)`,
+  what vLLM's sequence-parallel pass emits) for one of vLLM's: its group is a `GroupCoordinator`
+  (`tp:0`) that torch does not know by that name, and vLLM's op runs on the coordinator's own
+  communicator. Where this process has no such op registered (a stand-in of vLLM's registry),
+  torch's functional collective on the coordinator's device group (`irfuse.groups.torch_name`)
+  takes its place.
+
+FP8 is moved as bytes (`view(uint8)` around the gather): the values move unchanged, and gloo and
 older NCCL have no float8 collectives.
+
+Padding (`pad_rows`, `slice_rows`): where the token count is not a multiple of the world size
+(static, or symbolic and not provably so), rows of zeros are appended up to the next multiple
+(`constant_pad_nd` by `(-n) % world_size`, n read with `sym_size` where it is symbolic) before
+the rows are split, and the gathered rows are sliced back to n (`slice(0, 0, n)`, a view of the
+leading rows). A padded row stays zero through the sharded norm (0 * rsqrt(eps) = 0) and never
+reaches a reader of the gathered tensor.
 """
 
 from __future__ import annotations
@@ -13,33 +31,47 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import sympy
+import torch
 import torch.distributed as dist
-from torch.distributed.distributed_c10d import _resolve_process_group
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
+    FloatData,
     IntAttr,
     IntegerAttr,
+    IntegerType,
     ModuleOp,
     StringAttr,
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
+from irfuse import groups
 from irfuse.dialects import aten
 from irfuse.dialects.coll import AllGatherOp, ReduceScatterOp
-from irfuse.dialects.irfuse import Dim, TensorType, YieldOp, tensor_type
+from irfuse.dialects.irfuse import Dim, TensorType, YieldOp, sym_type, tensor_type
 from irfuse.ir.decomposition import decomposition_block
 from irfuse.ir.shapes import UI8, is_fp8
 from irfuse.raising.aten_ops import (
     C10D_ALL_GATHER_INTO_TENSOR,
+    C10D_ALL_REDUCE,
     C10D_REDUCE_SCATTER_TENSOR,
     C10D_WAIT_TENSOR,
+    CONSTANT_PAD_ND,
     RESHAPE,
     RESHAPE_AS,
     SELECT_INT,
+    SLICE_TENSOR,
     UNFLATTEN_INT,
+    VLLM_ALL_GATHER,
+    VLLM_ALL_REDUCE,
+    VLLM_REDUCE_SCATTER,
 )
 from irfuse.raising.match import NoMatch, discard
+
+SHM_ALL_REDUCE = "_C::shm_allreduce.default"
+SYM_SIZE = "aten::sym_size.int"
+NEG = "py:operator.neg"
+MOD = "py:operator.mod"
 
 RANKS_ATTR = "irfuse.ranks"
 """Module attribute: group name -> this process's rank in it, for IR read without a process
@@ -55,6 +87,31 @@ def shard_dim(rows: Dim, world_size: int) -> Dim:
     if isinstance(rows, int):
         return rows // world_size
     return f"({rows})//{world_size}"
+
+
+def _sympy_rows(rows: str):
+    """`rows` as a sympy expression whose symbols are positive integers (Dynamo's sizes)."""
+    expr = sympy.sympify(rows)
+    return expr.subs({s: sympy.Symbol(s.name, integer=True, positive=True)
+                      for s in expr.free_symbols})
+
+
+def divides(rows: Dim, world_size: int) -> bool:
+    """Whether `world_size` provably divides `rows` (a static count, or a symbolic one such as
+    `2*s0`); a symbol it may not divide (`s0`) is False."""
+    if isinstance(rows, int):
+        return rows % world_size == 0
+    try:
+        return sympy.Mod(_sympy_rows(rows), world_size) == 0
+    except (sympy.SympifyError, TypeError, ValueError):
+        return False
+
+
+def padded_dim(rows: Dim, world_size: int) -> Dim:
+    """`rows` rounded up to a multiple of the world size: static, or a symbol of the count."""
+    if isinstance(rows, int):
+        return -(-rows // world_size) * world_size
+    return f"{world_size}*((({rows}) + {world_size - 1})//{world_size})"
 
 
 def with_rows(t: TensorType, rows: Dim) -> TensorType:
@@ -141,63 +198,260 @@ def _functional(target: str, x: SSAValue, args: Sequence[Attribute], out: Tensor
     return _from_bytes(waited.results[0], out.dtype, ops)
 
 
-def reduce_scatter(x: SSAValue, *, group: str, world_size: int, reduce_op: str = "sum"
-                   ) -> ReduceScatterOp:
-    """`coll.reduce_scatter` of x along dim 0, decomposed as the functional collective."""
+def _vllm_op(target: str, x: SSAValue, world_size: int, group: str, out: TensorType,
+             ops: list[Operation]) -> SSAValue:
+    xb = _as_bytes(x, ops)
+    out_b = tensor_type(out.dims, xb.type.dtype)  # type: ignore[attr-defined]
+    call = aten.CallOp(target, [xb], [_ref(0), IntAttr(0), IntAttr(world_size),
+                                      StringAttr(group)], [out_b])
+    ops.append(call)
+    return _from_bytes(call.results[0], out.dtype, ops)
+
+
+C10D = "c10d"
+VLLM = "vllm"
+
+
+def spelling_of(op: Operation) -> str:
+    """How the collective `op` was spelled: VLLM where its decomposition calls one of vLLM's
+    collective ops (`torch.ops.vllm.*`, or its CPU communicator's `_C.shm_allreduce`), else C10D
+    (torch's functional collectives, or an op with no decomposition)."""
+    block = decomposition_block(op)
+    if block is not None:
+        for inner in block.ops:
+            if isinstance(inner, aten.CallOp) and inner.target.data in (
+                    VLLM_ALL_REDUCE, VLLM_REDUCE_SCATTER, VLLM_ALL_GATHER):
+                return VLLM
+            template = inner.template.data if isinstance(inner, aten.CallOp) else ()
+            if template and isinstance(template[0], aten.TargetAttr) \
+                    and template[0].text.data == SHM_ALL_REDUCE:
+                return VLLM  # vLLM's CPU communicator's own all-reduce
+            if isinstance(inner, aten.CallOp) and inner.target.data == C10D_ALL_REDUCE:
+                return C10D
+    return C10D
+
+
+def _vllm_registered(target: str) -> bool:
+    """Whether vLLM's collective op `target` (`vllm::<name>.default`) can be emitted: this
+    process has it registered, or has no process group at all (IR read offline, as irfuse-opt
+    does: the op is written as the graph would call it in vLLM's process)."""
+    if not _initialized():
+        return True
+    name = target.split("::", 1)[1].split(".", 1)[0]
+    try:
+        return hasattr(getattr(torch.ops.vllm, name), "default")
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def _initialized() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+def _c10d_group(group: str) -> str:
+    """The name torch's functional collectives take for `group`: torch's own name where the
+    group is one of vLLM's coordinators, else `group` (unchanged where nothing is initialized:
+    IR read without a process group)."""
+    if _initialized() and groups.is_vllm(group):
+        return groups.torch_name(group)
+    return group
+
+
+def reduce_scatter(x: SSAValue, *, group: str, world_size: int, reduce_op: str = "sum",
+                   spelling: str = C10D) -> ReduceScatterOp:
+    """`coll.reduce_scatter` of x along dim 0 (whose rows the world size divides), decomposed
+    as the collective of `spelling` (vLLM's op only for a sum)."""
     xt = x.type
     assert isinstance(xt, TensorType)
     out = with_rows(xt, shard_dim(xt.dims[0], world_size))
+    vllm = spelling == VLLM and reduce_op == "sum" and _vllm_registered(VLLM_REDUCE_SCATTER)
 
     def build(arg: SSAValue):
         ops: list[Operation] = []
-        args = [StringAttr(reduce_op), IntAttr(world_size), StringAttr(group)]
+        if vllm:
+            return ops, _vllm_op(VLLM_REDUCE_SCATTER, arg, world_size, group, out, ops)
+        args = [StringAttr(reduce_op), IntAttr(world_size), StringAttr(_c10d_group(group))]
         return ops, _functional(C10D_REDUCE_SCATTER_TENSOR, arg, args, out, ops)
 
     return ReduceScatterOp(x, group=group, world_size=world_size, reduce_op=reduce_op,
                            result_type=out, decomposition=_region(xt, build))
 
 
-def all_gather(x: SSAValue, rows: Dim, *, group: str, world_size: int) -> AllGatherOp:
-    """`coll.all_gather` of x along dim 0 into `rows` rows, decomposed as the functional
-    collective (FP8 moves as bytes)."""
+def all_gather(x: SSAValue, rows: Dim, *, group: str, world_size: int,
+               spelling: str = C10D) -> AllGatherOp:
+    """`coll.all_gather` of x along dim 0 into `rows` rows, decomposed as the collective of
+    `spelling` (FP8 moves as bytes)."""
     xt = x.type
     assert isinstance(xt, TensorType)
     out = with_rows(xt, rows)
+    vllm = spelling == VLLM and _vllm_registered(VLLM_ALL_GATHER)
 
     def build(arg: SSAValue):
         ops: list[Operation] = []
-        args = [IntAttr(world_size), StringAttr(group)]
+        if vllm:
+            return ops, _vllm_op(VLLM_ALL_GATHER, arg, world_size, group, out, ops)
+        args = [IntAttr(world_size), StringAttr(_c10d_group(group))]
         return ops, _functional(C10D_ALL_GATHER_INTO_TENSOR, arg, args, out, ops)
 
     return AllGatherOp(x, group=group, world_size=world_size, result_type=out,
                        decomposition=_region(xt, build))
 
 
+# --- padding ------------------------------------------------------------------------------------
+
+
+def row_count_value(x: SSAValue) -> tuple[list[Operation], int | SSAValue]:
+    """x's row count as a call argument: the static count, or `sym_size(x, 0)` (not inserted)."""
+    xt = x.type
+    assert isinstance(xt, TensorType)
+    n = xt.dims[0]
+    if isinstance(n, int):
+        return [], n
+    size = aten.CallOp(SYM_SIZE, [x], [_ref(0), IntAttr(0)], [sym_type(str(n))])
+    return [size], size.results[0]
+
+
+def _arg(value: int | SSAValue, operands: list[SSAValue]) -> Attribute:
+    if isinstance(value, int):
+        return IntAttr(value)
+    operands.append(value)
+    return _ref(len(operands) - 1)
+
+
+def pad_rows(x: SSAValue, n: int | SSAValue, world_size: int,
+             value: float = 0.0) -> list[Operation]:
+    """x (`[n, ...]`) with rows of `value` appended up to the next multiple of the world size
+    (not inserted; the last op's result is the padded tensor, FP8 padded as bytes)."""
+    xt = x.type
+    assert isinstance(xt, TensorType)
+    ops: list[Operation] = []
+    if isinstance(n, int):
+        amount: int | SSAValue = -n % world_size
+    else:
+        neg = aten.CallOp(NEG, [n], [_ref(0)], [sym_type(f"-({n.type.expr.data})")])  # type: ignore[attr-defined]
+        mod = aten.CallOp(MOD, [neg.results[0]], [_ref(0), IntAttr(world_size)],
+                          [sym_type(f"Mod(-({n.type.expr.data}), {world_size})")])  # type: ignore[attr-defined]
+        ops += [neg, mod]
+        amount = mod.results[0]
+    source = _as_bytes(x, ops)
+    operands = [source]
+    pads = ArrayAttr([IntAttr(0), IntAttr(0)] * (xt.rank - 1) + [IntAttr(0),
+                                                              _arg(amount, operands)])
+    st = source.type
+    assert isinstance(st, TensorType)
+    padded = padded_dim(xt.dims[0], world_size)
+    fill = FloatData(value) if not isinstance(st.dtype, IntegerType) else IntAttr(int(value))
+    pad = aten.CallOp(CONSTANT_PAD_ND, operands, [_ref(0), pads, fill],
+                      [tensor_type((padded, *st.dims[1:]), st.dtype)])
+    ops.append(pad)
+    _from_bytes(pad.results[0], xt.dtype, ops)
+    return ops
+
+
+def slice_rows(x: SSAValue, n: int | SSAValue, rows: Dim) -> aten.CallOp:
+    """x's first n rows (`rows` of them, the count's dim), a view (not inserted)."""
+    xt = x.type
+    assert isinstance(xt, TensorType)
+    operands = [x]
+    end = _arg(n, operands)
+    return aten.CallOp(SLICE_TENSOR, operands, [_ref(0), IntAttr(0), IntAttr(0), end],
+                       [with_rows(xt, rows)])
+
+
+def sliced_from(value: SSAValue) -> SSAValue | None:
+    """The tensor whose leading rows `value` is (`slice(t, 0, 0, n)`), or None."""
+    owner = value.owner
+    if not isinstance(owner, aten.CallOp) or owner.target.data != SLICE_TENSOR:
+        return None
+    template = owner.template.data
+    if len(template) != 4 or not all(isinstance(t, IntAttr) for t in template[1:3]):
+        return None
+    if template[1].data != 0 or template[2].data != 0:  # type: ignore[attr-defined]
+        return None
+    return owner.operands[0]
+
+
+def padded_from(value: SSAValue) -> tuple[SSAValue, aten.CallOp] | None:
+    """(the tensor, the pad) where `value` is the tensor with rows appended at its end by
+    `pad_rows` (a `constant_pad_nd` of dim 0 only, maybe around a bytes view); else None."""
+    owner = value.owner
+    view = None
+    if isinstance(owner, aten.CallOp) and owner.target.data == "aten::view.dtype":
+        view, owner = owner, owner.operands[0].owner
+    if not isinstance(owner, aten.CallOp) or owner.target.data != CONSTANT_PAD_ND:
+        return None
+    pads = owner.template.data[1]
+    if not isinstance(pads, ArrayAttr):
+        return None
+    items = pads.data
+    if any(not (isinstance(t, IntAttr) and t.data == 0) for t in items[:-1]):
+        return None
+    source = owner.operands[0]
+    if view is not None:
+        inner = source.owner
+        if not (isinstance(inner, aten.CallOp) and inner.target.data == "aten::view.dtype"):
+            return None
+        source = inner.operands[0]
+    return source, owner
+
+
+def slice_end(op: aten.CallOp) -> int | SSAValue:
+    """The end a `slice_rows` slice takes (an int, or the symbolic count it reads)."""
+    end = op.template.data[3]
+    if isinstance(end, IntAttr):
+        return end.data
+    assert isinstance(end, aten.OperandRefAttr)
+    return op.operands[end.index.data]
+
+
+def pad_chain(pad: aten.CallOp) -> list[Operation]:
+    """The ops `pad_rows` built around `pad` (its bytes views, its amount's `neg` / `mod` and the
+    `sym_size` they read), readers first: what to erase, where unread, once the pad is gone."""
+    chain: list[Operation] = []
+    for user in users_of(pad.results[0]):
+        if isinstance(user, aten.CallOp) and user.target.data == "aten::view.dtype":
+            chain.append(user)
+    chain.append(pad)
+    source = pad.operands[0].owner
+    if isinstance(source, aten.CallOp) and source.target.data == "aten::view.dtype":
+        chain.append(source)
+    amount = pad.operands[1].owner if len(pad.operands) > 1 else None
+    while isinstance(amount, aten.CallOp) and amount.target.data in (MOD, NEG, SYM_SIZE):
+        chain.append(amount)
+        amount = amount.operands[0].owner if amount.target.data != SYM_SIZE else None
+    return chain
+
+
+def drop_unread(ops: Sequence[Operation], rewriter) -> None:
+    """Erase those of `ops` (readers first) whose results nothing reads."""
+    for op in ops:
+        if op.parent is not None and not any(r.uses for r in op.results):
+            rewriter.erase(op)
+
+
+def users_of(value: SSAValue) -> list[Operation]:
+    return [use.operation for use in value.uses]
+
+
 def rank_in(group: str, module: ModuleOp | None) -> int:
-    """This process's rank in `group`: the module's `irfuse.ranks`, else torch.distributed."""
+    """This process's rank in `group`: the module's `irfuse.ranks`, else the group's
+    (`irfuse.groups.rank`: torch's group of that name, or vLLM's coordinator)."""
     if module is not None:
         attr = module.attributes.get(RANKS_ATTR)
         if isinstance(attr, DictionaryAttr) and isinstance(attr.data.get(group), IntegerAttr):
             return attr.data[group].value.data  # type: ignore[union-attr]
-    rank = _registered_rank(group)
+    rank = groups.rank(group)
     if rank is None:
         raise NoMatch(f"this process's rank in process group {group!r} is unknown (no "
-                      f"{RANKS_ATTR} entry, and torch.distributed does not know the group)")
+                      f"{RANKS_ATTR} entry, and neither torch.distributed nor vLLM knows the "
+                      "group)")
     return rank
 
 
-def _registered_rank(group: str) -> int | None:
-    if not dist.is_available() or not dist.is_initialized():
-        return None
-    try:
-        return int(_resolve_process_group(group).rank())
-    except (RuntimeError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-
-
 def rows_of_rank(x: SSAValue, rank: int, world_size: int) -> list[aten.CallOp]:
-    """Rank `rank`'s block of rows of a replicated x: `x.unflatten(0, [ws, -1]).select(0, rank)`
-    (which needs no token count, static or symbolic)."""
+    """Rank `rank`'s block of rows of a replicated x whose rows the world size divides:
+    `x.unflatten(0, [ws, -1]).select(0, rank)` (which needs no token count, static or
+    symbolic)."""
     xt = x.type
     assert isinstance(xt, TensorType)
     rows = shard_dim(xt.dims[0], world_size)

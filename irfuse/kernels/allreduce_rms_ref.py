@@ -1,10 +1,11 @@
 """Torch reference of the fused all-reduce + (residual add +) RMSNorm (+ quant).
 
 The all-reduce is torch's functional collective (`_c10d_functional.all_reduce` + `wait_tensor`,
-sum) on the process group the fused op names, resolved by name: torch.distributed's registry
-(`_resolve_process_group`), else vLLM's registry of its group coordinators (`tp:0`, ...) when
-vLLM is imported. The group is always the op's own: a DP or PP group is never replaced by WORLD,
-and an unknown name is an error naming it. The rest is the composition of the existing
+sum) on the process group the fused op names, resolved by name as every irfuse kernel resolves
+it (`irfuse.groups`): torch.distributed's registry, else vLLM's registry of its group
+coordinators (`tp:0`, ...: the coordinator's device group) when vLLM is imported. The group
+is always the op's own: a DP or PP group is never replaced by WORLD, and an unknown name is an
+error naming it. The rest is the composition of the existing
 references: the norm with the model's readings (`norm_pad_ref` at pad 0: `round_sum`,
 `weight_offset`, `weight_f32`), then `quant_ref`'s quant. So on the CPU (gloo) the fused op
 gives the bits of the unfused graph: the same collective on the same input, then the same norm
@@ -13,43 +14,21 @@ and quant arithmetic.
 
 from __future__ import annotations
 
-import sys
-
 import torch
 import torch.distributed as dist
-from torch.distributed.distributed_c10d import _resolve_process_group
 
+from irfuse import groups
 from irfuse.kernels import norm_pad_ref, norm_quant_ref, quant_ref
 
 
 def resolve_group(name: str) -> dist.ProcessGroup:
-    """The process group the fused op names: torch's group of that name, or vLLM's group
-    coordinator's device group. ValueError when neither knows it."""
-    if not dist.is_available() or not dist.is_initialized():
-        raise ValueError(f"irfuse: the fused all-reduce names process group {name!r} but "
-                         "torch.distributed is not initialized in this process")
-    try:
-        return _resolve_process_group(name)
-    except (RuntimeError, ValueError, KeyError, TypeError, AttributeError):
-        pass
-    coordinator = vllm_coordinator(name)
-    group = getattr(coordinator, "device_group", None)
-    if isinstance(group, dist.ProcessGroup):
-        return group
-    raise ValueError(f"irfuse: no process group named {name!r} (neither torch.distributed nor "
-                     "vLLM knows it)")
+    """The process group the fused op names (`irfuse.groups.resolve`: torch's group of that
+    name, or vLLM's group coordinator's device group). GroupError (a ValueError) when neither
+    knows it."""
+    return groups.resolve(name)
 
 
-def vllm_coordinator(name: str) -> object | None:
-    """vLLM's group coordinator named `name`, when vLLM is imported and has it; else None."""
-    state = sys.modules.get("vllm.distributed.parallel_state")
-    registry = getattr(state, "_groups", None)
-    if not isinstance(registry, dict) or name not in registry:
-        return None
-    try:
-        return registry[name]()
-    except (TypeError, ReferenceError):
-        return None
+vllm_coordinator = groups.vllm_coordinator
 
 
 def all_reduce(x: torch.Tensor, group: str) -> torch.Tensor:

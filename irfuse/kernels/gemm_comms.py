@@ -4,7 +4,13 @@ variants), which split the GEMM into per-rank chunks and overlap them with the c
 peers' symmetric buffers. They need an NCCL group whose GPUs reach each other peer to peer;
 symmetric memory is enabled for the group at its first call (never multicast: irfuse sets no
 multicast option, and torch takes its multimem path only where multicast is supported and asked
-for)."""
+for).
+
+The ops take torch's name of the group: the name the fused op carries is resolved as every irfuse
+kernel resolves it (`irfuse.groups.torch_name`: the name itself for a group torch knows, the
+device group's for vLLM's `tp:0`), as vLLM's AsyncTPPass passes `device_group.group_name`. The
+gathered GEMM's row-wise `scale_a` goes to torch's op as it is: the shard's `[M / world_size,
+1]` (row-wise sharded, gathered with a) or the gathered rows' `[M, 1]` (row-wise replicated)."""
 
 from __future__ import annotations
 
@@ -13,12 +19,14 @@ import warnings
 import torch
 from torch.distributed._symmetric_memory import enable_symm_mem_for_group
 
+from irfuse import groups
+
 _ENABLED: set[str] = set()
 
 
 def enable_group(group_name: str) -> None:
-    """Enable symmetric memory for the group once (deprecated in torch 2.13, where the fused ops
-    still look the group up in the registry it fills; required on 2.11)."""
+    """Enable symmetric memory for torch's group `group_name` once (deprecated in torch 2.13,
+    where the fused ops still look the group up in the registry it fills; required on 2.11)."""
     if group_name in _ENABLED:
         return
     with warnings.catch_warnings():
@@ -29,22 +37,24 @@ def enable_group(group_name: str) -> None:
 
 
 def gemm_reduce_scatter(a, b, scale_a, scale_b, out_dtype, reduce_op, group_name, world_size):
-    enable_group(group_name)
+    name = groups.torch_name(group_name)
+    enable_group(name)
     ops = torch.ops.symm_mem
     if scale_a is None:
-        return ops.fused_matmul_reduce_scatter(a, b, reduce_op, 0, group_name)
+        return ops.fused_matmul_reduce_scatter(a, b, reduce_op, 0, name)
     return ops.fused_scaled_matmul_reduce_scatter(
-        a, b, scale_a.contiguous(), scale_b.contiguous(), reduce_op, 0, 0, group_name,
+        a, b, scale_a.contiguous(), scale_b.contiguous(), reduce_op, 0, 0, name,
         [a.shape[0], b.shape[1]], None, None, out_dtype, False)
 
 
 def all_gather_gemm(a, b, scale_a, scale_b, out_dtype, group_name, world_size):
-    enable_group(group_name)
+    name = groups.torch_name(group_name)
+    enable_group(name)
     ops = torch.ops.symm_mem
     if scale_a is None:
-        _, (c,) = ops.fused_all_gather_matmul(a.contiguous(), [b], 0, group_name, return_A=False)
+        _, (c,) = ops.fused_all_gather_matmul(a.contiguous(), [b], 0, name, return_A=False)
         return c
     _, (c,) = ops.fused_all_gather_scaled_matmul(
-        a.contiguous(), [b], scale_a.contiguous(), [scale_b.contiguous()], 0, group_name, [None],
+        a.contiguous(), [b], scale_a.contiguous(), [scale_b.contiguous()], 0, name, [None],
         [None], [out_dtype], [False])
     return c

@@ -1,10 +1,18 @@
 """Torch references of the async-TP ops: the GEMM then the reduce-scatter, or the all-gather then
-the GEMM, through torch's functional collectives (gloo on the CPU, NCCL on GPUs). Rows (dim 0)
-are scattered and gathered; FP8 is gathered as bytes."""
+the GEMM, through torch's functional collectives (gloo on the CPU, NCCL on GPUs) on the group the
+op names, resolved as every irfuse kernel resolves it (`irfuse.groups`: torch's group of that
+name, else vLLM's coordinator's device group for `tp:0`). Rows (dim 0) are scattered and
+gathered; FP8 is gathered as bytes.
+
+The gathered GEMM's row-wise `scale_a` comes in either of the forms torch's
+`fused_all_gather_scaled_matmul` takes: the shard's `[M / world_size, 1]` (gathered with a) or
+the gathered rows' `[M, 1]` (replicated, used as it is); a one-element scale is per-tensor."""
 
 from __future__ import annotations
 
 import torch
+
+from irfuse import groups
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor | None,
@@ -24,7 +32,7 @@ def reduce_scatter_rows(c: torch.Tensor, reduce_op: str, group_name: str,
         return c.contiguous()
     f = torch.ops._c10d_functional
     return f.wait_tensor(f.reduce_scatter_tensor(c.contiguous(), reduce_op, world_size,
-                                                 group_name))
+                                                 groups.torch_name(group_name)))
 
 
 def all_gather_rows(a: torch.Tensor, group_name: str, world_size: int) -> torch.Tensor:
@@ -33,8 +41,16 @@ def all_gather_rows(a: torch.Tensor, group_name: str, world_size: int) -> torch.
     f = torch.ops._c10d_functional
     as_bytes = a.dtype.itemsize == 1 and a.is_floating_point()
     x = a.contiguous().view(torch.uint8) if as_bytes else a.contiguous()
-    gathered = f.wait_tensor(f.all_gather_into_tensor(x, world_size, group_name))
+    gathered = f.wait_tensor(f.all_gather_into_tensor(x, world_size,
+                                                      groups.torch_name(group_name)))
     return gathered.view(a.dtype) if as_bytes else gathered
+
+
+def sharded_scale(a: torch.Tensor, scale_a: torch.Tensor | None, world_size: int) -> bool:
+    """Whether a gathered GEMM's scale_a is the shard's row-wise scale (to be gathered with a),
+    as torch's fused op reads it: `[rows of a, 1]` with more than one element."""
+    return (scale_a is not None and scale_a.numel() > 1 and world_size > 1
+            and scale_a.dim() == 2 and scale_a.shape[0] == a.shape[0])
 
 
 def gemm_reduce_scatter(a, b, scale_a, scale_b, out_dtype, reduce_op, group_name, world_size):
@@ -43,4 +59,6 @@ def gemm_reduce_scatter(a, b, scale_a, scale_b, out_dtype, reduce_op, group_name
 
 
 def all_gather_gemm(a, b, scale_a, scale_b, out_dtype, group_name, world_size):
+    if sharded_scale(a, scale_a, world_size):
+        scale_a = all_gather_rows(scale_a, group_name, world_size)
     return matmul(all_gather_rows(a, group_name, world_size), b, scale_a, scale_b, out_dtype)

@@ -31,7 +31,7 @@ SCALE_SPELLINGS = ("div", "reciprocal", "inv_scale")
 CLAMP_SPELLINGS = ("clamp", "clamp_minmax", "minmax")
 SCALED_GEMMS = ("auto", "scaled_mm", "rowwise", "dequant")
 KV_WRITES = ("index_put", "index_copy", "slice_scatter")
-TP_COLLECTIVES = ("all_reduce", "inplace", "rs_ag")
+TP_COLLECTIVES = ("all_reduce", "inplace", "rs_ag", "vllm")
 
 
 @dataclass(frozen=True)

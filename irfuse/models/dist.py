@@ -4,10 +4,24 @@
 collectives return their input) so that a single process can build, run and trace a TP model
 as rank `rank` of `world_size`. The real multi-process runs use gloo (CPU) or NCCL (GPU) and
 initialise the group themselves.
+
+`vllm_style_groups(group)` makes `group` a vLLM group coordinator named `tp:0` where vLLM is not
+installed (the CPU test venv, the GPU machine): a stand-in of `vllm.distributed.parallel_state`
+whose `_groups` registry holds weak references to coordinators (`unique_name`, `device_group`,
+`cpu_group`, `world_size`, `rank_in_group`, what irfuse reads), and vLLM's collective ops
+`torch.ops.vllm.all_reduce / reduce_scatter / all_gather` with vLLM's schemas, which look the
+coordinator up by name and run torch.distributed on its device group. torch does not know
+`tp:0`: every collective irfuse emits for these graphs must resolve the name as it would in
+vLLM's process. With vLLM imported, vLLM's own registry and ops are used instead.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import sys
+import types
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -49,3 +63,125 @@ def spawn_ranks(world_size: int, fn, *args, backend: str = "gloo", init_file: st
     function); a rank that raises fails the call."""
     mp.spawn(_rank_main, args=(world_size, init_file, backend, fn, args), nprocs=world_size,
              join=True)
+
+
+VLLM_STATE = "vllm.distributed.parallel_state"
+
+
+class StandInCoordinator:
+    """What irfuse and vLLM's collective ops read of vLLM's GroupCoordinator, for one process
+    group: its names and sizes, and the out-of-place collectives vLLM's ops call (here
+    torch.distributed on the group)."""
+
+    def __init__(self, group: dist.ProcessGroup, name: str) -> None:
+        self.unique_name = name
+        self.device_group = self.cpu_group = group
+        self.world_size = dist.get_world_size(group)
+        self.rank_in_group = dist.get_rank(group)
+        self.device_communicator = None
+
+    def _all_reduce_out_place(self, tensor: torch.Tensor) -> torch.Tensor:
+        out = tensor.clone()
+        dist.all_reduce(out, group=self.device_group)
+        return out
+
+    def _reduce_scatter_out_place(self, tensor: torch.Tensor, dim: int) -> torch.Tensor:
+        x = tensor.movedim(dim, 0).contiguous()
+        out = x.new_empty((x.shape[0] // self.world_size, *x.shape[1:]))
+        dist.reduce_scatter_tensor(out, x, group=self.device_group)
+        return out.movedim(0, dim).contiguous()
+
+    def _all_gather_out_place(self, tensor: torch.Tensor, dim: int) -> torch.Tensor:
+        x = tensor.movedim(dim, 0).contiguous()
+        out = x.new_empty((x.shape[0] * self.world_size, *x.shape[1:]))
+        dist.all_gather_into_tensor(out, x, group=self.device_group)
+        return out.movedim(0, dim).contiguous()
+
+
+_KEEP: list[object] = []  # the stand-in ops' library, alive for the process
+
+
+def _registry() -> dict:
+    """vLLM's registry of group coordinators: vLLM's own where vLLM is installed, else a
+    stand-in module in its place."""
+    state = sys.modules.get(VLLM_STATE)
+    if state is None and importlib.util.find_spec("vllm") is not None:
+        state = importlib.import_module(VLLM_STATE)
+    if state is None:
+        state = types.ModuleType(VLLM_STATE)
+        state._groups = {}  # type: ignore[attr-defined]
+        sys.modules[VLLM_STATE] = state
+    return state._groups  # type: ignore[attr-defined]
+
+
+def _coordinator(name: str) -> StandInCoordinator:
+    coordinator = _registry()[name]()
+    if coordinator is None:
+        raise ValueError(f"group {name} is destroyed")
+    return coordinator
+
+
+def _define_ops() -> None:
+    """vLLM's three collective ops (its schemas), where this process has none: each calls the
+    named coordinator's out-of-place collective, as vLLM's do."""
+    try:
+        if hasattr(torch.ops.vllm.all_reduce, "default"):
+            return
+    except (AttributeError, RuntimeError):
+        pass
+    lib = torch.library.Library("vllm", "FRAGMENT")
+    _KEEP.append(lib)
+    lib.define("all_reduce(Tensor tensor, str group_name) -> Tensor")
+    lib.define("reduce_scatter(Tensor tensor, int dim, int world_size, str group_name) -> Tensor")
+    lib.define("all_gather(Tensor tensor, int dim, int world_size, str group_name) -> Tensor")
+
+    def all_reduce(tensor, group_name):
+        return _coordinator(group_name)._all_reduce_out_place(tensor)
+
+    def reduce_scatter(tensor, dim, world_size, group_name):
+        return _coordinator(group_name)._reduce_scatter_out_place(tensor, dim)
+
+    def all_gather(tensor, dim, world_size, group_name):
+        return _coordinator(group_name)._all_gather_out_place(tensor, dim)
+
+    def resized(tensor, dim, world_size, gather):
+        shape = list(tensor.shape)
+        shape[dim] = shape[dim] * world_size if gather else shape[dim] // world_size
+        return tensor.new_empty(shape)
+
+    for key in ("CPU", "CUDA"):
+        lib.impl("all_reduce", all_reduce, key)
+        lib.impl("reduce_scatter", reduce_scatter, key)
+        lib.impl("all_gather", all_gather, key)
+    fake = torch.library.register_fake
+    fake("vllm::all_reduce", lib=lib)(lambda tensor, group_name: torch.empty_like(tensor))
+    fake("vllm::reduce_scatter", lib=lib)(
+        lambda tensor, dim, world_size, group_name: resized(tensor, dim, world_size, False))
+    fake("vllm::all_gather", lib=lib)(
+        lambda tensor, dim, world_size, group_name: resized(tensor, dim, world_size, True))
+
+
+@contextmanager
+def vllm_style_groups(group: dist.ProcessGroup | None = None, name: str = "tp:0"
+                      ) -> Iterator[StandInCoordinator]:
+    """`group` (default WORLD) as vLLM's group coordinator `name` for the duration (vLLM's
+    registry and collective ops: stand-ins where vLLM is not imported)."""
+    group = dist.group.WORLD if group is None else group
+    registry = _registry()
+    coordinator = StandInCoordinator(group, name)
+    registry[name] = weakref.ref(coordinator)
+    _define_ops()
+    try:
+        yield coordinator
+    finally:
+        if registry.get(name) is not None and registry[name]() is coordinator:
+            del registry[name]
+
+
+def vllm_name_of(group: dist.ProcessGroup) -> str:
+    """The name of the vLLM group coordinator whose device group is `group`."""
+    for name, ref in list(_registry().items()):
+        coordinator = ref()
+        if coordinator is not None and coordinator.device_group is group:
+            return name
+    raise ValueError("no vLLM group coordinator holds this process group (vllm_style_groups)")

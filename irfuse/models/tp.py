@@ -7,7 +7,10 @@ columns), and each row-parallel output is summed across ranks:
 
 - "all_reduce": `torch.distributed._functional_collectives.all_reduce` (functional, then wait);
 - "inplace": `torch.distributed.all_reduce(x)` on the output (Dynamo turns it functional);
-- "rs_ag": reduce_scatter along tokens then all_gather (needs T divisible by the world size).
+- "rs_ag": reduce_scatter along tokens then all_gather (needs T divisible by the world size);
+- "vllm": vLLM's `torch.ops.vllm.all_reduce(x, group_name)` on the group coordinator that holds
+  `group` as its device group (`tp:0`: vLLM's own, or the stand-in of
+  `irfuse.models.dist.vllm_style_groups`), as vLLM's RowParallelLinear calls it on CUDA.
 
 The embedding, norms and lm_head stay replicated. Sharding a model built on one process with the
 same seed gives exactly the slices of the unsharded weights and the same static scales (they are
@@ -34,6 +37,10 @@ class SumAcrossRanks(nn.Module):
     def __init__(self, group: dist.ProcessGroup, style: str) -> None:
         super().__init__()
         self.group, self.style = group, style
+        if style == "vllm":
+            from irfuse.models.dist import vllm_name_of
+
+            self.vllm_name = vllm_name_of(group)
 
     def extra_repr(self) -> str:
         return f"style={self.style}"
@@ -44,6 +51,8 @@ class SumAcrossRanks(nn.Module):
         if self.style == "inplace":
             dist.all_reduce(x, group=self.group)
             return x
+        if self.style == "vllm":
+            return torch.ops.vllm.all_reduce(x, self.vllm_name)
         scattered = _reduce_scatter(x, "sum", 0, self.group)
         return _all_gather(scattered, 0, self.group)
 

@@ -154,6 +154,7 @@ UNSQUEEZE = "aten::unsqueeze.default"
 VIEW = "aten::view.default"
 VIEW_AS_COMPLEX = "aten::view_as_complex.default"
 VIEW_AS_REAL = "aten::view_as_real.default"
+VIEW_DTYPE = "aten::view.dtype"
 WHERE_SCALAR = "aten::where.Scalar"
 WHERE_SCALAR_OTHER = "aten::where.ScalarOther"
 WHERE_SCALAR_SELF = "aten::where.ScalarSelf"
@@ -256,6 +257,10 @@ RESHAPES_AND_FLATTENS = (*RESHAPES, FLATTEN_USING_INTS, UNFLATTEN_INT)
 last dims; unsqueeze and alias it takes apart, as broadcasts and no-ops)."""
 RESHAPES_AND_ALIAS = (*RESHAPES, ALIAS)
 """The views the no-op elimination removes when the result type is the input's (vLLM's set)."""
+SAME_VALUE = (DETACH, VIEW_DTYPE)
+"""A `detach` (a functional graph has no autograd to cut) and a `view.dtype` to the tensor's own
+dtype (vLLM's VocabParallelEmbedding returns `output.view(output_dtype)` after its all-reduce):
+no-ops where the result's type is the input's, which the no-op elimination also removes."""
 RESHAPES_FLATTENS_AND_ALIAS = (*RESHAPES_AND_FLATTENS, ALIAS)
 """Shape changes that keep the elements' order: what may stand between vLLM's attention and the
 quant of its output, or between a rope's rotated k and vLLM's cache write."""

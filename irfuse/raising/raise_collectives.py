@@ -2,8 +2,10 @@
 
 Anchored at each collective call (`all_reduce`, `reduce_scatter_tensor`, `all_gather_into_tensor`,
 their autograd twins, vLLM's three, and the in-place `all_reduce_` as functionalization leaves
-it). Produces `coll.all_reduce` / `coll.reduce_scatter` / `coll.all_gather` with the wait (and the
-split / cat that spell a non-zero dim) in the region, so the collective fusions anchor on one op.
+it), and at vLLM's CPU all-reduce (`_C.shm_allreduce` on its communicator's shared memory,
+functionalized: its group is the coordinator whose communicator has the call's handle). Produces `coll.all_reduce` / `coll.reduce_scatter` / `coll.all_gather` with the wait (and the
+split / cat that spell a non-zero dim, and the `view(uint8)` / `view(fp8)` around an FP8 gather
+moved as bytes) in the region, so the collective fusions anchor on one op.
 `world_size` comes from the call, the module attribute `irfuse.process_groups`, another
 collective of the group, torch.distributed, or vLLM's registry of its groups (read only when vLLM
 is already imported). A vLLM all-reduce on its TP group (`tp`, `tp:N`) whose size none of these
@@ -24,9 +26,13 @@ from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
-from irfuse import remarks
+from irfuse import groups, remarks
+from irfuse.dialects.aten import TargetAttr
 from irfuse.dialects.coll import REDUCE_OPS, AllGatherOp, AllReduceOp, ReduceScatterOp
+from irfuse.ir.shapes import UI8, is_fp8
 from irfuse.raising.aten_ops import (
+    ALIAS,
+    AUTO_FUNCTIONALIZED,
     C10D_ALL_GATHER_INTO_TENSOR,
     C10D_ALL_REDUCE,
     C10D_ALL_REDUCE_INPLACE,
@@ -36,13 +42,15 @@ from irfuse.raising.aten_ops import (
     C10D_WAIT_TENSOR,
     CAT,
     COPY,
+    DETACH,
     SPLIT_TENSOR,
     SPLIT_WITH_SIZES,
+    VIEW_DTYPE,
     VLLM_ALL_GATHER,
     VLLM_ALL_REDUCE,
     VLLM_REDUCE_SCATTER,
 )
-from irfuse.raising.driver import REWROTE, CallPattern, Outcome, PatternPass, Site
+from irfuse.raising.driver import NO_CANDIDATE, REWROTE, CallPattern, Outcome, PatternPass, Site
 from irfuse.raising.match import (
     Call,
     NoMatch,
@@ -249,6 +257,38 @@ def _match_scatter_dim(coll: _Collective) -> None:
     coll.dim = d
 
 
+def _match_bytes_view(coll: _Collective) -> None:
+    """An all-gather of FP8 moved as bytes (`x.view(uint8)` gathered, the result viewed back to
+    x's dtype: how FP8 crosses gloo or an older NCCL; `detach`es between are looked through) is
+    the all-gather of x: the views go into the region."""
+    before_ops: list[Operation] = []
+    value = coll.x
+    while (found := producer(value, DETACH, ALIAS)) is not None and only_user(value) is not None:
+        before_ops.insert(0, found.op)
+        value = found.arg(0)
+    before = producer(value, VIEW_DTYPE)
+    if before is None or only_user(value) is None:
+        return
+    source = before.arg(0)
+    st, bt = tensor_type(source), tensor_type(value)
+    if st is None or bt is None or not is_fp8(st.dtype) or bt.dtype != UI8:
+        return
+    if only_user(coll.x) is not coll.ops[0]:
+        return
+    after_ops: list[Operation] = []
+    out = coll.out
+    while (found := call(only_user(out), DETACH, ALIAS)) is not None and found.arg(0) is out:
+        after_ops.append(found.op)
+        out = found.result
+    after = call(only_user(out), VIEW_DTYPE)
+    at = None if after is None else tensor_type(after.result)
+    if after is None or after.arg(0) is not out or at is None or at.dtype != st.dtype:
+        return
+    coll.ops[:0] = [before.op, *before_ops]
+    coll.ops += [*after_ops, after.op]
+    coll.x, coll.out = source, after.result
+
+
 def is_vllm_tp_group(group: str) -> bool:
     """vLLM names its TP group coordinator `tp:<index>` (`tp` in hand-written graphs)."""
     return group == "tp" or (group.startswith("tp:") and group[3:].isdigit())
@@ -346,6 +386,8 @@ def _match(found: Call, sizes: _WorldSizes) -> _Collective:
             _match_gather_dim(coll)
         else:
             _match_scatter_dim(coll)
+    if coll.kind == "all_gather" and coll.dim == 0:
+        _match_bytes_view(coll)
     return coll
 
 
@@ -364,6 +406,38 @@ def _raise(coll: _Collective, order: dict[Operation, int]) -> Operation:
         raise NoMatch(f"the collective returns {coll.out.type}, not {raised.results[0].type}")
     raise_chain(raised, coll.ops, [coll.out], "collective")
     return raised
+
+
+SHM_ALL_REDUCE = "_C::shm_allreduce.default"
+
+
+class ShmAllReducePattern(CallPattern):
+    """vLLM's CPU all-reduce, `auto_functionalized(_C.shm_allreduce, handle=h, data=x)` (its CPU
+    communicator's shared-memory sum, in place): `coll.all_reduce` of x over the group
+    coordinator whose communicator has handle h (read from vLLM's registry in this process;
+    NoMatch where none has it), the call in the region."""
+
+    targets = (AUTO_FUNCTIONALIZED,)
+    remark = "not a collective"
+
+    def rewrite_call(self, found: Call, rewriter: PatternRewriter, site: Site) -> Outcome:
+        first = found.op.template.data[0] if found.op.template.data else None
+        if not isinstance(first, TargetAttr) or first.text.data != SHM_ALL_REDUCE:
+            return NO_CANDIDATE
+        handle, x = found.kwargs.get("handle"), found.kwargs.get("data")
+        if not isinstance(handle, int) or not isinstance(x, SSAValue):
+            raise NoMatch("vLLM's shm_allreduce without a handle and a tensor")
+        group = groups.vllm_shm_group(handle)
+        size = None if group is None else groups.size(group)
+        if group is None or size is None:
+            raise NoMatch(f"vLLM's shared-memory all-reduce handle {handle} names no group "
+                          "coordinator of this process")
+        results = found.op.results
+        if len(results) != 2 or results[0].uses:
+            raise NoMatch("vLLM's shm_allreduce call does not return (None, the sum)")
+        raised = AllReduceOp(x, group=group, world_size=size)
+        raise_chain(raised, [found.op], [results[1]], "collective")
+        return REWROTE
 
 
 class CollectivePattern(CallPattern):
@@ -389,7 +463,7 @@ class RaiseCollectives(PatternPass):
     vLLM's TP group of unknown size."""
 
     name = "raise-collectives"
-    patterns = (CollectivePattern(),)
+    patterns = (CollectivePattern(), ShmAllReducePattern())
 
     tp_size: int | None = None
 

@@ -25,20 +25,24 @@ def test_arguments(bench):
     assert args.hidden == 8192
     default = bench.parse_args([])
     assert default.tokens == list(bench.DEFAULT_TOKENS) and default.quant == ["none", "fp8"]
+    assert default.residual == ["add"] and default.group == "torch"
+    first = bench.parse_args(["--residual", "add,none", "--group", "vllm"])
+    assert first.residual == ["add", "none"] and first.group == "vllm"
     for bad in (["--quant", "int4"], ["--tokens", "1,x"], ["--tokens", "0"], ["--world", "1"],
-                ["--hidden", "100"]):
+                ["--hidden", "100"], ["--residual", "mul"], ["--group", "nccl"]):
         with pytest.raises(SystemExit):
             bench.parse_args(bad)
 
 
 def test_table(bench):
-    rows = [{"quant": "none", "T": 1, "mb": 0.02, "check": "ok", "nccl+inductor": 20.0,
-             "nccl+triton": 18.0, "flashinfer": 10.0, "symm_mem": 12.0},
-            {"quant": "fp8", "T": 8192, "mb": 128.0, "check": "ok", "nccl+inductor": 400.0,
-             "nccl+triton": 380.0}]
+    rows = [{"quant": "none", "residual": "none", "T": 1, "mb": 0.02, "check": "ok",
+             "nccl+inductor": 20.0, "nccl+triton": 18.0, "flashinfer": 10.0, "symm_mem": 12.0},
+            {"quant": "fp8", "residual": "add", "T": 8192, "mb": 128.0, "check": "ok",
+             "nccl+inductor": 400.0, "nccl+triton": 380.0}]
     table = bench.markdown(rows, "header")
-    assert "| none | 1 | 0.02 | 20.0 | 18.0 | 0.90 | 10.0 | 0.50 | 12.0 | 0.60 | ok |" in table
-    assert "| fp8 | 8192 | 128.00 | 400.0 | 380.0 | 0.95 | - | - | - | - | ok |" in table
+    assert ("| none | none | 1 | 0.02 | 20.0 | 18.0 | 0.90 | 10.0 | 0.50 | 12.0 | 0.60 | ok |"
+            in table)
+    assert "| fp8 | add | 8192 | 128.00 | 400.0 | 380.0 | 0.95 | - | - | - | - | ok |" in table
     assert "symm_mem µs | symm_mem / inductor | check |" in table
     assert "fused / unfused: median 0.75, 0.50-0.95" in table
 

@@ -19,7 +19,7 @@ SCRIPT = ROOT / "benchmarks" / "gpu_multi.sh"
 
 def _dry_run(tmp_path: pathlib.Path, gpus: int) -> list[list[str]]:
     env = {**os.environ, "DRY_RUN": "1", "GPUS": str(gpus), "OUT": str(tmp_path),
-           "STAGES": "tests bench_ar bench_tp",
+           "STAGES": "tests bench_ar bench_tp bench_gemm bench_tp_dynamic",
            "PATH": f"{pathlib.Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
     done = subprocess.run(["bash", str(SCRIPT)], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=120, check=True)
@@ -58,7 +58,11 @@ def test_every_step_command_is_accepted(tmp_path, gpus, tps):
             continue
         script, argv = command[3], command[4:]
         args = _parser(script)(argv)
-        tp = args.world if "allreduce" in script else args.tp
+        tp = args.world if hasattr(args, "world") else args.tp
         seen.setdefault(pathlib.Path(script).stem, []).append(tp)
         assert pathlib.Path(args.out).parent == tmp_path
-    assert seen == {"bench_allreduce_rms": tps, "bench_tp_e2e": tps}
+        if "allreduce" in script or "gemm_comms" in script:
+            assert args.group == "vllm"  # the group named as vLLM's coordinator tp:0
+    # bench_tp_e2e twice per TP: compile sizes, then one dynamic range with vLLM's collectives
+    assert seen == {"bench_allreduce_rms": tps, "bench_tp_e2e": tps + tps,
+                    "bench_gemm_comms": tps}

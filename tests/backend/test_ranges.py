@@ -170,17 +170,27 @@ def test_allreduce_fusion_applies_up_to_the_cap() -> None:
     assert not ranges.applies("fuse-allreduce-rms", Range(1001, 1001), small, 8192, 2, 2)[0]
 
 
-def test_sp_applies_from_the_threshold_on_sizes_divisible_by_tp() -> None:
+def test_sp_applies_from_the_threshold_on_every_range_of_a_full_graph() -> None:
     cfg = _resolved(SM90, pass_config={"enable_sp": True})
     ok, why = ranges.applies("enable-sp", Range(1, 1023), cfg, 8192, 2, 2)
     assert not ok and "sp_min_token_num = 1024" in why
-    ok, why = ranges.applies("enable-sp", Range(1024, 4096), cfg, 8192, 2, 2)
-    assert not ok and "single size divisible by TP" in why
-    assert ranges.applies("enable-sp", Range(2048, 2048), cfg, 8192, 2, 2) == (True, "")
-    ok, why = ranges.applies("enable-sp", Range(1025, 1025), cfg, 8192, 2, 2)
-    assert not ok and "not divisible by TP 2" in why
-    assert ranges.applies("enable-sp", Range(1024, 4096), cfg, 8192, None, 2) == (True, "")
-    assert ranges.applies("fuse-gemm-comms", Range(4096, 4096), cfg, 8192, 2, 2) == (True, "")
+    # A full graph: several sizes, or one TP does not divide, are padded to a multiple of TP.
+    for rng in (Range(1024, 4096), Range(2048, 2048), Range(1025, 1025),
+                Range(8193, UNBOUNDED)):
+        assert ranges.applies("enable-sp", rng, cfg, 8192, 2, 2) == (True, "")
+        assert ranges.applies("fuse-gemm-comms", rng, cfg, 8192, 2, 2) == (True, "")
+
+
+def test_sp_in_a_piecewise_graph_keeps_vllms_rule() -> None:
+    cfg = _resolved(SM90, pass_config={"enable_sp": True}, piecewise=True)
+    for name in ("enable-sp", "fuse-gemm-comms"):
+        ok, why = ranges.applies(name, Range(1024, 4096), cfg, 8192, 2, 2)
+        assert not ok and "piecewise graph" in why and "single size divisible by TP" in why \
+            and "[1024, 4096] holds several sizes" in why
+        assert ranges.applies(name, Range(2048, 2048), cfg, 8192, 2, 2) == (True, "")
+        ok, why = ranges.applies(name, Range(1025, 1025), cfg, 8192, 2, 2)
+        assert not ok and "1025 is not divisible by TP 2" in why
+        assert ranges.applies(name, Range(1024, 4096), cfg, 8192, None, 2) == (True, "")
 
 
 def test_rope_kvcache_applies_up_to_its_max() -> None:

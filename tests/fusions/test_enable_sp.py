@@ -10,6 +10,7 @@ unsharded single-process model's output.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from pathlib import Path
@@ -20,7 +21,7 @@ import torch
 from irfuse import remarks
 from irfuse.context import make_context
 from irfuse.models import build
-from irfuse.models.dist import fake_process_group, spawn_ranks
+from irfuse.models.dist import fake_process_group, spawn_ranks, vllm_style_groups
 from irfuse.passes import instantiate
 from irfuse.testing import compile_and_run
 
@@ -89,12 +90,17 @@ def test_fp8_moves_after_the_local_quant_and_fuses(tmp_path):
     assert emitted.count("torch.ops.aten.view.dtype") == 6  # to bytes and back, per FP8 gather
 
 
-def test_token_count_not_divisible_is_a_remark(tmp_path):
+def test_token_count_not_divisible_is_padded(tmp_path):
+    # 15 tokens at TP 2: each all-reduce input gets a row of zeros (16 rows, 8 a rank), each
+    # gather is sliced back to 15 rows; the replicated embedding is padded before it is sliced.
     _, result = _compile("llama-tp", tmp_path, 1, SP, num_tokens=15)
     record = _record(result, "enable-sp")
-    assert record.count == 0
-    assert {m.reason for m in record.missed} == {
-        "enable-sp: size 15 is not divisible by TP 2"}
+    assert (record.count, record.missed) == (2, [])
+    after = _stage(tmp_path, "enable-sp.mlir")
+    assert len(re.findall(r'"aten::constant_pad_nd.default"\([^)]*\[0, 0, 0, 1\], 0.0\) : '
+                          r'\(!irfuse.tensor<\[15, 256\]', after)) == 3
+    assert len(re.findall(r'"aten::slice.Tensor"\([^)]*, 0, 0, 15\)', after)) == 2
+    assert len(re.findall(r"norm.add_rms_norm [^\n]*-> \(!irfuse.tensor<\[8, 256\]", after)) == 2
 
 
 def _run(text: str, passes: str = "enable-sp") -> tuple[str, list[str]]:
@@ -129,12 +135,12 @@ def test_near_misses_say_why():
     }}
     """
     printed, reasons = _run(text)
-    assert "coll.reduce_scatter" not in printed
+    # Only the `[3, 5, H]` all-reduce (15 rows: padded to 16) becomes sequence-parallel.
+    assert printed.count("= coll.reduce_scatter ") == 1
     assert reasons == [
         "not sequence-parallel: the all-reduce does not feed an RMSNorm",
         "not sequence-parallel: this process's rank in process group 'tp' is unknown (no "
-        "irfuse.ranks entry, and torch.distributed does not know the group)",
-        "not sequence-parallel: 15 tokens are not divisible by TP 2 (irfuse does not pad)",
+        "irfuse.ranks entry, and neither torch.distributed nor vLLM knows the group)",
     ]
 
 
@@ -142,26 +148,38 @@ def test_near_misses_say_why():
 
 
 def _sp_worker(rank: int, world: int, out_dir: str, cases: list) -> None:
-    for name, dynamic, gemm_comms in cases:
+    for name, dynamic, gemm_comms, tokens, *style in cases:
         torch._dynamo.reset()
-        built = build(name, dtype=torch.float32, num_layers=2, num_kv_heads=4)
-        options = {"inductor": False, "strict": True, "debug": True,
-                   "pass_config": {**SP, "fuse_norm_quant": True,
-                                   "fuse_gemm_comms": gemm_comms}}
-        inputs = built.clone_inputs()
-        if dynamic:  # a symbolic token count: SP runs in the compile size's own range
-            options["compile_sizes"] = [built.config.num_tokens]
-            inputs = built.mark_dynamic(inputs)
-        from irfuse import backend
+        with contextlib.ExitStack() as stack:
+            overrides = {}
+            if style == ["vllm"]:  # vLLM's all_reduce on its coordinator "tp:0"
+                stack.enter_context(vllm_style_groups())
+                overrides["tp_collective"] = "vllm"
+            _sp_case(rank, out_dir, name, dynamic, gemm_comms, tokens, overrides)
 
-        backend.clear_reports()
-        compiled = torch.compile(built.model, backend="irfuse", options=options)
-        with torch.no_grad():
-            out = compiled(*inputs)
-        fused = {p: sum(r.fused(p) for r in backend.reports())
-                 for p in ("enable-sp", "fuse-gemm-comms")}
-        torch.save({"out": out, "fused": fused},
-                   os.path.join(out_dir, f"{name}-{dynamic}-{gemm_comms}-rank{rank}.pt"))
+
+def _sp_case(rank, out_dir, name, dynamic, gemm_comms, tokens, overrides) -> None:
+    built = build(name, dtype=torch.float32, num_layers=2, num_kv_heads=4,
+                  num_tokens=tokens, **overrides)
+    options = {"inductor": False, "strict": True, "debug": True,
+               "pass_config": {**SP, "fuse_norm_quant": True,
+                               "fuse_gemm_comms": gemm_comms}}
+    inputs = built.clone_inputs()
+    if dynamic:  # a symbolic token count
+        if dynamic == "size":  # SP runs in the compile size's own range
+            options["compile_sizes"] = [built.config.num_tokens]
+        # else in the range [sp_min_token_num, max]: padded to a multiple of TP
+        inputs = built.mark_dynamic(inputs)
+    from irfuse import backend
+
+    backend.clear_reports()
+    compiled = torch.compile(built.model, backend="irfuse", options=options)
+    with torch.no_grad():
+        out = compiled(*inputs)
+    fused = {p: sum(r.fused(p) for r in backend.reports())
+             for p in ("enable-sp", "fuse-gemm-comms")}
+    torch.save({"out": out, "fused": fused},
+               os.path.join(out_dir, f"{name}-{dynamic}-{gemm_comms}-rank{rank}.pt"))
 
 
 def _check_against_one_process(tmp_path: Path, world: int, cases: list) -> None:
@@ -169,10 +187,10 @@ def _check_against_one_process(tmp_path: Path, world: int, cases: list) -> None:
     singles = {"llama-tp": ("llama", {}),
                "llama-fp8-tp": ("llama-fp8", dict(scale_spelling="inv_scale",
                                                   clamp_spelling="clamp_minmax"))}
-    for name, dynamic, gemm_comms in cases:
+    for name, dynamic, gemm_comms, tokens, *_ in cases:
         single, overrides = singles[name]
         ref_built = build(single, dtype=torch.float32, num_layers=2, num_kv_heads=4,
-                          **overrides)
+                          num_tokens=tokens, **overrides)
         with torch.no_grad():
             ref = ref_built.model(*ref_built.clone_inputs())
         for rank in range(world):
@@ -189,11 +207,17 @@ def _check_against_one_process(tmp_path: Path, world: int, cases: list) -> None:
 
 @pytest.mark.dist
 def test_two_gloo_ranks_match_the_unsharded_model(tmp_path):
-    _check_against_one_process(tmp_path, 2, [("llama-tp", True, False),
-                                             ("llama-fp8-tp", False, True)])
+    # The last: 7 tokens, symbolic, in the range [4, 8192]: padded to 8 and sliced back, with
+    # the GEMMs fused through the pad and the slice; the all-reduces are vLLM's op on its group
+    # coordinator "tp:0" (torch does not know the name): the reduce-scatters and all-gathers
+    # are vLLM's, the async-TP kernels resolve the coordinator's device group.
+    _check_against_one_process(tmp_path, 2, [("llama-tp", "size", False, 16),
+                                             ("llama-fp8-tp", False, True, 16),
+                                             ("llama-fp8-tp", "range", True, 7, "vllm")])
 
 
 @pytest.mark.dist
 def test_four_gloo_ranks_match_the_unsharded_model(tmp_path):
-    _check_against_one_process(tmp_path, 4, [("llama-tp", False, True),
-                                             ("llama-fp8-tp", True, False)])
+    _check_against_one_process(tmp_path, 4, [("llama-tp", False, True, 16),
+                                             ("llama-fp8-tp", "size", False, 16),
+                                             ("llama-tp", "range", True, 10)])

@@ -105,11 +105,11 @@ CASES: dict[int, list[Case]] = {
     2: [
         ("sp-gemm-funcol", "all_reduce", SP_GEMM, "world", 1, 8, (8,), True),
         ("static-sp", "all_reduce", SP, "world", 1, None, (8,), False),
-        ("all-batch-inplace", "inplace", ALL, "world", 2, 12, (6, 5), True),
+        ("all-batch-inplace", "inplace", ALL, "world", 2, 12, (6, 1), True),
     ],
     4: [
         ("all-funcol", "all_reduce", ALL, "world", 1, 8, (8,), True),
-        ("dp2-all-inplace", "inplace", ALL, "dp2", 1, 8, (8, 6), True),
+        ("dp2-all-inplace", "inplace", ALL, "dp2", 1, 8, (8, 2), True),
     ],
 }
 
@@ -225,12 +225,13 @@ def test_two_gloo_ranks_match_the_unsharded_model(tmp_path):
         assert sp["missed"] == [
             "all-gather + GEMM not fused: the gathered tensor has users besides one GEMM"]
         # dist.all_reduce in place, two sequences: at S = 6 (compile size 12 rows, 6 a rank)
-        # enable-sp; at S = 5 (the general range) each all-reduce and the residual-first add +
-        # norm after it are one op.
-        assert [r[0] for r in mixed["ranges"]] == [12, 1]
-        at_6, at_5 = mixed["fused"]
+        # enable-sp; at S = 1 (2 rows: the range [1, 3] below sp_min_token_num, where SP does
+        # not run; its compile starts at 2, where the all-reduce kernel's size class does) each
+        # all-reduce and the residual-first add + norm after it are one op.
+        assert [r[0] for r in mixed["ranges"]] == [12, 2]
+        at_6, at_1 = mixed["fused"]
         assert (at_6["enable-sp"], at_6.get("fuse-allreduce-rms")) == (N_AR, None)
-        assert (at_5.get("enable-sp"), at_5["fuse-allreduce-rms"]) == (None, N_AR)
+        assert (at_1.get("enable-sp"), at_1["fuse-allreduce-rms"]) == (None, N_AR)
         # The report names the kernel each range calls: on the CPU, the references.
         assert mixed["kernels"] == [
             {"gemm_reduce_scatter": ("reference", N_AR), "all_gather_gemm": ("reference", 1)},
@@ -259,9 +260,9 @@ def test_four_gloo_ranks_match_the_unsharded_model(tmp_path):
         # take rows 0 and 1 of 2, not 2 and 3 of 4). The logits above match each replica's.
         dp = got[rank]["dp2-all-inplace"]
         _assert_raised(dp)
-        assert [r[0] for r in dp["ranges"]] == [8, 1]
-        at_8, at_6 = dp["fused"]
-        assert (at_8["enable-sp"], at_8["fuse-gemm-comms"], at_6["fuse-allreduce-rms"]) \
+        assert [r[0] for r in dp["ranges"]] == [8, 1]  # S = 8, then S = 2 (below sp_min)
+        at_8, at_2 = dp["fused"]
+        assert (at_8["enable-sp"], at_8["fuse-gemm-comms"], at_2["fuse-allreduce-rms"]) \
             == (N_AR, N_AR + 1, N_AR)
     first, third = got[0]["dp2-all-inplace"], got[2]["dp2-all-inplace"]
     assert first["group"] != third["group"]

@@ -1,6 +1,9 @@
 """The async-TP kernels on CUDA (torch's symmetric-memory fused ops) against their references (the
 GEMM then NCCL's reduce-scatter, NCCL's all-gather then the GEMM), on 2 GPUs of one host, bf16
-and FP8 with per-tensor scales. Needs 2 GPUs with peer-to-peer access:
+and FP8 with per-tensor and row-wise scales (a gathered GEMM's row-wise scale in both of torch's
+forms: the shard's rows, gathered with a, and the gathered rows), the group named as torch names
+it and as vLLM's coordinator `tp:0` (irfuse.models.dist.vllm_style_groups; the kernels resolve
+it to the NCCL group). Needs 2 GPUs with peer-to-peer access:
 
     python3 -m pytest -q -p no:cacheprovider tests/kernels/test_gemm_comms_gpu.py
 """
@@ -21,9 +24,18 @@ pytestmark = [pytest.mark.gpu, pytest.mark.dist, pytest.mark.skipif(
 def _worker(rank: int, world: int, out_dir: str) -> None:
     import torch.distributed as dist
 
+    from irfuse.models.dist import vllm_style_groups
+
+    with vllm_style_groups(dist.group.WORLD) as coordinator:
+        results = {}
+        for group in (dist.group.WORLD.group_name, coordinator.unique_name):
+            results.update(_cases(rank, world, group))
+    torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
+
+
+def _cases(rank: int, world: int, group: str) -> dict:
     from irfuse.kernels import gemm_comms, gemm_comms_ref
 
-    group = dist.group.WORLD.group_name
     gen = torch.Generator(device="cuda").manual_seed(rank)
     results = {}
     for m in (256, 4096):
@@ -35,8 +47,14 @@ def _worker(rank: int, world: int, out_dir: str) -> None:
             a8, shard8 = a.to(torch.float8_e4m3fn), shard.to(torch.float8_e4m3fn)
             b8 = (b * 32).to(torch.float8_e4m3fn).t().contiguous().t()  # column-major
             sa, sb = torch.tensor([0.5], device="cuda"), torch.tensor([1 / 32], device="cuda")
+            rows = torch.rand(m, 1, device="cuda", generator=gen) + 0.5
+            cols = torch.rand(1, 512, device="cuda", generator=gen) / 16
             cases["rs_fp8"] = (a8, b8, sa, sb, torch.bfloat16)
             cases["ag_fp8"] = (shard8, b8, sa, sb, torch.bfloat16)
+            cases["rs_fp8_rows"] = (a8, b8, rows, cols, torch.bfloat16)
+            cases["ag_fp8_rows_sharded"] = (shard8, b8, rows[: m // world].contiguous(), cols,
+                                            torch.bfloat16)
+            cases["ag_fp8_rows_replicated"] = (shard8, b8, rows, cols, torch.bfloat16)
         for key, (x, w, s1, s2, dt) in cases.items():
             if key.startswith("rs"):
                 got = gemm_comms.gemm_reduce_scatter(x, w, s1, s2, dt, "sum", group, world)
@@ -44,8 +62,8 @@ def _worker(rank: int, world: int, out_dir: str) -> None:
             else:
                 got = gemm_comms.all_gather_gemm(x, w, s1, s2, dt, group, world)
                 ref = gemm_comms_ref.all_gather_gemm(x, w, s1, s2, dt, group, world)
-            results[f"{key}_{m}"] = (got.cpu(), ref.cpu())
-    torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
+            results[f"{group}_{key}_{m}"] = (got.cpu(), ref.cpu())
+    return results
 
 
 def test_symm_mem_ops_match_the_references(tmp_path):

@@ -317,12 +317,13 @@ func.func @agg_rows(%a: !irfuse.tensor<[64, 4096], bf16>, %b: !irfuse.tensor<[40
 
 // -----
 
-// Row-wise scales are the local shard's, gathered with a.
-func.func @agg_scale_rows(%a: !irfuse.tensor<[64, 4096], f8E4M3FN>, %b: !irfuse.tensor<[4096, 1024], f8E4M3FN>, %sa: !irfuse.tensor<[256, 1], f32>, %s: !irfuse.tensor<[], f32>) {
-  %c = fused.all_gather_gemm %a, %b, scale_a %sa, scale_b %s {group = "tp", world_size = 4 : i64, out_dtype = bf16} : (!irfuse.tensor<[64, 4096], f8E4M3FN>, !irfuse.tensor<[4096, 1024], f8E4M3FN>, !irfuse.tensor<[256, 1], f32>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[256, 1024], bf16>
+// Row-wise scales are the local shard's [M / world_size, 1] (gathered with a) or the gathered
+// rows' [M, 1] (replicated); any other row count is neither.
+func.func @agg_scale_rows(%a: !irfuse.tensor<[64, 4096], f8E4M3FN>, %b: !irfuse.tensor<[4096, 1024], f8E4M3FN>, %sa: !irfuse.tensor<[128, 1], f32>, %s: !irfuse.tensor<[], f32>) {
+  %c = fused.all_gather_gemm %a, %b, scale_a %sa, scale_b %s {group = "tp", world_size = 4 : i64, out_dtype = bf16} : (!irfuse.tensor<[64, 4096], f8E4M3FN>, !irfuse.tensor<[4096, 1024], f8E4M3FN>, !irfuse.tensor<[128, 1], f32>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[256, 1024], bf16>
   func.return
 }
-// CHECK: scale_a (per-tensor [1] or row-wise [M, 1]) has shape [256, 1], expected [64, 1]
+// CHECK: scale_a of an all-gathered GEMM is per-tensor [1], the shard's row-wise [64, 1] or the gathered rows' [256, 1]; got [128, 1]
 
 // -----
 

@@ -3,9 +3,11 @@
 vLLM's `NoOpEliminationPass`, on the IR: a reshape (`view`, `_unsafe_view`, `reshape`, `alias`)
 whose result type is its input's, a `slice` that keeps the whole dim (start 0, end at least the
 dim's size or the size's own symbol, step 1), a `slice_scatter` whose source covers the whole
-input (the result is the source), and a `cat` of one tensor with empty ones (vLLM's rotary
-concatenates the rotated part with an empty pass-through part when it rotates the whole head);
-a chain of reshapes collapses to one. Their users read the input (or the source) directly, so fusions see through them; the
+input (the result is the source), a `cat` of one tensor with empty ones (vLLM's rotary
+concatenates the rotated part with an empty pass-through part when it rotates the whole head),
+a `detach` and a `view.dtype` to the tensor's own dtype (vLLM's vocab-parallel embedding ends
+with one after its all-reduce; Inductor's post-grad passes drop both before vLLM's passes see
+the graph); a chain of reshapes collapses to one. Their users read the input (or the source) directly, so fusions see through them; the
 graph computes the same values (the functional graph has no aliasing to preserve, except in what
 it returns: a returned value is left alone).
 
@@ -30,6 +32,7 @@ from irfuse.raising.aten_ops import (
     RESHAPE,
     RESHAPES,
     RESHAPES_AND_ALIAS,
+    SAME_VALUE,
     SLICE_SCATTER,
     SLICE_TENSOR,
 )
@@ -67,7 +70,7 @@ def _replacement(found: Call) -> SSAValue | None:
     source_type, result_type = tensor_type(source), tensor_type(found.result)
     if source_type is None or result_type is None:
         return None
-    if found.target in RESHAPES_AND_ALIAS:
+    if found.target in RESHAPES_AND_ALIAS or found.target in SAME_VALUE:
         return source if source_type == result_type else None
     if found.target == SLICE_TENSOR:
         dim, start, end, step = _slice_dims(found)
@@ -147,7 +150,7 @@ def _collapse(found: Call, rewriter: PatternRewriter) -> bool:
 class NoopPattern(CallPattern):
     """A reshape, slice or slice_scatter that returns its input (or its source)."""
 
-    targets = (*RESHAPES_AND_ALIAS, SLICE_TENSOR, SLICE_SCATTER, CAT)
+    targets = (*RESHAPES_AND_ALIAS, *SAME_VALUE, SLICE_TENSOR, SLICE_SCATTER, CAT)
 
     def rewrite_call(self, found: Call, rewriter: PatternRewriter, site: Site) -> Outcome:
         collapsed = _collapse(found, rewriter)

@@ -2,9 +2,12 @@
 becomes reduce-scatter -> the norm (and quant) on this rank's rows -> all-gather (`pattern.py`).
 A graph restructuring with no kernel of its own: the collectives are torch's functional ones
 (NCCL on GPUs, gloo on the CPU) and the local norm and quant are the raised ops, which the
-norm + quant fusion fuses afterwards. Off at every level, as in vLLM (its O2 leaves it off, vLLM
-#25689); the compile range rule runs it only on single token counts from sp_min_token_num that
-TP divides.
+norm + quant fusion fuses afterwards; for vLLM's all-reduce they are vLLM's own
+`vllm.reduce_scatter` / `vllm.all_gather` on its group coordinator, as vLLM's pass emits. Off at
+every level, as in vLLM (its O2 leaves it off, vLLM #25689); the compile range rule runs it from
+sp_min_token_num on every range of a full graph (a token count TP does not divide is padded to a
+multiple of TP and sliced back) and on single sizes TP divides in a piecewise graph (vLLM's
+rule).
 """
 
 from __future__ import annotations

@@ -18,13 +18,22 @@ tensor it saw before; a later norm of the chain whose residual is such a gather 
 itself, and the gathers nobody reads are dropped at the end of the block. A residual that comes
 from elsewhere (the embedding of a model whose embedding is replicated) is taken to be replicated,
 as the residual stream of tensor parallelism is, and this rank's rows are sliced from it
-(`unflatten(0, [tp, -1]).select(0, rank)`; the rank comes from torch.distributed or the module's
-`irfuse.ranks`). So a model of N layers ends with the final norm's output gathered and the
+(`unflatten(0, [tp, -1]).select(0, rank)`; the rank comes from the module's `irfuse.ranks`, else
+the group's, torch's or vLLM's coordinator's: `irfuse.groups.rank`). So a model of N layers ends with the final norm's output gathered and the
 residual shards passed from norm to norm, as vLLM's pass leaves it.
 
-Token counts (B*S for `[B, S, H]`): a static count that TP does not divide is a remark (irfuse
-does not pad the caller's tokens). A symbolic count relies on the compile range (`from-sp-min`:
-single sizes that TP divides); at run time the collectives refuse any other size.
+Token counts (B*S for `[B, S, H]`): where TP does not provably divide the count (a static count
+such as 15 at TP 2, or a symbolic one such as `s0`; `2*s0` is divided), the rows are padded with
+zeros to the next multiple of TP before each reduce-scatter (and before a replicated residual is
+sliced), and every gather is sliced back to the count (`sharding.pad_rows` / `slice_rows`): one
+graph serves every num_tokens of a dynamic range, as vLLM's full-graph SP does on the tokens its
+runner pads. The residual shards passed from norm to norm stay padded. The compile range rule
+(`from sp_min_token_num`) decides where this runs: every range from sp_min_token_num up in a full graph,
+single sizes TP divides in a piecewise one (vLLM's rule).
+
+The new collectives are spelled as the all-reduce was (`sharding.spelling_of`): vLLM's own
+`vllm.reduce_scatter` / `vllm.all_gather` on its group coordinator (`tp:0`) for vLLM's
+all-reduce, torch's functional collectives otherwise.
 """
 
 from __future__ import annotations
@@ -42,13 +51,20 @@ from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
 from irfuse.dialects.quant import QuantFp8Op
 from irfuse.fusions.sharding import (
     all_gather,
+    divides,
     flatten_rows,
     on_shard,
+    pad_rows,
+    padded_dim,
     rank_in,
     reduce_scatter,
     row_count,
+    row_count_value,
     rows_of_rank,
     shard_dim,
+    slice_rows,
+    sliced_from,
+    spelling_of,
     unflatten_rows,
 )
 from irfuse.ir.shapes import normalize_dim
@@ -69,25 +85,27 @@ class _Gathers:
         return chain[-1].results[0]
 
 
-def shard_of(value: SSAValue, group: str, world_size: int) -> SSAValue | None:
-    """The shard a dim-0 all-gather over the same group gathered into `value` (then reshaped
-    back to `[B, S, H]` or not), if it is one."""
+def shard_of(value: SSAValue, group: str, world_size: int, rows: Dim) -> SSAValue | None:
+    """The shard of `rows` rows that a dim-0 all-gather over the same group gathered into
+    `value` (then sliced back to the token count where it was padded, then reshaped back to
+    `[B, S, H]` or not), if it is one."""
     owner = value.owner
-    if isinstance(owner, aten.CallOp) and owner.target.data in (RESHAPE, RESHAPE_AS) \
-            and isinstance(owner.operands[0].owner, AllGatherOp):
-        gather = owner.operands[0].owner
-        vt, gt = value.type, gather.y.type
-        assert isinstance(vt, TensorType) and isinstance(gt, TensorType)
-        if gt.rank != 2 or gt.dims[0] != row_count(vt.dims[:-1]):
+    full = value
+    if isinstance(owner, aten.CallOp) and owner.target.data in (RESHAPE, RESHAPE_AS):
+        full = owner.operands[0]
+        vt, ft = value.type, full.type
+        assert isinstance(vt, TensorType) and isinstance(ft, TensorType)
+        if ft.rank != 2 or ft.dims[0] != row_count(vt.dims[:-1]):
             return None
-    elif isinstance(owner, AllGatherOp):
-        gather = owner
-    else:
+    gathered = sliced_from(full)
+    gather = (gathered if gathered is not None else full).owner
+    if not isinstance(gather, AllGatherOp):
         return None
     x = gather.x.type
     assert isinstance(x, TensorType)
     if (gather.group.data != group or gather.world_size.value.data != world_size
-            or normalize_dim(gather.dim.value.data, x.rank, "dim") != 0):
+            or normalize_dim(gather.dim.value.data, x.rank, "dim") != 0
+            or x.dims[0] != rows):
         return None
     return gather.x
 
@@ -142,13 +160,37 @@ def _static_quant(value: SSAValue) -> QuantFp8Op | None:
     return None
 
 
-def _gather(shard: SSAValue, rows: Dim, like: SSAValue, group: str, ws: int) -> list[Operation]:
-    """The all-gather of a shard into `rows` rows, reshaped to `like`'s `[B, S, H]` if 3-D."""
-    chain: list[Operation] = [all_gather(shard, rows, group=group, world_size=ws)]
+@dataclass
+class _Split:
+    """How this all-reduce's rows are split: `tokens` rows (the count's dim), padded to
+    `full` (= tokens where the world size divides them), `rows` a shard; `n` the count as a call
+    argument (an int, or the `sym_size` value read before the reduce-scatter)."""
+
+    group: str
+    ws: int
+    spelling: str
+    tokens: Dim
+    full: Dim
+    rows: Dim
+    n: int | SSAValue | None = None
+
+    @property
+    def padded(self) -> bool:
+        return self.full != self.tokens
+
+
+def _gather(shard: SSAValue, like: SSAValue, split: _Split) -> list[Operation]:
+    """The all-gather of a shard into the token rows (sliced back where they were padded),
+    reshaped to `like`'s `[B, S, H]` if 3-D."""
+    chain: list[Operation] = [all_gather(shard, split.full, group=split.group,
+                                         world_size=split.ws, spelling=split.spelling)]
+    if split.padded:
+        assert split.n is not None
+        chain.append(slice_rows(chain[-1].results[0], split.n, split.tokens))
     lt = like.type
     assert isinstance(lt, TensorType)
     if lt.rank != 2:
-        chain.append(unflatten_rows(chain[0].results[0], like))
+        chain.append(unflatten_rows(chain[-1].results[0], like))
     return chain
 
 
@@ -165,36 +207,49 @@ def _rewrite(ar: AllReduceOp, rewriter: PatternRewriter, site: Site, gathers: _G
         raise NoMatch("the group has one rank")
     if not isinstance(x.dims[-1], int):
         raise NoMatch(f"the hidden size {x.dims[-1]} is symbolic")
-    if isinstance(tokens, int) and tokens % ws:
-        raise NoMatch(f"{tokens} tokens are not divisible by TP {ws} (irfuse does not pad)")
     norm = _norm_of(ar)
-    rows = shard_dim(tokens, ws)
+    full = tokens if divides(tokens, ws) else padded_dim(tokens, ws)
+    split = _Split(group, ws, spelling_of(ar), tokens, full, shard_dim(full, ws))
+    rows = split.rows
     x_first = norm.x is ar.y
     residual = None
     if isinstance(norm, AddRmsNormOp):
         residual = norm.residual if x_first else norm.x
     residual_shard = None
-    slices: list[Operation] = []  # this rank's rows of a replicated residual, before the norm
+    rank = None
     if residual is not None:
-        residual_shard = shard_of(residual, group, ws)
+        residual_shard = shard_of(residual, group, ws, rows)
         if residual_shard is None:
             rank = rank_in(group, site.module)  # may refuse: before anything is built
-            flat = residual
-            if x.rank > 2:
-                slices.append(flatten_rows(residual))
-                flat = slices[-1].results[0]
-            slices += rows_of_rank(flat, rank, ws)
-            residual_shard = slices[-1].results[0]
     quant = _static_quant(norm.y)
 
     # Everything that can refuse is built before the IR changes.
     scatter: list[Operation] = []  # before the all-reduce
     if x.rank > 2:  # [B, S, H]: the collectives split the B*S rows of [B*S, H]
         scatter.append(flatten_rows(ar.x))
-    flat_x = scatter[0].results[0] if scatter else ar.x
-    scattered = reduce_scatter(flat_x, group=group, world_size=ws, reduce_op=ar.reduce_op.data)
+    flat_x = scatter[-1].results[0] if scatter else ar.x
+    if split.padded:  # rows of zeros up to a multiple of TP, sliced off after each gather
+        counted, split.n = row_count_value(flat_x)
+        scatter += counted
+        scatter += pad_rows(flat_x, split.n, ws)
+    to_scatter = scatter[-1].results[0] if scatter else ar.x
+    scattered = reduce_scatter(to_scatter, group=group, world_size=ws,
+                               reduce_op=ar.reduce_op.data, spelling=split.spelling)
     scatter.append(scattered)
-    built = [*slices, *scatter]
+    slices: list[Operation] = []  # this rank's rows of a replicated residual, before the norm
+    if residual is not None and residual_shard is None:
+        assert rank is not None
+        flat = residual
+        if x.rank > 2:
+            slices.append(flatten_rows(residual))
+            flat = slices[-1].results[0]
+        if split.padded:
+            assert split.n is not None
+            slices += pad_rows(flat, split.n, ws)
+            flat = slices[-1].results[0]
+        slices += rows_of_rank(flat, rank, ws)
+        residual_shard = slices[-1].results[0]
+    built = [*scatter, *slices]
     addends = [scattered.y] if residual_shard is None else \
         [scattered.y, residual_shard] if x_first else [residual_shard, scattered.y]
     operands = addends + ([norm.weight] if norm.weight is not None else [])
@@ -212,21 +267,21 @@ def _rewrite(ar: AllReduceOp, rewriter: PatternRewriter, site: Site, gathers: _G
     rewriter.insert(scatter, InsertPoint.before(ar))
     others = [u for u in ar.y.uses if u.operation is not norm]
     if others:  # the all-reduced value read elsewhere too: its full tensor is the gather
-        chain = _gather(scattered.y, tokens, ar.x, group, ws)
+        chain = _gather(scattered.y, ar.x, split)
         rewriter.insert(chain, InsertPoint.before(ar))
         rewriter.replace_all_uses_with(ar.y, gathers.add(chain))
     rewriter.insert([*slices, local], InsertPoint.before(norm))
     if isinstance(norm, AddRmsNormOp) and norm.residual_out.uses:
-        chain = _gather(local.results[1], tokens, ar.x, group, ws)
+        chain = _gather(local.results[1], ar.x, split)
         rewriter.insert(chain, InsertPoint.before(norm))
         rewriter.replace_all_uses_with(norm.residual_out, gathers.add(chain))
     if quant is not None and local_quant is not None:
-        chain = _gather(local_quant.results[0], tokens, ar.x, group, ws)
+        chain = _gather(local_quant.results[0], ar.x, split)
         rewriter.insert([local_quant, *chain], InsertPoint.before(quant))
         rewriter.replace_all_uses_with(quant.results[0], chain[-1].results[0])
         rewriter.erase(quant)
     else:
-        chain = _gather(local.results[0], tokens, ar.x, group, ws)
+        chain = _gather(local.results[0], ar.x, split)
         rewriter.insert(chain, InsertPoint.before(norm))
         rewriter.replace_all_uses_with(norm.y, chain[-1].results[0])
     rewriter.erase(norm)

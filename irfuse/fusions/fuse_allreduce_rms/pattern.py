@@ -3,10 +3,11 @@ the norm feeds one, its FP8 (static, per-token, per-group) or NVFP4 quant -> one
 `fused.all_reduce_rms_norm`.
 
 Anchored at `coll.all_reduce`. Its result feeds `norm.rms_norm` (then any other user of the
-all-reduced value reads the op's `residual_out`, which is the all-reduced value without a
-residual) or `norm.add_rms_norm` as either addend (the sum of two is the same either way; the
-all-reduced value must have no other user, since the op returns the sum, not the addend). The
-quants are found as fuse-norm-quant finds them (`quant_consumers`: directly or through a
+all-reduced value, a later norm's residual add included, reads the op's `residual_out`, which is
+the all-reduced value without a residual: vLLM's first layer, where the all-reduced embedding is
+the input norm's x and the next norm's residual) or `norm.add_rms_norm` as either addend (the
+sum of two is the same either way; the all-reduced value must have no other user, since the op
+returns the sum, not the addend). The quants are found as fuse-norm-quant finds them (`quant_consumers`: directly or through a
 linear's `view(-1, H)`); a norm output that is also used unquantized, or quants the op cannot
 write, leave the quant out (a remark says why) and the all-reduce + norm still fuse.
 
@@ -64,14 +65,25 @@ class AllReduceRmsPattern(AnchorPattern):
 
 
 def _norm_of(ar: AllReduceOp) -> RmsNormOp | AddRmsNormOp | None:
-    """The one norm reading the all-reduced value (as its input or either addend)."""
+    """The norm the fused op takes in: the one norm reading the all-reduced value (as its input
+    or either addend), or, where several do, the one plain norm that normalizes it while the
+    others add it as their residual (the first layer after vLLM's vocab-parallel embedding: the
+    all-reduced embedding is the input norm's x and the next norm's residual). The fused op
+    returns the all-reduced value beside the norm's output, and those norms read it there."""
     norms = [u for u in users(ar.y) if isinstance(u, RmsNormOp | AddRmsNormOp)
              and (u.x is ar.y or (isinstance(u, AddRmsNormOp) and u.residual is ar.y))]
     if not norms:
         return None
-    if len(norms) > 1:
-        raise NoMatch(f"the all-reduced value feeds {len(norms)} norms; one fused op writes one")
-    return norms[0]
+    if len(norms) == 1:
+        return norms[0]
+    plain = [n for n in norms if isinstance(n, RmsNormOp)]
+    if len(plain) == 1:
+        return plain[0]
+    if plain:
+        raise NoMatch(f"the all-reduced value is normalized by {len(plain)} norms; one fused op "
+                      "writes one")
+    raise NoMatch(f"the all-reduced value is an addend of {len(norms)} residual adds; the fused "
+                  "op returns one sum, not the addend")
 
 
 def _quant(norm: RmsNormOp | AddRmsNormOp, order: dict[Operation, float],
