@@ -57,7 +57,7 @@ builtin.module attributes {irfuse.platform = "cpu", irfuse.vllm_layers = {l0 = {
 
 // -----
 
-// FLASH_ATTN on sm90 takes no output quant and irfuse's kernel is not measured there: left
+// FLASH_ATTN on sm100 takes no output quant and irfuse's kernel is not measured there: left
 // unfused (a remark: tests/fusions/test_attn_quant_in_vllm.py). A dynamic quant, and an output
 // also read unquantized, are not fused on any platform.
 // CHECK-LABEL: func.func @unfused
@@ -69,7 +69,7 @@ builtin.module attributes {irfuse.platform = "cpu", irfuse.vllm_layers = {l0 = {
 // CHECK:       quant.fp8
 // CHECK:       attn.vllm_attention
 // CHECK:       quant.fp8
-builtin.module attributes {irfuse.platform = "cuda:sm90", irfuse.vllm_layers = {l0 = {backend = "FLASH_ATTN", output_quant = []}}} {
+builtin.module attributes {irfuse.platform = "cuda:sm100", irfuse.vllm_layers = {l0 = {backend = "FLASH_ATTN", output_quant = []}}} {
   func.func @unfused(%q: !irfuse.tensor<[s0, 4, 16], bf16>, %k: !irfuse.tensor<[s0, 2, 16], bf16>, %s: !irfuse.tensor<[1], f32>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 1], f32>, !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], bf16>) {
     %o = attn.vllm_attention %q, %k, %k {layer_name = "l0"} : (!irfuse.tensor<[s0, 4, 16], bf16>, !irfuse.tensor<[s0, 2, 16], bf16>, !irfuse.tensor<[s0, 2, 16], bf16>) -> !irfuse.tensor<[s0, 4, 16], bf16>
     %f = aten.call "aten::flatten.using_ints"(%o, 1, 2) : (!irfuse.tensor<[s0, 4, 16], bf16>) -> !irfuse.tensor<[s0, 64], bf16>

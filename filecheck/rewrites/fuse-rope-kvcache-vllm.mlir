@@ -61,7 +61,7 @@ builtin.module attributes {irfuse.platform = "cpu"} {
 // -----
 
 // Not fused (remarks: tests/fusions/test_rope_kvcache_in_vllm.py): v computed after the rope by
-// more than views; on sm90 the kernel inside vLLM is not measured (left to Inductor).
+// more than views; on sm100 the kernel inside vLLM is not measured (left to Inductor).
 // CHECK-LABEL: func.func @late_v
 // CHECK:       attn.rope
 // CHECK:       attn.vllm_kv_cache_update
@@ -76,11 +76,11 @@ builtin.module attributes {irfuse.platform = "cpu"} {
 
 // -----
 
-// CHECK-LABEL: func.func @sm90
+// CHECK-LABEL: func.func @sm100
 // CHECK:       attn.rope
 // CHECK:       attn.vllm_kv_cache_update
-builtin.module attributes {irfuse.platform = "cuda:sm90"} {
-  func.func @sm90(%q: !irfuse.tensor<[s0, 4, 64], bf16>, %k: !irfuse.tensor<[s0, 2, 64], bf16>, %v: !irfuse.tensor<[s0, 2, 64], bf16>, %pos: !irfuse.tensor<[s0], i64>, %cache: !irfuse.tensor<[4096, 64], bf16>) -> (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[0], bf16>) {
+builtin.module attributes {irfuse.platform = "cuda:sm100"} {
+  func.func @sm100(%q: !irfuse.tensor<[s0, 4, 64], bf16>, %k: !irfuse.tensor<[s0, 2, 64], bf16>, %v: !irfuse.tensor<[s0, 2, 64], bf16>, %pos: !irfuse.tensor<[s0], i64>, %cache: !irfuse.tensor<[4096, 64], bf16>) -> (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[0], bf16>) {
     %qr, %kr = attn.rope %q, k %k, positions %pos, cos_sin_cache %cache {is_neox = true, rotary_dim = 64 : i64, head_dim = 64 : i64} : (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 64], bf16>) -> (!irfuse.tensor<[s0, 4, 64], bf16>, k_out !irfuse.tensor<[s0, 2, 64], bf16>)
     %dep = attn.vllm_kv_cache_update %kr, %v {layer_name = "l0"} : (!irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>) -> !irfuse.tensor<[0], bf16>
     func.return %qr, %dep : !irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[0], bf16>
