@@ -187,3 +187,20 @@ func.func @round_sum(%x: !irfuse.tensor<[s0, 64], bf16>, %res: !irfuse.tensor<[s
   %d, %ds = quant.fp8 %y3 {scheme = #quant.scheme<group 64, col_major>} : (!irfuse.tensor<[s0, 64], bf16>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 1], f32>)
   func.return %a, %c, %cs, %d, %ds, %r3 : !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 1], f32>, !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 1], f32>, !irfuse.tensor<[s0, 64], bf16>
 }
+
+// The weight product in float32, rounded once (F.rms_norm, read off the decomposition): the fused
+// op and the kernel call carry `weight_f32`, so the kernel rounds as the model does.
+// CHECK-LABEL: func.func @weight_f32
+// CHECK:       fused.rms_norm_quant %{{.*}}, weight %{{.*}}, scales [%{{.*}}] {eps = 1.000000e-06 : f64, scheme = #quant.scheme<static_tensor>, weight_f32}
+// KERNEL-LABEL: func.func @weight_f32
+// KERNEL:      "irfuse::rms_norm_quant_fp8_static.default"(%{{.*}}, %{{.*}}, [%{{.*}}], 1.0e-06, 0.0, f8E4M3FN, weight_f32 = true)
+func.func @weight_f32(%x: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>, %s: !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN> {
+  %y = norm.rms_norm %x, weight %w {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16> decomposition {
+  ^bb0(%dx: !irfuse.tensor<[s0, 64], bf16>, %dw: !irfuse.tensor<[64], bf16>):
+    %n = aten.call "aten::rms_norm.default"(%dx, [64], %dw, 1.0e-06) : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+    irfuse.yield %n : !irfuse.tensor<[s0, 64], bf16>
+  }
+  %q = quant.fp8 %y, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
+  func.return %q : !irfuse.tensor<[s0, 64], f8E4M3FN>
+}
+

@@ -211,7 +211,10 @@ class RmsNormQuantOp(NamedOperandSyntax):
       quantizes `y * (1 / s)` instead of `y / s` (as `quant.fp8`'s).
     `residual_out` exists iff `residual` does. The unit property `round_sum` (with a residual
     only) is `norm.add_rms_norm`'s: the norm reads the sum rounded to the residual_out dtype, as
-    models that add in the model dtype compute it, instead of the f32 sum; any scheme.
+    models that add in the model dtype compute it, instead of the f32 sum; any scheme. The unit
+    property `weight_f32` marks a weight product in float32 rounded once (`F.rms_norm`,
+    `(normed * w.float()).to(dtype)`) instead of the rounded norm times the weight in the model
+    dtype (a weight offset always reads so).
     """
 
     name = "fused.rms_norm_quant"
@@ -232,6 +235,7 @@ class RmsNormQuantOp(NamedOperandSyntax):
     divide = opt_prop_def(UnitAttr)
     reciprocal = opt_prop_def(UnitAttr)
     round_sum = opt_prop_def(UnitAttr)
+    weight_f32 = opt_prop_def(UnitAttr)
 
     irdl_options = (
         AttrSizedOperandSegments(as_property=True),
@@ -254,6 +258,7 @@ class RmsNormQuantOp(NamedOperandSyntax):
         divide: bool = False,
         reciprocal: bool = False,
         round_sum: bool = False,
+        weight_f32: bool = False,
         fp8_dtype: Attribute = F8E4M3FN,
         result_types: Sequence[Attribute | Sequence[Attribute] | None] | None = None,
         attributes: Mapping[str, Attribute] | None = None,
@@ -274,6 +279,7 @@ class RmsNormQuantOp(NamedOperandSyntax):
                 "divide": UnitAttr() if divide else None,
                 "reciprocal": UnitAttr() if reciprocal else None,
                 "round_sum": UnitAttr() if round_sum else None,
+                "weight_f32": UnitAttr() if weight_f32 else None,
             },
             attributes=attributes,
         )

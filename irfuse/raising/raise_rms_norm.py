@@ -275,11 +275,11 @@ def _match_residual(norm: _Norm) -> None:
         and cast_a is not None
         and cast_b is not None
         and tensor_type(cast_a[0]) == tensor_type(cast_b[0])
-        and only_user(a) is not None
-        and only_user(b) is not None
     ):
         # vLLM: x.float() + residual.float(); the new residual is the sum rounded back (or
-        # nothing, in the last layer, where that residual is dead).
+        # nothing, in the last layer, where that residual is dead). A cast that other code
+        # reads too (one residual added to several norms, merged by cse-pure) stays for it: the
+        # chain takes its own copy (`raise_chain`).
         back = [u for u in users(norm.x) if (c := as_cast(u.results[0])) and c[0] is norm.x]
         norm.ops[:0] = [a.owner, b.owner, add.op]  # type: ignore[list-item]
         norm.residual_out = norm.x

@@ -7,8 +7,10 @@ outputs, one per scale, then the new residual, as one flat list (emit unpacks on
 residual ones take `round_sum` (normalize the sum rounded to the model dtype, as models that add
 in the model dtype do); the static ones `divide` (scale by `y / s` in float32, for models that
 divide), the per-token and per-group ones `reciprocal` (scale by `y * (1 / s)`, for models that
-multiply by the scale's reciprocal). FlashInfer's rmsnorm_quant is not chosen: it took 1.03-2.88x irfuse's time and does not
-round y to the model dtype before the quant.
+multiply by the scale's reciprocal); every one `weight_f32` (the weight product in float32,
+rounded once: `F.rms_norm` and models that spell `(normed * w.float()).to(dtype)`).
+FlashInfer's rmsnorm_quant is not chosen: it took 1.03-2.88x irfuse's time and does not round y
+to the model dtype before the quant.
 """
 
 from __future__ import annotations
@@ -33,26 +35,35 @@ def _sm90(text: str) -> dict[str, tuple[tuple[int, Choice], ...]]:
 
 
 # --- static per-tensor -------------------------------------------------------------------------
+# Every kernel takes the norm's readings as keywords: `round_sum` (residual forms), `weight_f32`
+# (the weight product in float32, rounded once), and the quant's spelling (`divide` for the
+# static ones, `reciprocal` for the dynamic ones).
 
 
-def _static_ref(x, weight, scales, eps, weight_offset, out_dtype, divide=False):
+def _static_ref(x, weight, scales, eps, weight_offset, out_dtype, divide=False,
+                weight_f32=False):
     qs, _ = norm_quant_ref.rms_norm_quant_fp8_static(x, weight, scales, eps, weight_offset,
-                                                     out_dtype, divide=divide)
+                                                     out_dtype, divide=divide,
+                                                     weight_f32=weight_f32)
     return [contiguous(q) for q in qs]
 
 
-def _static_cuda(x, weight, scales, eps, weight_offset, out_dtype, divide=False):
-    fi = dispatch.flashinfer(STATIC, x, weight, scales, weight_offset, out_dtype, divide=divide)
+def _static_cuda(x, weight, scales, eps, weight_offset, out_dtype, divide=False,
+                 weight_f32=False):
+    fi = dispatch.flashinfer(STATIC, x, weight, scales, weight_offset, out_dtype, divide=divide,
+                             weight_f32=weight_f32)
     if fi is not None:
         return fi.rms_norm_quant_fp8_static(x, weight, scales, eps, weight_offset, out_dtype,
-                                            divide=divide)[0]
+                                            divide=divide, weight_f32=weight_f32)[0]
     if dispatch.use_triton(STATIC, x, out_dtype):
         return kernels("norm_quant").rms_norm_quant_fp8_static(
-            x, weight, scales, eps, weight_offset, out_dtype, divide=divide)[0]
-    return _static_ref(x, weight, scales, eps, weight_offset, out_dtype, divide)
+            x, weight, scales, eps, weight_offset, out_dtype, divide=divide,
+            weight_f32=weight_f32)[0]
+    return _static_ref(x, weight, scales, eps, weight_offset, out_dtype, divide, weight_f32)
 
 
-def _static_fake(x, weight, scales, eps, weight_offset, out_dtype, divide=False):
+def _static_fake(x, weight, scales, eps, weight_offset, out_dtype, divide=False,
+                 weight_f32=False):
     norm_quant_ref.check_norm_args(x, weight, None)
     check_fp8(x, out_dtype)
     return [empty(x, x.shape, out_dtype) for _ in scales]
@@ -61,39 +72,40 @@ def _static_fake(x, weight, scales, eps, weight_offset, out_dtype, divide=False)
 STATIC = Kernel(
     "rms_norm_quant_fp8_static",
     "(Tensor x, Tensor weight, Tensor[] scales, float eps, float weight_offset, "
-    "ScalarType out_dtype, bool divide=False) -> Tensor[]",
+    "ScalarType out_dtype, bool divide=False, bool weight_f32=False) -> Tensor[]",
     _static_ref, _static_cuda, _static_fake,
     _sm90("0.57-0.79x Inductor's time at every size (H 4096 / 8192, T 1-16384; 2026-12-04)"),
     flashinfer=True)
 
 
 def _add_static_ref(x, residual, weight, scales, eps, weight_offset, out_dtype, divide=False,
-                    round_sum=False):
+                    round_sum=False, weight_f32=False):
     qs, r = norm_quant_ref.rms_norm_quant_fp8_static(x, weight, scales, eps, weight_offset,
                                                      out_dtype, residual, divide=divide,
-                                                     round_sum=round_sum)
+                                                     round_sum=round_sum, weight_f32=weight_f32)
     return [*(contiguous(q) for q in qs), contiguous(r)]
 
 
 def _add_static_cuda(x, residual, weight, scales, eps, weight_offset, out_dtype, divide=False,
-                     round_sum=False):
+                     round_sum=False, weight_f32=False):
     fi = dispatch.flashinfer(ADD_STATIC, x, weight, scales, weight_offset, out_dtype, residual,
-                             divide=divide, round_sum=round_sum)
+                             divide=divide, round_sum=round_sum, weight_f32=weight_f32)
     if fi is not None:
         qs, r = fi.rms_norm_quant_fp8_static(x, weight, scales, eps, weight_offset, out_dtype,
-                                             residual, divide=divide, round_sum=round_sum)
+                                             residual, divide=divide, round_sum=round_sum,
+                                             weight_f32=weight_f32)
         return [*qs, r]
     if dispatch.use_triton(ADD_STATIC, x, out_dtype):
         qs, r = kernels("norm_quant").rms_norm_quant_fp8_static(
             x, weight, scales, eps, weight_offset, out_dtype, residual, divide=divide,
-            round_sum=round_sum)
+            round_sum=round_sum, weight_f32=weight_f32)
         return [*qs, r]
     return _add_static_ref(x, residual, weight, scales, eps, weight_offset, out_dtype, divide,
-                           round_sum)
+                           round_sum, weight_f32)
 
 
 def _add_static_fake(x, residual, weight, scales, eps, weight_offset, out_dtype, divide=False,
-                     round_sum=False):
+                     round_sum=False, weight_f32=False):
     norm_quant_ref.check_norm_args(x, weight, residual)
     check_fp8(x, out_dtype)
     return [*(empty(x, x.shape, out_dtype) for _ in scales), empty(x, x.shape, x.dtype)]
@@ -102,8 +114,8 @@ def _add_static_fake(x, residual, weight, scales, eps, weight_offset, out_dtype,
 ADD_STATIC = Kernel(
     "add_rms_norm_quant_fp8_static",
     "(Tensor x, Tensor residual, Tensor weight, Tensor[] scales, float eps, "
-    "float weight_offset, ScalarType out_dtype, bool divide=False, bool round_sum=False) "
-    "-> Tensor[]",
+    "float weight_offset, ScalarType out_dtype, bool divide=False, bool round_sum=False, "
+    "bool weight_f32=False) -> Tensor[]",
     _add_static_ref, _add_static_cuda, _add_static_fake,
     _sm90("0.54-0.99x Inductor's time at every size (H 4096 / 8192, T 1-16384; 2026-12-04)"),
     flashinfer=True)
@@ -113,21 +125,27 @@ ADD_STATIC = Kernel(
 # `reciprocal`: the quant scales by `y * (1 / s)` (a model that spells it so), else `y / s`.
 
 
-def _token_ref(x, weight, scale_ub, eps, weight_offset, out_dtype, reciprocal=False):
+def _token_ref(x, weight, scale_ub, eps, weight_offset, out_dtype, reciprocal=False,
+               weight_f32=False):
     q, s, _ = norm_quant_ref.rms_norm_quant_fp8_per_token(x, weight, scale_ub, eps,
                                                           weight_offset, out_dtype,
-                                                          reciprocal=reciprocal)
+                                                          reciprocal=reciprocal,
+                                                          weight_f32=weight_f32)
     return contiguous(q), contiguous(s)
 
 
-def _token_cuda(x, weight, scale_ub, eps, weight_offset, out_dtype, reciprocal=False):
+def _token_cuda(x, weight, scale_ub, eps, weight_offset, out_dtype, reciprocal=False,
+                weight_f32=False):
     if dispatch.use_triton(PER_TOKEN, x, out_dtype):
         return kernels("norm_quant").rms_norm_quant_fp8_per_token(
-            x, weight, scale_ub, eps, weight_offset, out_dtype, reciprocal=reciprocal)[:2]
-    return _token_ref(x, weight, scale_ub, eps, weight_offset, out_dtype, reciprocal)
+            x, weight, scale_ub, eps, weight_offset, out_dtype, reciprocal=reciprocal,
+            weight_f32=weight_f32)[:2]
+    return _token_ref(x, weight, scale_ub, eps, weight_offset, out_dtype, reciprocal,
+                      weight_f32)
 
 
-def _token_fake(x, weight, scale_ub, eps, weight_offset, out_dtype, reciprocal=False):
+def _token_fake(x, weight, scale_ub, eps, weight_offset, out_dtype, reciprocal=False,
+                weight_f32=False):
     norm_quant_ref.check_norm_args(x, weight, None)
     check_fp8(x, out_dtype)
     return empty(x, x.shape, out_dtype), empty(x, (*x.shape[:-1], 1), torch.float32)
@@ -136,33 +154,34 @@ def _token_fake(x, weight, scale_ub, eps, weight_offset, out_dtype, reciprocal=F
 PER_TOKEN = Kernel(
     "rms_norm_quant_fp8_per_token",
     "(Tensor x, Tensor weight, Tensor? scale_ub, float eps, float weight_offset, "
-    "ScalarType out_dtype, bool reciprocal=False) -> (Tensor, Tensor)",
+    "ScalarType out_dtype, bool reciprocal=False, bool weight_f32=False) -> (Tensor, Tensor)",
     _token_ref, _token_cuda, _token_fake,
     _sm90("the residual form's kernel without the residual (measured there: 0.55-0.88x "
           "Inductor); not measured alone"))
 
 
 def _add_token_ref(x, residual, weight, scale_ub, eps, weight_offset, out_dtype,
-                   round_sum=False, reciprocal=False):
+                   round_sum=False, reciprocal=False, weight_f32=False):
     q, s, r = norm_quant_ref.rms_norm_quant_fp8_per_token(x, weight, scale_ub, eps,
                                                           weight_offset, out_dtype, residual,
                                                           round_sum=round_sum,
-                                                          reciprocal=reciprocal)
+                                                          reciprocal=reciprocal,
+                                                          weight_f32=weight_f32)
     return contiguous(q), contiguous(s), contiguous(r)
 
 
 def _add_token_cuda(x, residual, weight, scale_ub, eps, weight_offset, out_dtype,
-                    round_sum=False, reciprocal=False):
+                    round_sum=False, reciprocal=False, weight_f32=False):
     if dispatch.use_triton(ADD_PER_TOKEN, x, out_dtype):
         return kernels("norm_quant").rms_norm_quant_fp8_per_token(
             x, weight, scale_ub, eps, weight_offset, out_dtype, residual, round_sum=round_sum,
-            reciprocal=reciprocal)
+            reciprocal=reciprocal, weight_f32=weight_f32)
     return _add_token_ref(x, residual, weight, scale_ub, eps, weight_offset, out_dtype,
-                          round_sum, reciprocal)
+                          round_sum, reciprocal, weight_f32)
 
 
 def _add_token_fake(x, residual, weight, scale_ub, eps, weight_offset, out_dtype,
-                    round_sum=False, reciprocal=False):
+                    round_sum=False, reciprocal=False, weight_f32=False):
     norm_quant_ref.check_norm_args(x, weight, residual)
     check_fp8(x, out_dtype)
     return (empty(x, x.shape, out_dtype), empty(x, (*x.shape[:-1], 1), torch.float32),
@@ -172,8 +191,8 @@ def _add_token_fake(x, residual, weight, scale_ub, eps, weight_offset, out_dtype
 ADD_PER_TOKEN = Kernel(
     "add_rms_norm_quant_fp8_per_token",
     "(Tensor x, Tensor residual, Tensor weight, Tensor? scale_ub, float eps, "
-    "float weight_offset, ScalarType out_dtype, bool round_sum=False, bool reciprocal=False) "
-    "-> (Tensor, Tensor, Tensor)",
+    "float weight_offset, ScalarType out_dtype, bool round_sum=False, bool reciprocal=False, "
+    "bool weight_f32=False) -> (Tensor, Tensor, Tensor)",
     _add_token_ref, _add_token_cuda, _add_token_fake,
     _sm90("0.55-0.88x Inductor's time at every size (H 4096 / 8192, T 1-16384; 2026-12-04)"))
 
@@ -186,25 +205,26 @@ def _pow2(n: int) -> bool:
 
 
 def _group_ref(x, weight, eps, weight_offset, group_size, col_major, ue8m0, out_dtype,
-               reciprocal=False):
+               reciprocal=False, weight_f32=False):
     q, s, _ = norm_quant_ref.rms_norm_quant_fp8_group(x, weight, eps, weight_offset,
                                                       group_size, col_major, ue8m0, out_dtype,
-                                                      reciprocal=reciprocal)
+                                                      reciprocal=reciprocal,
+                                                      weight_f32=weight_f32)
     return contiguous(q), s
 
 
 def _group_cuda(x, weight, eps, weight_offset, group_size, col_major, ue8m0, out_dtype,
-                reciprocal=False):
+                reciprocal=False, weight_f32=False):
     if dispatch.use_triton(GROUP, x, out_dtype) and _pow2(group_size):
         return kernels("norm_quant").rms_norm_quant_fp8_group(
             x, weight, eps, weight_offset, group_size, col_major, ue8m0, out_dtype,
-            reciprocal=reciprocal)[:2]
+            reciprocal=reciprocal, weight_f32=weight_f32)[:2]
     return _group_ref(x, weight, eps, weight_offset, group_size, col_major, ue8m0, out_dtype,
-                      reciprocal)
+                      reciprocal, weight_f32)
 
 
 def _group_fake(x, weight, eps, weight_offset, group_size, col_major, ue8m0, out_dtype,
-                reciprocal=False):
+                reciprocal=False, weight_f32=False):
     norm_quant_ref.check_norm_args(x, weight, None)
     check_fp8(x, out_dtype)
     quant_ref.check_group_size(x.shape[-1], group_size)
@@ -214,32 +234,34 @@ def _group_fake(x, weight, eps, weight_offset, group_size, col_major, ue8m0, out
 GROUP = Kernel(
     "rms_norm_quant_fp8_group",
     "(Tensor x, Tensor weight, float eps, float weight_offset, int group_size, bool col_major, "
-    "bool ue8m0, ScalarType out_dtype, bool reciprocal=False) -> (Tensor, Tensor)",
+    "bool ue8m0, ScalarType out_dtype, bool reciprocal=False, bool weight_f32=False) "
+    "-> (Tensor, Tensor)",
     _group_ref, _group_cuda, _group_fake,
     _sm90("the residual form's kernel without the residual (measured there: 0.30-0.70x "
           "Inductor); not measured alone"))
 
 
 def _add_group_ref(x, residual, weight, eps, weight_offset, group_size, col_major, ue8m0,
-                   out_dtype, round_sum=False, reciprocal=False):
+                   out_dtype, round_sum=False, reciprocal=False, weight_f32=False):
     q, s, r = norm_quant_ref.rms_norm_quant_fp8_group(x, weight, eps, weight_offset, group_size,
                                                       col_major, ue8m0, out_dtype, residual,
-                                                      round_sum=round_sum, reciprocal=reciprocal)
+                                                      round_sum=round_sum, reciprocal=reciprocal,
+                                                      weight_f32=weight_f32)
     return contiguous(q), s, contiguous(r)
 
 
 def _add_group_cuda(x, residual, weight, eps, weight_offset, group_size, col_major, ue8m0,
-                    out_dtype, round_sum=False, reciprocal=False):
+                    out_dtype, round_sum=False, reciprocal=False, weight_f32=False):
     if dispatch.use_triton(ADD_GROUP, x, out_dtype) and _pow2(group_size):
         return kernels("norm_quant").rms_norm_quant_fp8_group(
             x, weight, eps, weight_offset, group_size, col_major, ue8m0, out_dtype, residual,
-            round_sum=round_sum, reciprocal=reciprocal)
+            round_sum=round_sum, reciprocal=reciprocal, weight_f32=weight_f32)
     return _add_group_ref(x, residual, weight, eps, weight_offset, group_size, col_major, ue8m0,
-                          out_dtype, round_sum, reciprocal)
+                          out_dtype, round_sum, reciprocal, weight_f32)
 
 
 def _add_group_fake(x, residual, weight, eps, weight_offset, group_size, col_major, ue8m0,
-                    out_dtype, round_sum=False, reciprocal=False):
+                    out_dtype, round_sum=False, reciprocal=False, weight_f32=False):
     norm_quant_ref.check_norm_args(x, weight, residual)
     check_fp8(x, out_dtype)
     quant_ref.check_group_size(x.shape[-1], group_size)
@@ -251,7 +273,7 @@ ADD_GROUP = Kernel(
     "add_rms_norm_quant_fp8_group",
     "(Tensor x, Tensor residual, Tensor weight, float eps, float weight_offset, int group_size, "
     "bool col_major, bool ue8m0, ScalarType out_dtype, bool round_sum=False, "
-    "bool reciprocal=False) -> (Tensor, Tensor, Tensor)",
+    "bool reciprocal=False, bool weight_f32=False) -> (Tensor, Tensor, Tensor)",
     _add_group_ref, _add_group_cuda, _add_group_fake,
     _sm90("0.30-0.70x Inductor's time at every size (group 128; H 4096 / 8192, T 1-16384; "
           "2026-12-04)"))
@@ -288,6 +310,8 @@ def _lower(op: fused.RmsNormQuantOp, platform: str) -> kernel.CallOp:
         keywords["round_sum"] = aten.TRUE
     if op.reciprocal is not None:
         keywords["reciprocal"] = aten.TRUE
+    if op.weight_f32 is not None:
+        keywords["weight_f32"] = aten.TRUE
     return kernel_call(k, a, template, op, platform, keywords)
 
 

@@ -19,7 +19,7 @@ from irfuse.dialects.fused import RmsNormQuantOp
 from irfuse.dialects.irfuse import tensor_type
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
 from irfuse.dialects.quant import QuantFp8Op
-from irfuse.fusions.norm_readings import kernel_input_type
+from irfuse.fusions.norm_readings import kernel_input_type, weight_product_in_f32
 from irfuse.fusions.quant_consumers import (
     Consumer,
     divides,
@@ -85,7 +85,8 @@ def _fuse(norm: RmsNormOp | AddRmsNormOp, rewriter: PatternRewriter, site: Site)
         return NO_CANDIDATE
     consumers = merge_identical(consumers, rewriter)
     kind = _check_schemes(consumers)
-    kernel_input_type(norm, norm.x, same_out=False)
+    x_type = kernel_input_type(norm, norm.x)
+    weight_f32 = weight_product_in_f32(norm, x_type) and norm.weight_offset.value.data == 0.0
     residual = norm.residual if isinstance(norm, AddRmsNormOp) else None
     round_sum = isinstance(norm, AddRmsNormOp) and norm.round_sum is not None
     site.require_kernel(kernel_name(residual is not None, kind))
@@ -127,6 +128,7 @@ def _fuse(norm: RmsNormOp | AddRmsNormOp, rewriter: PatternRewriter, site: Site)
         divide=divides(quant),
         reciprocal=reciprocates(quant),
         round_sum=round_sum,
+        weight_f32=weight_f32,
         result_types=[
             [c.quant.q.type for c in consumers],
             None if quant.scale_out is None else quant.scale_out.type,
