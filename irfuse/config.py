@@ -466,7 +466,7 @@ def _level_default(
     level: int,
     platform: Platform,
     tp: int | None,
-    scheme: str | None,
+    scheme: tuple[str, ...] | None,
     flashinfer: bool,
     fi_cap_set: bool,
 ) -> tuple[bool, str]:
@@ -482,7 +482,7 @@ def _level_default(
         return False, f"{tag}: {row.name} is off at every level on {platform}{why}"
     if level < sup.default_level:
         return False, f"{tag}: {row.name} is on from O{sup.default_level} on {platform}"
-    ok, why = support_matrix.can_apply(row.name, platform, scheme)
+    ok, why = _can_apply(row.name, platform, scheme)
     if not ok:
         return False, f"{tag}: {why}"
     if row.needs_tp and (tp is None or tp <= 1):
@@ -492,6 +492,33 @@ def _level_default(
         if problem:
             return False, f"{tag}: {problem}"
     return True, f"{tag}: {row.name} is on from O{sup.default_level} on {platform}"
+
+
+def _schemes(quant_scheme: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    """The model's quant schemes as a tuple (None: unknown), each checked against the known
+    names."""
+    if quant_scheme is None:
+        return None
+    names = (quant_scheme,) if isinstance(quant_scheme, str) else tuple(quant_scheme)
+    if not names:
+        return None
+    for name in names:
+        if not isinstance(name, str) or name not in support_matrix.SCHEMES:
+            raise _bad("quant_scheme", name, ", ".join(support_matrix.SCHEMES))
+    return names
+
+
+def _can_apply(name: str, platform: Platform,
+               schemes: tuple[str, ...] | None) -> tuple[bool, str]:
+    """`support_matrix.can_apply` for a model with several quant schemes: the pass can apply
+    when it can to one of them (each site is then judged by its own scheme, and the report
+    names the ones left out); (False, the reasons) when it can to none."""
+    if schemes is None:
+        return support_matrix.can_apply(name, platform, None)
+    answers = [support_matrix.can_apply(name, platform, s) for s in schemes]
+    if any(ok for ok, _ in answers):
+        return True, next((why for ok, why in answers if ok and why), "")
+    return False, "; ".join(dict.fromkeys(why for _, why in answers))
 
 
 def _flashinfer_problem(
@@ -530,7 +557,7 @@ def resolve_explained(
     tp_size: int | None = None,
     hidden_size: int | None = None,
     itemsize: int | None = None,
-    quant_scheme: str | None = None,
+    quant_scheme: str | Sequence[str] | None = None,
     flashinfer_available: bool | None = None,
 ) -> Resolution:
     """Fill every unset field for a platform and a model, and say why (see `resolve`)."""
@@ -548,8 +575,7 @@ def resolve_explained(
         tp: int | None = cfg.tp_size
     else:
         tp = None if tp_size is None else _as_int("tp_size", tp_size, False, 1)
-    if quant_scheme is not None and quant_scheme not in support_matrix.SCHEMES:
-        raise _bad("quant_scheme", quant_scheme, ", ".join(support_matrix.SCHEMES))
+    schemes = _schemes(quant_scheme)
     if flashinfer_available is None:
         flashinfer_available = importlib.util.find_spec("flashinfer") is not None
     pc = cfg.pass_config
@@ -563,7 +589,7 @@ def resolve_explained(
         if row.flag in user_set:
             notes[row.flag] = "set by the user"
             continue
-        value, why = _level_default(row, level, plat, tp, quant_scheme, flashinfer_available,
+        value, why = _level_default(row, level, plat, tp, schemes, flashinfer_available,
                                     pc.fi_allreduce_fusion_max_size_mb is not None)
         setattr(pc, row.flag, value)
         notes[row.flag] = why
@@ -586,7 +612,7 @@ def resolve_explained(
     for row in support_matrix.passes():
         if not getattr(pc, row.flag):
             continue
-        ok, why = support_matrix.can_apply(row.name, plat, quant_scheme)
+        ok, why = _can_apply(row.name, plat, schemes)
         if ok and row.needs_tp and tp is not None and tp <= 1:
             ok, why = False, f"{row.name} needs tensor parallelism (TP > 1); TP is {tp}"
         sup = support_matrix.support(row.name, plat)
@@ -641,7 +667,8 @@ def resolve_explained(
     cfg.platform = str(plat)
     cfg.tp_size = tp
     facts = {"tp_size": tp, "hidden_size": hidden_size, "itemsize": itemsize,
-             "quant_scheme": quant_scheme, "flashinfer_available": flashinfer_available}
+             "quant_scheme": schemes[0] if schemes and len(schemes) == 1 else schemes,
+             "flashinfer_available": flashinfer_available}
     return Resolution(cfg, plat, facts, notes, warns)
 
 
@@ -652,7 +679,7 @@ def resolve(
     tp_size: int | None = None,
     hidden_size: int | None = None,
     itemsize: int | None = None,
-    quant_scheme: str | None = None,
+    quant_scheme: str | Sequence[str] | None = None,
     flashinfer_available: bool | None = None,
 ) -> CompilationConfig:
     """A copy of `config` with every pass flag set, for a platform and a model.
@@ -660,8 +687,8 @@ def resolve(
     Facts (each may be None = unknown): platform (default: detected) and tp_size (read from
     the graph by the backend), which config.platform and config.tp_size override when set;
     hidden_size and itemsize (for the SP threshold and the all-reduce size cap in tokens);
-    quant_scheme (a name from `support_matrix.SCHEMES`; None means unknown and is not
-    checked); flashinfer_available (default: whether `flashinfer` can be imported).
+    quant_scheme (a name from `support_matrix.SCHEMES`, or the names of all the schemes the
+    model's quants use; None means unknown and is not checked); flashinfer_available (default: whether `flashinfer` can be imported).
 
     Rules, in order:
     1. A flag the user set is kept; an unset flag gets the level's default: O0 turns every

@@ -204,3 +204,15 @@ func.func @weight_f32(%x: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64
   func.return %q : !irfuse.tensor<[s0, 64], f8E4M3FN>
 }
 
+// Mixed schemes in one graph, on two norms: each site is judged by its own scheme. The dynamic per-tensor site
+// first stays (a remark), the static site after it fuses.
+// CHECK-LABEL: func.func @mixed_sites
+// CHECK:       quant.fp8 %{{.*}} {scheme = #quant.scheme<dynamic_tensor>}
+// CHECK:       fused.rms_norm_quant %{{.*}}, weight %{{.*}}, scales [%{{.*}}] {eps = 1.000000e-06 : f64, scheme = #quant.scheme<static_tensor>}
+func.func @mixed_sites(%x: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>, %s: !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[1], f32>, !irfuse.tensor<[s0, 64], f8E4M3FN>) {
+  %y1 = norm.rms_norm %x, weight %w {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %q1, %s1 = quant.fp8 %y1 {scheme = #quant.scheme<dynamic_tensor>} : (!irfuse.tensor<[s0, 64], bf16>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, scale_out !irfuse.tensor<[1], f32>)
+  %y2 = norm.rms_norm %x, weight %w {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %q2 = quant.fp8 %y2, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
+  func.return %q1, %s1, %q2 : !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[1], f32>, !irfuse.tensor<[s0, 64], f8E4M3FN>
+}

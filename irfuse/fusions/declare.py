@@ -19,6 +19,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from irfuse.platform import Platform
 from irfuse.raising.driver import AnchorPattern, run_patterns
 from irfuse.raising.match import NoMatch
 
@@ -35,6 +36,20 @@ was measured faster there."""
 
 PLATFORM_CLASSES: tuple[str, ...] = ("cpu", "cuda:sm80", "cuda:sm90", "cuda:sm100", "rocm")
 """Support-matrix columns: capability 80-89 (Ampere/Ada), 90-99 (Hopper), 100 and up."""
+
+
+def platform_class(platform: Platform) -> str | None:
+    """The support-matrix column of a platform; None for CUDA older than sm80."""
+    if platform.kind != "cuda":
+        return platform.kind
+    cap = platform.capability or 0
+    if cap >= 100:
+        return "cuda:sm100"
+    if cap >= 90:
+        return "cuda:sm90"
+    if cap >= 80:
+        return "cuda:sm80"
+    return None
 
 
 @dataclass(frozen=True)
@@ -167,6 +182,11 @@ def everywhere(gpu_backend: str, level: int | None) -> dict[str, Support]:
             for c in PLATFORM_CLASSES}
 
 
+@functools.cache
+def _class_of(platform: str) -> str | None:
+    return platform_class(Platform.parse(platform))
+
+
 # --- the declaration -------------------------------------------------------------------------
 
 Lowering = Callable[["Operation", str], "kernel.CallOp | InPlace"]
@@ -231,6 +251,21 @@ class Fusion:
             where = platform if max_tokens is None else f"{platform} at {max_tokens}+ tokens"
             raise NoMatch(f"left to Inductor on {where}: {choice.reason}")
 
+    def schemes_on(self, platform: str) -> tuple[str, ...]:
+        """The quant schemes this fusion folds in on `platform` (its own, or the narrower list
+        of the platform's support entry)."""
+        sup = self.platforms.get(_class_of(platform) or "")
+        return self.schemes if sup is None or sup.schemes is None else sup.schemes
+
+    def scheme_gate(self, scheme: str, platform: str) -> None:
+        """Raise NoMatch where this fusion does not fold a quant of `scheme` (a
+        `support_matrix.SCHEMES` name) into its fused op on `platform`: each site is judged by
+        its own scheme, whatever the graph's other quants are (the driver's scheme gate)."""
+        allowed = self.schemes_on(platform)
+        if self.quant != "independent" and scheme not in allowed:
+            raise NoMatch(f"{self.name} does not fuse {scheme} on {platform}; it fuses "
+                          f"{', '.join(allowed)}")
+
     @functools.cached_property
     def pass_class(self) -> type[ModulePass]:
         """The fusion's ModulePass: its patterns through the driver, gated by its kernels."""
@@ -248,7 +283,8 @@ def _fusion_pass(fusion: Fusion) -> type[ModulePass]:
         max_tokens: int | None = None  # the compile range's size class (size-aware fusions)
 
         def apply(self, ctx: Context, op: ModuleOp) -> None:
-            run_patterns(op, fusion.patterns, gate=gate, max_tokens=self.max_tokens)
+            run_patterns(op, fusion.patterns, gate=gate, max_tokens=self.max_tokens,
+                         scheme_gate=fusion.scheme_gate)
 
     FusionPass.__name__ = FusionPass.__qualname__ = "".join(
         w.capitalize() for w in fusion.name.split("-"))

@@ -165,6 +165,26 @@ def test_quant_scheme_gates_level_defaults(scheme: str | None, norm: bool, act: 
     assert (cfg.pass_config.fuse_norm_quant, cfg.pass_config.fuse_act_quant) == (norm, act)
 
 
+@pytest.mark.parametrize(
+    ("schemes", "norm", "act"),
+    [
+        # A graph's quants in order of first use: a pass is off only when none of its schemes
+        # is one the pass fuses; each site is then judged by its own scheme.
+        (("fp8-dynamic-tensor", "fp8-static-tensor"), True, True),
+        (("fp8-static-tensor", "fp8-dynamic-tensor"), True, True),
+        (("fp8-dynamic-tensor", "nvfp4"), False, True),
+        (("fp8-dynamic-tensor", "fp8-dynamic-tensor"), False, False),
+    ],
+)
+def test_a_graph_with_several_schemes_is_gated_by_all_of_them(schemes, norm, act) -> None:
+    res = resolve_explained(CompilationConfig(optimization_level=1), platform="cuda:sm90",
+                            **{**FACTS, "quant_scheme": schemes})
+    pc = res.config.pass_config
+    assert (pc.fuse_norm_quant, pc.fuse_act_quant) == (norm, act)
+    if not norm:
+        assert "does not fuse fp8-dynamic-tensor" in res.notes["fuse_norm_quant"]
+
+
 def test_fi_cap_filled_per_capability_and_tp() -> None:
     def cap(platform: str, tp: int) -> float | None:
         cfg = resolve(CompilationConfig(), platform=platform, **{**FACTS, "tp_size": tp})

@@ -29,7 +29,7 @@ from irfuse.dialects.fused import AttentionQuantOp, MlaAttentionQuantOp, PagedDe
 from irfuse.dialects.irfuse import TensorType
 from irfuse.dialects.quant import QuantFp8Op, QuantNvfp4Op, QuantScheme
 from irfuse.fusions.fuse_attn_quant.paged_decode import PagedDecode, paged_decode
-from irfuse.fusions.quant_consumers import divides
+from irfuse.fusions.quant_consumers import divides, scheme_name
 from irfuse.raising import aten_ops
 from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import NoMatch, call, erase_unused, normalize_dim, only_user
@@ -62,6 +62,7 @@ class AttnQuantPattern(AnchorPattern):
         if isinstance(quant, QuantFp8Op) and not quant.scheme.is_static:
             raise NoMatch(f"{what} + {quant.scheme.kind.data} FP8 quant has no fused kernel "
                           "(static per-tensor only)")
+        site.require_scheme(scheme_name(quant))
         out_type = op.out.type
         assert isinstance(out_type, TensorType)
         if isinstance(op, MlaAttentionOp):

@@ -28,6 +28,7 @@ from irfuse.fusions.quant_consumers import (
     quant_consumers,
     reciprocates,
     reshape_as,
+    scheme_name,
 )
 from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import NoMatch
@@ -85,6 +86,7 @@ def _fuse(norm: RmsNormOp | AddRmsNormOp, rewriter: PatternRewriter, site: Site)
         return NO_CANDIDATE
     consumers = merge_identical(consumers, rewriter)
     kind = _check_schemes(consumers)
+    site.require_scheme(scheme_name(consumers[0].quant))
     x_type = kernel_input_type(norm, norm.x)
     weight_f32 = weight_product_in_f32(norm, x_type) and norm.weight_offset.value.data == 0.0
     residual = norm.residual if isinstance(norm, AddRmsNormOp) else None
