@@ -94,19 +94,23 @@ def _fuse(norm: RmsNormOp | AddRmsNormOp, rewriter: PatternRewriter, site: Site)
     site.require_kernel(kernel_name(residual is not None, kind))
 
     # The fused op goes where the first quant was (its results may be used before the later
-    # quants); scales defined after that point are constants, moved up to it.
+    # quants), or, where the new residual is read before that quant (the next norm of the same
+    # sum), where the norm was; scales defined after that point are constants, moved up to it.
     first = min((c.quant for c in consumers), key=lambda q: order.get(q, 1 << 62))
-    late_scales = _late_definitions(
-        [c.quant.scale for c in consumers if c.quant.scale is not None], first, order
-    )
-    if residual is not None:
-        early = [u.operation for u in norm.residual_out.uses if order.get(u.operation, 1 << 62)
-                 < order[first]]
-        if early:
-            raise NoMatch(
-                f"the new residual is used (by {early[0].name}) before the quants that follow "
-                "the norm"
-            )
+    if residual is not None and any(order.get(u.operation, 1 << 62) < order[first]
+                                    for u in norm.residual_out.uses):
+        first = norm
+    scales = [c.quant.scale for c in consumers if c.quant.scale is not None]
+    scale_ub = consumers[0].quant.scale_ub if kind == "dynamic_token" else None
+    if scale_ub is not None:
+        scales.append(scale_ub)
+    try:
+        late_scales = _late_definitions(scales, first, order)
+    except NoMatch:
+        if first is norm:
+            raise NoMatch("the new residual is used before the quants that follow the norm, "
+                          "and a quant scale is computed after the norm") from None
+        raise
     for definition in late_scales:
         definition.detach()
         rewriter.insert(definition, InsertPoint.before(first))
