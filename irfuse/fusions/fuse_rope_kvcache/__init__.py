@@ -9,7 +9,8 @@ Kernel `rope_kv_cache_write`: writes the rotated k and v into `k_cache` / `v_cac
 `[num_blocks, block_size, kv_heads, head_dim]` in the model dtype, or in FP8 with `k_scale` /
 `v_scale` (rows stored as `clamp(x / scale)`). Kernel `rope_kv_cache_write_flash`: the same on
 vLLM's FlashAttention layout, one `[2, num_blocks, block_size, kv_heads, head_dim]` cache whose
-halves are the key and value caches.
+halves are the key and value caches. The `_k` kernels (`rope_kv_cache_write_k`,
+`rope_kv_cache_write_flash_k`) return the rotated k as well, for a k read besides the write.
 """
 
 from __future__ import annotations
@@ -19,7 +20,13 @@ from xdsl.dialects.builtin import FloatData, IntAttr
 
 from irfuse.dialects import aten, fused
 from irfuse.fusions.declare import Choice, Fusion, InPlace, Kernel, Support, everywhere
-from irfuse.fusions.fuse_rope_kvcache.pattern import FLASH_KERNEL, KERNEL, RopeKvCachePattern
+from irfuse.fusions.fuse_rope_kvcache.pattern import (
+    FLASH_KERNEL,
+    FLASH_KERNEL_K,
+    KERNEL,
+    KERNEL_K,
+    RopeKvCachePattern,
+)
 from irfuse.fusions.kernel_call import Args, flag, kernel_call
 from irfuse.kernels import dispatch, qk_norm_rope_ref, rope_rows
 from irfuse.kernels.dispatch import kernels
@@ -49,20 +56,22 @@ def _readings(is_neox, rotary_dim, eps, weight_offset, weight_f32, rope_f32) -> 
 
 def _ref(q, k, v, q_weight, k_weight, positions, cos_sin_cache, cos, sin, k_cache, v_cache,
          slot_mapping, is_neox, rotary_dim, eps=0.0, weight_offset=0.0, weight_f32=False,
-         rope_f32=False, k_scale=None, v_scale=None):
+         rope_f32=False, k_scale=None, v_scale=None, return_k=False):
     return _on_rows(qk_norm_rope_ref.qk_norm_rope_kv, q, k, v, q_weight, k_weight, positions,
                     cos_sin_cache, cos, sin, k_cache, v_cache, slot_mapping, k_scale, v_scale,
-                    **_readings(is_neox, rotary_dim, eps, weight_offset, weight_f32, rope_f32))
+                    **_readings(is_neox, rotary_dim, eps, weight_offset, weight_f32, rope_f32),
+                    return_k=return_k)
 
 
 def _cuda(q, k, v, q_weight, k_weight, positions, cos_sin_cache, cos, sin, k_cache, v_cache,
           slot_mapping, is_neox, rotary_dim, eps=0.0, weight_offset=0.0, weight_f32=False,
-          rope_f32=False, k_scale=None, v_scale=None):
+          rope_f32=False, k_scale=None, v_scale=None, return_k=False):
     fn = (kernels("qk_norm_rope").qk_norm_rope_kv if dispatch.use_triton(ROPE_KV, q)
           else qk_norm_rope_ref.qk_norm_rope_kv)
     return _on_rows(fn, q, k, v, q_weight, k_weight, positions, cos_sin_cache, cos, sin,
                     k_cache, v_cache, slot_mapping, k_scale, v_scale,
-                    **_readings(is_neox, rotary_dim, eps, weight_offset, weight_f32, rope_f32))
+                    **_readings(is_neox, rotary_dim, eps, weight_offset, weight_f32, rope_f32),
+                    return_k=return_k)
 
 
 def _fake(q, k, v, q_weight, k_weight, positions, cos_sin_cache, cos, sin, k_cache, v_cache,
@@ -94,6 +103,26 @@ _SM90 = {"cuda:sm90": ((1, Choice("triton", (
 ROPE_KV = Kernel(KERNEL, SCHEMA, _ref, _cuda, _fake, _SM90, single_tensor=True,
                  examples=_examples)
 
+# The same with the rotated k returned too (`_k`): a k also read besides the write (returned,
+# or attended to) fuses, the fused op yielding it. Not measured apart from the kernel above.
+SCHEMA_K = SCHEMA.replace(") -> Tensor", ") -> (Tensor, Tensor)")
+
+
+def _fake_k(q, k, *args, **kwargs):
+    return (torch.empty_like(q, memory_format=torch.contiguous_format),
+            torch.empty_like(k, memory_format=torch.contiguous_format))
+
+
+def _ref_k(*args, **kwargs):
+    return _ref(*args, **kwargs, return_k=True)
+
+
+def _cuda_k(*args, **kwargs):
+    return _cuda(*args, **kwargs, return_k=True)
+
+
+ROPE_KV_K = Kernel(KERNEL_K, SCHEMA_K, _ref_k, _cuda_k, _fake_k, examples=_examples)
+
 FLASH_SCHEMA = SCHEMA.replace("Tensor(a!) k_cache, Tensor(b!) v_cache", "Tensor(a!) kv_cache")
 
 
@@ -118,6 +147,9 @@ def _flash_examples(shape: tuple[int, ...]) -> list[tuple]:
 
 ROPE_KV_FLASH = Kernel(FLASH_KERNEL, FLASH_SCHEMA, _halves(_ref), _halves(_cuda), _halves(_fake),
                        _SM90, single_tensor=True, examples=_flash_examples)
+ROPE_KV_FLASH_K = Kernel(FLASH_KERNEL_K, SCHEMA_K.replace(
+    "Tensor(a!) k_cache, Tensor(b!) v_cache", "Tensor(a!) kv_cache"), _halves(_ref_k),
+    _halves(_cuda_k), _halves(_fake_k), examples=_flash_examples)
 
 
 def _lower(op: fused.RopeKvCacheWriteOp, platform: str) -> InPlace:
@@ -138,6 +170,10 @@ def _lower(op: fused.RopeKvCacheWriteOp, platform: str) -> InPlace:
     if op.rope_f32 is not None:
         keywords["rope_f32"] = aten.TRUE
     keywords |= a.keyword("k_scale", op.k_scale) | a.keyword("v_scale", op.v_scale)
+    if op.k_out is not None:  # the rotated k is read besides the write: returned too
+        call = kernel_call(ROPE_KV_FLASH_K if flash else ROPE_KV_K, a, template, op, platform,
+                           keywords, result_types=[op.q_out.type, op.k_out.type])
+        return InPlace(call, (call.results[0], op.k_cache, op.v_cache, call.results[1]))
     call = kernel_call(ROPE_KV_FLASH if flash else ROPE_KV, a, template, op, platform, keywords,
                        result_types=[op.q_out.type])
     return InPlace(call, (call.results[0], op.k_cache, op.v_cache))
@@ -157,5 +193,5 @@ FUSION = Fusion(
     "with ROCm AITER",
     patterns=(RopeKvCachePattern(),),
     lowerings={fused.RopeKvCacheWriteOp.name: _lower},  # type: ignore[dict-item]
-    kernels=(ROPE_KV, ROPE_KV_FLASH),
+    kernels=(ROPE_KV, ROPE_KV_FLASH, ROPE_KV_K, ROPE_KV_FLASH_K),
 )
