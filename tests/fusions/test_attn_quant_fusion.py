@@ -249,3 +249,63 @@ def test_mla_cuda_entries_run_the_kernel_for_masked_batch_major_mla(monkeypatch)
     assert decl._mla_nvfp4_cuda(*nvfp4_call) == "nvfp4 out"
     assert [(kind, bm) for kind, _, bm in calls] == [("fp8", True), ("nvfp4", True)]
     assert calls[0][1] is fp8_call[4] and calls[1][1] is nvfp4_call[4]
+
+
+def test_the_paged_decode_stays_paged_after_an_automatic_dynamic_recompile():
+    # Without mark_dynamic, Dynamo recompiles at the second size with every changed dim
+    # symbolic: each cache's block count gets a symbol of its own. The cache writes then did
+    # not pair and the decode attended over the gathered pages, with no remark.
+    from irfuse import backend
+
+    torch._dynamo.reset()
+    backend.clear_reports()
+    built = M.build("paged", size="tiny", quant="fp8")
+    compiled = torch.compile(built.model, backend="irfuse",
+                             options={"inductor": False, "optimization_level": 2, "strict": True,
+                                      "pass_config": {"fuse_attn_quant": True}})
+    with torch.no_grad():
+        for tokens in (4, 6, 9):
+            inputs = built.make_inputs(tokens, 1)
+            out = compiled(*[x.clone() for x in inputs])
+            assert_bit_exact(out, built.model(*[x.clone() for x in inputs]))
+    reports = backend.reports()
+    assert len({r.graph for r in reports}) == 2  # the static graph, then the dynamic one
+    for report in reports:
+        assert report.raised["kv_cache_write"] == built.config.num_layers
+        assert report.fused("fuse-attn-quant") == built.config.num_layers
+        chosen = {k.op for k in report.kernels}
+        assert "paged_decode_quant_fp8_static" in chosen
+        assert "attention_quant_fp8_static" not in chosen
+
+
+def test_a_decode_over_pages_the_paged_kernel_does_not_take_says_why():
+    # Keys and values gathered by two block tables: not the paged kernel's pattern. The decode
+    # still fuses (over the gathered copy), and the report says why it is not the paged kernel.
+    class TwoTables(nn.Module):
+        def forward(self, q, kc, vc, kt, vt, lens, scale):
+            keys = kc[kt].flatten(1, 2).transpose(1, 2)
+            values = vc[vt].flatten(1, 2).transpose(1, 2)
+            mask = torch.arange(keys.shape[2])[None, :] < lens[:, None]
+            out = torch.nn.functional.scaled_dot_product_attention(
+                q.unsqueeze(2), keys, values, attn_mask=mask[:, None, None, :],
+                enable_gqa=True)
+            flat = out.reshape(q.shape[0], -1)
+            return (flat.float() / scale).clamp(-448, 448).to(torch.float8_e4m3fn)
+
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(3, 4, 64, generator=g).bfloat16()
+    kc, vc = (torch.randn(16, 8, 2, 64, generator=g).bfloat16() for _ in range(2))
+    kt = torch.randperm(16, generator=g)[:6].view(3, 2).int()
+    vt = torch.randperm(16, generator=g)[:6].view(3, 2).int()
+    lens = torch.tensor([5, 16, 9], dtype=torch.int32)
+    compiled = compile_and_run(TwoTables(), [q, kc, vc, kt, vt, lens, torch.tensor([0.01])],
+                               dynamic_dims=(),
+                               options={"optimization_level": 1,
+                                        "pass_config": {"fuse_attn_quant": True}})
+    assert_bit_exact(compiled.outputs, compiled.eager)
+    assert compiled.fused("fuse-attn-quant") == 1
+    reasons = [m.reason for r in compiled.reports for p in r.passes
+               if p.name == "fuse-attn-quant" for m in p.missed]
+    assert reasons == ["a decode over gathered pages, not fused with the paged kernel (it "
+                       "attends over the gathered copy): the keys and values are gathered by "
+                       "different block tables"]

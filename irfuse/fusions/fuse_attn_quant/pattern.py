@@ -74,9 +74,15 @@ class AttnQuantPattern(AnchorPattern):
                           "output token-major ([B * T, H * Dv])")
         scale, scheme, results = _quant_operands(quant)
         paged = paged_decode(op)
-        if paged is not None and _chosen(site, PAGED_NVFP4_KERNEL if scheme.is_nvfp4
-                                         else PAGED_KERNEL):
-            return _fuse_paged(op, paged, views, quant, scale, scheme, results, rewriter)
+        if isinstance(paged, str):
+            self.missed(op, f"a decode over gathered pages, not fused with the paged kernel "
+                        f"(it attends over the gathered copy): {paged}")
+        elif paged is not None:
+            why = _chosen(site, PAGED_NVFP4_KERNEL if scheme.is_nvfp4 else PAGED_KERNEL)
+            if why is None:
+                return _fuse_paged(op, paged, views, quant, scale, scheme, results, rewriter)
+            self.missed(op, f"the paged decode kernel is not chosen here, the decode attends "
+                        f"over the gathered pages: {why}")
         site.require_kernel(NVFP4_KERNEL if scheme.is_nvfp4 else KERNEL)
         fused = AttentionQuantOp(
             op.q, op.k, op.v, op.mask, scale,
@@ -87,13 +93,13 @@ class AttnQuantPattern(AnchorPattern):
         return REWROTE
 
 
-def _chosen(site: Site, kernel_name: str) -> bool:
-    """Whether kernel choice takes `kernel_name` here (without a remark when it does not)."""
+def _chosen(site: Site, kernel_name: str) -> str | None:
+    """None where kernel choice takes `kernel_name` here, else why not."""
     try:
         site.require_kernel(kernel_name)
-    except NoMatch:
-        return False
-    return True
+    except NoMatch as why:
+        return str(why)
+    return None
 
 
 def _fuse_paged(attn: AttentionOp, paged: PagedDecode, views: list[Operation],
