@@ -19,6 +19,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from irfuse.fusions import candidates
 from irfuse.platform import Platform
 from irfuse.raising.driver import AnchorPattern, run_patterns
 from irfuse.raising.match import NoMatch
@@ -285,6 +286,7 @@ def _fusion_pass(fusion: Fusion) -> type[ModulePass]:
         def apply(self, ctx: Context, op: ModuleOp) -> None:
             run_patterns(op, fusion.patterns, gate=gate, max_tokens=self.max_tokens,
                          scheme_gate=fusion.scheme_gate)
+            candidates.account(fusion.name, op)  # no candidate left unexplained
 
     FusionPass.__name__ = FusionPass.__qualname__ = "".join(
         w.capitalize() for w in fusion.name.split("-"))
