@@ -216,3 +216,14 @@ func.func @mixed_sites(%x: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[6
   %q2 = quant.fp8 %y2, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
   func.return %q1, %s1, %q2 : !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[1], f32>, !irfuse.tensor<[s0, 64], f8E4M3FN>
 }
+
+// Negative: the new residual is read as the float32 sum (vLLM's form where nothing rounds it);
+// the kernels write the new residual in the input's dtype.
+// CHECK-LABEL: func.func @f32_residual_read
+// CHECK-NOT:   fused.rms_norm_quant
+// CHECK:       func.return
+func.func @f32_residual_read(%x: !irfuse.tensor<[s0, 64], bf16>, %res: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>, %s: !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], f32>) {
+  %y, %r = norm.add_rms_norm %x, %res, weight %w {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], f32>)
+  %q = quant.fp8 %y, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
+  func.return %q, %r : !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], f32>
+}

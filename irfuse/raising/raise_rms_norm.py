@@ -309,10 +309,14 @@ def _match_residual(norm: _Norm) -> None:
         # nothing, in the last layer, where that residual is dead). A cast that other code
         # reads too (one residual added to several norms, merged by cse-pure) stays for it: the
         # chain takes its own copy (`raise_chain`).
-        back = [u for u in users(norm.x) if (c := as_cast(u.results[0])) and c[0] is norm.x]
+        # The new residual is the sum rounded back to the inputs' dtype where the model rounds
+        # it (the f32 sum's other readers, another norm of the same sum, keep the f32 add: the
+        # chain takes its own copy); the f32 sum itself only where nothing rounds it.
+        back = [u for u in users(norm.x) if (c := as_cast(u.results[0])) and c[0] is norm.x
+                and u.results[0].type == tensor_type(cast_a[0])]
         norm.ops[:0] = [a.owner, b.owner, add.op]  # type: ignore[list-item]
         norm.residual_out = norm.x
-        if len(back) == 1 and back[0].results[0].type == tensor_type(cast_a[0]):
+        if back:
             norm.ops.append(back[0])
             norm.residual_out = back[0].results[0]
         norm.x, norm.residual = cast_a[0], cast_b[0]

@@ -239,3 +239,33 @@ def test_the_scheme_gate_reads_the_platforms_narrower_list():
     FUSION.scheme_gate("fp8-static-tensor", "cuda:sm90")
     with pytest.raises(NoMatch, match="does not fuse nvfp4 on cuda:sm90"):
         FUSION.scheme_gate("nvfp4", "cuda:sm90")
+
+
+class _TwoNormsOneInput(torch.nn.Module):
+    """Two norms of one input, each with its own weight (a layer's two branches): cse-pure
+    merges their identical normalizations, leaving one normalized value with two weights."""
+
+    def __init__(self, reading: str, dtype: torch.dtype, residual: bool) -> None:
+        super().__init__()
+        self.a, self.b = _norm(reading, dtype, 1), _norm(reading, dtype, 2)
+        self.residual = residual
+        self.register_buffer("scale", torch.tensor([0.01]))
+
+    def forward(self, x: torch.Tensor, r: torch.Tensor):
+        if self.residual:
+            ya, ra = self.a(x, r)
+            yb, rb = self.b(x, r)
+            return quant_fp8_static(ya, self.scale), quant_fp8_static(yb, self.scale), ra, rb
+        return quant_fp8_static(self.a(x), self.scale), quant_fp8_static(self.b(x), self.scale)
+
+
+@pytest.mark.parametrize("residual", [False, True], ids=["norm", "add_norm"])
+@pytest.mark.parametrize("reading", ["vllm", "hf", "square", "model_dtype", "f32_product"])
+def test_two_norms_of_one_input_both_fuse(reading, residual):
+    # One norm was raised (without its weight), nothing fused, and no remark said so.
+    compiled = compile_and_run(_TwoNormsOneInput(reading, torch.bfloat16, residual),
+                               _inputs(torch.bfloat16), dynamic_dims=[(0, 0), (1, 0)],
+                               options={"optimization_level": 2})
+    assert_bit_exact(compiled.outputs[0], compiled.eager[0])
+    assert compiled.fused("fuse-norm-quant") == 2
+    assert _missed(compiled, "fuse-norm-quant") == []

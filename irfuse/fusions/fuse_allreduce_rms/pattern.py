@@ -29,7 +29,11 @@ from irfuse.dialects.fused import AllReduceRmsNormOp
 from irfuse.dialects.irfuse import TensorType, tensor_type
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
 from irfuse.dialects.quant import QuantFp8Op, QuantNvfp4Op, QuantScheme
-from irfuse.fusions.norm_readings import kernel_input_type, weight_product_in_f32
+from irfuse.fusions.norm_readings import (
+    check_residual_out,
+    kernel_input_type,
+    weight_product_in_f32,
+)
 from irfuse.fusions.quant_consumers import (
     Consumer,
     divides,
@@ -124,6 +128,7 @@ def _fuse(ar: AllReduceOp, rewriter: PatternRewriter, site: Site) -> Outcome:
     if ar.reduce_op.data != "sum":
         raise NoMatch(f"the all-reduce is a {ar.reduce_op.data}, not a sum")
     x_type = kernel_input_type(norm, ar.x)
+    check_residual_out(norm, x_type)
     # Gemma's (1 + w) is a float32 product in every reading: weight_f32 marks offset 0 only.
     weight_f32 = weight_product_in_f32(norm, x_type) and norm.weight_offset.value.data == 0.0
     residual: SSAValue | None = None

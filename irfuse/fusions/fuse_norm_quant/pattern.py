@@ -19,7 +19,11 @@ from irfuse.dialects.fused import RmsNormQuantOp
 from irfuse.dialects.irfuse import tensor_type
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
 from irfuse.dialects.quant import QuantFp8Op
-from irfuse.fusions.norm_readings import kernel_input_type, weight_product_in_f32
+from irfuse.fusions.norm_readings import (
+    check_residual_out,
+    kernel_input_type,
+    weight_product_in_f32,
+)
 from irfuse.fusions.quant_consumers import (
     Consumer,
     divides,
@@ -88,6 +92,7 @@ def _fuse(norm: RmsNormOp | AddRmsNormOp, rewriter: PatternRewriter, site: Site)
     kind = _check_schemes(consumers)
     site.require_scheme(scheme_name(consumers[0].quant))
     x_type = kernel_input_type(norm, norm.x)
+    check_residual_out(norm, x_type)
     weight_f32 = weight_product_in_f32(norm, x_type) and norm.weight_offset.value.data == 0.0
     residual = norm.residual if isinstance(norm, AddRmsNormOp) else None
     round_sum = isinstance(norm, AddRmsNormOp) and norm.round_sum is not None
