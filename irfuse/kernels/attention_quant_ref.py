@@ -97,7 +97,11 @@ def attention_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale_out: 
 
 
 def token_major(o: torch.Tensor) -> torch.Tensor:
-    """`[B, H, T, Dv]` -> `[B * T, H * Dv]`: the layout the o_proj (and its quant) reads."""
+    """`[B, H, T, Dv]` -> `[B * T, H * Dv]` (or `[H, T, Dv]` -> `[T, H * Dv]`, an attention
+    without a batch dim): the layout the o_proj (and its quant) reads."""
+    if o.dim() == 3:
+        h, t, d = o.shape
+        return o.transpose(0, 1).reshape(t, h * d)
     b, h, t, d = o.shape
     return o.transpose(1, 2).reshape(b * t, h * d)
 

@@ -309,3 +309,51 @@ def test_a_decode_over_pages_the_paged_kernel_does_not_take_says_why():
     assert reasons == ["a decode over gathered pages, not fused with the paged kernel (it "
                        "attends over the gathered copy): the keys and values are gathered by "
                        "different block tables"]
+
+
+class _TorchSdpaBackend(nn.Module):
+    """vLLM's former TORCH_SDPA backend: q/k/v [T, H, D] moved to [H, T, D] (3-D, no batch dim),
+    GQA by repeat_interleave, causal SDPA, the output moved back, then the o_proj's FP8 quant."""
+
+    def __init__(self, heads: int, kv_heads: int):
+        super().__init__()
+        self.heads, self.kv_heads = heads, kv_heads
+        self.register_buffer("scale", torch.tensor([0.02]))
+
+    def forward(self, q, k, v):
+        q, k, v = (x.movedim(0, x.dim() - 2) for x in (q, k, v))
+        if self.heads != self.kv_heads:
+            k = k.repeat_interleave(self.heads // self.kv_heads, dim=-3)
+            v = v.repeat_interleave(self.heads // self.kv_heads, dim=-3)
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                               scale=q.shape[-1] ** -0.5)
+        out = out.movedim(q.dim() - 2, 0)
+        out = out.reshape(out.shape[0], -1)
+        return (out.float() / self.scale).clamp(-448, 448).to(torch.float8_e4m3fn)
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("kv_heads", [2, 4], ids=["gqa", "mha"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_3d_sdpa_with_repeat_interleave_and_movedim_fuses(kv_heads, dynamic, dtype):
+    # Raised, but "the attention output is 3-D, not [B, H, T, Dv]" kept it unfused.
+    g = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(9, h, 64, generator=g).to(dtype) for h in (4, kv_heads, kv_heads)]
+    compiled = compile_and_run(_TorchSdpaBackend(4, kv_heads), inputs,
+                               dynamic_dims=((0, 0), (1, 0), (2, 0)) if dynamic else (),
+                               options={"optimization_level": 1,
+                                        "pass_config": {"fuse_attn_quant": True}})
+    assert compiled.raised()["attention"] == 1
+    assert compiled.fused(PASS) == 1
+    assert [m for r in compiled.reports for p in r.passes if p.name == PASS
+            for m in p.missed] == []
+    assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+def test_cuda_entry_runs_the_kernel_on_3d_attention_as_one_batch(monkeypatch):
+    calls = []
+    _recording_kernels(monkeypatch, calls)
+    q = torch.randn(4, 6, 16).bfloat16()
+    out = decl._cuda(q, q, q, None, torch.tensor([0.1]), 0.25, True, torch.float8_e4m3fn)
+    assert calls == [("fp8", None)]
+    assert out.shape == (6, 64)

@@ -4,9 +4,10 @@ pages in place; MLA). On from O2 on sm90 where measured faster (H100, docs/bench
 prefill below 4096 tokens (FP8 and NVFP4), MLA prefill (FP8), paged decode (FP8); from 4096
 tokens kernel choice leaves prefill to SDPA. vLLM's O2 leaves the fusion off (#25689).
 
-Kernel `attention_quant_fp8_static`: q, k, v in SDPA's `[B, H, T, D]` layout (GQA), an optional
-mask (bool or additive float, any broadcast shape, read by strides), the output scale; returns
-the output token-major `[B * T, Hq * Dv]` in FP8, as the quant saw it.
+Kernel `attention_quant_fp8_static`: q, k, v in SDPA's `[B, H, T, D]` layout (GQA), or `[H, T, D]`
+without a batch dim, an optional mask (bool or additive float, any broadcast shape, read by
+strides), the output scale; returns the output token-major `[B * T, Hq * Dv]` in FP8, as the
+quant saw it.
 
 Kernel `paged_decode_quant_fp8_static`: a decode over a paged KV cache (`fused.paged_decode_quant`:
 q `[B, Hq, 1, D]`, the caches, block table and sequence lengths); the CPU runs the unfused graph
@@ -82,15 +83,25 @@ def _cuda(q, k, v, mask, scale, softmax_scale, causal, out_dtype, divide=False):
     # model's decode (gathered pages, a `[B, 1, 1, S]` mask of valid positions) runs the kernel.
     if (out_dtype == torch.float8_e4m3fn and _kernel_takes(q, mask)
             and dispatch.use_triton(ATTN_QUANT, q, out_dtype)):
+        q4, k4, v4, m4 = _batched(q, k, v, mask)
         out = kernels("attention_quant").attention_fp8(
-            q, k, v, scale, softmax_scale=softmax_scale, causal=causal, mask=mask)
+            q4, k4, v4, scale, softmax_scale=softmax_scale, causal=causal, mask=m4)
         return _token_major(out).contiguous()
     return _ref(q, k, v, mask, scale, softmax_scale, causal, out_dtype, divide)
 
 
+def _batched(q, k, v, mask):
+    """q, k, v (and the mask) as the kernels' `[B, H, T, D]`: an attention without a batch dim
+    (`[H, T, D]`) as one batch of one."""
+    if q.dim() == 4:
+        return q, k, v, mask
+    return q[None], k[None], v[None], None if mask is None else mask[None]
+
+
 def _fake(q, k, v, mask, scale, softmax_scale, causal, out_dtype, divide=False):
     check_fp8(q, out_dtype)
-    b, h, t, _ = q.shape
+    *batch, h, t, _ = q.shape
+    b = batch[0] if batch else 1
     return empty(q, (b * t, h * v.shape[-1]), out_dtype)
 
 
@@ -131,14 +142,16 @@ def _nvfp4_ref(q, k, v, mask, global_scale, softmax_scale, causal):
 def _nvfp4_cuda(q, k, v, mask, global_scale, softmax_scale, causal):
     if (q.shape[-1] % quant_ref.NVFP4_BLOCK == 0 and _kernel_takes(q, mask)
             and dispatch.use_triton(ATTN_QUANT_NVFP4, q)):
+        q4, k4, v4, m4 = _batched(q, k, v, mask)
         return kernels("attention_quant").attention_nvfp4(
-            q, k, v, global_scale, softmax_scale=softmax_scale, causal=causal, mask=mask)
+            q4, k4, v4, global_scale, softmax_scale=softmax_scale, causal=causal, mask=m4)
     return _nvfp4_ref(q, k, v, mask, global_scale, softmax_scale, causal)
 
 
 def _nvfp4_fake(q, k, v, mask, global_scale, softmax_scale, causal):
     quant_ref.check_model_dtype(q)
-    b, h, t, _ = q.shape
+    *batch, h, t, _ = q.shape
+    b = batch[0] if batch else 1
     return fake_nvfp4(q.new_empty((b * t, h * v.shape[-1])), h * v.shape[-1])
 
 

@@ -67,9 +67,13 @@ class AttnQuantPattern(AnchorPattern):
         assert isinstance(out_type, TensorType)
         if isinstance(op, MlaAttentionOp):
             return _fuse_mla(op, views, quant, out_type, rewriter, site)
-        if out_type.rank != 4:
-            raise NoMatch(f"the attention output is {out_type.rank}-D, not [B, H, T, Dv]")
-        if not _token_major(views, _labels("bhtd", out_type)):
+        if out_type.rank not in (3, 4):
+            raise NoMatch(f"the attention output is {out_type.rank}-D, not [B, H, T, Dv] or "
+                          "[H, T, Dv]")
+        # [H, T, Dv] without a batch dim: vLLM's former TORCH_SDPA backend (q/k/v [T, H, D]
+        # moved to [H, T, D], GQA by repeat_interleave, the output moved back).
+        labels = _labels("bhtd" if out_type.rank == 4 else "htd", out_type)
+        if not _token_major(views, labels):
             raise NoMatch("the views between the attention and the quant do not flatten its "
                           "output token-major ([B * T, H * Dv])")
         scale, scheme, results = _quant_operands(quant)
