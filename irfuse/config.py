@@ -45,8 +45,20 @@ _BOOL_WORDS = {"true": True, "false": False}
 _INT_RE = re.compile(r"^[+-]?\d+$")
 
 
+class CliText(str):
+    """A value the command line gave as text that is not JSON (`-cc.strict=False`, `-O2`,
+    `-cc.compile_sizes=8,16`): the field's check reads it as a bool, a number or a list, as
+    vLLM's flags do. A plain `str` (from `options=`, JSON or Python) is taken as the string it
+    is: a string where a bool, a number or a list belongs is an error naming it."""
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, CliText)
+
+
 def _bad(key: str, value: Any, allowed: str) -> ConfigError:
-    return ConfigError(f"bad value for {key!r}: {value!r}; allowed: {allowed}")
+    shown = str(value) if _text(value) else value
+    return ConfigError(f"bad value for {key!r}: {shown!r}; allowed: {allowed}")
 
 
 def _as_bool(key: str, value: Any, nullable: bool) -> bool | None:
@@ -54,24 +66,25 @@ def _as_bool(key: str, value: Any, nullable: bool) -> bool | None:
         return value
     if value is None and nullable:
         return None
-    if isinstance(value, str):
+    if _text(value):
         if value in ("True", "False", "true", "false"):
             return _BOOL_WORDS[value.lower()]
         if nullable and value in ("None", "null"):
             return None
-    allowed = "true, false (also True/False)" + (", or null (unset)" if nullable else "")
+    allowed = "true, false" + (" (on the command line also True/False)") + (
+        ", or null (unset)" if nullable else "")
     raise _bad(key, value, allowed)
 
 
 def _as_int(key: str, value: Any, nullable: bool, minimum: int) -> int | None:
     if value is None and nullable:
         return None
-    if nullable and value in ("None", "null"):
+    if nullable and _text(value) and value in ("None", "null"):
         return None
     out: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
         out = value
-    elif isinstance(value, str) and _INT_RE.match(value.strip()):
+    elif _text(value) and _INT_RE.match(value.strip()):
         out = int(value)
     if out is None or out < minimum:
         raise _bad(key, value, f"an integer >= {minimum}" + (", or null" if nullable else ""))
@@ -81,12 +94,12 @@ def _as_int(key: str, value: Any, nullable: bool, minimum: int) -> int | None:
 def _as_float(key: str, value: Any, nullable: bool) -> float | None:
     if value is None and nullable:
         return None
-    if nullable and value in ("None", "null"):
+    if nullable and _text(value) and value in ("None", "null"):
         return None
     out: float | None = None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         out = float(value)
-    elif isinstance(value, str):
+    elif _text(value):
         try:
             out = float(value)
         except ValueError:
@@ -97,15 +110,16 @@ def _as_float(key: str, value: Any, nullable: bool) -> float | None:
 
 
 def _as_int_list(key: str, value: Any, minimum: int) -> list[int] | None:
-    if value is None or value in ("None", "null"):
+    if value is None or _text(value) and value in ("None", "null"):
         return None
     items: Sequence[Any] | None = None
     if isinstance(value, (list, tuple)):
         items = value
-    elif isinstance(value, str) and value.strip():
-        items = [v.strip() for v in value.split(",")]
+    elif _text(value) and value.strip():
+        items = [CliText(v.strip()) for v in value.split(",")]
     if items is None:
-        raise _bad(key, value, f"a list of integers >= {minimum} (JSON list or 'a,b,c'), or null")
+        raise _bad(key, value, f"a list of integers >= {minimum} (a JSON list; on the command "
+                   "line also 'a,b,c'), or null")
     out = []
     for item in items:
         try:
@@ -271,6 +285,12 @@ class CompilationConfig:
         self.compile_sizes = _as_int_list("compile_sizes", self.compile_sizes, minimum=1)
         self.max_num_batched_tokens = _as_int(  # type: ignore[assignment]
             "max_num_batched_tokens", self.max_num_batched_tokens, nullable=False, minimum=1)
+        past = [p for p in self.compile_ranges_split_points or ()
+                if p > self.max_num_batched_tokens]
+        if past:
+            raise _bad("compile_ranges_split_points", self.compile_ranges_split_points,
+                       f"split points up to max_num_batched_tokens ({self.max_num_batched_tokens})"
+                       f"; {', '.join(map(str, past))} lie past it")
         self.dump_dir = _as_str("dump_dir", self.dump_dir)
         for name in ("inductor", "strict", "debug"):
             setattr(self, name, _as_bool(name, getattr(self, name), nullable=False))
@@ -342,7 +362,7 @@ def _json_or_str(text: str) -> Any:
     try:
         return json.loads(text)
     except ValueError:
-        return text
+        return CliText(text)
 
 
 def _merge(into: dict[str, Any], new: Mapping[str, Any], path: str = "") -> None:
@@ -393,9 +413,9 @@ def parse_cli(argv: Sequence[str]) -> dict[str, Any]:
         name, eq, inline = tok.partition("=")
         if name in _LEVEL_FLAGS:
             level = inline if eq else value_after(name)
-            _merge(merged, {"optimization_level": level})
+            _merge(merged, {"optimization_level": CliText(level)})
         elif re.fullmatch(r"-O\S+", tok) and not tok.startswith("-O."):
-            _merge(merged, {"optimization_level": tok[2:]})
+            _merge(merged, {"optimization_level": CliText(tok[2:])})
         elif name in _CC_FLAGS:
             text = inline if eq else value_after(name)
             data = _json_or_str(text)
