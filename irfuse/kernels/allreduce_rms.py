@@ -35,12 +35,11 @@ import functools
 import importlib
 import importlib.util
 import inspect
-import warnings
 from types import ModuleType
 
 import torch
 
-from irfuse import thresholds
+from irfuse import thresholds, user_warnings
 from irfuse.kernels import allreduce_rms_ref as ref
 from irfuse.kernels import quant_ref
 from irfuse.platform import Platform
@@ -91,8 +90,8 @@ def note_fallback(kernel: str, reason: str) -> None:
     FLASHINFER_FALLBACKS[kernel] = reason
     if (kernel, reason) not in _WARNED:
         _WARNED.add((kernel, reason))
-        warnings.warn(f"irfuse: {kernel} does not use FlashInfer's fused all-reduce: {reason}; "
-                      "NCCL and the Triton kernel run", stacklevel=3)
+        user_warnings.warn(f"irfuse: {kernel} does not use FlashInfer's fused all-reduce: "
+                           f"{reason}; NCCL and the Triton kernel run")
 
 
 NVFP4_BELOW_SM100 = ("FlashInfer's NVFP4 all-reduce fusion needs sm100+ (below, its FP4 "

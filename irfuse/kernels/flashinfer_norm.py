@@ -53,12 +53,12 @@ from __future__ import annotations
 
 import functools
 import math
-import warnings
 from collections.abc import Sequence
 from types import ModuleType
 
 import torch
 
+from irfuse import user_warnings
 from irfuse.kernels import dispatch, norm_quant_ref, quant_ref
 
 FP8 = torch.float8_e4m3fn
@@ -189,8 +189,8 @@ def note_fallback(op: str, reason: str) -> None:
     FALLBACKS[op] = reason
     if (op, reason) not in _WARNED:
         _WARNED.add((op, reason))
-        warnings.warn(f"irfuse: kernel_choice selects FlashInfer for {op}, but {reason}; the "
-                      "Triton kernel runs", stacklevel=3)
+        user_warnings.warn(f"irfuse: kernel_choice selects FlashInfer for {op}, but {reason}; "
+                           "the Triton kernel runs")
 
 
 

@@ -39,7 +39,7 @@ def _examples(shape: tuple[int, ...]) -> list[tuple]:
 
 
 _SM90 = {"cuda:sm90": ((1, Choice("triton", (
-    "docs/benchmarks.md: 0.43-0.67x Inductor's time at every size (H 2880 / 3000 / 5760, "
+    "docs/benchmarks.md (H200): 0.43-0.67x Inductor's time at every size (H 2880 / 3000 / 5760, "
     "T 1-16384; 2026-12-04)"))),)}
 
 

@@ -23,7 +23,7 @@ _BENCH = "docs/benchmarks.md"
 
 
 def _sm90(text: str) -> dict[str, tuple[tuple[int, Choice], ...]]:
-    return {"cuda:sm90": ((1, Choice("triton", f"{_BENCH}: {text}")),)}
+    return {"cuda:sm90": ((1, Choice("triton", f"{_BENCH} (H200): {text}")),)}
 
 
 def _static_ref(x, scale, out_dtype, up=None, divide=False):

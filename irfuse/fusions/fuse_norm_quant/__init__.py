@@ -31,7 +31,7 @@ _BENCH = "docs/benchmarks.md"
 
 def _sm90(text: str) -> dict[str, tuple[tuple[int, Choice], ...]]:
     """A Triton choice on Hopper at every size, with its measurement."""
-    return {"cuda:sm90": ((1, Choice("triton", f"{_BENCH}: {text}")),)}
+    return {"cuda:sm90": ((1, Choice("triton", f"{_BENCH} (H200): {text}")),)}
 
 
 # --- static per-tensor -------------------------------------------------------------------------
