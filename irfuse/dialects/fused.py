@@ -216,7 +216,10 @@ class RmsNormQuantOp(NamedOperandSyntax):
       quantizes `y * (1 / s)` instead of `y / s` (as `quant.fp8`'s).
     `residual_out` exists iff `residual` does. The unit property `round_sum` (with a residual
     only) is `norm.add_rms_norm`'s: the norm reads the sum rounded to the residual_out dtype, as
-    models that add in the model dtype compute it, instead of the f32 sum; any scheme.
+    models that add in the model dtype compute it, instead of the f32 sum; any scheme. The unit
+    property `weight_f32` marks a weight product in float32 rounded once (`F.rms_norm`,
+    `(normed * w.float()).to(dtype)`) instead of the rounded norm times the weight in the model
+    dtype (a weight offset always reads so).
     """
 
     name = "fused.rms_norm_quant"
@@ -237,6 +240,7 @@ class RmsNormQuantOp(NamedOperandSyntax):
     divide = opt_prop_def(UnitAttr)
     reciprocal = opt_prop_def(UnitAttr)
     round_sum = opt_prop_def(UnitAttr)
+    weight_f32 = opt_prop_def(UnitAttr)
 
     irdl_options = (
         AttrSizedOperandSegments(as_property=True),
@@ -259,6 +263,7 @@ class RmsNormQuantOp(NamedOperandSyntax):
         divide: bool = False,
         reciprocal: bool = False,
         round_sum: bool = False,
+        weight_f32: bool = False,
         fp8_dtype: Attribute = F8E4M3FN,
         result_types: Sequence[Attribute | Sequence[Attribute] | None] | None = None,
         attributes: Mapping[str, Attribute] | None = None,
@@ -279,6 +284,7 @@ class RmsNormQuantOp(NamedOperandSyntax):
                 "divide": UnitAttr() if divide else None,
                 "reciprocal": UnitAttr() if reciprocal else None,
                 "round_sum": UnitAttr() if round_sum else None,
+                "weight_f32": UnitAttr() if weight_f32 else None,
             },
             attributes=attributes,
         )
@@ -714,7 +720,9 @@ class RopeKvCacheWriteOp(NamedOperandSyntax):
     ```
     q `[T, Hq, D]`, k `[T, Hkv, D]`, v `[T, Hkv, Dv]`; tables as `attn.rope`'s; caches and
     slots as `attn.kv_cache_write`'s (the caches' new values are results here; the kernel
-    writes them in place). With norm weights, `eps` and the readings of `fused.qk_norm_rope`.
+    writes them in place). The optional result `k_out` is the rotated k itself, for a k that is
+    also read besides the write (returned, or attended to before the cache is read back). With
+    norm weights, `eps` and the readings of `fused.qk_norm_rope`.
     The caches may be vLLM's one FlashAttention-layout cache, as in `attn.kv_cache_write`.
     With `k_scale` and `v_scale` (one f32 element each) the caches hold f8E4M3FN and k, v (in
     q's dtype) are stored as `clamp(x / scale, -448, 448)`, vLLM's FP8 KV cache.
@@ -740,6 +748,7 @@ class RopeKvCacheWriteOp(NamedOperandSyntax):
     q_out = result_def(TensorType)
     k_cache_out = result_def(TensorType)
     v_cache_out = result_def(TensorType)
+    k_out = opt_result_def(TensorType)
 
     is_neox = prop_def(BoolAttr)
     rotary_dim = prop_def(IntegerAttr[I64])
@@ -749,7 +758,10 @@ class RopeKvCacheWriteOp(NamedOperandSyntax):
     weight_f32 = opt_prop_def(UnitAttr)
     rope_f32 = opt_prop_def(UnitAttr)
 
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    irdl_options = (
+        AttrSizedOperandSegments(as_property=True),
+        AttrSizedResultSegments(as_property=True),
+    )
 
     def __init__(
         self,
@@ -775,13 +787,16 @@ class RopeKvCacheWriteOp(NamedOperandSyntax):
         rope_f32: bool = False,
         k_scale: SSAValue | None = None,
         v_scale: SSAValue | None = None,
-        result_types: Sequence[Attribute] | None = None,
+        result_types: Sequence[Attribute | None] | None = None,
         attributes: Mapping[str, Attribute] | None = None,
     ):
+        types: list[Attribute | None] = list(result_types or (q.type, k_cache.type, v_cache.type))
+        if len(types) == 3:
+            types.append(None)  # no k_out
         super().__init__(
             operands=[q, k, v, q_weight, k_weight, positions, cos_sin_cache, cos, sin,
                       k_cache, v_cache, slot_mapping, k_scale, v_scale],
-            result_types=list(result_types or (q.type, k_cache.type, v_cache.type)),
+            result_types=types,
             properties={
                 "is_neox": bool_attr(is_neox),
                 "rotary_dim": i64_attr(rotary_dim),
@@ -842,6 +857,8 @@ class RopeKvCacheWriteOp(NamedOperandSyntax):
         check_same_type("q_out", self.q_out.type, q, "q")
         check_same_type("k_cache_out", self.k_cache_out.type, k_cache, "k_cache")
         check_same_type("v_cache_out", self.v_cache_out.type, v_cache, "v_cache")
+        if self.k_out is not None:
+            check_same_type("k_out", self.k_out.type, k, "k")
 
 
 # --- attention + quant --------------------------------------------------------------------------
