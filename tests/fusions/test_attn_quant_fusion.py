@@ -148,6 +148,8 @@ def test_mla_filecheck_cases_fuse_and_near_misses_say_why():
         "the views between the MLA attention and the quant do not flatten its output "
         "token-major ([T, H * v])",
         "MLA attention + group FP8 quant has no fused kernel (static per-tensor only)",
+        "the MLA attention output is also read unquantized; the fused op writes only the "
+        "quantized output",
     ]
 
 

@@ -39,7 +39,7 @@ from irfuse.fusions.quant_consumers import divides, scheme_name
 from irfuse.raising import aten_ops
 from irfuse.raising.aten_ops import DIM_VIEWS_AND_CLONE as LAYOUT_VIEWS
 from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
-from irfuse.raising.match import NoMatch, call, erase_unused, normalize_dim, only_user
+from irfuse.raising.match import NoMatch, call, erase_unused, normalize_dim, only_user, users
 
 KERNEL = "attention_quant_fp8_static"
 MLA_KERNEL = "mla_attention_quant_fp8_static"
@@ -61,6 +61,9 @@ class AttnQuantPattern(AnchorPattern):
         quant = only_user(end)
         what = "MLA attention" if isinstance(op, MlaAttentionOp) else "attention"
         if not isinstance(quant, QuantFp8Op | QuantNvfp4Op):
+            if _quantized_among_others(end):
+                raise NoMatch(f"the {what} output is also read unquantized; the fused op "
+                              "writes only the quantized output")
             return NO_CANDIDATE
         if isinstance(quant, QuantFp8Op) and not quant.scheme.is_static:
             raise NoMatch(f"{what} + {quant.scheme.kind.data} FP8 quant has no fused kernel "
@@ -181,6 +184,18 @@ def _views(value: SSAValue) -> tuple[list[Operation], SSAValue]:
         views.append(user)
         value = user.results[0]
     return views, value
+
+
+def _quantized_among_others(value: SSAValue, depth: int = 6) -> bool:
+    """Whether a quant reads `value`, directly or through layout views, beside other readers
+    (the output is then also read unquantized)."""
+    for user in users(value):
+        if isinstance(user, QuantFp8Op | QuantNvfp4Op):
+            return True
+        if depth and call(user, *LAYOUT_VIEWS) is not None and _quantized_among_others(
+                user.results[0], depth - 1):
+            return True
+    return False
 
 
 def _token_major(views: list[Operation], dims: list[tuple[str, object]]) -> bool:
