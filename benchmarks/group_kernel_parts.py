@@ -50,7 +50,7 @@ def _probe_kernel(x_ptr, res_ptr, w_ptr, res_out_ptr, q_ptr, s_ptr, H, eps,
     x += tl.load(res_ptr + row * H + cols, mask=mask, other=0.0).to(tl.float32)
     tl.store(res_out_ptr + row * H + cols, x.to(res_out_ptr.dtype.element_ty), mask=mask)
     rstd = tl.math.rsqrt(tl.sum(tl.sum(x * x, axis=1), axis=0) / H + eps)
-    y = nq._apply_weight(x * rstd, w, 0.0, x_ptr, False)
+    y = nq._apply_weight(x * rstd, w, 0.0, x_ptr, False, False)
     if QUANT == 1:  # a constant scale: no amax, no division
         scaled = y * 50.0
         s = tl.full([BLOCK_G], 0.02, tl.float32)

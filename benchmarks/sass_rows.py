@@ -41,8 +41,8 @@ def compile_rows(hidden: int, warps: int, early: bool, evict: bool, rows: int = 
     """The cubin of `_norm_rows_kernel` (one static FP8 output, or per-token FP8) or, with
     `group`, of `_norm_group_kernel`; `vec`: the kernels' VEC hint; `pdl`: their PDL constexpr
     (programmatic dependent launch)."""
-    common = dict(HAS_RES=residual, GEMMA=False, FP8_MAX=448.0, MIN_SCALE=1.0 / (448.0 * 512.0),
-                  ROUND_SUM=False, EARLY=early, **cache_hints(evict), VEC=vec, PDL=pdl)
+    common = dict(HAS_RES=residual, WEIGHT_F32=False, HAS_OFFSET=False, FP8_MAX=448.0,
+                  MIN_SCALE=1.0 / (448.0 * 512.0), ROUND_SUM=False, EARLY=early, **cache_hints(evict), VEC=vec, PDL=pdl)
     if group:
         fn = norm_quant._norm_group_kernel
         consts = dict(common, UE8M0=False, BLOCK_G=triton.next_power_of_2(hidden // group),

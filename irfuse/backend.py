@@ -36,7 +36,6 @@ import logging
 import math
 import os
 import threading
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,7 +48,7 @@ from torch._guards import TracingContext, detect_fake_mode, tracing
 from torch._inductor.compile_fx import compile_fx
 
 from irfuse import config as config_mod
-from irfuse import pipeline, ranges, support_matrix
+from irfuse import pipeline, ranges, support_matrix, user_warnings
 from irfuse.config import CompilationConfig
 from irfuse.dump import DumpWriter
 from irfuse.emit import kernel_choice
@@ -488,10 +487,8 @@ class _GraphCompiler:
         reason = str(err) if named else f"{stage}: {err!r}"
         if self.config.strict:
             raise RuntimeError(f"irfuse failed on {where}: {reason}") from err
-        warnings.warn(
-            f"irfuse: {where}: {reason}; running this graph without irfuse's rewrites",
-            stacklevel=2,
-        )
+        user_warnings.warn(
+            f"irfuse: {where}: {reason}; running this graph without irfuse's rewrites")
         log.debug("irfuse pipeline failure", exc_info=err)
         report = partial or Report(
             graph=self.graph_name,
@@ -509,10 +506,11 @@ _WARNED: set[str] = set()
 
 
 def warn_once(message: str) -> None:
-    """A config warning once per process, not once per graph and range."""
+    """A config warning once per process, not once per graph and range, attributed to the
+    user's code (`user_warnings`)."""
     if message not in _WARNED:
         _WARNED.add(message)
-        warnings.warn(message, stacklevel=3)
+        user_warnings.warn(message)
 
 
 def _span_list(span: tuple[int, int] | None) -> list[int | None] | None:

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import sys
 from collections.abc import Sequence
@@ -36,10 +37,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         return 0
     try:
-        return commands[argv[0]](argv[1:])
+        status = commands[argv[0]](argv[1:])
+        sys.stdout.flush()
+        return status
     except ConfigError as e:  # a bad flag or value: say which, no traceback
         print(f"irfuse {argv[0]}: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `irfuse passes | head`: the reader left; so do we, quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the flush at exit must not fail again
+        return 128 + 13  # as a process killed by SIGPIPE
 
 
 # --- report -----------------------------------------------------------------------------------

@@ -52,8 +52,20 @@ _BOOL_WORDS = {"true": True, "false": False}
 _INT_RE = re.compile(r"^[+-]?\d+$")
 
 
+class CliText(str):
+    """A value the command line gave as text that is not JSON (`-cc.strict=False`, `-O2`,
+    `-cc.compile_sizes=8,16`): the field's check reads it as a bool, a number or a list, as
+    vLLM's flags do. A plain `str` (from `options=`, JSON or Python) is taken as the string it
+    is: a string where a bool, a number or a list belongs is an error naming it."""
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, CliText)
+
+
 def _bad(key: str, value: Any, allowed: str) -> ConfigError:
-    return ConfigError(f"bad value for {key!r}: {value!r}; allowed: {allowed}")
+    shown = str(value) if _text(value) else value
+    return ConfigError(f"bad value for {key!r}: {shown!r}; allowed: {allowed}")
 
 
 def _as_bool(key: str, value: Any, nullable: bool) -> bool | None:
@@ -61,24 +73,25 @@ def _as_bool(key: str, value: Any, nullable: bool) -> bool | None:
         return value
     if value is None and nullable:
         return None
-    if isinstance(value, str):
+    if _text(value):
         if value in ("True", "False", "true", "false"):
             return _BOOL_WORDS[value.lower()]
         if nullable and value in ("None", "null"):
             return None
-    allowed = "true, false (also True/False)" + (", or null (unset)" if nullable else "")
+    allowed = "true, false" + (" (on the command line also True/False)") + (
+        ", or null (unset)" if nullable else "")
     raise _bad(key, value, allowed)
 
 
 def _as_int(key: str, value: Any, nullable: bool, minimum: int) -> int | None:
     if value is None and nullable:
         return None
-    if nullable and value in ("None", "null"):
+    if nullable and _text(value) and value in ("None", "null"):
         return None
     out: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
         out = value
-    elif isinstance(value, str) and _INT_RE.match(value.strip()):
+    elif _text(value) and _INT_RE.match(value.strip()):
         out = int(value)
     if out is None or out < minimum:
         raise _bad(key, value, f"an integer >= {minimum}" + (", or null" if nullable else ""))
@@ -88,12 +101,12 @@ def _as_int(key: str, value: Any, nullable: bool, minimum: int) -> int | None:
 def _as_float(key: str, value: Any, nullable: bool) -> float | None:
     if value is None and nullable:
         return None
-    if nullable and value in ("None", "null"):
+    if nullable and _text(value) and value in ("None", "null"):
         return None
     out: float | None = None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         out = float(value)
-    elif isinstance(value, str):
+    elif _text(value):
         try:
             out = float(value)
         except ValueError:
@@ -104,15 +117,16 @@ def _as_float(key: str, value: Any, nullable: bool) -> float | None:
 
 
 def _as_int_list(key: str, value: Any, minimum: int) -> list[int] | None:
-    if value is None or value in ("None", "null"):
+    if value is None or _text(value) and value in ("None", "null"):
         return None
     items: Sequence[Any] | None = None
     if isinstance(value, (list, tuple)):
         items = value
-    elif isinstance(value, str) and value.strip():
-        items = [v.strip() for v in value.split(",")]
+    elif _text(value) and value.strip():
+        items = [CliText(v.strip()) for v in value.split(",")]
     if items is None:
-        raise _bad(key, value, f"a list of integers >= {minimum} (JSON list or 'a,b,c'), or null")
+        raise _bad(key, value, f"a list of integers >= {minimum} (a JSON list; on the command "
+                   "line also 'a,b,c'), or null")
     out = []
     for item in items:
         try:
@@ -272,6 +286,12 @@ class CompilationConfig:
         self.compile_sizes = _as_int_list("compile_sizes", self.compile_sizes, minimum=1)
         self.max_num_batched_tokens = _as_int(  # type: ignore[assignment]
             "max_num_batched_tokens", self.max_num_batched_tokens, nullable=False, minimum=1)
+        past = [p for p in self.compile_ranges_split_points or ()
+                if p > self.max_num_batched_tokens]
+        if past:
+            raise _bad("compile_ranges_split_points", self.compile_ranges_split_points,
+                       f"split points up to max_num_batched_tokens ({self.max_num_batched_tokens})"
+                       f"; {', '.join(map(str, past))} lie past it")
         self.dump_dir = _as_str("dump_dir", self.dump_dir)
         for name in ("inductor", "strict", "debug", "piecewise"):
             setattr(self, name, _as_bool(name, getattr(self, name), nullable=False))
@@ -343,7 +363,7 @@ def _json_or_str(text: str) -> Any:
     try:
         return json.loads(text)
     except ValueError:
-        return text
+        return CliText(text)
 
 
 def _merge(into: dict[str, Any], new: Mapping[str, Any], path: str = "") -> None:
@@ -394,9 +414,9 @@ def parse_cli(argv: Sequence[str]) -> dict[str, Any]:
         name, eq, inline = tok.partition("=")
         if name in _LEVEL_FLAGS:
             level = inline if eq else value_after(name)
-            _merge(merged, {"optimization_level": level})
+            _merge(merged, {"optimization_level": CliText(level)})
         elif re.fullmatch(r"-O\S+", tok) and not tok.startswith("-O."):
-            _merge(merged, {"optimization_level": tok[2:]})
+            _merge(merged, {"optimization_level": CliText(tok[2:])})
         elif name in _CC_FLAGS:
             text = inline if eq else value_after(name)
             data = _json_or_str(text)
@@ -467,7 +487,7 @@ def _level_default(
     level: int,
     platform: Platform,
     tp: int | None,
-    scheme: str | None,
+    scheme: tuple[str, ...] | None,
     flashinfer: bool,
     facts: tuple[int | None, int | None],
     pc: Any,
@@ -484,7 +504,7 @@ def _level_default(
         return False, f"{tag}: {row.name} is off at every level on {platform}{why}"
     if level < sup.default_level:
         return False, f"{tag}: {row.name} is on from O{sup.default_level} on {platform}"
-    ok, why = support_matrix.can_apply(row.name, platform, scheme)
+    ok, why = _can_apply(row.name, platform, scheme)
     if not ok:
         return False, f"{tag}: {why}"
     if row.needs_tp and (tp is None or tp <= 1):
@@ -494,6 +514,33 @@ def _level_default(
         if problem:
             return False, f"{tag}: {problem}"
     return True, f"{tag}: {row.name} is on from O{sup.default_level} on {platform}"
+
+
+def _schemes(quant_scheme: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    """The model's quant schemes as a tuple (None: unknown), each checked against the known
+    names."""
+    if quant_scheme is None:
+        return None
+    names = (quant_scheme,) if isinstance(quant_scheme, str) else tuple(quant_scheme)
+    if not names:
+        return None
+    for name in names:
+        if not isinstance(name, str) or name not in support_matrix.SCHEMES:
+            raise _bad("quant_scheme", name, ", ".join(support_matrix.SCHEMES))
+    return names
+
+
+def _can_apply(name: str, platform: Platform,
+               schemes: tuple[str, ...] | None) -> tuple[bool, str]:
+    """`support_matrix.can_apply` for a model with several quant schemes: the pass can apply
+    when it can to one of them (each site is then judged by its own scheme, and the report
+    names the ones left out); (False, the reasons) when it can to none."""
+    if schemes is None:
+        return support_matrix.can_apply(name, platform, None)
+    answers = [support_matrix.can_apply(name, platform, s) for s in schemes]
+    if any(ok for ok, _ in answers):
+        return True, next((why for ok, why in answers if ok and why), "")
+    return False, "; ".join(dict.fromkeys(why for _, why in answers))
 
 
 def _flashinfer_problem(
@@ -537,7 +584,7 @@ def resolve_explained(
     tp_size: int | None = None,
     hidden_size: int | None = None,
     itemsize: int | None = None,
-    quant_scheme: str | None = None,
+    quant_scheme: str | Sequence[str] | None = None,
     flashinfer_available: bool | None = None,
 ) -> Resolution:
     """Fill every unset field for a platform and a model, and say why (see `resolve`)."""
@@ -555,8 +602,7 @@ def resolve_explained(
         tp: int | None = cfg.tp_size
     else:
         tp = None if tp_size is None else _as_int("tp_size", tp_size, False, 1)
-    if quant_scheme is not None and quant_scheme not in support_matrix.SCHEMES:
-        raise _bad("quant_scheme", quant_scheme, ", ".join(support_matrix.SCHEMES))
+    schemes = _schemes(quant_scheme)
     if flashinfer_available is None:
         flashinfer_available = importlib.util.find_spec("flashinfer") is not None
     pc = cfg.pass_config
@@ -572,7 +618,7 @@ def resolve_explained(
         if row.flag in user_set:
             notes[row.flag] = "set by the user"
             continue
-        value, why = _level_default(row, level, plat, tp, quant_scheme, flashinfer_available,
+        value, why = _level_default(row, level, plat, tp, schemes, flashinfer_available,
                                     facts_of_model, pc)
         setattr(pc, row.flag, value)
         notes[row.flag] = why
@@ -598,7 +644,7 @@ def resolve_explained(
     for row in FUSIONS:
         if not getattr(pc, row.flag):
             continue
-        ok, why = support_matrix.can_apply(row.name, plat, quant_scheme)
+        ok, why = _can_apply(row.name, plat, schemes)
         if ok and row.needs_tp and tp is not None and tp <= 1:
             ok, why = False, f"{row.name} needs tensor parallelism (TP > 1); TP is {tp}"
         sup = support_matrix.support(row.name, plat)
@@ -652,7 +698,8 @@ def resolve_explained(
     cfg.platform = str(plat)
     cfg.tp_size = tp
     facts = {"tp_size": tp, "hidden_size": hidden_size, "itemsize": itemsize,
-             "quant_scheme": quant_scheme, "flashinfer_available": flashinfer_available}
+             "quant_scheme": schemes[0] if schemes and len(schemes) == 1 else schemes,
+             "flashinfer_available": flashinfer_available}
     return Resolution(cfg, plat, facts, notes, warns)
 
 
@@ -663,7 +710,7 @@ def resolve(
     tp_size: int | None = None,
     hidden_size: int | None = None,
     itemsize: int | None = None,
-    quant_scheme: str | None = None,
+    quant_scheme: str | Sequence[str] | None = None,
     flashinfer_available: bool | None = None,
 ) -> CompilationConfig:
     """A copy of `config` with every pass flag set, for a platform and a model.
@@ -671,8 +718,9 @@ def resolve(
     Facts (each may be None = unknown): platform (default: detected) and tp_size (read from
     the graph by the backend), which config.platform and config.tp_size override when set;
     hidden_size and itemsize (for the thresholds the platform fills, and size caps in tokens);
-    quant_scheme (a name from `support_matrix.SCHEMES`; None means unknown and is not
-    checked); flashinfer_available (default: whether `flashinfer` can be imported).
+    quant_scheme (a name from `support_matrix.SCHEMES`, or the names of all the schemes the
+    model's quants use; None means unknown and is not checked); flashinfer_available (default:
+    whether `flashinfer` can be imported).
 
     Rules, in order:
     1. A flag the user set is kept; an unset flag gets the level's default: O0 turns every

@@ -26,7 +26,6 @@ import os
 import pathlib
 import shutil
 import time
-import warnings
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.printer import Printer
@@ -35,6 +34,17 @@ RUN_PREFIX = "run-"
 
 _RUNS: dict[tuple[int, str], pathlib.Path] = {}  # (pid, dump root) -> this process's run folder
 _WARNED: set[tuple[int, str]] = set()
+
+
+def dump_failed(root: str | os.PathLike[str]) -> bool:
+    """Whether a dump under `root` failed in this process (it warned once; what is there is
+    incomplete)."""
+    return (os.getpid(), os.path.abspath(root)) in _WARNED
+
+
+def run_folder_of(root: str | os.PathLike[str]) -> pathlib.Path | None:
+    """This process's run folder under `root`, if one was made."""
+    return _RUNS.get((os.getpid(), os.path.abspath(root)))
 
 
 def print_module(module: ModuleOp) -> str:
@@ -76,11 +86,11 @@ class _State:
         if key in _WARNED:
             return
         _WARNED.add(key)
-        warnings.warn(
+        from irfuse import user_warnings
+
+        user_warnings.warn(
             f"irfuse: cannot write dumps under {self.root} ({type(err).__name__}: {err}); "
-            "compiling on without them (this run's dump is incomplete)",
-            stacklevel=4,
-        )
+            "compiling on without them (this run's dump is incomplete)")
 
 
 class DumpWriter:

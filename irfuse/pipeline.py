@@ -142,11 +142,14 @@ def verify_once(module: ModuleOp) -> None:
 
 def graph_facts(module: ModuleOp) -> dict[str, Any]:
     """What the config resolution needs to know of a model, read off its raised IR: hidden
-    size and dtype itemsize of its first norm, TP size of its first collective, quant scheme
-    of its first quant (None where the graph has no such op)."""
+    size and dtype itemsize of its first norm, TP size of its first collective (None where the
+    graph has no such op), and the quant schemes of all its quants, in order of first use (a
+    tuple, None without quants): a pass that fuses a quant is turned off for the graph only
+    when none of them is one it fuses, and each site is then judged by its own scheme."""
     facts: dict[str, Any] = {
         "hidden_size": None, "itemsize": None, "tp_size": None, "quant_scheme": None,
     }
+    schemes: dict[str, None] = {}
     for op in walk_ops(module):
         if facts["hidden_size"] is None and op.name in ("norm.rms_norm", "norm.add_rms_norm"):
             x = op.operands[0].type
@@ -155,8 +158,10 @@ def graph_facts(module: ModuleOp) -> dict[str, Any]:
                 facts["itemsize"] = dtypes.to_torch(x.dtype).itemsize
         elif facts["tp_size"] is None and op.name.startswith("coll."):
             facts["tp_size"] = op.properties["world_size"].value.data
-        elif facts["quant_scheme"] is None and op.name in ("quant.fp8", "quant.nvfp4"):
-            facts["quant_scheme"] = support_matrix_scheme(quant_op_scheme(op))
+        elif op.name in ("quant.fp8", "quant.nvfp4"):
+            schemes[support_matrix_scheme(quant_op_scheme(op))] = None
+    if schemes:
+        facts["quant_scheme"] = tuple(schemes)
     return facts
 
 

@@ -31,6 +31,12 @@ CUDA_CAPABILITIES: tuple[int, ...] = (
 """The compute capabilities NVIDIA has shipped, which `Platform.parse` accepts (a typo such as
 `cuda:sm999` is refused). `detect()` takes whatever the GPU reports, so a newer GPU still works."""
 
+ROCM_ARCHS: tuple[str, ...] = (
+    "gfx900", "gfx906", "gfx908", "gfx90a", "gfx940", "gfx941", "gfx942", "gfx950",
+    "gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx1150", "gfx1151", "gfx1200", "gfx1201")
+"""The ROCm architectures `Platform.parse` accepts (a typo such as `rocm:gfx000` is refused);
+`detect()` takes whatever the GPU reports."""
+
 _FORMS = ("'cpu', 'cuda:smNN' (e.g. cuda:sm90, cuda:sm100), 'rocm' or 'rocm:gfxNNN' "
           "(e.g. rocm:gfx942)")
 
@@ -95,7 +101,7 @@ class Platform:
     def parse(cls, text: str) -> Platform:
         """The inverse of `str()`; also accepts `cuda:sm_90` and a trailing arch letter
         (`cuda:sm90a` is sm90); a CUDA capability must be one of
-        `CUDA_CAPABILITIES`. Raises ValueError naming the accepted forms (TypeError for a
+        `CUDA_CAPABILITIES`, a ROCm architecture one of `ROCM_ARCHS`. Raises ValueError naming the accepted forms (TypeError for a
         non-string)."""
         if not isinstance(text, str):
             raise TypeError(f"platform must be a string like {_FORMS}; got {text!r}")
@@ -112,6 +118,10 @@ class Platform:
             return cls("cuda", capability=capability)
         m = _ROCM_RE.match(norm)
         if m:
+            if m.group(1) is not None and m.group(1) not in ROCM_ARCHS:
+                raise ValueError(f"bad platform {text!r}: {m.group(1)} is not a ROCm "
+                                 f"architecture (known: {', '.join(ROCM_ARCHS)}); expected "
+                                 f"{_FORMS}")
             return cls("rocm", arch=m.group(1))
         hint = " (a CUDA platform needs its capability)" if norm == "cuda" else ""
         raise ValueError(f"bad platform {text!r}{hint}: expected {_FORMS}")

@@ -28,10 +28,19 @@ class Remark:
 
 @dataclass
 class PassRemarks:
-    """What one pass run did: sites rewritten and candidates left alone."""
+    """What one pass run did: sites rewritten and candidates left alone (`remarked`: the ops
+    the remarks are at, held so that `explains` can tell a remarked op by identity)."""
 
     fused: int = 0
     missed: list[Remark] = field(default_factory=list)
+    remarked: list[Operation] = field(default_factory=list, repr=False)
+
+    def explains(self, op: Operation) -> bool:
+        """Whether a remark of this run is at `op` (or at its source location)."""
+        if any(o is op for o in self.remarked):
+            return True
+        where = location_of(op)
+        return where != op.name and any(r.location == where for r in self.missed)
 
 
 _CURRENT: contextvars.ContextVar[PassRemarks] = contextvars.ContextVar("irfuse_remarks")
@@ -62,7 +71,9 @@ def fused(count: int = 1) -> None:
 
 
 def missed(op: Operation, reason: str) -> None:
-    current().missed.append(Remark(reason, location_of(op)))
+    sink = current()
+    sink.missed.append(Remark(reason, location_of(op)))
+    sink.remarked.append(op)
 
 
 @contextmanager

@@ -43,7 +43,7 @@ Each declaration's `note` says the same for its pass, and the `irfuse passes` ta
 from __future__ import annotations
 
 from irfuse.fusions import FUSIONS
-from irfuse.fusions.declare import SCHEMES, Fusion, Support
+from irfuse.fusions.declare import SCHEMES, Fusion, Support, platform_class
 from irfuse.platform import Platform
 
 _PASSES: tuple[Fusion, ...] = FUSIONS
@@ -65,20 +65,6 @@ def info(name: str) -> Fusion:
     if row is None:
         raise ValueError(f"unknown pass {name!r}; known passes: {', '.join(_BY_NAME)}")
     return row
-
-
-def platform_class(platform: Platform) -> str | None:
-    """The support-matrix column of a platform; None for CUDA older than sm80."""
-    if platform.kind != "cuda":
-        return platform.kind
-    cap = platform.capability or 0
-    if cap >= 100:
-        return "cuda:sm100"
-    if cap >= 90:
-        return "cuda:sm90"
-    if cap >= 80:
-        return "cuda:sm80"
-    return None
 
 
 def support(name: str, platform: Platform) -> Support | None:

@@ -174,15 +174,19 @@ def run_rms_norm(case: Case, d: dict, c: _Checks) -> None:
     off = case.opts.get("offset", 0.0)
     res = d["r"] if case.opts.get("residual") else None
     rs = case.opts.get("round_sum", False)
-    y, r = norm_quant.rms_norm(d["x"], d["w"], 1e-5, off, res, round_sum=rs)
-    y_ref, r_ref = norm_quant_ref.rms_norm(d["x"], d["w"], 1e-5, off, res, rs)
+    wf = case.opts.get("weight_f32", False)
+    y, r = norm_quant.rms_norm(d["x"], d["w"], 1e-5, off, res, round_sum=rs, weight_f32=wf)
+    y_ref, r_ref = norm_quant_ref.rms_norm(d["x"], d["w"], 1e-5, off, res, rs, wf)
     if case.opts.get("exact"):
         c.exact("y", y, y_ref)
     else:
         _ulp_close(c, "y", y, y_ref)
     if rs:
         _codes_differ(c, "round_sum_matters", [y_ref],
-                      [norm_quant_ref.rms_norm(d["x"], d["w"], 1e-5, off, res)[0]])
+                      [norm_quant_ref.rms_norm(d["x"], d["w"], 1e-5, off, res, False, wf)[0]])
+    if wf and not off:
+        _codes_differ(c, "weight_f32_matters", [y_ref],
+                      [norm_quant_ref.rms_norm(d["x"], d["w"], 1e-5, off, res, rs)[0]])
     if res is not None:
         c.exact("residual_out", r, r_ref)
 
@@ -198,21 +202,31 @@ def run_norm_static(case: Case, d: dict, c: _Checks) -> None:
     cfg = norm_quant.RowConfig(cfg, 1) if cfg else None
     divide = case.opts.get("divide", False)
     rs = case.opts.get("round_sum", False)
-    qs, r = norm_quant.rms_norm_quant_fp8_static(d["x"], d["w"], scales, 1e-6, 0.0, out, res,
-                                                 config=cfg, divide=divide, round_sum=rs)
+    wf = case.opts.get("weight_f32", False)
+    off = case.opts.get("offset", 0.0)
+    qs, r = norm_quant.rms_norm_quant_fp8_static(d["x"], d["w"], scales, 1e-6, off, out, res,
+                                                 config=cfg, divide=divide, round_sum=rs,
+                                                 weight_f32=wf)
     qs_ref, r_ref = norm_quant_ref.rms_norm_quant_fp8_static(d["x"], d["w"], scales, 1e-6,
-                                                             0.0, out, res, divide=divide,
-                                                             round_sum=rs)
+                                                             off, out, res, divide=divide,
+                                                             round_sum=rs, weight_f32=wf)
     for i, (q, q_ref) in enumerate(zip(qs, qs_ref, strict=True)):
         _q_check(case, c, f"q{i}", q, scales[i], q_ref)
     if divide:
-        other, _ = norm_quant_ref.rms_norm_quant_fp8_static(d["x"], d["w"], scales, 1e-6, 0.0,
-                                                            out, res, round_sum=rs)
+        other, _ = norm_quant_ref.rms_norm_quant_fp8_static(d["x"], d["w"], scales, 1e-6, off,
+                                                            out, res, round_sum=rs,
+                                                            weight_f32=wf)
         _codes_differ(c, "divide_matters", qs_ref, other)
     if rs:
-        other, _ = norm_quant_ref.rms_norm_quant_fp8_static(d["x"], d["w"], scales, 1e-6, 0.0,
-                                                            out, res, divide=divide)
+        other, _ = norm_quant_ref.rms_norm_quant_fp8_static(d["x"], d["w"], scales, 1e-6, off,
+                                                            out, res, divide=divide,
+                                                            weight_f32=wf)
         _codes_differ(c, "round_sum_matters", qs_ref, other)
+    if wf and not off:
+        other, _ = norm_quant_ref.rms_norm_quant_fp8_static(d["x"], d["w"], scales, 1e-6, off,
+                                                            out, res, divide=divide,
+                                                            round_sum=rs)
+        _codes_differ(c, "weight_f32_matters", qs_ref, other)
     if res is not None:
         c.exact("residual_out", r, r_ref)
 
@@ -224,15 +238,20 @@ def run_norm_per_token(case: Case, d: dict, c: _Checks) -> None:
     res = d["r"] if case.opts.get("residual") else None
     off = case.opts.get("offset", 0.0)
     rs = case.opts.get("round_sum", False)
+    wf = case.opts.get("weight_f32", False)
     q, s, r = norm_quant.rms_norm_quant_fp8_per_token(d["x"], d["w"], ub, 1e-6, off, FP8, res,
-                                                      round_sum=rs)
-    q_ref, s_ref, r_ref = norm_quant_ref.rms_norm_quant_fp8_per_token(d["x"], d["w"], ub, 1e-6,
-                                                                      off, FP8, res, rs)
+                                                      round_sum=rs, weight_f32=wf)
+    q_ref, s_ref, r_ref = norm_quant_ref.rms_norm_quant_fp8_per_token(
+        d["x"], d["w"], ub, 1e-6, off, FP8, res, rs, weight_f32=wf)
     _dynamic_check(case, c, (q, s), (q_ref, s_ref))
     if rs:
         other = norm_quant_ref.rms_norm_quant_fp8_per_token(d["x"], d["w"], ub, 1e-6, off, FP8,
-                                                            res)
+                                                            res, weight_f32=wf)
         _codes_differ(c, "round_sum_matters", [q_ref], [other[0]])
+    if wf and not off:
+        other = norm_quant_ref.rms_norm_quant_fp8_per_token(d["x"], d["w"], ub, 1e-6, off, FP8,
+                                                            res, rs)
+        _codes_differ(c, "weight_f32_matters", [q_ref], [other[0]])
     if res is not None:
         c.exact("residual_out", r, r_ref)
 
@@ -244,15 +263,21 @@ def run_norm_group(case: Case, d: dict, c: _Checks) -> None:
                                                                                       False)
     res = d["r"] if case.opts.get("residual") else None
     rs = case.opts.get("round_sum", False)
-    q, s, r = norm_quant.rms_norm_quant_fp8_group(d["x"], d["w"], 1e-6, 0.0, g, cm, ue, FP8,
-                                                  res, round_sum=rs)
-    q_ref, s_ref, r_ref = norm_quant_ref.rms_norm_quant_fp8_group(d["x"], d["w"], 1e-6, 0.0, g,
-                                                                  cm, ue, FP8, res, rs)
+    wf = case.opts.get("weight_f32", False)
+    off = case.opts.get("offset", 0.0)
+    q, s, r = norm_quant.rms_norm_quant_fp8_group(d["x"], d["w"], 1e-6, off, g, cm, ue, FP8,
+                                                  res, round_sum=rs, weight_f32=wf)
+    q_ref, s_ref, r_ref = norm_quant_ref.rms_norm_quant_fp8_group(
+        d["x"], d["w"], 1e-6, off, g, cm, ue, FP8, res, rs, weight_f32=wf)
     _dynamic_check(case, c, (q, s), (q_ref, s_ref), g)
     if rs:
-        other = norm_quant_ref.rms_norm_quant_fp8_group(d["x"], d["w"], 1e-6, 0.0, g, cm, ue,
-                                                        FP8, res)
+        other = norm_quant_ref.rms_norm_quant_fp8_group(d["x"], d["w"], 1e-6, off, g, cm, ue,
+                                                        FP8, res, weight_f32=wf)
         _codes_differ(c, "round_sum_matters", [q_ref], [other[0]])
+    if wf and not off:
+        other = norm_quant_ref.rms_norm_quant_fp8_group(d["x"], d["w"], 1e-6, off, g, cm, ue,
+                                                        FP8, res, rs)
+        _codes_differ(c, "weight_f32_matters", [q_ref], [other[0]])
     if res is not None:
         c.exact("residual_out", r, r_ref)
 
@@ -462,6 +487,37 @@ def interpreter_cases() -> list[Case]:
         Case("norm_group", 16, 256, "fp16", {"group": 64, "col_major": True, "residual": True,
                                              "round_sum": True, "exact": True}),
     ]
+    return cases + norm_reading_cases()
+
+
+NORM_READINGS = {
+    # The weight product in the model dtype (vLLM, Hugging Face Llama): the default.
+    "model_dtype": {},
+    # In float32, rounded once (`F.rms_norm`, `(normed * w.float()).to(dtype)`).
+    "weight_f32": {"weight_f32": True},
+    # Gemma's `1 + w`, a float32 product.
+    "gemma": {"offset": 1.0},
+}
+NORM_SCHEMES = {
+    "none": ("rms_norm", {}),
+    "static": ("norm_static", {}),
+    "static_divide": ("norm_static", {"divide": True}),
+    "per_token": ("norm_per_token", {}),
+    "group": ("norm_group", {"group": 64}),
+}
+
+
+def norm_reading_cases() -> list[Case]:
+    """Every norm reading x every quant scheme x bf16 / fp16, with and without the residual
+    add (the residual ones also in Hugging Face's rounded-sum reading), bit for bit against the
+    reference on inputs where the weight product's reading changes outputs."""
+    cases = []
+    for reading, ropts in NORM_READINGS.items():
+        for kind, sopts in NORM_SCHEMES.values():
+            for dt in ("bf16", "fp16"):
+                for res in ({}, {"residual": True}, {"residual": True, "round_sum": True}):
+                    cases.append(Case(kind, 16, 256, dt, {**ropts, **sopts, **res,
+                                                          "exact": True, "reading": reading}))
     return cases
 
 

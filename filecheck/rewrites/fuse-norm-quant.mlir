@@ -187,3 +187,43 @@ func.func @round_sum(%x: !irfuse.tensor<[s0, 64], bf16>, %res: !irfuse.tensor<[s
   %d, %ds = quant.fp8 %y3 {scheme = #quant.scheme<group 64, col_major>} : (!irfuse.tensor<[s0, 64], bf16>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 1], f32>)
   func.return %a, %c, %cs, %d, %ds, %r3 : !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 1], f32>, !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 1], f32>, !irfuse.tensor<[s0, 64], bf16>
 }
+
+// The weight product in float32, rounded once (F.rms_norm, read off the decomposition): the fused
+// op and the kernel call carry `weight_f32`, so the kernel rounds as the model does.
+// CHECK-LABEL: func.func @weight_f32
+// CHECK:       fused.rms_norm_quant %{{.*}}, weight %{{.*}}, scales [%{{.*}}] {eps = 1.000000e-06 : f64, scheme = #quant.scheme<static_tensor>, weight_f32}
+// KERNEL-LABEL: func.func @weight_f32
+// KERNEL:      "irfuse::rms_norm_quant_fp8_static.default"(%{{.*}}, %{{.*}}, [%{{.*}}], 1.0e-06, 0.0, f8E4M3FN, weight_f32 = true)
+func.func @weight_f32(%x: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>, %s: !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN> {
+  %y = norm.rms_norm %x, weight %w {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16> decomposition {
+  ^bb0(%dx: !irfuse.tensor<[s0, 64], bf16>, %dw: !irfuse.tensor<[64], bf16>):
+    %n = aten.call "aten::rms_norm.default"(%dx, [64], %dw, 1.0e-06) : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+    irfuse.yield %n : !irfuse.tensor<[s0, 64], bf16>
+  }
+  %q = quant.fp8 %y, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
+  func.return %q : !irfuse.tensor<[s0, 64], f8E4M3FN>
+}
+
+// Mixed schemes in one graph, on two norms: each site is judged by its own scheme. The dynamic per-tensor site
+// first stays (a remark), the static site after it fuses.
+// CHECK-LABEL: func.func @mixed_sites
+// CHECK:       quant.fp8 %{{.*}} {scheme = #quant.scheme<dynamic_tensor>}
+// CHECK:       fused.rms_norm_quant %{{.*}}, weight %{{.*}}, scales [%{{.*}}] {eps = 1.000000e-06 : f64, scheme = #quant.scheme<static_tensor>}
+func.func @mixed_sites(%x: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>, %s: !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[1], f32>, !irfuse.tensor<[s0, 64], f8E4M3FN>) {
+  %y1 = norm.rms_norm %x, weight %w {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %q1, %s1 = quant.fp8 %y1 {scheme = #quant.scheme<dynamic_tensor>} : (!irfuse.tensor<[s0, 64], bf16>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, scale_out !irfuse.tensor<[1], f32>)
+  %y2 = norm.rms_norm %x, weight %w {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %q2 = quant.fp8 %y2, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
+  func.return %q1, %s1, %q2 : !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[1], f32>, !irfuse.tensor<[s0, 64], f8E4M3FN>
+}
+
+// Negative: the new residual is read as the float32 sum (vLLM's form where nothing rounds it);
+// the kernels write the new residual in the input's dtype.
+// CHECK-LABEL: func.func @f32_residual_read
+// CHECK-NOT:   fused.rms_norm_quant
+// CHECK:       func.return
+func.func @f32_residual_read(%x: !irfuse.tensor<[s0, 64], bf16>, %res: !irfuse.tensor<[s0, 64], bf16>, %w: !irfuse.tensor<[64], bf16>, %s: !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], f32>) {
+  %y, %r = norm.add_rms_norm %x, %res, weight %w {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[s0, 64], f32>)
+  %q = quant.fp8 %y, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 64], f8E4M3FN>
+  func.return %q, %r : !irfuse.tensor<[s0, 64], f8E4M3FN>, !irfuse.tensor<[s0, 64], f32>
+}

@@ -36,10 +36,16 @@ func.func @norm_rope_write(%q: !irfuse.tensor<[s0, 4, 64], bf16>, %k: !irfuse.te
   func.return %qr, %vc2 : !irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>
 }
 
-// Not fused: the rotated k is also returned (the kernel returns only q).
+// The rotated k is also returned: the fused op yields it too (k_out), and the `_k` kernel
+// returns it beside q.
 // CHECK-LABEL: func.func @k_read_elsewhere
-// CHECK:       attn.rope
-// CHECK:       attn.kv_cache_write
+// CHECK:       %[[Q:.+]], %[[KC:.+]], %{{.+}}, %[[K:.+]] = fused.rope_kv_cache_write
+// CHECK-SAME:  k_out !irfuse.tensor<[s0, 2, 64], bf16>
+// CHECK-NOT:   attn.rope
+// CHECK:       func.return %[[Q]], %[[K]], %[[KC]]
+// KERNEL-LABEL: func.func @k_read_elsewhere
+// KERNEL:      %[[Q:.+]], %[[K:.+]] = kernel.call impl "reference" tuple "irfuse::rope_kv_cache_write_k.default"
+// KERNEL:      func.return %[[Q]], %[[K]], %{{.*}}
 func.func @k_read_elsewhere(%q: !irfuse.tensor<[s0, 4, 64], bf16>, %k: !irfuse.tensor<[s0, 2, 64], bf16>, %v: !irfuse.tensor<[s0, 2, 64], bf16>, %pos: !irfuse.tensor<[s0], i64>, %cache: !irfuse.tensor<[4096, 64], bf16>, %kc: !irfuse.tensor<[32, 16, 2, 64], bf16>, %vc: !irfuse.tensor<[32, 16, 2, 64], bf16>, %slots: !irfuse.tensor<[s0], i64>) -> (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>) {
   %qr, %kr = attn.rope %q, k %k, positions %pos, cos_sin_cache %cache {is_neox = true, rotary_dim = 64 : i64, head_dim = 64 : i64} : (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 64], bf16>) -> (!irfuse.tensor<[s0, 4, 64], bf16>, k_out !irfuse.tensor<[s0, 2, 64], bf16>)
   %kc2, %vc2 = attn.kv_cache_write %kr, %v, %kc, %vc, %slots : (!irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>, !irfuse.tensor<[s0], i64>) -> (!irfuse.tensor<[32, 16, 2, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>)

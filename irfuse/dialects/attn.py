@@ -136,7 +136,10 @@ def check_paged_cache_write(
         check_dim("v's token count", v.dims[0], t)
     check_dim("v's head count", v.dims[1], hkv)
     check_shape("k_cache", k_cache, (None, None, hkv, d))
-    check_shape("v_cache", v_cache, (*k_cache.dims[:2], hkv, v.dims[2]))
+    # Two symbolic block counts may differ (automatic dynamic gives each cache its own): each
+    # cache is addressed by its own strides.
+    blocks = k_cache.dims[0] if isinstance(v_cache.dims[0], int) else None
+    check_shape("v_cache", v_cache, (blocks, k_cache.dims[1], hkv, v.dims[2]))
     for what, val, cache in (("k", k, k_cache), ("v", v, v_cache)):
         if val.dtype != cache.dtype:
             raise VerifyException(f"{what} has dtype {val.dtype} but its cache holds {cache.dtype}")

@@ -182,7 +182,8 @@ class RmsNormQuantOp(QuantOperation, NormOperation, NamedOperandSyntax):
     ```
     static_tensor: one `qs` result per scale in `scales` (several static quants of one norm).
     dynamic_token / group: no scales, one `qs` and a `scale_out`; `scale_ub` with dynamic_token.
-    `divide`, `reciprocal` and `round_sum` are the replaced ops' own.
+    `divide`, `reciprocal` and `round_sum` are the replaced ops' own; `weight_f32` marks a weight
+    product in float32 rounded once (`F.rms_norm`; docs/numerics.md).
     """
 
     name = "fused.rms_norm_quant"
@@ -199,6 +200,7 @@ class RmsNormQuantOp(QuantOperation, NormOperation, NamedOperandSyntax):
 
     reciprocal = opt_prop_def(UnitAttr)
     round_sum = opt_prop_def(UnitAttr)
+    weight_f32 = opt_prop_def(UnitAttr)
 
     irdl_options = (
         AttrSizedOperandSegments(as_property=True),
@@ -457,7 +459,8 @@ class RopeKvCacheWriteOp(NormOperation, RopeOperation, NamedOperandSyntax):
     q `[T, Hq, D]`, k `[T, Hkv, D]`, v `[T, Hkv, Dv]`; caches and slots as
     `attn.kv_cache_write`'s. The norms' properties are `fused.qk_norm_rope`'s (`eps` exactly with
     the weights). With `k_scale` and `v_scale` (one f32 element each) the caches hold f8E4M3FN
-    and k, v are stored as `clamp(x / scale, -448, 448)` (vLLM's FP8 KV cache).
+    and k, v are stored as `clamp(x / scale, -448, 448)` (vLLM's FP8 KV cache). The optional
+    result `k_out` is the rotated k itself, for a k also read after the write (the attention).
     """
 
     name = "fused.rope_kv_cache_write"
@@ -481,6 +484,7 @@ class RopeKvCacheWriteOp(NormOperation, RopeOperation, NamedOperandSyntax):
     q_out = result_def(TensorType)
     k_cache_out = result_def(TensorType)
     v_cache_out = result_def(TensorType)
+    k_out = opt_result_def(TensorType)
 
     eps = opt_prop_def(FloatAttr[Float64Type])
     weight_f32 = opt_prop_def(UnitAttr)
@@ -489,7 +493,10 @@ class RopeKvCacheWriteOp(NormOperation, RopeOperation, NamedOperandSyntax):
     KEYWORD_OPERANDS: ClassVar = (
         *RopeOperation.KEYWORD_OPERANDS, "q_weight", "k_weight", "k_scale", "v_scale"
     )
-    RESULTS_TYPED_LIKE: ClassVar = ("q", "k_cache", "v_cache")
+
+    @classmethod
+    def infer_result_types(cls, q, k_cache, v_cache, **_: Any) -> list[Any]:
+        return [q.type, k_cache.type, v_cache.type, None]  # no k_out unless asked for
 
     def verify_(self) -> None:
         super().verify_()
@@ -521,6 +528,8 @@ class RopeKvCacheWriteOp(NormOperation, RopeOperation, NamedOperandSyntax):
         check_same_type("q_out", self.q_out.type, q, "q")
         check_same_type("k_cache_out", self.k_cache_out.type, k_cache, "k_cache")
         check_same_type("v_cache_out", self.v_cache_out.type, v_cache, "v_cache")
+        if self.k_out is not None:
+            check_same_type("k_out", self.k_out.type, k, "k")
 
 
 # --- attention + quant --------------------------------------------------------------------------

@@ -30,6 +30,25 @@ PLATFORM_CLASSES: tuple[str, ...] = ("cpu", "cuda:sm80", "cuda:sm90", "cuda:sm10
 """Support-matrix columns: capability 80-89 (Ampere/Ada), 90-99 (Hopper), 100 and up."""
 
 
+def platform_class(platform: Platform) -> str | None:
+    """The support-matrix column of a platform; None for CUDA older than sm80."""
+    if platform.kind != "cuda":
+        return platform.kind
+    cap = platform.capability or 0
+    if cap >= 100:
+        return "cuda:sm100"
+    if cap >= 90:
+        return "cuda:sm90"
+    if cap >= 80:
+        return "cuda:sm80"
+    return None
+
+
+@functools.cache
+def _class_of(platform: str) -> str | None:
+    return platform_class(Platform.parse(platform))
+
+
 # --- the support matrix's vocabulary ---------------------------------------------------------
 
 
@@ -225,6 +244,12 @@ class Fusion:
         """Fused op name -> how it lowers to one of its kernels (`ops.LOWERINGS`)."""
         ops = self.load("ops")
         return {} if ops is None else dict(ops.LOWERINGS)
+
+    def schemes_on(self, platform: str) -> tuple[str, ...]:
+        """The quant schemes this fusion folds in on `platform` (its own, or the narrower list
+        of the platform's support entry)."""
+        sup = self.platforms.get(_class_of(platform) or "")
+        return self.schemes if sup is None or sup.schemes is None else sup.schemes
 
     @functools.cached_property
     def pass_class(self) -> type:

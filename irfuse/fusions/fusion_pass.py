@@ -1,6 +1,8 @@
 """A fusion's xDSL pass, built from its declaration (`Fusion.pass_class`): its patterns run
 through the pattern driver, gated by its kernels' choices (a pattern whose kernel is left to
-Inductor on the platform, at the compile range's size, does not fire and says why)."""
+Inductor on the platform, at the compile range's size, does not fire and says why) and by its
+schemes (a site whose quant's scheme the platform's row does not fuse says so); after them,
+every candidate the pass left without a remark gets one (`irfuse.fusions.candidates`)."""
 
 from __future__ import annotations
 
@@ -11,8 +13,9 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from irfuse.fusions import candidates
 from irfuse.fusions.declare import Fusion
-from irfuse.raising.driver import Gate, run_patterns
+from irfuse.raising.driver import Gate, SchemeGate, run_patterns
 from irfuse.raising.match import NoMatch
 
 
@@ -29,21 +32,38 @@ def kernel_gate(fusion: Fusion) -> Gate:
     return gate
 
 
+def scheme_gate(fusion: Fusion) -> SchemeGate:
+    """Raise NoMatch where `fusion` does not fold a quant of a scheme (a `declare.SCHEMES`
+    name) into its fused op on a platform: each site is judged by its own scheme, whatever the
+    graph's other quants are (the driver's scheme gate)."""
+
+    def gate(scheme: str, platform: str) -> None:
+        allowed = fusion.schemes_on(platform)
+        if fusion.quant != "independent" and scheme not in allowed:
+            raise NoMatch(f"{fusion.name} does not fuse {scheme} on {platform}; it fuses "
+                          f"{', '.join(allowed)}")
+
+    return gate
+
+
 def fusion_pass(fusion: Fusion) -> type[ModulePass]:
     """The ModulePass of `fusion`, named after it, with a `max_tokens` option (the compile
     range's size class, which size-aware fusions' kernel choices read)."""
     patterns = fusion.pattern_objects
     gate = kernel_gate(fusion) if fusion.kernels else None
+    schemes = scheme_gate(fusion)
 
     @dataclass(frozen=True)
     class FusionPass(ModulePass):
         name: ClassVar[str] = fusion.name
         declaration: ClassVar[Fusion] = fusion
 
-        max_tokens: int | None = None
+        max_tokens: int | None = None  # the compile range's size class (size-aware fusions)
 
         def apply(self, ctx: Context, op: ModuleOp) -> None:
-            run_patterns(op, patterns, gate=gate, max_tokens=self.max_tokens)
+            run_patterns(op, patterns, gate=gate, max_tokens=self.max_tokens,
+                         scheme_gate=schemes)
+            candidates.account(fusion.name, op)  # no candidate left unexplained
 
     FusionPass.__name__ = FusionPass.__qualname__ = "".join(
         w.capitalize() for w in fusion.name.split("-"))

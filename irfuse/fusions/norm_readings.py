@@ -37,6 +37,19 @@ def kernel_input_type(norm: RmsNormOp | AddRmsNormOp, x: SSAValue, *,
     return x_type
 
 
+def check_residual_out(norm: RmsNormOp | AddRmsNormOp, x_type: TensorType) -> None:
+    """NoMatch where the norm's new residual is read in another dtype than x's (the float32 sum
+    vLLM's form leaves unrounded, read by another norm of the same sum): the fused kernels
+    write the new residual in x's dtype."""
+    if not isinstance(norm, AddRmsNormOp) or not norm.residual_out.uses:
+        return
+    r_type = norm.residual_out.type
+    assert isinstance(r_type, TensorType)
+    if r_type.dtype != x_type.dtype:
+        raise NoMatch(f"the new residual is read as the {r_type.dtype} sum; the fused kernels "
+                      f"write it in the input's {x_type.dtype}")
+
+
 def weight_product_in_f32(norm: RmsNormOp | AddRmsNormOp, x_type: TensorType) -> bool:
     """Whether the model multiplies the weight in float32 and rounds once (True) or multiplies
     the norm rounded to the model dtype by the weight in that dtype (False), from the norm's

@@ -25,6 +25,7 @@ from irfuse.raising.aten_ops import (
     RESHAPES,
 )
 from irfuse.raising.match import NoMatch, call, users
+from irfuse.raising.raise_quant import quant_op_scheme, support_matrix_scheme
 
 
 def divides(quant: Operation) -> bool:
@@ -36,6 +37,12 @@ def reciprocates(quant: Operation) -> bool:
     """Whether a dynamic quant scales by `x * (1 / s)` (its unit property `reciprocal`) rather
     than `x / s`."""
     return quant.properties.get("reciprocal") is not None
+
+
+def scheme_name(quant: Operation) -> str:
+    """The support-matrix name of a quant op's scheme (`fp8-static-tensor`, `nvfp4`, ...), what
+    `Site.require_scheme` judges a site by."""
+    return support_matrix_scheme(quant_op_scheme(quant))
 
 
 @dataclass

@@ -35,12 +35,11 @@ import functools
 import importlib
 import importlib.util
 import inspect
-import warnings
 from types import ModuleType
 
 import torch
 
-from irfuse import thresholds
+from irfuse import thresholds, user_warnings
 from irfuse.kernels import allreduce_rms_ref as ref
 from irfuse.kernels import quant_ref
 from irfuse.platform import Platform
@@ -91,8 +90,8 @@ def note_fallback(kernel: str, reason: str) -> None:
     FLASHINFER_FALLBACKS[kernel] = reason
     if (kernel, reason) not in _WARNED:
         _WARNED.add((kernel, reason))
-        warnings.warn(f"irfuse: {kernel} does not use FlashInfer's fused all-reduce: {reason}; "
-                      "NCCL and the Triton kernel run", stacklevel=3)
+        user_warnings.warn(f"irfuse: {kernel} does not use FlashInfer's fused all-reduce: "
+                           f"{reason}; NCCL and the Triton kernel run")
 
 
 NVFP4_BELOW_SM100 = ("FlashInfer's NVFP4 all-reduce fusion needs sm100+ (below, its FP4 "
@@ -228,20 +227,12 @@ def _kernels(name: str) -> ModuleType:
 def norm(reduced: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, eps: float,
          weight_offset: float, round_sum: bool, weight_f32: bool, triton: bool,
          ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(y, residual_out) of the all-reduced value: irfuse's Triton norm (the padded-norm kernel
-    at pad 0 for the float32 weight product) or the reference."""
+    """(y, residual_out) of the all-reduced value: irfuse's Triton norm or the reference, with
+    the model's readings (`round_sum`, `weight_f32`)."""
     if not triton:
         return ref.rms_norm(reduced, residual, weight, eps, weight_offset, round_sum, weight_f32)
-    if weight_f32:
-        pad = _kernels("norm_pad")
-        if residual is None:
-            return pad.rms_norm_pad(reduced, weight, eps, low=0, high=0,
-                                    weight_offset=weight_offset, weight_f32=True), reduced
-        return pad.add_rms_norm_pad(reduced, residual, weight, eps, low=0, high=0,
-                                    weight_offset=weight_offset, round_sum=round_sum,
-                                    weight_f32=True)
     y, r = _kernels("norm_quant").rms_norm(reduced, weight, eps, weight_offset, residual,
-                                           round_sum=round_sum)
+                                           round_sum=round_sum, weight_f32=weight_f32)
     return y, reduced if r is None else r
 
 
@@ -254,10 +245,10 @@ def nccl_norm(x, residual, weight, group, eps, weight_offset, round_sum, weight_
 def nccl_static(x, residual, weight, scale, group, eps, weight_offset, out_dtype, divide,
                 round_sum, weight_f32, triton, symm=None):
     reduced = reduce(x, group, symm)
-    if triton and not weight_f32:
+    if triton:
         qs, r = _kernels("norm_quant").rms_norm_quant_fp8_static(
             reduced, weight, [scale], eps, weight_offset, out_dtype, residual, divide=divide,
-            round_sum=round_sum)
+            round_sum=round_sum, weight_f32=weight_f32)
         return qs[0], reduced if r is None else r
     y, r = norm(reduced, residual, weight, eps, weight_offset, round_sum, weight_f32, triton)
     return quant_ref.quant_fp8_static(y, scale, out_dtype, divide), r
@@ -266,10 +257,10 @@ def nccl_static(x, residual, weight, scale, group, eps, weight_offset, out_dtype
 def nccl_per_token(x, residual, weight, scale_ub, group, eps, weight_offset, out_dtype,
                    round_sum, weight_f32, triton, symm=None):
     reduced = reduce(x, group, symm)
-    if triton and not weight_f32:
+    if triton:
         q, s, r = _kernels("norm_quant").rms_norm_quant_fp8_per_token(
             reduced, weight, scale_ub, eps, weight_offset, out_dtype, residual,
-            round_sum=round_sum)
+            round_sum=round_sum, weight_f32=weight_f32)
         return q, s, reduced if r is None else r
     y, r = norm(reduced, residual, weight, eps, weight_offset, round_sum, weight_f32, triton)
     q, s = quant_ref.quant_fp8_per_token(y, scale_ub, out_dtype)
@@ -279,10 +270,10 @@ def nccl_per_token(x, residual, weight, scale_ub, group, eps, weight_offset, out
 def nccl_group(x, residual, weight, group, eps, weight_offset, group_size, col_major, ue8m0,
                out_dtype, round_sum, weight_f32, triton, symm=None):
     reduced = reduce(x, group, symm)
-    if triton and not weight_f32 and group_size & (group_size - 1) == 0:
+    if triton and group_size & (group_size - 1) == 0:
         q, s, r = _kernels("norm_quant").rms_norm_quant_fp8_group(
             reduced, weight, eps, weight_offset, group_size, col_major, ue8m0, out_dtype,
-            residual, round_sum=round_sum)
+            residual, round_sum=round_sum, weight_f32=weight_f32)
         return q, s, reduced if r is None else r
     y, r = norm(reduced, residual, weight, eps, weight_offset, round_sum, weight_f32, triton)
     q, s = quant_ref.quant_fp8_group(y, group_size, col_major, ue8m0, out_dtype)

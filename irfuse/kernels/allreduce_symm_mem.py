@@ -30,6 +30,7 @@ from types import ModuleType
 
 import torch
 
+from irfuse import user_warnings
 from irfuse.kernels import allreduce_rms_ref as ref
 
 ONE_SHOT_MAX_BYTES = 128 * 1024
@@ -131,8 +132,8 @@ def note_fallback(kernel: str, group: str, why: str) -> None:
     FALLBACKS[group] = why
     if why not in _WARNED:
         _WARNED.add(why)
-        warnings.warn(f"irfuse: {kernel} does not use torch's symmetric-memory all-reduce: "
-                      f"{why}; NCCL runs", stacklevel=3)
+        user_warnings.warn(f"irfuse: {kernel} does not use torch's symmetric-memory "
+                           f"all-reduce: {why}; NCCL runs")
 
 
 def buffer(group: str, x: torch.Tensor) -> Buffer | None:

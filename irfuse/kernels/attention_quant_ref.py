@@ -55,9 +55,9 @@ def check_decode_args(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
                       block_table: torch.Tensor, seq_lens: torch.Tensor,
                       scale_out: torch.Tensor) -> None:
     """The argument errors of `paged_decode_fp8` (ValueError)."""
-    if q.dim() != 3 or k_cache.dim() != 4 or k_cache.shape != v_cache.shape:
+    if q.dim() != 3 or k_cache.dim() != 4 or k_cache.shape[1:] != v_cache.shape[1:]:
         raise ValueError("irfuse: paged_decode_fp8 takes q [B, Hq, D] and caches "
-                         "[num_blocks, block_size, Hk, D] of one shape")
+                         "[num_blocks, block_size, Hk, D] of one block shape")
     b, hq, d = q.shape
     if k_cache.shape[3] != d:
         raise ValueError(f"irfuse: head size {d} of q does not match the cache's "
@@ -97,7 +97,11 @@ def attention_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale_out: 
 
 
 def token_major(o: torch.Tensor) -> torch.Tensor:
-    """`[B, H, T, Dv]` -> `[B * T, H * Dv]`: the layout the o_proj (and its quant) reads."""
+    """`[B, H, T, Dv]` -> `[B * T, H * Dv]` (or `[H, T, Dv]` -> `[T, H * Dv]`, an attention
+    without a batch dim): the layout the o_proj (and its quant) reads."""
+    if o.dim() == 3:
+        h, t, d = o.shape
+        return o.transpose(0, 1).reshape(t, h * d)
     b, h, t, d = o.shape
     return o.transpose(1, 2).reshape(b * t, h * d)
 
@@ -126,14 +130,17 @@ def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                  block_table: torch.Tensor, seq_lens: torch.Tensor, scale_out: torch.Tensor,
                  *, softmax_scale: float) -> torch.Tensor:
     """Attention of each sequence's new token over its cached context, in the model dtype
-    [B, Hq, D] (`scale_out` only checked). Each `seq_lens[b]` must be at least 1 and fit the
-    block table's row."""
+    [B, Hq, D] (`scale_out` only checked). Each `seq_lens[b]` must fit the block table's row; a
+    sequence of length 0 gets zeros, as SDPA gives a row whose mask keeps nothing."""
     check_decode_args(q, k_cache, v_cache, block_table, seq_lens, scale_out)
     outs = []
     for b, length in enumerate(seq_lens.tolist()):
-        if length <= 0 or length > block_table.shape[1] * k_cache.shape[1]:
+        if length < 0 or length > block_table.shape[1] * k_cache.shape[1]:
             raise ValueError(f"irfuse: sequence {b} has length {length}, outside "
-                             f"[1, {block_table.shape[1] * k_cache.shape[1]}]")
+                             f"[0, {block_table.shape[1] * k_cache.shape[1]}]")
+        if length == 0:  # nothing to attend to: SDPA gives a fully masked row zeros
+            outs.append(q.new_zeros(q.shape[1:]))
+            continue
         k = gather_kv(k_cache, block_table[b], length)
         v = gather_kv(v_cache, block_table[b], length)
         o = F.scaled_dot_product_attention(q[b, None, :, None, :], k[None], v[None],

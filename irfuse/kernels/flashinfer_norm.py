@@ -55,12 +55,12 @@ import functools
 import math
 import sys
 import time
-import warnings
 from collections.abc import Sequence
 from types import ModuleType
 
 import torch
 
+from irfuse import user_warnings
 from irfuse.kernels import dispatch, norm_quant_ref, quant_ref
 
 FP8 = torch.float8_e4m3fn
@@ -95,7 +95,7 @@ def _max_residual_hidden(device: torch.device) -> int:
 def unsupported(x: torch.Tensor, weight: torch.Tensor, scales: Sequence[torch.Tensor],
                 weight_offset: float, out_dtype: torch.dtype,
                 residual: torch.Tensor | None = None, divide: bool = False,
-                round_sum: bool = False) -> str | None:
+                round_sum: bool = False, weight_f32: bool = False) -> str | None:
     """Why FlashInfer's kernels cannot compute this call as irfuse defines it, or None."""
     if len(scales) != 1:
         return (f"{len(scales)} output scales: FlashInfer's kernel writes one output (irfuse's "
@@ -104,6 +104,9 @@ def unsupported(x: torch.Tensor, weight: torch.Tensor, scales: Sequence[torch.Te
         return "a static scale with more than one element"
     if weight_offset != 0.0:
         return "Gemma's weight offset: FlashInfer's rmsnorm_quant has no weight bias"
+    if weight_f32:
+        return ("weight_f32 (the weight product in float32, rounded once to the model dtype): "
+                "FlashInfer quantizes that product without the rounding")
     if out_dtype != FP8:
         return f"output dtype {out_dtype}: FlashInfer's kernel is wired here for float8_e4m3fn"
     if x.dtype not in INPUT_DTYPES:
@@ -167,14 +170,14 @@ def _import() -> ModuleType | str:
 def fallback_reason(x: torch.Tensor, weight: torch.Tensor, scales: Sequence[torch.Tensor],
                     weight_offset: float, out_dtype: torch.dtype,
                     residual: torch.Tensor | None = None, divide: bool = False,
-                    round_sum: bool = False) -> str | None:
+                    round_sum: bool = False, weight_f32: bool = False) -> str | None:
     """Why a call selected for FlashInfer must run elsewhere (absent, no GPU, does not import,
     or `unsupported`), or None when FlashInfer can run it."""
     available, why = dispatch.flashinfer_status()
     if not available:
         return why
     reason = unsupported(x, weight, scales, weight_offset, out_dtype, residual, divide,
-                         round_sum)
+                         round_sum, weight_f32)
     if reason is not None:
         return reason
     if x.device.type != "cuda":
@@ -188,8 +191,8 @@ def note_fallback(op: str, reason: str) -> None:
     FALLBACKS[op] = reason
     if (op, reason) not in _WARNED:
         _WARNED.add((op, reason))
-        warnings.warn(f"irfuse: kernel_choice selects FlashInfer for {op}, but {reason}; the "
-                      "Triton kernel runs", stacklevel=3)
+        user_warnings.warn(f"irfuse: kernel_choice selects FlashInfer for {op}, but {reason}; "
+                           "the Triton kernel runs")
 
 
 
@@ -209,7 +212,7 @@ def rms_norm_quant_fp8_static(x: torch.Tensor, weight: torch.Tensor,
                               scales: Sequence[torch.Tensor], eps: float, weight_offset: float,
                               out_dtype: torch.dtype, residual: torch.Tensor | None = None,
                               divide: bool = False, round_sum: bool = False,
-                              residual_in_place: bool = False,
+                              weight_f32: bool = False, residual_in_place: bool = False,
                               enable_pdl: bool | None = None,
                               ) -> tuple[list[torch.Tensor], torch.Tensor | None]:
     """(Residual add +) RMSNorm → static FP8 through FlashInfer: ([q], residual_out), as
@@ -221,7 +224,7 @@ def rms_norm_quant_fp8_static(x: torch.Tensor, weight: torch.Tensor,
     """
     norm_quant_ref.check_norm_args(x, weight, residual)
     reason = unsupported(x, weight, scales, weight_offset, out_dtype, residual, divide,
-                         round_sum)
+                         round_sum, weight_f32)
     if reason is not None:
         raise FlashInferUnsupported(f"irfuse: FlashInfer cannot run this call: {reason}")
     module = _import()

@@ -62,11 +62,15 @@ def pad_config(tokens: int, hidden: int) -> PadConfig:
 
 
 @triton.jit
-def _weighted(normed, w, weight_offset, DT: tl.constexpr, WEIGHT_F32: tl.constexpr):
+def _weighted(normed, w, weight_offset, DT: tl.constexpr, WEIGHT_F32: tl.constexpr,
+              HAS_OFFSET: tl.constexpr):
     """The weight product, rounded to the model dtype DT: in DT (`normed.to(DT) * w`), or with
-    WEIGHT_F32 in float32 (`normed * (w + weight_offset)`, rounded once)."""
+    WEIGHT_F32 in float32 (`normed * w`, plus the offset with HAS_OFFSET, rounded once)."""
     if WEIGHT_F32:
-        y = (normed * (w.to(tl.float32) + weight_offset)).to(DT)
+        w32 = w.to(tl.float32)
+        if HAS_OFFSET:
+            w32 = w32 + weight_offset
+        y = (normed * w32).to(DT)
     else:
         y = (normed.to(DT).to(tl.float32) * w.to(DT).to(tl.float32)).to(DT)
     return y
@@ -77,7 +81,8 @@ def _norm_pad_kernel(
     x_ptr, res_ptr, w_ptr, out_ptr, res_out_ptr,
     T, eps, weight_offset, pad_value,
     H: tl.constexpr, W: tl.constexpr, LOW: tl.constexpr, HIGH: tl.constexpr,
-    STRIDE_X: tl.constexpr, STRIDE_RES: tl.constexpr, HAS_RES: tl.constexpr, ROUND_SUM: tl.constexpr, WEIGHT_F32: tl.constexpr,
+    STRIDE_X: tl.constexpr, STRIDE_RES: tl.constexpr, HAS_RES: tl.constexpr,
+    ROUND_SUM: tl.constexpr, WEIGHT_F32: tl.constexpr, HAS_OFFSET: tl.constexpr,
     ROWS: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_P: tl.constexpr, PDL: tl.constexpr,
 ):
     """Rows [pid * ROWS, pid * ROWS + ROWS) of x [T, H] (row strides STRIDE_X, STRIDE_RES) into
@@ -106,7 +111,7 @@ def _norm_pad_kernel(
             x = x.to(DT).to(tl.float32)
     w = tl.load(w_ptr + cols[None, :], mask=cmask[None, :], other=0.0)
     rstd = tl.math.rsqrt(tl.sum(x * x, axis=1) / H + eps)
-    y = _weighted(x * rstd[:, None], w, weight_offset, DT, WEIGHT_F32)
+    y = _weighted(x * rstd[:, None], w, weight_offset, DT, WEIGHT_F32, HAS_OFFSET)
     out_row = out_ptr + rows64[:, None] * W
     tl.store(out_row + LOW + cols[None, :], y, mask=mask)
     pcols = tl.arange(0, BLOCK_P)[None, :]
@@ -137,7 +142,9 @@ def _launch(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor
     _norm_pad_kernel[grid](
         x2, r2 if r2 is not None else x2, weight, out, res_out if res_out is not None else out,
         tokens, eps, weight_offset, value, H=hidden, W=width, LOW=low, HIGH=high,
-        STRIDE_X=x2.stride(0), STRIDE_RES=r2.stride(0) if r2 is not None else 0, HAS_RES=r2 is not None, ROUND_SUM=round_sum, WEIGHT_F32=weight_f32 or weight_offset != 0,
+        STRIDE_X=x2.stride(0), STRIDE_RES=r2.stride(0) if r2 is not None else 0,
+        HAS_RES=r2 is not None, ROUND_SUM=round_sum, WEIGHT_F32=weight_f32 or weight_offset != 0,
+        HAS_OFFSET=weight_offset != 0,
         ROWS=cfg.rows, BLOCK_H=next_pow2(hidden), BLOCK_P=next_pow2(max(low, high, 1)),
         num_warps=cfg.num_warps, **pdl_launch(cfg.pdl, x.device),
     )

@@ -92,17 +92,5 @@ def rms_norm_pad(x: torch.Tensor, weight: torch.Tensor, eps: float, *,
 def _norm(x: torch.Tensor, weight: torch.Tensor, eps: float, weight_offset: float,
           residual: torch.Tensor | None, round_sum: bool, weight_f32: bool,
           ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    if not weight_f32 or weight_offset != 0.0:
-        return norm_quant_ref.rms_norm(x, weight, eps, weight_offset, residual, round_sum)
-    # The float32 weight product with no offset (GPT-OSS): Gemma's form at offset 0, spelled as
-    # GPT-OSS spells it, `weight.float() * normed` (the same bits: one rounded product).
-    dtype = x.dtype
-    x32 = x.float()
-    residual_out = None
-    if residual is not None:
-        x32 = x32 + residual.float()
-        residual_out = x32.to(dtype)
-        if round_sum:
-            x32 = residual_out.float()
-    normed = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + eps)
-    return (weight.float() * normed).to(dtype), residual_out
+    return norm_quant_ref.rms_norm(x, weight, eps, weight_offset, residual, round_sum,
+                                   weight_f32)

@@ -175,11 +175,17 @@ def group_config(tokens: int, hidden: int) -> GroupConfig:
 
 
 @triton.jit
-def _apply_weight(normed, w, weight_offset, x_ptr, GEMMA: tl.constexpr):
-    """RMSNorm's weight product, rounded to the model dtype (x's), returned as float32."""
+def _apply_weight(normed, w, weight_offset, x_ptr, WEIGHT_F32: tl.constexpr,
+                  HAS_OFFSET: tl.constexpr):
+    """RMSNorm's weight product, rounded to the model dtype (x's), returned as float32: with
+    WEIGHT_F32 the float32 norm times the float32 weight (plus the offset with HAS_OFFSET:
+    Gemma's `1 + w`), rounded once; else the rounded norm times the weight in the model dtype."""
     DT = x_ptr.dtype.element_ty
-    if GEMMA:
-        y = (normed * (w.to(tl.float32) + weight_offset)).to(DT)
+    if WEIGHT_F32:
+        w32 = w.to(tl.float32)
+        if HAS_OFFSET:
+            w32 = w32 + weight_offset
+        y = (normed * w32).to(DT)
     else:
         y = (normed.to(DT).to(tl.float32) * w.to(DT).to(tl.float32)).to(DT)
     return y.to(tl.float32)
@@ -317,7 +323,8 @@ def _norm_rows_kernel(
     x_ptr, res_ptr, w_ptr, y_ptr, res_out_ptr,
     q0_ptr, q1_ptr, q2_ptr, q3_ptr, s0_ptr, s1_ptr, s2_ptr, s3_ptr, ub_ptr,
     T, H, stride_x, stride_res, eps, weight_offset,
-    HAS_RES: tl.constexpr, NORM: tl.constexpr, GEMMA: tl.constexpr, QUANT: tl.constexpr,
+    HAS_RES: tl.constexpr, NORM: tl.constexpr, WEIGHT_F32: tl.constexpr,
+    HAS_OFFSET: tl.constexpr, QUANT: tl.constexpr,
     NUM_OUT: tl.constexpr, HAS_UB: tl.constexpr, FP8_MAX: tl.constexpr,
     MIN_SCALE: tl.constexpr, ROWS: tl.constexpr, BLOCK_H: tl.constexpr, DIVIDE: tl.constexpr,
     ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr, EARLY: tl.constexpr = False,
@@ -360,7 +367,7 @@ def _norm_rows_kernel(
         if not EARLY:
             w = tl.load(w_ptr + cols[None, :], mask=cmask[None, :], other=0.0,
                         eviction_policy=KEEP)
-        y = _apply_weight(x * rstd[:, None], w, weight_offset, x_ptr, GEMMA)
+        y = _apply_weight(x * rstd[:, None], w, weight_offset, x_ptr, WEIGHT_F32, HAS_OFFSET)
     else:
         y = x
     if not EARLY:
@@ -375,7 +382,8 @@ def _norm_rows_kernel(
 def _norm_group_kernel(
     x_ptr, res_ptr, w_ptr, res_out_ptr, q_ptr, s_ptr,
     T, H, stride_x, stride_res, stride_s_row, stride_s_group, eps, weight_offset,
-    HAS_RES: tl.constexpr, GEMMA: tl.constexpr, UE8M0: tl.constexpr,
+    HAS_RES: tl.constexpr, WEIGHT_F32: tl.constexpr, HAS_OFFSET: tl.constexpr,
+    UE8M0: tl.constexpr,
     FP8_MAX: tl.constexpr, MIN_SCALE: tl.constexpr, BLOCK_G: tl.constexpr, GROUP: tl.constexpr,
     ROUND_SUM: tl.constexpr, FAST_DIV: tl.constexpr, EARLY: tl.constexpr = False,
     STREAM: tl.constexpr = "evict_first", KEEP: tl.constexpr = "evict_last",
@@ -405,7 +413,7 @@ def _norm_group_kernel(
     rstd = tl.math.rsqrt(tl.sum(tl.sum(x * x, axis=1), axis=0) / H + eps)
     if not EARLY:
         w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy=KEEP)
-    y = _apply_weight(x * rstd, w, weight_offset, x_ptr, GEMMA)
+    y = _apply_weight(x * rstd, w, weight_offset, x_ptr, WEIGHT_F32, HAS_OFFSET)
     _group_quant_store(y, q_ptr, s_ptr, row, groups, out_offs, mask, H, stride_s_row,
                        stride_s_group, FP8_MAX, MIN_SCALE, UE8M0, GROUP, FAST_DIV, RECIPROCAL)
 
@@ -455,12 +463,13 @@ def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.T
                  qs: Sequence[torch.Tensor], scales: Sequence[torch.Tensor],
                  y: torch.Tensor | None, scale_ub: torch.Tensor | None,
                  out_dtype: torch.dtype, config: RowConfig | None, divide: bool = False,
-                 round_sum: bool = False, reciprocal: bool = False,
+                 round_sum: bool = False, reciprocal: bool = False, weight_f32: bool = False,
                  ) -> torch.Tensor | None:
     """Launch `_norm_rows_kernel` once; returns residual_out (or None). `divide`: static
     quants scale by `y / s` (else `y * (1 / s)`); `reciprocal`: the per-token quant scales by
     `y * (1 / s)` (else `y / s`); `round_sum`: the norm reads the residual sum rounded to x's
-    dtype (else the float32 sum)."""
+    dtype (else the float32 sum); `weight_f32`: the weight product in float32, rounded once (a
+    weight offset implies it)."""
     x2, r2 = _prepare(x, weight, residual)
     tokens, hidden = x2.shape
     res_out = torch.empty_like(x) if residual is not None else None
@@ -477,7 +486,8 @@ def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.T
         *q, *s, scale_ub if scale_ub is not None else dummy,
         tokens, hidden, x2.stride(0), r2.stride(0) if r2 is not None else 0,
         float(eps), float(weight_offset),
-        HAS_RES=residual is not None, NORM=weight is not None, GEMMA=weight_offset != 0.0,
+        HAS_RES=residual is not None, NORM=weight is not None,
+        WEIGHT_F32=weight_f32 or weight_offset != 0.0, HAS_OFFSET=weight_offset != 0.0,
         QUANT=quant, NUM_OUT=max(1, len(qs)), HAS_UB=scale_ub is not None,
         FP8_MAX=quant_ref.fp8_max(fp8), MIN_SCALE=quant_ref.fp8_min_scale(fp8),
         ROWS=cfg.rows, BLOCK_H=next_pow2(hidden), DIVIDE=divide and quant == QUANT_STATIC,
@@ -491,13 +501,14 @@ def _launch_rows(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.T
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, weight_offset: float = 0.0,
              residual: torch.Tensor | None = None, config: RowConfig | None = None,
-             round_sum: bool = False,
+             round_sum: bool = False, weight_f32: bool = False,
              ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(Residual add +) RMSNorm: returns (y, residual_out or None). With `round_sum` the norm
-    reads the sum rounded to x's dtype (`norm_quant_ref.rms_norm`)."""
+    reads the sum rounded to x's dtype, with `weight_f32` the weight product is in float32
+    (`norm_quant_ref.rms_norm`)."""
     y = torch.empty_like(x)
     res_out = _launch_rows(x, weight, residual, eps, weight_offset, QUANT_NONE, (), (), y,
-                           None, x.dtype, config, round_sum=round_sum)
+                           None, x.dtype, config, round_sum=round_sum, weight_f32=weight_f32)
     return y, res_out
 
 
@@ -505,7 +516,7 @@ def rms_norm_quant_fp8_static(x: torch.Tensor, weight: torch.Tensor,
                               scales: Sequence[torch.Tensor], eps: float, weight_offset: float,
                               out_dtype: torch.dtype, residual: torch.Tensor | None = None,
                               config: RowConfig | None = None, divide: bool = False,
-                              round_sum: bool = False,
+                              round_sum: bool = False, weight_f32: bool = False,
                               ) -> tuple[list[torch.Tensor], torch.Tensor | None]:
     """(Residual add +) RMSNorm → static FP8, one output per scale: (qs, residual_out).
     With `divide`, every output quantizes `y / s` instead of `y * (1 / s)`; with `round_sum`,
@@ -523,7 +534,7 @@ def rms_norm_quant_fp8_static(x: torch.Tensor, weight: torch.Tensor,
         part = _launch_rows(x, weight, residual, eps, weight_offset, QUANT_STATIC,
                             qs[start:start + MAX_STATIC_OUTPUTS],
                             scales[start:start + MAX_STATIC_OUTPUTS], None, None, out_dtype,
-                            config, divide, round_sum)
+                            config, divide, round_sum, weight_f32=weight_f32)
         res_out = part if res_out is None else res_out
     return qs, res_out
 
@@ -532,7 +543,7 @@ def rms_norm_quant_fp8_per_token(x: torch.Tensor, weight: torch.Tensor | None,
                                  scale_ub: torch.Tensor | None, eps: float, weight_offset: float,
                                  out_dtype: torch.dtype, residual: torch.Tensor | None = None,
                                  config: RowConfig | None = None, round_sum: bool = False,
-                                 reciprocal: bool = False,
+                                 reciprocal: bool = False, weight_f32: bool = False,
                                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """(Residual add +) RMSNorm → per-token FP8: (q, scale [..., 1], residual_out).
 
@@ -545,7 +556,7 @@ def rms_norm_quant_fp8_per_token(x: torch.Tensor, weight: torch.Tensor | None,
     s = torch.empty((*x.shape[:-1], 1), dtype=torch.float32, device=x.device)
     res_out = _launch_rows(x, weight, residual, eps, weight_offset, QUANT_PER_TOKEN, (q,), (s,),
                            None, scale_ub, out_dtype, config, round_sum=round_sum,
-                           reciprocal=reciprocal)
+                           reciprocal=reciprocal, weight_f32=weight_f32)
     return q, s, res_out
 
 
@@ -564,7 +575,7 @@ def rms_norm_quant_fp8_group(x: torch.Tensor, weight: torch.Tensor, eps: float,
                              ue8m0: bool, out_dtype: torch.dtype,
                              residual: torch.Tensor | None = None,
                              config: GroupConfig | None = None, round_sum: bool = False,
-                             reciprocal: bool = False,
+                             reciprocal: bool = False, weight_f32: bool = False,
                              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """(Residual add +) RMSNorm → per-group FP8: (q, scales, residual_out). With `round_sum`,
     the norm reads the residual sum rounded to x's dtype; with `reciprocal`, the quant scales by
@@ -587,7 +598,8 @@ def rms_norm_quant_fp8_group(x: torch.Tensor, weight: torch.Tensor, eps: float,
         x2, r2 if r2 is not None else x2, weight, res_out if res_out is not None else x2, q, s2,
         tokens, hidden, x2.stride(0), r2.stride(0) if r2 is not None else 0,
         s2.stride(0), s2.stride(1), float(eps), float(weight_offset),
-        HAS_RES=residual is not None, GEMMA=weight_offset != 0.0, UE8M0=ue8m0,
+        HAS_RES=residual is not None, WEIGHT_F32=weight_f32 or weight_offset != 0.0,
+        HAS_OFFSET=weight_offset != 0.0, UE8M0=ue8m0,
         FP8_MAX=quant_ref.fp8_max(out_dtype), MIN_SCALE=quant_ref.fp8_min_scale(out_dtype),
         BLOCK_G=next_pow2(hidden // group_size), GROUP=group_size,
         ROUND_SUM=round_sum and residual is not None, FAST_DIV=cfg.fast_div, EARLY=cfg.early,

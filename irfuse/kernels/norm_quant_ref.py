@@ -8,8 +8,11 @@ These define the numerics the Triton kernels in `norm_quant.py` follow (`docs/nu
   the model dtype (Hugging Face's `hidden = residual + hidden`) feeds its norm;
 - `y = (x32 * rsqrt(mean(x32²) + eps)).to(dtype) * weight`, the weight product in the model
   dtype (the weight is cast to the model dtype first);
-- `weight_offset != 0` selects Gemma's form instead, as Gemma's RMSNorm computes it:
-  `y = (x32 * rsqrt(mean(x32²) + eps) * (weight.float() + weight_offset)).to(dtype)`;
+- `weight_f32` (a model that multiplies the float32 norm by the weight in float32 and rounds
+  once: `F.rms_norm`, `(normed * w.float()).to(dtype)`) or `weight_offset != 0` (Gemma's
+  `1 + w`, always a float32 product) selects
+  `y = (x32 * rsqrt(mean(x32²) + eps) * w32).to(dtype)`, `w32 = weight.float()` plus the offset
+  when there is one (no `+ 0.0`, which would turn a -0.0 weight into +0.0);
 - a fused norm + quant quantizes the model-dtype-rounded `y` with the rules of `quant_ref`.
 
 The fused references are literally the composition norm → quant, so a fused op agrees with its
@@ -38,12 +41,14 @@ def check_norm_args(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tenso
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, weight_offset: float = 0.0,
              residual: torch.Tensor | None = None, round_sum: bool = False,
+             weight_f32: bool = False,
              ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """RMSNorm over the last dim, optionally after a residual add.
 
     Returns (y in x's dtype, residual_out = (x + residual) in x's dtype, or None). With
     `round_sum` the norm reads `residual_out.float()`, the sum rounded to x's dtype, instead of
-    the float32 sum (no effect without a residual).
+    the float32 sum (no effect without a residual). With `weight_f32` (or a nonzero
+    `weight_offset`) the weight product is taken in float32 and rounded once.
     """
     quant_ref.check_model_dtype(x)
     if weight.shape != x.shape[-1:]:
@@ -60,22 +65,30 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, weight_offset: f
         if round_sum:
             x32 = residual_out.float()
     normed = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + eps)
-    if weight_offset != 0.0:
-        y = (normed * (weight.float() + weight_offset)).to(dtype)
+    if weight_f32 or weight_offset != 0.0:
+        y = (normed * weight_f32_operand(weight, weight_offset)).to(dtype)
     else:
         y = normed.to(dtype) * weight.to(dtype)
     return y, residual_out
+
+
+def weight_f32_operand(weight: torch.Tensor, weight_offset: float) -> torch.Tensor:
+    """The float32 weight of a float32 weight product: `weight.float()`, plus the offset only
+    when there is one."""
+    w32 = weight.float()
+    return w32 + weight_offset if weight_offset != 0.0 else w32
 
 
 def rms_norm_quant_fp8_static(x: torch.Tensor, weight: torch.Tensor,
                               scales: Sequence[torch.Tensor], eps: float, weight_offset: float,
                               out_dtype: torch.dtype, residual: torch.Tensor | None = None,
                               divide: bool = False, round_sum: bool = False,
+                              weight_f32: bool = False,
                               ) -> tuple[list[torch.Tensor], torch.Tensor | None]:
     """(Residual add +) RMSNorm → one static FP8 quant per scale: (qs, residual_out). With
-    `divide`, each quant scales by `y / s` rather than `y * (1 / s)`; `round_sum` as in
-    `rms_norm`."""
-    y, residual_out = rms_norm(x, weight, eps, weight_offset, residual, round_sum)
+    `divide`, each quant scales by `y / s` rather than `y * (1 / s)`; `round_sum` and
+    `weight_f32` as in `rms_norm`."""
+    y, residual_out = rms_norm(x, weight, eps, weight_offset, residual, round_sum, weight_f32)
     return [quant_ref.quant_fp8_static(y, s, out_dtype, divide) for s in scales], residual_out
 
 
@@ -83,10 +96,12 @@ def rms_norm_quant_fp8_per_token(x: torch.Tensor, weight: torch.Tensor,
                                  scale_ub: torch.Tensor | None, eps: float, weight_offset: float,
                                  out_dtype: torch.dtype, residual: torch.Tensor | None = None,
                                  round_sum: bool = False, reciprocal: bool = False,
+                                 weight_f32: bool = False,
                                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """(Residual add +) RMSNorm → dynamic per-token FP8: (q, scale [..., 1], residual_out);
-    `round_sum` as in `rms_norm`; `reciprocal`: the quant scales by `y * (1 / s)`."""
-    y, residual_out = rms_norm(x, weight, eps, weight_offset, residual, round_sum)
+    `round_sum` and `weight_f32` as in `rms_norm`; `reciprocal`: the quant scales by
+    `y * (1 / s)`."""
+    y, residual_out = rms_norm(x, weight, eps, weight_offset, residual, round_sum, weight_f32)
     q, s = quant_ref.quant_fp8_per_token(y, scale_ub, out_dtype, reciprocal)
     return q, s, residual_out
 
@@ -95,11 +110,11 @@ def rms_norm_quant_fp8_group(x: torch.Tensor, weight: torch.Tensor, eps: float,
                              weight_offset: float, group_size: int, col_major: bool,
                              ue8m0: bool, out_dtype: torch.dtype,
                              residual: torch.Tensor | None = None, round_sum: bool = False,
-                             reciprocal: bool = False,
+                             reciprocal: bool = False, weight_f32: bool = False,
                              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """(Residual add +) RMSNorm → per-group FP8: (q, scales, residual_out); `round_sum` as in
-    `rms_norm`; `reciprocal`: the quant scales by `y * (1 / s)`."""
+    """(Residual add +) RMSNorm → per-group FP8: (q, scales, residual_out); `round_sum` and
+    `weight_f32` as in `rms_norm`; `reciprocal`: the quant scales by `y * (1 / s)`."""
     quant_ref.check_group_size(x.shape[-1], group_size)
-    y, residual_out = rms_norm(x, weight, eps, weight_offset, residual, round_sum)
+    y, residual_out = rms_norm(x, weight, eps, weight_offset, residual, round_sum, weight_f32)
     q, s = quant_ref.quant_fp8_group(y, group_size, col_major, ue8m0, out_dtype, reciprocal)
     return q, s, residual_out

@@ -194,11 +194,12 @@ def _qk_norm_rope_kernel(
     HAS_QW: tl.constexpr, HAS_KW: tl.constexpr, WEIGHT_F32: tl.constexpr,
     HAS_OFFSET: tl.constexpr, ROPE_F32: tl.constexpr, KV: tl.constexpr, FP8: tl.constexpr,
     TOKENS: tl.constexpr, HEADS: tl.constexpr, BLOCK_R2: tl.constexpr, BLOCK_P: tl.constexpr,
-    BLOCK_DV: tl.constexpr, PDL: tl.constexpr, KEEP_K: tl.constexpr = False,
+    BLOCK_DV: tl.constexpr, PDL: tl.constexpr, K_OUT: tl.constexpr = False,
 ):
     """Program p: head block p % blocks (q's, then k's, then v's) of tokens
     [(p // blocks) * TOKENS, + TOKENS). Without KV, k goes to k_out [T, HK, D] (contiguous, as
-    q_out); with KV, k and v go to the caches (strides skc*, svc*) at the tokens' slots."""
+    q_out); with KV, k and v go to the caches (strides skc*, svc*) at the tokens' slots, and
+    with K_OUT the rotated k to k_out as well (a k read besides the write)."""
     NQB: tl.constexpr = (HQ + HEADS - 1) // HEADS
     NKB: tl.constexpr = (HK + HEADS - 1) // HEADS
     NB: tl.constexpr = NQB + 2 * NKB if KV else NQB + NKB
@@ -240,7 +241,7 @@ def _qk_norm_rope_kernel(
                             kc_ptr, blk * skc0 + row * skc1, smask, skc2, skc3, k_scale_ptr,
                             D, R, IS_NEOX, FULL_TABLE, HAS_KW, WEIGHT_F32, HAS_OFFSET,
                             ROPE_F32, FP8, BLOCK_R2, BLOCK_P)
-                if KEEP_K:  # the rotated k also to k_out (its reader: vLLM's attention)
+                if K_OUT:  # the rotated k also to k_out (a k read besides the write)
                     _rope_block(k_ptr, sk0, sk1, sk2, kw_ptr, eps, weight_offset,
                                 toks64, tmask, heads, heads < HK,
                                 cos_ptr, sin_ptr, crow, srow, sc1, ss1,
@@ -273,7 +274,7 @@ def _qk_norm_rope_kernel(
 
 def _launch(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache, k_cache, v_cache,
             slot_mapping, k_scale, v_scale, shapes, eps, is_neox, rotary_dim, weight_offset,
-            weight_f32, rope_f32, config, kv, keep_k=False):
+            weight_f32, rope_f32, config, kv, return_k=False):
     tokens, hq, hk, d = shapes.tokens, shapes.q_heads, shapes.kv_heads, shapes.head_dim
     if d > MAX_HEAD_DIM or shapes.v_dim > MAX_HEAD_DIM:
         raise ValueError(f"irfuse: qk_norm_rope: head dims over {MAX_HEAD_DIM} are not supported")
@@ -283,8 +284,8 @@ def _launch(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache, k_c
     if any(t.device != q.device for t in tensors):
         raise ValueError("irfuse: qk_norm_rope: all tensors must be on one device")
     q_out = torch.empty((tokens, hq, d), dtype=q.dtype, device=q.device)
-    k_out = (None if kv and not keep_k
-             else torch.empty((tokens, hk, d), dtype=q.dtype, device=q.device))
+    k_out = (torch.empty((tokens, hk, d), dtype=q.dtype, device=q.device)
+             if return_k or not kv else None)
     if tokens == 0:
         return q_out, k_out
     half = rotary_dim // 2
@@ -321,7 +322,7 @@ def _launch(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache, k_c
         IS_NEOX=bool(is_neox), FULL_TABLE=shapes.full_table, HAS_POS=cos_sin_cache is not None,
         HAS_QW=q_weight is not None, HAS_KW=k_weight is not None,
         WEIGHT_F32=bool(weight_f32) or weight_offset != 0.0, HAS_OFFSET=weight_offset != 0.0,
-        ROPE_F32=bool(rope_f32), KV=kv, FP8=fp8, KEEP_K=bool(kv and keep_k),
+        ROPE_F32=bool(rope_f32), KV=kv, FP8=fp8, K_OUT=kv and return_k,
         TOKENS=cfg.tokens, HEADS=cfg.heads, BLOCK_R2=next_pow2(half),
         BLOCK_P=next_pow2(d - rotary_dim) if d > rotary_dim else 0,
         BLOCK_DV=next_pow2(max(shapes.v_dim, 1)),
@@ -348,16 +349,22 @@ def qk_norm_rope(q, k, q_weight, k_weight, cos, sin, positions, cos_sin_cache, *
 def qk_norm_rope_kv(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache, k_cache,
                     v_cache, slot_mapping, k_scale, v_scale, *, eps: float, is_neox: bool,
                     rotary_dim: int, weight_offset: float = 0.0, weight_f32: bool = False,
-                    rope_f32: bool = False, config: RopeConfig | None = None) -> torch.Tensor:
+                    rope_f32: bool = False, config: RopeConfig | None = None,
+                    return_k: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """`qk_norm_rope` with the rotated k and v written into the paged caches at slot_mapping, in
-    place, in the same launch (slots < 0 skipped; FP8 caches scaled): returns q_out. Arguments,
-    numerics and errors as `qk_norm_rope_ref.qk_norm_rope_kv`."""
+    place, in the same launch (slots < 0 skipped; FP8 caches scaled): returns q_out, or with
+    `return_k` (q_out, k_out). Arguments, numerics and errors as
+    `qk_norm_rope_ref.qk_norm_rope_kv`."""
     shapes = qk_norm_rope_ref.check_args(q, k, q_weight, k_weight, cos, sin, positions,
                                          cos_sin_cache, rotary_dim, v, k_cache, v_cache,
                                          slot_mapping, k_scale, v_scale, kv=True)
-    q_out, _ = _launch(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache, k_cache,
-                       v_cache, slot_mapping, k_scale, v_scale, shapes, eps, is_neox,
-                       rotary_dim, weight_offset, weight_f32, rope_f32, config, True)
+    q_out, k_out = _launch(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache,
+                           k_cache, v_cache, slot_mapping, k_scale, v_scale, shapes, eps, is_neox,
+                           rotary_dim, weight_offset, weight_f32, rope_f32, config, True,
+                           return_k)
+    if return_k:
+        assert k_out is not None
+        return q_out, k_out
     return q_out
 
 
@@ -366,15 +373,13 @@ def qk_norm_rope_kv_keep_k(q, k, v, q_weight, k_weight, cos, sin, positions, cos
                            rotary_dim: int, weight_offset: float = 0.0, weight_f32: bool = False,
                            rope_f32: bool = False, config: RopeConfig | None = None
                            ) -> tuple[torch.Tensor, torch.Tensor]:
-    """`qk_norm_rope_kv` (model-dtype caches) that also returns the rotated k: (q_out, k_out),
-    new contiguous `[T, H, D]`; the caches may be any strided `[blocks, block_size, H, D]` views
-    (vLLM's `[B, H, N, 2D]` cache split on its last dim)."""
-    shapes = qk_norm_rope_ref.check_args(q, k, q_weight, k_weight, cos, sin, positions,
-                                         cos_sin_cache, rotary_dim, v, k_cache, v_cache,
-                                         slot_mapping, None, None, kv=True)
-    q_out, k_out = _launch(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache,
-                           k_cache, v_cache, slot_mapping, None, None, shapes, eps, is_neox,
-                           rotary_dim, weight_offset, weight_f32, rope_f32, config, True,
-                           keep_k=True)
-    assert k_out is not None
-    return q_out, k_out
+    """`qk_norm_rope_kv` (model-dtype caches) with `return_k`: (q_out, k_out), new contiguous
+    `[T, H, D]`; the caches may be any strided `[blocks, block_size, H, D]` views (vLLM's
+    `[B, H, N, 2D]` cache split on its last dim)."""
+    out = qk_norm_rope_kv(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache,
+                          k_cache, v_cache, slot_mapping, None, None, eps=eps, is_neox=is_neox,
+                          rotary_dim=rotary_dim, weight_offset=weight_offset,
+                          weight_f32=weight_f32, rope_f32=rope_f32, config=config,
+                          return_k=True)
+    assert isinstance(out, tuple)
+    return out

@@ -227,9 +227,12 @@ def write_cache(cache: torch.Tensor, x: torch.Tensor, slot_mapping: torch.Tensor
 def qk_norm_rope_kv(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache, k_cache,
                     v_cache, slot_mapping, k_scale, v_scale, *, eps: float, is_neox: bool,
                     rotary_dim: int, weight_offset: float = 0.0, weight_f32: bool = False,
-                    rope_f32: bool = False) -> torch.Tensor:
+                    rope_f32: bool = False, return_k: bool = False
+                    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """`qk_norm_rope`, with the rotated k and v written into the paged caches at slot_mapping
-    (in place; slots < 0 skipped; FP8 caches scaled by k_scale / v_scale). Returns q_out."""
+    (in place; slots < 0 skipped; FP8 caches scaled by k_scale / v_scale). Returns q_out, or
+    with `return_k` (q_out, k_out): the rotated k itself, for a k also read besides the
+    write."""
     check_args(q, k, q_weight, k_weight, cos, sin, positions, cos_sin_cache, rotary_dim, v,
                k_cache, v_cache, slot_mapping, k_scale, v_scale, kv=True)
     q_out, k_out = qk_norm_rope(q, k, q_weight, k_weight, cos, sin, positions, cos_sin_cache,
@@ -238,4 +241,4 @@ def qk_norm_rope_kv(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_ca
                                 rope_f32=rope_f32)
     write_cache(k_cache, k_out, slot_mapping, k_scale)
     write_cache(v_cache, v, slot_mapping, v_scale)
-    return q_out
+    return (q_out, k_out) if return_k else q_out

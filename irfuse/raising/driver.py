@@ -53,6 +53,10 @@ NO_CANDIDATE = Outcome.NO_CANDIDATE
 Gate = Callable[[str, str, int | None], None]
 """`(kernel_name, platform, max_tokens)`; raises NoMatch when that kernel is left to Inductor."""
 
+SchemeGate = Callable[[str, str], None]
+"""`(scheme, platform)`; raises NoMatch when the pass does not fold a quant of that scheme (a
+`support_matrix.SCHEMES` name) into its fused op on that platform."""
+
 
 @dataclass(eq=False)
 class Site:
@@ -65,6 +69,7 @@ class Site:
     max_tokens: int | None = None
     gate: Gate | None = None
     module: ModuleOp | None = None
+    scheme_gate: SchemeGate | None = None
     scratch: dict[Any, Any] = field(default_factory=dict)
     """Per-block state of patterns that collect sites and pair them in `finish`."""
     _order: dict[Operation, float] | None = field(default=None, init=False, repr=False)
@@ -76,6 +81,12 @@ class Site:
         if self._order is None:
             self._order = dict(zip(self.ops, range(len(self.ops))))
         return self._order
+
+    def require_scheme(self, scheme: str) -> None:
+        """NoMatch when the pass does not fold a quant of `scheme` in on this platform (no-op
+        without a scheme gate): each site is judged by its own quant's scheme."""
+        if self.scheme_gate is not None:
+            self.scheme_gate(scheme, self.platform)
 
     @staticmethod
     def of_block(block: Block, platform: str, **kwargs: Any) -> Site:
@@ -199,6 +210,7 @@ def run_patterns(
     *,
     gate: Gate | None = None,
     max_tokens: int | None = None,
+    scheme_gate: SchemeGate | None = None,
 ) -> None:
     """Walk each function block once, in program order, and apply `patterns` at their anchors
     (the module docstring says how). A block without anchors and without per-block hooks is
@@ -211,7 +223,8 @@ def run_patterns(
         anchors = dispatch.anchors(ops)
         if not anchors and not hooked:
             continue
-        site = Site(block, ops, platform, max_tokens=max_tokens, gate=gate, module=module)
+        site = Site(block, ops, platform, max_tokens=max_tokens, gate=gate, module=module,
+                    scheme_gate=scheme_gate)
         for p in patterns:
             p.start(site)
         for op, candidates in anchors:

@@ -30,10 +30,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import sympy
 import torch
 import torch.fx
 from torch.distributed.distributed_c10d import _resolve_process_group
 from torch.utils._python_dispatch import _disable_current_modes
+from torch.utils._sympy.functions import FloorDiv
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
@@ -126,12 +128,32 @@ def _location(node: torch.fx.Node) -> NameLoc:
 def _dim(d: int | torch.SymInt) -> int | str:
     if isinstance(d, int):
         return d
-    expr = d.node.expr
+    expr = _halves_read_as_one(d.node.expr, d.node.shape_env)
     found = _EXPRS.get(expr)
     if found is None:
         found = int(expr) if expr.is_number else str(expr)
         _EXPRS[expr] = found
     return found
+
+
+def _halves_read_as_one(expr: Any, shape_env: Any) -> Any:
+    """`s - s // 2` as `s // 2` where the shape environment knows s is even (a guard
+    `size_contracts` settled for the two halves of a gated activation), so the halves' types
+    agree; any other expression as it is."""
+    divisible = getattr(shape_env, "divisible", None)
+    if not divisible or not expr.has(FloorDiv):
+        return expr
+    for mod in divisible:
+        if len(mod.args) != 2 or mod.args[1] != 2:
+            continue
+        half = FloorDiv(mod.args[0], 2)
+        if not expr.has(half):
+            continue
+        k = sympy.Dummy("half", integer=True)
+        reduced = sympy.expand(expr.subs(half, k).subs(mod.args[0], 2 * k))
+        if not reduced.has(mod.args[0]):
+            expr = reduced.subs(k, half)
+    return expr
 
 
 def value_type(val: Any) -> Attribute:

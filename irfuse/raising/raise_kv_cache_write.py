@@ -354,7 +354,8 @@ def _partners(a: _Write, b: _Write) -> bool:
     return (
         a.cache is not b.cache
         and _same_slots(a, b)
-        and _dims(a.cache)[:3] == _dims(b.cache)[:3]
+        and _dims(a.cache)[1:3] == _dims(b.cache)[1:3]
+        and _may_agree(_dims(a.cache)[0], _dims(b.cache)[0])
         and _may_agree(_dims(a.new)[0], _dims(b.new)[0])
         and _dims(a.new)[1] == _dims(b.new)[1]
     )
@@ -374,8 +375,10 @@ def _half_partners(a: _Write, b: _Write) -> bool:
 
 
 def _may_agree(a: object, b: object) -> bool:
-    """Equal, or two symbols (vLLM marks k and v dynamic apart: they agree when the graph runs,
-    since both index the same slot mapping)."""
+    """Equal, or two symbols: vLLM marks k and v dynamic apart (they agree when the graph runs,
+    since both index the same slot mapping), and Dynamo's automatic dynamic gives each cache's
+    block count a symbol of its own (each cache is written and read by its own row offsets,
+    so the two counts need not agree)."""
     return a == b or not (isinstance(a, int) or isinstance(b, int))
 
 

@@ -160,7 +160,7 @@ def _square_base(square: SSAValue) -> SSAValue:
     raise NoMatch("the mean is not of a square")
 
 
-def _match_decomposed(anchor: Call) -> _Norm:
+def _match_decomposed(anchor: Call, product: Operation | None = None) -> _Norm:
     source, rstd_ops = _rstd_source(anchor)
     x32, eps, mean_ops = _mean_of_square(source)
     rstd = anchor.result
@@ -187,7 +187,7 @@ def _match_decomposed(anchor: Call) -> _Norm:
         x = cast_in[0]
         ops.insert(0, x32.owner)  # type: ignore[arg-type]
     norm = _Norm(x=x, weight=None, eps=eps, out=scale.result, ops=ops)
-    _match_weight(norm)
+    _match_weight(norm, product)
     return norm
 
 
@@ -201,15 +201,42 @@ def _is_centered(value: SSAValue) -> bool:
     return mean is not None and mean.arg(0) is sub.arg(0)
 
 
-def _match_weight(norm: _Norm) -> None:
-    """Extend a matched normalization by its weight product and output cast."""
+def _normalized(norm: _Norm) -> tuple[SSAValue, Operation | None]:
+    """The normalized value the weight multiplies: the norm's output, or its cast when that
+    cast is its only user (and the cast)."""
     value = norm.out
     user = only_user(value)
     cast = as_cast(user.results[0]) if user is not None and user.results else None
     if cast is not None and cast[0] is value:
-        norm.ops.append(user)  # type: ignore[arg-type]
-        value = user.results[0]  # type: ignore[union-attr]
-        user = only_user(value)
+        return user.results[0], user  # type: ignore[union-attr]
+    return value, None
+
+
+def _weight_products(norm: _Norm, order: dict[Operation, float]) -> list[Operation]:
+    """The users of the normalized value that multiply it by a weight, in program order: more
+    than one where several norms share one input and one normalization (cse-pure merged their
+    identical chains), each with its own weight."""
+    value, _ = _normalized(norm)
+    found = []
+    for user in users(value):
+        product = call(user, MUL_TENSOR)
+        if product is not None and any(
+            base is value and _weight_of(norm, other, record=False)
+            for base, other in commutative_operands(product)
+        ):
+            found.append(user)
+    return sorted(found, key=lambda o: order.get(o, len(order)))
+
+
+def _match_weight(norm: _Norm, product_user: Operation | None = None) -> None:
+    """Extend a matched normalization by its weight product (the only user of the normalized
+    value, or `product_user`, one of several) and output cast."""
+    value, cast_op = _normalized(norm)
+    cast = None
+    if cast_op is not None:
+        norm.ops.append(cast_op)
+        cast = as_cast(value)
+    user = only_user(value) if product_user is None else product_user
     product = call(user, MUL_TENSOR)
     if product is not None:
         for base, other in commutative_operands(product):
@@ -226,7 +253,7 @@ def _match_weight(norm: _Norm) -> None:
     norm.out = value
 
 
-def _weight_of(norm: _Norm, value: object) -> bool:
+def _weight_of(norm: _Norm, value: object, record: bool = True) -> bool:
     """Whether `value` is the norm's weight (a 1-D tensor of the hidden size), maybe cast, maybe
     Gemma's `1 + w`; records it on `norm`. The offset is the norm's `weight_offset` only when it
     is added in f32 (as the kernels add it); `1 + w` added in a narrower dtype rounds the sum,
@@ -253,6 +280,8 @@ def _weight_of(norm: _Norm, value: object) -> bool:
     hidden = tensor_type(norm.x).dims[-1]  # type: ignore[union-attr]
     if tensor_type(value).dims != (hidden,):  # type: ignore[union-attr]
         return False
+    if not record:
+        return True
     norm.weight, norm.weight_offset = value, offset
     norm.ops.extend(ops)
     return True
@@ -275,15 +304,19 @@ def _match_residual(norm: _Norm) -> None:
         and cast_a is not None
         and cast_b is not None
         and tensor_type(cast_a[0]) == tensor_type(cast_b[0])
-        and only_user(a) is not None
-        and only_user(b) is not None
     ):
         # vLLM: x.float() + residual.float(); the new residual is the sum rounded back (or
-        # nothing, in the last layer, where that residual is dead).
-        back = [u for u in users(norm.x) if (c := as_cast(u.results[0])) and c[0] is norm.x]
+        # nothing, in the last layer, where that residual is dead). A cast that other code
+        # reads too (one residual added to several norms, merged by cse-pure) stays for it: the
+        # chain takes its own copy (`raise_chain`).
+        # The new residual is the sum rounded back to the inputs' dtype where the model rounds
+        # it (the f32 sum's other readers, another norm of the same sum, keep the f32 add: the
+        # chain takes its own copy); the f32 sum itself only where nothing rounds it.
+        back = [u for u in users(norm.x) if (c := as_cast(u.results[0])) and c[0] is norm.x
+                and u.results[0].type == tensor_type(cast_a[0])]
         norm.ops[:0] = [a.owner, b.owner, add.op]  # type: ignore[list-item]
         norm.residual_out = norm.x
-        if len(back) == 1 and back[0].results[0].type == tensor_type(cast_a[0]):
+        if back:
             norm.ops.append(back[0])
             norm.residual_out = back[0].results[0]
         norm.x, norm.residual = cast_a[0], cast_b[0]
@@ -354,7 +387,21 @@ class RmsNormPattern(CallPattern):
             return NO_CANDIDATE
         if found.target == RECIPROCAL and producer(found.arg(0), SQRT) is None:
             return NO_CANDIDATE
-        norm = _match_whole(found) if found.target in WHOLE_OPS else _match_decomposed(found)
+        if found.target not in WHOLE_OPS:
+            # Several norms of one input, each with its own weight, normalize once after
+            # cse-pure: one norm per weight product (each takes its own copy of the shared
+            # normalization), then the rest as one norm.
+            while True:
+                norm = _match_decomposed(found)
+                products = _weight_products(norm, site.order)
+                if norm.weight is not None or not products or len(
+                        users(_normalized(norm)[0])) < 2:
+                    break
+                norm = _match_decomposed(found, products[0])
+                _match_residual(norm)
+                _raise(norm, site.order)
+        else:
+            norm = _match_whole(found)
         if norm.residual is None and not found.target.startswith("irfuse::"):
             _match_residual(norm)
         _raise(norm, site.order)

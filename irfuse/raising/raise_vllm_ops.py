@@ -381,14 +381,25 @@ def _per_token_fp8(fn: _Functionalized) -> tuple[Operation, list[SSAValue]]:
     return raised, [q, s]
 
 
+def symbolic_half(dim: object) -> str | None:
+    """The IR's text of `dim // 2` for a symbolic dim (`s27` -> `(s27//2)`), None for anything
+    else."""
+    if not isinstance(dim, str) or not dim.isidentifier():
+        return None
+    return f"({dim}//2)"
+
+
 def _silu_and_mul(fn: _Functionalized) -> tuple[Operation, list[SSAValue]]:
     x = _tensor(fn, "input")
     _float_input(x)
     xt = tensor_type(x)
     last = xt.dims[-1] if xt.dims else None  # type: ignore[union-attr]
-    if not isinstance(last, int) or last % 2:
-        raise NoMatch(f"the input's last dim {last} is not a static even size")
-    _written_like(fn, "result", (*xt.dims[:-1], last // 2), xt.dtype, "output")  # type: ignore
+    # A symbolic width is one `size_contracts` guarded even (the op's contract); its half is
+    # the output's `(s//2)`.
+    half = last // 2 if isinstance(last, int) else symbolic_half(last)
+    if half is None or isinstance(last, int) and last % 2:
+        raise NoMatch(f"the input's last dim {last} is not an even size")
+    _written_like(fn, "result", (*xt.dims[:-1], half), xt.dtype, "output")  # type: ignore
     y = fn.outs["result"]
     return SiluMulOp(x, result_type=y.type), [y]
 

@@ -25,15 +25,18 @@ from typing import Any
 import torch
 import torch.fx
 from torch.fx.experimental.symbolic_shapes import guard_bool, statically_known_true
+from torch.utils._sympy.functions import FloorDiv
 
 from irfuse import targets
 from irfuse.raising.aten_ops import (
     AUTO_FUNCTIONALIZED,
     AUTO_FUNCTIONALIZED_V2,
+    SLICE_TENSOR,
     VLLM_DYNAMIC_PER_TOKEN_SCALED_FP8_QUANT,
     VLLM_DYNAMIC_SCALED_FP8_QUANT,
     VLLM_FUSED_ADD_RMS_NORM,
     VLLM_RMS_NORM,
+    VLLM_SILU_AND_MUL,
     VLLM_STATIC_SCALED_FP8_QUANT,
 )
 
@@ -48,23 +51,32 @@ CONTRACTS: dict[str, tuple[tuple[str, int | None, str, int | None], ...]] = {
     VLLM_STATIC_SCALED_FP8_QUANT: (("result", SHAPE, "input", SHAPE),),
     VLLM_DYNAMIC_SCALED_FP8_QUANT: (("result", SHAPE, "input", SHAPE),),
     VLLM_DYNAMIC_PER_TOKEN_SCALED_FP8_QUANT: (("result", SHAPE, "input", SHAPE),),
+    VLLM_SILU_AND_MUL: (),
 }
 """vLLM op -> the size equalities its computation requires."""
+
+EVEN_LAST: dict[str, str] = {VLLM_SILU_AND_MUL: "input"}
+"""vLLM op -> the argument whose last dim its computation cuts in halves (`d = x.shape[-1] //
+2`, an output `[..., d]`): guarded even where symbolic (`_guard_even`)."""
 
 _HOPS = (AUTO_FUNCTIONALIZED, AUTO_FUNCTIONALIZED_V2)
 
 
 def settle(gm: torch.fx.GraphModule, marked: frozenset[str] = frozenset()) -> int:
-    """Guard every contract of the graph's vLLM op calls that its traced sizes satisfy; returns
-    how many size pairs were newly guarded equal. A graph without symbolic sizes is untouched.
-    A symbol in `marked` (a dim the user marked dynamic) is never guarded equal to a number:
-    Dynamo refuses to specialize such a dim, so that contract is left to raising's remark."""
-    guarded = 0
+    """Guard every contract of the graph's vLLM op calls that its traced sizes satisfy, and the
+    evenness of a symbolic width cut into two halves (`_settle_halves`); returns how many were
+    newly guarded. A graph without symbolic sizes is untouched. A symbol in `marked` (a dim the
+    user marked dynamic) is never guarded equal to a number nor even: Dynamo refuses to
+    specialize such a dim, so that contract is left to raising's remark."""
+    guarded = _settle_halves(gm, marked)
     for node in gm.graph.nodes:
         found = _vllm_call(node) if node.op == "call_function" else None
         if found is None:
             continue
         target, args = found
+        val = _fake(args.get(EVEN_LAST.get(target, "")))
+        if val is not None and val.dim() > 0:
+            guarded += _guard_even(val.shape[-1], marked)
         for a, da, b, db in CONTRACTS[target]:
             ta, tb = _fake(args.get(a)), _fake(args.get(b))
             if ta is None or tb is None:
@@ -72,6 +84,58 @@ def settle(gm: torch.fx.GraphModule, marked: frozenset[str] = frozenset()) -> in
             for x, y in _pairs(ta, da, tb, db):
                 guarded += _settle_pair(x, y, marked)
     return guarded
+
+
+def _settle_halves(gm: torch.fx.GraphModule, marked: frozenset[str]) -> int:
+    """A gated activation's `x[..., :s // 2]` and `x[..., s // 2:]` of a symbolic width s
+    (vLLM's SiLU·Mul contract: `d = x.shape[-1] // 2`, an output `[..., d]`): the two halves
+    are of one width only when s is even, and a graph whose sizes say so
+    (`s - s // 2` against `s // 2`) raises as a product of two other shapes. Where the traced
+    s is even, guard it (`Mod(s, 2) == 0`, a Dynamo guard: an odd width is traced again);
+    the importer then reads `s - s // 2` as `s // 2` (`fx_import`)."""
+    starts: dict[tuple[torch.fx.Node, int], list[Any]] = {}
+    ends: dict[tuple[torch.fx.Node, int], list[Any]] = {}
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or targets.name_of(node.target) != SLICE_TENSOR:
+            continue
+        source = node.args[0] if node.args else None
+        val = _fake(source)
+        if val is None or val.dim() == 0:
+            continue
+        dim, start, end = (list(node.args[1:4]) + [0, None, None])[:3]
+        if not isinstance(dim, int):
+            continue
+        key = (source, dim % val.dim())
+        starts.setdefault(key, []).append(_expr_of(start))
+        ends.setdefault(key, []).append(_expr_of(end))
+    guarded = 0
+    for (source, dim), cut_at in starts.items():
+        size = _fake(source).shape[dim]  # type: ignore[union-attr]
+        if not isinstance(size, torch.SymInt):
+            continue
+        half = FloorDiv(size.node.expr, 2)
+        if half not in cut_at or half not in ends.get((source, dim), []):
+            continue
+        guarded += _guard_even(size, marked)
+    return guarded
+
+
+def _guard_even(size: Any, marked: frozenset[str]) -> int:
+    """Guard a symbolic size even where its traced size is (and no marked dim is in it)."""
+    if not isinstance(size, torch.SymInt) or _hint(size) is None or _hint(size) % 2:
+        return 0
+    if {str(s) for s in size.node.expr.free_symbols} & marked:
+        return 0
+    even = size % 2 == 0
+    return 0 if statically_known_true(even) else int(guard_bool(even))
+
+
+def _expr_of(arg: Any) -> Any:
+    """A slice bound as a sympy expression (a SymInt node's), else the constant itself."""
+    if isinstance(arg, torch.fx.Node):
+        val = arg.meta.get("val")
+        return val.node.expr if isinstance(val, torch.SymInt) else None
+    return arg
 
 
 def _vllm_call(node: torch.fx.Node) -> tuple[str, dict[str, Any]] | None:

@@ -15,6 +15,7 @@ import pytest
 
 from irfuse import support_matrix
 from irfuse.config import (
+    CliText,
     CompilationConfig,
     ConfigError,
     PassConfig,
@@ -182,6 +183,26 @@ def test_quant_scheme_gates_level_defaults(scheme: str | None, norm: bool, act: 
     cfg = resolve(CompilationConfig(optimization_level=1), platform="cuda:sm90",
                   **{**FACTS, "quant_scheme": scheme})
     assert (cfg.pass_config.fuse_norm_quant, cfg.pass_config.fuse_act_quant) == (norm, act)
+
+
+@pytest.mark.parametrize(
+    ("schemes", "norm", "act"),
+    [
+        # A graph's quants in order of first use: a pass is off only when none of its schemes
+        # is one the pass fuses; each site is then judged by its own scheme.
+        (("fp8-dynamic-tensor", "fp8-static-tensor"), True, True),
+        (("fp8-static-tensor", "fp8-dynamic-tensor"), True, True),
+        (("fp8-dynamic-tensor", "nvfp4"), False, True),
+        (("fp8-dynamic-tensor", "fp8-dynamic-tensor"), False, False),
+    ],
+)
+def test_a_graph_with_several_schemes_is_gated_by_all_of_them(schemes, norm, act) -> None:
+    res = resolve_explained(CompilationConfig(optimization_level=1), platform="cuda:sm90",
+                            **{**FACTS, "quant_scheme": schemes})
+    pc = res.config.pass_config
+    assert (pc.fuse_norm_quant, pc.fuse_act_quant) == (norm, act)
+    if not norm:
+        assert "does not fuse fp8-dynamic-tensor" in res.notes["fuse_norm_quant"]
 
 
 def test_fi_cap_filled_per_capability_and_tp() -> None:
@@ -414,17 +435,45 @@ def test_configerror_is_a_valueerror() -> None:
     assert issubclass(ConfigError, ValueError)
 
 
-def test_python_constructor_validates_and_coerces() -> None:
-    pc = PassConfig(fuse_norm_quant="False", sp_min_token_num="64")  # type: ignore[arg-type]
+def test_python_constructor_validates_and_refuses_strings_for_bools_numbers_lists() -> None:
+    # Only the command line's text ("False", "64", "8,16") is read as a bool, a number or a
+    # list: from Python or JSON a string there is a mistake, named in one line.
+    pc = PassConfig(fuse_norm_quant=CliText("False"), sp_min_token_num=CliText("64"))
     assert pc.fuse_norm_quant is False and pc.sp_min_token_num == 64
-    with pytest.raises(ConfigError, match=r"pass_config\.fuse_act_quant"):
-        PassConfig(fuse_act_quant="on")  # type: ignore[arg-type]
+    for bad, key in (({"fuse_norm_quant": "False"}, "fuse_norm_quant"),
+                     ({"sp_min_token_num": "64"}, "sp_min_token_num"),
+                     ({"fuse_act_quant": "on"}, "fuse_act_quant")):
+        with pytest.raises(ConfigError, match=rf"pass_config\.{key}"):
+            PassConfig(**bad)  # type: ignore[arg-type]
+    for bad, key in (({"strict": "false"}, "strict"), ({"compile_sizes": "8"}, "compile_sizes"),
+                     ({"compile_sizes": [8, "16"]}, "compile_sizes"),
+                     ({"max_num_batched_tokens": "1024"}, "max_num_batched_tokens")):
+        with pytest.raises(ConfigError, match=rf"bad value for '{key}'") as err:
+            CompilationConfig.from_options(bad)
+        assert "\n" not in str(err.value)
     cc = CompilationConfig(optimization_level="O3", platform="CUDA:SM90")  # type: ignore[arg-type]
     assert cc.optimization_level == 3 and cc.platform == "cuda:sm90"
 
 
-@pytest.mark.parametrize(("text", "value"), [("True", True), ("true", True), ("False", False),
-                                            ("false", False), (True, True), (False, False)])
+def test_command_line_text_becomes_bools_numbers_and_lists() -> None:
+    cfg = CompilationConfig.from_cli(["-cc.strict=False", "-cc.compile_sizes=8,16",
+                                      "-cc.pass_config.fuse_norm_quant=false"])
+    assert cfg.strict is False and cfg.compile_sizes == [8, 16]
+    assert cfg.pass_config.fuse_norm_quant is False
+
+
+def test_unknown_rocm_arch_and_split_points_past_the_top_are_refused() -> None:
+    with pytest.raises(ConfigError, match="gfx000 is not a ROCm architecture"):
+        CompilationConfig.from_options({"platform": "rocm:gfx000"})
+    with pytest.raises(ConfigError, match="4096 lie past it"):
+        CompilationConfig.from_options({"max_num_batched_tokens": 1024,
+                                        "compile_ranges_split_points": [512, 4096]})
+    assert CompilationConfig(platform="rocm:gfx942").platform == "rocm:gfx942"
+
+
+@pytest.mark.parametrize(("text", "value"), [(CliText("True"), True), (CliText("true"), True),
+                                            (CliText("False"), False), (CliText("false"), False),
+                                            (True, True), (False, False)])
 def test_boolean_spellings(text: object, value: bool) -> None:
     assert PassConfig(enable_sp=text).enable_sp is value  # type: ignore[arg-type]
 

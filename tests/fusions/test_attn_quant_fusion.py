@@ -148,6 +148,8 @@ def test_mla_filecheck_cases_fuse_and_near_misses_say_why():
         "the views between the MLA attention and the quant do not flatten its output "
         "token-major ([T, H * v])",
         "MLA attention + group FP8 quant has no fused kernel (static per-tensor only)",
+        "the MLA attention output is also read unquantized; the fused op writes only the "
+        "quantized output",
     ]
 
 
@@ -249,3 +251,112 @@ def test_mla_cuda_entries_run_the_kernel_for_masked_batch_major_mla(monkeypatch)
     assert decl.MLA_ATTN_QUANT_NVFP4.run_cuda(*nvfp4_call) == "nvfp4 out"
     assert [(kind, bm) for kind, _, bm in calls] == [("fp8", True), ("nvfp4", True)]
     assert calls[0][1] is fp8_call[4] and calls[1][1] is nvfp4_call[4]
+
+
+def test_the_paged_decode_stays_paged_after_an_automatic_dynamic_recompile():
+    # Without mark_dynamic, Dynamo recompiles at the second size with every changed dim
+    # symbolic: each cache's block count gets a symbol of its own. The cache writes then did
+    # not pair and the decode attended over the gathered pages, with no remark.
+    from irfuse import backend
+
+    torch._dynamo.reset()
+    backend.clear_reports()
+    built = M.build("paged", size="tiny", quant="fp8")
+    compiled = torch.compile(built.model, backend="irfuse",
+                             options={"inductor": False, "optimization_level": 2, "strict": True,
+                                      "pass_config": {"fuse_attn_quant": True}})
+    with torch.no_grad():
+        for tokens in (4, 6, 9):
+            inputs = built.make_inputs(tokens, 1)
+            out = compiled(*[x.clone() for x in inputs])
+            assert_bit_exact(out, built.model(*[x.clone() for x in inputs]))
+    reports = backend.reports()
+    assert len({r.graph for r in reports}) == 2  # the static graph, then the dynamic one
+    for report in reports:
+        assert report.raised["kv_cache_write"] == built.config.num_layers
+        assert report.fused("fuse-attn-quant") == built.config.num_layers
+        chosen = {k.op for k in report.kernels}
+        assert "paged_decode_quant_fp8_static" in chosen
+        assert "attention_quant_fp8_static" not in chosen
+
+
+def test_a_decode_over_pages_the_paged_kernel_does_not_take_says_why():
+    # Keys and values gathered by two block tables: not the paged kernel's pattern. The decode
+    # still fuses (over the gathered copy), and the report says why it is not the paged kernel.
+    class TwoTables(nn.Module):
+        def forward(self, q, kc, vc, kt, vt, lens, scale):
+            keys = kc[kt].flatten(1, 2).transpose(1, 2)
+            values = vc[vt].flatten(1, 2).transpose(1, 2)
+            mask = torch.arange(keys.shape[2])[None, :] < lens[:, None]
+            out = torch.nn.functional.scaled_dot_product_attention(
+                q.unsqueeze(2), keys, values, attn_mask=mask[:, None, None, :],
+                enable_gqa=True)
+            flat = out.reshape(q.shape[0], -1)
+            return (flat.float() / scale).clamp(-448, 448).to(torch.float8_e4m3fn)
+
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(3, 4, 64, generator=g).bfloat16()
+    kc, vc = (torch.randn(16, 8, 2, 64, generator=g).bfloat16() for _ in range(2))
+    kt = torch.randperm(16, generator=g)[:6].view(3, 2).int()
+    vt = torch.randperm(16, generator=g)[:6].view(3, 2).int()
+    lens = torch.tensor([5, 16, 9], dtype=torch.int32)
+    compiled = compile_and_run(TwoTables(), [q, kc, vc, kt, vt, lens, torch.tensor([0.01])],
+                               dynamic_dims=(),
+                               options={"optimization_level": 1,
+                                        "pass_config": {"fuse_attn_quant": True}})
+    assert_bit_exact(compiled.outputs, compiled.eager)
+    assert compiled.fused("fuse-attn-quant") == 1
+    reasons = [m.reason for r in compiled.reports for p in r.passes
+               if p.name == "fuse-attn-quant" for m in p.missed]
+    assert reasons == ["a decode over gathered pages, not fused with the paged kernel (it "
+                       "attends over the gathered copy): the keys and values are gathered by "
+                       "different block tables"]
+
+
+class _TorchSdpaBackend(nn.Module):
+    """vLLM's former TORCH_SDPA backend: q/k/v [T, H, D] moved to [H, T, D] (3-D, no batch dim),
+    GQA by repeat_interleave, causal SDPA, the output moved back, then the o_proj's FP8 quant."""
+
+    def __init__(self, heads: int, kv_heads: int):
+        super().__init__()
+        self.heads, self.kv_heads = heads, kv_heads
+        self.register_buffer("scale", torch.tensor([0.02]))
+
+    def forward(self, q, k, v):
+        q, k, v = (x.movedim(0, x.dim() - 2) for x in (q, k, v))
+        if self.heads != self.kv_heads:
+            k = k.repeat_interleave(self.heads // self.kv_heads, dim=-3)
+            v = v.repeat_interleave(self.heads // self.kv_heads, dim=-3)
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                               scale=q.shape[-1] ** -0.5)
+        out = out.movedim(q.dim() - 2, 0)
+        out = out.reshape(out.shape[0], -1)
+        return (out.float() / self.scale).clamp(-448, 448).to(torch.float8_e4m3fn)
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("kv_heads", [2, 4], ids=["gqa", "mha"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_3d_sdpa_with_repeat_interleave_and_movedim_fuses(kv_heads, dynamic, dtype):
+    # Raised, but "the attention output is 3-D, not [B, H, T, Dv]" kept it unfused.
+    g = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(9, h, 64, generator=g).to(dtype) for h in (4, kv_heads, kv_heads)]
+    compiled = compile_and_run(_TorchSdpaBackend(4, kv_heads), inputs,
+                               dynamic_dims=((0, 0), (1, 0), (2, 0)) if dynamic else (),
+                               options={"optimization_level": 1,
+                                        "pass_config": {"fuse_attn_quant": True}})
+    assert compiled.raised()["attention"] == 1
+    assert compiled.fused(PASS) == 1
+    assert [m for r in compiled.reports for p in r.passes if p.name == PASS
+            for m in p.missed] == []
+    assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+def test_cuda_entry_runs_the_kernel_on_3d_attention_as_one_batch(monkeypatch):
+    calls = []
+    _recording_kernels(monkeypatch, calls)
+    q = torch.randn(4, 6, 16).bfloat16()
+    out = decl.ATTN_QUANT.run_cuda(q, q, q, None, torch.tensor([0.1]), 0.25, True,
+                                   torch.float8_e4m3fn)
+    assert calls == [("fp8", None)]
+    assert out.shape == (6, 64)

@@ -47,3 +47,40 @@ def test_vllm_noop_parity(tmp_path, tokens, hidden, dtype):
     assert sum(any(r in c for r in RESHAPES) for c in calls) == 1, calls
     assert sum('"aten::slice.Tensor"' in c for c in calls) == 1, calls
     assert not any('"aten::slice_scatter.default"' in c for c in calls), calls
+
+
+class VllmNoopModel(nn.Module):
+    """vLLM's own no-op test model (tests/compile/test_noop_elimination.py): reshapes, a whole
+    slice, and a whole slice_scatter returned: the graph's output is the scatter."""
+
+    def forward(self, x):
+        y = x.reshape(-1, 128, 32)
+        z = y.reshape(-1, 4096)
+        a = z.reshape(-1, 4096)
+        b = a.reshape(-1, 128, 32)
+        c = b[0:b.shape[0]]
+        return torch.slice_scatter(torch.ones_like(c), c, 0, 0, c.shape[0])
+
+
+class ScatterOfFresh(nn.Module):
+    """A returned whole slice_scatter of a computed (fresh) source."""
+
+    def forward(self, x):
+        c = x * 2 + 1
+        return torch.slice_scatter(torch.zeros_like(c), c, 0, 0, c.shape[0])
+
+
+@pytest.mark.parametrize("model, copies", [(VllmNoopModel, 1), (ScatterOfFresh, 0)],
+                         ids=["source_is_a_view_of_the_input", "fresh_source"])
+def test_a_returned_whole_slice_scatter_goes(tmp_path, model, copies):
+    # It was kept (a returned value was left alone). A source that is a view of the input is
+    # copied (the caller must not get the input's storage), a fresh one is returned itself.
+    x = torch.randn(256, 4096, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+    compiled = compile_and_run(model(), [x], options={
+        "optimization_level": 1, "dump_dir": str(tmp_path)})
+    assert_bit_exact(compiled.outputs, compiled.eager)
+    (out, (x_in,)) = compiled.outputs
+    assert out.data_ptr() != x_in.data_ptr()
+    calls = _after_pass(tmp_path)
+    assert not any('"aten::slice_scatter.default"' in c for c in calls), calls
+    assert sum('"aten::clone.default"' in c for c in calls) == copies, calls

@@ -134,6 +134,23 @@ def test_builtin_fp8_models_fused_are_bit_exact(
 
 
 @pytest.mark.filterwarnings("ignore:irfuse.*eliminate_noops off")
+@pytest.mark.parametrize("style", ["square", "functional", "hf", "vllm"])
+def test_builtin_llama_fp8_is_bit_exact_in_every_norm_style(style: str) -> None:
+    # "square" and "functional" multiply by the weight in float32 (rounded once): before the
+    # fused kernels carried that reading (`weight_f32`), llama-fp8 with "square" moved by 0.129.
+    built = models.build("llama-fp8", size="tiny", norm_style=style)
+    compiled = compile_and_run(
+        built.model,
+        list(built.example_inputs),
+        dynamic_dims=list(built.dynamic_dims.items()),
+        options={"optimization_level": 2, "pass_config": _only(*BOTH)},
+    )
+    (report,) = compiled.reports
+    assert report.fused("fuse-norm-quant") == 2 * LAYERS
+    assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+@pytest.mark.filterwarnings("ignore:irfuse.*eliminate_noops off")
 @pytest.mark.parametrize("family", ["llama", "qwen3", "mistral", "gemma"])
 def test_hf_fp8_models_fused_are_bit_exact(family: str) -> None:
     model = build_hf(family)

@@ -22,6 +22,8 @@ LAYERS = 4
 BOTH = ("fuse_norm_quant",)
 OPTIONS = {"optimization_level": 2,
            "pass_config": {f: f in BOTH for f in support_matrix.FLAGS}}
+OPTIONS_ACT = {"optimization_level": 2,
+               "pass_config": {f: f == "fuse_act_quant" for f in support_matrix.FLAGS}}
 MODES = {
     "static": {"dynamic": False},
     "mark_dynamic": {"dynamic_dims": ((0, 0),)},
@@ -137,3 +139,47 @@ def test_a_hidden_size_marked_dynamic_is_not_specialized() -> None:
     assert fused == 0 and "rms_norm" not in raised
     assert any("not an RMSNorm (_C.rms_norm): the weight is [64]" in r for r in missed), missed
     assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+class _SiluMulQuant(torch.nn.Module):
+    """vLLM's SiLU·Mul + FP8 test model (tests/compile/test_silu_mul_quant_fusion.py): x [T, 2H]
+    through `SiluAndMul` (native: `d = x.shape[-1] // 2; silu(x[..., :d]) * x[..., d:]`, or the
+    `_C` op) and a static FP8 quant."""
+
+    def __init__(self, custom_ops: bool):
+        super().__init__()
+        self.custom_ops = custom_ops
+        self.register_buffer("scale", torch.tensor([0.05]))
+
+    def forward(self, x):
+        if self.custom_ops:
+            y = V.vllm_silu_and_mul(x)
+        else:
+            d = x.shape[-1] // 2
+            y = torch.nn.functional.silu(x[..., :d]) * x[..., d:]
+        return V.native_fp8_quant(y, self.scale)[0]
+
+
+@pytest.mark.parametrize("custom_ops", [False, True], ids=["native", "custom_ops"])
+def test_silu_mul_with_a_symbolic_width_fuses_under_dynamic_true(custom_ops: bool) -> None:
+    # Under dynamic=True the width is a symbol s: the halves are `s // 2` and `s - s // 2` wide,
+    # equal only for an even s. irfuse guards the evenness (vLLM's op contract), so they raise as
+    # one SiLU·Mul and fuse; an odd width would be traced again.
+    model = _SiluMulQuant(custom_ops)
+    compiled = compile_and_run(model, [_x(hidden=256)], options=OPTIONS_ACT, dynamic=True)
+    (report,) = compiled.reports
+    assert report.raised["silu_mul"] == 1
+    assert report.fused("fuse-act-quant") == 1
+    assert [m.reason for p in report.raise_passes for m in p.missed] == []
+    assert_bit_exact(compiled.outputs, compiled.eager)
+    # Another even width runs the same graph, bit-exact.
+    from irfuse import backend
+
+    compiled_fn = torch.compile(model, backend="irfuse", dynamic=True, options=OPTIONS_ACT)
+    backend.clear_reports()
+    torch._dynamo.reset()
+    with torch.no_grad():
+        for hidden in (256, 192):
+            x = _x(tokens=5, hidden=hidden)
+            assert_bit_exact(compiled_fn(x), model(x))
+    assert len(backend.reports()) == 1

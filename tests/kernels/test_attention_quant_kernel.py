@@ -157,6 +157,22 @@ def test_reference_refuses_bad_arguments(q, k, scale, message):
         attention_quant_ref.attention_fp8(q, k, k.clone(), scale, softmax_scale=1.0, causal=True)
 
 
+def test_paged_reference_gives_an_empty_sequence_zeros():
+    # A sequence of length 0 (a padded batch slot): nothing to attend to. SDPA gives a row whose
+    # mask keeps nothing zeros, and so does the graph fuse-attn-quant replaces; the reference
+    # did refuse it.
+    from irfuse.fusions.fuse_attn_quant import ops as fuse_attn_quant
+
+    q, kc, vc, table, seq_lens = _paged(3, 4, 2, 64, 16, [37, 0, 5], torch.bfloat16)
+    scale = torch.tensor([0.004])
+    ref = attention_quant_ref.paged_decode_fp8(q, kc, vc, table, seq_lens, scale,
+                                               softmax_scale=0.125)
+    assert torch.equal(ref[1].float(), torch.zeros(4, 64))
+    graph = fuse_attn_quant.paged_decode_quant_fp8_static(q[:, :, None], kc, vc, table, seq_lens,
+                                                          scale, 0.125, FP8, True)
+    assert torch.equal(ref.reshape(3, -1).view(torch.uint8), graph.view(torch.uint8))
+
+
 def test_paged_reference_refuses_bad_tables():
     q, kc, vc, table, seq_lens = _paged(2, 4, 2, 16, 16, [20, 3], torch.bfloat16)
     with pytest.raises(ValueError, match="int32 or int64"):
@@ -297,6 +313,10 @@ DECODE_GRAPH_CASES = [(2, 4, 2, 64, 16, (37, 5), "bf16", "default", False),
                       (3, 4, 2, 64, 16, (37, 0, 5), "bf16", 1, False),
                       (3, 4, 2, 64, 16, (37, 0, 5), "bf16", 3, False),
                       (3, 4, 2, 64, 16, (37, 0, 5), "bf16", 3, True)]
+# A sequence of length 0 between others, in one program and split: the kernel must write 0 there
+# as the reference does (it wrote -448, 0 * inf through the quant).
+EMPTY_SEQUENCE_CASES = [(3, 4, 2, 64, 16, (37, 0, 5), "bf16", None, False),
+                        (3, 4, 2, 64, 16, (37, 0, 5), "bf16", 3, False)]
 
 
 def _worker() -> None:
@@ -314,6 +334,8 @@ def _worker() -> None:
     for case in DECODE_GRAPH_CASES:
         results["graph-" + _decode_id(case)] = guard(check_decode_graph, case, "cpu")
         results["graph-pf-" + _decode_id(case)] = guard(check_decode_graph, case, "cpu", True)
+    for case in EMPTY_SEQUENCE_CASES:
+        results["empty-" + _decode_id(case)] = guard(check_decode, case, "cpu")
     print(json.dumps(results))
 
 
@@ -345,6 +367,12 @@ def test_decode_kernel_matches_reference_interpreted(interpreted, case, prefetch
 @pytest.mark.parametrize("case", DECODE_GRAPH_CASES, ids=_decode_id)
 def test_decode_kernel_is_the_graph_it_replaces_interpreted(interpreted, case, prefetch):
     r = interpreted["graph-" + prefetch + _decode_id(case)]
+    assert r["ok"], r["detail"]
+
+
+@pytest.mark.parametrize("case", EMPTY_SEQUENCE_CASES, ids=_decode_id)
+def test_decode_kernel_writes_zeros_for_an_empty_sequence_interpreted(interpreted, case):
+    r = interpreted["empty-" + _decode_id(case)]
     assert r["ok"], r["detail"]
 
 

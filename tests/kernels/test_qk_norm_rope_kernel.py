@@ -318,7 +318,8 @@ def test_reference_kv_refuses_short_slot_mapping_and_fp8_without_scales():
 
 BASE = {"T": 5, "hq": 4, "hk": 2, "d": 64, "rd": 64, "dtype": "bf16", "neox": True,
         "norm": "qk", "table": "cache", "table_dtype": "bf16", "weight_f32": False,
-        "offset": 0.0, "rope_f32": False, "kv": None, "dv": None, "config": None}
+        "offset": 0.0, "rope_f32": False, "kv": None, "dv": None, "config": None,
+        "return_k": False}
 
 
 def _case(**kw) -> dict:
@@ -343,6 +344,9 @@ KERNEL_CASES = [
     _case(kv="fp8", T=17), _case(kv="fp8", norm="none", neox=False),
     _case(kv="same", dv=32, d=128, rd=128, config=(4, 2, 2)),
     _case(kv="fp8", T=1, table="full", d=128, rd=128), _case(kv="same", T=5, dtype="fp16"),
+    # The rotated k returned too (a k read besides the cache write).
+    _case(kv="same", T=17, return_k=True), _case(kv="fp8", norm="none", return_k=True),
+    _case(kv="same", dv=32, d=128, rd=64, neox=False, return_k=True, config=(4, 2, 2)),
 ]
 
 
@@ -356,6 +360,8 @@ def _case_id(c: dict) -> str:
         parts.append(f"offset{c['offset']}")
     if c["kv"]:
         parts.append(f"kv-{c['kv']}" + (f"-dv{c['dv']}" if c["dv"] else ""))
+    if c["return_k"]:
+        parts.append("return_k")
     if c["config"]:
         parts.append("cfg" + "x".join(map(str, c["config"])))
     return "-".join(parts)
@@ -457,10 +463,18 @@ def check_case(c: dict, device: str) -> dict:
         slots = _slots(t, nb * bs, device, seed=t)
         ks = torch.tensor(0.2, device=device)
         vs = torch.tensor([1.7], device=device)
+        rk = c["return_k"]
         out = kern.qk_norm_rope_kv(q, k, v, qw, kw, cos, sin, positions, cache, *caches, slots,
-                                   ks, vs, config=cfg, **opts)
+                                   ks, vs, config=cfg, return_k=rk, **opts)
         want = ref.qk_norm_rope_kv(q, k, v, qw, kw, cos, sin, positions, cache, *want_caches,
-                                   slots, ks, vs, **opts)
+                                   slots, ks, vs, return_k=rk, **opts)
+        if rk:
+            p = _close(out[1], want[1], exact or kw is None, dtype, c["neox"], rd)
+            if p:
+                problems.append(f"k: {p}")
+            if not out[1].is_contiguous():
+                problems.append("k not contiguous")
+            out, want = out[0], want[0]
         p = _close(out, want, exact or qw is None, dtype, c["neox"], rd)
         if p:
             problems.append(f"q: {p}")

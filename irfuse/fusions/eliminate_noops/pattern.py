@@ -9,10 +9,13 @@ a `detach` and a `view.dtype` to the tensor's own dtype (vLLM's vocab-parallel e
 with one after its all-reduce; Inductor's post-grad passes drop both before vLLM's passes see
 the graph); a chain of reshapes collapses to one. Their users read the input (or the source) directly, so fusions see through them; the
 graph computes the same values (the functional graph has no aliasing to preserve, except in what
-it returns: a returned value is left alone).
+it returns: a returned view is left alone).
 
 Only top-level `aten.call` ops are touched (a raised op's decomposition keeps the code it
-replaced). Sizes are compared as the IR writes them: equal ints, or the same symbol; a slice end
+replaced). A returned slice_scatter goes too (vLLM's noop test asserts it), replaced by its
+source, or by a copy of it where the source may alias a graph input or another output (the
+caller gets a tensor of its own either way). Sizes are compared as the IR writes them: equal
+ints, or the same symbol; a slice end
 of INT64_MAX covers any size. Leaves alone: a slice with a negative or otherwise unproven end,
 steps other than 1, reshapes that change the shape.
 """
@@ -21,14 +24,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from xdsl.dialects.builtin import StringAttr
+from xdsl.dialects.builtin import IntAttr, StringAttr
 from xdsl.dialects.func import ReturnOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
+from xdsl.rewriter import InsertPoint
 
+from irfuse.dialects import aten
 from irfuse.dialects.irfuse import SymType
 from irfuse.raising.aten_ops import (
     CAT,
+    CLONE,
     RESHAPE,
     RESHAPES,
     RESHAPES_AND_ALIAS,
@@ -39,6 +45,7 @@ from irfuse.raising.aten_ops import (
 from irfuse.raising.aten_ops import VIEW_OPS as VIEWS_ONLY
 from irfuse.raising.driver import NO_CANDIDATE, REWROTE, CallPattern, Outcome, Site
 from irfuse.raising.match import INT64_MAX, Call, call, is_pure, tensor_type
+from irfuse.raising.purity import target_info
 
 
 def _covers(dim_size: Any, start: Any, end: Any, step: Any) -> bool:
@@ -124,6 +131,26 @@ def _returned(value: SSAValue) -> bool:
     return any(isinstance(use.operation, ReturnOp) for use in value.uses)
 
 
+def _may_alias(value: SSAValue) -> bool:
+    """Whether `value` may share storage with a graph input or another output: a function
+    argument, a view's result, or a value the function already returns."""
+    if _returned(value) or not isinstance(value.owner, Operation):
+        return True
+    found = call(value.owner)
+    if found is None:
+        return True
+    info = target_info(found.target)
+    return info.aliases_self or not is_pure(value.owner)
+
+
+def _copy(value: SSAValue, before: Operation, rewriter: PatternRewriter) -> SSAValue:
+    """`aten.clone(value)`, inserted before `before`."""
+    clone = aten.CallOp(CLONE, [value], [aten.OperandRefAttr(IntAttr(0))], [value.type])
+    clone.location = before.location
+    rewriter.insert(clone, InsertPoint.before(before))
+    return clone.results[0]
+
+
 def _collapse(found: Call, rewriter: PatternRewriter) -> bool:
     """A reshape of a reshape reads the first one's input (one reshape for the chain); the
     merged op is a view only when both were views. The first one goes when nothing else reads
@@ -157,8 +184,17 @@ class NoopPattern(CallPattern):
         if collapsed:
             found = call(found.op)  # type: ignore[assignment]
         replacement = _replacement(found)
-        if replacement is None or _returned(found.result):
+        if replacement is None:
             return REWROTE if collapsed else NO_CANDIDATE
+        if _returned(found.result):
+            if found.target != SLICE_SCATTER:
+                return REWROTE if collapsed else NO_CANDIDATE
+            # A returned slice_scatter is a fresh tensor: its source may take its place where
+            # that is fresh too and returned only here; a source that aliases something (a
+            # graph input or a view of one, another output) is copied instead (vLLM's noop
+            # test wants the scatter gone; the caller must still get a tensor of its own).
+            if _may_alias(replacement):
+                replacement = _copy(replacement, found.op, rewriter)
         rewriter.replace_all_uses_with(found.result, replacement)
         inputs = list(found.op.operands)
         rewriter.erase(found.op)

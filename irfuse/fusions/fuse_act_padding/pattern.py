@@ -26,7 +26,11 @@ from irfuse.dialects.act import PadOp
 from irfuse.dialects.fused import RmsNormPadOp
 from irfuse.dialects.irfuse import TensorType, tensor_type
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
-from irfuse.fusions.norm_readings import kernel_input_type, weight_product_in_f32
+from irfuse.fusions.norm_readings import (
+    check_residual_out,
+    kernel_input_type,
+    weight_product_in_f32,
+)
 from irfuse.raising import aten_ops
 from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import NoMatch, call
@@ -57,6 +61,7 @@ def _fuse(norm: RmsNormOp | AddRmsNormOp, rewriter: PatternRewriter, site: Site)
                       "writes one padding")
     low, high, value = amounts.pop()
     x_type = kernel_input_type(norm, norm.x)
+    check_residual_out(norm, x_type)
     weight_f32 = weight_product_in_f32(norm, x_type)
     others = [u.operation for u in norm.y.uses if not isinstance(u.operation, PadOp)]
     hidden = x_type.dims[-1]

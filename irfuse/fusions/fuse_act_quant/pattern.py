@@ -23,6 +23,7 @@ from irfuse.fusions.quant_consumers import (
     merge_identical,
     quant_consumers,
     reciprocates,
+    scheme_name,
 )
 from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import NoMatch
@@ -67,6 +68,7 @@ def _fuse(act: SiluMulOp, rewriter: PatternRewriter, site: Site) -> Outcome:
     name = kernel_name(quant)
     if isinstance(quant, QuantFp8Op) and quant.scheme.is_group and quant.scheme.is_tma_aligned:
         raise NoMatch("tma-aligned group scales are not produced by the fused kernel")
+    site.require_scheme(scheme_name(quant))
     site.require_kernel(name)
 
     x, up = act.x, act.up

@@ -30,7 +30,11 @@ from irfuse.dialects.fused import AllReduceRmsNormOp
 from irfuse.dialects.irfuse import TensorType, tensor_type
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
 from irfuse.dialects.quant import QuantFp8Op, QuantNvfp4Op, QuantScheme
-from irfuse.fusions.norm_readings import kernel_input_type, weight_product_in_f32
+from irfuse.fusions.norm_readings import (
+    check_residual_out,
+    kernel_input_type,
+    weight_product_in_f32,
+)
 from irfuse.fusions.quant_consumers import (
     Consumer,
     divides,
@@ -39,6 +43,7 @@ from irfuse.fusions.quant_consumers import (
     quant_consumers,
     reciprocates,
     reshape_as,
+    scheme_name,
 )
 from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import NoMatch, users
@@ -86,11 +91,11 @@ def _norm_of(ar: AllReduceOp) -> RmsNormOp | AddRmsNormOp | None:
                   "op returns one sum, not the addend")
 
 
-def _quant(norm: RmsNormOp | AddRmsNormOp, order: dict[Operation, float],
+def _quant(norm: RmsNormOp | AddRmsNormOp, site: Site,
            rewriter: PatternRewriter) -> Consumer | None:
     """The quant the fused op folds in, or None (with a remark where a quant is left out)."""
     try:
-        consumers = quant_consumers(norm.y, order)  # type: ignore[arg-type]
+        consumers = quant_consumers(norm.y, site.order)  # type: ignore[arg-type]
     except NoMatch as why:
         if any(isinstance(u, QuantFp8Op) for u in users(norm.y)):
             remarks.missed(norm, f"quant not folded into the all-reduce + norm: {why}")
@@ -99,6 +104,11 @@ def _quant(norm: RmsNormOp | AddRmsNormOp, order: dict[Operation, float],
         return None
     consumers = merge_identical(consumers, rewriter)
     reason = _unfusable(consumers)
+    if reason is None:
+        try:
+            site.require_scheme(scheme_name(consumers[0].quant))
+        except NoMatch as why:
+            reason = str(why)
     if reason is not None:
         remarks.missed(norm, f"quant not folded into the all-reduce + norm: {reason}")
         return None
@@ -130,6 +140,7 @@ def _fuse(ar: AllReduceOp, rewriter: PatternRewriter, site: Site) -> Outcome:
     if ar.reduce_op.data != "sum":
         raise NoMatch(f"the all-reduce is a {ar.reduce_op.data}, not a sum")
     x_type = kernel_input_type(norm, ar.x)
+    check_residual_out(norm, x_type)
     # Gemma's (1 + w) is a float32 product in every reading: weight_f32 marks offset 0 only.
     weight_f32 = weight_product_in_f32(norm, x_type) and norm.weight_offset.value.data == 0.0
     residual: SSAValue | None = None
@@ -142,7 +153,7 @@ def _fuse(ar: AllReduceOp, rewriter: PatternRewriter, site: Site) -> Outcome:
             raise NoMatch(f"the all-reduced value is also used (by {others[0].name}) besides the "
                           "residual add; the fused op returns the sum, not the addend")
     order = site.order
-    consumer = _quant(norm, order, rewriter)
+    consumer = _quant(norm, site, rewriter)
     kind = None
     if consumer is not None:
         quant = consumer.quant

@@ -1,9 +1,10 @@
 """The kernels of attention -> static FP8 or NVFP4 output quant, and how `fused.attention_quant`,
 `fused.paged_decode_quant` and `fused.mla_attention_quant` lower to them.
 
-`attention_quant_fp8_static`: q, k, v in SDPA's `[B, H, T, D]` layout (GQA), an optional mask
-(bool or additive float, any broadcast shape, read by strides), the output scale; returns the
-output token-major `[B * T, Hq * Dv]` in FP8, as the quant saw it.
+`attention_quant_fp8_static`: q, k, v in SDPA's `[B, H, T, D]` layout (GQA), or `[H, T, D]`
+without a batch dim, an optional mask (bool or additive float, any broadcast shape, read by
+strides), the output scale; returns the output token-major `[B * T, Hq * Dv]` in FP8, as the
+quant saw it.
 
 `paged_decode_quant_fp8_static`: a decode over a paged KV cache (q `[B, Hq, 1, D]`, the caches,
 block table and sequence lengths); the CPU runs the unfused graph (pages gathered, length mask,
@@ -97,16 +98,30 @@ def _cuda(c: Call) -> Tensor:
     # model's decode (gathered pages, a `[B, 1, 1, S]` mask of valid positions) runs the kernel.
     if (c.out_dtype == torch.float8_e4m3fn and _kernel_takes(c.q, c.mask)
             and dispatch.use_triton(ATTN_QUANT, c.q, c.out_dtype)):
+        q, k, v, mask = _batched(c)
         out = kernels("attention_quant").attention_fp8(
-            c.q, c.k, c.v, c.scale, softmax_scale=c.softmax_scale, causal=c.causal, mask=c.mask)
+            q, k, v, c.scale, softmax_scale=c.softmax_scale, causal=c.causal, mask=mask)
         return _token_major(out).contiguous()
     return attention_quant_fp8_static(**c)
 
 
+def _batched(c: Call) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+    """q, k, v (and the mask) as the kernels' `[B, H, T, D]`: an attention without a batch dim
+    (`[H, T, D]`) as one batch of one."""
+    if c.q.dim() == 4:
+        return c.q, c.k, c.v, c.mask
+    return c.q[None], c.k[None], c.v[None], None if c.mask is None else c.mask[None]
+
+
+def _rows(q: Tensor, v: Tensor) -> tuple[int, int]:
+    """The token-major output's `(B * T, H * Dv)` for q `[B, H, T, D]` or `[H, T, D]`."""
+    *batch, h, t, _ = q.shape
+    return (batch[0] if batch else 1) * t, h * v.shape[-1]
+
+
 def _fake(c: Call) -> Tensor:
     check_fp8(c.q, c.out_dtype)
-    b, h, t, _ = c.q.shape
-    return empty(c.q, (b * t, h * c.v.shape[-1]), c.out_dtype)
+    return empty(c.q, _rows(c.q, c.v), c.out_dtype)
 
 
 def _examples(shape: tuple[int, ...]) -> list[tuple]:
@@ -137,16 +152,16 @@ def attention_quant_nvfp4(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
 def _nvfp4_cuda(c: Call) -> tuple[Tensor, Tensor]:
     if (c.q.shape[-1] % quant_ref.NVFP4_BLOCK == 0 and _kernel_takes(c.q, c.mask)
             and dispatch.use_triton(ATTN_QUANT_NVFP4, c.q)):
+        q, k, v, mask = _batched(c)
         return kernels("attention_quant").attention_nvfp4(
-            c.q, c.k, c.v, c.global_scale, softmax_scale=c.softmax_scale, causal=c.causal,
-            mask=c.mask)
+            q, k, v, c.global_scale, softmax_scale=c.softmax_scale, causal=c.causal, mask=mask)
     return attention_quant_nvfp4(**c)
 
 
 def _nvfp4_fake(c: Call) -> tuple[Tensor, Tensor]:
     quant_ref.check_model_dtype(c.q)
-    b, h, t, _ = c.q.shape
-    return fake_nvfp4(c.q.new_empty((b * t, h * c.v.shape[-1])), h * c.v.shape[-1])
+    rows, cols = _rows(c.q, c.v)
+    return fake_nvfp4(c.q.new_empty((rows, cols)), cols)
 
 
 def _nvfp4_examples(shape: tuple[int, ...]) -> list[tuple]:

@@ -50,25 +50,37 @@ class PagedDecode:
     ops: list[Operation]
 
 
-def paged_decode(attn: AttentionOp) -> PagedDecode | None:
-    """The paged decode `attn` attends over, or None when its operands are not that pattern."""
+def paged_decode(attn: AttentionOp) -> PagedDecode | str | None:
+    """The paged decode `attn` attends over; None when it is no decode over gathered pages (no
+    mask, causal, more than one query, or keys not gathered from a paged cache); a str saying
+    why when it is one but not the pattern the paged kernel takes (it then attends over the
+    gathered copy, and the report says why)."""
     if attn.mask is None or bool(attn.causal.value.data):
         return None
     q = tensor_type(attn.q)
     if q is None or q.rank != 4 or q.dims[2] != 1:
         return None
     keys = _gathered(attn.k)
-    values = _gathered(attn.v)
-    if keys is None or values is None:
+    if keys is None:
         return None
+    values = _gathered(attn.v)
+    if values is None:
+        return "the values are not gathered from a paged cache as the keys are"
     (k_cache, table, k_ops), (v_cache, v_table, v_ops) = keys, values
     kt, vt = tensor_type(k_cache), tensor_type(v_cache)
-    if v_table is not table or kt is None or vt is None or kt.dims != vt.dims:
-        return None
+    if v_table is not table:
+        return "the keys and values are gathered by different block tables"
+    if kt is None or vt is None or kt.dims[1:] != vt.dims[1:]:
+        return "the key and value caches have different block shapes"
+    if kt.dims[0] != vt.dims[0] and (isinstance(kt.dims[0], int) or isinstance(vt.dims[0], int)):
+        # Two symbolic block counts (Dynamo's automatic dynamic gives each cache its own) may
+        # differ: each cache is read by its own strides. Two different numbers are a mistake.
+        return "the key and value caches have different block counts"
     batch, span = tensor_type(attn.k).dims[0], tensor_type(attn.k).dims[2]  # type: ignore[union-attr]
     found = _lengths(attn.mask, batch, span)
     if found is None:
-        return None
+        return ("the mask is not `arange(S) < seq_lens[:, None]` over the gathered positions "
+                "(each sequence's first seq_lens[b])")
     seq_lens, mask_ops = found
     return PagedDecode(k_cache, v_cache, table, seq_lens, [*k_ops, *v_ops, *mask_ops])
 

@@ -35,11 +35,11 @@ from irfuse.fusions.fuse_attn_quant.in_vllm import (
     VllmAttnQuantPattern as VllmAttnQuantPattern,  # declared with this fusion's patterns
 )
 from irfuse.fusions.fuse_attn_quant.paged_decode import PagedDecode, paged_decode
-from irfuse.fusions.quant_consumers import divides
+from irfuse.fusions.quant_consumers import divides, scheme_name
 from irfuse.raising import aten_ops
 from irfuse.raising.aten_ops import DIM_VIEWS_AND_CLONE as LAYOUT_VIEWS
 from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
-from irfuse.raising.match import NoMatch, call, erase_unused, normalize_dim, only_user
+from irfuse.raising.match import NoMatch, call, erase_unused, normalize_dim, only_user, users
 
 KERNEL = "attention_quant_fp8_static"
 MLA_KERNEL = "mla_attention_quant_fp8_static"
@@ -61,24 +61,38 @@ class AttnQuantPattern(AnchorPattern):
         quant = only_user(end)
         what = "MLA attention" if isinstance(op, MlaAttentionOp) else "attention"
         if not isinstance(quant, QuantFp8Op | QuantNvfp4Op):
+            if _quantized_among_others(end):
+                raise NoMatch(f"the {what} output is also read unquantized; the fused op "
+                              "writes only the quantized output")
             return NO_CANDIDATE
         if isinstance(quant, QuantFp8Op) and not quant.scheme.is_static:
             raise NoMatch(f"{what} + {quant.scheme.kind.data} FP8 quant has no fused kernel "
                           "(static per-tensor only)")
+        site.require_scheme(scheme_name(quant))
         out_type = op.out.type
         assert isinstance(out_type, TensorType)
         if isinstance(op, MlaAttentionOp):
             return _fuse_mla(op, views, quant, out_type, rewriter, site)
-        if out_type.rank != 4:
-            raise NoMatch(f"the attention output is {out_type.rank}-D, not [B, H, T, Dv]")
-        if not _token_major(views, _labels("bhtd", out_type)):
+        if out_type.rank not in (3, 4):
+            raise NoMatch(f"the attention output is {out_type.rank}-D, not [B, H, T, Dv] or "
+                          "[H, T, Dv]")
+        # [H, T, Dv] without a batch dim: vLLM's former TORCH_SDPA backend (q/k/v [T, H, D]
+        # moved to [H, T, D], GQA by repeat_interleave, the output moved back).
+        labels = _labels("bhtd" if out_type.rank == 4 else "htd", out_type)
+        if not _token_major(views, labels):
             raise NoMatch("the views between the attention and the quant do not flatten its "
                           "output token-major ([B * T, H * Dv])")
         scale, scheme, results = _quant_operands(quant)
         paged = paged_decode(op)
-        if paged is not None and _chosen(site, PAGED_NVFP4_KERNEL if scheme.is_nvfp4
-                                         else PAGED_KERNEL):
-            return _fuse_paged(op, paged, views, quant, scale, scheme, results, rewriter)
+        if isinstance(paged, str):
+            self.missed(op, f"a decode over gathered pages, not fused with the paged kernel "
+                        f"(it attends over the gathered copy): {paged}")
+        elif paged is not None:
+            why = _chosen(site, PAGED_NVFP4_KERNEL if scheme.is_nvfp4 else PAGED_KERNEL)
+            if why is None:
+                return _fuse_paged(op, paged, views, quant, scale, scheme, results, rewriter)
+            self.missed(op, f"the paged decode kernel is not chosen here, the decode attends "
+                        f"over the gathered pages: {why}")
         site.require_kernel(NVFP4_KERNEL if scheme.is_nvfp4 else KERNEL)
         fused = AttentionQuantOp(
             op.q, op.k, op.v, op.mask, scale,
@@ -89,13 +103,13 @@ class AttnQuantPattern(AnchorPattern):
         return REWROTE
 
 
-def _chosen(site: Site, kernel_name: str) -> bool:
-    """Whether kernel choice takes `kernel_name` here (without a remark when it does not)."""
+def _chosen(site: Site, kernel_name: str) -> str | None:
+    """None where kernel choice takes `kernel_name` here, else why not."""
     try:
         site.require_kernel(kernel_name)
-    except NoMatch:
-        return False
-    return True
+    except NoMatch as why:
+        return str(why)
+    return None
 
 
 def _fuse_paged(attn: AttentionOp, paged: PagedDecode, views: list[Operation],
@@ -170,6 +184,18 @@ def _views(value: SSAValue) -> tuple[list[Operation], SSAValue]:
         views.append(user)
         value = user.results[0]
     return views, value
+
+
+def _quantized_among_others(value: SSAValue, depth: int = 6) -> bool:
+    """Whether a quant reads `value`, directly or through layout views, beside other readers
+    (the output is then also read unquantized)."""
+    for user in users(value):
+        if isinstance(user, QuantFp8Op | QuantNvfp4Op):
+            return True
+        if depth and call(user, *LAYOUT_VIEWS) is not None and _quantized_among_others(
+                user.results[0], depth - 1):
+            return True
+    return False
 
 
 def _token_major(views: list[Operation], dims: list[tuple[str, object]]) -> bool:

@@ -5,8 +5,9 @@ The static ones return the quantized outputs, one per scale, then the new residu
 list (emit unpacks one level deep). The residual ones take `round_sum` (normalize the sum
 rounded to the model dtype, as models that add in the model dtype do); the static ones `divide`
 (scale by `y / s` in float32, for models that divide), the per-token and per-group ones
-`reciprocal` (scale by `y * (1 / s)`, for models that multiply by the scale's reciprocal).
-FlashInfer's rmsnorm_quant is not chosen: it took 1.03-2.88x irfuse's time and does not round y
+`reciprocal` (scale by `y * (1 / s)`, for models that multiply by the scale's reciprocal);
+every one `weight_f32` (the weight product in float32, rounded once: `F.rms_norm` and models
+that spell `(normed * w.float()).to(dtype)`). FlashInfer's rmsnorm_quant is not chosen: it took 1.03-2.88x irfuse's time and does not round y
 to the model dtype before the quant.
 """
 
@@ -29,15 +30,16 @@ from .pattern import kernel_name
 
 def rms_norm_quant_fp8_static(x: Tensor, weight: Tensor, scales: list[Tensor], eps: float,
                               weight_offset: float, out_dtype: torch.dtype,
-                              divide: bool = False) -> list[Tensor]:
+                              divide: bool = False, weight_f32: bool = False) -> list[Tensor]:
     qs, _ = norm_quant_ref.rms_norm_quant_fp8_static(x, weight, scales, eps, weight_offset,
-                                                     out_dtype, divide=divide)
+                                                     out_dtype, divide=divide,
+                                                     weight_f32=weight_f32)
     return [contiguous(q) for q in qs]
 
 
 def _static_cuda(c: Call) -> list[Tensor]:
     fi = dispatch.flashinfer(STATIC, c.x, c.weight, c.scales, c.weight_offset, c.out_dtype,
-                             divide=c.divide)
+                             divide=c.divide, weight_f32=c.weight_f32)
     if fi is not None:
         return fi.rms_norm_quant_fp8_static(**c)[0]
     if dispatch.use_triton(STATIC, c.x, c.out_dtype):
@@ -57,16 +59,18 @@ STATIC = Kernel(rms_norm_quant_fp8_static, _static_fake, _static_cuda, flashinfe
 def add_rms_norm_quant_fp8_static(x: Tensor, residual: Tensor, weight: Tensor,
                                   scales: list[Tensor], eps: float, weight_offset: float,
                                   out_dtype: torch.dtype, divide: bool = False,
-                                  round_sum: bool = False) -> list[Tensor]:
+                                  round_sum: bool = False,
+                                  weight_f32: bool = False) -> list[Tensor]:
     qs, r = norm_quant_ref.rms_norm_quant_fp8_static(x, weight, scales, eps, weight_offset,
                                                      out_dtype, residual, divide=divide,
-                                                     round_sum=round_sum)
+                                                     round_sum=round_sum, weight_f32=weight_f32)
     return [*(contiguous(q) for q in qs), contiguous(r)]
 
 
 def _add_static_cuda(c: Call) -> list[Tensor]:
     fi = dispatch.flashinfer(ADD_STATIC, c.x, c.weight, c.scales, c.weight_offset, c.out_dtype,
-                             c.residual, divide=c.divide, round_sum=c.round_sum)
+                             c.residual, divide=c.divide, round_sum=c.round_sum,
+                             weight_f32=c.weight_f32)
     if fi is not None:
         qs, r = fi.rms_norm_quant_fp8_static(**c)
         return [*qs, r]
@@ -93,10 +97,12 @@ ADD_STATIC = Kernel(add_rms_norm_quant_fp8_static, _add_static_fake, _add_static
 
 def rms_norm_quant_fp8_per_token(x: Tensor, weight: Tensor, scale_ub: Tensor | None, eps: float,
                                  weight_offset: float, out_dtype: torch.dtype,
-                                 reciprocal: bool = False) -> tuple[Tensor, Tensor]:
+                                 reciprocal: bool = False,
+                                 weight_f32: bool = False) -> tuple[Tensor, Tensor]:
     q, s, _ = norm_quant_ref.rms_norm_quant_fp8_per_token(x, weight, scale_ub, eps,
                                                           weight_offset, out_dtype,
-                                                          reciprocal=reciprocal)
+                                                          reciprocal=reciprocal,
+                                                          weight_f32=weight_f32)
     return contiguous(q), contiguous(s)
 
 
@@ -118,11 +124,13 @@ PER_TOKEN = Kernel(rms_norm_quant_fp8_per_token, _token_fake, _token_cuda)
 def add_rms_norm_quant_fp8_per_token(x: Tensor, residual: Tensor, weight: Tensor,
                                      scale_ub: Tensor | None, eps: float, weight_offset: float,
                                      out_dtype: torch.dtype, round_sum: bool = False,
-                                     reciprocal: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+                                     reciprocal: bool = False, weight_f32: bool = False
+                                     ) -> tuple[Tensor, Tensor, Tensor]:
     q, s, r = norm_quant_ref.rms_norm_quant_fp8_per_token(x, weight, scale_ub, eps,
                                                           weight_offset, out_dtype, residual,
                                                           round_sum=round_sum,
-                                                          reciprocal=reciprocal)
+                                                          reciprocal=reciprocal,
+                                                          weight_f32=weight_f32)
     return contiguous(q), contiguous(s), contiguous(r)
 
 
@@ -151,11 +159,12 @@ def _pow2(n: int) -> bool:
 
 def rms_norm_quant_fp8_group(x: Tensor, weight: Tensor, eps: float, weight_offset: float,
                              group_size: int, col_major: bool, ue8m0: bool,
-                             out_dtype: torch.dtype, reciprocal: bool = False
-                             ) -> tuple[Tensor, Tensor]:
+                             out_dtype: torch.dtype, reciprocal: bool = False,
+                             weight_f32: bool = False) -> tuple[Tensor, Tensor]:
     q, s, _ = norm_quant_ref.rms_norm_quant_fp8_group(x, weight, eps, weight_offset,
                                                       group_size, col_major, ue8m0, out_dtype,
-                                                      reciprocal=reciprocal)
+                                                      reciprocal=reciprocal,
+                                                      weight_f32=weight_f32)
     return contiguous(q), s
 
 
@@ -179,10 +188,12 @@ GROUP = Kernel(rms_norm_quant_fp8_group, _group_fake, _group_cuda)
 def add_rms_norm_quant_fp8_group(x: Tensor, residual: Tensor, weight: Tensor, eps: float,
                                  weight_offset: float, group_size: int, col_major: bool,
                                  ue8m0: bool, out_dtype: torch.dtype, round_sum: bool = False,
-                                 reciprocal: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+                                 reciprocal: bool = False, weight_f32: bool = False
+                                 ) -> tuple[Tensor, Tensor, Tensor]:
     q, s, r = norm_quant_ref.rms_norm_quant_fp8_group(x, weight, eps, weight_offset, group_size,
                                                       col_major, ue8m0, out_dtype, residual,
-                                                      round_sum=round_sum, reciprocal=reciprocal)
+                                                      round_sum=round_sum, reciprocal=reciprocal,
+                                                      weight_f32=weight_f32)
     return contiguous(q), s, contiguous(r)
 
 

@@ -19,7 +19,11 @@ from irfuse.dialects.fused import RmsNormQuantOp
 from irfuse.dialects.irfuse import tensor_type
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
 from irfuse.dialects.quant import QuantFp8Op
-from irfuse.fusions.norm_readings import kernel_input_type
+from irfuse.fusions.norm_readings import (
+    check_residual_out,
+    kernel_input_type,
+    weight_product_in_f32,
+)
 from irfuse.fusions.quant_consumers import (
     Consumer,
     divides,
@@ -28,6 +32,7 @@ from irfuse.fusions.quant_consumers import (
     quant_consumers,
     reciprocates,
     reshape_as,
+    scheme_name,
 )
 from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import NoMatch
@@ -85,25 +90,32 @@ def _fuse(norm: RmsNormOp | AddRmsNormOp, rewriter: PatternRewriter, site: Site)
         return NO_CANDIDATE
     consumers = merge_identical(consumers, rewriter)
     kind = _check_schemes(consumers)
-    kernel_input_type(norm, norm.x, same_out=False)
+    site.require_scheme(scheme_name(consumers[0].quant))
+    x_type = kernel_input_type(norm, norm.x)
+    check_residual_out(norm, x_type)
+    weight_f32 = weight_product_in_f32(norm, x_type) and norm.weight_offset.value.data == 0.0
     residual = norm.residual if isinstance(norm, AddRmsNormOp) else None
     round_sum = isinstance(norm, AddRmsNormOp) and norm.round_sum is not None
     site.require_kernel(kernel_name(residual is not None, kind))
 
     # The fused op goes where the first quant was (its results may be used before the later
-    # quants); scales defined after that point are constants, moved up to it.
+    # quants), or, where the new residual is read before that quant (the next norm of the same
+    # sum), where the norm was; scales defined after that point are constants, moved up to it.
     first = min((c.quant for c in consumers), key=lambda q: order.get(q, 1 << 62))
-    late_scales = _late_definitions(
-        [c.quant.scale for c in consumers if c.quant.scale is not None], first, order
-    )
-    if residual is not None:
-        early = [u.operation for u in norm.residual_out.uses if order.get(u.operation, 1 << 62)
-                 < order[first]]
-        if early:
-            raise NoMatch(
-                f"the new residual is used (by {early[0].name}) before the quants that follow "
-                "the norm"
-            )
+    if residual is not None and any(order.get(u.operation, 1 << 62) < order[first]
+                                    for u in norm.residual_out.uses):
+        first = norm
+    scales = [c.quant.scale for c in consumers if c.quant.scale is not None]
+    scale_ub = consumers[0].quant.scale_ub if kind == "dynamic_token" else None
+    if scale_ub is not None:
+        scales.append(scale_ub)
+    try:
+        late_scales = _late_definitions(scales, first, order)
+    except NoMatch:
+        if first is norm:
+            raise NoMatch("the new residual is used before the quants that follow the norm, "
+                          "and a quant scale is computed after the norm") from None
+        raise
     for definition in late_scales:
         definition.detach()
         rewriter.insert(definition, InsertPoint.before(first))
@@ -127,6 +139,7 @@ def _fuse(norm: RmsNormOp | AddRmsNormOp, rewriter: PatternRewriter, site: Site)
         divide=divides(quant),
         reciprocal=reciprocates(quant),
         round_sum=round_sum,
+        weight_f32=weight_f32,
         result_types=[
             [c.quant.q.type for c in consumers],
             None if quant.scale_out is None else quant.scale_out.type,

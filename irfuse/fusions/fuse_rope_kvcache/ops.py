@@ -6,7 +6,9 @@ skipped, as vLLM pads) and returns the rotated q. Separate key and value caches
 `[num_blocks, block_size, kv_heads, head_dim]` in the model dtype, or in FP8 with `k_scale` /
 `v_scale` (rows stored as `clamp(x / scale)`). `rope_kv_cache_write_flash`: the same on vLLM's
 FlashAttention layout, one `[2, num_blocks, block_size, kv_heads, head_dim]` cache whose halves
-are the key and value caches.
+are the key and value caches. The `_k` kernels (`rope_kv_cache_write_k`,
+`rope_kv_cache_write_flash_k`) return the rotated k as well, for a k read besides the write
+(`fused.rope_kv_cache_write`'s optional `k_out`); not measured apart from the kernels without it.
 
 `rope_vllm_kv_cache_update` (`fused.rope_vllm_kv_cache_update`, vLLM's own cache write:
 `in_vllm.py`) finds the cache and slots where vLLM's own ops do, through the forward context by
@@ -37,11 +39,11 @@ from irfuse.kernels import dispatch, qk_norm_rope_ref, rope_rows, vllm_context
 from irfuse.kernels.dispatch import kernels
 
 
-def _on_rows(fn: Callable, c: Call) -> Tensor:
+def _on_rows(fn: Callable, c: Call, return_k: bool = False) -> Any:
     """`fn` (the reference or the kernel) with the cos / sin tables (or the positions) as the
-    kernel's rows."""
+    kernel's rows; with `return_k` it returns (q_out, k_out)."""
     lq, _ = rope_rows.layouts(c.q, c.k, c.positions, c.cos)
-    rows = Call(c)
+    rows = Call(c, return_k=return_k) if return_k else Call(c)
     if c.cos is not None:
         rows["cos"], rows["sin"] = rope_rows.table_rows(c.cos, lq), rope_rows.table_rows(c.sin, lq)
     else:
@@ -59,10 +61,10 @@ def rope_kv_cache_write(q: Tensor, k: Tensor, v: Tensor, q_weight: Tensor | None
     return _on_rows(qk_norm_rope_ref.qk_norm_rope_kv, Call(locals()))
 
 
-def _cuda(c: Call) -> Tensor:
+def _cuda(c: Call, return_k: bool = False) -> Any:
     fn = (kernels("qk_norm_rope").qk_norm_rope_kv if dispatch.use_triton(ROPE_KV, c.q)
           else qk_norm_rope_ref.qk_norm_rope_kv)
-    return _on_rows(fn, c)
+    return _on_rows(fn, c, return_k)
 
 
 def _fake(c: Call) -> Tensor:
@@ -117,6 +119,45 @@ def _flash_examples(shape: tuple[int, ...]) -> list[tuple]:
 
 ROPE_KV_FLASH = Kernel(rope_kv_cache_write_flash, lambda c: _fake(_halves(c)),
                        lambda c: _cuda(_halves(c)), examples=_flash_examples)
+
+
+# --- the same, with the rotated k returned too (`_k`) -------------------------------------------
+# A k also read besides the write (returned, or attended to) fuses: the fused op yields it.
+
+
+def rope_kv_cache_write_k(q: Tensor, k: Tensor, v: Tensor, q_weight: Tensor | None,
+                          k_weight: Tensor | None, positions: Tensor | None,
+                          cos_sin_cache: Tensor | None, cos: Tensor | None, sin: Tensor | None,
+                          k_cache: Written, v_cache: Written, slot_mapping: Tensor,
+                          is_neox: bool, rotary_dim: int, eps: float = 0.0,
+                          weight_offset: float = 0.0, weight_f32: bool = False,
+                          rope_f32: bool = False, k_scale: Tensor | None = None,
+                          v_scale: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    return _on_rows(qk_norm_rope_ref.qk_norm_rope_kv, Call(locals()), return_k=True)
+
+
+def _fake_k(c: Call) -> tuple[Tensor, Tensor]:
+    return (torch.empty_like(c.q, memory_format=torch.contiguous_format),
+            torch.empty_like(c.k, memory_format=torch.contiguous_format))
+
+
+ROPE_KV_K = Kernel(rope_kv_cache_write_k, _fake_k, lambda c: _cuda(c, return_k=True),
+                   examples=_examples)
+
+
+def rope_kv_cache_write_flash_k(q: Tensor, k: Tensor, v: Tensor, q_weight: Tensor | None,
+                                k_weight: Tensor | None, positions: Tensor | None,
+                                cos_sin_cache: Tensor | None, cos: Tensor | None,
+                                sin: Tensor | None, kv_cache: Written, slot_mapping: Tensor,
+                                is_neox: bool, rotary_dim: int, eps: float = 0.0,
+                                weight_offset: float = 0.0, weight_f32: bool = False,
+                                rope_f32: bool = False, k_scale: Tensor | None = None,
+                                v_scale: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    return rope_kv_cache_write_k(**_halves(Call(locals())))
+
+
+ROPE_KV_FLASH_K = Kernel(rope_kv_cache_write_flash_k, lambda c: _fake_k(_halves(c)),
+                         lambda c: _cuda(_halves(c), return_k=True), examples=_flash_examples)
 
 
 # --- RoPE -> vLLM's own cache write --------------------------------------------------------------
@@ -195,7 +236,7 @@ def _vllm_fake(c: Call) -> tuple[Tensor, Tensor, Tensor]:
 
 ROPE_VLLM_KV = Kernel(rope_vllm_kv_cache_update, _vllm_fake, _vllm_cuda)
 
-KERNELS = (ROPE_KV, ROPE_KV_FLASH, ROPE_VLLM_KV)
+KERNELS = (ROPE_KV, ROPE_KV_FLASH, ROPE_KV_K, ROPE_KV_FLASH_K, ROPE_VLLM_KV)
 
 
 def _lower(op: Operation, platform: str) -> InPlace:
@@ -203,6 +244,10 @@ def _lower(op: Operation, platform: str) -> InPlace:
     # a FlashAttention-layout cache is one kernel argument for the op's two cache operands.
     assert isinstance(op, fused.RopeKvCacheWriteOp)
     flash = op.k_cache.type.rank == 5  # type: ignore[attr-defined]
+    if op.k_out is not None:  # the rotated k is read besides the write: returned too
+        call = lower(ROPE_KV_FLASH_K if flash else ROPE_KV_K, op, platform,
+                     {"kv_cache": op.k_cache}, result_types=[op.q_out.type, op.k_out.type])
+        return InPlace(call, (call.results[0], op.k_cache, op.v_cache, call.results[1]))
     call = lower(ROPE_KV_FLASH if flash else ROPE_KV, op, platform,
                  {"kv_cache": op.k_cache}, result_types=[op.q_out.type])
     return InPlace(call, (call.results[0], op.k_cache, op.v_cache))

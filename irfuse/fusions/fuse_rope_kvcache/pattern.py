@@ -4,8 +4,9 @@ writes the rotated k and v into the caches and returns the rotated q.
 Anchored at `attn.kv_cache_write` whose k is the rotated k of an `attn.rope`, or of a
 `fused.qk_norm_rope` (enable-qk-norm-rope-fusion runs first here, so with both passes on the
 per-head norms, the rope and the write become one kernel: vLLM has that only on ROCm). The rotated
-k must feed only the write (the kernel returns only q), q and k must be `[T, heads, head_dim]`
-(the paged layout). The caches' new values are the fused op's results; its kernel writes them in
+k may have other readers after the write (k returned, or attended to besides the cache): the
+fused op then returns it too (the `_k` kernels). q and k must be `[T, heads, head_dim]` (the
+paged layout). The caches' new values are the fused op's results; its kernel writes them in
 place. The slot mapping's length may be a symbol of its own (vLLM marks it dynamic apart from
 the tokens): one slot per token is checked when the kernel runs. An FP8 cache write whose k
 and v are static per-tensor FP8 quants (`x / s`) fuses with the scales: the kernel stores the
@@ -38,6 +39,7 @@ from irfuse.raising.match import NoMatch, call, users
 
 KERNEL = "rope_kv_cache_write"
 FLASH_KERNEL = "rope_kv_cache_write_flash"  # one [2, blocks, block_size, heads, dim] cache
+KERNEL_K, FLASH_KERNEL_K = f"{KERNEL}_k", f"{FLASH_KERNEL}_k"  # the rotated k returned too
 
 METADATA_READERS = (NEW_EMPTY, NEW_FULL, NEW_ONES, NEW_ZEROS)
 """Ops that read only a tensor's device (and dtype): the rotated k may feed them; they read
@@ -64,9 +66,13 @@ def _fuse(write: KvCacheWriteOp, rewriter: PatternRewriter, site: Site) -> Outco
         return NO_CANDIDATE
     skip = write if quants is None else quants[0]
     readers = [u for u in users(k) if u is not skip]
-    if any(call(u, *METADATA_READERS) is None for u in readers):
-        raise NoMatch("the rotated k is also read outside the cache write; the fused kernel "
-                      "returns only the rotated q")
+    # Readers of k's device alone take the unrotated k; any other reader (k returned, or
+    # attended to besides the cache) gets the rotated k from the fused op (`k_out`).
+    metadata = [u for u in readers if call(u, *METADATA_READERS) is not None]
+    k_readers = [u for u in readers if u not in metadata]
+    if k_readers and any(u.is_before_in_block(write) for u in k_readers):
+        raise NoMatch("the rotated k is read before the cache write; the fused op takes the "
+                      "write's place")
     q_type = rope.q.type
     assert isinstance(q_type, TensorType)
     if q_type.rank != 3:
@@ -76,7 +82,11 @@ def _fuse(write: KvCacheWriteOp, rewriter: PatternRewriter, site: Site) -> Outco
     if late:
         raise NoMatch("the rotated q is read before the cache write; the fused op takes the "
                       "write's place")
-    site.require_kernel(FLASH_KERNEL if write.k_cache.type.rank == 5 else KERNEL)
+    flash = write.k_cache.type.rank == 5
+    if k_readers:
+        site.require_kernel(FLASH_KERNEL_K if flash else KERNEL_K)
+    else:
+        site.require_kernel(FLASH_KERNEL if flash else KERNEL)
 
     normed = isinstance(rope, QkNormRopeOp)
     fused = RopeKvCacheWriteOp(
@@ -92,14 +102,18 @@ def _fuse(write: KvCacheWriteOp, rewriter: PatternRewriter, site: Site) -> Outco
         rope_f32=_rope_f32(rope),
         k_scale=None if quants is None else quants[0].scale,
         v_scale=None if quants is None else quants[1].scale,
-        result_types=[rope.q_out.type, write.k_cache_out.type, write.v_cache_out.type],
+        result_types=[rope.q_out.type, write.k_cache_out.type, write.v_cache_out.type,
+                      rope.k_out.type if k_readers else None],
     )
     fused.location = write.location
     rewriter.insert(fused, InsertPoint.before(write))
-    for reader in readers:  # a fresh tensor made like k (the slots of a slice write)
+    for reader in metadata:  # a fresh tensor made like k (the slots of a slice write)
         reader.operands = [rope.k, *reader.operands[1:]]
-    for old, new in ((rope.q_out, fused.q_out), (write.k_cache_out, fused.k_cache_out),
-                     (write.v_cache_out, fused.v_cache_out)):
+    pairs = [(rope.q_out, fused.q_out), (write.k_cache_out, fused.k_cache_out),
+             (write.v_cache_out, fused.v_cache_out)]
+    if fused.k_out is not None:
+        pairs.append((rope.k_out, fused.k_out))
+    for old, new in pairs:
         new.name_hint = old.name_hint
         rewriter.replace_all_uses_with(old, new)
     rewriter.erase(write)
