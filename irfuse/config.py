@@ -190,7 +190,20 @@ class PassConfig:
     - fuse_act_padding: fuse residual add + RMSNorm with the padding of the router input
       (ROCm AITER only).
     - fuse_rope_kvcache: fuse RoPE with the KV-cache write.
-    - rope_kvcache_fusion_max_token_num: largest num_tokens for the RoPE + KV-cache fusion.
+    - fuse_qk_norm_rope_kvcache (vLLM 0.32): fuse the per-head q/k RMSNorm, RoPE and the
+      KV-cache write into one kernel; where a layer has all three it supersedes
+      enable_qk_norm_rope_fusion and fuse_rope_kvcache (it runs first, in the same token ranges
+      as fuse_rope_kvcache), and they still apply where it does not.
+    - fuse_mla_dual_rms_norm (vLLM 0.32): fuse MLA's paired q_a / kv_a RMSNorms (the two
+      slices of one projection) into one kernel.
+    - fuse_rope_kvcache_cat_mla (vLLM 0.32): fuse MLA's RoPE of q_pe and k_pe with the MLA
+      KV-cache write of [kv_c | rotated k_pe].
+    - rope_kvcache_fusion_max_token_num: largest num_tokens for the RoPE + KV-cache fusions
+      (fuse_rope_kvcache and fuse_qk_norm_rope_kvcache).
+
+    vLLM versions differ in fields: enable_sp, fuse_gemm_comms and sp_min_token_num exist up to
+    vLLM 0.2x and not in 0.32; the three fields marked 0.32 exist from there on. irfuse takes
+    them all (docs/configuration.md has the table).
     """
 
     fuse_norm_quant: bool | None = None
@@ -205,6 +218,9 @@ class PassConfig:
     enable_qk_norm_rope_fusion: bool | None = None
     fuse_act_padding: bool | None = None
     fuse_rope_kvcache: bool | None = None
+    fuse_qk_norm_rope_kvcache: bool | None = None
+    fuse_mla_dual_rms_norm: bool | None = None
+    fuse_rope_kvcache_cat_mla: bool | None = None
     rope_kvcache_fusion_max_token_num: int = thresholds.ROPE_KVCACHE_MAX_TOKEN_NUM
 
     def __post_init__(self) -> None:

@@ -99,7 +99,7 @@ def split_points(
             candidates.append(ar_max)
     if pc.enable_sp and pc.sp_min_token_num is not None:
         candidates.append(pc.sp_min_token_num - 1)
-    if pc.fuse_rope_kvcache:
+    if pc.fuse_rope_kvcache or pc.fuse_qk_norm_rope_kvcache:
         candidates.append(pc.rope_kvcache_fusion_max_token_num)
     candidates.extend(config.compile_ranges_split_points or ())
     points = {p for p in candidates if 1 <= p < end}

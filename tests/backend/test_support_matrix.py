@@ -15,14 +15,16 @@ from irfuse.platform import Platform
 MISSION_FUSION_FLAGS = {"fuse_norm_quant", "fuse_act_quant", "fuse_attn_quant",
                         "fuse_allreduce_rms", "fuse_rope_kvcache", "enable_qk_norm_rope_fusion",
                         "enable_sp", "fuse_gemm_comms", "fuse_act_padding"}
+VLLM_032_FUSION_FLAGS = {"fuse_qk_norm_rope_kvcache"}
 
 
 def test_rows_cover_the_mission_flags_plus_noop_elimination() -> None:
     rows = sm.passes()
-    assert len(rows) == 10
-    assert {r.flag for r in rows if r.kind == "fusion"} == MISSION_FUSION_FLAGS
+    flags = MISSION_FUSION_FLAGS | VLLM_032_FUSION_FLAGS
+    assert len(rows) == 1 + len(flags)
+    assert {r.flag for r in rows if r.kind == "fusion"} == flags
     assert [r.flag for r in rows if r.kind == "utility"] == ["eliminate_noops"]
-    assert set(sm.FUSION_FLAGS) == MISSION_FUSION_FLAGS
+    assert set(sm.FUSION_FLAGS) == flags
 
 
 def test_rows_are_consistent() -> None:
@@ -44,12 +46,12 @@ def test_rows_are_consistent() -> None:
 
 def test_pipeline_order_follows_vllm() -> None:
     """vLLM's order, except that QK norm + RoPE runs before RoPE + KV-cache write (which then
-    takes the fused norms along)."""
+    takes the fused norms along); vLLM 0.32's QK norm + RoPE + KV write runs before both."""
     names = [r.name for r in sm.passes()]
     assert names.index("eliminate-noops") < names.index("enable-sp") < \
         names.index("fuse-gemm-comms") < names.index("fuse-allreduce-rms") < \
         names.index("fuse-norm-quant") < names.index("fuse-act-quant") < \
-        names.index("enable-qk-norm-rope-fusion") < names.index("fuse-rope-kvcache") < \
+        names.index("fuse-qk-norm-rope-kvcache") < names.index("enable-qk-norm-rope-fusion") < names.index("fuse-rope-kvcache") < \
         names.index("fuse-attn-quant")
 
 
