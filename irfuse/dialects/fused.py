@@ -22,6 +22,7 @@ it replaced (norm weights, quant scheme shapes, attention head counts, world siz
 | `fused.gemm_reduce_scatter` | gemm.(scaled_)matmul -> coll.reduce_scatter | fuse-gemm-comms |
 | `fused.all_gather_gemm` | coll.all_gather -> gemm.(scaled_)matmul | fuse-gemm-comms |
 | `fused.rms_norm_pad` | (add_)rms_norm -> act.pad | fuse-act-padding |
+| `fused.mla_dual_rms_norm` | the two rms_norms of MLA's q_a and kv_a slices | fuse-mla-dual-rms-norm |
 """
 
 from __future__ import annotations
@@ -1495,6 +1496,88 @@ class RmsNormPadOp(NamedOperandSyntax):
         check_norm_dtype("out", out, x, weight)
 
 
+# --- MLA ----------------------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class MlaDualRmsNormOp(NamedOperandSyntax):
+    """MLA's paired RMSNorms, of the q latent and of the kv latent, in one kernel.
+
+    Replaces the two `norm.rms_norm` of slices of one projection (DeepSeek-V2/V3's
+    `fused_qkv_a_proj` output split into `q_c` and `kv_lora`, then `kv_c` and `k_pe`:
+    `q_a_layernorm(q_c)` and `kv_a_layernorm(kv_c)`; vLLM's `fused_mla_dual_rms_norm`, AITER's
+    `fused_qk_rmsnorm`).
+
+    ```mlir
+    %qn, %kvn = fused.mla_dual_rms_norm %q_c, %qw, %kv_c, %kvw
+            {q_eps = 1.000000e-06 : f64, kv_eps = 1.000000e-06 : f64}
+        : (!irfuse.tensor<[s0, 1536], bf16>, !irfuse.tensor<[1536], bf16>,
+           !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[512], bf16>)
+        -> (!irfuse.tensor<[s0, 1536], bf16>, !irfuse.tensor<[s0, 512], bf16>)
+    ```
+    Each output is `norm.rms_norm` of its input over the last dim with its own eps; the two share
+    the readings of `fused.qk_norm_rope`'s norm (`weight_offset`, `weight_f32`). q and kv have the
+    same leading dims and dtype; results are typed like them.
+    """
+
+    name = "fused.mla_dual_rms_norm"
+
+    q = operand_def(TensorType)
+    q_weight = operand_def(TensorType)
+    kv = operand_def(TensorType)
+    kv_weight = operand_def(TensorType)
+
+    q_out = result_def(TensorType)
+    kv_out = result_def(TensorType)
+
+    q_eps = prop_def(FloatAttr[Float64Type])
+    kv_eps = prop_def(FloatAttr[Float64Type])
+    weight_offset = prop_def(FloatAttr[Float64Type], default_value=f64_attr(0.0))
+    weight_f32 = opt_prop_def(UnitAttr)
+
+    traits = traits_def(Pure())
+
+    def __init__(
+        self,
+        q: SSAValue,
+        q_weight: SSAValue,
+        kv: SSAValue,
+        kv_weight: SSAValue,
+        *,
+        q_eps: float,
+        kv_eps: float,
+        weight_offset: float = 0.0,
+        weight_f32: bool = False,
+        result_types: Sequence[Attribute] | None = None,
+        attributes: Mapping[str, Attribute] | None = None,
+    ):
+        super().__init__(
+            operands=[q, q_weight, kv, kv_weight],
+            result_types=list(result_types or (q.type, kv.type)),
+            properties={
+                "q_eps": f64_attr(q_eps),
+                "kv_eps": f64_attr(kv_eps),
+                "weight_offset": f64_attr(weight_offset),
+                "weight_f32": UnitAttr() if weight_f32 else None,
+            },
+            attributes=attributes,
+        )
+
+    def verify_(self) -> None:
+        check_eps(self.q_eps)
+        check_eps(self.kv_eps)
+        q, kv = self.q.type, self.kv.type
+        check_norm_weight(q, self.q_weight.type, "q")
+        check_norm_weight(kv, self.kv_weight.type, "kv")
+        if kv.dtype != q.dtype:
+            raise VerifyException(f"kv has dtype {kv.dtype}, expected q's {q.dtype}")
+        check_rank("kv", kv, q.rank)
+        for i, (a, b) in enumerate(zip(q.dims[:-1], kv.dims[:-1], strict=True)):
+            check_dim(f"kv's dim {i}", b, a)
+        check_same_type("q_out", self.q_out.type, q, "q")
+        check_same_type("kv_out", self.kv_out.type, kv, "kv")
+
+
 Fused = Dialect(
     "fused",
     [
@@ -1510,6 +1593,7 @@ Fused = Dialect(
         GemmReduceScatterOp,
         AllGatherGemmOp,
         RmsNormPadOp,
+        MlaDualRmsNormOp,
     ],
     [],
 )

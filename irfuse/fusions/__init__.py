@@ -18,6 +18,7 @@ from irfuse.fusions import (
     fuse_allreduce_rms,
     fuse_attn_quant,
     fuse_gemm_comms,
+    fuse_mla_dual_rms_norm,
     fuse_norm_quant,
     fuse_qk_norm_rope_kvcache,
     fuse_rope_kvcache,
@@ -26,6 +27,6 @@ from irfuse.fusions.declare import Fusion
 
 FUSIONS: tuple[Fusion, ...] = tuple(m.FUSION for m in (
     eliminate_noops, enable_sp, fuse_gemm_comms, fuse_allreduce_rms, fuse_norm_quant,
-    fuse_act_quant, fuse_act_padding, fuse_qk_norm_rope_kvcache, enable_qk_norm_rope_fusion,
-    fuse_rope_kvcache, fuse_attn_quant,
+    fuse_act_quant, fuse_act_padding, fuse_qk_norm_rope_kvcache, fuse_mla_dual_rms_norm,
+    enable_qk_norm_rope_fusion, fuse_rope_kvcache, fuse_attn_quant,
 ))

@@ -363,3 +363,19 @@ func.func @rnq_round_sum_no_residual(%x: !irfuse.tensor<[s0, 64], bf16>, %w: !ir
   func.return
 }
 // CHECK: round_sum applies to a norm with a residual only
+
+// -----
+
+func.func @dual_norm_tokens_differ(%q: !irfuse.tensor<[8, 64], bf16>, %qw: !irfuse.tensor<[64], bf16>, %kv: !irfuse.tensor<[4, 32], bf16>, %kvw: !irfuse.tensor<[32], bf16>) {
+  %qn, %kvn = fused.mla_dual_rms_norm %q, %qw, %kv, %kvw {q_eps = 1.0e-06 : f64, kv_eps = 1.0e-06 : f64} : (!irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[64], bf16>, !irfuse.tensor<[4, 32], bf16>, !irfuse.tensor<[32], bf16>) -> (!irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[4, 32], bf16>)
+  func.return
+}
+// CHECK: kv's dim 0 is 4, expected 8
+
+// -----
+
+func.func @dual_norm_weight(%q: !irfuse.tensor<[8, 64], bf16>, %qw: !irfuse.tensor<[64], bf16>, %kv: !irfuse.tensor<[8, 32], bf16>, %kvw: !irfuse.tensor<[64], bf16>) {
+  %qn, %kvn = fused.mla_dual_rms_norm %q, %qw, %kv, %kvw {q_eps = 1.0e-06 : f64, kv_eps = 1.0e-06 : f64} : (!irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[64], bf16>, !irfuse.tensor<[8, 32], bf16>, !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[8, 32], bf16>)
+  func.return
+}
+// CHECK: weight has shape [64] but kv's last dim is 32

@@ -118,3 +118,10 @@ func.func @rms_norm_pad(%x: !irfuse.tensor<[s0, 2880], bf16>, %res: !irfuse.tens
   %q = fused.rms_norm_pad %x, %w32 {eps = 1.0e-06 : f64, low = 64 : i64, high = 128 : i64, value = -1.0 : f64, weight_f32} : (!irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[2880], f32>) -> !irfuse.tensor<[s0, 3072], f32>
   func.return
 }
+
+// CHECK-LABEL: func.func @mla_dual_rms_norm
+func.func @mla_dual_rms_norm(%q: !irfuse.tensor<[s0, 1536], bf16>, %qw: !irfuse.tensor<[1536], bf16>, %kv: !irfuse.tensor<[s0, 512], bf16>, %kvw: !irfuse.tensor<[512], bf16>) {
+  // CHECK: fused.mla_dual_rms_norm %{{.*}}, %{{.*}}, %{{.*}}, %{{[^ ]+}} {q_eps = 1.000000e-06 : f64, kv_eps = 1.000000e-05 : f64, weight_offset = 1.000000e+00 : f64, weight_f32} : (!irfuse.tensor<[s0, 1536], bf16>, !irfuse.tensor<[1536], bf16>, !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[512], bf16>) -> (!irfuse.tensor<[s0, 1536], bf16>, !irfuse.tensor<[s0, 512], bf16>)
+  %qn, %kvn = fused.mla_dual_rms_norm %q, %qw, %kv, %kvw {q_eps = 1.0e-06 : f64, kv_eps = 1.0e-05 : f64, weight_offset = 1.0 : f64, weight_f32} : (!irfuse.tensor<[s0, 1536], bf16>, !irfuse.tensor<[1536], bf16>, !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[512], bf16>) -> (!irfuse.tensor<[s0, 1536], bf16>, !irfuse.tensor<[s0, 512], bf16>)
+  func.return
+}
