@@ -23,6 +23,7 @@ it replaced (norm weights, quant scheme shapes, attention head counts, world siz
 | `fused.all_gather_gemm` | coll.all_gather -> gemm.(scaled_)matmul | fuse-gemm-comms |
 | `fused.rms_norm_pad` | (add_)rms_norm -> act.pad | fuse-act-padding |
 | `fused.mla_dual_rms_norm` | the two rms_norms of MLA's q_a and kv_a slices | fuse-mla-dual-rms-norm |
+| `fused.rope_mla_kv_cache_write` | attn.rope of q_pe, k_pe -> attn.mla_kv_cache_write | fuse-rope-kvcache-cat-mla |
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ from irfuse.dialects.act import pad_dims, silu_mul_dims
 from irfuse.dialects.attn import (
     cache_halves,
     check_attention,
+    check_mla_cache_write,
     check_paged_cache_write,
     check_rope_tables,
     check_rotary,
@@ -97,6 +99,7 @@ from irfuse.dialects.shapes import (
     check_rank,
     check_same_type,
     check_shape,
+    dims_agree,
     mul_dim,
     normalize_dim,
     shape_str,
@@ -1578,6 +1581,111 @@ class MlaDualRmsNormOp(NamedOperandSyntax):
         check_same_type("kv_out", self.kv_out.type, kv, "kv")
 
 
+@irdl_op_definition
+class RopeMlaKvCacheWriteOp(NamedOperandSyntax):
+    """MLA's RoPE of q_pe and k_pe and the latent-cache write of `[kv_c | rotated k_pe]`, in one
+    kernel that returns the rotated q_pe and k_pe.
+
+    Replaces `attn.rope` of q_pe and k_pe whose rotated k_pe (viewed `[T, rope_dim]`) feeds
+    `attn.mla_kv_cache_write` (vLLM's `fused_rope_unified_mla_kv_cache_update`,
+    `concat_and_cache_mla_rope_fused`).
+
+    ```mlir
+    %qr, %kr, %c2 = fused.rope_mla_kv_cache_write %q_pe, %k_pe, %kv_c, positions %pos,
+            cos_sin_cache %cs, %cache, %slots
+            {is_neox = false, rotary_dim = 64 : i64, head_dim = 64 : i64}
+        : (!irfuse.tensor<[s0, 16, 64], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>,
+           !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0], i64>,
+           !irfuse.tensor<[4096, 64], bf16>, !irfuse.tensor<[1024, 16, 576], bf16>,
+           !irfuse.tensor<[s0], i64>)
+        -> (!irfuse.tensor<[s0, 16, 64], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>,
+            !irfuse.tensor<[1024, 16, 576], bf16>)
+    ```
+    q_pe `[T, H, rope_dim]`, k_pe `[T, 1, rope_dim]` or `[T, rope_dim]`; tables and `rope_f32`
+    as `fused.qk_norm_rope`'s; kv_c, the cache and the slots as `attn.mla_kv_cache_write`'s (the
+    cache's new value is a result here; the kernel writes it in place). Results: q_pe and k_pe
+    rotated (typed like them) and the cache.
+    """
+
+    name = "fused.rope_mla_kv_cache_write"
+
+    q_pe = operand_def(TensorType)
+    k_pe = operand_def(TensorType)
+    kv_c = operand_def(TensorType)
+    positions = opt_operand_def(TensorType)
+    cos_sin_cache = opt_operand_def(TensorType)
+    cos = opt_operand_def(TensorType)
+    sin = opt_operand_def(TensorType)
+    kv_cache = operand_def(TensorType)
+    slot_mapping = operand_def(TensorType)
+
+    q_out = result_def(TensorType)
+    k_out = result_def(TensorType)
+    kv_cache_out = result_def(TensorType)
+
+    is_neox = prop_def(BoolAttr)
+    rotary_dim = prop_def(IntegerAttr[I64])
+    head_dim = prop_def(IntegerAttr[I64])
+    rope_f32 = opt_prop_def(UnitAttr)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    def __init__(
+        self,
+        q_pe: SSAValue,
+        k_pe: SSAValue,
+        kv_c: SSAValue,
+        kv_cache: SSAValue,
+        slot_mapping: SSAValue,
+        *,
+        positions: SSAValue | None = None,
+        cos_sin_cache: SSAValue | None = None,
+        cos: SSAValue | None = None,
+        sin: SSAValue | None = None,
+        is_neox: bool,
+        rotary_dim: int,
+        head_dim: int,
+        rope_f32: bool = False,
+        result_types: Sequence[Attribute] | None = None,
+        attributes: Mapping[str, Attribute] | None = None,
+    ):
+        super().__init__(
+            operands=[q_pe, k_pe, kv_c, positions, cos_sin_cache, cos, sin, kv_cache,
+                      slot_mapping],
+            result_types=list(result_types or (q_pe.type, k_pe.type, kv_cache.type)),
+            properties={
+                "is_neox": bool_attr(is_neox),
+                "rotary_dim": i64_attr(rotary_dim),
+                "head_dim": i64_attr(head_dim),
+                "rope_f32": UnitAttr() if rope_f32 else None,
+            },
+            attributes=attributes,
+        )
+
+    def verify_(self) -> None:
+        rotary_dim, head_dim = _int(self.rotary_dim), _int(self.head_dim)
+        check_rotary(rotary_dim, head_dim)
+        check_rope_tables(
+            opt_type(self.positions), opt_type(self.cos_sin_cache), opt_type(self.cos),
+            opt_type(self.sin), rotary_dim,
+        )
+        q, k = self.q_pe.type, self.k_pe.type
+        check_float("q_pe", q)
+        check_rank("q_pe", q, 3)
+        check_dim("q_pe's last dim (head_dim)", q.dims[2], head_dim)
+        if k.rank not in (2, 3) or (k.rank == 3 and not dims_agree(k.dims[1], 1)):
+            raise VerifyException(f"k_pe has shape {shape_str(k.dims)}: [T, 1, rope_dim] or "
+                                  "[T, rope_dim] (one key shared by all heads)")
+        check_dim("k_pe's last dim (head_dim)", k.dims[-1], head_dim)
+        if k.dtype != q.dtype:
+            raise VerifyException(f"k_pe has dtype {k.dtype}, expected q_pe's {q.dtype}")
+        check_mla_cache_write(self.kv_c.type, tensor_type((k.dims[0], head_dim), k.dtype),
+                              self.kv_cache.type, self.slot_mapping.type)
+        check_same_type("q_out", self.q_out.type, q, "q_pe")
+        check_same_type("k_out", self.k_out.type, k, "k_pe")
+        check_same_type("kv_cache_out", self.kv_cache_out.type, self.kv_cache.type, "kv_cache")
+
+
 Fused = Dialect(
     "fused",
     [
@@ -1594,6 +1702,7 @@ Fused = Dialect(
         AllGatherGemmOp,
         RmsNormPadOp,
         MlaDualRmsNormOp,
+        RopeMlaKvCacheWriteOp,
     ],
     [],
 )

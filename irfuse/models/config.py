@@ -157,7 +157,7 @@ class ModelOptions:
 RAISED_KINDS = (
     "rms_norm", "add_rms_norm", "quant_fp8", "quant_nvfp4", "silu_mul", "rope", "attention",
     "mla_attention", "kv_cache_write", "all_reduce", "reduce_scatter", "all_gather", "gemm",
-    "scaled_gemm", "pad",
+    "scaled_gemm", "pad", "mla_kv_cache_write",
 )
 
 

@@ -18,6 +18,7 @@ from irfuse.raising.raise_attention import RaiseAttention
 from irfuse.raising.raise_collectives import RaiseCollectives
 from irfuse.raising.raise_gemm import RaiseGemm
 from irfuse.raising.raise_kv_cache_write import RaiseKvCacheWrite
+from irfuse.raising.raise_mla_kv_cache_write import RaiseMlaKvCacheWrite
 from irfuse.raising.raise_pad import RaisePad
 from irfuse.raising.raise_quant import RaiseQuant
 from irfuse.raising.raise_rms_norm import RaiseRmsNorm
@@ -48,6 +49,7 @@ RAISINGS: tuple[Raising, ...] = (
     Raising(RaiseAttention, {"attn.attention": "attention",
                              "attn.mla_attention": "mla_attention"}),
     Raising(RaiseKvCacheWrite, {"attn.kv_cache_write": "kv_cache_write"}),
+    Raising(RaiseMlaKvCacheWrite, {"attn.mla_kv_cache_write": "mla_kv_cache_write"}),
 )
 
 RAISE_PASSES: tuple[str, ...] = tuple(r.pass_class.name for r in RAISINGS)

@@ -15,7 +15,8 @@ from irfuse.platform import Platform
 MISSION_FUSION_FLAGS = {"fuse_norm_quant", "fuse_act_quant", "fuse_attn_quant",
                         "fuse_allreduce_rms", "fuse_rope_kvcache", "enable_qk_norm_rope_fusion",
                         "enable_sp", "fuse_gemm_comms", "fuse_act_padding"}
-VLLM_032_FUSION_FLAGS = {"fuse_qk_norm_rope_kvcache", "fuse_mla_dual_rms_norm"}
+VLLM_032_FUSION_FLAGS = {"fuse_qk_norm_rope_kvcache", "fuse_mla_dual_rms_norm",
+                         "fuse_rope_kvcache_cat_mla"}
 
 
 def test_rows_cover_the_mission_flags_plus_noop_elimination() -> None:

@@ -63,3 +63,10 @@ func.func @decomposed(%q: !irfuse.tensor<[1, 4, s0, 16], f32>, %k: !irfuse.tenso
   }
   func.return %o : !irfuse.tensor<[1, 4, s0, 16], f32>
 }
+
+// CHECK-LABEL: func.func @mla_kv_cache_write
+func.func @mla_kv_cache_write(%kv_c: !irfuse.tensor<[s0, 512], bf16>, %k_pe: !irfuse.tensor<[s0, 64], bf16>, %cache: !irfuse.tensor<[1024, 16, 576], bf16>, %slots: !irfuse.tensor<[s0], i64>) {
+  // CHECK: attn.mla_kv_cache_write %{{.*}}, %{{.*}}, %{{.*}}, %{{[^ ]+}} : (!irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[1024, 16, 576], bf16>, !irfuse.tensor<[s0], i64>) -> !irfuse.tensor<[1024, 16, 576], bf16>
+  %c2 = attn.mla_kv_cache_write %kv_c, %k_pe, %cache, %slots : (!irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[1024, 16, 576], bf16>, !irfuse.tensor<[s0], i64>) -> !irfuse.tensor<[1024, 16, 576], bf16>
+  func.return
+}
