@@ -173,7 +173,8 @@ class IrfuseVllmPass(InductorPass):
         gm = graph.owning_module
         if gm is None:
             raise ValueError("irfuse: the post-grad graph has no owning module")
-        _rewrite(gm, config, _platform(graph), _compile_range(config), sources)
+        _rewrite(gm, config, _platform(graph), _compile_range(config), sources,
+                 _engine_key(_current_vllm_config()))
 
     def config(self) -> CompilationConfig:
         """irfuse's config: vLLM's, then `$IRFUSE_VLLM_OPTIONS`, then `options`."""
@@ -345,11 +346,12 @@ def _kernel_choices(platform: str) -> dict[str, list[list[Any]]]:
 
 def _rewrite(
     gm: torch.fx.GraphModule, config: CompilationConfig, platform: Platform, rng: ranges.Range,
-    sources: Mapping[str, str] | None = None,
+    sources: Mapping[str, str] | None = None, engine: str = "",
 ) -> None:
     """Run irfuse's pipeline on `gm` for the compile range `rng` and put the result in
     `gm.graph`. A pipeline failure warns (raises when strict) and leaves the graph alone.
-    `sources`: where each pass flag that was set comes from (`config_and_sources`)."""
+    `sources`: where each pass flag that was set comes from (`config_and_sources`); `engine`:
+    which engine compiles (its log line is written once)."""
     if config.platform:
         platform = Platform.parse(config.platform)
     name = f"vllm_graph_{_GRAPH_COUNT[0]:03d}"
@@ -381,7 +383,7 @@ def _rewrite(
         options.config = resolved.pass_config.to_dict()
         emitted, report = pipeline.finish(prepared, options)
         report.off = off_reasons(resolution, steps, sources or {})
-        _log_once(resolution, report.off)
+        _log_once(resolution, report.off, engine)
         report.host = _host(rng)
         _replace_graph(gm.graph, emitted.graph)
     except Exception as err:  # noqa: BLE001 (the graph stays as Inductor gave it)
@@ -454,19 +456,26 @@ def _default_off(row: support_matrix.Fusion, resolution: config_mod.Resolution) 
     return resolution.notes.get(row.flag, "off")
 
 
-_LOGGED: set[str] = set()
+_LOGGED: set[tuple[str, str]] = set()
 
 
-def _log_once(resolution: config_mod.Resolution, off: Mapping[str, str]) -> None:
-    """One INFO line per engine process and distinct outcome: the passes on and those off, why."""
+def _engine_key(vllm_config: Any) -> str:
+    """One engine's VllmConfig (vLLM stamps each with an `instance_id`); "" without one."""
+    if vllm_config is None:
+        return ""
+    return str(getattr(vllm_config, "instance_id", None) or id(vllm_config))
+
+
+def _log_once(resolution: config_mod.Resolution, off: Mapping[str, str], engine: str = "") -> None:
+    """One INFO line per engine and distinct outcome: the passes on and those off, and why."""
     pc = resolution.config.pass_config
     on = [r.name for r in support_matrix.passes()
           if getattr(pc, r.flag) and r.name not in off]
     line = (f"irfuse: O{resolution.config.optimization_level} on {resolution.platform}: "
             f"on: {', '.join(on) or 'none'}; off: "
             + (", ".join(f"{name} ({why})" for name, why in off.items()) or "none"))
-    if line not in _LOGGED:
-        _LOGGED.add(line)
+    if (engine, line) not in _LOGGED:
+        _LOGGED.add((engine, line))
         logger.info(line)
 
 
