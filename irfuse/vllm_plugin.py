@@ -28,8 +28,8 @@ every size (the CPU).
 Each report says, under `off`, every pass that does not run in its compile and why (the user
 turned it off in vLLM's PassConfig or in irfuse's options; opt-in on this platform, i.e. not
 measured faster there; on from a higher level; no quantization it fuses in the graph; needs
-TP > 1; outside its token range; ...), and each engine logs that once, in one line, through
-vLLM's logger (`vllm.irfuse`).
+TP > 1; outside its token range; ...), and each engine logs what its config turns on and off
+once, in one line, through vLLM's logger (`vllm.irfuse`).
 
 Cache correctness: `uuid()` hashes irfuse's version, a digest of its sources, the config it
 will resolve, the platform and its kernel choices, so Inductor's and vLLM's cache keys change
@@ -383,7 +383,7 @@ def _rewrite(
         options.config = resolved.pass_config.to_dict()
         emitted, report = pipeline.finish(prepared, options)
         report.off = off_reasons(resolution, steps, sources or {})
-        _log_once(resolution, report.off, engine)
+        _log_once(resolution, off_reasons(resolution, [], sources or {}), engine)
         report.host = _host(rng)
         _replace_graph(gm.graph, emitted.graph)
     except Exception as err:  # noqa: BLE001 (the graph stays as Inductor gave it)
@@ -456,7 +456,8 @@ def _default_off(row: support_matrix.Fusion, resolution: config_mod.Resolution) 
     return resolution.notes.get(row.flag, "off")
 
 
-_LOGGED: set[tuple[str, str]] = set()
+_LOGGED: set[str] = set()
+"""The engines (`_engine_key`) whose line is written."""
 
 
 def _engine_key(vllm_config: Any) -> str:
@@ -467,15 +468,16 @@ def _engine_key(vllm_config: Any) -> str:
 
 
 def _log_once(resolution: config_mod.Resolution, off: Mapping[str, str], engine: str = "") -> None:
-    """One INFO line per engine and distinct outcome: the passes on and those off, and why."""
+    """One INFO line per engine, at its first compile: the passes its config turns on and those
+    off, and why (which compile ranges a pass skips is in each compile's report)."""
     pc = resolution.config.pass_config
     on = [r.name for r in support_matrix.passes()
           if getattr(pc, r.flag) and r.name not in off]
     line = (f"irfuse: O{resolution.config.optimization_level} on {resolution.platform}: "
             f"on: {', '.join(on) or 'none'}; off: "
             + (", ".join(f"{name} ({why})" for name, why in off.items()) or "none"))
-    if (engine, line) not in _LOGGED:
-        _LOGGED.add((engine, line))
+    if engine not in _LOGGED:
+        _LOGGED.add(engine)
         logger.info(line)
 
 

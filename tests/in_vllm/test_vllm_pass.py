@@ -154,8 +154,10 @@ def test_the_off_line_is_logged_once(caplog):
     off = vllm_plugin.off_reasons(res, [], {"fuse_attn_quant": "vllm"})
     vllm_plugin._LOGGED.clear()
     with caplog.at_level("INFO", logger="vllm.irfuse"):
-        vllm_plugin._log_once(res, off)
-        vllm_plugin._log_once(res, off)
-    (record,) = caplog.records
-    assert record.getMessage().startswith("irfuse: O2 on cpu: on: eliminate-noops, ")
-    assert "fuse-attn-quant (turned off by the user in vLLM's pass_config)" in record.getMessage()
+        vllm_plugin._log_once(res, off, "engine-1")
+        vllm_plugin._log_once(res, {}, "engine-1")  # a later compile of the same engine
+        vllm_plugin._log_once(res, off, "engine-2")
+    first, second = caplog.records
+    assert first.getMessage() == second.getMessage()
+    assert first.getMessage().startswith("irfuse: O2 on cpu: on: eliminate-noops, ")
+    assert "fuse-attn-quant (turned off by the user in vLLM's pass_config)" in first.getMessage()
