@@ -4,10 +4,11 @@ write, in one kernel, for ranges up to rope_kvcache_fusion_max_token_num tokens.
 vLLM's meaning: it supersedes enable_qk_norm_rope_fusion and fuse_rope_kvcache for the layers
 that have all three (its pass runs before theirs and takes those sites); they still apply where
 it does not. vLLM runs it only on ROCm with AITER (on from O2 with the rotary_embedding custom
-op). Here its pattern emits fuse-rope-kvcache's fused op and kernel with the norm weights
-(`rope_kv_cache_write`), so this fusion has no kernel of its own and that kernel's choices gate
-it. Opt-in on every platform (on sm90 O1 turns on the two separate flags, which give the same
-kernel). Pattern: `pattern.py`.
+op). Here its patterns emit fuse-rope-kvcache's fused ops and kernels with the norm weights
+(irfuse's paged cache write: `rope_kv_cache_write`; vLLM's own, `attn.vllm_kv_cache_update`:
+`rope_vllm_kv_cache_update`), so this fusion has no kernel of its own and their choices gate it.
+Opt-in on every platform (on sm90 O1 turns on the two separate flags, which give the same
+kernel). Patterns: `pattern.py`.
 """
 
 from __future__ import annotations
@@ -30,5 +31,5 @@ FUSION = Fusion(
     note="vLLM 0.32; supersedes enable-qk-norm-rope-fusion and fuse-rope-kvcache where a layer "
     "has all three; opt-in (on sm90 O1 turns on those two, which give the same kernel); vLLM "
     "turns it on from O2 only on ROCm with AITER and its rotary_embedding custom op",
-    patterns=("QkNormRopeKvCachePattern",),
+    patterns=("QkNormRopeKvCachePattern", "VllmQkNormRopeKvCachePattern"),
 )

@@ -14,6 +14,12 @@ fuse-rope-kvcache's on the rope and the write) is checked before anything change
 the one kernel or stays as it was, with a remark, never half fused. A write of a rope whose q and k
 have no per-head norm is no candidate (vLLM's pass matches only layers with QK norm; fuse-rope-
 kvcache takes those where it is on).
+
+Inside vLLM the write is its own, `attn.vllm_kv_cache_update` (the cache found through the
+forward context at run time): the norms, the rope and that write become one
+`fused.rope_vllm_kv_cache_update` with the norm weights, at the rope's place, as
+fuse-rope-kvcache builds it from `fused.qk_norm_rope` (`fuse_rope_kvcache/in_vllm.py`; its
+conditions hold here too, checked before anything changes).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from xdsl.ir import Operation
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
-from irfuse.dialects.attn import KvCacheWriteOp, RopeOp
+from irfuse.dialects.attn import KvCacheWriteOp, RopeOp, VllmKvCacheUpdateOp
 from irfuse.dialects.fused import RopeKvCacheWriteOp
 from irfuse.dialects.irfuse import TensorType
 from irfuse.dialects.quant import QuantFp8Op
@@ -32,6 +38,7 @@ from irfuse.fusions.enable_qk_norm_rope_fusion.pattern import (
     _rebase,
     rotates_in_f32,
 )
+from irfuse.fusions.fuse_rope_kvcache.in_vllm import QkNorms, fuse_write, rotated_source
 from irfuse.fusions.fuse_rope_kvcache.pattern import (
     FLASH_KERNEL,
     KERNEL,
@@ -53,6 +60,42 @@ class QkNormRopeKvCachePattern(AnchorPattern):
         return _fuse(op, rewriter, site)
 
 
+class VllmQkNormRopeKvCachePattern(AnchorPattern):
+    """vLLM's cache write of a k that per-head norms and a rope just made."""
+
+    op_types = (VllmKvCacheUpdateOp,)
+
+    def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
+        assert isinstance(op, VllmKvCacheUpdateOp)
+        path: list[Operation] = []
+        rope = rotated_source(op.k, path)
+        if not isinstance(rope, RopeOp):
+            return NO_CANDIDATE  # no rope, or norms + rope fused already: fuse-rope-kvcache's
+        norms = _norms(rope)
+        if norms is None:
+            return NO_CANDIDATE
+        return fuse_write(op, rope, path, rewriter, site, norms)
+
+
+def _norms(rope: RopeOp) -> QkNorms | None:
+    """The per-head norms of the rope's q and k and their one reading; None where neither is
+    normed (RoPE + KV write without QK norm: fuse-rope-kvcache's); NoMatch where the kernel
+    cannot take them."""
+    assert rope.k is not None
+    q_norm, q_views = _normed(rope.q, rope)
+    k_norm, k_views = _normed(rope.k, rope)
+    if q_norm is None and k_norm is None:
+        return None
+    if q_norm is None or k_norm is None:
+        raise NoMatch(f"only {'k' if q_norm is None else 'q'} is normalized per head before the "
+                      "rope; the kernel normalizes both")
+    readings = {_reading(n, rope.head_dim.value.data) for n in (q_norm, k_norm)}
+    if len(readings) != 1:
+        raise NoMatch("q and k are normalized with different eps, weight offsets or weight "
+                      "rounding; the kernel reads one")
+    return QkNorms(q_norm, q_views, k_norm, k_views, *readings.pop())
+
+
 def _rope_of(write: KvCacheWriteOp) -> RopeOp | None:
     """The rope whose rotated k the write stores (directly, or quantized for an FP8 cache)."""
     k = write.k
@@ -72,19 +115,11 @@ def _fuse(write: KvCacheWriteOp, rewriter: PatternRewriter, site: Site) -> Outco
     if rope is None:
         return NO_CANDIDATE
     assert rope.k is not None and rope.k_out is not None
-    q_norm, q_views = _normed(rope.q, rope)
-    k_norm, k_views = _normed(rope.k, rope)
-    if q_norm is None and k_norm is None:
-        return NO_CANDIDATE  # RoPE + KV write without QK norm: fuse-rope-kvcache's
-    if q_norm is None or k_norm is None:
-        raise NoMatch(f"only {'k' if q_norm is None else 'q'} is normalized per head before the "
-                      "rope; the kernel normalizes both")
+    norms = _norms(rope)
+    if norms is None:
+        return NO_CANDIDATE
+    q_norm, k_norm = norms.q, norms.k
     head_dim = rope.head_dim.value.data
-    readings = {_reading(n, head_dim) for n in (q_norm, k_norm)}
-    if len(readings) != 1:
-        raise NoMatch("q and k are normalized with different eps, weight offsets or weight "
-                      "rounding; the kernel reads one")
-    eps, offset, weight_f32 = readings.pop()
     rope_f32 = rotates_in_f32(rope)
 
     quants = _cache_quants(write) if write.k is not rope.k_out else None
@@ -104,13 +139,14 @@ def _fuse(write: KvCacheWriteOp, rewriter: PatternRewriter, site: Site) -> Outco
                       "write's place")
     site.require_kernel(FLASH_KERNEL if write.k_cache.type.rank == 5 else KERNEL)
 
-    q_in, k_in = _rebase(q_norm, q_views), _rebase(k_norm, k_views)
+    q_in, k_in = _rebase(q_norm, norms.q_views), _rebase(k_norm, norms.k_views)
     fused = RopeKvCacheWriteOp(
         q_in, k_in, v, write.k_cache, write.v_cache, write.slot_mapping,
         q_weight=q_norm.weight, k_weight=k_norm.weight,
         positions=rope.positions, cos_sin_cache=rope.cos_sin_cache, cos=rope.cos, sin=rope.sin,
         is_neox=bool(rope.is_neox.value.data), rotary_dim=rope.rotary_dim.value.data,
-        head_dim=head_dim, eps=eps, weight_offset=offset, weight_f32=weight_f32,
+        head_dim=head_dim, eps=norms.eps, weight_offset=norms.weight_offset,
+        weight_f32=norms.weight_f32,
         rope_f32=rope_f32,
         k_scale=None if quants is None else quants[0].scale,
         v_scale=None if quants is None else quants[1].scale,
