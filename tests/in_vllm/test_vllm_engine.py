@@ -16,10 +16,9 @@ an FP8 model's is; `fp8_attn_llama.py`):
 | qwen3-irfuse-debug | Qwen3 | the same | the same + debug: a changed irfuse config |
 | qwen3-irfuse-torch-wrap | Qwen3 | custom ops off, `ir_enable_torch_wrap=True` (mode 2) | QK norm + RoPE on |
 
-Assertions that need irfuse to raise vLLM's own attention, KV-cache write and vLLM IR ops
-(`raise-vllm-attention` and `raise-vllm-ops`' vllm_ir norms, branch `vllmops`) are
-`xfail(strict=True)` with that reason: they turn into failures that say "XPASS" when it lands,
-and the mark goes then.
+vLLM's own attention, KV-cache write and vLLM IR norms are raised (`raise-vllm-attention`,
+`raise-vllm-ops`), so RoPE + vLLM's cache write, QK norm + RoPE + that write and attention + its
+FP8 quant fuse inside vLLM too.
 """
 
 from __future__ import annotations
@@ -43,12 +42,6 @@ import engines as E  # noqa: E402
 
 RUNS = ["llama-vllm", "llama-irfuse", "llama-irfuse-piecewise", "qwen3-vllm", "qwen3-irfuse",
         "qwen3-irfuse-warm", "qwen3-irfuse-debug", "qwen3-irfuse-torch-wrap"]
-NEEDS_VLLM_ATTENTION = pytest.mark.xfail(
-    strict=True, reason="needs vLLM's unified_kv_cache_update / unified_attention_with_output "
-    "raised (raise-vllm-attention, branch vllmops): today they stay opaque in the graph")
-NEEDS_VLLM_IR = pytest.mark.xfail(
-    strict=True, reason="needs vLLM IR's vllm_ir.rms_norm raised (raise-vllm-ops, branch "
-    "vllmops): today the norms stay opaque in the graph")
 
 
 @pytest.fixture(scope="module")
@@ -122,17 +115,17 @@ def test_llama_report_shows_irfuse_ran_inside_vllm(engines):
     assert {k: raised[k] for k in ("rms_norm", "add_rms_norm", "silu_mul", "rope", "quant_fp8")} \
         == {"rms_norm": 1, "add_rms_norm": 4, "silu_mul": 2, "rope": 2, "quant_fp8": 2}
     assert sum(p.count for p in report.raise_passes if p.name == "raise-vllm-ops") == 2
-    # vLLM's own attention ops are in the graph the pass gets (full graph on the CPU).
+    # vLLM's own attention and cache write of each layer, raised (full graph on the CPU).
+    assert {k: raised[k] for k in ("vllm_attention", "vllm_kv_cache_update")} == \
+        {"vllm_attention": 2, "vllm_kv_cache_update": 2}
     assert _aten(engines, "llama-irfuse").count("unified_attention_with_output.default") == 2
 
 
-@NEEDS_VLLM_ATTENTION
 def test_llama_rope_and_kv_write_fused_inside_vllm(engines):
     (report,) = _reports(engines, "llama-irfuse")
     assert _fused(report, "fuse-rope-kvcache", "fuse-qk-norm-rope-kvcache") == 2
 
 
-@NEEDS_VLLM_ATTENTION
 def test_llama_attention_and_its_fp8_quant_fused_inside_vllm(engines):
     (report,) = _reports(engines, "llama-irfuse")
     assert _fused(report, "fuse-attn-quant") == 2
@@ -147,18 +140,21 @@ def test_qwen3_qk_norm_rope_fused_inside_vllm(engines):
     assert {k: raised[k] for k in ("rms_norm", "add_rms_norm", "silu_mul", "rope")} == \
         {"rms_norm": 5, "add_rms_norm": 4, "silu_mul": 2, "rope": 2}
     assert sum(p.count for p in report.raise_passes if p.name == "raise-vllm-ops") == 0
-    # QK norm + RoPE, alone or with the cache write in one kernel (fuse-qk-norm-rope-kvcache).
+    assert {k: raised[k] for k in ("vllm_attention", "vllm_kv_cache_update")} == \
+        {"vllm_attention": 2, "vllm_kv_cache_update": 2}
+    # QK norm + RoPE with vLLM's cache write in one kernel (fuse-qk-norm-rope-kvcache runs
+    # first and takes every layer).
     assert _fused(report, "enable-qk-norm-rope-fusion", "fuse-qk-norm-rope-kvcache") == 2
     (emitted,) = pathlib.Path(engines["qwen3-irfuse"]["dump"]).rglob("*-emitted.py")
     code = emitted.read_text()
-    assert code.count("torch.ops.irfuse.qk_norm_rope") + \
-        code.count("torch.ops.irfuse.rope_kv_cache_write") == 2
+    assert code.count("torch.ops.irfuse.rope_vllm_kv_cache_update") == 2
+    assert code.count("torch.ops.irfuse.qk_norm_rope") == 0
 
 
-@NEEDS_VLLM_ATTENTION
 def test_qwen3_norms_rope_and_kv_write_in_one_kernel_inside_vllm(engines):
     (report,) = _reports(engines, "qwen3-irfuse")
-    assert _fused(report, "fuse-qk-norm-rope-kvcache", "fuse-rope-kvcache") == 2
+    assert _fused(report, "fuse-qk-norm-rope-kvcache") == 2
+    assert _fused(report, "enable-qk-norm-rope-fusion", "fuse-rope-kvcache") == 0
 
 
 def test_warm_restart_reuses_the_compiled_graph(engines):
@@ -208,7 +204,6 @@ def test_torch_wrap_puts_vllm_ir_ops_in_the_graph(engines):
     assert "torch.ops.vllm_ir.rms_norm" in _aten(engines, "qwen3-irfuse-torch-wrap")
 
 
-@NEEDS_VLLM_IR
 def test_torch_wrap_qk_norm_rope_fused_inside_vllm(engines):
     (report,) = _reports(engines, "qwen3-irfuse-torch-wrap")
     assert _fused(report, "enable-qk-norm-rope-fusion") == 2
