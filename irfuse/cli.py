@@ -124,6 +124,10 @@ def load_report(data: Any) -> Report:
         kernels.append(KernelRecord(_field(k, "op", str, where), _field(k, "impl", str, where),
                                     _field(k, "reason", str, where),
                                     _field(k, "calls", int, where)))
+    off = _field(data, "off", dict, optional=True) or {}
+    for name, why in off.items():
+        if not isinstance(why, str):
+            raise BadReport(f"'off'[{name!r}] is {type(why).__name__}, not str")
     return Report(
         graph=_field(data, "graph", str),
         range=rng,
@@ -136,6 +140,7 @@ def load_report(data: Any) -> Report:
         kernels=kernels,
         error=_field(data, "error", str, optional=True),
         host=_field(data, "host", dict, optional=True),
+        off=off,
     )
 
 

@@ -195,6 +195,9 @@ def _pass_config_doc() -> str:
     for f in FUSIONS:
         lines.append(f"- {f.flag}: {f.doc}")
         lines += [f"- {t.name}: {t.doc}" for t in f.thresholds]
+    lines += ["", "vLLM versions differ in fields: enable_sp, fuse_gemm_comms and sp_min_token_num "
+              "exist up to vLLM 0.2x", "and not in 0.32; the flags marked (vLLM 0.32) exist from "
+              "there on. irfuse takes them all", "(docs/configuration.md has the table)."]
     return "\n".join(lines)
 
 

@@ -10,14 +10,17 @@ kept in memory (`irfuse.reports()`). Schema:
      "stages": [{"name": str, "ms": float, "ops": int}],
      "kernels": [{"op": str, "impl": str, "reason": str, "calls": int}],
      "error": str | null,
-     "host": {"name", "version", "hook", "compile_range"} | null}
+     "host": {"name", "version", "hook", "compile_range"} | null,
+     "off": {pass name: why it does not run in this compile}}
 
 `kernels`: each `irfuse::` op the graph calls, the implementation select-kernels chose for the
 platform and why (the kernel's declared choice: a measurement, or a rule such as "FlashInfer's
 NVFP4 all-reduce fusion needs sm100+"). Older reports have no `kernels`.
 
 `error` is set when the pipeline failed and the graph ran without irfuse's rewrites; `host` when
-irfuse ran as a pass inside another compiler (vLLM: `irfuse.vllm_plugin`).
+irfuse ran as a pass inside another compiler (vLLM: `irfuse.vllm_plugin`). `off`: every pass that
+does not run in this compile and why (filled inside vLLM; empty, or absent in older reports,
+elsewhere).
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ class Report:
     kernels: list[KernelRecord] = field(default_factory=list)
     error: str | None = None
     host: dict[str, Any] | None = None
+    off: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,6 +97,7 @@ class Report:
             "kernels": [k.to_dict() for k in self.kernels],
             "error": self.error,
             "host": self.host,
+            "off": self.off,
         }
 
     def to_json(self) -> str:
@@ -120,6 +125,8 @@ class Report:
             lines.append(f"  not raised: {_summarize(misses)}")
         for k in self.kernels:
             lines.append(f"  kernel {k.op} x{k.calls}: {k.impl} ({k.reason})")
+        if self.off:
+            lines.append("  off: " + "; ".join(f"{n} ({why})" for n, why in self.off.items()))
         stages = "  ".join(f"{s.name} {s.ms:.0f}ms" for s in self.stages)
         lines.append(f"  stages: {stages}")
         return "\n".join(lines)

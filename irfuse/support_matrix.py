@@ -37,6 +37,10 @@ Why the default levels are what they are (vLLM v0.17 as the baseline):
   on H100, vLLM #34391) and turns RoPE + KV cache on at O1 only with ROCm AITER.
 - act padding: O1 everywhere (any hidden size and pad multiple; the reference on the CPU).
   vLLM runs it only on ROCm with AITER, for hidden 2880.
+- vLLM 0.32's QK norm + RoPE + KV write, MLA dual RMSNorm and MLA RoPE + latent-cache write:
+  opt-in everywhere until their kernels are measured on a GPU (on sm90 O1's QK norm + RoPE and
+  RoPE + KV cache already give the first's kernel). vLLM turns the first two on only on ROCm
+  with AITER, the third from O2 on CUDA and ROCm where the cache write is in the graph.
 Each declaration's `note` says the same for its pass, and the `irfuse passes` table shows it.
 """
 

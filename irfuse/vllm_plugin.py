@@ -10,13 +10,26 @@ Inductor's hook). A vLLM user turns irfuse on with
 (or, from Python, `IrfuseVllmPass(options)` as that value). vLLM keeps its compile ranges, its
 compile cache and its piecewise CUDA graphs: irfuse only rewrites the graph of each compile.
 
-The pass reads vLLM's config (`get_current_vllm_config()`): optimization level, the PassConfig
-fields irfuse shares with vLLM (as vLLM resolved them for the platform) and
-max_num_batched_tokens. Compile ranges are vLLM's: each compile runs the passes whose range rule
-holds in vLLM's range for it (its pass context), or in [1, max_num_batched_tokens] where vLLM
-compiles once for every size (the CPU). irfuse's own options (`options`, then the JSON object in
-`$IRFUSE_VLLM_OPTIONS`) override them; they take irfuse's CompilationConfig fields, so a flag vLLM
-turns off on a platform where irfuse has a kernel (QK norm + RoPE on the CPU) can be turned on.
+The pass reads vLLM's config (`get_current_vllm_config()`): the optimization level, the PassConfig
+flags the *user* set (not those vLLM's level filled in), its thresholds, and
+max_num_batched_tokens. A flag the user left unset gets irfuse's default at vLLM's level for the
+platform (irfuse's support matrix: what irfuse measured faster there), so irfuse's pass with no
+options of its own runs irfuse's choice of fusions, and a flag the user turned off in vLLM's
+PassConfig stays off. vLLM records no such distinction (its level fills unset fields in place),
+so the plugin notes the flags as given: `PassConfig.__post_init__` (before vLLM forces flags off
+for its platform) where the plugin was loaded before the PassConfig was built (`vllm serve`),
+else `VllmConfig._apply_optimization_level_defaults` (just before the level fills them); the
+note travels with the config to vLLM's engine processes. irfuse's own options (`options`, then
+the JSON object in `$IRFUSE_VLLM_OPTIONS`) override both; they take irfuse's CompilationConfig
+fields. Compile ranges are vLLM's: each compile runs the passes whose range rule holds in vLLM's
+range for it (its pass context), or in [1, max_num_batched_tokens] where vLLM compiles once for
+every size (the CPU).
+
+Each report says, under `off`, every pass that does not run in its compile and why (the user
+turned it off in vLLM's PassConfig or in irfuse's options; opt-in on this platform, i.e. not
+measured faster there; on from a higher level; no quantization it fuses in the graph; needs
+TP > 1; outside its token range; ...), and each engine logs what its config turns on and off
+once, in one line, through vLLM's logger (`vllm.irfuse`).
 
 Cache correctness: `uuid()` hashes irfuse's version, a digest of its sources, the config it
 will resolve, the platform and its kernel choices, so Inductor's and vLLM's cache keys change
@@ -35,6 +48,7 @@ import functools
 import hashlib
 import importlib.metadata
 import json
+import logging
 import os
 import pathlib
 import sys
@@ -51,7 +65,7 @@ from vllm.config import CompilationConfig as VllmCompilationConfig
 from vllm.config import get_current_vllm_config_or_none
 
 import irfuse.emit.custom_ops  # noqa: F401  (registers the irfuse:: ops in vLLM's processes)
-from irfuse import backend, pipeline, ranges
+from irfuse import backend, pipeline, ranges, support_matrix
 from irfuse import config as config_mod
 from irfuse.config import CompilationConfig
 from irfuse.dump import DumpWriter
@@ -63,6 +77,13 @@ from irfuse.report import Report
 OPTIONS_ENV = "IRFUSE_VLLM_OPTIONS"
 SHARED_FLAGS = tuple(f for f in config_mod.PassConfig.__dataclass_fields__)
 """irfuse's PassConfig fields; those vLLM's PassConfig also has are read from it."""
+PASS_FLAGS = frozenset(support_matrix.FLAGS)
+"""The pass flags: read from vLLM only where the user set them (the rest: irfuse's defaults)."""
+USER_SET = "_irfuse_user_set"
+"""The attribute of vLLM's PassConfig where the plugin notes the pass flags the user set."""
+
+logger = logging.getLogger("vllm.irfuse")
+"""Under vLLM's logger, so its handler and format (and VLLM_LOGGING_LEVEL) apply."""
 
 _GRAPH_COUNT = [0]
 
@@ -73,6 +94,7 @@ def register() -> None:
     irfuse:: ops)."""
     _bind()
     _note_configs()
+    _note_user_flags()
 
 
 _SEEN_CONFIG: list[Any] = [None]
@@ -94,6 +116,52 @@ def _note_configs() -> None:
     VllmCompilationConfig.init_backend = init_backend
 
 
+def _field_default(cls: Any, name: str) -> Any:
+    default = cls.__dataclass_fields__[name].default
+    return getattr(default, "default", default)  # pydantic's Field(default=...)
+
+
+def _record_user_flags(pass_config: Any) -> None:
+    """Note on vLLM's PassConfig the pass flags that differ from their field defaults (None, or
+    eliminate_noops' True): the ones the user set. Once: the first note is the user's."""
+    if getattr(pass_config, USER_SET, None) is not None:
+        return
+    cls = type(pass_config)
+    fields_ = getattr(cls, "__dataclass_fields__", {})
+    given = {f: getattr(pass_config, f) for f in PASS_FLAGS if f in fields_}
+    user = {f: v for f, v in given.items() if v is not None and v != _field_default(cls, f)}
+    object.__setattr__(pass_config, USER_SET, user)
+
+
+def _note_user_flags() -> None:
+    """Wrap vLLM's `PassConfig.__post_init__` and `VllmConfig._apply_optimization_level_defaults`
+    to note the pass flags the user set (module docstring)."""
+    from vllm.config import PassConfig as VllmPassConfig
+    from vllm.config import VllmConfig
+
+    post_init = VllmPassConfig.__post_init__
+    if not getattr(post_init, "_irfuse_noted", False):
+        @functools.wraps(post_init)
+        def __post_init__(self: Any, *args: Any, **kwargs: Any) -> Any:
+            _record_user_flags(self)
+            return post_init(self, *args, **kwargs)
+
+        __post_init__._irfuse_noted = True  # type: ignore[attr-defined]
+        VllmPassConfig.__post_init__ = __post_init__
+
+    apply = VllmConfig._apply_optimization_level_defaults
+    if not getattr(apply, "_irfuse_noted", False):
+        @functools.wraps(apply)
+        def apply_defaults(self: Any, *args: Any, **kwargs: Any) -> Any:
+            pass_config = getattr(getattr(self, "compilation_config", None), "pass_config", None)
+            if pass_config is not None:
+                _record_user_flags(pass_config)
+            return apply(self, *args, **kwargs)
+
+        apply_defaults._irfuse_noted = True  # type: ignore[attr-defined]
+        VllmConfig._apply_optimization_level_defaults = apply_defaults
+
+
 class IrfuseVllmPass(InductorPass):
     """The post-grad pass: irfuse's pipeline on the graph, in place. `options` are irfuse
     CompilationConfig fields that override what is read from vLLM's config."""
@@ -103,18 +171,32 @@ class IrfuseVllmPass(InductorPass):
         CompilationConfig.from_options(self.options)  # a bad option fails here, not mid-compile
 
     def __call__(self, graph: torch.fx.Graph) -> None:
-        config = self.config()
+        config, sources = self.config_and_sources()
         gm = graph.owning_module
         if gm is None:
             raise ValueError("irfuse: the post-grad graph has no owning module")
-        _rewrite(gm, config, _platform(graph), _compile_range(config))
+        _rewrite(gm, config, _platform(graph), _compile_range(config), sources,
+                 _engine_key(_current_vllm_config()))
 
     def config(self) -> CompilationConfig:
         """irfuse's config: vLLM's, then `$IRFUSE_VLLM_OPTIONS`, then `options`."""
-        merged: dict[str, Any] = from_vllm(_current_vllm_config())
+        return self.config_and_sources()[0]
+
+    def config_and_sources(self) -> tuple[CompilationConfig, dict[str, str]]:
+        """The config, and where each pass flag that is set comes from: `vllm` (the user set it
+        in vLLM's PassConfig), `vllm-resolved` (vLLM's value, where the plugin could not tell
+        the user's flags apart) or `irfuse` (irfuse's options)."""
+        vllm_config = _current_vllm_config()
+        merged: dict[str, Any] = from_vllm(vllm_config)
+        user = _user_flags(vllm_config)
+        origin = "vllm" if user is not None else "vllm-resolved"
+        sources = {f: origin for f in merged.get("pass_config", {}) if f in PASS_FLAGS}
         for extra in (_env_options(), self.options):
             _override(merged, extra)
-        return CompilationConfig.from_options(merged)
+            pc = extra.get("pass_config")
+            if isinstance(pc, Mapping):
+                sources.update({f: "irfuse" for f in pc if f in PASS_FLAGS})
+        return CompilationConfig.from_options(merged), sources
 
     def uuid(self) -> str:
         config = self.config()
@@ -170,10 +252,23 @@ def describe_layer(name: str) -> dict[str, Any] | None:
 
 
 _bind()
+_note_user_flags()
+
+
+def _user_flags(vllm_config: Any) -> dict[str, Any] | None:
+    """The pass flags the user set in vLLM's PassConfig, as the plugin noted them; None where
+    it could not (vLLM built the config before the plugin was loaded)."""
+    if vllm_config is None:
+        return None
+    pass_config = vllm_config.compilation_config.pass_config
+    user = getattr(pass_config, USER_SET, None)
+    return dict(user) if isinstance(user, Mapping) else None
 
 
 def from_vllm(vllm_config: Any) -> dict[str, Any]:
-    """irfuse CompilationConfig fields read off a VllmConfig (empty without one)."""
+    """irfuse CompilationConfig fields read off a VllmConfig (empty without one): the level,
+    max_num_batched_tokens, the thresholds, and the pass flags the user set (where the plugin
+    could not note those, every flag vLLM resolved)."""
     if vllm_config is None:
         return {}
     cc = vllm_config.compilation_config
@@ -182,10 +277,14 @@ def from_vllm(vllm_config: Any) -> dict[str, Any]:
     if level is not None:
         out["optimization_level"] = int(level)
     vllm_pc = cc.pass_config
+    user = _user_flags(vllm_config)
     out["pass_config"] = {
         f: getattr(vllm_pc, f) for f in SHARED_FLAGS
         if getattr(vllm_pc, f, None) is not None
+        and (f not in PASS_FLAGS or user is None or f in user)
     }
+    if user is not None:  # the user's value, before vLLM forced it off for its platform
+        out["pass_config"].update({f: v for f, v in user.items() if f in SHARED_FLAGS})
     # vLLM's piecewise graphs (split at attention, no Inductor partition): SP keeps its rule.
     if getattr(cc, "splitting_ops", None) and not getattr(cc, "use_inductor_graph_partition",
                                                             False):
@@ -274,10 +373,13 @@ def _kernel_choices(platform: str) -> dict[str, list[list[Any]]]:
 
 
 def _rewrite(
-    gm: torch.fx.GraphModule, config: CompilationConfig, platform: Platform, rng: ranges.Range
+    gm: torch.fx.GraphModule, config: CompilationConfig, platform: Platform, rng: ranges.Range,
+    sources: Mapping[str, str] | None = None, engine: str = "",
 ) -> None:
     """Run irfuse's pipeline on `gm` for the compile range `rng` and put the result in
-    `gm.graph`. A pipeline failure warns (raises when strict) and leaves the graph alone."""
+    `gm.graph`. A pipeline failure warns (raises when strict) and leaves the graph alone.
+    `sources`: where each pass flag that was set comes from (`config_and_sources`); `engine`:
+    which engine compiles (its log line is written once)."""
     if config.platform:
         platform = Platform.parse(config.platform)
     name = f"vllm_graph_{_GRAPH_COUNT[0]:03d}"
@@ -295,6 +397,8 @@ def _rewrite(
         prepared = pipeline.prepare(gm, options)
         report = prepared.report
         facts = pipeline.graph_facts(prepared.imported.module)
+        if facts["quant_scheme"] is None:
+            facts["quant_scheme"] = "none"  # no quant op in this graph: nothing for a quant fusion
         resolution = config_mod.resolve_explained(config, platform=platform, **facts)
         for warning in resolution.warnings:
             backend.warn_once(f"irfuse: {warning}")
@@ -306,6 +410,8 @@ def _rewrite(
             lambda n: kernel_choice.size_class(str(platform), n))
         options.config = resolved.pass_config.to_dict()
         emitted, report = pipeline.finish(prepared, options)
+        report.off = off_reasons(resolution, steps, sources or {})
+        _log_once(resolution, off_reasons(resolution, [], sources or {}), engine)
         report.host = _host(rng)
         _replace_graph(gm.graph, emitted.graph)
     except Exception as err:  # noqa: BLE001 (the graph stays as Inductor gave it)
@@ -320,6 +426,87 @@ def _rewrite(
     backend.add_report(report)
     if dump is not None:
         dump.text("report.json", report.to_json())
+
+
+# ------------------------------------------------------------------------ what is off, and why
+
+
+def off_reasons(resolution: config_mod.Resolution, steps: list[dict[str, Any]],
+                sources: Mapping[str, str]) -> dict[str, str]:
+    """Every pass that does not run in this compile -> why, in pipeline order: turned off by
+    the user (vLLM's PassConfig or irfuse's options), off by irfuse's default at this level and
+    platform (and why that is), turned off because it cannot apply, or on but outside this
+    compile's range (`steps`, `ranges.plan`'s)."""
+    pc = resolution.config.pass_config
+    skipped = {s["flag"]: s["reason"] for s in steps if not s["runs"]}
+    out: dict[str, str] = {}
+    for row in support_matrix.passes():
+        if getattr(pc, row.flag):
+            if row.flag in skipped:
+                out[row.name] = skipped[row.flag]
+            continue
+        note = resolution.notes.get(row.flag, "")
+        source = sources.get(row.flag)
+        if note.startswith("off: "):  # it could not apply: resolve turned it off
+            out[row.name] = note.removeprefix("off: ")
+        elif source == "vllm":
+            out[row.name] = "turned off by the user in vLLM's pass_config"
+        elif source == "vllm-resolved":
+            out[row.name] = "off in vLLM's resolved pass_config (the user's flags were not noted)"
+        elif source == "irfuse":
+            out[row.name] = "turned off in irfuse's options"
+        else:
+            out[row.name] = _default_off(row, resolution)
+    return out
+
+
+def _default_off(row: support_matrix.Fusion, resolution: config_mod.Resolution) -> str:
+    """Why irfuse's default leaves `row` off at this level on this platform, in a few words."""
+    level, plat = resolution.config.optimization_level, resolution.platform
+    facts = resolution.facts
+    sup = support_matrix.support(row.name, plat)
+    if level == 0:
+        return "O0 runs no pass"
+    if sup is None:
+        return f"not available on {plat}"
+    if sup.default_level is None:
+        return f"opt-in on {plat}: not measured faster there"
+    if level < sup.default_level:
+        return f"on from O{sup.default_level} on {plat}; this is O{level}"
+    ok, why = support_matrix.can_apply(row.name, plat, facts.get("quant_scheme"))
+    if not ok:
+        if facts.get("quant_scheme") == "none":
+            return "no quantization it fuses in the graph"
+        return why
+    tp = facts.get("tp_size")
+    if row.needs_tp and (tp is None or tp <= 1):
+        return f"needs TP > 1 (TP is {tp or 1})"
+    return resolution.notes.get(row.flag, "off")
+
+
+_LOGGED: set[str] = set()
+"""The engines (`_engine_key`) whose line is written."""
+
+
+def _engine_key(vllm_config: Any) -> str:
+    """One engine's VllmConfig (vLLM stamps each with an `instance_id`); "" without one."""
+    if vllm_config is None:
+        return ""
+    return str(getattr(vllm_config, "instance_id", None) or id(vllm_config))
+
+
+def _log_once(resolution: config_mod.Resolution, off: Mapping[str, str], engine: str = "") -> None:
+    """One INFO line per engine, at its first compile: the passes its config turns on and those
+    off, and why (which compile ranges a pass skips is in each compile's report)."""
+    pc = resolution.config.pass_config
+    on = [r.name for r in support_matrix.passes()
+          if getattr(pc, r.flag) and r.name not in off]
+    line = (f"irfuse: O{resolution.config.optimization_level} on {resolution.platform}: "
+            f"on: {', '.join(on) or 'none'}; off: "
+            + (", ".join(f"{name} ({why})" for name, why in off.items()) or "none"))
+    if engine not in _LOGGED:
+        _LOGGED.add(engine)
+        logger.info(line)
 
 
 def _host(rng: ranges.Range) -> dict[str, Any]:

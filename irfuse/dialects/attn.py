@@ -169,6 +169,29 @@ def cache_halves(k_cache: SSAValue, v_cache: SSAValue) -> tuple[TensorType, Tens
     return half, half
 
 
+def check_mla_cache_write(kv_c: TensorType, k_pe: TensorType, kv_cache: TensorType,
+                          slot_mapping: TensorType) -> None:
+    """kv_c `[T, kv_lora_rank]` and k_pe `[T, rope_dim]` into kv_cache `[num_blocks, block_size,
+    kv_lora_rank + rope_dim]` of their dtype, at `slot_mapping [T]`."""
+    check_rank("kv_c", kv_c, 2)
+    check_rank("k_pe", k_pe, 2)
+    check_rank("kv_cache", kv_cache, 3)
+    t = kv_c.dims[0]
+    if isinstance(t, int) and isinstance(k_pe.dims[0], int):
+        check_dim("k_pe's token count", k_pe.dims[0], t)
+    rank, rope = kv_c.dims[1], k_pe.dims[1]
+    if isinstance(rank, int) and isinstance(rope, int):
+        check_dim("kv_cache's last dim (kv_lora_rank + rope_dim)", kv_cache.dims[2], rank + rope)
+    for what, val in (("kv_c", kv_c), ("k_pe", k_pe)):
+        if val.dtype != kv_cache.dtype:
+            raise VerifyException(f"{what} has dtype {val.dtype} but the cache holds "
+                                  f"{kv_cache.dtype}")
+    check_integer("slot_mapping", slot_mapping)
+    check_rank("slot_mapping", slot_mapping, 1)
+    if isinstance(t, int) and isinstance(slot_mapping.dims[0], int):
+        check_shape("slot_mapping", slot_mapping, (t,))
+
+
 def check_vllm_attention(q: TensorType, k: TensorType, v: TensorType) -> tuple[Dim, ...]:
     """vLLM's layout: q `[T, H, D]`, k `[T, Hkv, D]`, v `[T, Hkv, Dv]` in q's dtype, H a multiple
     of Hkv; returns the output dims `[T, H, Dv]`."""
@@ -531,6 +554,39 @@ class KvCacheWriteOp(RaisedOperation):
                                 self.slot_mapping.type)
         check_same_type("k_cache_out", self.k_cache_out.type, self.k_cache.type, "k_cache")
         check_same_type("v_cache_out", self.v_cache_out.type, self.v_cache.type, "v_cache")
+
+
+@irdl_op_definition
+class MlaKvCacheWriteOp(RaisedOperation):
+    """Store MLA's latent and rope key, `[kv_c | k_pe]`, into the paged latent cache, and return
+    the updated cache (vLLM's `concat_and_cache_mla` with kv_cache_dtype "auto").
+
+    ```mlir
+    %c2 = attn.mla_kv_cache_write %kv_c, %k_pe, %cache, %slots
+        : (!irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 64], bf16>,
+           !irfuse.tensor<[1024, 16, 576], bf16>, !irfuse.tensor<[s0], i64>)
+        -> !irfuse.tensor<[1024, 16, 576], bf16>
+    ```
+    kv_c `[T, kv_lora_rank]` (the normed latent) and k_pe `[T, rope_dim]` (the rotated key,
+    shared by all heads) of the cache's dtype; the cache `[num_blocks, block_size, kv_lora_rank +
+    rope_dim]` (slot `s` is block `s // block_size`, row `s % block_size`).
+    """
+
+    name = "attn.mla_kv_cache_write"
+
+    kv_c = operand_def(TensorType)
+    k_pe = operand_def(TensorType)
+    kv_cache = operand_def(TensorType)
+    slot_mapping = operand_def(TensorType)
+
+    kv_cache_out = result_def(TensorType)
+
+    RESULTS_TYPED_LIKE: ClassVar = ("kv_cache",)
+
+    def verify_(self) -> None:
+        check_mla_cache_write(self.kv_c.type, self.k_pe.type, self.kv_cache.type,
+                              self.slot_mapping.type)
+        check_same_type("kv_cache_out", self.kv_cache_out.type, self.kv_cache.type, "kv_cache")
 
 
 @irdl_op_definition

@@ -50,6 +50,7 @@ from irfuse.dialects.attn import (
     cache_halves,
     check_attention,
     check_gqa,
+    check_mla_cache_write,
     check_paged_cache_write,
     check_scale,
     check_vllm_attention,
@@ -894,6 +895,130 @@ class RmsNormPadOp(NormOperation, NamedOperandSyntax):
         out = self.out.type
         check_shape("out", out, pad_dims(x, self.low.value.data, self.high.value.data))
         check_float("out", out)
+
+
+# --- MLA ----------------------------------------------------------------------------------------
+
+
+def _check_eps(name: str, eps: FloatAttr) -> None:
+    value = eps.value.data
+    if not (math.isfinite(value) and value >= 0.0):
+        raise VerifyException(f"{name} must be a finite value >= 0, got {value}")
+
+
+@irdl_op_definition
+class MlaDualRmsNormOp(NamedOperandSyntax):
+    """MLA's paired RMSNorms, of the q latent and of the kv latent, in one kernel: replaces the
+    two `norm.rms_norm` of slices of one projection (DeepSeek-V2/V3's `fused_qkv_a_proj` output
+    split into `q_c` and `kv_lora`, then `kv_c` and `k_pe`: `q_a_layernorm(q_c)` and
+    `kv_a_layernorm(kv_c)`; vLLM's `fused_mla_dual_rms_norm`, AITER's `fused_qk_rmsnorm`).
+
+    ```mlir
+    %qn, %kvn = fused.mla_dual_rms_norm %q_c, %qw, %kv_c, %kvw
+            {q_eps = 1.000000e-06 : f64, kv_eps = 1.000000e-06 : f64}
+        : (!irfuse.tensor<[s0, 1536], bf16>, !irfuse.tensor<[1536], bf16>,
+           !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[512], bf16>)
+        -> (!irfuse.tensor<[s0, 1536], bf16>, !irfuse.tensor<[s0, 512], bf16>)
+    ```
+    Each output is `norm.rms_norm` of its input over the last dim with its own eps; the two share
+    the readings of `fused.qk_norm_rope`'s norm (`weight_offset`, `weight_f32`). q and kv have the
+    same leading dims and dtype; results are typed like them.
+    """
+
+    name = "fused.mla_dual_rms_norm"
+
+    q = operand_def(TensorType)
+    q_weight = operand_def(TensorType)
+    kv = operand_def(TensorType)
+    kv_weight = operand_def(TensorType)
+
+    q_out = result_def(TensorType)
+    kv_out = result_def(TensorType)
+
+    q_eps = prop_def(FloatAttr[Float64Type])
+    kv_eps = prop_def(FloatAttr[Float64Type])
+    weight_offset = prop_def(FloatAttr[Float64Type], default_value=f64_attr(0.0))
+    weight_f32 = opt_prop_def(UnitAttr)
+
+    traits = traits_def(Pure())
+
+    RESULTS_TYPED_LIKE: ClassVar = ("q", "kv")
+
+    def verify_(self) -> None:
+        _check_eps("q_eps", self.q_eps)
+        _check_eps("kv_eps", self.kv_eps)
+        q, kv = self.q.type, self.kv.type
+        check_norm_weight(q, self.q_weight.type, "q")
+        check_norm_weight(kv, self.kv_weight.type, "kv")
+        check_same_dtype("kv", kv, q, "q")
+        check_rank("kv", kv, q.rank)
+        for i, (a, b) in enumerate(zip(q.dims[:-1], kv.dims[:-1], strict=True)):
+            check_dim(f"kv's dim {i}", b, a)
+        check_same_type("q_out", self.q_out.type, q, "q")
+        check_same_type("kv_out", self.kv_out.type, kv, "kv")
+
+
+@irdl_op_definition
+class RopeMlaKvCacheWriteOp(RopeOperation, NamedOperandSyntax):
+    """MLA's RoPE of q_pe and k_pe and the latent-cache write of `[kv_c | rotated k_pe]`, in one
+    kernel that returns the rotated q_pe and k_pe: replaces `attn.rope` of q_pe and k_pe whose
+    rotated k_pe (viewed `[T, rope_dim]`) feeds `attn.mla_kv_cache_write` (vLLM's
+    `fused_rope_unified_mla_kv_cache_update`, `concat_and_cache_mla_rope_fused`).
+
+    ```mlir
+    %qr, %kr, %c2 = fused.rope_mla_kv_cache_write %q_pe, %k_pe, %kv_c, positions %pos,
+            cos_sin_cache %cs, %cache, %slots
+            {is_neox = false, rotary_dim = 64 : i64, head_dim = 64 : i64}
+        : (!irfuse.tensor<[s0, 16, 64], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>,
+           !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0], i64>,
+           !irfuse.tensor<[4096, 64], bf16>, !irfuse.tensor<[1024, 16, 576], bf16>,
+           !irfuse.tensor<[s0], i64>)
+        -> (!irfuse.tensor<[s0, 16, 64], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>,
+            !irfuse.tensor<[1024, 16, 576], bf16>)
+    ```
+    q_pe `[T, H, rope_dim]`, k_pe `[T, 1, rope_dim]` or `[T, rope_dim]`; tables and `rope_f32`
+    as `fused.qk_norm_rope`'s; kv_c, the cache and the slots as `attn.mla_kv_cache_write`'s (the
+    kernel writes the cache in place; its new value is the third result).
+    """
+
+    name = "fused.rope_mla_kv_cache_write"
+
+    q_pe = operand_def(TensorType)
+    k_pe = operand_def(TensorType)
+    kv_c = operand_def(TensorType)
+    # RoPE's tables again, here so that they come before the cache in the operand order.
+    positions = opt_operand_def(TensorType)
+    cos_sin_cache = opt_operand_def(TensorType)
+    cos = opt_operand_def(TensorType)
+    sin = opt_operand_def(TensorType)
+    kv_cache = operand_def(TensorType)
+    slot_mapping = operand_def(TensorType)
+
+    q_out = result_def(TensorType)
+    k_out = result_def(TensorType)
+    kv_cache_out = result_def(TensorType)
+
+    rope_f32 = opt_prop_def(UnitAttr)
+
+    RESULTS_TYPED_LIKE: ClassVar = ("q_pe", "k_pe", "kv_cache")
+
+    def verify_(self) -> None:
+        super().verify_()
+        q, k = self.q_pe.type, self.k_pe.type
+        head_dim = self.head_dim.value.data
+        check_float("q_pe", q)
+        check_rank("q_pe", q, 3)
+        self.check_heads("q_pe", q)
+        if k.rank not in (2, 3) or (k.rank == 3 and not dims_agree(k.dims[1], 1)):
+            raise VerifyException(f"k_pe has shape {shape_str(k.dims)}: [T, 1, rope_dim] or "
+                                  "[T, rope_dim] (one key shared by all heads)")
+        self.check_heads("k_pe", k)
+        check_same_dtype("k_pe", k, q, "q_pe")
+        check_mla_cache_write(self.kv_c.type, tensor_type((k.dims[0], head_dim), k.dtype),
+                              self.kv_cache.type, self.slot_mapping.type)
+        check_same_type("q_out", self.q_out.type, q, "q_pe")
+        check_same_type("k_out", self.k_out.type, k, "k_pe")
+        check_same_type("kv_cache_out", self.kv_cache_out.type, self.kv_cache.type, "kv_cache")
 
 
 # --- vLLM's attention calls ---------------------------------------------------------------------

@@ -13,18 +13,22 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from irfuse.fusions import candidates
+from irfuse.fusions import FUSIONS, candidates
 from irfuse.fusions.declare import Fusion
 from irfuse.raising.driver import Gate, SchemeGate, run_patterns
 from irfuse.raising.match import NoMatch
 
 
 def kernel_gate(fusion: Fusion) -> Gate:
-    """Raise NoMatch where a kernel of `fusion` is left to Inductor on a platform at the sizes
-    the graph is compiled for (the driver's kernel gate)."""
+    """Raise NoMatch where a kernel `fusion`'s patterns emit is left to Inductor on a platform
+    at the sizes the graph is compiled for (the driver's kernel gate). The kernel is the
+    fusion's own, or another fusion's whose fused op its patterns build (fuse-qk-norm-rope-
+    kvcache builds fuse-rope-kvcache's)."""
 
     def gate(kernel_name: str, platform: str, max_tokens: int | None) -> None:
-        choice = fusion.kernel_by_name[kernel_name].choose(platform, max_tokens)
+        owner = fusion if kernel_name in fusion.kernel_by_name else next(
+            f for f in FUSIONS if kernel_name in f.kernel_by_name)
+        choice = owner.kernel_by_name[kernel_name].choose(platform, max_tokens)
         if choice.impl == "inductor":
             where = platform if max_tokens is None else f"{platform} at {max_tokens}+ tokens"
             raise NoMatch(f"left to Inductor on {where}: {choice.reason}")
@@ -50,7 +54,7 @@ def fusion_pass(fusion: Fusion) -> type[ModulePass]:
     """The ModulePass of `fusion`, named after it, with a `max_tokens` option (the compile
     range's size class, which size-aware fusions' kernel choices read)."""
     patterns = fusion.pattern_objects
-    gate = kernel_gate(fusion) if fusion.kernels else None
+    gate = kernel_gate(fusion)
     schemes = scheme_gate(fusion)
 
     @dataclass(frozen=True)

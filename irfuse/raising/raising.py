@@ -58,6 +58,7 @@ RAISINGS: tuple[Raising, ...] = (
     Raising("raise-attention", {"attn.attention": "attention",
                                 "attn.mla_attention": "mla_attention"}),
     Raising("raise-kv-cache-write", {"attn.kv_cache_write": "kv_cache_write"}),
+    Raising("raise-mla-kv-cache-write", {"attn.mla_kv_cache_write": "mla_kv_cache_write"}),
 )
 
 RAISE_PASSES: tuple[str, ...] = tuple(r.name for r in RAISINGS)

@@ -138,9 +138,10 @@ def test_report_json_schema(dumped: pathlib.Path) -> None:
     report = json.loads((dumped / "report.json").read_text())
     assert set(report) == {
         "graph", "range", "platform", "config", "raised", "raise", "passes", "stages", "kernels",
-        "error", "host",
+        "error", "host", "off",
     }
     assert report["host"] is None  # set only inside another compiler (vLLM)
+    assert report["off"] == {}  # filled inside vLLM
     assert isinstance(report["graph"], str) and report["platform"] == "cpu"
     assert report["range"] is None or (isinstance(report["range"], list) and len(report["range"]) == 2)
     assert set(report["raised"]) == set(RAISED_KINDS)

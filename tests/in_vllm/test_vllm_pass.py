@@ -99,3 +99,65 @@ def test_vllms_cpu_build_has_no_fp8_quant_kernel():
                  "dynamic_per_token_scaled_fp8_quant"):
         op = getattr(torch.ops._C, name, None)
         assert op is None or op.default._schema.arguments == [], name
+
+
+def _real_vllm_config(**pass_flags):
+    from vllm.config import CompilationConfig as VllmCompilationConfig
+    from vllm.config import VllmConfig
+
+    return VllmConfig(compilation_config=VllmCompilationConfig(pass_config=pass_flags))
+
+
+def test_flags_the_user_set_are_told_from_vllms_defaults():
+    """vLLM's level fills unset flags in place; the plugin notes the user's flags first, as
+    given (vLLM's CPU platform then forces QK norm + RoPE off: irfuse still sees the True)."""
+    cfg = _real_vllm_config(fuse_attn_quant=False, enable_qk_norm_rope_fusion=True)
+    pc = cfg.compilation_config.pass_config
+    assert getattr(pc, vllm_plugin.USER_SET) == {"fuse_attn_quant": False,
+                                                 "enable_qk_norm_rope_fusion": True}
+    assert pc.enable_qk_norm_rope_fusion is False and pc.fuse_norm_quant is False  # vLLM's
+    read = vllm_plugin.from_vllm(cfg)
+    assert read["pass_config"] == {"fuse_attn_quant": False, "enable_qk_norm_rope_fusion": True,
+                                   "rope_kvcache_fusion_max_token_num": 256}
+    assert read["optimization_level"] == 2
+
+
+def test_no_options_gives_irfuses_defaults_at_vllms_level(monkeypatch):
+    cfg = _real_vllm_config(fuse_act_padding=False)
+    monkeypatch.setattr(vllm_plugin, "_current_vllm_config", lambda: cfg)
+    monkeypatch.delenv(vllm_plugin.OPTIONS_ENV, raising=False)
+    config, sources = IrfuseVllmPass({"pass_config": {"fuse_rope_kvcache": True}}) \
+        .config_and_sources()
+    assert config.pass_config.fuse_norm_quant is None  # vLLM resolved it; irfuse's level fills
+    assert config.pass_config.fuse_act_padding is False
+    assert sources == {"fuse_act_padding": "vllm", "fuse_rope_kvcache": "irfuse"}
+    from irfuse.config import resolve_explained
+
+    res = resolve_explained(config, platform="cpu", quant_scheme="none", tp_size=None)
+    assert res.config.pass_config.eliminate_noops is True  # irfuse's O1+ on the CPU
+    steps = [{"flag": "fuse_rope_kvcache", "name": "fuse-rope-kvcache", "runs": False,
+              "reason": "range [1, 512] goes beyond 256"}]
+    off = vllm_plugin.off_reasons(res, steps, sources)
+    assert off["fuse-act-padding"] == "turned off by the user in vLLM's pass_config"
+    assert off["fuse-norm-quant"] == "no quantization it fuses in the graph"
+    assert off["enable-qk-norm-rope-fusion"] == "opt-in on cpu: not measured faster there"
+    assert off["fuse-rope-kvcache"] == "range [1, 512] goes beyond 256"
+    assert "eliminate-noops" not in off
+    assert list(off) == [r.name for r in vllm_plugin.support_matrix.passes() if r.name in off]
+
+
+def test_the_off_line_is_logged_once(caplog):
+    from irfuse.config import resolve_explained
+
+    res = resolve_explained({"pass_config": {"fuse_attn_quant": False}}, platform="cpu",
+                            quant_scheme="none")
+    off = vllm_plugin.off_reasons(res, [], {"fuse_attn_quant": "vllm"})
+    vllm_plugin._LOGGED.clear()
+    with caplog.at_level("INFO", logger="vllm.irfuse"):
+        vllm_plugin._log_once(res, off, "engine-1")
+        vllm_plugin._log_once(res, {}, "engine-1")  # a later compile of the same engine
+        vllm_plugin._log_once(res, off, "engine-2")
+    first, second = caplog.records
+    assert first.getMessage() == second.getMessage()
+    assert first.getMessage().startswith("irfuse: O2 on cpu: on: eliminate-noops, ")
+    assert "fuse-attn-quant (turned off by the user in vLLM's pass_config)" in first.getMessage()

@@ -374,3 +374,11 @@ func.func @vllm_kv_update_heads(%k: !irfuse.tensor<[s0, 8, 128], bf16>, %v: !irf
   func.return
 }
 // CHECK: v's head count is 4, expected 8
+
+// -----
+
+func.func @mla_cache_width(%kv_c: !irfuse.tensor<[8, 512], bf16>, %k_pe: !irfuse.tensor<[8, 64], bf16>, %cache: !irfuse.tensor<[64, 16, 512], bf16>, %slots: !irfuse.tensor<[8], i64>) {
+  %c2 = attn.mla_kv_cache_write %kv_c, %k_pe, %cache, %slots : (!irfuse.tensor<[8, 512], bf16>, !irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[64, 16, 512], bf16>, !irfuse.tensor<[8], i64>) -> !irfuse.tensor<[64, 16, 512], bf16>
+  func.return
+}
+// CHECK: kv_cache's last dim (kv_lora_rank + rope_dim) is 512, expected 576

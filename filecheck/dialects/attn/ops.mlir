@@ -80,3 +80,10 @@ func.func @vllm_attention(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse.t
   %om = attn.vllm_mla_attention %mq, %kvc, %kpe, kv_cache_dep %dep {layer_name = "mla"} : (!irfuse.tensor<[s0, 16, 192], bf16>, !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[0], bf16>) -> !irfuse.tensor<[s0, 2048], bf16>
   func.return
 }
+
+// CHECK-LABEL: func.func @mla_kv_cache_write
+func.func @mla_kv_cache_write(%kv_c: !irfuse.tensor<[s0, 512], bf16>, %k_pe: !irfuse.tensor<[s0, 64], bf16>, %cache: !irfuse.tensor<[1024, 16, 576], bf16>, %slots: !irfuse.tensor<[s0], i64>) {
+  // CHECK: attn.mla_kv_cache_write %{{.*}}, %{{.*}}, %{{.*}}, %{{[^ ]+}} : (!irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[1024, 16, 576], bf16>, !irfuse.tensor<[s0], i64>) -> !irfuse.tensor<[1024, 16, 576], bf16>
+  %c2 = attn.mla_kv_cache_write %kv_c, %k_pe, %cache, %slots : (!irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 64], bf16>, !irfuse.tensor<[1024, 16, 576], bf16>, !irfuse.tensor<[s0], i64>) -> !irfuse.tensor<[1024, 16, 576], bf16>
+  func.return
+}

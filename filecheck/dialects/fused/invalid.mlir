@@ -396,3 +396,27 @@ func.func @rope_vllm_kv_eps(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse
   func.return
 }
 // CHECK: eps is given exactly when the norm weights are
+
+// -----
+
+func.func @dual_norm_tokens_differ(%q: !irfuse.tensor<[8, 64], bf16>, %qw: !irfuse.tensor<[64], bf16>, %kv: !irfuse.tensor<[4, 32], bf16>, %kvw: !irfuse.tensor<[32], bf16>) {
+  %qn, %kvn = fused.mla_dual_rms_norm %q, %qw, %kv, %kvw {q_eps = 1.0e-06 : f64, kv_eps = 1.0e-06 : f64} : (!irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[64], bf16>, !irfuse.tensor<[4, 32], bf16>, !irfuse.tensor<[32], bf16>) -> (!irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[4, 32], bf16>)
+  func.return
+}
+// CHECK: kv's dim 0 is 4, expected 8
+
+// -----
+
+func.func @dual_norm_weight(%q: !irfuse.tensor<[8, 64], bf16>, %qw: !irfuse.tensor<[64], bf16>, %kv: !irfuse.tensor<[8, 32], bf16>, %kvw: !irfuse.tensor<[64], bf16>) {
+  %qn, %kvn = fused.mla_dual_rms_norm %q, %qw, %kv, %kvw {q_eps = 1.0e-06 : f64, kv_eps = 1.0e-06 : f64} : (!irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[64], bf16>, !irfuse.tensor<[8, 32], bf16>, !irfuse.tensor<[64], bf16>) -> (!irfuse.tensor<[8, 64], bf16>, !irfuse.tensor<[8, 32], bf16>)
+  func.return
+}
+// CHECK: weight has shape [64] but kv's last dim is 32
+
+// -----
+
+func.func @rope_mla_two_key_heads(%q: !irfuse.tensor<[8, 16, 64], bf16>, %k: !irfuse.tensor<[8, 2, 64], bf16>, %kv_c: !irfuse.tensor<[8, 512], bf16>, %pos: !irfuse.tensor<[8], i64>, %cs: !irfuse.tensor<[4096, 64], bf16>, %cache: !irfuse.tensor<[64, 16, 576], bf16>, %slots: !irfuse.tensor<[8], i64>) {
+  %qr, %kr, %c2 = fused.rope_mla_kv_cache_write %q, %k, %kv_c, positions %pos, cos_sin_cache %cs, %cache, %slots {is_neox = false, rotary_dim = 64 : i64, head_dim = 64 : i64} : (!irfuse.tensor<[8, 16, 64], bf16>, !irfuse.tensor<[8, 2, 64], bf16>, !irfuse.tensor<[8, 512], bf16>, !irfuse.tensor<[8], i64>, !irfuse.tensor<[4096, 64], bf16>, !irfuse.tensor<[64, 16, 576], bf16>, !irfuse.tensor<[8], i64>) -> (!irfuse.tensor<[8, 16, 64], bf16>, !irfuse.tensor<[8, 2, 64], bf16>, !irfuse.tensor<[64, 16, 576], bf16>)
+  func.return
+}
+// CHECK: k_pe has shape [8, 2, 64]: [T, 1, rope_dim] or [T, rope_dim] (one key shared by all heads)

@@ -134,3 +134,17 @@ func.func @vllm_attention(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse.t
   %qr, %kr, %d = fused.rope_vllm_kv_cache_update %q, %k, %k, q_weight %w, k_weight %w, positions %pos, cos_sin_cache %cache, layer %ln {layer_name = "l0", is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64, eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[128], bf16>, !irfuse.tensor<[128], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 128], bf16>, !irfuse.opaque<"LayerName">) -> (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[0], bf16>)
   func.return
 }
+
+// CHECK-LABEL: func.func @mla_dual_rms_norm
+func.func @mla_dual_rms_norm(%q: !irfuse.tensor<[s0, 1536], bf16>, %qw: !irfuse.tensor<[1536], bf16>, %kv: !irfuse.tensor<[s0, 512], bf16>, %kvw: !irfuse.tensor<[512], bf16>) {
+  // CHECK: fused.mla_dual_rms_norm %{{.*}}, %{{.*}}, %{{.*}}, %{{[^ ]+}} {q_eps = 1.000000e-06 : f64, kv_eps = 1.000000e-05 : f64, weight_offset = 1.000000e+00 : f64, weight_f32} : (!irfuse.tensor<[s0, 1536], bf16>, !irfuse.tensor<[1536], bf16>, !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[512], bf16>) -> (!irfuse.tensor<[s0, 1536], bf16>, !irfuse.tensor<[s0, 512], bf16>)
+  %qn, %kvn = fused.mla_dual_rms_norm %q, %qw, %kv, %kvw {q_eps = 1.0e-06 : f64, kv_eps = 1.0e-05 : f64, weight_offset = 1.0 : f64, weight_f32} : (!irfuse.tensor<[s0, 1536], bf16>, !irfuse.tensor<[1536], bf16>, !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[512], bf16>) -> (!irfuse.tensor<[s0, 1536], bf16>, !irfuse.tensor<[s0, 512], bf16>)
+  func.return
+}
+
+// CHECK-LABEL: func.func @rope_mla_kv_cache_write
+func.func @rope_mla_kv_cache_write(%q: !irfuse.tensor<[s0, 16, 64], bf16>, %k: !irfuse.tensor<[s0, 1, 64], bf16>, %kv_c: !irfuse.tensor<[s0, 512], bf16>, %pos: !irfuse.tensor<[s0], i64>, %cs: !irfuse.tensor<[4096, 64], bf16>, %cache: !irfuse.tensor<[1024, 16, 576], bf16>, %slots: !irfuse.tensor<[s0], i64>) {
+  // CHECK: fused.rope_mla_kv_cache_write %{{.*}}, %{{.*}}, %{{.*}}, positions %{{.*}}, cos_sin_cache %{{.*}}, %{{.*}}, %{{[^ ]+}} {is_neox = false, rotary_dim = 64 : i64, head_dim = 64 : i64, rope_f32}
+  %qr, %kr, %c2 = fused.rope_mla_kv_cache_write %q, %k, %kv_c, positions %pos, cos_sin_cache %cs, %cache, %slots {is_neox = false, rotary_dim = 64 : i64, head_dim = 64 : i64, rope_f32} : (!irfuse.tensor<[s0, 16, 64], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 64], bf16>, !irfuse.tensor<[1024, 16, 576], bf16>, !irfuse.tensor<[s0], i64>) -> (!irfuse.tensor<[s0, 16, 64], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[1024, 16, 576], bf16>)
+  func.return
+}

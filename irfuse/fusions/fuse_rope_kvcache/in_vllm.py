@@ -18,6 +18,10 @@ v (and the views that make it, which move up with it) must not be computed after
 reader of the rotated q and k (the attention) reads the fused op's results; the write's dummy
 is its third.
 
+fuse_qk_norm_rope_kvcache builds the same op from the per-head norms of a plain rope (its
+pattern, `fuse_qk_norm_rope_kvcache/pattern.py`, checks them and calls `fuse_write` here with
+`QkNorms`): the norms' inputs and weights go into the op, as `fused.qk_norm_rope`'s do here.
+
 Kernel `rope_vllm_kv_cache_update` (its lowering, and its run-time read of vLLM's forward
 context, where it finds the cache it writes in place: `ops.py`) is chosen on sm90, measured
 faster there than irfuse's norm + rope kernel and a one-launch cache write (docs/benchmarks.md,
@@ -27,6 +31,7 @@ says so).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from xdsl.dialects.builtin import IntAttr
@@ -37,7 +42,8 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from irfuse.dialects import aten, fused
 from irfuse.dialects.attn import RopeOp, VllmKvCacheUpdateOp
 from irfuse.dialects.fused import QkNormRopeOp
-from irfuse.fusions.enable_qk_norm_rope_fusion.pattern import rotates_in_f32
+from irfuse.dialects.norm import RmsNormOp
+from irfuse.fusions.enable_qk_norm_rope_fusion.pattern import _rebase, rotates_in_f32
 from irfuse.raising import aten_ops
 from irfuse.raising.aten_ops import RESHAPES_FLATTENS_AND_ALIAS as KEEP_ORDER
 from irfuse.raising.aten_ops import VIEWS_FLATTENS_AND_SLICE as HOISTABLE
@@ -162,6 +168,21 @@ def found_name(op: Operation) -> str:
     return found.target if found is not None else op.name
 
 
+@dataclass(frozen=True)
+class QkNorms:
+    """The per-head norms of q and k before a plain `attn.rope` (fuse-qk-norm-rope-kvcache fuses
+    them too): the two norms, the row views from each to the rope (`_normed`'s), and the one
+    reading the kernel takes (eps, weight offset, weight product in f32)."""
+
+    q: RmsNormOp
+    q_views: list[Operation]
+    k: RmsNormOp
+    k_views: list[Operation]
+    eps: float
+    weight_offset: float
+    weight_f32: bool
+
+
 class VllmRopeKvCachePattern(AnchorPattern):
     """vLLM's cache write of a freshly rotated k."""
 
@@ -173,48 +194,68 @@ class VllmRopeKvCachePattern(AnchorPattern):
         rope = rotated_source(op.k, path)
         if rope is None:
             return NO_CANDIDATE
-        q_type = tensor_type(rope.q)
-        if q_type is None or q_type.rank != 3 or tensor_type(rope.k).rank != 3:  # type: ignore[union-attr]
-            raise NoMatch("the rope's q and k are not [tokens, heads, head_dim]")
-        site.require_kernel(KERNEL)
-        moved: list[Operation] = []
-        rewires: list[tuple[Operation, int, SSAValue]] = []
-        try:
-            v = _hoist(op.v, rope, moved, rewires)
-        except NoMatch:
-            for built in moved:
-                if built.parent is None:
-                    built.erase()
-            raise
-        for owner, index, value in rewires:
-            owner.operands[index] = value
-        for view in moved:
-            if view.parent is not None:
-                view.detach()
-            Rewriter.insert_op(view, InsertPoint.before(rope))
-        normed = isinstance(rope, QkNormRopeOp)
-        fused_op = fused.RopeVllmKvCacheUpdateOp(
-            rope.q, rope.k, v,  # type: ignore[arg-type]
-            q_weight=rope.q_weight if normed else None,
-            k_weight=rope.k_weight if normed else None,
-            positions=rope.positions, cos_sin_cache=rope.cos_sin_cache, cos=rope.cos,
-            sin=rope.sin, layer=op.layer, layer_name=op.layer_name.data,
-            is_neox=bool(rope.is_neox.value.data), rotary_dim=rope.rotary_dim.value.data,
-            head_dim=rope.head_dim.value.data,
-            eps=rope.eps.value.data if normed else None,  # type: ignore[union-attr]
-            weight_offset=rope.weight_offset.value.data if normed else 0.0,  # type: ignore[union-attr]
-            weight_f32=normed and rope.weight_f32 is not None,  # type: ignore[union-attr]
-            rope_f32=rope.rope_f32 is not None if normed else rotates_in_f32(rope),  # type: ignore[union-attr,arg-type]
-            result_types=[rope.q_out.type, rope.k_out.type, op.kv_cache_dep.type],  # type: ignore[union-attr]
-        )
-        fused_op.location = op.location
-        rewriter.insert(fused_op, InsertPoint.before(rope))
-        assert rope.k_out is not None
-        for old, new in ((rope.q_out, fused_op.q_out), (rope.k_out, fused_op.k_out),
-                         (op.kv_cache_dep, fused_op.kv_cache_dep)):
-            new.name_hint = old.name_hint
-            rewriter.replace_all_uses_with(old, new)
-        rewriter.erase(op)
-        rewriter.erase(rope)
-        erase_unused(path, rewriter)  # the views that only led k to the write
-        return REWROTE
+        return fuse_write(op, rope, path, rewriter, site)
+
+
+def fuse_write(op: VllmKvCacheUpdateOp, rope: RopeOp | QkNormRopeOp, path: list[Operation],
+               rewriter: PatternRewriter, site: Site, norms: QkNorms | None = None) -> Outcome:
+    """`rope` (with `norms`, those of a plain rope, too) and vLLM's write `op` of its rotated k
+    (reached through `path`) -> one `fused.rope_vllm_kv_cache_update` at the rope's place; NoMatch
+    where it cannot, before anything changes."""
+    q_type = tensor_type(rope.q)
+    if q_type is None or q_type.rank != 3 or tensor_type(rope.k).rank != 3:  # type: ignore[union-attr]
+        raise NoMatch("the rope's q and k are not [tokens, heads, head_dim]")
+    rope_f32 = (rope.rope_f32 is not None if isinstance(rope, QkNormRopeOp)
+                else rotates_in_f32(rope))
+    site.require_kernel(KERNEL)
+    moved: list[Operation] = []
+    rewires: list[tuple[Operation, int, SSAValue]] = []
+    try:
+        v = _hoist(op.v, rope, moved, rewires)
+    except NoMatch:
+        for built in moved:
+            if built.parent is None:
+                built.erase()
+        raise
+    for owner, index, value in rewires:
+        owner.operands[index] = value
+    for view in moved:
+        if view.parent is not None:
+            view.detach()
+        Rewriter.insert_op(view, InsertPoint.before(rope))
+    q, k = rope.q, rope.k
+    if isinstance(rope, QkNormRopeOp):
+        weights = (rope.q_weight, rope.k_weight)
+        eps = rope.eps.value.data
+        offset = rope.weight_offset.value.data
+        weight_f32 = rope.weight_f32 is not None
+    elif norms is not None:
+        q, k = _rebase(norms.q, norms.q_views), _rebase(norms.k, norms.k_views)
+        weights = (norms.q.weight, norms.k.weight)
+        eps, offset, weight_f32 = norms.eps, norms.weight_offset, norms.weight_f32
+    else:
+        weights, eps, offset, weight_f32 = (None, None), None, 0.0, False
+    fused_op = fused.RopeVllmKvCacheUpdateOp(
+        q, k, v,  # type: ignore[arg-type]
+        q_weight=weights[0], k_weight=weights[1],
+        positions=rope.positions, cos_sin_cache=rope.cos_sin_cache, cos=rope.cos,
+        sin=rope.sin, layer=op.layer, layer_name=op.layer_name.data,
+        is_neox=bool(rope.is_neox.value.data), rotary_dim=rope.rotary_dim.value.data,
+        head_dim=rope.head_dim.value.data, eps=eps, weight_offset=offset,
+        weight_f32=weight_f32, rope_f32=rope_f32,
+        result_types=[rope.q_out.type, rope.k_out.type, op.kv_cache_dep.type],  # type: ignore[union-attr]
+    )
+    fused_op.location = op.location
+    rewriter.insert(fused_op, InsertPoint.before(rope))
+    assert rope.k_out is not None
+    for old, new in ((rope.q_out, fused_op.q_out), (rope.k_out, fused_op.k_out),
+                     (op.kv_cache_dep, fused_op.kv_cache_dep)):
+        new.name_hint = old.name_hint
+        rewriter.replace_all_uses_with(old, new)
+    rewriter.erase(op)
+    rewriter.erase(rope)
+    erase_unused(path, rewriter)  # the views that only led k to the write
+    if norms is not None:
+        rewriter.erase(norms.q)
+        rewriter.erase(norms.k)
+    return REWROTE

@@ -1,0 +1,120 @@
+"""MLA's RoPE + latent-cache write: the torch reference equals vLLM's native rotary followed by
+`concat_and_cache_mla`'s write, bit for bit; the Triton kernel (on the CPU under
+TRITON_INTERPRET=1, in a child process) equals the reference bit for bit, cache included, with a
+strided q_pe (a slice of q), both table forms, partial rotary and padded (-1) slots."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+
+import pytest
+import torch
+
+from irfuse.kernels import mla_rope_cache_ref
+from irfuse.models.layers import RotaryEmbedding
+
+LATENT, BLOCKS, BLOCK_SIZE = 48, 4, 4
+
+
+def _inputs(t: int, heads: int, rope: int, dtype: torch.dtype, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    q = (torch.randn(t, heads, 8 + rope, generator=g) * 2).to(dtype)
+    q_pe = q[..., 8:]  # strided, as vLLM slices it out of q
+    k_pe = torch.randn(t, 1, rope, generator=g).to(dtype)
+    kv_c = torch.randn(t, LATENT, generator=g).to(dtype)
+    positions = torch.randint(0, 64, (t,), generator=g)
+    cache = torch.randn(BLOCKS, BLOCK_SIZE, LATENT + rope, generator=g).to(dtype)
+    slots = torch.randperm(BLOCKS * BLOCK_SIZE, generator=g)[:t]
+    if t > 2:
+        slots[1] = -1  # a padded token: not written
+    return q_pe, k_pe, kv_c, positions, cache, slots
+
+
+@pytest.mark.parametrize("is_neox", [False, True])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_reference_is_native_rope_and_cat_write(is_neox, dtype):
+    q_pe, k_pe, kv_c, positions, cache, slots = _inputs(5, 4, 16, dtype)
+    rotary = RotaryEmbedding(16, 16, 64, 10000.0, is_neox, dtype=dtype,
+                             device=torch.device("cpu"))
+    want_q, want_k = rotary(positions, q_pe, k_pe)
+    want_cache = cache.clone()
+    keep = slots >= 0
+    want_cache.view(-1, LATENT + 16)[slots[keep]] = torch.cat([kv_c, want_k[:, 0]], -1)[keep]
+    got_cache = cache.clone()
+    got_q, got_k = mla_rope_cache_ref.rope_mla_kv_cache_write(
+        q_pe, k_pe, kv_c, None, None, positions, rotary.cos_sin_cache, got_cache, slots,
+        is_neox=is_neox, rotary_dim=16)
+    assert torch.equal(got_q, want_q) and torch.equal(got_k, want_k)
+    assert torch.equal(got_cache, want_cache)
+
+
+def test_reference_refuses_what_it_cannot_write():
+    q_pe, k_pe, kv_c, positions, cache, slots = _inputs(3, 4, 16, torch.bfloat16)
+    table = torch.randn(64, 16).bfloat16()
+    with pytest.raises(ValueError, match="kv_cache must be a"):
+        mla_rope_cache_ref.rope_mla_kv_cache_write(q_pe, k_pe, kv_c, None, None, positions,
+                                                   table, cache[..., :-1], slots, is_neox=True,
+                                                   rotary_dim=16)
+    with pytest.raises(ValueError, match="only a cache in the model dtype"):
+        mla_rope_cache_ref.rope_mla_kv_cache_write(
+            q_pe, k_pe, kv_c, None, None, positions, table, cache.to(torch.float8_e4m3fn),
+            slots, is_neox=True, rotary_dim=16)
+    with pytest.raises(ValueError, match="one head"):
+        mla_rope_cache_ref.rope_mla_kv_cache_write(q_pe, q_pe, kv_c, None, None, positions,
+                                                   table, cache, slots, is_neox=True,
+                                                   rotary_dim=16)
+
+
+CASES = [(t, heads, rope, rotary, dtype, neox, table)
+         for t, heads, rope, rotary in ((1, 4, 16, 16), (5, 3, 16, 8), (7, 16, 32, 32))
+         for dtype in ("bfloat16", "float16", "float32")
+         for neox in (False, True) for table in ("cache", "cos_sin")]
+
+
+def _ids(case) -> str:
+    t, heads, rope, rotary, dtype, neox, table = case
+    return f"T{t}-H{heads}-R{rope}-rot{rotary}-{dtype}-{'neox' if neox else 'gptj'}-{table}"
+
+
+def _worker() -> None:
+    from irfuse.kernels import mla_rope_cache
+
+    out = {}
+    for case in CASES:
+        t, heads, rope, rotary, dtype, neox, table = case
+        q_pe, k_pe, kv_c, positions, cache, slots = _inputs(t, heads, rope, getattr(torch, dtype),
+                                                            seed=t + heads)
+        g = torch.Generator().manual_seed(1)
+        if table == "cache":
+            tables = (None, None, positions, torch.randn(64, rotary, generator=g).to(q_pe.dtype))
+        else:
+            cos = torch.randn(t, rotary // 2, generator=g)
+            tables = (cos, cos.flip(0) * 0.5, None, None)
+        results = []
+        for fn in (mla_rope_cache.rope_mla_kv_cache_write,
+                   mla_rope_cache_ref.rope_mla_kv_cache_write):
+            c = cache.clone()
+            q, k = fn(q_pe, k_pe, kv_c, *tables, c, slots, is_neox=neox, rotary_dim=rotary)
+            results.append((q, k, c))
+        same = all(torch.equal(a, b) for a, b in zip(*results, strict=True))
+        out[_ids(case)] = {"ok": same}
+    print(json.dumps(out))
+
+
+@pytest.fixture(scope="module")
+def interpreted() -> dict:
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+    from interpret_worker import run_worker
+
+    return run_worker(__file__)
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids)
+def test_triton_kernel_is_the_reference_bit_for_bit(interpreted, case):
+    assert interpreted[_ids(case)]["ok"]
+
+
+if __name__ == "__main__" and "--worker" in sys.argv:
+    _worker()
