@@ -9,8 +9,9 @@ runs, following the conventions of `tests/corpus/test_models.py`:
   the sum of two same-shaped tensors (the residual add just before it), rms_norm otherwise
   (per-head q/k norms count one each for q and k; LayerNorms count nothing);
 - quant_fp8: one per `StaticFp8Linear` call (`hf_corpus.quantize_linears`);
-- silu_mul: one per product of a `silu` result with another tensor of its shape (gated MLPs,
-  MoE experts as the grouped experts code runs them: one per experts module);
+- silu_mul: one per product of a `silu` or `gelu` result with another tensor of its shape (gated
+  MLPs, GeGLU included, MoE experts as the grouped experts code runs them: one per experts
+  module);
 - rope: one per call of the family's `apply_rotary*` (q and k together, one per layer);
 - attention / scaled_gemm: one per `scaled_dot_product_attention` / `torch._scaled_mm` call;
   gemm: one per `nn.Linear` call (subclasses included) and per `F.linear` outside one.
@@ -196,7 +197,7 @@ class _Counter(TorchFunctionMode):
             self.counts["gemm"] += 1  # a linear called outside an nn.Linear module
         elif kind is not None:
             self.counts[kind] += 1
-        elif func is F.silu:
+        elif func in (F.silu, F.gelu):  # SiLU·Mul and GeGLU: one gated-activation family
             self.silus.append(out)
         elif func in ADDS and len(args) >= 2 and is_pairwise(args[0], args[1]):
             if not self.rope_depth[0]:

@@ -328,25 +328,30 @@ def _gate_up(case: Case, d: dict) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _silu_fns(case: Case, d: dict) -> tuple[Callable, Callable]:
-    """(kernel, reference) of the case's SiLU·Mul scheme, each called as f(x, up=None)."""
+    """(kernel, reference) of the case's SiLU·Mul scheme, each called as f(x, up=None); the
+    option "act" names another gate activation (GeGLU: gelu_tanh, gelu)."""
     from irfuse.kernels import act_quant, nvfp4
 
     scheme = case.opts.get("scheme", "none")
+    a = case.opts.get("act", "silu")
     if scheme == "none":
-        return act_quant.silu_mul, act_quant_ref.silu_mul
+        return (lambda x, up=None: act_quant.silu_mul(x, up, activation=a),
+                lambda x, up=None: act_quant_ref.silu_mul(x, up, activation=a))
     if scheme == "static":
         divide = case.opts.get("divide", False)
-        return (lambda x, up=None: act_quant.silu_mul_quant_fp8_static(x, d["scale"], FP8, up,
-                                                                       divide=divide),
-                lambda x, up=None: act_quant_ref.silu_mul_quant_fp8_static(x, d["scale"], FP8,
-                                                                           up, divide=divide))
+        return (lambda x, up=None: act_quant.silu_mul_quant_fp8_static(
+                    x, d["scale"], FP8, up, divide=divide, activation=a),
+                lambda x, up=None: act_quant_ref.silu_mul_quant_fp8_static(
+                    x, d["scale"], FP8, up, divide=divide, activation=a))
     if scheme == "group":
         args = (case.opts["group"], case.opts.get("col_major", False),
                 case.opts.get("ue8m0", False), FP8)
-        return (lambda x, up=None: act_quant.silu_mul_quant_fp8_group(x, *args, up),
-                lambda x, up=None: act_quant_ref.silu_mul_quant_fp8_group(x, *args, up))
-    return (lambda x, up=None: nvfp4.silu_mul_quant_nvfp4(x, d["gs"], up),
-            lambda x, up=None: act_quant_ref.silu_mul_quant_nvfp4(x, d["gs"], up))
+        return (lambda x, up=None: act_quant.silu_mul_quant_fp8_group(x, *args, up,
+                                                                      activation=a),
+                lambda x, up=None: act_quant_ref.silu_mul_quant_fp8_group(x, *args, up,
+                                                                          activation=a))
+    return (lambda x, up=None: nvfp4.silu_mul_quant_nvfp4(x, d["gs"], up, activation=a),
+            lambda x, up=None: act_quant_ref.silu_mul_quant_nvfp4(x, d["gs"], up, activation=a))
 
 
 def run_silu(case: Case, d: dict, c: _Checks) -> None:
@@ -356,7 +361,7 @@ def run_silu(case: Case, d: dict, c: _Checks) -> None:
         xa, up = _gate_up(case, d)
         cat = torch.cat([xa, up], -1)
     if scheme == "nvfp4":
-        y = act_quant_ref.silu_mul(xa, up)
+        y = act_quant_ref.silu_mul(xa, up, activation=case.opts.get("act", "silu"))
         d["gs"] = gs = (448.0 * 6.0 / y.float().abs().amax()).reshape(1)
     kernel, reference = _silu_fns(case, d)
     got, ref = kernel(xa, up), reference(xa, up)
@@ -462,6 +467,17 @@ def interpreter_cases() -> list[Case]:
                                       "ue8m0": True, "up": "contiguous"}),
         Case("silu", 2, 64, "bf16", {"scheme": "static", "up": "col"}),
         Case("silu", 3, 64, "bf16", {"scheme": "nvfp4", "up": "col"}),
+        # GeGLU: the SiLU·Mul kernels' GELU branches (ACT 2, 3), every scheme, both forms (the
+        # quantized outputs: the CPU's vectorized tanh / erf round GELU's far negative tail to
+        # -0 where the kernel keeps about -1e-7, a difference no quant code sees).
+        *(Case("silu", t, h, dt, {"act": act, **opts})
+          for act in ("gelu_tanh", "gelu")
+          for t, h, dt in ((1, 64, "bf16"), (7, 96, "fp16"), (3, 256, "fp32"))
+          for opts in ({"scheme": "static"}, {"scheme": "group", "group": 32},
+                       {"scheme": "nvfp4"}, {"scheme": "static", "up": "slice"})),
+        Case("silu", 4, 128, "bf16", {"act": "gelu_tanh", "scheme": "group", "group": 64,
+                                      "up": "slice"}),
+        Case("silu", 3, 64, "bf16", {"act": "gelu", "scheme": "nvfp4", "up": "col"}),
         Case("quant", 5, 128, "bf16", {"scheme": "per_token", "ub": True, "out": "e4m3fnuz"}),
         Case("quant", 5, 128, "bf16", {"scheme": "group", "group": 64, "ue8m0": True}),
         # Static quants spelled `y / s`: bit for bit, on inputs where the spelling matters.
@@ -541,6 +557,10 @@ def gpu_cases() -> list[Case]:
                 Case("silu", t, h, opts={"scheme": "static", "up": "slice"}),
                 Case("silu", t, h, opts={"scheme": "group", "group": 128, "up": "slice"}),
                 Case("silu", t, h, opts={"scheme": "nvfp4", "up": "slice"}),
+                Case("silu", t, h, opts={"act": "gelu_tanh", "scheme": "static"}),
+                Case("silu", t, h, opts={"act": "gelu", "scheme": "group", "group": 128,
+                                         "up": "slice"}),
+                Case("silu", t, h, opts={"act": "gelu_tanh", "scheme": "nvfp4"}),
                 Case("quant", t, h, opts={"scheme": "static"}),
                 Case("quant", t, h, opts={"scheme": "per_token", "ub": True}),
                 Case("quant", t, h, opts={"scheme": "per_tensor"}),

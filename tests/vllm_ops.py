@@ -21,6 +21,8 @@ reference code for what the ops compute (vLLM's kernels and `docs/numerics.md`):
 - `dynamic_per_token_scaled_fp8_quant(result!, input, scale!, scale_ub?)`: per row,
   `s = max(min(amax, ub) / M, MIN_SCALE)` into `scale [T, 1]`; `result = fp8(clamp(x / s))`.
 - `silu_and_mul(result!, input)`: `result = silu(x[..., :d]) * x[..., d:]` in the model dtype.
+- `gelu_and_mul(out!, input)` / `gelu_tanh_and_mul(out!, input)` (GeGLU):
+  `out = gelu(x[..., :d], approximate="none" / "tanh") * x[..., d:]` in the model dtype.
 - `rotary_embedding(positions, query!, key!?, head_size, cos_sin_cache, is_neox)`: query / key
   `[T, heads * head_size]` or `[T, heads, head_size]`; the first rotary_dim (the cache's width)
   values of every head rotate by `cache[positions] = [cos | sin]`, NeoX (halves) or GPT-J
@@ -54,6 +56,8 @@ SCHEMAS = {
     "dynamic_per_token_scaled_fp8_quant": "dynamic_per_token_scaled_fp8_quant(Tensor! result, "
                                           "Tensor input, Tensor! scale, Tensor? scale_ub) -> ()",
     "silu_and_mul": "silu_and_mul(Tensor! result, Tensor input) -> ()",
+    "gelu_and_mul": "gelu_and_mul(Tensor! out, Tensor input) -> ()",
+    "gelu_tanh_and_mul": "gelu_tanh_and_mul(Tensor! out, Tensor input) -> ()",
     "rotary_embedding": "rotary_embedding(Tensor positions, Tensor! query, Tensor!? key, "
                         "int head_size, Tensor cos_sin_cache, bool is_neox) -> ()",
 }
@@ -119,6 +123,11 @@ def _silu_and_mul(result: torch.Tensor, input: torch.Tensor) -> None:
     result.copy_(F.silu(input[..., :d]) * input[..., d:])
 
 
+def _gelu_and_mul(out: torch.Tensor, input: torch.Tensor, approximate: str = "none") -> None:
+    d = input.shape[-1] // 2
+    out.copy_(F.gelu(input[..., :d], approximate=approximate) * input[..., d:])
+
+
 def _rotate(x: torch.Tensor, positions: torch.Tensor, head_size: int, cache: torch.Tensor,
             is_neox: bool) -> None:
     tokens = positions.numel()
@@ -150,6 +159,8 @@ _IMPLS = {
     "dynamic_scaled_fp8_quant": _dynamic_scaled_fp8_quant,
     "dynamic_per_token_scaled_fp8_quant": _dynamic_per_token_scaled_fp8_quant,
     "silu_and_mul": _silu_and_mul,
+    "gelu_and_mul": _gelu_and_mul,
+    "gelu_tanh_and_mul": lambda out, input: _gelu_and_mul(out, input, "tanh"),
     "rotary_embedding": _rotary_embedding,
 }
 
@@ -210,6 +221,15 @@ def vllm_silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     d = x.shape[-1] // 2
     out = torch.empty((*x.shape[:-1], d), dtype=x.dtype, device=x.device)
     torch.ops._C.silu_and_mul(out, x)
+    return out
+
+
+def vllm_gelu_and_mul(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
+    """vLLM's `GeluAndMul(approximate).forward_cuda`."""
+    d = x.shape[-1] // 2
+    out = torch.empty((*x.shape[:-1], d), dtype=x.dtype, device=x.device)
+    op = torch.ops._C.gelu_tanh_and_mul if approximate == "tanh" else torch.ops._C.gelu_and_mul
+    op(out, x)
     return out
 
 

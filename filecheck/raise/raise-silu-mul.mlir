@@ -108,10 +108,12 @@ func.func @broadcast_scale(%a: !irfuse.tensor<[s0, 512], bf16>, %b: !irfuse.tens
   func.return %y : !irfuse.tensor<[s0, 512], bf16>
 }
 
-// Negative: a gated GELU is not a SiLU·Mul.
+// GeGLU: a gated GELU is the same op with its activation (approximate "tanh": gelu_tanh).
 // CHECK-LABEL: func.func @gelu
-// CHECK-NOT: act.silu_mul
-// CHECK: func.return
+// CHECK-SAME: (%[[X:.+]]: !irfuse.tensor<[s0, 1024], bf16>)
+// CHECK-NEXT: %[[Y:.+]] = act.silu_mul %[[X]] {activation = "gelu_tanh"} : (!irfuse.tensor<[s0, 1024], bf16>) -> !irfuse.tensor<[s0, 512], bf16> decomposition
+// CHECK: aten.call "aten::gelu.default"(%{{.*}}, approximate = "tanh")
+// CHECK: func.return %[[Y]]
 func.func @gelu(%x: !irfuse.tensor<[s0, 1024], bf16>) -> !irfuse.tensor<[s0, 512], bf16> {
   %g = aten.call "aten::slice.Tensor"(%x, 1, 0, 512) : (!irfuse.tensor<[s0, 1024], bf16>) -> !irfuse.tensor<[s0, 512], bf16>
   %s = aten.call "aten::gelu.default"(%g, approximate = "tanh") : (!irfuse.tensor<[s0, 512], bf16>) -> !irfuse.tensor<[s0, 512], bf16>
@@ -134,4 +136,15 @@ func.func @silu_escapes(%a: !irfuse.tensor<[s0, 512], bf16>, %b: !irfuse.tensor<
   %s = aten.call "aten::silu.default"(%a) : (!irfuse.tensor<[s0, 512], bf16>) -> !irfuse.tensor<[s0, 512], bf16>
   %y = aten.call "aten::mul.Tensor"(%s, %b) : (!irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 512], bf16>) -> !irfuse.tensor<[s0, 512], bf16>
   func.return %y, %s : !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 512], bf16>
+}
+
+// GeGLU with the erf GELU (no approximate), gate and up apart: activation gelu.
+// CHECK-LABEL: func.func @gelu_erf_separate
+// CHECK-SAME: (%[[G:[^:]+]]: !irfuse.tensor<[s0, 512], bf16>, %[[U:[^:]+]]: !irfuse.tensor<[s0, 512], bf16>)
+// CHECK-NEXT: %[[Y:.+]] = act.silu_mul %[[G]], up %[[U]] {activation = "gelu"}
+// CHECK: func.return %[[Y]]
+func.func @gelu_erf_separate(%g: !irfuse.tensor<[s0, 512], bf16>, %u: !irfuse.tensor<[s0, 512], bf16>) -> !irfuse.tensor<[s0, 512], bf16> {
+  %s = aten.call "aten::gelu.default"(%g) : (!irfuse.tensor<[s0, 512], bf16>) -> !irfuse.tensor<[s0, 512], bf16>
+  %y = aten.call "aten::mul.Tensor"(%u, %s) : (!irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 512], bf16>) -> !irfuse.tensor<[s0, 512], bf16>
+  func.return %y : !irfuse.tensor<[s0, 512], bf16>
 }

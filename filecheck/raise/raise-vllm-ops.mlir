@@ -170,8 +170,24 @@ func.func @negative(%arg1: !irfuse.sym<s33>, %a: !irfuse.tensor<[s33, 32], bf16>
   %empty_5 = aten.call "aten::empty.memory_format"([%arg1, 32], dtype = f8E4M3FN, device = #aten.device<"cpu">, pin_memory = false) : (!irfuse.sym<s33>) -> !irfuse.tensor<[s33, 32], f8E4M3FN>
   %af_15, %af_16 = aten.call tuple "hop:auto_functionalized_v2"(#aten.target<"_C::static_scaled_fp8_quant.default">, input = %a, scale = %view, group_shape = none, _result_base_index = 0, _all_bases = [%empty_5]) : (!irfuse.tensor<[s33, 32], bf16>, !irfuse.tensor<[1], f32>, !irfuse.tensor<[s33, 32], f8E4M3FN>) -> (!irfuse.opaque<"NoneType">, !irfuse.tensor<[s33, 32], f8E4M3FN>)
   %empty_4 = aten.call "aten::empty.memory_format"([%arg1, 32], dtype = bf16, device = #aten.device<"cpu">, pin_memory = false) : (!irfuse.sym<s33>) -> !irfuse.tensor<[s33, 32], bf16>
-  %af_20, %af_21 = aten.call tuple "hop:auto_functionalized_v2"(#aten.target<"_C::gelu_and_mul.default">, input = %h, _out_base_index = 0, _all_bases = [%empty_4]) : (!irfuse.tensor<[s33, 64], bf16>, !irfuse.tensor<[s33, 32], bf16>) -> (!irfuse.opaque<"NoneType">, !irfuse.tensor<[s33, 32], bf16>)
+  %af_20, %af_21 = aten.call tuple "hop:auto_functionalized_v2"(#aten.target<"_C::mul_and_silu.default">, input = %h, _out_base_index = 0, _all_bases = [%empty_4]) : (!irfuse.tensor<[s33, 64], bf16>, !irfuse.tensor<[s33, 32], bf16>) -> (!irfuse.opaque<"NoneType">, !irfuse.tensor<[s33, 32], bf16>)
   func.return %af_16, %af_21 : !irfuse.tensor<[s33, 32], f8E4M3FN>, !irfuse.tensor<[s33, 32], bf16>
+}
+
+// GeGLU: vLLM's gelu_and_mul / gelu_tanh_and_mul (their output argument is `out`) raise to the
+// gated activation with activation gelu / gelu_tanh, the fresh output buffer in the region.
+// CHECK-LABEL: func.func @gelu_and_mul
+// CHECK: %[[G:[^ ]+]] = act.silu_mul %{{[^ ]+}} {activation = "gelu"} : (!irfuse.tensor<[s33, 64], bf16>) -> !irfuse.tensor<[s33, 32], bf16> decomposition
+// CHECK: "_C::gelu_and_mul.default"
+// CHECK: %[[T:[^ ]+]] = act.silu_mul %{{[^ ]+}} {activation = "gelu_tanh"} : (!irfuse.tensor<[s33, 64], bf16>) -> !irfuse.tensor<[s33, 32], bf16> decomposition
+// CHECK: "_C::gelu_tanh_and_mul.default"
+// CHECK: func.return %[[G]], %[[T]]
+func.func @gelu_and_mul(%arg1: !irfuse.sym<s33>, %h: !irfuse.tensor<[s33, 64], bf16>) -> (!irfuse.tensor<[s33, 32], bf16>, !irfuse.tensor<[s33, 32], bf16>) {
+  %e1 = aten.call "aten::empty.memory_format"([%arg1, 32], dtype = bf16, device = #aten.device<"cpu">, pin_memory = false) : (!irfuse.sym<s33>) -> !irfuse.tensor<[s33, 32], bf16>
+  %a1, %g = aten.call tuple "hop:auto_functionalized_v2"(#aten.target<"_C::gelu_and_mul.default">, input = %h, _out_base_index = 0, _all_bases = [%e1]) : (!irfuse.tensor<[s33, 64], bf16>, !irfuse.tensor<[s33, 32], bf16>) -> (!irfuse.opaque<"NoneType">, !irfuse.tensor<[s33, 32], bf16>)
+  %e2 = aten.call "aten::empty.memory_format"([%arg1, 32], dtype = bf16, device = #aten.device<"cpu">, pin_memory = false) : (!irfuse.sym<s33>) -> !irfuse.tensor<[s33, 32], bf16>
+  %a2, %t = aten.call tuple "hop:auto_functionalized_v2"(#aten.target<"_C::gelu_tanh_and_mul.default">, input = %h, _out_base_index = 0, _all_bases = [%e2]) : (!irfuse.tensor<[s33, 64], bf16>, !irfuse.tensor<[s33, 32], bf16>) -> (!irfuse.opaque<"NoneType">, !irfuse.tensor<[s33, 32], bf16>)
+  func.return %g, %t : !irfuse.tensor<[s33, 32], bf16>, !irfuse.tensor<[s33, 32], bf16>
 }
 
 // vLLM IR's functional norms (compilation_config.ir_enable_torch_wrap): the whole call in the

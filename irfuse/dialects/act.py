@@ -1,15 +1,17 @@
-"""The `act` dialect: the gated activation SiLU·Mul, and padding of the last dim.
+"""The `act` dialect: the gated activations (SiLU·Mul, GeGLU), and padding of the last dim.
 
 Numerics: `docs/numerics.md`, "SiLU·Mul". `silu_mul_dims` and `pad_dims` give the result shapes,
-checked, for these ops and the fused ones.
+checked, for these ops and the fused ones. `GatedActivationOperation` is the family of the gated
+activation and the fused ops that replace it: its `activation` names the gate's function.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from xdsl.dialects.builtin import I64, Float64Type, FloatAttr, IntegerAttr
+from xdsl.dialects.builtin import I64, Float64Type, FloatAttr, IntegerAttr, StringAttr
 from xdsl.irdl import (
+    IRDLOperation,
     irdl_op_definition,
     operand_def,
     opt_operand_def,
@@ -52,6 +54,24 @@ def silu_mul_dims(x: TensorType, up: TensorType | None = None) -> tuple[MaybeDim
     return (*x.dims[:-1], div_dim(x.dims[-1], 2))
 
 
+ACTIVATIONS = ("silu", "gelu_tanh", "gelu")
+"""The gate activations: silu; GELU's tanh form (`F.gelu(a, approximate="tanh")`, Gemma); GELU's
+erf form (`F.gelu(a)`)."""
+
+
+class GatedActivationOperation(IRDLOperation):
+    """The property of a gated activation `act(gate) * up`: `activation`, one of ACTIVATIONS
+    (default silu, left out of the printed form)."""
+
+    activation = prop_def(StringAttr, default_value=StringAttr("silu"))
+
+    def verify_(self) -> None:
+        if self.activation.data not in ACTIVATIONS:
+            raise VerifyException(f"activation must be one of {', '.join(ACTIVATIONS)}, "
+                                  f"got {self.activation.data!r}")
+        super().verify_()
+
+
 def pad_dims(x: TensorType, low: int, high: int) -> tuple[MaybeDim, ...]:
     """x's dims with the last one grown by low + high (both >= 0)."""
     if low < 0 or high < 0:
@@ -61,12 +81,15 @@ def pad_dims(x: TensorType, low: int, high: int) -> tuple[MaybeDim, ...]:
 
 
 @irdl_op_definition
-class SiluMulOp(RaisedOperation):
+class SiluMulOp(GatedActivationOperation, RaisedOperation):
     """`y = silu(gate) * up`, from `x = [gate | up]` (vLLM's `silu_and_mul`, `[..., 2d] ->
-    [..., d]`) or from separate `gate` (x) and `up` (Hugging Face's MLP).
+    [..., d]`) or from separate `gate` (x) and `up` (Hugging Face's MLP); with `activation`,
+    another gate function: GeGLU is `gelu_tanh` (Gemma) or `gelu`.
 
     ```mlir
     %y = act.silu_mul %x : (!irfuse.tensor<[s0, 28672], bf16>) -> !irfuse.tensor<[s0, 14336], bf16>
+    %g = act.silu_mul %x {activation = "gelu_tanh"}
+        : (!irfuse.tensor<[s0, 28672], bf16>) -> !irfuse.tensor<[s0, 14336], bf16>
     ```
     Float dtypes; y has x's dtype.
     """
@@ -88,6 +111,7 @@ class SiluMulOp(RaisedOperation):
         return [derived_type(x.type, dims)]
 
     def verify_(self) -> None:
+        super().verify_()
         x, y = self.x.type, self.y.type
         check_shape("y", y, silu_mul_dims(x, opt_type(self.up)))
         check_same_dtype("y", y, x, "x")

@@ -40,7 +40,7 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse.dialects.act import pad_dims, silu_mul_dims
+from irfuse.dialects.act import GatedActivationOperation, pad_dims, silu_mul_dims
 from irfuse.dialects.attn import (
     AttentionOperation,
     MlaOperation,
@@ -244,9 +244,9 @@ class RmsNormQuantOp(QuantOperation, NormOperation, NamedOperandSyntax):
 
 
 @irdl_op_definition
-class SiluMulQuantOp(QuantOperation, NamedOperandSyntax):
-    """SiLU·Mul + FP8 quantization of its result, in one kernel: replaces `act.silu_mul`
-    followed by `quant.fp8` static or group.
+class SiluMulQuantOp(QuantOperation, GatedActivationOperation, NamedOperandSyntax):
+    """SiLU·Mul (or GeGLU: `activation`) + FP8 quantization of its result, in one kernel:
+    replaces `act.silu_mul` followed by `quant.fp8` static or group.
 
     ```mlir
     %q2, %s2 = fused.silu_mul_quant %x {scheme = #quant.scheme<group 128>}
@@ -288,9 +288,9 @@ class SiluMulQuantOp(QuantOperation, NamedOperandSyntax):
 
 
 @irdl_op_definition
-class SiluMulQuantNvfp4Op(NamedOperandSyntax):
-    """SiLU·Mul + NVFP4 quantization of its result, in one kernel: replaces `act.silu_mul`
-    followed by `quant.nvfp4`.
+class SiluMulQuantNvfp4Op(GatedActivationOperation, NamedOperandSyntax):
+    """SiLU·Mul (or GeGLU: `activation`) + NVFP4 quantization of its result, in one kernel:
+    replaces `act.silu_mul` followed by `quant.nvfp4`.
 
     ```mlir
     %q, %bs = fused.silu_mul_quant_nvfp4 %x, %gs
@@ -318,6 +318,7 @@ class SiluMulQuantNvfp4Op(NamedOperandSyntax):
         return quant_result_types(QuantScheme.nvfp4(), dims, x.type.dtype)
 
     def verify_(self) -> None:
+        super().verify_()
         dims = silu_mul_dims(self.x.type, opt_type(self.up))
         check_nvfp4_input("silu_mul(x)", dims)
         check_static_scale("global_scale", self.global_scale.type)

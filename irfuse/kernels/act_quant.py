@@ -3,7 +3,8 @@
 `_act_quant_kernel` needs no reduction over a whole row, so it tiles the columns: program (row,
 column block) handles a [GPP, GROUP] tile, GPP groups of GROUP contiguous columns, which keeps every
 SM busy even at one token. ACT=1 reads `a = x[:, :d]` and `b = x[:, d:]` and forms `silu(a) * b` as
-eager PyTorch does (silu rounded to the model dtype, then the product rounded); with UP=1 as well,
+eager PyTorch does (silu rounded to the model dtype, then the product rounded); ACT=2 / 3 form
+GeGLU, `gelu(a) * b` with GELU's tanh / erf form (`nvfp4._gate`); with UP=1 as well,
 `a` is the gate tensor `x` [:, d] and `b` comes from a second tensor `up` [:, d] (separate gate/up
 projections), each with its own row stride, so a column slice of a larger GEMM output is read in
 place (UP is a constexpr: the [gate | up] form, UP=0, keeps its loads and arithmetic). ACT=0 takes
@@ -44,7 +45,7 @@ from irfuse.kernels.norm_quant import (
     static_scaled,
     tuned,
 )
-from irfuse.kernels.nvfp4 import _silu
+from irfuse.kernels.nvfp4 import _gate, act_code
 from irfuse.kernels.triton_support import (
     await_previous_kernel,
     cache_hints,
@@ -149,7 +150,7 @@ def _act_quant_kernel(
         else:
             b = tl.load(base + D + cols, mask=mask, other=0.0,
                         eviction_policy=STREAM).to(tl.float32)
-        act = _silu(a, FAST).to(DT).to(tl.float32)
+        act = _gate(a, ACT, FAST).to(DT).to(tl.float32)
         y = (act * b).to(DT).to(tl.float32)
     else:
         y = a
@@ -177,7 +178,7 @@ def _act_quant_kernel(
 def _launch(x: torch.Tensor, act: bool, quant: int, out: torch.Tensor,
             scale: torch.Tensor | None, group: int, ue8m0: bool, out_dtype: torch.dtype,
             config: ActConfig | None, up: torch.Tensor | None = None,
-            divide: bool = False, reciprocal: bool = False) -> None:
+            divide: bool = False, reciprocal: bool = False, activation: str = "silu") -> None:
     x2 = rows_2d(x)
     up2 = rows_2d(up) if up is not None else x2
     tokens = x2.shape[0]
@@ -196,11 +197,13 @@ def _launch(x: torch.Tensor, act: bool, quant: int, out: torch.Tensor,
     grid = (blocks,) if tokens == 1 else (tokens, blocks)
     _act_quant_kernel[grid](
         x2, up2, out, s2, width, x2.stride(0), up2.stride(0), *strides,
-        ACT=act, UP=up is not None, QUANT=quant, UE8M0=ue8m0, FP8_MAX=quant_ref.fp8_max(fp8),
+        ACT=act_code(activation) if act else 0, UP=up is not None, QUANT=quant, UE8M0=ue8m0,
+        FP8_MAX=quant_ref.fp8_max(fp8),
         MIN_SCALE=quant_ref.fp8_min_scale(fp8), GPP=cfg.groups_per_program, GROUP=group,
         DIVIDE=divide and quant == QUANT_STATIC, num_warps=cfg.num_warps,
         # The interpreter has no inline PTX: it runs the plain silu.
-        FAST=cfg.fast_silu and act and not interpreting(), EARLY=cfg.early,
+        FAST=cfg.fast_silu and act and activation == "silu" and not interpreting(),
+        EARLY=cfg.early,
         STREAM=cache_hints(cfg.evict)["STREAM"], ONE_ROW=tokens == 1,
         **pdl_launch(cfg.pdl, x2.device), RECIPROCAL=reciprocal and quant == QUANT_GROUP,
     )
@@ -214,30 +217,34 @@ def _check_act_input(x: torch.Tensor, up: torch.Tensor | None) -> None:
 
 
 def silu_mul(x: torch.Tensor, up: torch.Tensor | None = None,
-             config: ActConfig | None = None) -> torch.Tensor:
-    """`silu(x[..., :d]) * x[..., d:]` in x's dtype, or `silu(x) * up` when `up` is given."""
+             config: ActConfig | None = None, activation: str = "silu") -> torch.Tensor:
+    """`silu(x[..., :d]) * x[..., d:]` in x's dtype, or `silu(x) * up` when `up` is given;
+    another gate `activation` in place of silu (GeGLU)."""
     _check_act_input(x, up)
     width = x.shape[-1] if up is not None else x.shape[-1] // 2
     out = torch.empty((*x.shape[:-1], width), dtype=x.dtype, device=x.device)
-    _launch(x, True, QUANT_NONE, out, None, CHUNK, False, x.dtype, config, up)
+    _launch(x, True, QUANT_NONE, out, None, CHUNK, False, x.dtype, config, up,
+            activation=activation)
     return out
 
 
 def _static(x: torch.Tensor, act: bool, scale: torch.Tensor, out_dtype: torch.dtype,
             config: ActConfig | None, up: torch.Tensor | None = None,
-            divide: bool = False) -> torch.Tensor:
+            divide: bool = False, activation: str = "silu") -> torch.Tensor:
     quant_ref.check_fp8_dtype(out_dtype)
     if scale.numel() != 1:
         raise ValueError("irfuse: a static FP8 scale must have one element")
     width = x.shape[-1] // 2 if act and up is None else x.shape[-1]
     out = torch.empty((*x.shape[:-1], width), dtype=out_dtype, device=x.device)
-    _launch(x, act, QUANT_STATIC, out, scale, CHUNK, False, out_dtype, config, up, divide)
+    _launch(x, act, QUANT_STATIC, out, scale, CHUNK, False, out_dtype, config, up, divide,
+            activation=activation)
     return out
 
 
 def _group(x: torch.Tensor, act: bool, group_size: int, col_major: bool, ue8m0: bool,
            out_dtype: torch.dtype, config: ActConfig | None, up: torch.Tensor | None = None,
-           reciprocal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+           reciprocal: bool = False, activation: str = "silu",
+           ) -> tuple[torch.Tensor, torch.Tensor]:
     quant_ref.check_fp8_dtype(out_dtype)
     width = x.shape[-1] // 2 if act and up is None else x.shape[-1]
     quant_ref.check_group_size(width, group_size)
@@ -247,28 +254,29 @@ def _group(x: torch.Tensor, act: bool, group_size: int, col_major: bool, ue8m0: 
     out = torch.empty((*x.shape[:-1], width), dtype=out_dtype, device=x.device)
     s = quant_ref.empty_group_scales(out, group_size, col_major)
     _launch(x, act, QUANT_GROUP, out, s, group_size, ue8m0, out_dtype, config, up,
-            reciprocal=reciprocal)
+            reciprocal=reciprocal, activation=activation)
     return out, s
 
 
 def silu_mul_quant_fp8_static(x: torch.Tensor, scale: torch.Tensor, out_dtype: torch.dtype,
                               up: torch.Tensor | None = None,
                               config: ActConfig | None = None,
-                              divide: bool = False) -> torch.Tensor:
-    """SiLU·Mul → static per-tensor FP8 (gate `x` and `up` apart when `up` is given); with
-    `divide`, the quant scales by `y / s`, else by `y * (1 / s)`."""
+                              divide: bool = False, activation: str = "silu") -> torch.Tensor:
+    """SiLU·Mul (or GeGLU: `activation`) → static per-tensor FP8 (gate `x` and `up` apart when
+    `up` is given); with `divide`, the quant scales by `y / s`, else by `y * (1 / s)`."""
     _check_act_input(x, up)
-    return _static(x, True, scale, out_dtype, config, up, divide)
+    return _static(x, True, scale, out_dtype, config, up, divide, activation)
 
 
 def silu_mul_quant_fp8_group(x: torch.Tensor, group_size: int, col_major: bool, ue8m0: bool,
                              out_dtype: torch.dtype, up: torch.Tensor | None = None,
                              config: ActConfig | None = None, reciprocal: bool = False,
-                             ) -> tuple[torch.Tensor, torch.Tensor]:
-    """SiLU·Mul → per-group FP8: (q, scales) (gate `x` and `up` apart when `up` is given);
-    with `reciprocal`, the quant scales by `y * (1 / s)`, else by `y / s`."""
+                             activation: str = "silu") -> tuple[torch.Tensor, torch.Tensor]:
+    """SiLU·Mul (or GeGLU: `activation`) → per-group FP8: (q, scales) (gate `x` and `up` apart
+    when `up` is given); with `reciprocal`, the quant scales by `y * (1 / s)`, else by `y / s`."""
     _check_act_input(x, up)
-    return _group(x, True, group_size, col_major, ue8m0, out_dtype, config, up, reciprocal)
+    return _group(x, True, group_size, col_major, ue8m0, out_dtype, config, up, reciprocal,
+                  activation)
 
 
 def quant_fp8_static(x: torch.Tensor, scale: torch.Tensor,

@@ -1,4 +1,5 @@
-"""Triton kernels for NVFP4 quantization (16-element blocks), alone or fused after SiLU·Mul.
+"""Triton kernels for NVFP4 quantization (16-element blocks), alone or fused after SiLU·Mul or
+another gated activation (GeGLU: ACT, a constexpr, picks the gate's activation, `_gate`).
 
 Program (row, block range) handles BPP blocks of one row. Per block:
 `sb = fp8(clamp(gs * amax / 6, ±448))`, `q = e2m1(clamp(x * gs / sb, ±6))` rounded to nearest
@@ -56,6 +57,18 @@ from irfuse.kernels.triton_support import (
 )
 
 PAD_ROWS = 32  # padding rows (of the 128-row scale tiles) zeroed per program
+
+ACT_CODES = {"silu": 1, "gelu_tanh": 2, "gelu": 3}
+"""The constexpr ACT of the fused kernels per gate activation (`act_quant_ref.ACTIVATIONS`);
+ACT=0: no activation (the plain quant)."""
+
+
+def act_code(activation: str) -> int:
+    """ACT for `activation` (a ValueError names an unknown one)."""
+    if activation not in ACT_CODES:
+        raise ValueError(f"irfuse: unknown gate activation {activation!r}, not one of "
+                         f"{tuple(ACT_CODES)}")
+    return ACT_CODES[activation]
 
 
 @dataclass(frozen=True)
@@ -125,10 +138,26 @@ def _silu(a, FAST: tl.constexpr):
 
 
 @triton.jit
+def _gate(a, ACT: tl.constexpr, FAST: tl.constexpr):
+    """The gate's activation in float32: ACT 1 silu (`_silu`), 2 GELU's tanh form
+    `0.5 a (1 + tanh(z))`, `z = sqrt(2/pi) (a + 0.044715 a^3)`, computed as `a / (1 + exp(-2z))`
+    (`1 + tanh(z) = 2 sigmoid(2z)`: no cancellation where tanh(z) nears -1), 3 GELU's erf form
+    `0.5 a (1 + erf(a / sqrt 2))`."""
+    if ACT == 2:
+        z = 0.7978845608028654 * (a + 0.044715 * a * a * a)
+        g = a / (1.0 + tl.exp(-2.0 * z))
+    elif ACT == 3:
+        g = 0.5 * a * (1.0 + tl.math.erf(a * 0.7071067811865476))
+    else:
+        g = _silu(a, FAST)
+    return g
+
+
+@triton.jit
 def _load_y(x_ptr, up_ptr, row, cols, mask, N, stride_x, stride_up, ACT: tl.constexpr,
             UP: tl.constexpr, FAST: tl.constexpr, STREAM: tl.constexpr = "evict_first"):
-    """The values to quantize at `cols` of `row`, float32: x, or silu(gate) * up rounded as
-    eager rounds it (silu to the model dtype, then the product). STREAM: the loads' cache
+    """The values to quantize at `cols` of `row`, float32: x (ACT=0), or act(gate) * up rounded
+    as eager rounds it (act to the model dtype, then the product). STREAM: the loads' cache
     hint ("" for none)."""
     DT = x_ptr.dtype.element_ty
     base = x_ptr + row.to(tl.int64) * stride_x
@@ -140,7 +169,7 @@ def _load_y(x_ptr, up_ptr, row, cols, mask, N, stride_x, stride_up, ACT: tl.cons
         else:
             b = tl.load(base + N + cols, mask=mask, other=0.0,
                         eviction_policy=STREAM).to(tl.float32)
-        act = _silu(a, FAST).to(DT).to(tl.float32)
+        act = _gate(a, ACT, FAST).to(DT).to(tl.float32)
         y = (act * b).to(DT).to(tl.float32)
     else:
         y = a
@@ -261,7 +290,7 @@ def _nvfp4_split_kernel(
 
 def _launch(x: torch.Tensor, act: bool, global_scale: torch.Tensor,
             config: Nvfp4Config | None, up: torch.Tensor | None = None,
-            ) -> tuple[torch.Tensor, torch.Tensor]:
+            activation: str = "silu") -> tuple[torch.Tensor, torch.Tensor]:
     quant_ref.check_model_dtype(x)
     width = x.shape[-1] // 2 if act and up is None else x.shape[-1]
     if width % quant_ref.NVFP4_BLOCK != 0:
@@ -282,10 +311,11 @@ def _launch(x: torch.Tensor, act: bool, global_scale: torch.Tensor,
     cfg = config or nvfp4_config(rows, width)
     grid = (rows + triton.cdiv(mp - rows, PAD_ROWS), triton.cdiv(kp, cfg.blocks_per_program))
     # The interpreter has no inline PTX: it runs the plain silu (module docstring).
-    fast = act and not interpreting()
+    fast = act and activation == "silu" and not interpreting()
     kernel, out = (_nvfp4_split_kernel, q.view(torch.int32)) if cfg.split else (_nvfp4_kernel, q)
     kernel[grid](x2, up2, out, sf, global_scale, rows, mp, width, x2.stride(0),
-                 up2.stride(0), k, kp, kp // 4, ACT=act, UP=up is not None,
+                 up2.stride(0), k, kp, kp // 4, ACT=act_code(activation) if act else 0,
+                 UP=up is not None,
                  BPP=cfg.blocks_per_program, PAD_ROWS=PAD_ROWS, FAST=fast,
                  STREAM=cache_hints(cfg.evict)["STREAM"], **pdl_launch(cfg.pdl, x2.device),
                  num_warps=cfg.num_warps)
@@ -300,10 +330,10 @@ def quant_nvfp4(x: torch.Tensor, global_scale: torch.Tensor,
 
 def silu_mul_quant_nvfp4(x: torch.Tensor, global_scale: torch.Tensor,
                          up: torch.Tensor | None = None, config: Nvfp4Config | None = None,
-                         ) -> tuple[torch.Tensor, torch.Tensor]:
-    """SiLU·Mul → NVFP4: (packed uint8 [..., d/2], swizzled fp8 block scales); gate `x` and
-    `up` apart when `up` is given."""
+                         activation: str = "silu") -> tuple[torch.Tensor, torch.Tensor]:
+    """SiLU·Mul (or GeGLU: `activation`) → NVFP4: (packed uint8 [..., d/2], swizzled fp8 block
+    scales); gate `x` and `up` apart when `up` is given."""
     act_quant_ref.silu_mul_width(x, up)
     if up is not None and up.device != x.device:
         raise ValueError(f"irfuse: SiLU·Mul's up is on {up.device}, the gate on {x.device}")
-    return _launch(x, True, global_scale, config, up)
+    return _launch(x, True, global_scale, config, up, activation)

@@ -1,12 +1,14 @@
-"""raise-silu-mul: the gated activation `silu(gate) * up`, however it is spelled.
+"""raise-silu-mul: the gated activations `silu(gate) * up` and `gelu(gate) * up`, however they
+are spelled.
 
 Anchored at the SiLU (`aten.silu`, the sigmoid of `a * sigmoid(a)`, the exp of Inductor's
 decomposition `a / (1 + exp(-a))`, computed in f32 between casts where `a` is bf16 or f16, which
-is what vLLM's post-grad graphs hold, or `irfuse::silu_mul`).
+is what vLLM's post-grad graphs hold, or `irfuse::silu_mul`), or at the GELU of GeGLU
+(`aten.gelu`, its `approximate` "tanh" or "none" giving the activation gelu_tanh or gelu).
 Produces `act.silu_mul %x` when gate and up are the two halves of one tensor (slices, `chunk`,
-`split`: vLLM's fused gate_up projection), else `act.silu_mul %gate, up %up` (Hugging Face's MLP).
-The matched ops stay in the decomposition region (no result bit changes). A product with a tensor
-of another shape or dtype, and a gated GELU, are left alone with a remark.
+`split`: vLLM's fused gate_up projection), else `act.silu_mul %gate, up %up` (Hugging Face's MLP),
+with `activation` naming a GELU. The matched ops stay in the decomposition region (no result bit
+changes). A product with a tensor of another shape or dtype is left alone with a remark.
 """
 
 from __future__ import annotations
@@ -56,14 +58,19 @@ class _SiluMul:
     up: SSAValue | None
     out: SSAValue
     ops: list[Operation] = field(default_factory=list)
+    activation: str = "silu"
+
+
+GELU_APPROXIMATE = {"tanh": "gelu_tanh", "none": "gelu"}
+"""`aten.gelu`'s `approximate` -> the gate activation."""
 
 
 def _silu_of(anchor: Call) -> tuple[SSAValue, SSAValue, list[Operation]]:
-    """(a, silu(a), ops) for a SiLU anchor: `silu(a)` or `a * sigmoid(a)`."""
+    """(a, act(a), ops) for an activation anchor: `silu(a)`, `a * sigmoid(a)` or `gelu(a)`."""
     a = anchor.arg(0)
     if not isinstance(a, SSAValue):
         raise NoMatch("the SiLU's input is not a tensor")
-    if anchor.target == SILU:
+    if anchor.target in (SILU, GELU):
         return a, anchor.result, [anchor.op]
     if anchor.target == EXP:
         found = _exp_silu(anchor)
@@ -97,6 +104,7 @@ def _match(anchor: Call) -> _SiluMul:
     if anchor.target == IRFUSE_SILU_MUL:
         return _SiluMul(anchor.arg(0), None, anchor.result, [anchor.op])
     a, silu, ops = _silu_of(anchor)
+    activation = _activation(anchor)
     users = list(dict.fromkeys(use.operation for use in silu.uses))
     products = [p for u in users if (p := call(u, MUL_TENSOR)) is not None]
     if not products:
@@ -108,7 +116,7 @@ def _match(anchor: Call) -> _SiluMul:
     miss: NoMatch | None = None
     for product in products:
         try:
-            b = _up_of(product, silu, a)
+            b = _up_of(product, silu, a, "SiLU" if activation == "silu" else "GELU")
         except NoMatch as err:
             miss = miss or err
             continue
@@ -116,7 +124,7 @@ def _match(anchor: Call) -> _SiluMul:
     else:
         assert miss is not None
         raise miss
-    found = _SiluMul(a, b, product.result, [*ops, product.op])
+    found = _SiluMul(a, b, product.result, [*ops, product.op], activation)
     halves = _halves(a, b)
     if halves is not None:
         x, slicing = halves
@@ -126,16 +134,17 @@ def _match(anchor: Call) -> _SiluMul:
     return found
 
 
-def _up_of(product: Call, silu: SSAValue, a: SSAValue) -> SSAValue:
-    """The `up` of `silu * up`: a tensor of a's type other than the SiLU itself."""
+def _up_of(product: Call, silu: SSAValue, a: SSAValue, what: str = "SiLU") -> SSAValue:
+    """The `up` of `silu * up` (`what`: the activation's name in remarks): a tensor of a's type
+    other than the activation itself."""
     for left, b in commutative_operands(product):
         if left is silu and isinstance(b, SSAValue) and b is not silu:
             break
     else:
-        raise NoMatch("the SiLU is multiplied by a scalar or by itself")
+        raise NoMatch(f"the {what} is multiplied by a scalar or by itself")
     a_type, b_type = tensor_type(a), tensor_type(b)
     if b_type != a_type or tensor_type(product.result) != a_type:
-        raise NoMatch(f"the SiLU output ({a_type}) is multiplied by {b_type}: not gate and up "
+        raise NoMatch(f"the {what} output ({a_type}) is multiplied by {b_type}: not gate and up "
                       "of one shape and dtype")
     return b
 
@@ -146,35 +155,48 @@ def _only_used_by(ops: list[Operation], inside: set[Operation]) -> bool:
 
 def _raise(found: _SiluMul, order: dict[Operation, int]) -> Operation:
     found.ops.sort(key=lambda o: order[o])
-    raised = SiluMulOp(found.x, found.up, result_type=found.out.type)
-    raise_chain(raised, found.ops, [found.out], "SiLU·Mul")
+    raised = SiluMulOp(found.x, found.up, result_type=found.out.type,
+                       activation=found.activation)
+    raise_chain(raised, found.ops, [found.out], "SiLU·Mul" if found.activation == "silu"
+                else "GeGLU")
     return raised
 
 
 class SiluMulPattern(CallPattern):
-    """A SiLU·Mul anchored at its SiLU (or the sigmoid of a decomposed one)."""
+    """A SiLU·Mul anchored at its SiLU (or the sigmoid of a decomposed one), or a GeGLU at its
+    GELU."""
 
     targets = ANCHORS
-    remark = "not a SiLU·Mul"
+    remark = "not a gated activation"
 
     def rewrite_call(self, found: Call, rewriter: PatternRewriter, site: Site) -> Outcome:
         if found.target == SIGMOID and not _is_silu_sigmoid(found):
             return NO_CANDIDATE
         if found.target == EXP and _exp_silu(found) is None:
             return NO_CANDIDATE
-        if found.target == GELU:
-            if call(only_user(found.result), MUL_TENSOR) is not None:
-                raise NoMatch("the gated activation is GELU, not SiLU")
-            return NO_CANDIDATE
+        if found.target == GELU and not any(call(u.operation, MUL_TENSOR)
+                                            for u in found.result.uses):
+            return NO_CANDIDATE  # an ungated GELU (a GPT-style MLP): no candidate, no remark
         _raise(_match(found), site.order)
         return REWROTE
 
 
 class RaiseSiluMul(PatternPass):
-    """Raise SiLU·Mul chains (and `irfuse::silu_mul`) to `act.silu_mul`. No options."""
+    """Raise SiLU·Mul and GeGLU chains (and `irfuse::silu_mul`) to `act.silu_mul`. No
+    options."""
 
     name = "raise-silu-mul"
     patterns = (SiluMulPattern(),)
+
+
+def _activation(anchor: Call) -> str:
+    """The gate activation of an anchor: silu, or the GELU its `approximate` names."""
+    if anchor.target != GELU:
+        return "silu"
+    approximate = anchor.arg(1, "approximate", "none")
+    if approximate not in GELU_APPROXIMATE:
+        raise NoMatch(f"GELU with approximate={approximate!r} (not 'none' or 'tanh')")
+    return GELU_APPROXIMATE[approximate]
 
 
 def _is_silu_sigmoid(found: Call) -> bool:

@@ -2,8 +2,8 @@
 
 vLLM's out-variant ops (`_C.rms_norm(result, input, weight, eps)`, ...) reach the graph as
 `auto_functionalized[_v2]` calls with the written tensors as extra results. Anchored at each such
-call of `rms_norm`, `fused_add_rms_norm`, the three FP8 quants, `silu_and_mul` and
-`rotary_embedding`, the pass produces the semantic op that means the same (`norm.*`,
+call of `rms_norm`, `fused_add_rms_norm`, the three FP8 quants, `silu_and_mul` (and GeGLU's
+`gelu_and_mul`, `gelu_tanh_and_mul`) and `rotary_embedding`, the pass produces the semantic op that means the same (`norm.*`,
 `quant.fp8`, `act.silu_mul`, `attn.rope`), taking along the fresh output buffers only the call
 uses, so the fusions see vLLM's ops as they see torch's. vLLM IR's functional norms
 (`vllm_ir.rms_norm`, `vllm_ir.fused_add_rms_norm`, in the graph when vLLM's
@@ -51,6 +51,8 @@ from irfuse.raising.aten_ops import (
     VLLM_DYNAMIC_PER_TOKEN_SCALED_FP8_QUANT,
     VLLM_DYNAMIC_SCALED_FP8_QUANT,
     VLLM_FUSED_ADD_RMS_NORM,
+    VLLM_GELU_AND_MUL,
+    VLLM_GELU_TANH_AND_MUL,
     VLLM_IR_FUSED_ADD_RMS_NORM,
     VLLM_IR_RMS_NORM,
     VLLM_RMS_NORM,
@@ -90,6 +92,8 @@ MUTABLE: dict[str, tuple[str, ...]] = {
     VLLM_DYNAMIC_SCALED_FP8_QUANT: ("result", "scale"),
     VLLM_DYNAMIC_PER_TOKEN_SCALED_FP8_QUANT: ("result", "scale"),
     VLLM_SILU_AND_MUL: ("result",),
+    VLLM_GELU_AND_MUL: ("out",),
+    VLLM_GELU_TANH_AND_MUL: ("out",),
     VLLM_ROTARY_EMBEDDING: ("query", "key"),
 }
 """vLLM's ops this pass knows -> their mutable (`Tensor!`) arguments, in schema order."""
@@ -101,6 +105,8 @@ WHAT = {
     VLLM_DYNAMIC_SCALED_FP8_QUANT: "an FP8 quant",
     VLLM_DYNAMIC_PER_TOKEN_SCALED_FP8_QUANT: "an FP8 quant",
     VLLM_SILU_AND_MUL: "a SiLU·Mul",
+    VLLM_GELU_AND_MUL: "a GeGLU",
+    VLLM_GELU_TANH_AND_MUL: "a GeGLU",
     VLLM_ROTARY_EMBEDDING: "a RoPE",
 }
 
@@ -389,7 +395,9 @@ def symbolic_half(dim: object) -> str | None:
     return f"({dim}//2)"
 
 
-def _silu_and_mul(fn: _Functionalized) -> tuple[Operation, list[SSAValue]]:
+def _silu_and_mul(fn: _Functionalized, activation: str = "silu",
+                  out: str = "result") -> tuple[Operation, list[SSAValue]]:
+    """`silu_and_mul(result, input)`, or GeGLU's `gelu[_tanh]_and_mul(out, input)`."""
     x = _tensor(fn, "input")
     _float_input(x)
     xt = tensor_type(x)
@@ -399,9 +407,9 @@ def _silu_and_mul(fn: _Functionalized) -> tuple[Operation, list[SSAValue]]:
     half = last // 2 if isinstance(last, int) else symbolic_half(last)
     if half is None or isinstance(last, int) and last % 2:
         raise NoMatch(f"the input's last dim {last} is not an even size")
-    _written_like(fn, "result", (*xt.dims[:-1], half), xt.dtype, "output")  # type: ignore
-    y = fn.outs["result"]
-    return SiluMulOp(x, result_type=y.type), [y]
+    _written_like(fn, out, (*xt.dims[:-1], half), xt.dtype, "output")  # type: ignore
+    y = fn.outs[out]
+    return SiluMulOp(x, result_type=y.type, activation=activation), [y]
 
 
 # --- rotary_embedding: q and k as views, rebuilt around the raised op ----------------------------
@@ -695,6 +703,8 @@ BUILDERS = {
     VLLM_DYNAMIC_SCALED_FP8_QUANT: _dynamic_fp8,
     VLLM_DYNAMIC_PER_TOKEN_SCALED_FP8_QUANT: _per_token_fp8,
     VLLM_SILU_AND_MUL: _silu_and_mul,
+    VLLM_GELU_AND_MUL: lambda fn: _silu_and_mul(fn, "gelu", "out"),
+    VLLM_GELU_TANH_AND_MUL: lambda fn: _silu_and_mul(fn, "gelu_tanh", "out"),
 }
 
 

@@ -94,11 +94,44 @@ def test_silu_times_a_broadcast_scale_is_not_raised():
     assert "not gate and up of one shape and dtype" in reason
 
 
-def test_gated_gelu_is_not_raised_and_says_so():
-    compiled = _run(lambda x: F.gelu(x[..., :D], approximate="tanh") * x[..., D:], _x())
+GEGLU_SPELLINGS = {
+    "tanh_slices": (lambda x: F.gelu(x[..., :D], approximate="tanh") * x[..., D:], "gelu_tanh"),
+    "none_slices_up_first": (lambda x: x[..., D:] * F.gelu(x[..., :D]), "gelu"),
+    "tanh_chunk": (lambda x: (lambda g, u: F.gelu(g, approximate="tanh") * u)(
+        *x.chunk(2, dim=-1)), "gelu_tanh"),
+    "none_module": (lambda x: nn.GELU()(x[..., :D]) * x[..., D:], "gelu"),
+}
+
+
+@pytest.mark.parametrize("spelling", sorted(GEGLU_SPELLINGS))
+def test_geglu_spellings_raise_once(spelling):
+    """Which activation each raises to: tests/fusions/test_fuse_act_quant_geglu.py (the kernel
+    it lowers to) and filecheck/raise/raise-silu-mul.mlir."""
+    fn, _ = GEGLU_SPELLINGS[spelling]
+    compiled = _run(fn, _x())
+    assert compiled.raised()["silu_mul"] == 1
+    assert _missed(compiled, "raise-silu-mul") == []
+
+
+def test_geglu_separate_gate_and_up_projections():
+    gate, up = nn.Linear(16, D, bias=False), nn.Linear(16, D, bias=False)
+    compiled = _run(lambda x: F.gelu(gate(x), approximate="tanh") * up(x), torch.randn(8, 16))
+    assert compiled.raised()["silu_mul"] == 1
+
+
+def test_ungated_gelu_is_no_candidate():
+    compiled = _run(lambda x: F.gelu(x, approximate="tanh") + 1, _x())
     assert compiled.raised()["silu_mul"] == 0
-    assert _missed(compiled, "raise-silu-mul") == [
-        "not a SiLU·Mul: the gated activation is GELU, not SiLU"]
+    assert _missed(compiled, "raise-silu-mul") == []
+
+
+def test_gelu_times_a_broadcast_scale_is_not_raised_and_says_so():
+    compiled = _run(lambda a, s: F.gelu(a) * s, torch.randn(8, D), torch.randn(8, 1),
+                    dynamic=((0, 0), (1, 0)))
+    assert compiled.raised()["silu_mul"] == 0
+    (reason,) = _missed(compiled, "raise-silu-mul")
+    assert reason.startswith("not a gated activation: the GELU output")
+    assert "not gate and up of one shape and dtype" in reason
 
 
 def test_silu_output_used_twice_is_raised_with_its_own_copy():
@@ -113,7 +146,7 @@ def test_silu_used_by_an_add_only_is_ungated():
     compiled = _run(lambda a: (lambda s: (s + 1, s - 1))(F.silu(a)), torch.randn(8, D))
     assert compiled.raised()["silu_mul"] == 0
     assert _missed(compiled, "raise-silu-mul") == [
-        "not a SiLU·Mul: the SiLU's output goes to aten::add.Tensor, aten::sub.Tensor, not to a "
+        "not a gated activation: the SiLU's output goes to aten::add.Tensor, aten::sub.Tensor, not to a "
         "product (an ungated SiLU)"]
 
 

@@ -89,6 +89,8 @@ CASES = {
         {"quant_fp8": 1},
     ),
     "silu_and_mul": (lambda m, x, r: V.vllm_silu_and_mul(x), {"silu_mul": 1}),
+    "gelu_and_mul": (lambda m, x, r: V.vllm_gelu_and_mul(x), {"silu_mul": 1}),
+    "gelu_tanh_and_mul": (lambda m, x, r: V.vllm_gelu_and_mul(x, "tanh"), {"silu_mul": 1}),
     "norm_quant_act": (
         lambda m, x, r: V.vllm_scaled_fp8_quant(
             V.vllm_silu_and_mul(V.vllm_rms_norm(x, m.w, 1e-6)), m.s)[0],

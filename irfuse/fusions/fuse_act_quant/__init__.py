@@ -1,6 +1,7 @@
-"""fuse_act_quant: SiLU·Mul -> FP8 (static, per-group) or NVFP4 quant in one kernel, on by
-default from O1 everywhere: irfuse's Triton kernels beat Inductor's code for the pattern at every
-size measured on the H200 (docs/benchmarks.md). Pattern: `pattern.py`; kernels and lowerings:
+"""fuse_act_quant: SiLU·Mul or GeGLU -> FP8 (static, per-group) or NVFP4 quant in one kernel, on
+by default from O1 everywhere: irfuse's Triton kernels beat Inductor's code for the SiLU·Mul
+pattern at every size measured on the H200 (docs/benchmarks.md); the GeGLU kernels (the same
+kernels' GELU branch) are not measured yet and left to Inductor on GPUs (choices/). Pattern: `pattern.py`; kernels and lowerings:
 `ops.py`.
 """
 
@@ -11,8 +12,8 @@ from irfuse.fusions.declare import Fusion, everywhere
 FUSION = Fusion(
     flag="fuse_act_quant",
     kind="fusion",
-    doc="fuse SiLU*Mul with the FP8 / NVFP4 quant that follows it.",
-    fuses="SiLU*Mul -> FP8 or NVFP4 quant",
+    doc="fuse SiLU*Mul or GeGLU with the FP8 / NVFP4 quant that follows it.",
+    fuses="SiLU*Mul or GeGLU -> FP8 or NVFP4 quant",
     quant="required",
     schemes=("fp8-static-tensor", "fp8-group-128", "fp8-group-64", "nvfp4"),
     platforms=everywhere("triton", 1),

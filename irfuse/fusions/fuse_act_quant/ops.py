@@ -2,9 +2,16 @@
 `silu_mul_quant_nvfp4`, and how `fused.silu_mul_quant` / `fused.silu_mul_quant_nvfp4` lower to
 them. They take `x = [gate | up]` [..., 2d], or gate `x` and `up` [..., d] apart (the optional
 last `up`); the static one takes `divide` like the norm kernels.
+
+GeGLU (the fused op's `activation` gelu_tanh or gelu) lowers to the `gelu_mul_*` kernels: the same
+references and Triton launchers with the gate's activation as a parameter (a constexpr branch in
+the Triton kernel), declared apart only so that the choice tables keep them unmeasured until they
+are measured (`irfuse/fusions/choices/`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -80,12 +87,92 @@ def _nvfp4_fake(c: Call) -> tuple[Tensor, Tensor]:
 
 NVFP4 = Kernel(silu_mul_quant_nvfp4, _nvfp4_fake, _nvfp4_cuda)
 
-KERNELS = (STATIC, GROUP, NVFP4)
+
+
+# --- GeGLU: the kernels above with `activation` gelu_tanh (Gemma's MLP) or gelu -----------------
+
+
+def _gelu(activation: str) -> str:
+    if activation not in ("gelu_tanh", "gelu"):
+        raise ValueError(f"irfuse: a GeGLU kernel takes activation gelu_tanh or gelu, "
+                         f"not {activation!r}")
+    return activation
+
+
+def gelu_mul_quant_fp8_static(x: Tensor, scale: Tensor, out_dtype: torch.dtype,
+                              up: Tensor | None = None, divide: bool = False,
+                              activation: str = "gelu") -> Tensor:
+    return contiguous(act_quant_ref.silu_mul_quant_fp8_static(
+        x, scale, out_dtype, up, divide=divide, activation=_gelu(activation)))
+
+
+def _gelu_static_cuda(c: Call) -> Tensor:
+    if dispatch.use_triton(GELU_STATIC, c.x, c.out_dtype):
+        return kernels("act_quant").silu_mul_quant_fp8_static(**c)
+    return gelu_mul_quant_fp8_static(**c)
+
+
+def gelu_mul_quant_fp8_group(x: Tensor, group_size: int, col_major: bool, ue8m0: bool,
+                             out_dtype: torch.dtype, up: Tensor | None = None,
+                             reciprocal: bool = False,
+                             activation: str = "gelu") -> tuple[Tensor, Tensor]:
+    q, s = act_quant_ref.silu_mul_quant_fp8_group(x, group_size, col_major, ue8m0, out_dtype,
+                                                  up, reciprocal, _gelu(activation))
+    return contiguous(q), s
+
+
+def _gelu_group_cuda(c: Call) -> tuple[Tensor, Tensor]:
+    if dispatch.use_triton(GELU_GROUP, c.x, c.out_dtype) and c.group_size & (c.group_size - 1) == 0:
+        return kernels("act_quant").silu_mul_quant_fp8_group(**c)
+    return gelu_mul_quant_fp8_group(**c)
+
+
+def gelu_mul_quant_nvfp4(x: Tensor, global_scale: Tensor, up: Tensor | None = None,
+                         activation: str = "gelu") -> tuple[Tensor, Tensor]:
+    return act_quant_ref.silu_mul_quant_nvfp4(x, global_scale, up, _gelu(activation))
+
+
+def _gelu_nvfp4_cuda(c: Call) -> tuple[Tensor, Tensor]:
+    if dispatch.use_triton(GELU_NVFP4, c.x):
+        return kernels("nvfp4").silu_mul_quant_nvfp4(**c)
+    return gelu_mul_quant_nvfp4(**c)
+
+
+def _examples(**fixed: object) -> Callable[[tuple[int, ...]], list[dict]]:
+    """A GeGLU kernel's example calls for an x of `shape` [..., h]: `[gate | up]` [..., 2h] in
+    bf16, in each activation, with the arguments `fixed`."""
+    def calls(shape: tuple[int, ...]) -> list[dict]:
+        g = torch.Generator().manual_seed(3)
+        x = torch.randn(*shape[:-1], 2 * shape[-1], generator=g).to(torch.bfloat16)
+        return [{"x": x, **fixed, "activation": a} for a in ("gelu_tanh", "gelu")]
+    return calls
+
+
+FP8 = torch.float8_e4m3fn
+GELU_STATIC = Kernel(gelu_mul_quant_fp8_static, _static_fake, _gelu_static_cuda,
+                     examples=_examples(scale=torch.tensor([0.03]), out_dtype=FP8))
+GELU_GROUP = Kernel(gelu_mul_quant_fp8_group, _group_fake, _gelu_group_cuda,
+                    examples=_examples(group_size=64, col_major=False, ue8m0=False,
+                                       out_dtype=FP8))
+GELU_NVFP4 = Kernel(gelu_mul_quant_nvfp4, _nvfp4_fake, _gelu_nvfp4_cuda,
+                    examples=_examples(global_scale=torch.tensor([40.0])))
+
+KERNELS = (STATIC, GROUP, NVFP4, GELU_STATIC, GELU_GROUP, GELU_NVFP4)
+
+
+def _gelu_op(op: Operation) -> bool:
+    return op.activation.data != "silu"  # type: ignore[attr-defined]
 
 
 def _fp8_kernel(op: Operation) -> Kernel:
     assert isinstance(op, fused.SiluMulQuantOp)
+    if _gelu_op(op):
+        return GELU_STATIC if op.scheme.is_static else GELU_GROUP
     return STATIC if op.scheme.is_static else GROUP
+
+
+def _nvfp4_kernel(op: Operation) -> Kernel:
+    return GELU_NVFP4 if _gelu_op(op) else NVFP4
 
 
 def _fp8_values(op: Operation) -> dict[str, object]:
@@ -95,5 +182,5 @@ def _fp8_values(op: Operation) -> dict[str, object]:
 
 LOWERINGS = {
     fused.SiluMulQuantOp.name: Lowering(_fp8_kernel, _fp8_values),
-    fused.SiluMulQuantNvfp4Op.name: Lowering(NVFP4),
+    fused.SiluMulQuantNvfp4Op.name: Lowering(_nvfp4_kernel),
 }

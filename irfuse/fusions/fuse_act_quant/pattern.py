@@ -1,9 +1,10 @@
-"""fuse-act-quant: SiLU·Mul followed by FP8 or NVFP4 quantization -> one kernel.
+"""fuse-act-quant: SiLU·Mul or GeGLU followed by FP8 or NVFP4 quantization -> one kernel.
 
-Matches `act.silu_mul` whose output feeds one quant (directly or through a flattening view):
-static per-tensor or per-group FP8, or NVFP4. Produces `fused.silu_mul_quant` or
-`fused.silu_mul_quant_nvfp4` where the quant was. An output also used unquantized, a dynamic
-quant (no kernel) and a kernel the table leaves to Inductor on the platform are remarks.
+Matches `act.silu_mul` (any `activation`: silu, gelu_tanh, gelu) whose output feeds one quant
+(directly or through a flattening view): static per-tensor or per-group FP8, or NVFP4. Produces
+`fused.silu_mul_quant` or `fused.silu_mul_quant_nvfp4`, with the activation, where the quant was.
+An output also used unquantized, a dynamic quant (no kernel) and a kernel the table leaves to
+Inductor on the platform are remarks.
 """
 
 from __future__ import annotations
@@ -28,21 +29,27 @@ from irfuse.fusions.quant_consumers import (
 from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import NoMatch
 
+NAMES = {"silu": "SiLU·Mul", "gelu_tanh": "GeGLU (tanh GELU)", "gelu": "GeGLU (erf GELU)"}
+"""How remarks name each gated activation."""
 
-def kernel_name(quant: Operation) -> str:
-    """The custom op that implements SiLU·Mul fused with this quant."""
+
+def kernel_name(quant: Operation, activation: str = "silu") -> str:
+    """The custom op that implements the gated activation fused with this quant: `silu_mul_*`,
+    or `gelu_mul_*` for either GELU."""
+    prefix = "silu_mul" if activation == "silu" else "gelu_mul"
     if not isinstance(quant, QuantFp8Op):
-        return "silu_mul_quant_nvfp4"
+        return f"{prefix}_quant_nvfp4"
     kind = quant.scheme.kind.data
     if kind == "static_tensor":
-        return "silu_mul_quant_fp8_static"
+        return f"{prefix}_quant_fp8_static"
     if kind == "group":
-        return "silu_mul_quant_fp8_group"
-    raise NoMatch(f"SiLU·Mul + {kind} FP8 quant has no fused kernel (vLLM has none either)")
+        return f"{prefix}_quant_fp8_group"
+    raise NoMatch(f"{NAMES[activation]} + {kind} FP8 quant has no fused kernel (vLLM has none "
+                  "either)")
 
 
 class ActQuantPattern(AnchorPattern):
-    """A raised SiLU·Mul whose output feeds one quant."""
+    """A raised SiLU·Mul or GeGLU whose output feeds one quant."""
 
     op_types = (SiluMulOp,)
 
@@ -65,7 +72,8 @@ def _fuse(act: SiluMulOp, rewriter: PatternRewriter, site: Site) -> Outcome:
         raise NoMatch(f"the fused kernels take bf16, f16 or f32 inputs, not {x_type.dtype}")
     consumer = consumers[0]
     quant = consumer.quant
-    name = kernel_name(quant)
+    activation = act.activation.data
+    name = kernel_name(quant, activation)
     if isinstance(quant, QuantFp8Op) and quant.scheme.is_group and quant.scheme.is_tma_aligned:
         raise NoMatch("tma-aligned group scales are not produced by the fused kernel")
     site.require_scheme(scheme_name(quant))
@@ -84,11 +92,13 @@ def _fuse(act: SiluMulOp, rewriter: PatternRewriter, site: Site) -> Outcome:
             scheme=quant.scheme,
             divide=divides(quant),
             reciprocal=reciprocates(quant),
+            activation=activation,
             result_types=[quant.q.type, None if quant.scale_out is None else quant.scale_out.type],
         )
     else:
         fused = SiluMulQuantNvfp4Op(
-            x, quant.global_scale, up, result_types=[quant.q.type, quant.block_scale.type]
+            x, quant.global_scale, up, activation=activation,
+            result_types=[quant.q.type, quant.block_scale.type],
         )
     fused.location = act.location
     rewriter.insert(fused, InsertPoint.before(quant))
