@@ -150,7 +150,7 @@ def _fuse(write: KvCacheWriteOp, rewriter: PatternRewriter, site: Site) -> Outco
         rope_f32=rope_f32,
         k_scale=None if quants is None else quants[0].scale,
         v_scale=None if quants is None else quants[1].scale,
-        result_types=[rope.q_out.type, write.k_cache_out.type, write.v_cache_out.type],
+        result_types=[rope.q_out.type, write.k_cache_out.type, write.v_cache_out.type, None],
     )
     fused.location = write.location
     rewriter.insert(fused, InsertPoint.before(write))
