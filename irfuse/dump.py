@@ -30,6 +30,8 @@ import time
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.printer import Printer
 
+from irfuse import user_warnings
+
 RUN_PREFIX = "run-"
 
 _RUNS: dict[tuple[int, str], pathlib.Path] = {}  # (pid, dump root) -> this process's run folder
@@ -86,8 +88,6 @@ class _State:
         if key in _WARNED:
             return
         _WARNED.add(key)
-        from irfuse import user_warnings
-
         user_warnings.warn(
             f"irfuse: cannot write dumps under {self.root} ({type(err).__name__}: {err}); "
             "compiling on without them (this run's dump is incomplete)")

@@ -62,7 +62,8 @@ import vllm.utils.torch_utils  # noqa: F401  (vLLM's LayerName, before irfuse's 
 from torch._guards import detect_fake_mode
 from vllm.compilation.passes.inductor_pass import InductorPass, get_pass_context
 from vllm.config import CompilationConfig as VllmCompilationConfig
-from vllm.config import get_current_vllm_config_or_none
+from vllm.config import PassConfig as VllmPassConfig
+from vllm.config import VllmConfig, get_current_vllm_config_or_none
 
 import irfuse.emit.custom_ops  # noqa: F401  (registers the irfuse:: ops in vLLM's processes)
 from irfuse import backend, pipeline, ranges, support_matrix
@@ -136,9 +137,6 @@ def _record_user_flags(pass_config: Any) -> None:
 def _note_user_flags() -> None:
     """Wrap vLLM's `PassConfig.__post_init__` and `VllmConfig._apply_optimization_level_defaults`
     to note the pass flags the user set (module docstring)."""
-    from vllm.config import PassConfig as VllmPassConfig
-    from vllm.config import VllmConfig
-
     post_init = VllmPassConfig.__post_init__
     if not getattr(post_init, "_irfuse_noted", False):
         @functools.wraps(post_init)
@@ -239,6 +237,8 @@ def describe_layer(name: str) -> dict[str, Any] | None:
     impl = getattr(layer, "impl", None)
     if impl is None:
         return None
+    # vLLM's quantization package loads its model-executor layers: imported when a layer asks,
+    # not while vLLM loads its plugins (register()).
     from vllm.model_executor.layers.quantization.utils.quant_utils import (
         kFp8StaticTensorSym,
         kNvfp4Dynamic,

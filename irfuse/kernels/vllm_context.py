@@ -69,6 +69,7 @@ def attention_context(layer_name: Any) -> AttentionContext:
     provider = _PROVIDER[0]
     if provider is not None:
         return AttentionContext(*provider(name_of(layer_name)))
+    # vLLM is optional: its attention module is read only inside a vLLM forward pass.
     from vllm.model_executor.layers.attention.attention import get_attention_context
 
     return AttentionContext(*get_attention_context(name_of(layer_name)))
@@ -111,7 +112,7 @@ def transfers_kv() -> bool:
     `maybe_transfer_kv_layer` hooks, which only its own op runs)."""
     if "vllm" not in sys.modules:
         return False
-    try:
+    try:  # vLLM is optional (and older ones lack KV transfer): read only where it runs
         from vllm.distributed.kv_transfer import has_kv_transfer_group
     except ImportError:
         return False
