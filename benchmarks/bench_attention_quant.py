@@ -432,7 +432,7 @@ def lib_decode_row(shape: str, item: str, compiled: dict, args, copy_bw: float,
     q4 = q[:, :, None, :]
 
     def entry():
-        return decl._paged_cuda(q4, kc, vc, table, lens, s, SM_SCALE, FP8, True)
+        return decl.PAGED_QUANT.run_cuda(q4, kc, vc, table, lens, s, SM_SCALE, FP8, True)
 
     def fused(c):
         return attention_quant.paged_decode_fp8(q, kc, vc, table, lens, s,

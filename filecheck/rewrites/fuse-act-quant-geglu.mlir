@@ -55,16 +55,16 @@ func.func @per_token(%x: !irfuse.tensor<[s0, 256], bf16>) -> (!irfuse.tensor<[s0
 
 // -----
 
-// On sm90 the GeGLU kernels are not measured yet (irfuse/fusions/choices/cuda.toml): GeGLU + quant
+// On sm100 the GeGLU kernels are not measured yet (irfuse/fusions/choices/cuda.toml): GeGLU + quant
 // is left to Inductor with a remark, while SiLU·Mul + quant (measured) fuses.
-// CHECK-LABEL: func.func @sm90
+// CHECK-LABEL: func.func @sm100
 // CHECK:       act.silu_mul %{{.*}} {activation = "gelu_tanh"}
 // CHECK-NEXT:  quant.fp8
 // CHECK:       fused.silu_mul_quant %{{.*}}, scale %{{.*}} {scheme = #quant.scheme<static_tensor>}
-// KERNEL-LABEL: func.func @sm90
+// KERNEL-LABEL: func.func @sm100
 // KERNEL:      kernel.call impl "triton" "irfuse::silu_mul_quant_fp8_static.default"
-builtin.module attributes {irfuse.platform = "cuda:sm90"} {
-  func.func @sm90(%x: !irfuse.tensor<[s0, 256], bf16>, %s: !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 128], f8E4M3FN>, !irfuse.tensor<[s0, 128], f8E4M3FN>) {
+builtin.module attributes {irfuse.platform = "cuda:sm100"} {
+  func.func @sm100(%x: !irfuse.tensor<[s0, 256], bf16>, %s: !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 128], f8E4M3FN>, !irfuse.tensor<[s0, 128], f8E4M3FN>) {
     %g = act.silu_mul %x {activation = "gelu_tanh"} : (!irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 128], bf16>
     %qg = quant.fp8 %g, scale %s {scheme = #quant.scheme<static_tensor>} : (!irfuse.tensor<[s0, 128], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[s0, 128], f8E4M3FN>
     %y = act.silu_mul %x : (!irfuse.tensor<[s0, 256], bf16>) -> !irfuse.tensor<[s0, 128], bf16>
