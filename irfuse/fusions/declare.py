@@ -189,6 +189,9 @@ class Fusion:
     `patterns`: the names of its pattern classes in `pattern.py`; none: not implemented yet (the
     row still drives the config and says so in reports). `size_aware`: kernel choice depends on
     the token count, so each compile range's size class is passed as `max_tokens`.
+    `candidate`: the name of the predicate in `irfuse.fusions.candidates` that says, apart from
+    the patterns, which raised ops the pass could take (each left unfused needs a remark); None:
+    no such accounting (a utility rewrite).
     """
 
     flag: str
@@ -209,6 +212,7 @@ class Fusion:
     note: str = ""
     patterns: tuple[str, ...] = ()
     size_aware: bool = False
+    candidate: str | None = None
 
     @property
     def name(self) -> str:

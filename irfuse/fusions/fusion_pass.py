@@ -67,7 +67,7 @@ def fusion_pass(fusion: Fusion) -> type[ModulePass]:
         def apply(self, ctx: Context, op: ModuleOp) -> None:
             run_patterns(op, patterns, gate=gate, max_tokens=self.max_tokens,
                          scheme_gate=schemes)
-            candidates.account(fusion.name, op)  # no candidate left unexplained
+            candidates.account(fusion, op)  # no candidate left unexplained
 
     FusionPass.__name__ = FusionPass.__qualname__ = "".join(
         w.capitalize() for w in fusion.name.split("-"))

@@ -136,3 +136,15 @@ def test_a_silent_pattern_is_caught(monkeypatch) -> None:
     silent = [m for p in report.passes if p.name == "fuse-norm-quant" for m in p.missed]
     assert len(silent) == 3 and all(m.reason == SILENT and ".py:" in m.location for m in silent)
     assert report.fused("fuse-norm-quant") == 0
+
+
+def test_every_fusion_names_a_candidate_predicate() -> None:
+    # Each fusion's declaration names its predicate in `irfuse.fusions.candidates` (the one
+    # list of fusions is the declarations); the utility rewrite names none.
+    from irfuse.fusions import FUSIONS, candidates
+
+    for fusion in FUSIONS:
+        if fusion.kind == "utility":
+            assert fusion.candidate is None, fusion.name
+        else:
+            assert callable(getattr(candidates, fusion.candidate or "", None)), fusion.name

@@ -314,3 +314,41 @@ def test_opcheck_under_the_stand_in_context():
         torch.library.opcheck(ops.vllm_attention_quant_nvfp4.default, (
             q, k, v, None, layer.layer_name, torch.tensor([448.0 * 6 / 4]), [HEADS, HEAD],
             False))
+
+
+# --- no silent miss on vLLM's own ops -------------------------------------------------------------
+
+
+class KDetourLayer(AttentionLayer):
+    """vLLM's cache write of a k that no rope made (`detour` None), or of the rotated k through
+    a pair of transposes (`detour` True): the same elements, a layout the fused kernel does not
+    follow."""
+
+    def __init__(self, layer: VA.Layer, detour: bool | None):
+        super().__init__(layer)
+        self.detour = detour
+
+    def forward(self, positions, qkv):
+        q, k, v = qkv.split([Q, KV, KV], -1)
+        if self.detour is not None:
+            q, k = native_rope(positions, q, self.cache), native_rope(positions, k, self.cache)
+        if self.detour:
+            k = k.view(-1, KV_HEADS, HEAD).transpose(0, 1).transpose(0, 1).reshape(k.shape)
+        return VA.attention(self.layer, q, k, v)
+
+
+@pytest.mark.parametrize("detour", [None, True], ids=["no_rope", "transposed"])
+def test_vllms_cache_write_of_a_rotated_k_is_fused_or_explained(detour):
+    from irfuse.fusions.candidates import SILENT
+
+    flags = {"fuse_rope_kvcache": True, "fuse_qk_norm_rope_kvcache": True}
+    compiled = run_step(KDetourLayer(_layer(), detour), [5, 3, 7], pass_config=flags)
+    assert compiled.raised()["vllm_kv_cache_update"] == 1
+    assert compiled.fused(ROPE) == 0
+    missed = _missed(compiled, ROPE)
+    assert SILENT not in missed and SILENT not in _missed(compiled, "fuse-qk-norm-rope-kvcache")
+    if detour is None:  # a k no rope made: no candidate, no remark
+        assert missed == []
+    else:  # a rotated k the pattern does not follow: a candidate, with the reason
+        assert any("reaches the cache write through" in m for m in missed), missed
+        assert _missed(compiled, "fuse-qk-norm-rope-kvcache") == []  # no norms: not its

@@ -21,4 +21,5 @@ FUSION = Fusion(
     note="on from O1 where measured faster than Inductor (sm90); vLLM leaves it off: its "
     "kernel is slower than Inductor on H100 (#34391)",
     patterns=("QkNormRopePattern",),
+    candidate="rope_of_normed",
 )

@@ -35,4 +35,5 @@ FUSION = Fusion(
     vllm_pass="SequenceParallelismPass",
     note="vLLM's O2 leaves it off too (#25689)",
     patterns=("SequenceParallelPattern",),
+    candidate="all_reduce_into_norm",
 )

@@ -22,4 +22,5 @@ FUSION = Fusion(
     vllm_pass="RocmAiterTritonAddRMSNormPadFusionPass",
     note="vLLM runs it only on ROCm with AITER, for hidden 2880",
     patterns=("NormPadPattern",),
+    candidate="norm_output_padded",
 )

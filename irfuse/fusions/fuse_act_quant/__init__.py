@@ -20,5 +20,6 @@ FUSION = Fusion(
     noops_hide_matches=True,
     vllm_pass="ActivationQuantFusionPass",
     patterns=("ActQuantPattern",),
+    candidate="act_output_quantized",
     size_aware=True,
 )

@@ -43,5 +43,6 @@ FUSION = Fusion(
     note="O2 needs FlashInfer and TP 2, 4 or 8; the CPU reference is for tests (opt-in); "
     "per-token and per-group FP8 run NCCL + irfuse's fused norm kernel",
     patterns=("AllReduceRmsPattern",),
+    candidate="all_reduce_into_norm",
     size_aware=True,
 )

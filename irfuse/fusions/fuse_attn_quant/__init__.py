@@ -30,5 +30,6 @@ FUSION = Fusion(
     "place), MLA prefill; vLLM's O2 leaves it off (#25689); NVFP4 outputs fused on the CPU and "
     "for sm90 prefill and paged decode; per-group not fused",
     patterns=("AttnQuantPattern", "VllmAttnQuantPattern"),
+    candidate="attention_output_quantized",
     size_aware=True,
 )

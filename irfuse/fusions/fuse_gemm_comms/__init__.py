@@ -31,4 +31,5 @@ FUSION = Fusion(
     note="vLLM's O2 leaves it off too (#25689); the CPU runs the reference (the GEMM and the "
     "functional collective, unoverlapped)",
     patterns=("GemmReduceScatterPattern", "AllGatherGemmPattern"),
+    candidate="gemm_beside_collective",
 )

@@ -24,4 +24,5 @@ FUSION = Fusion(
     "with AITER (also with the q side's FP8 per-token/group quant, which irfuse leaves to "
     "fuse-norm-quant)",
     patterns=("MlaDualRmsNormPattern",),
+    candidate="first_of_norms_on_one_projection",
 )

@@ -19,5 +19,6 @@ FUSION = Fusion(
     noops_hide_matches=True,
     vllm_pass="RMSNormQuantFusionPass",
     patterns=("NormQuantPattern",),
+    candidate="norm_output_quantized",
     size_aware=True,
 )

@@ -32,4 +32,5 @@ FUSION = Fusion(
     "has all three; opt-in (on sm90 O1 turns on those two, which give the same kernel); vLLM "
     "turns it on from O2 only on ROCm with AITER and its rotary_embedding custom op",
     patterns=("QkNormRopeKvCachePattern", "VllmQkNormRopeKvCachePattern"),
+    candidate="cache_write_of_rotated_normed_k",
 )

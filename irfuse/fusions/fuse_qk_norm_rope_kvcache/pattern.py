@@ -38,7 +38,12 @@ from irfuse.fusions.enable_qk_norm_rope_fusion.pattern import (
     _rebase,
     rotates_in_f32,
 )
-from irfuse.fusions.fuse_rope_kvcache.in_vllm import QkNorms, fuse_write, rotated_source
+from irfuse.fusions.fuse_rope_kvcache.in_vllm import (
+    QkNorms,
+    fuse_write,
+    refuse_unfollowed,
+    rotated_source,
+)
 from irfuse.fusions.fuse_rope_kvcache.pattern import (
     FLASH_KERNEL,
     KERNEL,
@@ -69,6 +74,9 @@ class VllmQkNormRopeKvCachePattern(AnchorPattern):
         assert isinstance(op, VllmKvCacheUpdateOp)
         path: list[Operation] = []
         rope = rotated_source(op.k, path)
+        if rope is None:
+            refuse_unfollowed(op.k, lambda r: isinstance(r, RopeOp) and r.k is not None
+                              and _norms(r) is not None)
         if not isinstance(rope, RopeOp):
             return NO_CANDIDATE  # no rope, or norms + rope fused already: fuse-rope-kvcache's
         norms = _norms(rope)

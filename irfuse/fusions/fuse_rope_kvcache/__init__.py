@@ -34,4 +34,5 @@ FUSION = Fusion(
     note="on from O1 where measured faster than Inductor (sm90); vLLM turns it on at O1 only "
     "with ROCm AITER",
     patterns=("RopeKvCachePattern", "VllmRopeKvCachePattern"),
+    candidate="cache_write_of_rotated_k",
 )

@@ -193,8 +193,35 @@ class VllmRopeKvCachePattern(AnchorPattern):
         path: list[Operation] = []
         rope = rotated_source(op.k, path)
         if rope is None:
+            refuse_unfollowed(op.k)
             return NO_CANDIDATE
         return fuse_write(op, rope, path, rewriter, site)
+
+
+def refuse_unfollowed(k: SSAValue, takes: Any = None, depth: int = 8) -> None:
+    """NoMatch where the written k is a rope's rotated k (or a value made from one by the first
+    operands of calls) that `rotated_source` does not follow: the write stores a rotated k, but
+    not in the rope's layout the fused kernel writes. `takes(rope)`: whether the caller's pass
+    would take that rope (all by default)."""
+    value: SSAValue | None = k
+    steps: list[str] = []
+    while value is not None and depth:
+        owner = value.owner
+        if isinstance(owner, RopeOp | QkNormRopeOp):
+            if takes is not None and not takes(owner):
+                return
+            if steps:
+                raise NoMatch(f"the rotated k reaches the cache write through {steps[-1]}, not "
+                              "an order-keeping reshape to its shape nor vLLM's rebuild of the "
+                              "qkv buffer: the fused kernel writes the rope's own k")
+            raise NoMatch("the cache write stores the rope's rotated q or a k of another shape, "
+                          "not the rotated k as the rope made it")
+        found = call(owner) if isinstance(owner, Operation) else None
+        if found is None or not found.args:
+            return
+        steps.append(found.target)
+        value = found.arg(0) if isinstance(found.arg(0), SSAValue) else None
+        depth -= 1
 
 
 def fuse_write(op: VllmKvCacheUpdateOp, rope: RopeOp | QkNormRopeOp, path: list[Operation],

@@ -25,4 +25,5 @@ FUSION = Fusion(
     "where the KV-cache update is inside the compiled graph (splitting_ops without it, or "
     "Inductor's graph partition); a cache in the model dtype only (vLLM also fuses FP8)",
     patterns=("RopeMlaKvCachePattern",),
+    candidate="latent_cache_write_of_rotated_k_pe",
 )
