@@ -22,8 +22,8 @@ from irfuse.raising.match import NoMatch
 def kernel_gate(fusion: Fusion) -> Gate:
     """Raise NoMatch where a kernel `fusion`'s patterns emit is left to Inductor on a platform
     at the sizes the graph is compiled for (the driver's kernel gate). The kernel is the
-    fusion's own, or another fusion's whose fused op its patterns build (fuse-qk-norm-rope-
-    kvcache builds fuse-rope-kvcache's)."""
+    fusion's own, or another fusion's whose fused op its patterns build (a flag that stands for
+    two fusions builds their fused op)."""
 
     def gate(kernel_name: str, platform: str, max_tokens: int | None) -> None:
         owner = fusion if kernel_name in fusion.kernel_by_name else next(

@@ -1,7 +1,7 @@
 """vLLM's forward context as irfuse's kernels read it at run time, and the layer name's type.
 
-irfuse's kernels that stand in for vLLM's attention calls (in `irfuse.fusions.fuse_attn_quant.
-ops` and `irfuse.fusions.fuse_rope_kvcache.ops`) get the layer name, as vLLM's own fused ops do
+irfuse's kernels that stand in for vLLM's attention and cache-update calls (the fusions' `ops.py`
+on vLLM's ops) get the layer name, as vLLM's own fused ops do
 (`fused_rope_and_unified_kv_cache_update`), and find the rest where vLLM keeps it:
 `attention_context(layer_name)` is vLLM's `get_attention_context` (attention metadata, the
 layer, its KV cache, its slot mapping), or the provider a test installs (`set_provider`, the

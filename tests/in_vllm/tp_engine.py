@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
-from engines import MAX_TOKENS, PROMPTS, write_model  # noqa: E402
+from engines import MAX_TOKENS, PROMPTS, install_model_plugin, write_model  # noqa: E402
 
 RUNS: dict[str, dict | None] = {
     "vllm": None,
@@ -56,6 +56,7 @@ def run(model_dir: pathlib.Path, options: dict | None, dump: pathlib.Path) -> di
 
 def main(argv: list[str]) -> None:
     out = pathlib.Path(argv[0])
+    install_model_plugin(out.parent)  # the engine's and workers' processes know the test model
     results: dict[str, dict] = {}
     model_dir = write_model(out.parent / "models", "llama")
     for name in argv[1:]:

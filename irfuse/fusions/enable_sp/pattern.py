@@ -8,8 +8,8 @@ tensor is split as its B*S rows: `reshape(-1, H)` before the reduce-scatter, the
 reduce-scatter along the tokens, the norm (with its residual add) runs on this rank's rows, and
 an all-gather brings the rows back: the norm's output is gathered, or, when its only user is a
 static FP8 quant, the quant runs on the shard too and the FP8 values are gathered (a quarter of
-the bytes of f32, half of bf16's). fuse-norm-quant, after this pass, fuses the local norm and
-quant.
+the bytes of f32, half of bf16's). The norm + quant fusion, after this pass, fuses the local
+norm and quant.
 
 What each rank holds: the residual stream between the norms is a shard. A norm's new residual
 and the all-reduced value itself (vLLM's first norm, whose residual is the all-reduce output)

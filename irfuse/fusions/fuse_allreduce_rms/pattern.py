@@ -7,8 +7,8 @@ all-reduced value, a later norm's residual add included, reads the op's `residua
 the all-reduced value without a residual: vLLM's first layer, where the all-reduced embedding is
 the input norm's x and the next norm's residual) or `norm.add_rms_norm` as either addend (the
 sum of two is the same either way; the all-reduced value must have no other user, since the op
-returns the sum, not the addend). The quants are found as fuse-norm-quant finds them (`quant_consumers`: directly or through a
-linear's `view(-1, H)`); a norm output that is also used unquantized, or quants the op cannot
+returns the sum, not the addend). The quants are found as the norm + quant fusion finds them (`quant_consumers`: directly or
+through a linear's `view(-1, H)`); a norm output that is also used unquantized, or quants the op cannot
 write, leave the quant out (a remark says why) and the all-reduce + norm still fuse.
 
 The op names the collective's own process group and world size, so a DP or PP group beside TP

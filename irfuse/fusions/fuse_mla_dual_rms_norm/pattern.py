@@ -13,7 +13,7 @@ Anchored at a `norm.rms_norm` whose input is a slice of the last dim (a result o
 with such inputs are grouped by the sliced tensor; a group of exactly two, on disjoint slices,
 is MLA's pair (DeepSeek-V2/V3 with `q_lora_rank`: `q_a_layernorm(q_c)` and
 `kv_a_layernorm(kv_c)` of `fused_qkv_a_proj`), fused at the first of the two. A norm alone on its
-projection (V2-Lite's kv norm, or a q norm that fuse-norm-quant took first) is no candidate.
+projection (V2-Lite's kv norm, or a q norm already fused with its quant) is no candidate.
 Both norms need weights, bf16/fp16/f32 inputs and outputs in the same dtype, and one weight
 rounding (`norm_readings`); the eps may differ. The fused op goes where the first norm was; the
 slices of the second norm's input that come after it move up with it (views: nothing is
