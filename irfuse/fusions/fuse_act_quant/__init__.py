@@ -1,8 +1,8 @@
 """fuse_act_quant: SiLU·Mul or GeGLU -> FP8 (static, per-group) or NVFP4 quant in one kernel, on
 by default from O1 everywhere: irfuse's Triton kernels beat Inductor's code for the SiLU·Mul
-pattern at every size measured on the H200 (docs/benchmarks.md); the GeGLU kernels (the same
-kernels' GELU branch) are not measured yet and left to Inductor on GPUs (choices/). Pattern: `pattern.py`; kernels and lowerings:
-`ops.py`.
+pattern at every size measured on the H200, and for GeGLU (the same kernels' GELU branch) on
+the H100 (docs/benchmarks.md; GPUs where GeGLU is not measured leave it to Inductor: choices/).
+Pattern: `pattern.py`; kernels and lowerings: `ops.py`.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ last `up`); the static one takes `divide` like the norm kernels.
 
 GeGLU (the fused op's `activation` gelu_tanh or gelu) lowers to the `gelu_mul_*` kernels: the same
 references and Triton launchers with the gate's activation as a parameter (a constexpr branch in
-the Triton kernel), declared apart only so that the choice tables keep them unmeasured until they
-are measured (`irfuse/fusions/choices/`).
+the Triton kernel), declared apart so that each has its own measured choice
+(`irfuse/fusions/choices/`: Triton on sm90, measured; unmeasured GPUs leave them to Inductor).
 """
 
 from __future__ import annotations
