@@ -2,7 +2,7 @@
 
 DeepSeek-V2/V3 (with `q_lora_rank`) split one projection into `q_c` and `kv_lora`, then
 `kv_lora` into `kv_c` and `k_pe`, and normalize `q_c` (`q_a_layernorm`) and `kv_c`
-(`kv_a_layernorm`). Each output is the RMSNorm of `shared/NUMERICS.md` over its last dim, with
+(`kv_a_layernorm`). Each output is the RMSNorm of docs/numerics.md over its last dim, with
 its own eps: `x32 = x.float()`, `n = x32 * rsqrt(mean(x32²) + eps)`, then `n.to(dtype) * weight`
 (the product in the model dtype: vLLM's and Hugging Face's spelling), or, with `weight_f32` or a
 nonzero `weight_offset`, `(n * (weight.float() + weight_offset)).to(dtype)` (one rounding:

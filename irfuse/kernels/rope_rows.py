@@ -86,6 +86,15 @@ def table_rows(table: torch.Tensor, layout: RowLayout) -> torch.Tensor:
     return full[tuple(index)].reshape(layout.rows[0], table.shape[-1])
 
 
+def table_args(layout: RowLayout, positions: torch.Tensor | None, cos: torch.Tensor | None,
+               sin: torch.Tensor | None) -> dict[str, torch.Tensor]:
+    """The kernels' table arguments for rows of `layout`: cos and sin as rows, or the positions
+    flattened (a cos/sin cache indexed by position)."""
+    if cos is not None:
+        return {"cos": table_rows(cos, layout), "sin": table_rows(sin, layout)}
+    return {"positions": positions.reshape(-1)}
+
+
 def layouts(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor | None,
             cos: torch.Tensor | None) -> tuple[RowLayout, RowLayout]:
     """q's and k's layouts; they must index the same table rows."""

@@ -122,7 +122,7 @@ def test_level_defaults_come_from_the_declarations(platform: str, level: int) ->
 
 
 # vLLM v0.17's level defaults for FACTS' model on Hopper, as its docs give them
-# (/work/shared/VLLM_REFERENCE.md, "Optimization levels"): under Inductor its custom ops are
+# (docs/configuration.md, "Optimization levels"): under Inductor its custom ops are
 # off, so O1 turns on no fusion (norm/act + quant need custom ops, act padding and RoPE + KV
 # cache need ROCm AITER); O2 adds all-reduce + RMSNorm (TP > 1, FlashInfer, sm90/sm100);
 # attention + quant, SP and AsyncTP stay off (IS_QUANTIZED / IS_DENSE are False, #25689).

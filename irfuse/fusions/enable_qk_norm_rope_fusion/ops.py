@@ -23,11 +23,8 @@ def rows_call(c: Call) -> tuple[Call, rope_rows.RowLayout, rope_rows.RowLayout]:
     """`c` with q and k (and the cos / sin tables, or the positions) as the kernel's rows, and
     q's and k's layouts (which restore the outputs)."""
     lq, lk = rope_rows.layouts(c.q, c.k, c.positions, c.cos)
-    rows = Call(c, q=lq.to_rows(c.q), k=lk.to_rows(c.k))
-    if c.cos is not None:
-        rows["cos"], rows["sin"] = rope_rows.table_rows(c.cos, lq), rope_rows.table_rows(c.sin, lq)
-    else:
-        rows["positions"] = c.positions.reshape(-1)
+    rows = Call(c, q=lq.to_rows(c.q), k=lk.to_rows(c.k),
+                **rope_rows.table_args(lq, c.positions, c.cos, c.sin))
     return rows, lq, lk
 
 

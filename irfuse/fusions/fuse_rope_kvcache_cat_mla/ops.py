@@ -26,11 +26,8 @@ def _rows(c: Call) -> tuple[Call, rope_rows.RowLayout, rope_rows.RowLayout]:
     """`c` with q_pe and k_pe as rows `[T, heads, R]` (and the tables, or the positions, as the
     kernel's rows), and their layouts (which restore the outputs)."""
     lq, lk = rope_rows.layouts(c.q_pe, c.k_pe, c.positions, c.cos)
-    rows = Call(c, q_pe=lq.to_rows(c.q_pe), k_pe=lk.to_rows(c.k_pe))
-    if c.cos is not None:
-        rows["cos"], rows["sin"] = rope_rows.table_rows(c.cos, lq), rope_rows.table_rows(c.sin, lq)
-    else:
-        rows["positions"] = c.positions.reshape(-1)
+    rows = Call(c, q_pe=lq.to_rows(c.q_pe), k_pe=lk.to_rows(c.k_pe),
+                **rope_rows.table_args(lq, c.positions, c.cos, c.sin))
     return rows, lq, lk
 
 
