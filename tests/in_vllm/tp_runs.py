@@ -344,6 +344,12 @@ def worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
         # vLLM's layers call torch.ops.vllm.* as on CUDA; norms are torch code or _C kernels,
         # as in vLLM's CPU worker (which turns vLLM IR's torch wrapping off).
         tp.use_custom_op_call = True
+        # vLLM's collective ops promise a new tensor ("always ... out-of-place", its
+        # GroupCoordinator.all_reduce), which CUDA's communicator keeps; the CPU one reduces in
+        # place and returns its input, which AOTAutograd's custom-op aliasing check refuses
+        # (an error where CI is set). Out of place here, as on CUDA.
+        in_place = tp.device_communicator.all_reduce
+        tp.device_communicator.all_reduce = lambda x: in_place(x.clone())
         import vllm.ir
 
         vllm.ir.set_default_torch_wrap(False)
