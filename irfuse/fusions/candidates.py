@@ -35,6 +35,7 @@ from irfuse.dialects.attn import (
     VllmMlaAttentionOp,
 )
 from irfuse.dialects.coll import AllGatherOp, AllReduceOp, ReduceScatterOp
+from irfuse.dialects.fused import QkNormRopeOp
 from irfuse.dialects.gemm import MatmulOp, ScaledMatmulOp
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
 from irfuse.dialects.quant import QuantFp8Op, QuantNvfp4Op
@@ -137,8 +138,6 @@ def rope_of_normed(op: Operation) -> bool:
 def cache_write_of_rotated_k(op: Operation) -> bool:
     """A paged KV-cache write, irfuse's or vLLM's, of a k a rope (or a fused norm + rope)
     rotated."""
-    from irfuse.dialects.fused import QkNormRopeOp
-
     return (isinstance(op, KvCacheWriteOp | VllmKvCacheUpdateOp)
             and _comes_from(op.k, (RopeOp, QkNormRopeOp)))
 

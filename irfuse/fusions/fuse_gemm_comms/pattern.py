@@ -1,14 +1,14 @@
 """fuse-gemm-comms: async TP. A GEMM whose only user is a reduce-scatter of its rows becomes
 `fused.gemm_reduce_scatter`; an all-gather of rows whose only user is a GEMM (as its `a`)
 becomes `fused.all_gather_gemm`. Plain (`gemm.matmul`) and FP8-scaled (`gemm.scaled_matmul`)
-products; the collectives are the ones enable-sp leaves around the norms (this pass runs after
-it, and the config turns enable_sp on with it, as vLLM does).
+products; the collectives are the ones sequence parallelism leaves around the norms (this pass
+runs after it, and the config turns it on with this one, as vLLM does).
 
 Between the GEMM and the collective a model may reshape the rows and back (a `[B, S, H]` model:
-the linear's `view` to `[B, S, H]`, enable-sp's `reshape(-1, H)` to rows): a chain of reshapes,
+the linear's `view` to `[B, S, H]`, sequence parallelism's `reshape(-1, H)` to rows): a chain of reshapes,
 each read only by the next, whose ends have the same type, is looked through and dropped.
 
-Where enable-sp padded the token count to a multiple of TP, the reduce-scatter reads the GEMM's
+Where sequence parallelism padded the token count to a multiple of TP, the reduce-scatter reads the GEMM's
 rows padded with zeros: the pad moves onto the GEMM's a (and a row-wise scale_a), since zero
 rows of a give zero rows of the product; the gather is sliced back to the token count before
 the GEMM: the fused op multiplies the padded rows and its product is sliced instead.

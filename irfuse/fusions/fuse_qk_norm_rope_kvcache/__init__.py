@@ -4,7 +4,7 @@ write, in one kernel, for ranges up to rope_kvcache_fusion_max_token_num tokens.
 vLLM's meaning: it supersedes enable_qk_norm_rope_fusion and fuse_rope_kvcache for the layers
 that have all three (its pass runs before theirs and takes those sites); they still apply where
 it does not. vLLM runs it only on ROCm with AITER (on from O2 with the rotary_embedding custom
-op). Here its patterns emit fuse-rope-kvcache's fused ops and kernels with the norm weights
+op). Here its patterns emit the RoPE + KV-cache fused ops and kernels with the norm weights
 (irfuse's paged cache write: `rope_kv_cache_write`; vLLM's own, `attn.vllm_kv_cache_update`:
 `rope_vllm_kv_cache_update`), so this fusion has no kernel of its own and their choices gate it.
 Opt-in on every platform (on sm90 O1 turns on the two separate flags, which give the same

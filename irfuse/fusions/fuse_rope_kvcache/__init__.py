@@ -6,8 +6,9 @@ follows its kernel's measurement (choices/cuda_sm90.toml, docs/benchmarks.md). P
 `pattern.py`; kernels (writing the caches in place) and lowering: `ops.py`.
 
 Inside vLLM, its own cache write (`attn.vllm_kv_cache_update`, the cache found through the
-forward context at run time) fuses with the rope before it: the pattern in `in_vllm.py`, its
-kernel in `ops.py`.
+forward context at run time) fuses with the rope before it, its kernel in `ops.py` too. The
+rewrites (`irfuse/fusions/rope_paged_write.py`, `rope_vllm_write.py`) are shared with the
+QK-norm + RoPE + KV-cache fusion.
 """
 
 from __future__ import annotations

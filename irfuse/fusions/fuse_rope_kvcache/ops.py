@@ -11,7 +11,7 @@ are the key and value caches. The `_k` kernels (`rope_kv_cache_write_k`,
 (`fused.rope_kv_cache_write`'s optional `k_out`); not measured apart from the kernels without it.
 
 `rope_vllm_kv_cache_update` (`fused.rope_vllm_kv_cache_update`, vLLM's own cache write:
-`in_vllm.py`) finds the cache and slots where vLLM's own ops do, through the forward context by
+`irfuse/fusions/rope_vllm_write.py`) finds the cache and slots where vLLM's own ops do, through the forward context by
 the layer name (`LayerName`; `irfuse.kernels.vllm_context`), and skips the write where the
 context has no slot mapping for the layer (vLLM's rule); it returns the rotated q and k and
 vLLM's dummy. On the CPU: irfuse's rope reference, then vLLM's own write

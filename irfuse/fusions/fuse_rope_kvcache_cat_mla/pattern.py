@@ -1,4 +1,4 @@
-"""fuse-rope-kvcache-cat-mla: MLA's RoPE of q_pe and k_pe -> the latent-cache write of
+"""MLA's RoPE of q_pe and k_pe -> the latent-cache write of
 `[kv_c | rotated k_pe]` -> one `fused.rope_mla_kv_cache_write`.
 
     %qr, %kr = attn.rope %q_pe, k %k_pe, positions %pos, cos_sin_cache %cs {...}
@@ -25,7 +25,7 @@ from xdsl.rewriter import InsertPoint
 from irfuse.dialects.attn import MlaKvCacheWriteOp, RopeOp
 from irfuse.dialects.fused import RopeMlaKvCacheWriteOp
 from irfuse.dialects.irfuse import TensorType
-from irfuse.fusions.enable_qk_norm_rope_fusion.pattern import rotates_in_f32
+from irfuse.fusions.rope_readings import rotates_in_f32
 from irfuse.raising import aten_ops
 from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import NoMatch, call, only_user

@@ -1,6 +1,8 @@
-"""fuse_rope_kvcache on vLLM's own cache write: RoPE of q and k (after their per-head norms when
-enable_qk_norm_rope_fusion fused them) -> `attn.vllm_kv_cache_update` of the rotated k -> one
-kernel that writes the layer's cache and returns the rotated q and k.
+"""RoPE of q and k (with the per-head norms before it, when a fusion takes them too) and vLLM's
+own cache write of the rotated k (`attn.vllm_kv_cache_update`, the cache found through the
+forward context at run time) -> one `fused.rope_vllm_kv_cache_update` that writes the layer's
+cache and returns the rotated q and k: the rewrite shared by the RoPE + KV-cache fusion and the
+QK-norm + RoPE + KV-cache one inside vLLM.
 
 ```mlir
 %qr, %kr = attn.rope %q, k %k, positions %pos, cos_sin_cache %c {...}
@@ -16,22 +18,12 @@ the qkv buffer the in-place `_C.rotary_embedding` wrote: `slice(slice_scatter(ba
 d, a, b)`), the rope's q and k `[T, heads, head_dim]`. The fused op goes where the rope was, so
 v (and the views that make it, which move up with it) must not be computed after the rope. Every
 reader of the rotated q and k (the attention) reads the fused op's results; the write's dummy
-is its third.
-
-fuse_qk_norm_rope_kvcache builds the same op from the per-head norms of a plain rope (its
-pattern, `fuse_qk_norm_rope_kvcache/pattern.py`, checks them and calls `fuse_write` here with
-`QkNorms`): the norms' inputs and weights go into the op, as `fused.qk_norm_rope`'s do here.
-
-Kernel `rope_vllm_kv_cache_update` (its lowering, and its run-time read of vLLM's forward
-context, where it finds the cache it writes in place: `ops.py`) is chosen on sm90, measured
-faster there than irfuse's norm + rope kernel and a one-launch cache write (docs/benchmarks.md,
-end to end on vLLM-shaped graphs); elsewhere on CUDA and on ROCm not measured: unfused (the remark
-says so).
+is its third. Its kernel's lowering, and its run-time read of vLLM's forward context:
+`irfuse/fusions/fuse_rope_kvcache/ops.py`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from xdsl.dialects.builtin import IntAttr
@@ -42,12 +34,11 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from irfuse.dialects import aten, fused
 from irfuse.dialects.attn import RopeOp, VllmKvCacheUpdateOp
 from irfuse.dialects.fused import QkNormRopeOp
-from irfuse.dialects.norm import RmsNormOp
-from irfuse.fusions.enable_qk_norm_rope_fusion.pattern import _rebase, rotates_in_f32
+from irfuse.fusions.rope_readings import QkNorms, rotates_in_f32
 from irfuse.raising import aten_ops
 from irfuse.raising.aten_ops import RESHAPES_FLATTENS_AND_ALIAS as KEEP_ORDER
 from irfuse.raising.aten_ops import VIEWS_FLATTENS_AND_SLICE as HOISTABLE
-from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
+from irfuse.raising.driver import REWROTE, Outcome, Site
 from irfuse.raising.match import NoMatch, call, erase_unused, producer, tensor_type
 
 KERNEL = "rope_vllm_kv_cache_update"
@@ -168,36 +159,6 @@ def found_name(op: Operation) -> str:
     return found.target if found is not None else op.name
 
 
-@dataclass(frozen=True)
-class QkNorms:
-    """The per-head norms of q and k before a plain `attn.rope` (fuse-qk-norm-rope-kvcache fuses
-    them too): the two norms, the row views from each to the rope (`_normed`'s), and the one
-    reading the kernel takes (eps, weight offset, weight product in f32)."""
-
-    q: RmsNormOp
-    q_views: list[Operation]
-    k: RmsNormOp
-    k_views: list[Operation]
-    eps: float
-    weight_offset: float
-    weight_f32: bool
-
-
-class VllmRopeKvCachePattern(AnchorPattern):
-    """vLLM's cache write of a freshly rotated k."""
-
-    op_types = (VllmKvCacheUpdateOp,)
-
-    def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
-        assert isinstance(op, VllmKvCacheUpdateOp)
-        path: list[Operation] = []
-        rope = rotated_source(op.k, path)
-        if rope is None:
-            refuse_unfollowed(op.k)
-            return NO_CANDIDATE
-        return fuse_write(op, rope, path, rewriter, site)
-
-
 def refuse_unfollowed(k: SSAValue, takes: Any = None, depth: int = 8) -> None:
     """NoMatch where the written k is a rope's rotated k (or a value made from one by the first
     operands of calls) that `rotated_source` does not follow: the write stores a rotated k, but
@@ -224,7 +185,7 @@ def refuse_unfollowed(k: SSAValue, takes: Any = None, depth: int = 8) -> None:
         depth -= 1
 
 
-def fuse_write(op: VllmKvCacheUpdateOp, rope: RopeOp | QkNormRopeOp, path: list[Operation],
+def fuse_vllm_write(op: VllmKvCacheUpdateOp, rope: RopeOp | QkNormRopeOp, path: list[Operation],
                rewriter: PatternRewriter, site: Site, norms: QkNorms | None = None) -> Outcome:
     """`rope` (with `norms`, those of a plain rope, too) and vLLM's write `op` of its rotated k
     (reached through `path`) -> one `fused.rope_vllm_kv_cache_update` at the rope's place; NoMatch
@@ -257,7 +218,7 @@ def fuse_write(op: VllmKvCacheUpdateOp, rope: RopeOp | QkNormRopeOp, path: list[
         offset = rope.weight_offset.value.data
         weight_f32 = rope.weight_f32 is not None
     elif norms is not None:
-        q, k = _rebase(norms.q, norms.q_views), _rebase(norms.k, norms.k_views)
+        q, k = norms.inputs()
         weights = (norms.q.weight, norms.k.weight)
         eps, offset, weight_f32 = norms.eps, norms.weight_offset, norms.weight_f32
     else:

@@ -1,0 +1,153 @@
+"""What a raised RoPE site reads, for the fusions that replace `attn.rope` (QK norm + RoPE, RoPE +
+the KV-cache writes, MLA's RoPE + latent write): the per-head norms of q and k before it and the
+one reading a fused kernel takes of them, and whether the model rotates in float32.
+
+A per-head norm may reach the rope through views that keep every head's row intact (vLLM views
+back to `[T, H * D]` and the rotary views to heads again; Hugging Face transposes to
+`[B, H, T, D]`): a row norm commutes with them, so a fused op normalizes the same views of the
+norm's input (`rebase`). Nothing here changes the IR before a pattern has checked everything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import f32
+from xdsl.ir import Operation, SSAValue
+
+from irfuse.dialects.attn import RopeOp
+from irfuse.dialects.irfuse import TensorType
+from irfuse.dialects.norm import RmsNormOp
+from irfuse.fusions.norm_readings import KERNEL_DTYPES, weight_product_in_f32
+from irfuse.ir.decomposition import decomposition_block
+from irfuse.raising import aten_ops
+from irfuse.raising.aten_ops import DIM_VIEWS as ROW_VIEWS
+from irfuse.raising.match import NoMatch, call, normalize_dim, only_user
+
+
+@dataclass(frozen=True)
+class QkNorms:
+    """The per-head norms of q and k before a plain `attn.rope`: the two norms, the row views
+    from each to the rope (nearest the norm first), and the one reading the kernel takes (eps,
+    weight offset, weight product in f32)."""
+
+    q: RmsNormOp
+    q_views: list[Operation]
+    k: RmsNormOp
+    k_views: list[Operation]
+    eps: float
+    weight_offset: float
+    weight_f32: bool
+
+    def inputs(self) -> tuple[SSAValue, SSAValue]:
+        """q and k as the fused op normalizes them: the norms' inputs seen through the views
+        (which this retargets: call it once everything is checked)."""
+        return rebase(self.q, self.q_views), rebase(self.k, self.k_views)
+
+
+def qk_norms(rope: RopeOp) -> QkNorms | None:
+    """The per-head norms of the rope's q and k and their one reading; None where neither is
+    normalized per head; NoMatch where a fused kernel cannot take them."""
+    if rope.k is None:
+        return None
+    q_norm, q_views = normed(rope.q, rope)
+    k_norm, k_views = normed(rope.k, rope)
+    if q_norm is None and k_norm is None:
+        return None
+    if q_norm is None or k_norm is None:
+        raise NoMatch(f"only {'k' if q_norm is None else 'q'} is normalized per head before the "
+                      "rope; the kernel normalizes both")
+    readings = {norm_reading(n, rope.head_dim.value.data) for n in (q_norm, k_norm)}
+    if len(readings) != 1:
+        raise NoMatch("q and k are normalized with different eps, weight offsets or weight "
+                      "rounding; the kernel reads one")
+    return QkNorms(q_norm, q_views, k_norm, k_views, *readings.pop())
+
+
+def normed(value: SSAValue, rope: RopeOp) -> tuple[RmsNormOp | None, list[Operation]]:
+    """The per-head norm whose output reaches `value` (an operand of `rope`) through row views
+    used only on the way, and those views, nearest the norm first; (None, []) when `value` is
+    not one."""
+    views: list[Operation] = []
+    while not isinstance(value.owner, RmsNormOp):
+        found = call(value.owner) if isinstance(value.owner, Operation) else None
+        if found is None or found.target not in ROW_VIEWS:
+            return None, []
+        if not _keeps_rows(found):
+            if isinstance(found.arg(0).owner, RmsNormOp):
+                out = found.result.type
+                last = str(out.dims[-1]) if isinstance(out, TensorType) else "?"
+                raise NoMatch(f"the norm before the rope is viewed as heads of {last} after it: "
+                              "it spans all heads (OLMo2), and the kernel normalizes per head")
+            return None, []
+        views.append(found.op)
+        value = found.arg(0)
+    norm = value.owner
+    chain = [norm, *reversed(views), rope]
+    if any(only_user(o.results[0]) is not chain[i + 1] for i, o in enumerate(chain[:-1])):
+        raise NoMatch("a q/k norm's output is also read elsewhere: the norm must stay")
+    return norm, list(reversed(views))
+
+
+def _keeps_rows(found) -> bool:
+    """The view keeps the last dim where it is and whole (rows map to rows)."""
+    src, out = found.arg(0).type, found.result.type
+    if not isinstance(src, TensorType) or not isinstance(out, TensorType) or src.rank < 1:
+        return False
+    if src.dims[-1] != out.dims[-1]:
+        return False
+    last = src.rank - 1
+    if found.target == aten_ops.TRANSPOSE_INT:
+        return last not in {normalize_dim(found.arg(1), src.rank),
+                            normalize_dim(found.arg(2), src.rank)}
+    if found.target == aten_ops.PERMUTE:
+        return normalize_dim(list(found.arg(1))[-1], src.rank) == last
+    if found.target == aten_ops.UNSQUEEZE:
+        return normalize_dim(found.arg(1), out.rank) != out.rank - 1
+    if found.target == aten_ops.SQUEEZE_DIM:
+        return normalize_dim(found.arg(1), src.rank) != last
+    return True  # reshapes with the last dim unchanged, alias
+
+
+def norm_reading(norm: RmsNormOp, head_dim: int) -> tuple[float, float, bool]:
+    """(eps, weight offset, weight product in f32) of a per-head norm the kernel can take."""
+    x, y = norm.x.type, norm.y.type
+    assert isinstance(x, TensorType) and isinstance(y, TensorType)
+    if norm.weight is None:
+        raise NoMatch("a q/k norm without a weight has no fused kernel")
+    if x.dims[-1] != head_dim:
+        raise NoMatch(f"the q/k norm spans {x.dims[-1]} elements, not one head of {head_dim} "
+                      "(OLMo2 normalizes all heads together)")
+    if x.dtype not in KERNEL_DTYPES or y.dtype != x.dtype:
+        raise NoMatch(f"the fused kernel takes bf16, f16 or f32 q/k and returns their dtype, "
+                      f"not {x.dtype} -> {y.dtype}")
+    return norm.eps.value.data, norm.weight_offset.value.data, weight_product_in_f32(norm, x)
+
+
+def rotates_in_f32(rope: RopeOp) -> bool:
+    """Whether the model rotates in float32 (products in f32, rounded once at the end) rather
+    than in q's dtype, from the products in the rope's decomposition (vLLM's `_C` rotary, with
+    no products there, rotates in the model dtype)."""
+    q_type = rope.q.type
+    assert isinstance(q_type, TensorType)
+    block = decomposition_block(rope)
+    dtypes = set()
+    for op in [] if block is None else block.ops:
+        found = call(op, aten_ops.MUL_TENSOR)
+        if found is not None and isinstance(found.result.type, TensorType):
+            dtypes.add(found.result.type.dtype)
+    if q_type.dtype == f32 or not dtypes or dtypes == {q_type.dtype}:
+        return False
+    if dtypes == {f32}:
+        return True
+    raise NoMatch(f"the rope multiplies in {sorted(map(str, dtypes))}; the kernel rotates in "
+                  f"{q_type.dtype} or in float32")
+
+
+def rebase(norm: RmsNormOp, views: list[Operation]) -> SSAValue:
+    """The norm's input seen through `views` (retargeted from the norm's output onto its input,
+    which has the same type): what the fused op normalizes."""
+    if not views:
+        return norm.x
+    views[0].operands = [norm.x, *views[0].operands[1:]]
+    return views[-1].results[0]
