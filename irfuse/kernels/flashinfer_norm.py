@@ -52,6 +52,7 @@ both); an irfuse op that declared the mutation would need functionalization to r
 from __future__ import annotations
 
 import functools
+import importlib
 import math
 import sys
 import time
@@ -160,8 +161,8 @@ def flashinfer_numerics(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tens
 @functools.cache
 def _import() -> ModuleType | str:
     """flashinfer.norm, or why it does not import (once per process)."""
-    try:  # FlashInfer is optional: imported here, on the first call that selects it
-        import flashinfer.norm as norm
+    try:  # FlashInfer is optional: loaded here, on the first call that selects it
+        norm = importlib.import_module("flashinfer.norm")
     except Exception as e:  # noqa: BLE001 (any import failure means: not usable here)
         return f"flashinfer does not import: {type(e).__name__}: {e}"
     return norm

@@ -28,6 +28,7 @@ before irfuse's kernels; a process that imports irfuse's kernels before vLLM dec
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -69,10 +70,9 @@ def attention_context(layer_name: Any) -> AttentionContext:
     provider = _PROVIDER[0]
     if provider is not None:
         return AttentionContext(*provider(name_of(layer_name)))
-    # vLLM is optional: its attention module is read only inside a vLLM forward pass.
-    from vllm.model_executor.layers.attention.attention import get_attention_context
-
-    return AttentionContext(*get_attention_context(name_of(layer_name)))
+    # vLLM is optional: its attention module is loaded only inside a vLLM forward pass.
+    attention = importlib.import_module("vllm.model_executor.layers.attention.attention")
+    return AttentionContext(*attention.get_attention_context(name_of(layer_name)))
 
 
 def layer_name_type() -> str:
@@ -112,8 +112,8 @@ def transfers_kv() -> bool:
     `maybe_transfer_kv_layer` hooks, which only its own op runs)."""
     if "vllm" not in sys.modules:
         return False
-    try:  # vLLM is optional (and older ones lack KV transfer): read only where it runs
-        from vllm.distributed.kv_transfer import has_kv_transfer_group
+    try:  # vLLM is optional (and older ones lack KV transfer): loaded only where it runs
+        kv_transfer = importlib.import_module("vllm.distributed.kv_transfer")
     except ImportError:
         return False
-    return bool(has_kv_transfer_group())
+    return bool(kv_transfer.has_kv_transfer_group())

@@ -24,6 +24,7 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 from torch import nn
 
+from irfuse.models.dist import vllm_name_of
 from irfuse.models.llama import LlamaAttention, LlamaMLP
 
 # reduce_scatter_tensor / all_gather_tensor are deprecated in torch 2.13 for the *_single names.
@@ -38,8 +39,6 @@ class SumAcrossRanks(nn.Module):
         super().__init__()
         self.group, self.style = group, style
         if style == "vllm":
-            from irfuse.models.dist import vllm_name_of
-
             self.vllm_name = vllm_name_of(group)
 
     def extra_repr(self) -> str:
