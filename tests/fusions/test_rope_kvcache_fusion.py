@@ -287,3 +287,27 @@ def test_an_unclamped_fp8_cache_write_is_a_remark():
     assert compiled.fused(PASS) == 0
     assert any("FP8 cache" in m for m in _missed(compiled)), _missed(compiled)
     assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+class _ReorderedKeyWrite(_DecodeWrite):
+    """The rotated k written through a reordering of its elements (transposed, copied,
+    transposed back): still the rotated k, but not the rope's own tensor."""
+
+    def forward(self, positions, q, k, v, k_cache, v_cache, slots, k_scale):
+        q, k = self._rope(q, positions), self._rope(k, positions)
+        k = k.transpose(0, 1).contiguous().transpose(0, 1)
+        k_cache.view(-1, 2, 64).index_put_((slots,), k)
+        v_cache.view(-1, 2, 64).index_put_((slots,), v)
+        return q
+
+
+def test_a_write_of_the_rotated_k_through_other_ops_is_a_remark():
+    # No silent miss: the candidate (a write of a value made from a rotated k) gets its reason.
+    compiled = compile_and_run(_ReorderedKeyWrite(), _decode_inputs(), dynamic_dims=(),
+                               options={"optimization_level": 1,
+                                        "pass_config": {"fuse_rope_kvcache": True}})
+    assert compiled.raised()["kv_cache_write"] == 1
+    assert compiled.fused(PASS) == 0
+    missed = _missed(compiled)
+    assert len(missed) == 1 and "stores the rotated k through aten::transpose" in missed[0], missed
+    assert_bit_exact(compiled.outputs, compiled.eager)
