@@ -10,6 +10,10 @@ VVENV  := .venv-vllm
 VPY    := $(VVENV)/bin/python
 VSTAMP := $(VVENV)/.irfuse-installed
 
+# torch's custom-op aliasing check (AOTAutograd) raises where CI is set and only warns elsewhere:
+# raise here too, so a local run fails where CI would.
+export TORCHINDUCTOR_ERROR_ON_CUSTOM_OP_ALIASING := 1
+
 .PHONY: test demo pytest pytest-vllm lit lint
 
 $(STAMP): pyproject.toml
