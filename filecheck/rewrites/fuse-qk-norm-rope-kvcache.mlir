@@ -47,14 +47,13 @@ func.func @no_norms(%q: !irfuse.tensor<[s0, 4, 64], bf16>, %k: !irfuse.tensor<[s
   func.return %qr, %vc2 : !irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>
 }
 
-// Not fused, and nothing half fused: the rotated k is also returned (the kernel returns only q),
-// so the norms stay too.
+// The rotated k is also returned: the fused op returns it too (`k_out`, the `_k` kernel), and the
+// norms, the rope and the write all go.
 // CHECK-LABEL: func.func @k_read_elsewhere
-// CHECK:       norm.rms_norm
-// CHECK:       norm.rms_norm
-// CHECK:       attn.rope
-// CHECK:       attn.kv_cache_write
-// CHECK-NOT:   fused.
+// CHECK-NOT:   norm.rms_norm
+// CHECK:       %[[Q:.+]], %{{.+}}, %{{.+}}, %[[K:.+]] = fused.rope_kv_cache_write %q, %k, %v, q_weight %w, k_weight %w,{{.*}} k_out
+// CHECK-NOT:   attn.
+// CHECK:       func.return %[[Q]], %[[K]],
 func.func @k_read_elsewhere(%q: !irfuse.tensor<[s0, 4, 64], bf16>, %k: !irfuse.tensor<[s0, 2, 64], bf16>, %v: !irfuse.tensor<[s0, 2, 64], bf16>, %w: !irfuse.tensor<[64], bf16>, %pos: !irfuse.tensor<[s0], i64>, %cache: !irfuse.tensor<[4096, 64], bf16>, %kc: !irfuse.tensor<[32, 16, 2, 64], bf16>, %vc: !irfuse.tensor<[32, 16, 2, 64], bf16>, %slots: !irfuse.tensor<[s0], i64>) -> (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[32, 16, 2, 64], bf16>) {
   %qn = norm.rms_norm %q, weight %w {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 4, 64], bf16>
   %kn = norm.rms_norm %k, weight %w {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 2, 64], bf16>
