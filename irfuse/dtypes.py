@@ -34,6 +34,8 @@ if hasattr(torch, "float4_e2m1fn_x2"):
 
 _TO_IR: dict[torch.dtype, Attribute] = dict(_PAIRS)
 _TO_TORCH: dict[Attribute, torch.dtype] = {ir: t for t, ir in _PAIRS}
+IR_DTYPES: tuple[Attribute, ...] = tuple(_TO_TORCH)
+"""The element types that stand for torch dtypes."""
 
 FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e4m3fnuz, torch.float8_e5m2, torch.float8_e5m2fnuz)
 

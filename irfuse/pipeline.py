@@ -38,6 +38,7 @@ from irfuse.dialects.irfuse import TensorType, set_target
 from irfuse.dump import DumpWriter
 from irfuse.emit import kernel_choice
 from irfuse.emit.fx_emit import emit_graph
+from irfuse.ir import call_syntax
 from irfuse.raising.fx_import import ImportedGraph, import_graph
 from irfuse.raising.match import walk_ops
 from irfuse.raising.raise_collectives import TP_SIZE_ATTR
@@ -126,7 +127,7 @@ def verify_once(module: ModuleOp) -> None:
             if isinstance(op, aten.CallOp):
                 # The template check alone (CallLikeOp's own verifier), without the generic
                 # IRDL pass over properties the importer built.
-                aten.CallLikeOp.verify_(op)
+                call_syntax.CallLikeOp.verify_(op)
                 continue
             op.verify(verify_nested_ops=False)
             for region in op.regions:

@@ -23,35 +23,33 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from irfuse.dialects.irfuse import RaisedOperation, TensorType, derived_type
+from irfuse.ir import shapes
 from irfuse.ir.dialect import declared_dialect
-from irfuse.ir.shapes import (
-    MaybeDim,
-    add_dim,
-    check_float,
-    check_min_rank,
-    check_same_dtype,
-    check_same_type,
-    check_shape,
-    div_dim,
-    divisible,
-    shape_str,
-)
+from irfuse.ir.shapes import MaybeDim
 from irfuse.ir.syntax import f64_attr, opt_type
 
 
 def silu_mul_dims(x: TensorType, up: TensorType | None = None) -> tuple[MaybeDim, ...]:
     """The SiLU·Mul result dims of a float x: `[..., 2d] -> [..., d]` (an even last dim), or x's
     own dims when `up`, of x's type, is separate."""
-    check_float("x", x)
+    shapes.check_float("x", x)
     if up is not None:
-        check_same_type("up", up, x, "x (the gate)")
+        shapes.check_same_type("up", up, x, "x (the gate)")
         return x.dims
-    check_min_rank("x", x, 1)
-    if not divisible(x.dims[-1], 2):
+    shapes.check_min_rank("x", x, 1)
+    if not shapes.divisible(x.dims[-1], 2):
         raise VerifyException(
-            f"x has shape {shape_str(x.dims)}: its last dim [gate | up] must be even"
+            f"x has shape {shapes.shape_str(x.dims)}: its last dim [gate | up] must be even"
         )
-    return (*x.dims[:-1], div_dim(x.dims[-1], 2))
+    return (*x.dims[:-1], shapes.div_dim(x.dims[-1], 2))
+
+
+def pad_dims(x: TensorType, low: int, high: int) -> tuple[MaybeDim, ...]:
+    """x's dims with the last one grown by low + high (both >= 0)."""
+    if low < 0 or high < 0:
+        raise VerifyException(f"pad amounts must be >= 0, got low {low}, high {high}")
+    shapes.check_min_rank("x", x, 1)
+    return (*x.dims[:-1], shapes.add_dim(x.dims[-1], low + high))
 
 
 ACTIVATIONS = ("silu", "gelu_tanh", "gelu")
@@ -72,33 +70,21 @@ class GatedActivationOperation(IRDLOperation):
         super().verify_()
 
 
-def pad_dims(x: TensorType, low: int, high: int) -> tuple[MaybeDim, ...]:
-    """x's dims with the last one grown by low + high (both >= 0)."""
-    if low < 0 or high < 0:
-        raise VerifyException(f"pad amounts must be >= 0, got low {low}, high {high}")
-    check_min_rank("x", x, 1)
-    return (*x.dims[:-1], add_dim(x.dims[-1], low + high))
-
-
 @irdl_op_definition
 class SiluMulOp(GatedActivationOperation, RaisedOperation):
-    """`y = silu(gate) * up`, from `x = [gate | up]` (vLLM's `silu_and_mul`, `[..., 2d] ->
-    [..., d]`) or from separate `gate` (x) and `up` (Hugging Face's MLP); with `activation`,
-    another gate function: GeGLU is `gelu_tanh` (Gemma) or `gelu`.
+    """`y = silu(x[..., :d]) * x[..., d:]` (vLLM's `silu_and_mul`), or `silu(x) * up` with a
+    separate `up` (Hugging Face's MLP); GeGLU with `activation` `gelu_tanh` (Gemma) or `gelu`.
 
     ```mlir
-    %y = act.silu_mul %x : (!irfuse.tensor<[s0, 28672], bf16>) -> !irfuse.tensor<[s0, 14336], bf16>
     %g = act.silu_mul %x {activation = "gelu_tanh"}
         : (!irfuse.tensor<[s0, 28672], bf16>) -> !irfuse.tensor<[s0, 14336], bf16>
     ```
-    Float dtypes; y has x's dtype.
     """
 
     name = "act.silu_mul"
 
     x = operand_def(TensorType)
     up = opt_operand_def(TensorType)
-
     y = result_def(TensorType)
 
     traits = traits_def(Pure())
@@ -107,40 +93,37 @@ class SiluMulOp(GatedActivationOperation, RaisedOperation):
     def infer_result_types(cls, x, up=None, **_: Any) -> list[TensorType]:
         dims = x.type.dims
         if up is None:
-            dims = (*dims[:-1], div_dim(dims[-1], 2))
+            dims = (*dims[:-1], shapes.div_dim(dims[-1], 2))
         return [derived_type(x.type, dims)]
 
     def verify_(self) -> None:
         super().verify_()
         x, y = self.x.type, self.y.type
-        check_shape("y", y, silu_mul_dims(x, opt_type(self.up)))
-        check_same_dtype("y", y, x, "x")
+        shapes.check_shape("y", y, silu_mul_dims(x, opt_type(self.up)))
+        shapes.check_same_dtype("y", y, x, "x")
 
 
 @irdl_op_definition
 class PadOp(RaisedOperation):
     """`F.pad` of the last dim: `low` values before and `high` after, all equal to `value` (vLLM
-    pads the router GEMM's input to a multiple of 128 or 256 on ROCm).
+    pads the router GEMM's input to a multiple of 128 or 256 on ROCm; negative amounts crop and
+    are not this op).
 
     ```mlir
     %p = act.pad %x {low = 0 : i64, high = 192 : i64}
         : (!irfuse.tensor<[s0, 2880], bf16>) -> !irfuse.tensor<[s0, 3072], bf16>
     ```
-    y has x's dtype (F.pad's negative amounts crop and are not this op).
     """
 
     name = "act.pad"
 
     x = operand_def(TensorType)
-
     y = result_def(TensorType)
 
     low = prop_def(IntegerAttr[I64])
     high = prop_def(IntegerAttr[I64])
     value = prop_def(FloatAttr[Float64Type], default_value=f64_attr(0.0))
-
     traits = traits_def(Pure())
-
     BUILD_DEFAULTS: ClassVar = {"low": 0}
 
     @classmethod
@@ -149,8 +132,8 @@ class PadOp(RaisedOperation):
 
     def verify_(self) -> None:
         x = self.x.type
-        check_shape("y", self.y.type, pad_dims(x, self.low.value.data, self.high.value.data))
-        check_same_dtype("y", self.y.type, x, "x")
+        shapes.check_shape("y", self.y.type, pad_dims(x, self.low.value.data, self.high.value.data))
+        shapes.check_same_dtype("y", self.y.type, x, "x")
 
 
 Act = declared_dialect("act", globals())

@@ -31,22 +31,9 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from irfuse.dialects.irfuse import OpaqueType, RaisedOperation, TensorType, tensor_type
+from irfuse.ir import shapes
 from irfuse.ir.dialect import declared_dialect
-from irfuse.ir.shapes import (
-    Dim,
-    check_dim,
-    check_float,
-    check_integer,
-    check_min_rank,
-    check_rank,
-    check_same_dtype,
-    check_same_type,
-    check_shape,
-    dims_agree,
-    is_bool,
-    is_float,
-    shape_str,
-)
+from irfuse.ir.shapes import Dim
 from irfuse.ir.syntax import bool_attr, opt_type
 
 # --- checks shared with the fused ops -----------------------------------------------------------
@@ -72,31 +59,26 @@ def check_same_rank(what: str, t: TensorType, q: TensorType) -> None:
 
 
 def check_attention(
-    q: TensorType,
-    k: TensorType,
-    v: TensorType,
-    mask: TensorType | None,
-    causal: bool,
+    q: TensorType, k: TensorType, v: TensorType, mask: TensorType | None, causal: bool
 ) -> tuple[Dim, ...]:
     """SDPA-layout attention with GQA; returns the output dims `[..., Hq, Lq, Dv]`."""
-    check_float("q", q)
+    shapes.check_float("q", q)
     for what, t in (("k", k), ("v", v)):
-        check_same_dtype(what, t, q, "q")
-    check_min_rank("q", q, 3)
+        shapes.check_same_dtype(what, t, q, "q")
+    shapes.check_min_rank("q", q, 3)
     for what, t in (("k", k), ("v", v)):
         check_same_rank(what, t, q)
     qd, kd, vd = q.dims, k.dims, v.dims
     batch = qd[:-3]
     for what, t in (("k", kd), ("v", vd)):
-        if not all(map(dims_agree, t[:-3], batch)):
-            raise VerifyException(
-                f"{what} has batch dims {shape_str(t[:-3])}, expected q's {shape_str(batch)}"
-            )
+        if not all(map(shapes.dims_agree, t[:-3], batch)):
+            raise VerifyException(f"{what} has batch dims {shapes.shape_str(t[:-3])}, expected "
+                                  f"q's {shapes.shape_str(batch)}")
     hq, lq, d = qd[-3:]
     hkv, lk, dk = kd[-3:]
-    check_dim("k's head dim", dk, d)
-    check_dim("v's head count", vd[-3], hkv)
-    check_dim("v's length", vd[-2], lk)
+    shapes.check_dim("k's head dim", dk, d)
+    shapes.check_dim("v's head count", vd[-3], hkv)
+    shapes.check_dim("v's length", vd[-2], lk)
     check_gqa(hq, hkv)
     if mask is not None:
         check_mask(mask, (*batch, hq, lq, lk), causal)
@@ -107,48 +89,48 @@ def check_mask(mask: TensorType, full: tuple[Dim, ...], causal: bool) -> None:
     """A bool or additive float mask that broadcasts to the scores `full` and excludes causal."""
     if causal:
         raise VerifyException("a causal attention takes no mask")
-    if not (is_bool(mask.dtype) or is_float(mask.dtype)):
+    if not (shapes.is_bool(mask.dtype) or shapes.is_float(mask.dtype)):
         raise VerifyException(f"mask must be bool or float, got {mask.dtype}")
     md = mask.dims
     if len(md) > len(full) or not all(
-        m == 1 or dims_agree(m, f) for m, f in zip(md[::-1], full[::-1], strict=False)
+        m == 1 or shapes.dims_agree(m, f) for m, f in zip(md[::-1], full[::-1], strict=False)
     ):
-        raise VerifyException(
-            f"mask of shape {shape_str(md)} does not broadcast to {shape_str(full)}"
-        )
+        raise VerifyException(f"mask of shape {shapes.shape_str(md)} does not broadcast to "
+                              f"{shapes.shape_str(full)}")
+
+
+def check_slot_mapping(slot_mapping: TensorType, t: Dim) -> None:
+    """One integer slot per new token; a symbolic length may be a symbol of its own (vLLM marks
+    the slot mapping dynamic on its own), checked when the write runs."""
+    shapes.check_integer("slot_mapping", slot_mapping)
+    shapes.check_rank("slot_mapping", slot_mapping, 1)
+    if isinstance(t, int) and isinstance(slot_mapping.dims[0], int):
+        shapes.check_shape("slot_mapping", slot_mapping, (t,))
 
 
 def check_paged_cache_write(
-    k: TensorType,
-    v: TensorType,
-    k_cache: TensorType,
-    v_cache: TensorType,
+    k: TensorType, v: TensorType, k_cache: TensorType, v_cache: TensorType,
     slot_mapping: TensorType,
 ) -> None:
     """k/v `[T, kv_heads, head_dim]` into caches `[num_blocks, block_size, kv_heads, head_dim]` at
     `slot_mapping [T]`."""
-    check_rank("k", k, 3)
-    check_rank("v", v, 3)
-    check_rank("k_cache", k_cache, 4)
-    check_rank("v_cache", v_cache, 4)
+    shapes.check_rank("k", k, 3)
+    shapes.check_rank("v", v, 3)
+    shapes.check_rank("k_cache", k_cache, 4)
+    shapes.check_rank("v_cache", v_cache, 4)
     t, hkv, d = k.dims
     if isinstance(t, int) and isinstance(v.dims[0], int):  # symbols: checked when it runs
-        check_dim("v's token count", v.dims[0], t)
-    check_dim("v's head count", v.dims[1], hkv)
-    check_shape("k_cache", k_cache, (None, None, hkv, d))
+        shapes.check_dim("v's token count", v.dims[0], t)
+    shapes.check_dim("v's head count", v.dims[1], hkv)
+    shapes.check_shape("k_cache", k_cache, (None, None, hkv, d))
     # Two symbolic block counts may differ (automatic dynamic gives each cache its own): each
     # cache is addressed by its own strides.
     blocks = k_cache.dims[0] if isinstance(v_cache.dims[0], int) else None
-    check_shape("v_cache", v_cache, (blocks, k_cache.dims[1], hkv, v.dims[2]))
+    shapes.check_shape("v_cache", v_cache, (blocks, k_cache.dims[1], hkv, v.dims[2]))
     for what, val, cache in (("k", k, k_cache), ("v", v, v_cache)):
         if val.dtype != cache.dtype:
             raise VerifyException(f"{what} has dtype {val.dtype} but its cache holds {cache.dtype}")
-    check_integer("slot_mapping", slot_mapping)
-    check_rank("slot_mapping", slot_mapping, 1)
-    if isinstance(t, int) and isinstance(slot_mapping.dims[0], int):
-        check_shape("slot_mapping", slot_mapping, (t,))
-    # A symbolic length may be a symbol of its own (vLLM marks the slot mapping dynamic on its
-    # own): one slot per new token is then checked when the write runs.
+    check_slot_mapping(slot_mapping, t)
 
 
 def cache_halves(k_cache: SSAValue, v_cache: SSAValue) -> tuple[TensorType, TensorType]:
@@ -164,7 +146,7 @@ def cache_halves(k_cache: SSAValue, v_cache: SSAValue) -> tuple[TensorType, Tens
         raise VerifyException("a 5-D cache is vLLM's FlashAttention layout: k_cache and v_cache "
                               "must be the same [2, num_blocks, block_size, kv_heads, head_dim] "
                               "value")
-    check_dim("the 5-D cache's first dim (k and v halves)", kt.dims[0], 2)
+    shapes.check_dim("the 5-D cache's first dim (k and v halves)", kt.dims[0], 2)
     half = tensor_type(kt.dims[1:], kt.dtype)
     return half, half
 
@@ -173,38 +155,36 @@ def check_mla_cache_write(kv_c: TensorType, k_pe: TensorType, kv_cache: TensorTy
                           slot_mapping: TensorType) -> None:
     """kv_c `[T, kv_lora_rank]` and k_pe `[T, rope_dim]` into kv_cache `[num_blocks, block_size,
     kv_lora_rank + rope_dim]` of their dtype, at `slot_mapping [T]`."""
-    check_rank("kv_c", kv_c, 2)
-    check_rank("k_pe", k_pe, 2)
-    check_rank("kv_cache", kv_cache, 3)
+    shapes.check_rank("kv_c", kv_c, 2)
+    shapes.check_rank("k_pe", k_pe, 2)
+    shapes.check_rank("kv_cache", kv_cache, 3)
     t = kv_c.dims[0]
     if isinstance(t, int) and isinstance(k_pe.dims[0], int):
-        check_dim("k_pe's token count", k_pe.dims[0], t)
+        shapes.check_dim("k_pe's token count", k_pe.dims[0], t)
     rank, rope = kv_c.dims[1], k_pe.dims[1]
     if isinstance(rank, int) and isinstance(rope, int):
-        check_dim("kv_cache's last dim (kv_lora_rank + rope_dim)", kv_cache.dims[2], rank + rope)
+        shapes.check_dim("kv_cache's last dim (kv_lora_rank + rope_dim)", kv_cache.dims[2],
+                         rank + rope)
     for what, val in (("kv_c", kv_c), ("k_pe", k_pe)):
         if val.dtype != kv_cache.dtype:
             raise VerifyException(f"{what} has dtype {val.dtype} but the cache holds "
                                   f"{kv_cache.dtype}")
-    check_integer("slot_mapping", slot_mapping)
-    check_rank("slot_mapping", slot_mapping, 1)
-    if isinstance(t, int) and isinstance(slot_mapping.dims[0], int):
-        check_shape("slot_mapping", slot_mapping, (t,))
+    check_slot_mapping(slot_mapping, t)
 
 
 def check_vllm_attention(q: TensorType, k: TensorType, v: TensorType) -> tuple[Dim, ...]:
     """vLLM's layout: q `[T, H, D]`, k `[T, Hkv, D]`, v `[T, Hkv, Dv]` in q's dtype, H a multiple
     of Hkv; returns the output dims `[T, H, Dv]`."""
-    check_float("q", q)
+    shapes.check_float("q", q)
     for what, t in (("k", k), ("v", v)):
-        check_rank(what, t, 3)
-        check_same_dtype(what, t, q, "q")
-    check_rank("q", q, 3)
+        shapes.check_rank(what, t, 3)
+        shapes.check_same_dtype(what, t, q, "q")
+    shapes.check_rank("q", q, 3)
     t, hq, d = q.dims
-    check_dim("k's token count", k.dims[0], t)
-    check_dim("v's token count", v.dims[0], t)
-    check_dim("k's head dim", k.dims[2], d)
-    check_dim("v's head count", v.dims[1], k.dims[1])
+    shapes.check_dim("k's token count", k.dims[0], t)
+    shapes.check_dim("v's token count", v.dims[0], t)
+    shapes.check_dim("k's head dim", k.dims[2], d)
+    shapes.check_dim("v's head count", v.dims[1], k.dims[1])
     check_gqa(hq, k.dims[1])
     return (t, hq, v.dims[2])
 
@@ -252,34 +232,33 @@ class MlaOperation(IRDLOperation):
         token-major, `[..., H, Lq, v]` batch-major). `[k_nope | v]` per head is the latent times
         `kv_b_weight` `[H * (nope + v), kv_lora_rank]` transposed; `k = [k_nope | k_pe]`."""
         heads, nope, rope, v_dim, rank = (getattr(self, n).value.data for n in self.SIZES)
-        check_float("q", q)
-        check_same_dtype("kv_c", kv_c, q, "q")
-        check_same_dtype("k_pe", k_pe, q, "q")
-        check_float("kv_b_weight", kv_b_weight)
-        check_shape(
+        shapes.check_float("q", q)
+        shapes.check_same_dtype("kv_c", kv_c, q, "q")
+        shapes.check_same_dtype("k_pe", k_pe, q, "q")
+        shapes.check_float("kv_b_weight", kv_b_weight)
+        shapes.check_shape(
             "kv_b_weight ([num_heads * (qk_nope_head_dim + v_head_dim), kv_lora_rank])",
-            kv_b_weight,
-            (heads * (nope + v_dim), rank),
+            kv_b_weight, (heads * (nope + v_dim), rank),
         )
         if not self.batch_major.value.data:
             if mask is not None:
                 raise VerifyException("token-major MLA takes no mask (vLLM's interface)")
-            check_rank("q", q, 3)
+            shapes.check_rank("q", q, 3)
             t = q.dims[0]
-            check_shape("q ([T, num_heads, qk_nope_head_dim + qk_rope_head_dim])", q,
-                        (t, heads, nope + rope))
-            check_shape("kv_c ([T, kv_lora_rank])", kv_c, (t, rank))
-            check_shape("k_pe ([T, 1, qk_rope_head_dim])", k_pe, (t, 1, rope))
+            shapes.check_shape("q ([T, num_heads, qk_nope_head_dim + qk_rope_head_dim])", q,
+                               (t, heads, nope + rope))
+            shapes.check_shape("kv_c ([T, kv_lora_rank])", kv_c, (t, rank))
+            shapes.check_shape("k_pe ([T, 1, qk_rope_head_dim])", k_pe, (t, 1, rope))
             return (t, heads, v_dim)
-        check_min_rank("q", q, 3)
+        shapes.check_min_rank("q", q, 3)
         check_same_rank("kv_c", kv_c, q)
         check_same_rank("k_pe", k_pe, q)
         *batch, _, lq, _ = q.dims
         lk = k_pe.dims[-2]
-        check_shape("q ([..., num_heads, L, qk_nope_head_dim + qk_rope_head_dim])", q,
-                    (*batch, heads, lq, nope + rope))
-        check_shape("kv_c ([..., 1, L, kv_lora_rank])", kv_c, (*batch, 1, lk, rank))
-        check_shape("k_pe ([..., 1, L, qk_rope_head_dim])", k_pe, (*batch, 1, lk, rope))
+        shapes.check_shape("q ([..., num_heads, L, qk_nope_head_dim + qk_rope_head_dim])", q,
+                           (*batch, heads, lq, nope + rope))
+        shapes.check_shape("kv_c ([..., 1, L, kv_lora_rank])", kv_c, (*batch, 1, lk, rank))
+        shapes.check_shape("k_pe ([..., 1, L, qk_rope_head_dim])", k_pe, (*batch, 1, lk, rope))
         if mask is not None:
             check_mask(mask, (*batch, heads, lq, lk), bool(self.causal.value.data))
         return (*batch, heads, lq, v_dim)
@@ -299,9 +278,7 @@ class RopeOperation(IRDLOperation):
     is_neox = prop_def(BoolAttr)
     rotary_dim = prop_def(IntegerAttr[I64])
     head_dim = prop_def(IntegerAttr[I64])
-
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
-
     KEYWORD_OPERANDS: ClassVar = ("positions", "cos_sin_cache", "cos", "sin")
 
     def verify_(self) -> None:
@@ -323,27 +300,29 @@ class RopeOperation(IRDLOperation):
         if cached:
             if positions is None or cache is None:
                 raise VerifyException("rope needs both positions and cos_sin_cache")
-            check_integer("positions", positions)
-            check_min_rank("positions", positions, 1)
-            check_float("cos_sin_cache", cache)
-            check_rank("cos_sin_cache", cache, 2)
-            check_dim("cos_sin_cache's last dim (rotary_dim)", cache.dims[1], rotary_dim)
+            shapes.check_integer("positions", positions)
+            shapes.check_min_rank("positions", positions, 1)
+            shapes.check_float("cos_sin_cache", cache)
+            shapes.check_rank("cos_sin_cache", cache, 2)
+            shapes.check_dim("cos_sin_cache's last dim (rotary_dim)", cache.dims[1], rotary_dim)
         elif cos is not None and sin is not None:
-            check_float("cos", cos)
-            check_same_type("sin", sin, cos, "cos")
+            shapes.check_float("cos", cos)
+            shapes.check_same_type("sin", sin, cos, "cos")
             if cos.dims[-1:] not in ((rotary_dim,), (rotary_dim // 2,)):
                 raise VerifyException(
-                    f"cos has shape {shape_str(cos.dims)}: its last dim must be rotary_dim "
+                    f"cos has shape {shapes.shape_str(cos.dims)}: its last dim must be rotary_dim "
                     f"{rotary_dim} or rotary_dim / 2"
                 )
         else:
             raise VerifyException("rope needs positions and cos_sin_cache, or cos and sin")
         super().verify_()
 
-    def check_heads(self, what: str, t: TensorType) -> None:
-        """`t` is `[..., heads, head_dim]`."""
-        check_min_rank(what, t, 2)
-        check_dim(f"{what}'s last dim (head_dim)", t.dims[-1], self.head_dim.value.data)
+    def check_heads(self, what: str, t: TensorType, rank: int | None = None) -> None:
+        """`t` is `[..., heads, head_dim]` (of `rank` dims, when given)."""
+        if rank is not None:
+            shapes.check_rank(what, t, rank)
+        shapes.check_min_rank(what, t, 2)
+        shapes.check_dim(f"{what}'s last dim (head_dim)", t.dims[-1], self.head_dim.value.data)
 
 
 class VllmLayerOperation(IRDLOperation):
@@ -369,13 +348,13 @@ class VllmLayerOperation(IRDLOperation):
     def check_kv_update(self, k: TensorType, v: TensorType, dep: TensorType, of: str) -> None:
         """k `[T, Hkv, D]` and v `[T, Hkv, Dv]` written into the layer's cache, both of `of`'s
         dtype (checked for k by the caller); `dep`, vLLM's dummy result, is 1-D of k's dtype."""
-        check_rank("k", k, 3)
-        check_rank("v", v, 3)
-        check_same_dtype("v", v, k, of)
-        check_dim("v's token count", v.dims[0], k.dims[0])
-        check_dim("v's head count", v.dims[1], k.dims[1])
-        check_rank("kv_cache_dep", dep, 1)
-        check_same_dtype("kv_cache_dep", dep, k, "k")
+        shapes.check_rank("k", k, 3)
+        shapes.check_rank("v", v, 3)
+        shapes.check_same_dtype("v", v, k, of)
+        shapes.check_dim("v's token count", v.dims[0], k.dims[0])
+        shapes.check_dim("v's head count", v.dims[1], k.dims[1])
+        shapes.check_rank("kv_cache_dep", dep, 1)
+        shapes.check_same_dtype("kv_cache_dep", dep, k, "k")
 
 
 class VllmAttentionOperation(VllmLayerOperation):
@@ -389,7 +368,7 @@ class VllmAttentionOperation(VllmLayerOperation):
         super().verify_()
         dep = self.kv_cache_dep
         if dep is not None:
-            check_rank("kv_cache_dep", dep.type, 1)  # type: ignore[arg-type]
+            shapes.check_rank("kv_cache_dep", dep.type, 1)  # type: ignore[arg-type]
 
 
 # --- ops ----------------------------------------------------------------------------------------
@@ -397,15 +376,14 @@ class VllmAttentionOperation(VllmLayerOperation):
 
 @irdl_op_definition
 class AttentionOp(AttentionOperation, RaisedOperation):
-    """`softmax(q @ k^T * scale (+ mask | causal)) @ v` in SDPA layout, with GQA.
+    """`softmax(q @ k^T * scale (+ mask | causal)) @ v` in SDPA layout (`[..., heads, L, D]`),
+    with GQA; a bool or additive float mask broadcasts to the scores `[..., Hq, Lq, Lk]`.
 
     ```mlir
     %o = attn.attention %q, %k, %v {scale = 8.838835e-02 : f64, causal = true}
         : (!irfuse.tensor<[1, 32, s0, 128], bf16>, !irfuse.tensor<[1, 8, s0, 128], bf16>,
            !irfuse.tensor<[1, 8, s0, 128], bf16>) -> !irfuse.tensor<[1, 32, s0, 128], bf16>
     ```
-    q `[..., Hq, Lq, D]`, k `[..., Hkv, Lk, D]`, v `[..., Hkv, Lk, Dv]`, out `[..., Hq, Lq, Dv]`
-    in q's dtype; a mask (bool or additive float) broadcasts to `[..., Hq, Lq, Lk]`.
     """
 
     name = "attn.attention"
@@ -414,7 +392,6 @@ class AttentionOp(AttentionOperation, RaisedOperation):
     k = operand_def(TensorType)
     v = operand_def(TensorType)
     mask = opt_operand_def(TensorType)
-
     out = result_def(TensorType)
 
     traits = traits_def(Pure())
@@ -429,13 +406,14 @@ class AttentionOp(AttentionOperation, RaisedOperation):
         dims = check_attention(
             q, self.k.type, self.v.type, opt_type(self.mask), bool(self.causal.value.data)
         )
-        check_shape("out", self.out.type, dims)
-        check_same_dtype("out", self.out.type, q, "q")
+        shapes.check_shape("out", self.out.type, dims)
+        shapes.check_same_dtype("out", self.out.type, q, "q")
 
 
 @irdl_op_definition
 class MlaAttentionOp(MlaOperation, RaisedOperation):
-    """Multi-head latent attention (DeepSeek-V2/V3), token-major or batch-major.
+    """Multi-head latent attention (DeepSeek-V2/V3), token-major (q `[T, H, nope + rope]`, kv_c
+    `[T, kv_lora_rank]`, k_pe `[T, 1, rope]`) or batch-major (`[..., H or 1, L, ...]`, a mask).
 
     ```mlir
     %o = attn.mla_attention %q, %kv_c, %k_pe, %w {num_heads = 16 : i64,
@@ -445,9 +423,6 @@ class MlaAttentionOp(MlaOperation, RaisedOperation):
            !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>)
         -> !irfuse.tensor<[s0, 16, 128], bf16>
     ```
-    Token-major: q `[T, H, nope + rope]`, kv_c `[T, kv_lora_rank]`, k_pe `[T, 1, rope]`, out
-    `[T, H, v]`. Batch-major: q `[..., H, Lq, nope + rope]`, kv_c `[..., 1, Lk, kv_lora_rank]`,
-    k_pe `[..., 1, Lk, rope]`, out `[..., H, Lq, v]`, an optional mask. out has q's dtype.
     """
 
     name = "attn.mla_attention"
@@ -457,7 +432,6 @@ class MlaAttentionOp(MlaOperation, RaisedOperation):
     k_pe = operand_def(TensorType)
     kv_b_weight = operand_def(TensorType)
     mask = opt_operand_def(TensorType)
-
     out = result_def(TensorType)
 
     traits = traits_def(Pure())
@@ -472,13 +446,13 @@ class MlaAttentionOp(MlaOperation, RaisedOperation):
         q = self.q.type
         dims = self.mla_dims(q, self.kv_c.type, self.k_pe.type, self.kv_b_weight.type,
                              opt_type(self.mask))
-        check_shape("out", self.out.type, dims)
-        check_same_dtype("out", self.out.type, q, "q")
+        shapes.check_shape("out", self.out.type, dims)
+        shapes.check_same_dtype("out", self.out.type, q, "q")
 
 
 @irdl_op_definition
 class RopeOp(RopeOperation, RaisedOperation):
-    """Rotary position embedding of q (and k), NeoX or GPT-J style.
+    """Rotary position embedding of q (and k), `[..., heads, head_dim]`, NeoX or GPT-J style.
 
     ```mlir
     %qr, %kr = attn.rope %q, k %k, positions %pos, cos_sin_cache %cache
@@ -487,42 +461,41 @@ class RopeOp(RopeOperation, RaisedOperation):
            !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 128], bf16>)
         -> (!irfuse.tensor<[s0, 32, 128], bf16>, k_out !irfuse.tensor<[s0, 8, 128], bf16>)
     ```
-    q and k are `[..., heads, head_dim]`; `q_out` is typed like q, `k_out` (iff k) like k.
     """
 
     name = "attn.rope"
 
     q = operand_def(TensorType)
     k = opt_operand_def(TensorType)
-
     q_out = result_def(TensorType)
     k_out = opt_result_def(TensorType)
 
     traits = traits_def(Pure())
-
     RESULTS_TYPED_LIKE: ClassVar = ("q", "k")
 
     def verify_(self) -> None:
         super().verify_()
         k, k_out, q = opt_type(self.k), opt_type(self.k_out), self.q.type
-        check_float("q", q)
+        shapes.check_float("q", q)
         self.check_heads("q", q)
-        check_same_type("q_out", self.q_out.type, q, "q")
+        shapes.check_same_type("q_out", self.q_out.type, q, "q")
         if k is None:
             if k_out is not None:
                 raise VerifyException("k_out needs a k operand")
             return
-        check_same_dtype("k", k, q, "q")
+        shapes.check_same_dtype("k", k, q, "q")
         self.check_heads("k", k)
         if k_out is None:
             raise VerifyException("rope with a k operand returns k_out")
-        check_same_type("k_out", k_out, k, "k")
+        shapes.check_same_type("k_out", k_out, k, "k")
 
 
 @irdl_op_definition
 class KvCacheWriteOp(RaisedOperation):
-    """Store k and v `[T, kv_heads, head_dim]` into the paged caches at `slot_mapping`, and
-    return the updated caches (SSA form; emit writes in place).
+    """Store k and v `[T, kv_heads, head_dim]` into the paged caches `[num_blocks, block_size,
+    kv_heads, head_dim]` at `slot_mapping` (slot `s` is block `s // block_size`, row
+    `s % block_size`), and return the updated caches (SSA form; emit writes in place). The two
+    caches may be one `[2, ...]` value (vLLM's FlashAttention layout: k into `[0]`, v `[1]`).
 
     ```mlir
     %kc2, %vc2 = attn.kv_cache_write %k, %v, %kc, %vc, %slots
@@ -531,9 +504,6 @@ class KvCacheWriteOp(RaisedOperation):
            !irfuse.tensor<[s0], i64>)
         -> (!irfuse.tensor<[1024, 16, 8, 128], bf16>, !irfuse.tensor<[1024, 16, 8, 128], bf16>)
     ```
-    Caches are `[num_blocks, block_size, kv_heads, head_dim]` (slot `s` is block
-    `s // block_size`, row `s % block_size`), or both one `[2, ...]` value (vLLM's FlashAttention
-    layout: k into `[0]`, v into `[1]`).
     """
 
     name = "attn.kv_cache_write"
@@ -543,7 +513,6 @@ class KvCacheWriteOp(RaisedOperation):
     k_cache = operand_def(TensorType)
     v_cache = operand_def(TensorType)
     slot_mapping = operand_def(TensorType)
-
     k_cache_out = result_def(TensorType)
     v_cache_out = result_def(TensorType)
 
@@ -552,14 +521,15 @@ class KvCacheWriteOp(RaisedOperation):
     def verify_(self) -> None:
         check_paged_cache_write(self.k.type, self.v.type, *cache_halves(self.k_cache, self.v_cache),
                                 self.slot_mapping.type)
-        check_same_type("k_cache_out", self.k_cache_out.type, self.k_cache.type, "k_cache")
-        check_same_type("v_cache_out", self.v_cache_out.type, self.v_cache.type, "v_cache")
+        shapes.check_same_type("k_cache_out", self.k_cache_out.type, self.k_cache.type, "k_cache")
+        shapes.check_same_type("v_cache_out", self.v_cache_out.type, self.v_cache.type, "v_cache")
 
 
 @irdl_op_definition
 class MlaKvCacheWriteOp(RaisedOperation):
-    """Store MLA's latent and rope key, `[kv_c | k_pe]`, into the paged latent cache, and return
-    the updated cache (vLLM's `concat_and_cache_mla` with kv_cache_dtype "auto").
+    """Store MLA's normed latent and rotated rope key, `[kv_c | k_pe]`, into the paged latent
+    cache (laid out as `attn.kv_cache_write`'s), and return the updated cache (vLLM's
+    `concat_and_cache_mla` with kv_cache_dtype "auto").
 
     ```mlir
     %c2 = attn.mla_kv_cache_write %kv_c, %k_pe, %cache, %slots
@@ -567,9 +537,6 @@ class MlaKvCacheWriteOp(RaisedOperation):
            !irfuse.tensor<[1024, 16, 576], bf16>, !irfuse.tensor<[s0], i64>)
         -> !irfuse.tensor<[1024, 16, 576], bf16>
     ```
-    kv_c `[T, kv_lora_rank]` (the normed latent) and k_pe `[T, rope_dim]` (the rotated key,
-    shared by all heads) of the cache's dtype; the cache `[num_blocks, block_size, kv_lora_rank +
-    rope_dim]` (slot `s` is block `s // block_size`, row `s % block_size`).
     """
 
     name = "attn.mla_kv_cache_write"
@@ -578,7 +545,6 @@ class MlaKvCacheWriteOp(RaisedOperation):
     k_pe = operand_def(TensorType)
     kv_cache = operand_def(TensorType)
     slot_mapping = operand_def(TensorType)
-
     kv_cache_out = result_def(TensorType)
 
     RESULTS_TYPED_LIKE: ClassVar = ("kv_cache",)
@@ -586,7 +552,8 @@ class MlaKvCacheWriteOp(RaisedOperation):
     def verify_(self) -> None:
         check_mla_cache_write(self.kv_c.type, self.k_pe.type, self.kv_cache.type,
                               self.slot_mapping.type)
-        check_same_type("kv_cache_out", self.kv_cache_out.type, self.kv_cache.type, "kv_cache")
+        shapes.check_same_type("kv_cache_out", self.kv_cache_out.type, self.kv_cache.type,
+                               "kv_cache")
 
 
 @irdl_op_definition
@@ -601,8 +568,6 @@ class VllmAttentionOp(VllmAttentionOperation, RaisedOperation):
            !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[0], bf16>,
            !irfuse.opaque<"LayerName">) -> !irfuse.tensor<[s0, 32, 128], bf16>
     ```
-    q `[T, H, D]`, k `[T, Hkv, D]`, v `[T, Hkv, Dv]` (this step's tokens), out `[T, H, Dv]` in
-    q's dtype.
     """
 
     name = "attn.vllm_attention"
@@ -610,7 +575,6 @@ class VllmAttentionOp(VllmAttentionOperation, RaisedOperation):
     q = operand_def(TensorType)
     k = operand_def(TensorType)
     v = operand_def(TensorType)
-
     out = result_def(TensorType)
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
@@ -622,14 +586,14 @@ class VllmAttentionOp(VllmAttentionOperation, RaisedOperation):
     def verify_(self) -> None:
         super().verify_()
         q = self.q.type
-        check_shape("out", self.out.type, check_vllm_attention(q, self.k.type, self.v.type))
-        check_same_dtype("out", self.out.type, q, "q")
+        shapes.check_shape("out", self.out.type, check_vllm_attention(q, self.k.type, self.v.type))
+        shapes.check_same_dtype("out", self.out.type, q, "q")
 
 
 @irdl_op_definition
 class VllmMlaAttentionOp(VllmAttentionOperation, RaisedOperation):
     """vLLM's MLA attention of one layer (`vllm.unified_mla_attention_with_output`) over its
-    latent KV cache.
+    latent KV cache; `out` is the buffer vLLM passes, `[T, H * v_head_dim]`.
 
     ```mlir
     %o = attn.vllm_mla_attention %q, %kv_c, %k_pe, kv_cache_dep %dep
@@ -638,8 +602,6 @@ class VllmMlaAttentionOp(VllmAttentionOperation, RaisedOperation):
            !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[0], bf16>)
         -> !irfuse.tensor<[s0, 2048], bf16>
     ```
-    q `[T, H, nope + rope]`, `kv_c_normed [T, kv_lora_rank]`, `k_pe [T, 1, rope]` or
-    `[T, rope]`; out is the buffer vLLM passes, `[T, H * v_head_dim]`; all of q's dtype.
     """
 
     name = "attn.vllm_mla_attention"
@@ -647,7 +609,6 @@ class VllmMlaAttentionOp(VllmAttentionOperation, RaisedOperation):
     q = operand_def(TensorType)
     kv_c_normed = operand_def(TensorType)
     k_pe = operand_def(TensorType)
-
     out = result_def(TensorType)
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
@@ -655,24 +616,24 @@ class VllmMlaAttentionOp(VllmAttentionOperation, RaisedOperation):
     def verify_(self) -> None:
         super().verify_()
         q, kv_c, k_pe, out = self.q.type, self.kv_c_normed.type, self.k_pe.type, self.out.type
-        check_float("q", q)
-        check_rank("q", q, 3)
-        check_rank("kv_c_normed", kv_c, 2)
+        shapes.check_float("q", q)
+        shapes.check_rank("q", q, 3)
+        shapes.check_rank("kv_c_normed", kv_c, 2)
         if k_pe.rank not in (2, 3):
             raise VerifyException(f"k_pe must be [T, 1, rope] or [T, rope], got rank {k_pe.rank}")
         for what, x in (("kv_c_normed", kv_c), ("k_pe", k_pe)):
-            check_same_dtype(what, x, q, "q")
-            check_dim(f"{what}'s token count", x.dims[0], q.dims[0])
-        check_float("out", out)
-        check_min_rank("out", out, 2)
-        check_dim("out's token count", out.dims[0], q.dims[0])
-        check_same_dtype("out", out, q, "q")
+            shapes.check_same_dtype(what, x, q, "q")
+            shapes.check_dim(f"{what}'s token count", x.dims[0], q.dims[0])
+        shapes.check_float("out", out)
+        shapes.check_min_rank("out", out, 2)
+        shapes.check_dim("out's token count", out.dims[0], q.dims[0])
+        shapes.check_same_dtype("out", out, q, "q")
 
 
 @irdl_op_definition
 class VllmKvCacheUpdateOp(VllmLayerOperation, RaisedOperation):
-    """vLLM's write of one layer's new k and v into its paged KV cache
-    (`vllm.unified_kv_cache_update`), at the slots the forward context maps them to.
+    """vLLM's write of one layer's new k and v into its paged KV cache, laid out as the attention
+    backend's (`vllm.unified_kv_cache_update`); the result is vLLM's dummy, empty and 1-D.
 
     ```mlir
     %dep = attn.vllm_kv_cache_update %k, %v, layer %ln
@@ -680,15 +641,12 @@ class VllmKvCacheUpdateOp(VllmLayerOperation, RaisedOperation):
         : (!irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>,
            !irfuse.opaque<"LayerName">) -> !irfuse.tensor<[0], bf16>
     ```
-    k `[T, Hkv, D]`, v `[T, Hkv, Dv]` of one float dtype; the result is vLLM's dummy, an empty
-    1-D tensor of k's dtype. The cache layout is the attention backend's.
     """
 
     name = "attn.vllm_kv_cache_update"
 
     k = operand_def(TensorType)
     v = operand_def(TensorType)
-
     kv_cache_dep = result_def(TensorType)
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
@@ -699,7 +657,7 @@ class VllmKvCacheUpdateOp(VllmLayerOperation, RaisedOperation):
 
     def verify_(self) -> None:
         super().verify_()
-        check_float("k", self.k.type)
+        shapes.check_float("k", self.k.type)
         self.check_kv_update(self.k.type, self.v.type, self.kv_cache_dep.type, "k")
 
 

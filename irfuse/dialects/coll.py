@@ -80,11 +80,9 @@ class AllReduceOp(CollectiveOperation, RaisedOperation):
     name = "coll.all_reduce"
 
     x = operand_def(TensorType)
-
     y = result_def(TensorType)
 
     reduce_op = prop_def(StringAttr, default_value=StringAttr("sum"))
-
     RESULTS_TYPED_LIKE: ClassVar = ("x",)
 
     def verify_(self) -> None:
@@ -95,19 +93,18 @@ class AllReduceOp(CollectiveOperation, RaisedOperation):
 
 @irdl_op_definition
 class ReduceScatterOp(CollectiveOperation, RaisedOperation):
-    """Reduce x over the ranks of `group`; each rank keeps its 1/world_size slice along `dim`.
+    """Reduce x over the ranks of `group`; each rank keeps its 1/world_size slice along `dim`
+    (which may be negative).
 
     ```mlir
     %y = coll.reduce_scatter %x {group = "tp", world_size = 4 : i64, dim = 1 : i64}
         : (!irfuse.tensor<[256, 4096], bf16>) -> !irfuse.tensor<[256, 1024], bf16>
     ```
-    `dim` may be negative; a static size along it must be divisible by world_size.
     """
 
     name = "coll.reduce_scatter"
 
     x = operand_def(TensorType)
-
     y = result_def(TensorType)
 
     dim = prop_def(IntegerAttr[I64], default_value=i64_attr(0))
@@ -137,7 +134,6 @@ class AllGatherOp(CollectiveOperation, RaisedOperation):
     name = "coll.all_gather"
 
     x = operand_def(TensorType)
-
     y = result_def(TensorType)
 
     dim = prop_def(IntegerAttr[I64], default_value=i64_attr(0))

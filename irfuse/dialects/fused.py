@@ -1,10 +1,11 @@
 """The `fused` dialect: one op per fused kernel family, lowered to one kernel by emit.
 
 Fused ops have no decomposition region: their numerics are the reference implementation's beside
-the kernel (`docs/numerics.md`). Every output is a result (vLLM's fused ops mutate buffers). A
-fused op inherits the families of the ops it replaces (`NormOperation`, `QuantOperation`, ...) and
-calls their `check_*` helpers, so it is held to the rules of each of them. Each op's docstring
-names the chain it replaces.
+the kernel (`docs/numerics.md`, which also defines the readings `round_sum`, `weight_f32` and
+`rope_f32`). Every output is a result (vLLM's fused ops mutate buffers). A fused op inherits the
+families of the ops it replaces (`NormOperation`, `QuantOperation`, ...) and calls their `check_*`
+helpers, so it is held to the rules of each of them. Each op's docstring names the chain it
+replaces.
 """
 
 from __future__ import annotations
@@ -40,85 +41,13 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse.dialects.act import GatedActivationOperation, pad_dims, silu_mul_dims
-from irfuse.dialects.attn import (
-    AttentionOperation,
-    MlaOperation,
-    RopeOperation,
-    VllmAttentionOperation,
-    VllmLayerOperation,
-    cache_halves,
-    check_attention,
-    check_gqa,
-    check_mla_cache_write,
-    check_paged_cache_write,
-    check_scale,
-    check_vllm_attention,
-)
-from irfuse.dialects.coll import CollectiveOperation, check_reduce_op, scattered_dims
-from irfuse.dialects.gemm import check_matmul, check_scaled_matmul, product_type
+from irfuse.dialects import act, attn, coll, gemm, norm, quant
 from irfuse.dialects.irfuse import TensorType, derived_type, tensor_type
-from irfuse.dialects.norm import NormOperation, check_norm_result, check_norm_weight, check_residual
-from irfuse.dialects.quant import (
-    DYNAMIC_TOKEN,
-    GROUP,
-    NVFP4,
-    STATIC_TENSOR,
-    QuantOperation,
-    QuantScheme,
-    check_fp8_results,
-    check_nvfp4_input,
-    check_nvfp4_results,
-    check_quant_properties,
-    check_reciprocal,
-    check_scale_ub,
-    check_static_scale,
-    quant_result_types,
-)
+from irfuse.dialects.quant import DYNAMIC_TOKEN, GROUP, NVFP4, STATIC_TENSOR, QuantScheme
+from irfuse.ir import shapes
 from irfuse.ir.dialect import declared_dialect
-from irfuse.ir.shapes import (
-    F8E4M3FN,
-    Dim,
-    MaybeDim,
-    check_dim,
-    check_float,
-    check_integer,
-    check_min_rank,
-    check_rank,
-    check_same_dtype,
-    check_same_type,
-    check_shape,
-    dims_agree,
-    is_one_element,
-    mul_dim,
-    normalize_dim,
-    shape_str,
-    static_numel,
-)
+from irfuse.ir.shapes import Dim, MaybeDim
 from irfuse.ir.syntax import NamedOperandSyntax, f64_attr, i64_attr, opt_type
-
-# --- checks of a quantized output ---------------------------------------------------------------
-
-
-def check_scale_operand(kind: str, scale: TensorType | None, what: str) -> None:
-    """Static FP8 takes its scale, NVFP4 its global scale; dynamic schemes take none."""
-    if kind in (STATIC_TENSOR, NVFP4):
-        if scale is None:
-            raise VerifyException(f"a {kind} scheme needs the {what} operand")
-        check_static_scale(what, scale)
-    elif scale is not None:
-        raise VerifyException(f"a {kind} scheme computes its scale: no {what} operand")
-
-
-def check_quantized(
-    scheme: QuantScheme, x_dims: Sequence[Any], out: TensorType, scale_out: Any, what: str
-) -> None:
-    """`out` (and `scale_out`) quantize a tensor of `x_dims` under `scheme`, FP8 or NVFP4."""
-    if scheme.is_nvfp4:
-        check_nvfp4_input(f"the quantized {what}", x_dims)
-        check_nvfp4_results(x_dims, out, scale_out, what, "scale_out")
-    else:
-        check_fp8_results(scheme, x_dims, out, scale_out, what)
 
 
 def check_attention_output(
@@ -127,19 +56,17 @@ def check_attention_output(
 ) -> None:
     """The quantized attention output, token-major and flattened: `[..., heads * v_head_dim]`,
     its leading dims holding the `tokens` query positions (batch * length) when both are static."""
-    check_scale_operand(op.scheme.kind.data, output_scale, "output_scale")
-    check_min_rank("out", out, 2)
+    quant.check_scale_operand(op.scheme.kind.data, output_scale, "output_scale")
+    shapes.check_min_rank("out", out, 2)
     lead = out.dims[:-1]
-    n = static_numel(lead)
+    n = shapes.static_numel(lead)
     if tokens is not None and n is not None and n != tokens:
-        raise VerifyException(
-            f"out has shape {shape_str(out.dims)}: its leading dims must hold the {tokens} query "
-            "positions"
-        )
+        raise VerifyException(f"out has shape {shapes.shape_str(out.dims)}: its leading dims must "
+                              f"hold the {tokens} query positions")
     if not op.scheme.is_nvfp4:
-        check_dim("out's last dim (heads * v_head_dim)", out.dims[-1], hidden)
+        shapes.check_dim("out's last dim (heads * v_head_dim)", out.dims[-1], hidden)
         hidden = out.dims[-1]
-    check_quantized(op.scheme, (*lead, hidden), out, scale_out, "out")
+    quant.check_quantized(op.scheme, (*lead, hidden), out, scale_out, "out")
 
 
 def check_qk_norms(q: TensorType, k: TensorType, q_weight: TensorType | None,
@@ -151,17 +78,17 @@ def check_qk_norms(q: TensorType, k: TensorType, q_weight: TensorType | None,
     if (q_weight is None) != (eps is None):
         raise VerifyException("eps is given exactly when the norm weights are")
     if q_weight is not None:
-        check_norm_weight(q, q_weight, "q")
-        check_norm_weight(k, k_weight, "k")
+        norm.check_norm_weight(q, q_weight, "q")
+        norm.check_norm_weight(k, k_weight, "k")
 
 
 def flattened_tokens(dims: Sequence[Dim]) -> Dim:
     """A builder's count of query positions: the one symbolic dim, or the static product."""
     if all(d == 1 for d in dims[:-1]):
         return dims[-1]
-    n = static_numel(dims)
+    n = shapes.static_numel(dims)
     if n is None:
-        raise ValueError(f"give result_types: cannot flatten {shape_str(dims)}")
+        raise ValueError(f"give result_types: cannot flatten {shapes.shape_str(dims)}")
     return n
 
 
@@ -169,9 +96,9 @@ def flattened_tokens(dims: Sequence[Dim]) -> Dim:
 
 
 @irdl_op_definition
-class RmsNormQuantOp(QuantOperation, NormOperation, NamedOperandSyntax):
-    """(Residual add +) RMSNorm + FP8 quantization of the normed value, in one kernel: replaces
-    `norm.rms_norm` or `norm.add_rms_norm` followed by one or more `quant.fp8`.
+class RmsNormQuantOp(quant.QuantOperation, norm.NormOperation, NamedOperandSyntax):
+    """(Residual add +) RMSNorm + FP8 quantization, in one kernel: replaces `norm.rms_norm` or
+    `norm.add_rms_norm` followed by one or more `quant.fp8` (static: one `qs` per scale).
 
     ```mlir
     %q, %r = fused.rms_norm_quant %x, residual %res, weight %w, scales [%s]
@@ -181,10 +108,6 @@ class RmsNormQuantOp(QuantOperation, NormOperation, NamedOperandSyntax):
         -> (qs [!irfuse.tensor<[s0, 4096], f8E4M3FN>],
             residual_out !irfuse.tensor<[s0, 4096], bf16>)
     ```
-    static_tensor: one `qs` result per scale in `scales` (several static quants of one norm).
-    dynamic_token / group: no scales, one `qs` and a `scale_out`; `scale_ub` with dynamic_token.
-    `divide`, `reciprocal` and `round_sum` are the replaced ops' own; `weight_f32` marks a weight
-    product in float32 rounded once (`F.rms_norm`; docs/numerics.md).
     """
 
     name = "fused.rms_norm_quant"
@@ -194,7 +117,6 @@ class RmsNormQuantOp(QuantOperation, NormOperation, NamedOperandSyntax):
     weight = opt_operand_def(TensorType)
     scales = var_operand_def(TensorType)
     scale_ub = opt_operand_def(TensorType)
-
     qs = var_result_def(TensorType)
     scale_out = opt_result_def(TensorType)
     residual_out = opt_result_def(TensorType)
@@ -202,34 +124,32 @@ class RmsNormQuantOp(QuantOperation, NormOperation, NamedOperandSyntax):
     reciprocal = opt_prop_def(UnitAttr)
     round_sum = opt_prop_def(UnitAttr)
     weight_f32 = opt_prop_def(UnitAttr)
-
     irdl_options = (
         AttrSizedOperandSegments(as_property=True),
         AttrSizedResultSegments(as_property=True),
     )
-
     traits = traits_def(Pure())
-
     SCHEMES: ClassVar = (STATIC_TENSOR, DYNAMIC_TOKEN, GROUP)
 
     @classmethod
     def infer_result_types(cls, x, scheme, residual=None, scales=(), **_: Any) -> list[Any]:
-        q, scale = quant_result_types(scheme, x.type.dims, x.type.dtype)
+        q, scale = quant.quant_result_types(scheme, x.type.dims, x.type.dtype)
         return [[q] * max(1, len(scales)), scale, None if residual is None else x.type]
 
     def verify_(self) -> None:
         super().verify_()
         x, scheme, scales, qs = self.x.type, self.scheme, self.scales, self.qs
-        check_norm_weight(x, opt_type(self.weight))
-        check_residual(x, opt_type(self.residual), opt_type(self.residual_out), self.round_sum)
-        check_reciprocal(scheme, self.reciprocal)
+        norm.check_norm_weight(x, opt_type(self.weight))
+        norm.check_residual(x, opt_type(self.residual), opt_type(self.residual_out),
+                            self.round_sum)
+        quant.check_reciprocal(scheme, self.reciprocal)
         if scheme.is_static:
             if not scales:
                 raise VerifyException("a static scheme needs at least one scale")
             if len(qs) != len(scales):
                 raise VerifyException(f"{len(scales)} scales but {len(qs)} quantized results (qs)")
             for i, s in enumerate(scales):
-                check_static_scale(f"scales[{i}]", s.type)
+                quant.check_static_scale(f"scales[{i}]", s.type)
         elif scales:
             raise VerifyException(f"a {scheme.kind.data} scheme computes its scale: no scales "
                                   "operands")
@@ -237,14 +157,14 @@ class RmsNormQuantOp(QuantOperation, NormOperation, NamedOperandSyntax):
             raise VerifyException(
                 f"a {scheme.kind.data} scheme yields one quantized result, got {len(qs)}"
             )
-        check_scale_ub(scheme, opt_type(self.scale_ub))
+        quant.check_scale_ub(scheme, opt_type(self.scale_ub))
         scale_out = opt_type(self.scale_out)
         for i, q in enumerate(qs):
-            check_fp8_results(scheme, x.dims, q.type, scale_out, f"qs[{i}]")
+            quant.check_fp8_results(scheme, x.dims, q.type, scale_out, f"qs[{i}]")
 
 
 @irdl_op_definition
-class SiluMulQuantOp(QuantOperation, GatedActivationOperation, NamedOperandSyntax):
+class SiluMulQuantOp(quant.QuantOperation, act.GatedActivationOperation, NamedOperandSyntax):
     """SiLU·Mul (or GeGLU: `activation`) + FP8 quantization of its result, in one kernel:
     replaces `act.silu_mul` followed by `quant.fp8` static or group.
 
@@ -253,8 +173,6 @@ class SiluMulQuantOp(QuantOperation, GatedActivationOperation, NamedOperandSynta
         : (!irfuse.tensor<[s0, 28672], bf16>)
         -> (!irfuse.tensor<[s0, 14336], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 112], f32>)
     ```
-    x `[..., 2d]` gives q `[..., d]` (with `up`, x is the gate `[..., d]`); static_tensor takes
-    `scale`, group yields `scale_out [..., d/g]`. `divide` and `reciprocal` as `quant.fp8`'s.
     """
 
     name = "fused.silu_mul_quant"
@@ -262,33 +180,29 @@ class SiluMulQuantOp(QuantOperation, GatedActivationOperation, NamedOperandSynta
     x = operand_def(TensorType)
     scale = opt_operand_def(TensorType)
     up = opt_operand_def(TensorType)
-
     q = result_def(TensorType)
     scale_out = opt_result_def(TensorType)
 
     reciprocal = opt_prop_def(UnitAttr)
-
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
-
     traits = traits_def(Pure())
-
     SCHEMES: ClassVar = (STATIC_TENSOR, GROUP)
 
     @classmethod
     def infer_result_types(cls, x, scheme, up=None, **_: Any) -> list[Any]:
-        dims = x.type.dims if up is not None else silu_mul_dims(x.type)
-        return quant_result_types(scheme, dims, x.type.dtype)
+        dims = x.type.dims if up is not None else act.silu_mul_dims(x.type)
+        return quant.quant_result_types(scheme, dims, x.type.dtype)
 
     def verify_(self) -> None:
         super().verify_()
-        dims = silu_mul_dims(self.x.type, opt_type(self.up))
-        check_scale_operand(self.scheme.kind.data, opt_type(self.scale), "scale")
-        check_reciprocal(self.scheme, self.reciprocal)
-        check_fp8_results(self.scheme, dims, self.q.type, opt_type(self.scale_out))
+        dims = act.silu_mul_dims(self.x.type, opt_type(self.up))
+        quant.check_scale_operand(self.scheme.kind.data, opt_type(self.scale), "scale")
+        quant.check_reciprocal(self.scheme, self.reciprocal)
+        quant.check_fp8_results(self.scheme, dims, self.q.type, opt_type(self.scale_out))
 
 
 @irdl_op_definition
-class SiluMulQuantNvfp4Op(GatedActivationOperation, NamedOperandSyntax):
+class SiluMulQuantNvfp4Op(act.GatedActivationOperation, NamedOperandSyntax):
     """SiLU·Mul (or GeGLU: `activation`) + NVFP4 quantization of its result, in one kernel:
     replaces `act.silu_mul` followed by `quant.nvfp4`.
 
@@ -297,8 +211,6 @@ class SiluMulQuantNvfp4Op(GatedActivationOperation, NamedOperandSyntax):
         : (!irfuse.tensor<[256, 28672], bf16>, !irfuse.tensor<[], f32>)
         -> (!irfuse.tensor<[256, 7168], ui8>, !irfuse.tensor<[256, 896], f8E4M3FN>)
     ```
-    x `[M, 2d]` (d static, divisible by 16), or the gate `[M, d]` with `up`; results as
-    `quant.nvfp4`'s for `[M, d]`.
     """
 
     name = "fused.silu_mul_quant_nvfp4"
@@ -306,7 +218,6 @@ class SiluMulQuantNvfp4Op(GatedActivationOperation, NamedOperandSyntax):
     x = operand_def(TensorType)
     global_scale = operand_def(TensorType)
     up = opt_operand_def(TensorType)
-
     q = result_def(TensorType)
     block_scale = result_def(TensorType)
 
@@ -314,25 +225,27 @@ class SiluMulQuantNvfp4Op(GatedActivationOperation, NamedOperandSyntax):
 
     @classmethod
     def infer_result_types(cls, x, up=None, **_: Any) -> list[Any]:
-        dims = x.type.dims if up is not None else silu_mul_dims(x.type)
-        return quant_result_types(QuantScheme.nvfp4(), dims, x.type.dtype)
+        dims = x.type.dims if up is not None else act.silu_mul_dims(x.type)
+        return quant.quant_result_types(QuantScheme.nvfp4(), dims, x.type.dtype)
 
     def verify_(self) -> None:
         super().verify_()
-        dims = silu_mul_dims(self.x.type, opt_type(self.up))
-        check_nvfp4_input("silu_mul(x)", dims)
-        check_static_scale("global_scale", self.global_scale.type)
-        check_nvfp4_results(dims, self.q.type, self.block_scale.type)
+        dims = act.silu_mul_dims(self.x.type, opt_type(self.up))
+        quant.check_nvfp4_input("silu_mul(x)", dims)
+        quant.check_static_scale("global_scale", self.global_scale.type)
+        quant.check_nvfp4_results(dims, self.q.type, self.block_scale.type)
 
 
 # --- all-reduce + norm --------------------------------------------------------------------------
 
 
 @irdl_op_definition
-class AllReduceRmsNormOp(QuantOperation, NormOperation, CollectiveOperation, NamedOperandSyntax):
+class AllReduceRmsNormOp(quant.QuantOperation, norm.NormOperation, coll.CollectiveOperation,
+                         NamedOperandSyntax):
     """All-reduce + (residual add +) RMSNorm (+ FP8 or NVFP4 quant), in one kernel: replaces
     `coll.all_reduce` -> `norm.(add_)rms_norm` (-> `quant.fp8` static, per-token or per-group,
-    or `quant.nvfp4`).
+    or `quant.nvfp4`). `residual_out` is `all_reduce(x) (+ residual)`; `out` the norm, or with a
+    scheme its quantization (`scale`: the static or NVFP4 global scale).
 
     ```mlir
     %q, %r2 = fused.all_reduce_rms_norm %x, residual %res, %w, scale %s
@@ -342,9 +255,6 @@ class AllReduceRmsNormOp(QuantOperation, NormOperation, CollectiveOperation, Nam
            !irfuse.tensor<[4096], bf16>, !irfuse.tensor<[], f32>)
         -> (!irfuse.tensor<[s0, 4096], f8E4M3FN>, !irfuse.tensor<[s0, 4096], bf16>)
     ```
-    `residual_out` is `all_reduce(x) (+ residual)`. Without a scheme `out` is the norm; with one,
-    its quantization: `scale` is the static or NVFP4 global scale, `scale_out` the computed FP8
-    scales or NVFP4 block scales. `round_sum` and `weight_f32` as `fused.rms_norm_pad`'s.
     """
 
     name = "fused.all_reduce_rms_norm"
@@ -354,7 +264,6 @@ class AllReduceRmsNormOp(QuantOperation, NormOperation, CollectiveOperation, Nam
     weight = operand_def(TensorType)
     scale = opt_operand_def(TensorType)
     scale_ub = opt_operand_def(TensorType)
-
     out = result_def(TensorType)
     scale_out = opt_result_def(TensorType)
     residual_out = result_def(TensorType)
@@ -362,43 +271,41 @@ class AllReduceRmsNormOp(QuantOperation, NormOperation, CollectiveOperation, Nam
     scheme = opt_prop_def(QuantScheme)
     round_sum = opt_prop_def(UnitAttr)
     weight_f32 = opt_prop_def(UnitAttr)
-
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
-
     SCHEMES: ClassVar = (STATIC_TENSOR, DYNAMIC_TOKEN, GROUP, NVFP4)
 
     @classmethod
     def infer_result_types(cls, x, scheme=None, **_: Any) -> list[Any]:
-        return [*quant_result_types(scheme, x.type.dims, x.type.dtype), x.type]
+        return [*quant.quant_result_types(scheme, x.type.dims, x.type.dtype), x.type]
 
     def verify_(self) -> None:
         super().verify_()
         x, weight, residual = self.x.type, self.weight.type, opt_type(self.residual)
-        check_norm_weight(x, weight)
+        norm.check_norm_weight(x, weight)
         residual_out = self.residual_out.type
-        check_residual(x, residual, None if residual is None else residual_out, self.round_sum)
+        norm.check_residual(x, residual, None if residual is None else residual_out,
+                            self.round_sum)
         if residual is None:
-            check_same_type("residual_out", residual_out, x, "x")
+            shapes.check_same_type("residual_out", residual_out, x, "x")
         scale, scale_ub = opt_type(self.scale), opt_type(self.scale_ub)
         scale_out = opt_type(self.scale_out)
         if self.scheme is None:
             if scale is not None or scale_out is not None or scale_ub is not None:
                 raise VerifyException("scale, scale_ub and scale_out need a quant scheme")
-            check_norm_result("out", self.out.type, x)
+            norm.check_norm_result("out", self.out.type, x)
             return
-        check_scale_operand(self.scheme.kind.data, scale, "scale")
-        check_scale_ub(self.scheme, scale_ub)
-        check_quantized(self.scheme, x.dims, self.out.type, scale_out, "out")
+        quant.check_scale_operand(self.scheme.kind.data, scale, "scale")
+        quant.check_scale_ub(self.scheme, scale_ub)
+        quant.check_quantized(self.scheme, x.dims, self.out.type, scale_out, "out")
 
 
 # --- QK norm + RoPE, RoPE + KV cache ------------------------------------------------------------
 
 
 @irdl_op_definition
-class QkNormRopeOp(RopeOperation, NormOperation, NamedOperandSyntax):
+class QkNormRopeOp(attn.RopeOperation, norm.NormOperation, NamedOperandSyntax):
     """Per-head RMSNorm of q and of k, then RoPE of both, in one kernel: replaces `norm.rms_norm`
-    of q and of k (weights `[head_dim]`) feeding `attn.rope`; q and k are the norms' inputs in
-    the rope's layout (`[T, heads, D]` or `[B, heads, T, D]`).
+    of q and of k (weights `[head_dim]`) feeding `attn.rope`, in the rope's layout.
 
     ```mlir
     %qo, %ko = fused.qk_norm_rope %q, %k, %qw, %kw, positions %pos, cos_sin_cache %cache
@@ -409,8 +316,6 @@ class QkNormRopeOp(RopeOperation, NormOperation, NamedOperandSyntax):
            !irfuse.tensor<[s0], i64>, !irfuse.tensor<[40960, 128], bf16>)
         -> (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>)
     ```
-    `weight_f32` as `fused.rms_norm_pad`'s; `rope_f32` marks a rotation computed in float32 and
-    rounded once (else each product and sum rounds to the model dtype, as torch computes it).
     """
 
     name = "fused.qk_norm_rope"
@@ -419,15 +324,12 @@ class QkNormRopeOp(RopeOperation, NormOperation, NamedOperandSyntax):
     k = operand_def(TensorType)
     q_weight = operand_def(TensorType)
     k_weight = operand_def(TensorType)
-
     q_out = result_def(TensorType)
     k_out = result_def(TensorType)
 
     weight_f32 = opt_prop_def(UnitAttr)
     rope_f32 = opt_prop_def(UnitAttr)
-
     traits = traits_def(Pure())
-
     RESULTS_TYPED_LIKE: ClassVar = ("q", "k")
 
     def verify_(self) -> None:
@@ -435,17 +337,19 @@ class QkNormRopeOp(RopeOperation, NormOperation, NamedOperandSyntax):
         q, k = self.q.type, self.k.type
         for what, x, w in (("q", q, self.q_weight.type), ("k", k, self.k_weight.type)):
             self.check_heads(what, x)
-            check_norm_weight(x, w, what)
-        check_same_dtype("k", k, q, "q")
-        check_same_type("q_out", self.q_out.type, q, "q")
-        check_same_type("k_out", self.k_out.type, k, "k")
+            norm.check_norm_weight(x, w, what)
+        shapes.check_same_dtype("k", k, q, "q")
+        shapes.check_same_type("q_out", self.q_out.type, q, "q")
+        shapes.check_same_type("k_out", self.k_out.type, k, "k")
 
 
 @irdl_op_definition
-class RopeKvCacheWriteOp(NormOperation, RopeOperation, NamedOperandSyntax):
+class RopeKvCacheWriteOp(norm.NormOperation, attn.RopeOperation, NamedOperandSyntax):
     """RoPE of q and k (after their per-head norms, with `q_weight` and `k_weight`) and the paged
     KV-cache write of the rotated k and of v, in one kernel that returns rotated q: replaces
-    `attn.rope` (or `fused.qk_norm_rope`) whose k only feeds `attn.kv_cache_write`.
+    `attn.rope` (or `fused.qk_norm_rope`) whose k only feeds `attn.kv_cache_write`. With
+    `k_scale` and `v_scale` the caches hold f8E4M3FN, k and v stored as `clamp(x / scale, -448,
+    448)` (vLLM's FP8 KV cache); `k_out`, the rotated k, is for a k also read after the write.
 
     ```mlir
     %qr, %kc2, %vc2 = fused.rope_kv_cache_write %q, %k, %v, positions %pos,
@@ -458,11 +362,6 @@ class RopeKvCacheWriteOp(NormOperation, RopeOperation, NamedOperandSyntax):
         -> (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[64, 16, 8, 128], bf16>,
             !irfuse.tensor<[64, 16, 8, 128], bf16>)
     ```
-    q `[T, Hq, D]`, k `[T, Hkv, D]`, v `[T, Hkv, Dv]`; caches and slots as
-    `attn.kv_cache_write`'s. The norms' properties are `fused.qk_norm_rope`'s (`eps` exactly with
-    the weights). With `k_scale` and `v_scale` (one f32 element each) the caches hold f8E4M3FN
-    and k, v are stored as `clamp(x / scale, -448, 448)` (vLLM's FP8 KV cache). The optional
-    result `k_out` is the rotated k itself, for a k also read after the write (the attention).
     """
 
     name = "fused.rope_kv_cache_write"
@@ -482,7 +381,6 @@ class RopeKvCacheWriteOp(NormOperation, RopeOperation, NamedOperandSyntax):
     slot_mapping = operand_def(TensorType)
     k_scale = opt_operand_def(TensorType)
     v_scale = opt_operand_def(TensorType)
-
     q_out = result_def(TensorType)
     k_cache_out = result_def(TensorType)
     v_cache_out = result_def(TensorType)
@@ -491,9 +389,8 @@ class RopeKvCacheWriteOp(NormOperation, RopeOperation, NamedOperandSyntax):
     eps = opt_prop_def(FloatAttr[Float64Type])
     weight_f32 = opt_prop_def(UnitAttr)
     rope_f32 = opt_prop_def(UnitAttr)
-
     KEYWORD_OPERANDS: ClassVar = (
-        *RopeOperation.KEYWORD_OPERANDS, "q_weight", "k_weight", "k_scale", "v_scale"
+        *attn.RopeOperation.KEYWORD_OPERANDS, "q_weight", "k_weight", "k_scale", "v_scale"
     )
 
     @classmethod
@@ -503,12 +400,11 @@ class RopeKvCacheWriteOp(NormOperation, RopeOperation, NamedOperandSyntax):
     def verify_(self) -> None:
         super().verify_()
         q, k, v = self.q.type, self.k.type, self.v.type
-        check_float("q", q)
-        check_rank("q", q, 3)
-        self.check_heads("q", q)
+        shapes.check_float("q", q)
+        self.check_heads("q", q, 3)
         self.check_heads("k", k)
-        check_same_dtype("k", k, q, "q")
-        check_dim("k's token count", k.dims[0], q.dims[0])
+        shapes.check_same_dtype("k", k, q, "q")
+        shapes.check_dim("k's token count", k.dims[0], q.dims[0])
         check_qk_norms(q, k, opt_type(self.q_weight), opt_type(self.k_weight), self.eps)
         k_cache, v_cache = self.k_cache.type, self.v_cache.type
         k_scale, v_scale = opt_type(self.k_scale), opt_type(self.v_scale)
@@ -516,31 +412,32 @@ class RopeKvCacheWriteOp(NormOperation, RopeOperation, NamedOperandSyntax):
             raise VerifyException("k_scale and v_scale go together")
         if k_scale is not None:  # an FP8 cache: k and v are stored as clamp(x / scale)
             for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
-                if cache.dtype != F8E4M3FN:
+                if cache.dtype != shapes.F8E4M3FN:
                     raise VerifyException(f"with k_scale / v_scale, {name} must hold "
                                           f"f8E4M3FN, not {cache.dtype}")
             for name, scale in (("k_scale", k_scale), ("v_scale", v_scale)):
-                if static_numel(scale.dims) != 1 or scale.dtype != f32:
+                if shapes.static_numel(scale.dims) != 1 or scale.dtype != f32:
                     raise VerifyException(f"{name} must be one f32 element, not "
-                                          f"{shape_str(scale.dims)} {scale.dtype}")
-            check_same_dtype("v", v, q, "q")
+                                          f"{shapes.shape_str(scale.dims)} {scale.dtype}")
+            shapes.check_same_dtype("v", v, q, "q")
             k, v = tensor_type(k.dims, k_cache.dtype), tensor_type(v.dims, v_cache.dtype)
-        check_paged_cache_write(k, v, *cache_halves(self.k_cache, self.v_cache),
-                                self.slot_mapping.type)
-        check_same_type("q_out", self.q_out.type, q, "q")
-        check_same_type("k_cache_out", self.k_cache_out.type, k_cache, "k_cache")
-        check_same_type("v_cache_out", self.v_cache_out.type, v_cache, "v_cache")
+        attn.check_paged_cache_write(k, v, *attn.cache_halves(self.k_cache, self.v_cache),
+                                     self.slot_mapping.type)
+        shapes.check_same_type("q_out", self.q_out.type, q, "q")
+        shapes.check_same_type("k_cache_out", self.k_cache_out.type, k_cache, "k_cache")
+        shapes.check_same_type("v_cache_out", self.v_cache_out.type, v_cache, "v_cache")
         if self.k_out is not None:
-            check_same_type("k_out", self.k_out.type, k, "k")
+            shapes.check_same_type("k_out", self.k_out.type, k, "k")
 
 
 # --- attention + quant --------------------------------------------------------------------------
 
 
 @irdl_op_definition
-class AttentionQuantOp(QuantOperation, AttentionOperation, NamedOperandSyntax):
+class AttentionQuantOp(quant.QuantOperation, attn.AttentionOperation, NamedOperandSyntax):
     """Attention whose kernel writes its output quantized: replaces `attn.attention` ->
     (transpose, reshape to `[tokens, H * Dv]`) -> `quant.fp8` static or group, or `quant.nvfp4`.
+    `output_scale` is the static or NVFP4 global scale.
 
     ```mlir
     %o = fused.attention_quant %q, %k, %v, output_scale %s
@@ -549,9 +446,6 @@ class AttentionQuantOp(QuantOperation, AttentionOperation, NamedOperandSyntax):
            !irfuse.tensor<[1, 8, s0, 128], bf16>, !irfuse.tensor<[], f32>)
         -> !irfuse.tensor<[s0, 4096], f8E4M3FN>
     ```
-    Operands and properties as `attn.attention`'s; `out` is the output token-major, flattened to
-    `[..., Hq * Dv]` (the layout the quant saw). `output_scale` is the static or NVFP4 global
-    scale; group and NVFP4 yield `scale_out`.
     """
 
     name = "fused.attention_quant"
@@ -561,31 +455,30 @@ class AttentionQuantOp(QuantOperation, AttentionOperation, NamedOperandSyntax):
     v = operand_def(TensorType)
     mask = opt_operand_def(TensorType)
     output_scale = opt_operand_def(TensorType)
-
     out = result_def(TensorType)
     scale_out = opt_result_def(TensorType)
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
-
     traits = traits_def(Pure())
-
     SCHEMES: ClassVar = (STATIC_TENSOR, GROUP, NVFP4)
 
     @classmethod
     def infer_result_types(cls, q, v, scheme, **_: Any) -> list[Any]:
         *batch, hq, lq, _ = q.type.dims
-        hidden = mul_dim(v.type.dims[-1], hq) if isinstance(hq, int) else None
-        return quant_result_types(scheme, (flattened_tokens((*batch, lq)), hidden), q.type.dtype)
+        hidden = shapes.mul_dim(v.type.dims[-1], hq) if isinstance(hq, int) else None
+        return quant.quant_result_types(scheme, (flattened_tokens((*batch, lq)), hidden),
+                                        q.type.dtype)
 
     def verify_(self) -> None:
         super().verify_()
-        *batch, hq, lq, dv = check_attention(
+        *batch, hq, lq, dv = attn.check_attention(
             self.q.type, self.k.type, self.v.type, opt_type(self.mask),
             bool(self.causal.value.data),
         )
         check_attention_output(
             self, opt_type(self.output_scale), self.out.type, opt_type(self.scale_out),
-            static_numel((*batch, lq)), mul_dim(dv, hq) if isinstance(hq, int) else None,
+            shapes.static_numel((*batch, lq)),
+            shapes.mul_dim(dv, hq) if isinstance(hq, int) else None,
         )
 
 
@@ -594,7 +487,7 @@ class PagedDecodeQuantOp(NamedOperandSyntax):
     """Decode attention over a paged KV cache, read in place, its output written quantized:
     replaces the gather of each sequence's pages through its block-table row, the mask of its
     first `seq_lens[b]` positions, `attn.attention` of one query per sequence over them, and the
-    quant of the output.
+    quant of the output (static_tensor or nvfp4).
 
     ```mlir
     %o = fused.paged_decode_quant %q, %k_cache, %v_cache, %block_table, %seq_lens, %s
@@ -604,9 +497,6 @@ class PagedDecodeQuantOp(NamedOperandSyntax):
            !irfuse.tensor<[s0], i32>, !irfuse.tensor<[1], f32>)
         -> !irfuse.tensor<[s0, 4096], f8E4M3FN>
     ```
-    q `[B, Hq, 1, D]`; caches `[num_blocks, block_size, Hk, D]`; block_table `[B, MB]` and
-    seq_lens `[B]` integers. `out` is the output flattened to `[B, Hq * D]`; static_tensor or
-    nvfp4 (which yields `scale_out`), `output_scale` the static or global scale.
     """
 
     name = "fused.paged_decode_quant"
@@ -617,46 +507,46 @@ class PagedDecodeQuantOp(NamedOperandSyntax):
     block_table = operand_def(TensorType)
     seq_lens = operand_def(TensorType)
     output_scale = operand_def(TensorType)
-
     out = result_def(TensorType)
     scale_out = opt_result_def(TensorType)
 
     scale = prop_def(FloatAttr[Float64Type])
     scheme = prop_def(QuantScheme)
     divide = opt_prop_def(UnitAttr)
-
     traits = traits_def(Pure())
 
     def verify_(self) -> None:
-        check_scale(self.scale)
-        check_quant_properties(self, (STATIC_TENSOR, NVFP4))
+        attn.check_scale(self.scale)
+        quant.check_quant_properties(self, (STATIC_TENSOR, NVFP4))
         q, kc, vc = self.q.type, self.k_cache.type, self.v_cache.type
-        check_float("q", q)
-        check_rank("q", q, 4)
+        shapes.check_float("q", q)
+        shapes.check_rank("q", q, 4)
         b, hq, one, d = q.dims
-        check_dim("q's query length (one token per sequence)", one, 1)
-        check_rank("k_cache", kc, 4)
-        check_shape("k_cache", kc, (None, None, None, d))
-        check_same_type("v_cache", vc, kc, "k_cache")
+        shapes.check_dim("q's query length (one token per sequence)", one, 1)
+        shapes.check_rank("k_cache", kc, 4)
+        shapes.check_shape("k_cache", kc, (None, None, None, d))
+        shapes.check_same_type("v_cache", vc, kc, "k_cache")
         if kc.dtype != q.dtype:
             raise VerifyException(f"the caches hold {kc.dtype}, expected q's {q.dtype}")
-        check_gqa(hq, kc.dims[2], "the cache's")
+        attn.check_gqa(hq, kc.dims[2], "the cache's")
         table, lens = self.block_table.type, self.seq_lens.type
-        check_integer("block_table", table)
-        check_rank("block_table", table, 2)
-        check_dim("block_table's rows", table.dims[0], b)
-        check_integer("seq_lens", lens)
-        check_shape("seq_lens", lens, (b,))
+        shapes.check_integer("block_table", table)
+        shapes.check_rank("block_table", table, 2)
+        shapes.check_dim("block_table's rows", table.dims[0], b)
+        shapes.check_integer("seq_lens", lens)
+        shapes.check_shape("seq_lens", lens, (b,))
         check_attention_output(
             self, self.output_scale.type, self.out.type, opt_type(self.scale_out),
-            b if isinstance(b, int) else None, mul_dim(d, hq) if isinstance(hq, int) else None,
+            b if isinstance(b, int) else None,
+            shapes.mul_dim(d, hq) if isinstance(hq, int) else None,
         )
 
 
 @irdl_op_definition
-class MlaAttentionQuantOp(QuantOperation, MlaOperation, NamedOperandSyntax):
+class MlaAttentionQuantOp(quant.QuantOperation, attn.MlaOperation, NamedOperandSyntax):
     """MLA attention whose kernel writes its output quantized: replaces `attn.mla_attention` ->
-    (reshape to `[T, H * v]`) -> `quant.fp8` static or group, or `quant.nvfp4`.
+    (reshape to `[T, H * v]`) -> `quant.fp8` static or group, or `quant.nvfp4`. `output_scale`
+    is the static or NVFP4 global scale; batch-major, `out` is `[... * Lq, H * v_head_dim]`.
 
     ```mlir
     %o, %s = fused.mla_attention_quant %q, %kv_c, %k_pe, %w
@@ -667,9 +557,6 @@ class MlaAttentionQuantOp(QuantOperation, MlaOperation, NamedOperandSyntax):
            !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>)
         -> (!irfuse.tensor<[s0, 2048], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 16], f32>)
     ```
-    Operands and properties as `attn.mla_attention`'s, plus `output_scale` (the static or NVFP4
-    global scale); `out` is the output token-major and flattened, `[T, H * v_head_dim]`
-    (batch-major: `[... * Lq, H * v_head_dim]`).
     """
 
     name = "fused.mla_attention_quant"
@@ -680,14 +567,11 @@ class MlaAttentionQuantOp(QuantOperation, MlaOperation, NamedOperandSyntax):
     kv_b_weight = operand_def(TensorType)
     mask = opt_operand_def(TensorType)
     output_scale = opt_operand_def(TensorType)
-
     out = result_def(TensorType)
     scale_out = opt_result_def(TensorType)
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
-
     traits = traits_def(Pure())
-
     SCHEMES: ClassVar = (STATIC_TENSOR, GROUP, NVFP4)
 
     @classmethod
@@ -696,7 +580,7 @@ class MlaAttentionQuantOp(QuantOperation, MlaOperation, NamedOperandSyntax):
     ) -> list[Any]:
         dims = q.type.dims
         tokens = flattened_tokens((*dims[:-3], dims[-2])) if batch_major else dims[0]
-        return quant_result_types(scheme, (tokens, num_heads * v_head_dim), q.type.dtype)
+        return quant.quant_result_types(scheme, (tokens, num_heads * v_head_dim), q.type.dtype)
 
     def verify_(self) -> None:
         super().verify_()
@@ -706,19 +590,19 @@ class MlaAttentionQuantOp(QuantOperation, MlaOperation, NamedOperandSyntax):
         heads, v_dim = dims[-3] if batch_major else dims[1], dims[-1]
         if out.rank != 2 or not isinstance(heads, int):
             raise VerifyException(
-                f"out must be [T, num_heads * v_head_dim], got {shape_str(out.dims)}"
+                f"out must be [T, num_heads * v_head_dim], got {shapes.shape_str(out.dims)}"
             )
-        tokens = static_numel((*dims[:-3], dims[-2])) if batch_major else None
+        tokens = shapes.static_numel((*dims[:-3], dims[-2])) if batch_major else None
         if not batch_major:
-            check_dim("out's token count", out.dims[0], dims[0])
+            shapes.check_dim("out's token count", out.dims[0], dims[0])
         check_attention_output(self, opt_type(self.output_scale), out, opt_type(self.scale_out),
-                               tokens, mul_dim(v_dim, heads))
+                               tokens, shapes.mul_dim(v_dim, heads))
 
 
 # --- GEMM + collectives (async TP) --------------------------------------------------------------
 
 
-class GemmCollectiveOperation(CollectiveOperation, NamedOperandSyntax):
+class GemmCollectiveOperation(coll.CollectiveOperation, NamedOperandSyntax):
     """A GEMM fused with a collective along `dim`: `gemm.matmul` without scales, or
     `gemm.scaled_matmul` with both scales and `out_dtype`."""
 
@@ -727,11 +611,9 @@ class GemmCollectiveOperation(CollectiveOperation, NamedOperandSyntax):
     scale_a = opt_operand_def(TensorType)
     scale_b = opt_operand_def(TensorType)
     bias = opt_operand_def(TensorType)
-
     c = result_def(TensorType)
 
     dim = prop_def(IntegerAttr[I64], default_value=i64_attr(0))
-
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     def product(self, a_rows: Dim | None = None) -> tuple[tuple[Dim, Dim], Attribute]:
@@ -743,17 +625,17 @@ class GemmCollectiveOperation(CollectiveOperation, NamedOperandSyntax):
         if (scale_a is None) != (scale_b is None):
             raise VerifyException("scale_a and scale_b come together (a scaled GEMM) or not at all")
         if scale_a is None:
-            dims, dtype = check_matmul(a, b, bias)
+            dims, dtype = gemm.check_matmul(a, b, bias)
             if out_dtype is not None and out_dtype != dtype:
                 raise VerifyException(f"out_dtype {out_dtype} differs from a's dtype {dtype}")
             return dims, dtype
         if out_dtype is None:
             raise VerifyException("a scaled GEMM needs out_dtype")
-        return check_scaled_matmul(a, b, scale_a, scale_b, bias, out_dtype, a_rows), out_dtype
+        return gemm.check_scaled_matmul(a, b, scale_a, scale_b, bias, out_dtype, a_rows), out_dtype
 
     def check_c(self, dims: Sequence[MaybeDim], dtype: Attribute) -> None:
         c = self.c.type
-        check_shape("c", c, dims)
+        shapes.check_shape("c", c, dims)
         if c.dtype != dtype:
             raise VerifyException(f"c has dtype {c.dtype}, expected {dtype}")
 
@@ -761,7 +643,8 @@ class GemmCollectiveOperation(CollectiveOperation, NamedOperandSyntax):
 @irdl_op_definition
 class GemmReduceScatterOp(GemmCollectiveOperation):
     """A GEMM whose result is reduce-scattered over the TP group, overlapped (async TP):
-    replaces `gemm.matmul` or `gemm.scaled_matmul` followed by `coll.reduce_scatter`.
+    replaces `gemm.matmul` or `gemm.scaled_matmul` followed by `coll.reduce_scatter`; `c` is
+    the product's shard along `dim` (0 or 1).
 
     ```mlir
     %c2 = fused.gemm_reduce_scatter %a8, %b8, scale_a %sa, scale_b %sb
@@ -769,7 +652,6 @@ class GemmReduceScatterOp(GemmCollectiveOperation):
         : (!irfuse.tensor<[256, 4096], f8E4M3FN>, !irfuse.tensor<[4096, 4096], f8E4M3FN>,
            !irfuse.tensor<[], f32>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[64, 4096], bf16>
     ```
-    `c` is the product's shard along `dim` (0 or 1), which world_size must divide.
     """
 
     name = "fused.gemm_reduce_scatter"
@@ -779,31 +661,29 @@ class GemmReduceScatterOp(GemmCollectiveOperation):
 
     @classmethod
     def infer_result_types(cls, a, b, world_size, dim=0, out_dtype=None, **_: Any) -> list[Any]:
-        product = product_type(a, b, out_dtype)
-        return [derived_type(product, scattered_dims(product.dims, dim % 2, world_size))]
+        product = gemm.product_type(a, b, out_dtype)
+        return [derived_type(product, coll.scattered_dims(product.dims, dim % 2, world_size))]
 
     def verify_(self) -> None:
         super().verify_()
-        check_reduce_op(self.reduce_op)
+        coll.check_reduce_op(self.reduce_op)
         dims, dtype = self.product()
-        d = normalize_dim(self.dim.value.data, 2, "dim")
-        self.check_c(scattered_dims(dims, d, self.world_size.value.data), dtype)
+        d = shapes.normalize_dim(self.dim.value.data, 2, "dim")
+        self.check_c(coll.scattered_dims(dims, d, self.world_size.value.data), dtype)
 
 
 @irdl_op_definition
 class AllGatherGemmOp(GemmCollectiveOperation):
-    """A GEMM on a row-sharded a that is all-gathered first, overlapped (async TP): replaces
-    `coll.all_gather` (dim 0) of a followed by `gemm.matmul` or `gemm.scaled_matmul`.
+    """A GEMM on a row-sharded a that is all-gathered first (dim 0 only), overlapped (async TP):
+    replaces `coll.all_gather` of a followed by `gemm.matmul` or `gemm.scaled_matmul`. A
+    row-wise `scale_a` is the shard's `[M / world_size, 1]` (gathered with a) or the gathered
+    rows' `[M, 1]` (replicated), the two forms torch's `fused_all_gather_scaled_matmul` takes.
 
     ```mlir
     %c = fused.all_gather_gemm %a, %b {group = "tp", world_size = 4 : i64}
         : (!irfuse.tensor<[64, 4096], bf16>, !irfuse.tensor<[4096, 1024], bf16>)
         -> !irfuse.tensor<[256, 1024], bf16>
     ```
-    a is this rank's shard `[M / world_size, K]`; a row-wise `scale_a` is the shard's `[M /
-    world_size, 1]` (gathered with a) or the gathered rows' `[M, 1]` (replicated), the two
-    forms torch's `fused_all_gather_scaled_matmul` takes; `c` is `[M, N]`. Only `dim = 0` is a
-    GEMM gather.
     """
 
     name = "fused.all_gather_gemm"
@@ -812,8 +692,9 @@ class AllGatherGemmOp(GemmCollectiveOperation):
 
     @classmethod
     def infer_result_types(cls, a, b, world_size, out_dtype=None, **_: Any) -> list[Any]:
-        product = product_type(a, b, out_dtype)
-        return [derived_type(product, (mul_dim(product.dims[0], world_size), product.dims[1]))]
+        product = gemm.product_type(a, b, out_dtype)
+        return [derived_type(product, (shapes.mul_dim(product.dims[0], world_size),
+                                       product.dims[1]))]
 
     def verify_(self) -> None:
         super().verify_()
@@ -825,28 +706,29 @@ class AllGatherGemmOp(GemmCollectiveOperation):
         ws = self.world_size.value.data
         a_rows = None  # a row-wise scale of the gathered rows (replicated) has M of them
         shard_rows = self.a.type.dims[0]  # type: ignore[attr-defined]
-        if sa is not None and sa.rank == 2 and not is_one_element(sa.dims) \
+        if sa is not None and sa.rank == 2 and not shapes.is_one_element(sa.dims) \
                 and sa.dims[0] != shard_rows:
             # Not the shard's rows: the gathered rows' (M = the shard's x world_size; a
             # symbolic count, such as a token count padded for sequence parallelism, agrees).
-            gathered = mul_dim(shard_rows, ws)
-            if not dims_agree(sa.dims[0], gathered):
+            gathered = shapes.mul_dim(shard_rows, ws)
+            if not shapes.dims_agree(sa.dims[0], gathered):
                 raise VerifyException(
                     f"scale_a of an all-gathered GEMM is per-tensor [1], the shard's row-wise "
-                    f"{shape_str((shard_rows, 1))} or the gathered rows' "
-                    f"{shape_str((gathered, 1))}; got {shape_str(sa.dims)}")
+                    f"{shapes.shape_str((shard_rows, 1))} or the gathered rows' "
+                    f"{shapes.shape_str((gathered, 1))}; got {shapes.shape_str(sa.dims)}")
             a_rows = sa.dims[0]
         (m, n), dtype = self.product(a_rows)
-        self.check_c((mul_dim(m, ws), n), dtype)
+        self.check_c((shapes.mul_dim(m, ws), n), dtype)
 
 
 # --- norm + pad ---------------------------------------------------------------------------------
 
 
 @irdl_op_definition
-class RmsNormPadOp(NormOperation, NamedOperandSyntax):
+class RmsNormPadOp(norm.NormOperation, NamedOperandSyntax):
     """(Residual add +) RMSNorm + constant pad of the last dim, in one kernel: replaces
-    `norm.rms_norm` or `norm.add_rms_norm` whose `y` is padded by `act.pad`.
+    `norm.rms_norm` or `norm.add_rms_norm` whose `y` is padded by `act.pad` (`out`, padded as
+    `act.pad` pads).
 
     ```mlir
     %p, %r = fused.rms_norm_pad %x, residual %res, %w
@@ -855,9 +737,6 @@ class RmsNormPadOp(NormOperation, NamedOperandSyntax):
            !irfuse.tensor<[2880], bf16>)
         -> (!irfuse.tensor<[s0, 3072], bf16>, residual_out !irfuse.tensor<[s0, 2880], bf16>)
     ```
-    `out` is the norm padded as `act.pad` pads. `round_sum` is `norm.add_rms_norm`'s;
-    `weight_f32` marks a weight product in float32 rounded once (`(w * normed).to(dtype)`,
-    `F.rms_norm`'s order) instead of the rounded norm times the weight in the model dtype.
     """
 
     name = "fused.rms_norm_pad"
@@ -865,7 +744,6 @@ class RmsNormPadOp(NormOperation, NamedOperandSyntax):
     x = operand_def(TensorType)
     residual = opt_operand_def(TensorType)
     weight = operand_def(TensorType)
-
     out = result_def(TensorType)
     residual_out = opt_result_def(TensorType)
 
@@ -874,45 +752,37 @@ class RmsNormPadOp(NormOperation, NamedOperandSyntax):
     value = prop_def(FloatAttr[Float64Type], default_value=f64_attr(0.0))
     round_sum = opt_prop_def(UnitAttr)
     weight_f32 = opt_prop_def(UnitAttr)
-
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
-
     traits = traits_def(Pure())
-
     BUILD_DEFAULTS: ClassVar = {"low": 0}
 
     @classmethod
     def infer_result_types(cls, x, high, low, residual=None, **_: Any) -> list[Any]:
-        return [derived_type(x.type, pad_dims(x.type, low, high)),
+        return [derived_type(x.type, act.pad_dims(x.type, low, high)),
                 None if residual is None else x.type]
 
     def verify_(self) -> None:
         super().verify_()
         x = self.x.type
-        check_norm_weight(x, self.weight.type)
-        check_residual(x, opt_type(self.residual), opt_type(self.residual_out), self.round_sum)
+        norm.check_norm_weight(x, self.weight.type)
+        norm.check_residual(x, opt_type(self.residual), opt_type(self.residual_out),
+                            self.round_sum)
         if math.isnan(self.value.value.data):
             raise VerifyException("a NaN pad value is not supported")
         out = self.out.type
-        check_shape("out", out, pad_dims(x, self.low.value.data, self.high.value.data))
-        check_float("out", out)
+        shapes.check_shape("out", out, act.pad_dims(x, self.low.value.data, self.high.value.data))
+        shapes.check_float("out", out)
 
 
 # --- MLA ----------------------------------------------------------------------------------------
 
 
-def _check_eps(name: str, eps: FloatAttr) -> None:
-    value = eps.value.data
-    if not (math.isfinite(value) and value >= 0.0):
-        raise VerifyException(f"{name} must be a finite value >= 0, got {value}")
-
-
 @irdl_op_definition
 class MlaDualRmsNormOp(NamedOperandSyntax):
     """MLA's paired RMSNorms, of the q latent and of the kv latent, in one kernel: replaces the
-    two `norm.rms_norm` of slices of one projection (DeepSeek-V2/V3's `fused_qkv_a_proj` output
-    split into `q_c` and `kv_lora`, then `kv_c` and `k_pe`: `q_a_layernorm(q_c)` and
-    `kv_a_layernorm(kv_c)`; vLLM's `fused_mla_dual_rms_norm`, AITER's `fused_qk_rmsnorm`).
+    two `norm.rms_norm` of slices of one projection (DeepSeek-V2/V3's `q_a_layernorm(q_c)` and
+    `kv_a_layernorm(kv_c)`; vLLM's `fused_mla_dual_rms_norm`, AITER's `fused_qk_rmsnorm`), each
+    with its own eps; q and kv share their leading dims and dtype.
 
     ```mlir
     %qn, %kvn = fused.mla_dual_rms_norm %q_c, %qw, %kv_c, %kvw
@@ -921,9 +791,6 @@ class MlaDualRmsNormOp(NamedOperandSyntax):
            !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[512], bf16>)
         -> (!irfuse.tensor<[s0, 1536], bf16>, !irfuse.tensor<[s0, 512], bf16>)
     ```
-    Each output is `norm.rms_norm` of its input over the last dim with its own eps; the two share
-    the readings of `fused.qk_norm_rope`'s norm (`weight_offset`, `weight_f32`). q and kv have the
-    same leading dims and dtype; results are typed like them.
     """
 
     name = "fused.mla_dual_rms_norm"
@@ -932,7 +799,6 @@ class MlaDualRmsNormOp(NamedOperandSyntax):
     q_weight = operand_def(TensorType)
     kv = operand_def(TensorType)
     kv_weight = operand_def(TensorType)
-
     q_out = result_def(TensorType)
     kv_out = result_def(TensorType)
 
@@ -940,31 +806,29 @@ class MlaDualRmsNormOp(NamedOperandSyntax):
     kv_eps = prop_def(FloatAttr[Float64Type])
     weight_offset = prop_def(FloatAttr[Float64Type], default_value=f64_attr(0.0))
     weight_f32 = opt_prop_def(UnitAttr)
-
     traits = traits_def(Pure())
-
     RESULTS_TYPED_LIKE: ClassVar = ("q", "kv")
 
     def verify_(self) -> None:
-        _check_eps("q_eps", self.q_eps)
-        _check_eps("kv_eps", self.kv_eps)
+        norm.check_eps("q_eps", self.q_eps)
+        norm.check_eps("kv_eps", self.kv_eps)
         q, kv = self.q.type, self.kv.type
-        check_norm_weight(q, self.q_weight.type, "q")
-        check_norm_weight(kv, self.kv_weight.type, "kv")
-        check_same_dtype("kv", kv, q, "q")
-        check_rank("kv", kv, q.rank)
+        norm.check_norm_weight(q, self.q_weight.type, "q")
+        norm.check_norm_weight(kv, self.kv_weight.type, "kv")
+        shapes.check_same_dtype("kv", kv, q, "q")
+        shapes.check_rank("kv", kv, q.rank)
         for i, (a, b) in enumerate(zip(q.dims[:-1], kv.dims[:-1], strict=True)):
-            check_dim(f"kv's dim {i}", b, a)
-        check_same_type("q_out", self.q_out.type, q, "q")
-        check_same_type("kv_out", self.kv_out.type, kv, "kv")
+            shapes.check_dim(f"kv's dim {i}", b, a)
+        shapes.check_same_type("q_out", self.q_out.type, q, "q")
+        shapes.check_same_type("kv_out", self.kv_out.type, kv, "kv")
 
 
 @irdl_op_definition
-class RopeMlaKvCacheWriteOp(RopeOperation, NamedOperandSyntax):
+class RopeMlaKvCacheWriteOp(attn.RopeOperation, NamedOperandSyntax):
     """MLA's RoPE of q_pe and k_pe and the latent-cache write of `[kv_c | rotated k_pe]`, in one
-    kernel that returns the rotated q_pe and k_pe: replaces `attn.rope` of q_pe and k_pe whose
-    rotated k_pe (viewed `[T, rope_dim]`) feeds `attn.mla_kv_cache_write` (vLLM's
-    `fused_rope_unified_mla_kv_cache_update`, `concat_and_cache_mla_rope_fused`).
+    kernel that returns the rotated q_pe and k_pe and the cache: replaces `attn.rope` of q_pe and
+    k_pe (`[T, 1, rope_dim]` or `[T, rope_dim]`) whose rotated k_pe feeds
+    `attn.mla_kv_cache_write` (vLLM's `concat_and_cache_mla_rope_fused`).
 
     ```mlir
     %qr, %kr, %c2 = fused.rope_mla_kv_cache_write %q_pe, %k_pe, %kv_c, positions %pos,
@@ -977,9 +841,6 @@ class RopeMlaKvCacheWriteOp(RopeOperation, NamedOperandSyntax):
         -> (!irfuse.tensor<[s0, 16, 64], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>,
             !irfuse.tensor<[1024, 16, 576], bf16>)
     ```
-    q_pe `[T, H, rope_dim]`, k_pe `[T, 1, rope_dim]` or `[T, rope_dim]`; tables and `rope_f32`
-    as `fused.qk_norm_rope`'s; kv_c, the cache and the slots as `attn.mla_kv_cache_write`'s (the
-    kernel writes the cache in place; its new value is the third result).
     """
 
     name = "fused.rope_mla_kv_cache_write"
@@ -994,43 +855,42 @@ class RopeMlaKvCacheWriteOp(RopeOperation, NamedOperandSyntax):
     sin = opt_operand_def(TensorType)
     kv_cache = operand_def(TensorType)
     slot_mapping = operand_def(TensorType)
-
     q_out = result_def(TensorType)
     k_out = result_def(TensorType)
     kv_cache_out = result_def(TensorType)
 
     rope_f32 = opt_prop_def(UnitAttr)
-
     RESULTS_TYPED_LIKE: ClassVar = ("q_pe", "k_pe", "kv_cache")
 
     def verify_(self) -> None:
         super().verify_()
         q, k = self.q_pe.type, self.k_pe.type
         head_dim = self.head_dim.value.data
-        check_float("q_pe", q)
-        check_rank("q_pe", q, 3)
-        self.check_heads("q_pe", q)
-        if k.rank not in (2, 3) or (k.rank == 3 and not dims_agree(k.dims[1], 1)):
-            raise VerifyException(f"k_pe has shape {shape_str(k.dims)}: [T, 1, rope_dim] or "
-                                  "[T, rope_dim] (one key shared by all heads)")
+        shapes.check_float("q_pe", q)
+        self.check_heads("q_pe", q, 3)
+        if k.rank not in (2, 3) or (k.rank == 3 and not shapes.dims_agree(k.dims[1], 1)):
+            raise VerifyException(f"k_pe has shape {shapes.shape_str(k.dims)}: [T, 1, rope_dim] "
+                                  "or [T, rope_dim] (one key shared by all heads)")
         self.check_heads("k_pe", k)
-        check_same_dtype("k_pe", k, q, "q_pe")
-        check_mla_cache_write(self.kv_c.type, tensor_type((k.dims[0], head_dim), k.dtype),
-                              self.kv_cache.type, self.slot_mapping.type)
-        check_same_type("q_out", self.q_out.type, q, "q_pe")
-        check_same_type("k_out", self.k_out.type, k, "k_pe")
-        check_same_type("kv_cache_out", self.kv_cache_out.type, self.kv_cache.type, "kv_cache")
+        shapes.check_same_dtype("k_pe", k, q, "q_pe")
+        attn.check_mla_cache_write(self.kv_c.type, tensor_type((k.dims[0], head_dim), k.dtype),
+                                   self.kv_cache.type, self.slot_mapping.type)
+        shapes.check_same_type("q_out", self.q_out.type, q, "q_pe")
+        shapes.check_same_type("k_out", self.k_out.type, k, "k_pe")
+        shapes.check_same_type("kv_cache_out", self.kv_cache_out.type, self.kv_cache.type,
+                               "kv_cache")
 
 
 # --- vLLM's attention calls ---------------------------------------------------------------------
 
 
 @irdl_op_definition
-class VllmAttentionQuantOp(QuantOperation, VllmAttentionOperation, NamedOperandSyntax):
+class VllmAttentionQuantOp(quant.QuantOperation, attn.VllmAttentionOperation, NamedOperandSyntax):
     """vLLM's attention of one layer with its output written quantized, by an irfuse kernel that
     reads the layer's cache through vLLM's forward context: replaces `attn.vllm_attention` (with
-    `mla`, `attn.vllm_mla_attention`) -> its output flattened -> `quant.fp8` static or
-    `quant.nvfp4`, where the layer's backend does not take the quant itself.
+    `mla`, `attn.vllm_mla_attention`) -> its output flattened to `[T, H * Dv]` -> `quant.fp8`
+    static or `quant.nvfp4`, where the layer's backend does not take the quant itself. The
+    operands are the attention's, then the quant's (global) scale.
 
     ```mlir
     %o = fused.vllm_attention_quant %q, %k, %v, %s, kv_cache_dep %dep, layer %ln
@@ -1039,9 +899,6 @@ class VllmAttentionQuantOp(QuantOperation, VllmAttentionOperation, NamedOperandS
            !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[1], f32>, !irfuse.tensor<[0], bf16>,
            !irfuse.opaque<"LayerName">) -> !irfuse.tensor<[s0, 4096], f8E4M3FN>
     ```
-    Operands as the attention op's (q, k, v; with `mla`: q, kv_c_normed, k_pe), then the quant's
-    scale (static_tensor: the FP8 scale; nvfp4: the global scale). `out` is the attention output
-    `[T, H * Dv]` quantized (nvfp4: ui8 `[T, H * Dv / 2]` and the swizzled `scale_out`).
     """
 
     name = "fused.vllm_attention_quant"
@@ -1050,26 +907,23 @@ class VllmAttentionQuantOp(QuantOperation, VllmAttentionOperation, NamedOperandS
     k = operand_def(TensorType)
     v = operand_def(TensorType)
     output_scale = operand_def(TensorType)
-
     out = result_def(TensorType)
     scale_out = opt_result_def(TensorType)
 
     mla = opt_prop_def(UnitAttr)
-
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
-
     SCHEMES: ClassVar = (STATIC_TENSOR, NVFP4)
 
     def verify_(self) -> None:
         super().verify_()
         out, q = self.out.type, self.q.type
-        check_float("q", q)
-        check_rank("q", q, 3)
-        check_rank("out", out, 2)
-        check_dim("out's token count", out.dims[0], q.dims[0])
+        shapes.check_float("q", q)
+        shapes.check_rank("q", q, 3)
+        shapes.check_rank("out", out, 2)
+        shapes.check_dim("out's token count", out.dims[0], q.dims[0])
         if self.mla is None:
-            _, hq, dv = check_vllm_attention(q, self.k.type, self.v.type)
-            hidden: MaybeDim = mul_dim(dv, hq) if isinstance(hq, int) else None
+            _, hq, dv = attn.check_vllm_attention(q, self.k.type, self.v.type)
+            hidden: MaybeDim = shapes.mul_dim(dv, hq) if isinstance(hq, int) else None
         else:
             width = out.dims[1]
             hidden = width * 2 if self.scheme.is_nvfp4 and isinstance(width, int) else width
@@ -1078,12 +932,12 @@ class VllmAttentionQuantOp(QuantOperation, VllmAttentionOperation, NamedOperandS
 
 
 @irdl_op_definition
-class RopeVllmKvCacheUpdateOp(NormOperation, RopeOperation, VllmLayerOperation,
-                              NamedOperandSyntax):
+class RopeVllmKvCacheUpdateOp(norm.NormOperation, attn.RopeOperation,
+                              attn.VllmLayerOperation, NamedOperandSyntax):
     """RoPE of q and k (after their per-head norms, with `q_weight`/`k_weight`) and vLLM's
-    KV-cache write of the rotated k and of v into the layer's cache, in one kernel: replaces
-    `attn.rope` (or `fused.qk_norm_rope`) whose rotated k `attn.vllm_kv_cache_update` writes
-    (vLLM's `fused_rope_and_unified_kv_cache_update`). The rotated k is a result too.
+    KV-cache write of the rotated k and of v into the layer's cache, in one kernel that also
+    returns the rotated k: replaces `attn.rope` (or `fused.qk_norm_rope`) whose rotated k
+    `attn.vllm_kv_cache_update` writes (vLLM's `fused_rope_and_unified_kv_cache_update`).
 
     ```mlir
     %qr, %kr, %dep = fused.rope_vllm_kv_cache_update %q, %k, %v, positions %pos,
@@ -1095,9 +949,6 @@ class RopeVllmKvCacheUpdateOp(NormOperation, RopeOperation, VllmLayerOperation,
         -> (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>,
             !irfuse.tensor<[0], bf16>)
     ```
-    q `[T, Hq, D]`, k `[T, Hkv, D]`, v `[T, Hkv, Dv]` of one dtype; tables, norm weights and
-    properties as `fused.rope_kv_cache_write`'s; `kv_cache_dep` is vLLM's dummy, which the
-    layer's attention takes.
     """
 
     name = "fused.rope_vllm_kv_cache_update"
@@ -1107,7 +958,6 @@ class RopeVllmKvCacheUpdateOp(NormOperation, RopeOperation, VllmLayerOperation,
     v = operand_def(TensorType)
     q_weight = opt_operand_def(TensorType)
     k_weight = opt_operand_def(TensorType)
-
     q_out = result_def(TensorType)
     k_out = result_def(TensorType)
     kv_cache_dep = result_def(TensorType)
@@ -1115,9 +965,8 @@ class RopeVllmKvCacheUpdateOp(NormOperation, RopeOperation, VllmLayerOperation,
     eps = opt_prop_def(FloatAttr[Float64Type])
     weight_f32 = opt_prop_def(UnitAttr)
     rope_f32 = opt_prop_def(UnitAttr)
-
     KEYWORD_OPERANDS: ClassVar = (
-        *RopeOperation.KEYWORD_OPERANDS, "q_weight", "k_weight", "layer"
+        *attn.RopeOperation.KEYWORD_OPERANDS, "q_weight", "k_weight", "layer"
     )
 
     @classmethod
@@ -1127,17 +976,17 @@ class RopeVllmKvCacheUpdateOp(NormOperation, RopeOperation, VllmLayerOperation,
     def verify_(self) -> None:
         super().verify_()
         q, k, v = self.q.type, self.k.type, self.v.type
-        check_float("q", q)
-        check_rank("q", q, 3)
-        check_same_dtype("k", k, q, "q")
+        shapes.check_float("q", q)
+        shapes.check_rank("q", q, 3)
+        shapes.check_same_dtype("k", k, q, "q")
         self.check_kv_update(k, v, self.kv_cache_dep.type, "q")
         self.check_heads("q", q)
         self.check_heads("k", k)
-        check_dim("k's token count", k.dims[0], q.dims[0])
-        check_dim("v's token count", v.dims[0], q.dims[0])
+        shapes.check_dim("k's token count", k.dims[0], q.dims[0])
+        shapes.check_dim("v's token count", v.dims[0], q.dims[0])
         check_qk_norms(q, k, opt_type(self.q_weight), opt_type(self.k_weight), self.eps)
-        check_same_type("q_out", self.q_out.type, q, "q")
-        check_same_type("k_out", self.k_out.type, k, "k")
+        shapes.check_same_type("q_out", self.q_out.type, q, "q")
+        shapes.check_same_type("k_out", self.k_out.type, k, "k")
 
 
 Fused = declared_dialect("fused", globals())

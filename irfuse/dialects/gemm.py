@@ -24,34 +24,24 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from irfuse.dialects.irfuse import RaisedOperation, TensorType, tensor_type
+from irfuse.ir import shapes
 from irfuse.ir.dialect import declared_dialect
-from irfuse.ir.shapes import (
-    Dim,
-    check_dim,
-    check_dtype,
-    check_float,
-    check_rank,
-    check_same_dtype,
-    check_shape,
-    is_float,
-    is_fp8,
-    is_one_element,
-)
+from irfuse.ir.shapes import Dim
 from irfuse.ir.syntax import opt_type
 
 
 def _check_operands(a: TensorType, b: TensorType) -> tuple[Dim, Dim]:
     """a [M, K] and b [K, N] with agreeing K; returns (M, N)."""
-    check_rank("a", a, 2)
-    check_rank("b", b, 2)
-    check_dim("b's dim 0 (K)", b.dims[0], a.dims[1])
+    shapes.check_rank("a", a, 2)
+    shapes.check_rank("b", b, 2)
+    shapes.check_dim("b's dim 0 (K)", b.dims[0], a.dims[1])
     return a.dims[0], b.dims[1]
 
 
 def _check_bias(bias: TensorType | None, n: Dim, dtype: Attribute) -> None:
     if bias is not None:
-        check_shape("bias", bias, (n,))
-        check_dtype("bias", bias, dtype)
+        shapes.check_shape("bias", bias, (n,))
+        shapes.check_dtype("bias", bias, dtype)
 
 
 def check_matmul(
@@ -59,40 +49,33 @@ def check_matmul(
 ) -> tuple[tuple[Dim, Dim], Attribute]:
     """A plain product: float a and b of one dtype; returns the result dims and dtype."""
     m, n = _check_operands(a, b)
-    check_float("a", a)
-    check_same_dtype("b", b, a, "a")
+    shapes.check_float("a", a)
+    shapes.check_same_dtype("b", b, a, "a")
     _check_bias(bias, n, a.dtype)
     return (m, n), a.dtype
 
 
 def check_scaled_matmul(
-    a: TensorType,
-    b: TensorType,
-    scale_a: TensorType,
-    scale_b: TensorType,
-    bias: TensorType | None,
-    out_dtype: Attribute,
-    a_rows: Dim | None = None,
+    a: TensorType, b: TensorType, scale_a: TensorType, scale_b: TensorType,
+    bias: TensorType | None, out_dtype: Attribute, a_rows: Dim | None = None,
 ) -> tuple[Dim, Dim]:
-    """An FP8 product `(a * scale_a) @ (b * scale_b)`; returns the result dims.
-
-    a and b are fp8; scale_a is f32 per-tensor (one element) or row-wise `[M, 1]`, scale_b
-    per-tensor or column-wise `[1, N]`; the result and bias have `out_dtype`. `a_rows` overrides
-    M for a row-wise scale_a (a fused all-gather's replicated scale has the gathered rows).
-    """
+    """An FP8 product `(a * scale_a) @ (b * scale_b)`; returns the result dims. a and b are fp8;
+    scale_a is f32 per-tensor (one element) or row-wise `[M, 1]`, scale_b per-tensor or
+    column-wise `[1, N]`; bias has `out_dtype`. `a_rows` overrides M for a row-wise scale_a (a
+    fused all-gather's replicated scale has the gathered rows)."""
     m, n = _check_operands(a, b)
     for what, t in (("a", a), ("b", b)):
-        if not is_fp8(t.dtype):
+        if not shapes.is_fp8(t.dtype):
             raise VerifyException(f"{what} of a scaled matmul must be fp8, got {t.dtype}")
-    if not is_float(out_dtype):
+    if not shapes.is_float(out_dtype):
         raise VerifyException(f"out_dtype must be a float dtype, got {out_dtype}")
-    check_dtype("scale_a", scale_a, f32)
-    check_dtype("scale_b", scale_b, f32)
-    if not is_one_element(scale_a.dims):
+    shapes.check_dtype("scale_a", scale_a, f32)
+    shapes.check_dtype("scale_b", scale_b, f32)
+    if not shapes.is_one_element(scale_a.dims):
         rows = m if a_rows is None else a_rows
-        check_shape("scale_a (per-tensor [1] or row-wise [M, 1])", scale_a, (rows, 1))
-    if not is_one_element(scale_b.dims):
-        check_shape("scale_b (per-tensor [1] or column-wise [1, N])", scale_b, (1, n))
+        shapes.check_shape("scale_a (per-tensor [1] or row-wise [M, 1])", scale_a, (rows, 1))
+    if not shapes.is_one_element(scale_b.dims):
+        shapes.check_shape("scale_b (per-tensor [1] or column-wise [1, N])", scale_b, (1, n))
     _check_bias(bias, n, out_dtype)
     return m, n
 
@@ -118,7 +101,6 @@ class MatmulOp(RaisedOperation):
     a = operand_def(TensorType)
     b = operand_def(TensorType)
     bias = opt_operand_def(TensorType)
-
     c = result_def(TensorType)
 
     traits = traits_def(Pure())
@@ -129,13 +111,14 @@ class MatmulOp(RaisedOperation):
 
     def verify_(self) -> None:
         dims, dtype = check_matmul(self.a.type, self.b.type, opt_type(self.bias))
-        check_shape("c", self.c.type, dims)
-        check_dtype("c", self.c.type, dtype)
+        shapes.check_shape("c", self.c.type, dims)
+        shapes.check_dtype("c", self.c.type, dtype)
 
 
 @irdl_op_definition
 class ScaledMatmulOp(RaisedOperation):
-    """`c = (a * scale_a) @ (b * scale_b) (+ bias)` in `out_dtype`, on fp8 a and b.
+    """`c = (a * scale_a) @ (b * scale_b) (+ bias)` in `out_dtype`, on fp8 a and b; f32 scales
+    per-tensor (one element) or row-wise (`[M, 1]` for a, `[1, N]` for b).
 
     ```mlir
     %r = gemm.scaled_matmul %a, %b, %sa_tok, %sb_ch {out_dtype = bf16}
@@ -143,7 +126,6 @@ class ScaledMatmulOp(RaisedOperation):
            !irfuse.tensor<[s0, 1], f32>, !irfuse.tensor<[1, 6144], f32>)
         -> !irfuse.tensor<[s0, 6144], bf16>
     ```
-    Scales are f32: per-tensor (one element) or row-wise (`[M, 1]` for a, `[1, N]` for b).
     """
 
     name = "gemm.scaled_matmul"
@@ -153,11 +135,9 @@ class ScaledMatmulOp(RaisedOperation):
     scale_a = operand_def(TensorType)
     scale_b = operand_def(TensorType)
     bias = opt_operand_def(TensorType)
-
     c = result_def(TensorType)
 
     out_dtype = prop_def(TypeAttribute)
-
     traits = traits_def(Pure())
 
     @classmethod
@@ -170,7 +150,7 @@ class ScaledMatmulOp(RaisedOperation):
             self.out_dtype,
         )
         c = self.c.type
-        check_shape("c", c, dims)
+        shapes.check_shape("c", c, dims)
         if c.dtype != self.out_dtype:
             raise VerifyException(f"c has dtype {c.dtype} but out_dtype is {self.out_dtype}")
 

@@ -1,24 +1,17 @@
-"""The `irfuse` dialect: the types every other irfuse dialect uses, the region terminator and the
-base of the raised ops.
+"""The `irfuse` dialect: the types every irfuse dialect uses, the region terminator and the base
+of the raised ops.
 
-Types keep what a torch value is, so that a graph survives FX -> IR -> text -> IR -> FX:
-
-- `!irfuse.tensor<[s0, 4096], bf16>`: a tensor with a dtype and a shape whose dims are integers or
-  symbolic sizes (sympy expressions as Dynamo names them: `s0`, `"2*s0"`). The symbol names are kept
-  through printing and parsing, so a verifier can tell that two `s0` dims agree.
-- `!irfuse.sym<s0>`: a symbolic integer (a SymInt graph input or a size computed in the graph);
-  `!irfuse.sym<"s0 > 4", bool>` for the rarer SymBool / SymFloat values.
-- `!irfuse.opaque<"what">`: any other non-tensor value an imported op yields (kept, not inspected).
-
-`RaisedOperation` is the base of the semantic ops: the named-operand syntax (`irfuse.ir.syntax`)
-and the optional `decomposition` region (`irfuse.ir.decomposition`) ended by `irfuse.yield`.
-Dtypes are xDSL's builtin element types (`bf16`, `f8E4M3FN`, `i64`, `ui8`, `i1` for bool, ...);
-`irfuse.dtypes` maps them to and from torch dtypes.
+Types keep what a torch value is, so that a graph survives FX -> IR -> text -> IR -> FX: a
+`!irfuse.tensor` has a dtype (xDSL's element types, mapped to torch's by `irfuse.dtypes`) and
+dims that are integers or symbolic sizes, kept by name (`s0`, `"2*s0"`) so that a verifier can
+tell two `s0` dims agree; `!irfuse.sym` is a SymInt (or SymBool, SymFloat); `!irfuse.opaque`
+any other value an imported op yields. `RaisedOperation` is the base of the semantic ops: the
+named-operand syntax (`irfuse.ir.syntax`) and the optional `decomposition` region
+(`irfuse.ir.decomposition`) ended by `irfuse.yield`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from xdsl.dialects import builtin
@@ -37,38 +30,11 @@ from xdsl.printer import Printer
 from xdsl.traits import IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
+from irfuse.ir.attr_syntax import StringParameter, dim_attr, parse_dim, print_dim
 from irfuse.ir.decomposition import HasDecomposition
 from irfuse.ir.dialect import declared_dialect
 from irfuse.ir.shapes import Dim, MaybeDim
 from irfuse.ir.syntax import NamedOperandSyntax
-
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-def _print_dim(printer: Printer, dim: Attribute) -> None:
-    if isinstance(dim, IntAttr):
-        printer.print_int(dim.data)
-    else:
-        assert isinstance(dim, StringAttr)
-        if _IDENT.match(dim.data):
-            printer.print_string(dim.data)
-        else:
-            printer.print_string_literal(dim.data)
-
-
-def _parse_dim(parser: AttrParser) -> IntAttr | StringAttr:
-    value = parser.parse_optional_integer(allow_boolean=False, allow_negative=False)
-    if value is not None:
-        return IntAttr(value)
-    text = parser.parse_optional_identifier_or_str_literal()
-    if text is None:
-        parser.raise_error("expected a dimension: an integer, a symbol or a quoted expression")
-    return StringAttr(text)
-
-
-def _dim_attr(dim: Dim) -> IntAttr | StringAttr:
-    if isinstance(dim, int):
-        return IntAttr(dim)
-    return StringAttr(str(dim))
 
 
 @irdl_attr_definition
@@ -90,7 +56,7 @@ class TensorType(ParametrizedAttribute, TypeAttribute):
     def print_parameters(self, printer: Printer) -> None:
         with printer.in_angle_brackets():
             printer.print_string("[")
-            printer.print_list(self.shape.data, lambda d: _print_dim(printer, d))
+            printer.print_list(self.shape.data, lambda d: print_dim(printer, d))
             printer.print_string("], ")
             printer.print_attribute(self.dtype)
 
@@ -98,7 +64,7 @@ class TensorType(ParametrizedAttribute, TypeAttribute):
     def parse_parameters(cls, parser: AttrParser) -> tuple[ArrayAttr, Attribute]:
         with parser.in_angle_brackets():
             dims = parser.parse_comma_separated_list(
-                parser.Delimiter.SQUARE, lambda: _parse_dim(parser)
+                parser.Delimiter.SQUARE, lambda: parse_dim(parser)
             )
             parser.parse_punctuation(",")
             dtype = parser.parse_type()
@@ -129,7 +95,7 @@ def tensor_type(shape: Sequence[Dim], dtype: Attribute) -> TensorType:
     key = (tuple(shape), dtype)
     found = _TENSOR_TYPES.get(key)
     if found is None:
-        found = TensorType(ArrayAttr([_dim_attr(d) for d in shape]), dtype)
+        found = TensorType(ArrayAttr([dim_attr(d) for d in shape]), dtype)
         _TENSOR_TYPES[key] = found
     return found
 
@@ -159,7 +125,7 @@ class SymType(ParametrizedAttribute, TypeAttribute):
 
     def print_parameters(self, printer: Printer) -> None:
         with printer.in_angle_brackets():
-            _print_dim(printer, self.expr)
+            print_dim(printer, self.expr)
             if self.kind.data != "int":
                 printer.print_string(", ")
                 printer.print_string(self.kind.data)
@@ -167,7 +133,7 @@ class SymType(ParametrizedAttribute, TypeAttribute):
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> tuple[StringAttr, StringAttr]:
         with parser.in_angle_brackets():
-            expr = _parse_dim(parser)
+            expr = parse_dim(parser)
             if isinstance(expr, IntAttr):
                 expr = StringAttr(str(expr.data))
             kind = "int"
@@ -193,8 +159,8 @@ def sym_type(expr: str, kind: str = "int") -> SymType:
 
 
 @irdl_attr_definition
-class OpaqueType(ParametrizedAttribute, TypeAttribute):
-    """A non-tensor value that irfuse carries through unchanged.
+class OpaqueType(StringParameter, TypeAttribute):
+    """A non-tensor value that irfuse carries through unchanged, named by its kind.
 
     ```mlir
     !irfuse.opaque<"list">
@@ -202,17 +168,6 @@ class OpaqueType(ParametrizedAttribute, TypeAttribute):
     """
 
     name = "irfuse.opaque"
-
-    what: StringAttr
-
-    def print_parameters(self, printer: Printer) -> None:
-        with printer.in_angle_brackets():
-            printer.print_string_literal(self.what.data)
-
-    @classmethod
-    def parse_parameters(cls, parser: AttrParser) -> tuple[StringAttr]:
-        with parser.in_angle_brackets():
-            return (StringAttr(parser.parse_str_literal()),)
 
 
 @irdl_op_definition
@@ -245,30 +200,6 @@ class RaisedOperation(NamedOperandSyntax):
     decomposition = opt_region_def("single_block")
 
     traits = traits_def(HasDecomposition(YieldOp))
-
-
-IR_DTYPES: tuple[Attribute, ...] = (
-    builtin.f32,
-    builtin.f64,
-    builtin.f16,
-    builtin.bf16,
-    builtin.Float8E4M3FNType(),
-    builtin.Float8E4M3FNUZType(),
-    builtin.Float8E5M2Type(),
-    builtin.Float8E5M2FNUZType(),
-    builtin.Float8E8M0FNUType(),
-    builtin.Float4E2M1FNType(),
-    builtin.i64,
-    builtin.i32,
-    builtin.IntegerType(16),
-    builtin.IntegerType(8),
-    builtin.IntegerType(8, builtin.Signedness.UNSIGNED),
-    builtin.IntegerType(16, builtin.Signedness.UNSIGNED),
-    builtin.IntegerType(32, builtin.Signedness.UNSIGNED),
-    builtin.IntegerType(64, builtin.Signedness.UNSIGNED),
-    builtin.i1,
-)
-"""The element types that stand for torch dtypes (`irfuse.dtypes` maps them to torch)."""
 
 
 PLATFORM_ATTR = "irfuse.platform"

@@ -14,7 +14,7 @@ from xdsl.dialects.builtin import StringAttr
 from xdsl.irdl import irdl_op_definition, prop_def
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse.dialects.aten import CallLikeOp
+from irfuse.ir.call_syntax import CallLikeOp
 from irfuse.ir.dialect import declared_dialect
 
 IMPLS = ("reference", "triton", "flashinfer", "symm_mem")

@@ -4,9 +4,8 @@ Raising replaces every spelling of RMSNorm (pow/mean/rsqrt chains, `x * x`, `F.r
 `aten.rms_norm`, vLLM's custom ops) by these ops, with eps and the weight offset (Gemma's
 `x * (1 + w)` is `weight_offset = 1.0`) as properties, so one rewrite matches every eps.
 `NormOperation` carries those properties for every op that computes a norm, fused ones included;
-the `check_*` helpers hold a norm's rules for all of them. Numerics: `docs/numerics.md` (the sum
-and the norm in f32, the weight product in the model dtype). A per-head norm (Qwen3's q/k norm)
-is `norm.rms_norm` of a `[T, heads, head_dim]` x with a `[head_dim]` weight.
+the `check_*` helpers hold a norm's rules for all of them. Numerics: `docs/numerics.md`. A
+per-head norm (Qwen3's q/k norm) is `norm.rms_norm` of a `[T, heads, head_dim]` x.
 """
 
 from __future__ import annotations
@@ -29,37 +28,37 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from irfuse.dialects.irfuse import RaisedOperation, TensorType
+from irfuse.ir import shapes
 from irfuse.ir.dialect import declared_dialect
-from irfuse.ir.shapes import (
-    check_float,
-    check_min_rank,
-    check_rank,
-    check_shape,
-    dims_agree,
-    shape_str,
-)
 from irfuse.ir.syntax import f64_attr, opt_type
+
+
+def check_eps(what: str, eps: FloatAttr) -> None:
+    value = eps.value.data
+    if not (math.isfinite(value) and value >= 0.0):
+        raise VerifyException(f"{what} must be a finite value >= 0, got {value}")
 
 
 def check_norm_weight(x: TensorType, weight: TensorType | None, what: str = "x") -> None:
     """x has a float dtype and rank >= 1; weight (if any) is 1-D of x's last dim, float."""
-    check_float(what, x)
-    check_min_rank(what, x, 1)
+    shapes.check_float(what, x)
+    shapes.check_min_rank(what, x, 1)
     if weight is None:
         return
-    check_float("weight", weight)
-    check_rank("weight", weight, 1)
-    if not dims_agree(weight.dims[0], x.dims[-1]):
+    shapes.check_float("weight", weight)
+    shapes.check_rank("weight", weight, 1)
+    if not shapes.dims_agree(weight.dims[0], x.dims[-1]):
         raise VerifyException(
-            f"weight has shape {shape_str(weight.dims)} but {what}'s last dim is {x.dims[-1]}"
+            f"weight has shape {shapes.shape_str(weight.dims)} but {what}'s last dim is "
+            f"{x.dims[-1]}"
         )
 
 
 def check_norm_result(what: str, y: TensorType, x: TensorType) -> None:
     """y has x's shape and a float dtype: the one the model rounds the result to (x's, the
     promotion of x's and the weight's, or the model dtype after an f32 norm)."""
-    check_shape(what, y, x.dims)
-    check_float(what, y)
+    shapes.check_shape(what, y, x.dims)
+    shapes.check_float(what, y)
 
 
 def check_residual(
@@ -72,8 +71,8 @@ def check_residual(
     if (residual is None) != (residual_out is None):
         raise VerifyException("residual_out exists exactly when residual does")
     if residual is not None:
-        check_float("residual", residual)
-        check_shape("residual", residual, x.dims)
+        shapes.check_float("residual", residual)
+        shapes.check_shape("residual", residual, x.dims)
         check_norm_result("residual_out", residual_out, x)
 
 
@@ -85,33 +84,29 @@ class NormOperation(IRDLOperation):
 
     def verify_(self) -> None:
         if self.eps is not None:
-            value = self.eps.value.data
-            if not (math.isfinite(value) and value >= 0.0):
-                raise VerifyException(f"eps must be a finite value >= 0, got {value}")
+            check_eps("eps", self.eps)
         super().verify_()
 
 
 @irdl_op_definition
 class RmsNormOp(NormOperation, RaisedOperation):
-    """`y = x * rsqrt(mean(x^2, -1) + eps) * (weight + weight_offset)` over the last dim.
+    """`y = x * rsqrt(mean(x^2, -1) + eps) * (weight + weight_offset)` over the last dim (the
+    bare normalisation without a weight).
 
     ```mlir
     %y = norm.rms_norm %x, weight %w {eps = 1.000000e-06 : f64}
         : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[4096], bf16>)
         -> !irfuse.tensor<[s0, 4096], bf16>
     ```
-    Without a weight it is the bare normalisation.
     """
 
     name = "norm.rms_norm"
 
     x = operand_def(TensorType)
     weight = opt_operand_def(TensorType)
-
     y = result_def(TensorType)
 
     traits = traits_def(Pure())
-
     RESULTS_TYPED_LIKE: ClassVar = ("x",)
 
     def verify_(self) -> None:
@@ -122,7 +117,9 @@ class RmsNormOp(NormOperation, RaisedOperation):
 
 @irdl_op_definition
 class AddRmsNormOp(NormOperation, RaisedOperation):
-    """`residual_out = x + residual; y = rms_norm(residual_out)`: the residual add and the norm.
+    """`residual_out = x + residual; y = rms_norm(residual_out)`, the add in f32 and
+    `residual_out` rounded; the norm reads the f32 sum (vLLM), or with `round_sum` the rounded
+    one (Hugging Face's `hidden = residual + hidden`; `docs/numerics.md`).
 
     ```mlir
     %y, %r = norm.add_rms_norm %x, %res, weight %w {eps = 1.000000e-06 : f64, round_sum}
@@ -130,10 +127,6 @@ class AddRmsNormOp(NormOperation, RaisedOperation):
            !irfuse.tensor<[4096], bf16>)
         -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>)
     ```
-    The add runs in f32; `residual_out` is the sum rounded to its dtype. The norm reads the f32
-    sum (vLLM, `docs/numerics.md`), or with `round_sum` the rounded one, as models that add in
-    the model dtype do (Hugging Face's `hidden = residual + hidden`); raising sets it where they
-    differ.
     """
 
     name = "norm.add_rms_norm"
@@ -141,14 +134,11 @@ class AddRmsNormOp(NormOperation, RaisedOperation):
     x = operand_def(TensorType)
     residual = operand_def(TensorType)
     weight = opt_operand_def(TensorType)
-
     y = result_def(TensorType)
     residual_out = result_def(TensorType)
 
     round_sum = opt_prop_def(UnitAttr)
-
     traits = traits_def(Pure())
-
     RESULTS_TYPED_LIKE: ClassVar = ("x", "x")
 
     def verify_(self) -> None:

@@ -41,24 +41,9 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from irfuse.dialects.irfuse import RaisedOperation, TensorType, tensor_type
+from irfuse.ir import shapes
 from irfuse.ir.dialect import declared_dialect
-from irfuse.ir.shapes import (
-    F8E4M3FN,
-    UI8,
-    Dim,
-    MaybeDim,
-    check_dtype,
-    check_float,
-    check_fp8_quant,
-    check_min_rank,
-    check_one_element,
-    check_rank,
-    check_shape,
-    div_dim,
-    divisible,
-    round_up_dim,
-    shape_str,
-)
+from irfuse.ir.shapes import F8E4M3FN, UI8, Dim, MaybeDim
 from irfuse.ir.syntax import opt_type
 
 STATIC_TENSOR = "static_tensor"
@@ -140,22 +125,12 @@ class QuantScheme(ParametrizedAttribute):
 
     @staticmethod
     @cache
-    def get(
-        kind: str,
-        group: int = 0,
-        col_major: bool = False,
-        ue8m0: bool = False,
-        tma_aligned: bool = False,
-    ) -> QuantScheme:
+    def get(kind: str, group: int = 0, col_major: bool = False, ue8m0: bool = False,
+            tma_aligned: bool = False) -> QuantScheme:
         if kind == NVFP4 and group == 0:
             group = NVFP4_BLOCK
-        scheme = QuantScheme(
-            StringAttr(kind),
-            IntAttr(group),
-            IntAttr(int(col_major)),
-            IntAttr(int(ue8m0)),
-            IntAttr(int(tma_aligned)),
-        )
+        flags = (IntAttr(int(col_major)), IntAttr(int(ue8m0)), IntAttr(int(tma_aligned)))
+        scheme = QuantScheme(StringAttr(kind), IntAttr(group), *flags)
         scheme.verify()
         return scheme
 
@@ -243,7 +218,7 @@ class QuantScheme(ParametrizedAttribute):
         if kind == DYNAMIC_TOKEN:
             return (*x_dims[:-1], 1)
         if kind == GROUP:
-            return (*x_dims[:-1], div_dim(x_dims[-1], self.group.data))
+            return (*x_dims[:-1], shapes.div_dim(x_dims[-1], self.group.data))
         raise ValueError("an nvfp4 scheme has block scales, not FP8 scales")
 
 
@@ -252,8 +227,8 @@ class QuantScheme(ParametrizedAttribute):
 
 def check_static_scale(what: str, scale: TensorType) -> None:
     """A per-tensor scale: f32, one element."""
-    check_dtype(what, scale, f32)
-    check_one_element(what, scale)
+    shapes.check_dtype(what, scale, f32)
+    shapes.check_one_element(what, scale)
 
 
 def check_scale_ub(scheme: QuantScheme, scale_ub: TensorType | None) -> None:
@@ -274,12 +249,8 @@ def check_reciprocal(scheme: QuantScheme, reciprocal: UnitAttr | None) -> None:
 
 
 def check_fp8_results(
-    scheme: QuantScheme,
-    x_dims: Sequence[Dim],
-    q: TensorType,
-    scale_out: TensorType | None,
-    q_what: str = "q",
-    scale_what: str = "scale_out",
+    scheme: QuantScheme, x_dims: Sequence[Dim], q: TensorType, scale_out: TensorType | None,
+    q_what: str = "q", scale_what: str = "scale_out",
 ) -> None:
     """The results of FP8-quantizing a tensor of `x_dims` under `scheme`: q of x's shape in fp8;
     no scale result for a static scheme, an f32 scale of the scheme's shape for a dynamic one; a
@@ -287,9 +258,9 @@ def check_fp8_results(
     kind = scheme.kind.data
     if kind == NVFP4:
         raise VerifyException("an nvfp4 scheme is not an FP8 quantization (use quant.nvfp4)")
-    check_fp8_quant(q_what, q)
-    check_shape(q_what, q, x_dims)
-    if kind == GROUP and not divisible(x_dims[-1], scheme.group.data):
+    shapes.check_fp8_quant(q_what, q)
+    shapes.check_shape(q_what, q, x_dims)
+    if kind == GROUP and not shapes.divisible(x_dims[-1], scheme.group.data):
         raise VerifyException(
             f"group size {scheme.group.data} does not divide the hidden size {x_dims[-1]}"
         )
@@ -299,70 +270,88 @@ def check_fp8_results(
         return
     if scale_out is None:
         raise VerifyException(f"a {kind} scheme computes its scale: {scale_what} is missing")
-    check_dtype(scale_what, scale_out, f32)
+    shapes.check_dtype(scale_what, scale_out, f32)
     if kind == DYNAMIC_TENSOR:
-        check_one_element(scale_what, scale_out)
+        shapes.check_one_element(scale_what, scale_out)
     else:
-        check_shape(scale_what, scale_out, scheme.scale_dims(x_dims))  # type: ignore[arg-type]
+        scale_dims = scheme.scale_dims(x_dims)
+        shapes.check_shape(scale_what, scale_out, scale_dims)  # type: ignore[arg-type]
 
 
 def nvfp4_result_dims(x_dims: Sequence[Dim]) -> tuple[tuple[MaybeDim, ...], tuple[MaybeDim, ...]]:
     """The shapes of the packed values `[M, N/2]` and the swizzled block scales
     `[round_up(M, 128), round_up(N/16, 4)]` for an `[M, N]` input (None where unknown)."""
     m, n = x_dims
-    return (m, div_dim(n, 2)), (
-        round_up_dim(m, 128),
-        None if not isinstance(n, int) else round_up_dim(n // NVFP4_BLOCK, 4),
+    return (m, shapes.div_dim(n, 2)), (
+        shapes.round_up_dim(m, 128),
+        None if not isinstance(n, int) else shapes.round_up_dim(n // NVFP4_BLOCK, 4),
     )
 
 
 def check_nvfp4_input(what: str, dims: Sequence[MaybeDim]) -> None:
     """An NVFP4 input is `[M, N]` with a static N divisible by 16 (M may be symbolic)."""
     if len(dims) != 2 or not isinstance(dims[1], int) or dims[1] % NVFP4_BLOCK:
-        raise VerifyException(
-            f"{what} has shape {shape_str(dims)}: NVFP4 needs [M, N] with a static N divisible "
-            "by 16"
-        )
+        raise VerifyException(f"{what} has shape {shapes.shape_str(dims)}: NVFP4 needs [M, N] "
+                              "with a static N divisible by 16")
 
 
 def check_nvfp4_results(
-    x_dims: Sequence[Dim],
-    q: TensorType,
-    block_scale: TensorType | None,
-    q_what: str = "q",
+    x_dims: Sequence[Dim], q: TensorType, block_scale: TensorType | None, q_what: str = "q",
     scale_what: str = "block_scale",
 ) -> None:
     """Packed ui8 values `[M, N/2]` and swizzled f8E4M3FN block scales."""
     if block_scale is None:
         raise VerifyException(f"NVFP4 quantization yields block scales: {scale_what} is missing")
     q_dims, scale_dims = nvfp4_result_dims(x_dims)
-    check_dtype(q_what, q, UI8)
-    check_shape(q_what, q, q_dims)
-    check_dtype(scale_what, block_scale, F8E4M3FN)
-    check_shape(scale_what, block_scale, scale_dims)
+    shapes.check_dtype(q_what, q, UI8)
+    shapes.check_shape(q_what, q, q_dims)
+    shapes.check_dtype(scale_what, block_scale, F8E4M3FN)
+    shapes.check_shape(scale_what, block_scale, scale_dims)
+
+
+def check_scale_operand(kind: str, scale: TensorType | None, what: str) -> None:
+    """Static FP8 takes its scale, NVFP4 its global scale; dynamic schemes take none."""
+    if kind in (STATIC_TENSOR, NVFP4):
+        if scale is None:
+            raise VerifyException(f"a {kind} scheme needs the {what} operand")
+        check_static_scale(what, scale)
+    elif scale is not None:
+        raise VerifyException(f"a {kind} scheme computes its scale: no {what} operand")
+
+
+def check_quantized(
+    scheme: QuantScheme, x_dims: Sequence[Any], out: TensorType, scale_out: Any, what: str
+) -> None:
+    """`out` (and `scale_out`) quantize a tensor of `x_dims` under `scheme`, FP8 or NVFP4."""
+    if scheme.is_nvfp4:
+        check_nvfp4_input(f"the quantized {what}", x_dims)
+        check_nvfp4_results(x_dims, out, scale_out, what, "scale_out")
+    else:
+        check_fp8_results(scheme, x_dims, out, scale_out, what)
 
 
 def quant_result_types(
-    scheme: QuantScheme | None,
-    dims: Sequence[MaybeDim],
-    dtype: Attribute,
+    scheme: QuantScheme | None, dims: Sequence[MaybeDim], dtype: Attribute,
     fp8_dtype: Attribute = F8E4M3FN,
 ) -> list[Attribute | None]:
     """The (values, scales) types of quantizing a tensor of `dims` under `scheme`; `dtype` and
     no scales without a scheme. A builder's default; a symbolic derived dim needs result_types."""
     if None in dims:
-        raise ValueError(f"give result_types: {shape_str(dims)} has a symbolic derived dim")
+        raise ValueError(f"give result_types: {shapes.shape_str(dims)} has a symbolic derived "
+                         "dim")
     if scheme is None:
         return [tensor_type(dims, dtype), None]  # type: ignore[arg-type]
     if scheme.is_nvfp4:
         q_dims, (rows, cols) = nvfp4_result_dims(dims)  # type: ignore[arg-type]
         if None in q_dims or cols is None:
-            raise ValueError(f"give result_types: {shape_str(dims)} is not [M, N], N % 16 == 0")
+            raise ValueError(f"give result_types: {shapes.shape_str(dims)} is not [M, N], "
+                             "N % 16 == 0")
         rows = rows if rows is not None else f"128*ceiling({dims[0]}/128)"
         return [tensor_type(q_dims, UI8), tensor_type((rows, cols), F8E4M3FN)]  # type: ignore
     scale = scheme.scale_dims(dims)  # type: ignore[arg-type]
     if scale is not None and None in scale:
-        raise ValueError(f"give result_types: the scale shape for {shape_str(dims)} is symbolic")
+        raise ValueError(f"give result_types: the scale shape for {shapes.shape_str(dims)} is "
+                         "symbolic")
     return [
         tensor_type(dims, fp8_dtype),  # type: ignore[arg-type]
         None if scale is None else tensor_type(scale, f32),  # type: ignore[arg-type]
@@ -387,7 +376,6 @@ class QuantOperation(IRDLOperation):
 
     scheme = prop_def(QuantScheme)
     divide = opt_prop_def(UnitAttr)
-
     SCHEMES: ClassVar[tuple[str, ...]] = ()
 
     def verify_(self) -> None:
@@ -400,16 +388,15 @@ class QuantOperation(IRDLOperation):
 
 @irdl_op_definition
 class QuantFp8Op(QuantOperation, RaisedOperation):
-    """Quantize x to FP8 under `scheme`; dynamic schemes also return the scale they computed.
+    """Quantize x to FP8 (f8E4M3FN, or f8E4M3FNUZ on ROCm) under `scheme`: a static scheme takes
+    `scale`, a dynamic one returns the scale it computed (dynamic_token may cap amax with
+    `scale_ub`).
 
     ```mlir
     %q, %s = quant.fp8 %x, scale_ub %ub {scheme = #quant.scheme<dynamic_token>}
         : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[], f32>)
         -> (!irfuse.tensor<[s0, 4096], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 1], f32>)
     ```
-    A static scheme takes `scale` (f32, one element) and returns no `scale_out`; dynamic_token
-    may cap amax with `scale_ub` (f32, one element). q has x's shape and dtype f8E4M3FN (or
-    f8E4M3FNUZ on ROCm).
     """
 
     name = "quant.fp8"
@@ -417,16 +404,12 @@ class QuantFp8Op(QuantOperation, RaisedOperation):
     x = operand_def(TensorType)
     scale = opt_operand_def(TensorType)
     scale_ub = opt_operand_def(TensorType)
-
     q = result_def(TensorType)
     scale_out = opt_result_def(TensorType)
 
     reciprocal = opt_prop_def(UnitAttr)
-
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
-
     traits = traits_def(Pure())
-
     BUILD_OPTIONS: ClassVar = ("fp8_dtype",)
 
     @classmethod
@@ -438,8 +421,8 @@ class QuantFp8Op(QuantOperation, RaisedOperation):
         # Each accessor decodes the segment sizes: read every operand once.
         x, scale, scale_ub = self.x.type, opt_type(self.scale), opt_type(self.scale_ub)
         scheme = self.scheme
-        check_float("x", x)
-        check_min_rank("x", x, 1)
+        shapes.check_float("x", x)
+        shapes.check_min_rank("x", x, 1)
         if scheme.is_static:
             if scale is None:
                 raise VerifyException("a static scheme needs the scale operand")
@@ -455,22 +438,20 @@ class QuantFp8Op(QuantOperation, RaisedOperation):
 
 @irdl_op_definition
 class QuantNvfp4Op(RaisedOperation):
-    """Quantize `x` `[M, N]` to NVFP4: e2m1 values packed two a byte, fp8 scales per 16 values.
+    """Quantize `x` `[M, N]` (N static) to NVFP4 under `global_scale` (448 * 6 / amax): e2m1
+    values packed two a byte, and fp8 scales per 16 values in the swizzled 128x4 layout.
 
     ```mlir
     %q, %bs = quant.nvfp4 %x, %gs
         : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[], f32>)
         -> (!irfuse.tensor<[s0, 2048], ui8>, !irfuse.tensor<["128*ceiling(s0/128)", 256], f8E4M3FN>)
     ```
-    `global_scale` is f32 with one element (448 * 6 / amax); N is static. `q` is ui8 `[M, N/2]`;
-    `block_scale` is f8E4M3FN in the swizzled 128x4 layout, `[round_up(M, 128), round_up(N/16, 4)]`.
     """
 
     name = "quant.nvfp4"
 
     x = operand_def(TensorType)
     global_scale = operand_def(TensorType)
-
     q = result_def(TensorType)
     block_scale = result_def(TensorType)
 
@@ -482,13 +463,12 @@ class QuantNvfp4Op(RaisedOperation):
 
     def verify_(self) -> None:
         x = self.x.type
-        check_float("x", x)
-        check_rank("x", x, 2)
+        shapes.check_float("x", x)
+        shapes.check_rank("x", x, 2)
         n = x.dims[1]
         if not isinstance(n, int) or n % NVFP4_BLOCK:
-            raise VerifyException(
-                f"x has shape {shape_str(x.dims)}: NVFP4 needs a static last dim divisible by 16"
-            )
+            raise VerifyException(f"x has shape {shapes.shape_str(x.dims)}: NVFP4 needs a static "
+                                  "last dim divisible by 16")
         check_static_scale("global_scale", self.global_scale.type)
         check_nvfp4_results(x.dims, self.q.type, self.block_scale.type)
 

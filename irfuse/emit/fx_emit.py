@@ -24,6 +24,7 @@ from irfuse import targets
 from irfuse.dialects import aten, kernel
 from irfuse.dialects.irfuse import YieldOp
 from irfuse.emit import custom_ops  # noqa: F401  (registers the irfuse:: ops kernel calls name)
+from irfuse.ir import call_args, call_syntax
 from irfuse.raising.fx_import import decode_outputs
 
 
@@ -74,11 +75,11 @@ class _Emitter:
             for res, node in zip(op.results, yielded, strict=True):
                 self.nodes[res] = node
 
-    def _emit_call(self, op: aten.CallLikeOp) -> None:
+    def _emit_call(self, op: call_syntax.CallLikeOp) -> None:
         target = targets.resolve(op.target.data)
         operand_nodes = [self.nodes[v] for v in op.operands]
-        args = tuple(aten.decode_template(t, operand_nodes) for t in op.template.data)
-        kwargs = {k: aten.decode_template(t, operand_nodes) for k, t in op.keywords.items()}
+        args = tuple(call_args.decode_template(t, operand_nodes) for t in op.template.data)
+        kwargs = {k: call_args.decode_template(t, operand_nodes) for k, t in op.keywords.items()}
         hint = op.results[0].name_hint if op.results and op.tuple_result is None else None
         node = self.graph.create_node("call_function", target, args, kwargs, name=hint)
         self._set_meta(node, op)

@@ -29,8 +29,9 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Operation, SSAValue, TypeAttribute
 from xdsl.irdl import IRDLOperation
 
-from irfuse.dialects import aten, kernel
+from irfuse.dialects import kernel
 from irfuse.fusions.kernel_decl import Kernel, Param
+from irfuse.ir import call_args
 
 
 class LoweringError(ValueError):
@@ -49,16 +50,16 @@ class Args:
         for i in self._unclaimed:
             if self.operands[i] is value:
                 self._unclaimed.remove(i)
-                return aten.OperandRefAttr(IntAttr(i))
+                return call_args.OperandRefAttr(IntAttr(i))
         self.operands.append(value)
-        return aten.OperandRefAttr(IntAttr(len(self.operands) - 1))
+        return call_args.OperandRefAttr(IntAttr(len(self.operands) - 1))
 
     def tensors(self, values: Sequence[SSAValue]) -> Attribute:
         return ArrayAttr([self.tensor(v) for v in values])
 
 
 def flag(value: bool) -> Attribute:
-    return aten.TRUE if value else aten.FALSE
+    return call_args.TRUE if value else call_args.FALSE
 
 
 def _python(value: Any) -> Any:
@@ -81,7 +82,7 @@ def _argument(args: Args, value: Any, p: Param, where: str) -> Attribute:
             return StringAttr(_python(value))
     elif p.type in ("Tensor", "Tensor?"):
         if value is None and p.type == "Tensor?":
-            return aten.NONE
+            return call_args.NONE
         if isinstance(value, SSAValue):
             return args.tensor(value)
     elif p.type == "Tensor[]":
@@ -89,7 +90,7 @@ def _argument(args: Args, value: Any, p: Param, where: str) -> Attribute:
             return args.tensors(value)
     elif p.type in ("ScalarType", "ScalarType?"):
         if value is None and p.type == "ScalarType?":
-            return aten.NONE
+            return call_args.NONE
         if isinstance(value, TypeAttribute):
             return value
     elif p.type == "int[]":

@@ -19,6 +19,7 @@ from xdsl.rewriter import InsertPoint
 from irfuse.dialects import aten
 from irfuse.dialects.irfuse import Dim, TensorType, tensor_type
 from irfuse.dialects.quant import QuantFp8Op, QuantNvfp4Op
+from irfuse.ir import call_args
 from irfuse.raising.aten_ops import (
     FLATTEN_USING_INTS,
     RESHAPE_AS,
@@ -129,7 +130,7 @@ def flatten_leading(value: SSAValue, rows: Dim, before: Operation,
     new = aten.CallOp(
         FLATTEN_USING_INTS,
         [value],
-        [aten.OperandRefAttr(IntAttr(0)), IntAttr(0), IntAttr(src.rank - 2)],
+        [call_args.OperandRefAttr(IntAttr(0)), IntAttr(0), IntAttr(src.rank - 2)],
         [tensor_type((rows, src.dims[-1]), src.dtype)],
     )
     rewriter.insert(new, InsertPoint.before(before))
@@ -146,7 +147,7 @@ def reshape_as(value: SSAValue, like: SSAValue, before: Operation,
     new = aten.CallOp(
         RESHAPE_AS,
         [value, like],
-        [aten.OperandRefAttr(IntAttr(0)), aten.OperandRefAttr(IntAttr(1))],
+        [call_args.OperandRefAttr(IntAttr(0)), call_args.OperandRefAttr(IntAttr(1))],
         [tensor_type(like_type.dims, src.dtype)],
     )
     rewriter.insert(new, InsertPoint.before(before))

@@ -35,6 +35,7 @@ from irfuse.dialects import aten, fused
 from irfuse.dialects.attn import RopeOp, VllmKvCacheUpdateOp
 from irfuse.dialects.fused import QkNormRopeOp
 from irfuse.fusions.rope_readings import QkNorms, rotates_in_f32
+from irfuse.ir import call_args
 from irfuse.raising import aten_ops
 from irfuse.raising.aten_ops import RESHAPES_FLATTENS_AND_ALIAS as KEEP_ORDER
 from irfuse.raising.aten_ops import VIEWS_FLATTENS_AND_SLICE as HOISTABLE
@@ -138,7 +139,7 @@ def _hoist(value: SSAValue, before: Operation, moved: list[Operation],
         if skipped or call(owner, aten_ops.SLICE_TENSOR) is None:
             base = _hoist(base, before, moved, rewires)
             new = aten.CallOp(aten_ops.SLICE_TENSOR, [base],
-                              [aten.OperandRefAttr(IntAttr(0)), *map(IntAttr, rng)],
+                              [call_args.OperandRefAttr(IntAttr(0)), *map(IntAttr, rng)],
                               [value.type])
             new.location = owner.location
             moved.append(new)

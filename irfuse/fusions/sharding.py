@@ -49,6 +49,7 @@ from irfuse import groups
 from irfuse.dialects import aten
 from irfuse.dialects.coll import AllGatherOp, ReduceScatterOp
 from irfuse.dialects.irfuse import Dim, TensorType, YieldOp, sym_type, tensor_type
+from irfuse.ir import call_args
 from irfuse.ir.decomposition import decomposition_block
 from irfuse.ir.shapes import UI8, is_fp8
 from irfuse.raising.aten_ops import (
@@ -78,8 +79,8 @@ RANKS_ATTR = "irfuse.ranks"
 group (irfuse-opt, FileCheck); in a running process torch.distributed says it."""
 
 
-def _ref(i: int) -> aten.OperandRefAttr:
-    return aten.OperandRefAttr(IntAttr(i))
+def _ref(i: int) -> call_args.OperandRefAttr:
+    return call_args.OperandRefAttr(IntAttr(i))
 
 
 def shard_dim(rows: Dim, world_size: int) -> Dim:
@@ -223,7 +224,7 @@ def spelling_of(op: Operation) -> str:
                     VLLM_ALL_REDUCE, VLLM_REDUCE_SCATTER, VLLM_ALL_GATHER):
                 return VLLM
             template = inner.template.data if isinstance(inner, aten.CallOp) else ()
-            if template and isinstance(template[0], aten.TargetAttr) \
+            if template and isinstance(template[0], call_args.TargetAttr) \
                     and template[0].text.data == SHM_ALL_REDUCE:
                 return VLLM  # vLLM's CPU communicator's own all-reduce
             if isinstance(inner, aten.CallOp) and inner.target.data == C10D_ALL_REDUCE:
@@ -400,7 +401,7 @@ def slice_end(op: aten.CallOp) -> int | SSAValue:
     end = op.template.data[3]
     if isinstance(end, IntAttr):
         return end.data
-    assert isinstance(end, aten.OperandRefAttr)
+    assert isinstance(end, call_args.OperandRefAttr)
     return op.operands[end.index.data]
 
 

@@ -49,6 +49,7 @@ from xdsl.rewriter import Rewriter
 
 from irfuse import remarks
 from irfuse.dialects import aten
+from irfuse.ir import call_args
 from irfuse.raising.match import block_ops, func_blocks
 from irfuse.raising.purity import (
     OTHER,
@@ -60,12 +61,12 @@ from irfuse.raising.purity import (
 
 
 def _operand_refs(value: Attribute, out: list[int]) -> None:
-    if isinstance(value, aten.OperandRefAttr):
+    if isinstance(value, call_args.OperandRefAttr):
         out.append(value.index.data)
     elif isinstance(value, ArrayAttr):
         for item in value.data:
             _operand_refs(item, out)
-    elif isinstance(value, aten.TupleAttr):
+    elif isinstance(value, call_args.TupleAttr):
         _operand_refs(value.items, out)
 
 
@@ -96,7 +97,7 @@ def _view_source(value: SSAValue) -> SSAValue | None:
     if info.kind != PURE or not info.aliases_self:
         return None
     first = owner.template.data[0] if owner.template.data else None
-    if not isinstance(first, aten.OperandRefAttr):
+    if not isinstance(first, call_args.OperandRefAttr):
         return None
     return owner.operands[first.index.data]
 

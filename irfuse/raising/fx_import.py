@@ -57,6 +57,7 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from irfuse import dtypes, targets
 from irfuse.dialects import aten
 from irfuse.dialects.irfuse import OpaqueType, sym_type, tensor_type
+from irfuse.ir import call_args
 from irfuse.raising import size_contracts, vllm_layers
 
 OUTPUTS_ATTR = "irfuse.outputs"
@@ -179,7 +180,7 @@ def value_type(val: Any) -> Attribute:
 
 
 _INTS = {i: IntAttr(i) for i in range(-8, 4097)}
-_REFS = [aten.OperandRefAttr(IntAttr(i)) for i in range(64)]
+_REFS = [call_args.OperandRefAttr(IntAttr(i)) for i in range(64)]
 
 
 class _Encoder:
@@ -193,38 +194,38 @@ class _Encoder:
         if isinstance(arg, torch.fx.Node):
             value = self.values[arg]
             if isinstance(value, tuple):
-                return aten.TupleAttr(ArrayAttr([self._operand(v) for v in value]))
+                return call_args.TupleAttr(ArrayAttr([self._operand(v) for v in value]))
             return self._operand(value)
         if isinstance(arg, bool):
-            return aten.TRUE if arg else aten.FALSE
+            return call_args.TRUE if arg else call_args.FALSE
         if isinstance(arg, int):
             return _INTS.get(arg) or IntAttr(arg)
         if isinstance(arg, float):
             return FloatData(arg)
         if arg is None:
-            return aten.NONE
+            return call_args.NONE
         if isinstance(arg, str):
             return StringAttr(arg)
         if isinstance(arg, list):
             return ArrayAttr([self.encode(a) for a in arg])
         if isinstance(arg, tuple):
-            return aten.TupleAttr(ArrayAttr([self.encode(a) for a in arg]))
+            return call_args.TupleAttr(ArrayAttr([self.encode(a) for a in arg]))
         if isinstance(arg, torch.dtype):
             return dtypes.to_ir(arg)
         if isinstance(arg, torch.device):
-            return aten.DeviceAttr(StringAttr(str(arg)))
+            return call_args.DeviceAttr(StringAttr(str(arg)))
         if isinstance(arg, torch.layout):
-            return aten.LayoutAttr(StringAttr(str(arg)))
+            return call_args.LayoutAttr(StringAttr(str(arg)))
         if isinstance(arg, torch.memory_format):
-            return aten.MemoryFormatAttr(StringAttr(str(arg)))
+            return call_args.MemoryFormatAttr(StringAttr(str(arg)))
         if isinstance(arg, torch._ops.OpOverload | torch._ops.HigherOrderOperator):
-            return aten.TargetAttr(StringAttr(targets.name_of(arg)))
+            return call_args.TargetAttr(StringAttr(targets.name_of(arg)))
         raise ImportError_(f"cannot represent the argument {arg!r} ({type(arg).__name__})")
 
-    def _operand(self, value: SSAValue) -> aten.OperandRefAttr:
+    def _operand(self, value: SSAValue) -> call_args.OperandRefAttr:
         self.operands.append(value)
         index = len(self.operands) - 1
-        return _REFS[index] if index < len(_REFS) else aten.OperandRefAttr(IntAttr(index))
+        return _REFS[index] if index < len(_REFS) else call_args.OperandRefAttr(IntAttr(index))
 
 
 def _result_types(val: Any) -> tuple[list[Attribute], bool]:
@@ -413,11 +414,11 @@ def _group_size(name: str) -> int | None:
 
 
 def _is_flat_tuple(template: Attribute, n: int) -> bool:
-    if not isinstance(template, aten.TupleAttr):
+    if not isinstance(template, call_args.TupleAttr):
         return False
     items = template.items.data
     return len(items) == n and all(
-        isinstance(t, aten.OperandRefAttr) and t.index.data == i for i, t in enumerate(items)
+        isinstance(t, call_args.OperandRefAttr) and t.index.data == i for i, t in enumerate(items)
     )
 
 
@@ -453,4 +454,4 @@ def decode_outputs(func: FuncOp, values: Sequence[Any]) -> Any:
     template = func.attributes.get(OUTPUTS_ATTR)
     if template is None:
         return tuple(values)
-    return aten.decode_template(template, values)
+    return call_args.decode_template(template, values)

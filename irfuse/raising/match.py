@@ -36,6 +36,7 @@ from xdsl.utils.exceptions import VerifyException
 from irfuse.dialects import aten
 from irfuse.dialects.irfuse import SymType, TensorType
 from irfuse.dtypes import is_float, is_ir_dtype, to_torch
+from irfuse.ir import call_args
 from irfuse.ir.decomposition import outline
 from irfuse.raising.aten_ops import (
     CASTS,
@@ -78,23 +79,23 @@ def _decode(attr: Attribute, operands: Sequence[SSAValue]) -> Any:
     # on xDSL's attribute classes (ABCs) costs a Python call each. Types that decode to
     # themselves (dtypes, devices, ...) are remembered once the checks below have seen them.
     kind = type(attr)
-    if kind is aten.OperandRefAttr:
+    if kind is call_args.OperandRefAttr:
         return operands[attr.index.data]
     if kind is IntAttr or kind is FloatData:
         return attr.data
     if kind is ArrayAttr:
         return [_decode(a, operands) for a in attr.data]
-    if kind is aten.BoolArgAttr:
+    if kind is call_args.BoolArgAttr:
         return bool(attr.value.data)
     if kind is NoneAttr:
         return None
     if kind in _AS_IS:
         return attr
-    if isinstance(attr, aten.OperandRefAttr):
+    if isinstance(attr, call_args.OperandRefAttr):
         return operands[attr.index.data]
     if isinstance(attr, IntAttr | FloatData):
         return attr.data
-    if isinstance(attr, aten.BoolArgAttr):
+    if isinstance(attr, call_args.BoolArgAttr):
         return bool(attr.value.data)
     if isinstance(attr, NoneAttr):
         return None
@@ -102,9 +103,9 @@ def _decode(attr: Attribute, operands: Sequence[SSAValue]) -> Any:
         return attr.data
     if isinstance(attr, ArrayAttr):
         return [_decode(a, operands) for a in attr.data]
-    if isinstance(attr, aten.TupleAttr):
+    if isinstance(attr, call_args.TupleAttr):
         return tuple(_decode(a, operands) for a in attr.items.data)
-    if isinstance(attr, aten.TargetAttr):
+    if isinstance(attr, call_args.TargetAttr):
         return attr.text.data
     _AS_IS.add(kind)
     return attr  # dtypes (IR element types), devices, layouts, memory formats

@@ -18,7 +18,7 @@ from xdsl.dialects.builtin import IntegerType, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from irfuse import dtypes, targets
-from irfuse.dialects import aten
+from irfuse.ir import call_args
 from irfuse.ir.shapes import UI8, is_integer
 from irfuse.raising.aten_ops import (
     ABS,
@@ -139,8 +139,8 @@ def _evaluate(op: Operation, env: dict[SSAValue, object]) -> object:
         return env[v]
 
     operands = [value_of(v) for v in op.operands]
-    args = [aten.decode_template(t, operands) for t in op.template.data]  # type: ignore[attr-defined]
-    kwargs = {k: aten.decode_template(t, operands) for k, t in op.keywords.items()}  # type: ignore[attr-defined]
+    args = [call_args.decode_template(t, operands) for t in op.template.data]  # type: ignore[attr-defined]
+    kwargs = {k: call_args.decode_template(t, operands) for k, t in op.keywords.items()}  # type: ignore[attr-defined]
     kwargs = {k: torch.device("cpu") if isinstance(v, torch.device) else v
               for k, v in kwargs.items() if k != "pin_memory"}
     return targets.resolve(op.target.data)(*args, **kwargs)  # type: ignore[attr-defined]

@@ -24,6 +24,7 @@ from irfuse.dialects.act import PadOp
 from irfuse.dialects.attn import AttentionOp, MlaAttentionOp
 from irfuse.dialects.gemm import MatmulOp, ScaledMatmulOp
 from irfuse.dialects.irfuse import tensor_type as make_tensor_type
+from irfuse.ir import call_args
 from irfuse.raising.aten_ops import (
     ADD_TENSOR,
     ADDMM,
@@ -825,7 +826,7 @@ def _unsqueezed_head(latent: SSAValue) -> Operation:
     t = tensor_type(latent)
     assert t is not None
     op = aten.CallOp(UNSQUEEZE, [latent],
-                     [aten.OperandRefAttr(IntAttr(0)), IntAttr(-3)],
+                     [call_args.OperandRefAttr(IntAttr(0)), IntAttr(-3)],
                      [make_tensor_type((*t.dims[:-2], 1, *t.dims[-2:]), t.dtype)])
     op.results[0].name_hint = f"{latent.name_hint or 'latent'}_head"
     return op

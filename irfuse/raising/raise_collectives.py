@@ -27,8 +27,8 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
 from irfuse import groups, remarks
-from irfuse.dialects.aten import TargetAttr
 from irfuse.dialects.coll import REDUCE_OPS, AllGatherOp, AllReduceOp, ReduceScatterOp
+from irfuse.ir.call_args import TargetAttr
 from irfuse.ir.shapes import UI8, is_fp8
 from irfuse.raising.aten_ops import (
     ALIAS,

@@ -19,6 +19,7 @@ from xdsl.utils.exceptions import VerifyException
 from irfuse.dialects import aten
 from irfuse.dialects.gemm import MatmulOp, ScaledMatmulOp
 from irfuse.dialects.irfuse import tensor_type as make_tensor_type
+from irfuse.ir import call_args
 from irfuse.ir.shapes import is_float, is_fp8, is_one_element
 from irfuse.raising.aten_ops import (
     ADDMM,
@@ -125,7 +126,7 @@ def _transposed(w: SSAValue, location: Attribute) -> Operation:
     """A new `t(w)`: the `[K, N]` operand of a raised `linear`."""
     wt = tensor_type(w)
     assert wt is not None
-    op = aten.CallOp(MATRIX_T, [w], [aten.OperandRefAttr(IntAttr(0))],
+    op = aten.CallOp(MATRIX_T, [w], [call_args.OperandRefAttr(IntAttr(0))],
                      [make_tensor_type((wt.dims[1], wt.dims[0]), wt.dtype)])
     op.location = location
     op.results[0].name_hint = f"{w.name_hint or 'weight'}_t"

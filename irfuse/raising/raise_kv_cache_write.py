@@ -23,6 +23,7 @@ from xdsl.utils.exceptions import VerifyException
 from irfuse.dialects import aten
 from irfuse.dialects.attn import KvCacheWriteOp, RopeOp
 from irfuse.dialects.irfuse import SymType, tensor_type
+from irfuse.ir import call_args
 from irfuse.ir.shapes import is_integer
 from irfuse.raising.aten_ops import (
     ADD_SCALAR,
@@ -418,7 +419,7 @@ def _slot_range(write: _Write) -> list[aten.CallOp]:
     """Ops making `start .. start + T - 1` as an i64 [T] tensor on `write.new`'s device."""
     tokens = _dims(write.new)[0]
     size = _size_value(write.end, tokens)
-    ref = aten.OperandRefAttr
+    ref = call_args.OperandRefAttr
     slots_type = tensor_type((tokens,), i64)
     operands: list[SSAValue] = [write.new]
     if isinstance(size, SSAValue):

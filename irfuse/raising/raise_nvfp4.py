@@ -26,6 +26,7 @@ from irfuse.dialects.irfuse import TensorType
 from irfuse.dialects.quant import (
     QuantNvfp4Op,
 )
+from irfuse.ir import call_args
 from irfuse.ir.shapes import F8E4M3FN, FP8_QUANT_DTYPES, is_float
 from irfuse.raising.aten_ops import (
     ABS,
@@ -547,7 +548,7 @@ def _as_values(walk: _Walk, y: SSAValue, gs: SSAValue, order: dict[Operation, in
 
 
 def _refs(n: int) -> list[Attribute]:
-    return [aten.OperandRefAttr(IntAttr(i)) for i in range(n)]
+    return [call_args.OperandRefAttr(IntAttr(i)) for i in range(n)]
 
 
 def _scaled_value(walk: _Walk) -> tuple[SSAValue, SSAValue]:

@@ -33,6 +33,7 @@ from irfuse.dialects.quant import (
     QuantNvfp4Op,
     QuantScheme,
 )
+from irfuse.ir import call_args
 from irfuse.ir.shapes import F8E4M3FN, F8E4M3FNUZ, is_float, is_one_element
 from irfuse.raising.aten_ops import (
     ABS,
@@ -715,7 +716,7 @@ def _settle_chain(quant: _Quant) -> None:
 
 def _reciprocal(m: SSAValue, location: Attribute) -> Operation:
     """A new `reciprocal(m)`: the scale of a quant written `x * m`."""
-    op = aten.CallOp(RECIPROCAL, [m], [aten.OperandRefAttr(IntAttr(0))], [m.type])
+    op = aten.CallOp(RECIPROCAL, [m], [call_args.OperandRefAttr(IntAttr(0))], [m.type])
     op.location = location
     op.results[0].name_hint = "quant_scale"
     return op

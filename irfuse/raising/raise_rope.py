@@ -25,6 +25,7 @@ from irfuse.dialects import aten
 from irfuse.dialects.attn import RopeOp
 from irfuse.dialects.irfuse import TensorType
 from irfuse.dialects.irfuse import tensor_type as irfuse_tensor_type
+from irfuse.ir import call_args
 from irfuse.raising.aten_ops import (
     ADD_TENSOR,
     ALIAS,
@@ -282,7 +283,7 @@ def _deinterleave(x1: SSAValue, x2: SSAValue, muls: list[Operation], after: Oper
     ordinary NeoX one of y. Returns (y, the two half slices)."""
     xt: TensorType = x1.type  # type: ignore[assignment]
     h = xt.dims[-1]
-    ref = aten.OperandRefAttr
+    ref = call_args.OperandRefAttr
     cat = aten.CallOp(CAT, [x1, x2], [ArrayAttr([ref(IntAttr(0)), ref(IntAttr(1))]), IntAttr(-1)],
                       [_with_last(xt, 2 * h)])  # type: ignore[operator]
     halves = [
@@ -598,7 +599,7 @@ def _complex_parts(freqs: SSAValue, before: Operation, order: dict[Operation, fl
     ft: TensorType = freqs.type  # type: ignore[assignment]
     real_t = irfuse_tensor_type((*ft.dims, 2), ft.dtype.element_type)  # type: ignore[attr-defined]
     part_t = irfuse_tensor_type(ft.dims, ft.dtype.element_type)  # type: ignore[attr-defined]
-    ref = aten.OperandRefAttr(IntAttr(0))
+    ref = call_args.OperandRefAttr(IntAttr(0))
     real = aten.CallOp(VIEW_AS_REAL, [freqs], [ref], [real_t])
     parts = [aten.CallOp(SELECT_INT, [real.results[0]], [ref, IntAttr(-1), IntAttr(i)], [part_t])
              for i in (0, 1)]

@@ -31,6 +31,7 @@ from irfuse.dialects.irfuse import SymType, TensorType
 from irfuse.dialects.irfuse import tensor_type as make_tensor_type
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
 from irfuse.dialects.quant import QuantFp8Op, QuantScheme
+from irfuse.ir import call_args
 from irfuse.ir.shapes import F8E4M3FN, F8E4M3FNUZ, is_float, is_one_element, mul_dim
 from irfuse.raising.aten_ops import (
     AS_STRIDED,
@@ -419,9 +420,9 @@ def _encode(value: Any, operands: list[SSAValue]) -> Attribute:
     """A Python argument as an `aten.call` template (every SSA value a fresh operand)."""
     if isinstance(value, SSAValue):
         operands.append(value)
-        return aten.OperandRefAttr(IntAttr(len(operands) - 1))
+        return call_args.OperandRefAttr(IntAttr(len(operands) - 1))
     if isinstance(value, bool):
-        return aten.TRUE if value else aten.FALSE
+        return call_args.TRUE if value else call_args.FALSE
     if isinstance(value, int):
         return IntAttr(value)
     if isinstance(value, list | tuple):
@@ -713,7 +714,7 @@ def vllm_target(op: Operation) -> str | None:
     if not isinstance(op, aten.CallOp) or op.target.data not in (AUTO_FUNCTIONALIZED, AUTO_FUNCTIONALIZED_V2):
         return None
     first = op.template.data[0] if op.template.data else None
-    if not isinstance(first, aten.TargetAttr) or first.text.data not in MUTABLE:
+    if not isinstance(first, call_args.TargetAttr) or first.text.data not in MUTABLE:
         return None
     return first.text.data
 

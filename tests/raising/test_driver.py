@@ -18,6 +18,7 @@ from irfuse.context import make_context
 from irfuse.dialects import aten
 from irfuse.dialects.irfuse import set_target
 from irfuse.dialects.norm import RmsNormOp
+from irfuse.ir import call_args
 from irfuse.raising.aten_ops import MUL_TENSOR, NEG, RSQRT
 from irfuse.raising.driver import (
     NO_CANDIDATE,
@@ -195,7 +196,7 @@ class EraseThenRead(AnchorPattern):
         last = site.block.last_op.operands[0].owner  # the neg `func.return` reads
         rewriter.replace_all_uses_with(last.results[0], last.operands[0])
         rewriter.erase(last)
-        rewriter.insert(aten.CallOp(NEG, [op.results[0]], [aten.OperandRefAttr(IntAttr(0))],
+        rewriter.insert(aten.CallOp(NEG, [op.results[0]], [call_args.OperandRefAttr(IntAttr(0))],
                                     [op.results[0].type]), InsertPoint.after(op))
         EraseThenRead.orders.append(site.order)
         return REWROTE

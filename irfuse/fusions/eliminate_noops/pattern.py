@@ -32,6 +32,7 @@ from xdsl.rewriter import InsertPoint
 
 from irfuse.dialects import aten
 from irfuse.dialects.irfuse import SymType
+from irfuse.ir import call_args
 from irfuse.raising.aten_ops import (
     CAT,
     CLONE,
@@ -145,7 +146,7 @@ def _may_alias(value: SSAValue) -> bool:
 
 def _copy(value: SSAValue, before: Operation, rewriter: PatternRewriter) -> SSAValue:
     """`aten.clone(value)`, inserted before `before`."""
-    clone = aten.CallOp(CLONE, [value], [aten.OperandRefAttr(IntAttr(0))], [value.type])
+    clone = aten.CallOp(CLONE, [value], [call_args.OperandRefAttr(IntAttr(0))], [value.type])
     clone.location = before.location
     rewriter.insert(clone, InsertPoint.before(before))
     return clone.results[0]

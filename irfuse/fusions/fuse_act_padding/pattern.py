@@ -31,6 +31,7 @@ from irfuse.fusions.norm_readings import (
     kernel_input_type,
     weight_product_in_f32,
 )
+from irfuse.ir import call_args
 from irfuse.raising import aten_ops
 from irfuse.raising.driver import NO_CANDIDATE, REWROTE, AnchorPattern, Outcome, Site
 from irfuse.raising.match import NoMatch, call
@@ -125,7 +126,7 @@ def _unpadded(out: SSAValue, low: int, hidden: int, y_type: TensorType,
     sliced = aten.CallOp(
         aten_ops.SLICE_TENSOR,
         [out],
-        [aten.OperandRefAttr(IntAttr(0)), IntAttr(y_type.rank - 1), IntAttr(low),
+        [call_args.OperandRefAttr(IntAttr(0)), IntAttr(y_type.rank - 1), IntAttr(low),
          IntAttr(low + hidden)],
         [tensor_type(y_type.dims, y_type.dtype)],
     )

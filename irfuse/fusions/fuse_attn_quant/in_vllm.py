@@ -51,6 +51,7 @@ from irfuse.dialects.irfuse import OpaqueType, TensorType, sym_type, tensor_type
 from irfuse.dialects.quant import NVFP4, STATIC_TENSOR, QuantFp8Op, QuantNvfp4Op, QuantScheme
 from irfuse.fusions.kernel_call import Args
 from irfuse.fusions.quant_consumers import divides
+from irfuse.ir import call_args
 from irfuse.ir.shapes import F8E4M3FN
 from irfuse.raising import aten_ops
 from irfuse.raising.aten_ops import RESHAPES_FLATTENS_AND_ALIAS as RESHAPES
@@ -170,13 +171,13 @@ def _into_vllm_call(op: VllmAttentionOp | VllmMlaAttentionOp, views: list[Operat
     if isinstance(tokens, int):
         sizes.append(IntAttr(tokens))
     else:
-        size = aten.CallOp(SYM_SIZE, [op.q], [aten.OperandRefAttr(IntAttr(0)), IntAttr(0)],
+        size = aten.CallOp(SYM_SIZE, [op.q], [call_args.OperandRefAttr(IntAttr(0)), IntAttr(0)],
                            [sym_type(str(tokens))])
         made.append(size)
         sizes.append(a.tensor(size.results[0]))
     sizes += [IntAttr(d) for d in out.dims[1:]]  # type: ignore[misc]
     buf_type = tensor_type(out.dims, fp8)
-    buf = aten.CallOp(NEW_EMPTY, a.operands, [aten.OperandRefAttr(IntAttr(0)), ArrayAttr(sizes)],
+    buf = aten.CallOp(NEW_EMPTY, a.operands, [call_args.OperandRefAttr(IntAttr(0)), ArrayAttr(sizes)],
                       [buf_type], kw_template={"dtype": fp8})
     made.append(buf)
     b = Args()
@@ -187,17 +188,17 @@ def _into_vllm_call(op: VllmAttentionOp | VllmMlaAttentionOp, views: list[Operat
     kw["layer_name"] = b.tensor(op.layer) if op.layer is not None else \
         StringAttr(op.layer_name.data)
     kw["output_scale"] = b.tensor(quant.scale)
-    kw["output_block_scale"] = aten.NONE
-    kw["kv_cache_dummy_dep"] = aten.NONE if op.kv_cache_dep is None else \
+    kw["output_block_scale"] = call_args.NONE
+    kw["kv_cache_dummy_dep"] = call_args.NONE if op.kv_cache_dep is None else \
         b.tensor(op.kv_cache_dep)
     none = OpaqueType(StringAttr("NoneType"))
-    target = aten.TargetAttr(StringAttr(MLA_OP if mla else ATTENTION_OP))
+    target = call_args.TargetAttr(StringAttr(MLA_OP if mla else ATTENTION_OP))
     called = aten.CallOp(aten_ops.AUTO_FUNCTIONALIZED, b.operands, [target], [none, buf_type, none],
                          kw_template=kw, tuple_result=True)
     made.append(called)
     flat = quant.q.type
     reshape = aten.CallOp(aten_ops.RESHAPE, [called.results[1]],
-                          [aten.OperandRefAttr(IntAttr(0)), ArrayAttr([IntAttr(-1),
+                          [call_args.OperandRefAttr(IntAttr(0)), ArrayAttr([IntAttr(-1),
                                                                        IntAttr(flat.dims[1])])],  # type: ignore[attr-defined]
                           [flat])
     made.append(reshape)
