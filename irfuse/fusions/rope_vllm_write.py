@@ -34,12 +34,12 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from irfuse.dialects import aten, fused
 from irfuse.dialects.attn import RopeOp, VllmKvCacheUpdateOp
 from irfuse.dialects.fused import QkNormRopeOp
-from irfuse.fusions.rope_readings import QkNorms, rotates_in_f32
+from irfuse.fusions.rope_readings import QkNorms, qk_norms, rotates_in_f32
 from irfuse.ir import call_args
 from irfuse.raising import aten_ops
 from irfuse.raising.aten_ops import RESHAPES_FLATTENS_AND_ALIAS as KEEP_ORDER
 from irfuse.raising.aten_ops import VIEWS_FLATTENS_AND_SLICE as HOISTABLE
-from irfuse.raising.driver import REWROTE, Outcome, Site
+from irfuse.raising.driver import NO_CANDIDATE, REWROTE, Outcome, Site
 from irfuse.raising.match import NoMatch, call, erase_unused, producer, tensor_type
 
 KERNEL = "rope_vllm_kv_cache_update"
@@ -184,6 +184,32 @@ def refuse_unfollowed(k: SSAValue, takes: Any = None, depth: int = 8) -> None:
         steps.append(found.target)
         value = found.arg(0) if isinstance(found.arg(0), SSAValue) else None
         depth -= 1
+
+
+def fuse_vllm_write_of_rope(op: VllmKvCacheUpdateOp, rewriter: PatternRewriter, site: Site, *,
+                            with_norms: bool = False) -> Outcome:
+    """vLLM's write `op` and the rope whose rotated k it stores -> one fused op at the rope's
+    place. `with_norms`: only a plain rope whose q and k are normalized per head is a candidate,
+    and its norms go into the op too."""
+    takes = _has_norms if with_norms else None
+    path: list[Operation] = []
+    rope = rotated_source(op.k, path)
+    if rope is None:
+        refuse_unfollowed(op.k, takes)
+        return NO_CANDIDATE
+    if not with_norms:
+        return fuse_vllm_write(op, rope, path, rewriter, site)
+    if not isinstance(rope, RopeOp):
+        return NO_CANDIDATE  # norms + rope fused already: the RoPE + KV-cache fusion's
+    norms = qk_norms(rope)
+    if norms is None:
+        return NO_CANDIDATE
+    return fuse_vllm_write(op, rope, path, rewriter, site, norms)
+
+
+def _has_norms(rope: Operation) -> bool:
+    """A plain rope whose q and k are normalized per head."""
+    return isinstance(rope, RopeOp) and rope.k is not None and qk_norms(rope) is not None
 
 
 def fuse_vllm_write(op: VllmKvCacheUpdateOp, rope: RopeOp | QkNormRopeOp, path: list[Operation],

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from rope_writes import RopeTable, paged_write_inputs
 
 import irfuse.models as M
 from irfuse.testing import Compiled, assert_bit_exact, compile_and_run
@@ -64,15 +65,12 @@ def test_ranges_past_the_token_limit_are_left_alone():
     assert_bit_exact(compiled.outputs, compiled.eager)
 
 
-class _NormedReturnedKey(torch.nn.Module):
+class _NormedReturnedKey(RopeTable):
     """Qwen3's per-head q/k norms, RoPE, the paged write, and the rotated k returned too (a layer
     that hands its keys on)."""
 
     def __init__(self):
         super().__init__()
-        inv = 10000.0 ** (-torch.arange(0, 64, 2, dtype=torch.float32) / 64)
-        freqs = torch.outer(torch.arange(64, dtype=torch.float32), inv)
-        self.register_buffer("cache", torch.cat((freqs.cos(), freqs.sin()), -1).bfloat16())
         g = torch.Generator().manual_seed(1)
         self.qw, self.kw = (torch.randn(64, generator=g).bfloat16() for _ in range(2))
 
@@ -81,12 +79,6 @@ class _NormedReturnedKey(torch.nn.Module):
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
         return w * h.to(x.dtype)
-
-    def _rope(self, x, positions):
-        cos, sin = self.cache[positions].chunk(2, -1)
-        cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)
-        x1, x2 = x.chunk(2, -1)
-        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), -1)
 
     def forward(self, positions, q, k, v, k_cache, v_cache, slots):
         q = self._rope(self._norm(q, self.qw), positions)
@@ -97,12 +89,7 @@ class _NormedReturnedKey(torch.nn.Module):
 
 
 def test_a_rotated_k_read_besides_the_write_fuses_and_is_returned():
-    t = 6
-    g = torch.Generator().manual_seed(0)
-    inputs = [torch.arange(t), *(torch.randn(t, h, 64, generator=g).bfloat16() for h in (4, 2, 2)),
-              torch.zeros(4, 4, 2, 64, dtype=torch.bfloat16),
-              torch.zeros(4, 4, 2, 64, dtype=torch.bfloat16), torch.randperm(16, generator=g)[:t]]
-    compiled = compile_and_run(_NormedReturnedKey(), inputs, dynamic_dims=(),
+    compiled = compile_and_run(_NormedReturnedKey(), paged_write_inputs(), dynamic_dims=(),
                                options={"optimization_level": 1,
                                         "pass_config": {"fuse_qk_norm_rope_kvcache": True}})
     assert compiled.fused(PASS) == 1, _missed(compiled)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch import nn
+from rope_writes import RopeTable, paged_write_inputs
 
 import irfuse.models as M
 from irfuse.testing import Compiled, assert_bit_exact, compile_and_run
@@ -75,20 +75,8 @@ def test_ranges_past_the_token_limit_are_left_alone():
     assert_bit_exact(compiled.outputs, compiled.eager)
 
 
-class _PrefillWrite(nn.Module):
+class _PrefillWrite(RopeTable):
     """A prefill step that attends over the new keys directly and also writes them."""
-
-    def __init__(self):
-        super().__init__()
-        inv = 10000.0 ** (-torch.arange(0, 64, 2, dtype=torch.float32) / 64)
-        freqs = torch.outer(torch.arange(64, dtype=torch.float32), inv)
-        self.register_buffer("cache", torch.cat((freqs.cos(), freqs.sin()), -1).bfloat16())
-
-    def _rope(self, x, positions):
-        cos, sin = self.cache[positions].chunk(2, -1)
-        cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)
-        x1, x2 = x.chunk(2, -1)
-        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), -1)
 
     def forward(self, positions, q, k, v, k_cache, v_cache, slots):
         q, k = self._rope(q, positions), self._rope(k, positions)
@@ -113,12 +101,7 @@ class _ReturnedKey(_PrefillWrite):
 def test_a_rotated_k_read_besides_the_write_fuses_and_is_returned(model):
     # The fused op yields the rotated k too (the `_k` kernels): before, fuse-rope-kvcache left
     # such a write alone.
-    t = 6
-    g = torch.Generator().manual_seed(0)
-    inputs = [torch.arange(t), *(torch.randn(t, h, 64, generator=g).bfloat16() for h in (4, 2, 2)),
-              torch.zeros(4, 4, 2, 64, dtype=torch.bfloat16),
-              torch.zeros(4, 4, 2, 64, dtype=torch.bfloat16), torch.randperm(16, generator=g)[:t]]
-    compiled = compile_and_run(model(), inputs, dynamic_dims=(),
+    compiled = compile_and_run(model(), paged_write_inputs(), dynamic_dims=(),
                                options={"optimization_level": 1,
                                         "pass_config": {"fuse_rope_kvcache": True}})
     assert compiled.raised()["kv_cache_write"] == 1

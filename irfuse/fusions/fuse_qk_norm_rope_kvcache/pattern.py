@@ -20,11 +20,10 @@ from __future__ import annotations
 from xdsl.ir import Operation
 from xdsl.pattern_rewriter import PatternRewriter
 
-from irfuse.dialects.attn import KvCacheWriteOp, RopeOp, VllmKvCacheUpdateOp
+from irfuse.dialects.attn import KvCacheWriteOp, VllmKvCacheUpdateOp
 from irfuse.fusions.rope_paged_write import fuse_paged_write
-from irfuse.fusions.rope_readings import qk_norms
-from irfuse.fusions.rope_vllm_write import fuse_vllm_write, refuse_unfollowed, rotated_source
-from irfuse.raising.driver import NO_CANDIDATE, AnchorPattern, Outcome, Site
+from irfuse.fusions.rope_vllm_write import fuse_vllm_write_of_rope
+from irfuse.raising.driver import AnchorPattern, Outcome, Site
 
 
 class QkNormRopeKvCachePattern(AnchorPattern):
@@ -44,14 +43,4 @@ class VllmQkNormRopeKvCachePattern(AnchorPattern):
 
     def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
         assert isinstance(op, VllmKvCacheUpdateOp)
-        path: list[Operation] = []
-        rope = rotated_source(op.k, path)
-        if rope is None:
-            refuse_unfollowed(op.k, lambda r: isinstance(r, RopeOp) and r.k is not None
-                              and qk_norms(r) is not None)
-        if not isinstance(rope, RopeOp):
-            return NO_CANDIDATE  # no rope, or norms + rope fused already: not this pass's
-        norms = qk_norms(rope)
-        if norms is None:
-            return NO_CANDIDATE
-        return fuse_vllm_write(op, rope, path, rewriter, site, norms)
+        return fuse_vllm_write_of_rope(op, rewriter, site, with_norms=True)

@@ -17,8 +17,8 @@ from xdsl.pattern_rewriter import PatternRewriter
 
 from irfuse.dialects.attn import KvCacheWriteOp, VllmKvCacheUpdateOp
 from irfuse.fusions.rope_paged_write import fuse_paged_write
-from irfuse.fusions.rope_vllm_write import fuse_vllm_write, refuse_unfollowed, rotated_source
-from irfuse.raising.driver import NO_CANDIDATE, AnchorPattern, Outcome, Site
+from irfuse.fusions.rope_vllm_write import fuse_vllm_write_of_rope
+from irfuse.raising.driver import AnchorPattern, Outcome, Site
 
 
 class RopeKvCachePattern(AnchorPattern):
@@ -38,9 +38,4 @@ class VllmRopeKvCachePattern(AnchorPattern):
 
     def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
         assert isinstance(op, VllmKvCacheUpdateOp)
-        path: list[Operation] = []
-        rope = rotated_source(op.k, path)
-        if rope is None:
-            refuse_unfollowed(op.k)
-            return NO_CANDIDATE
-        return fuse_vllm_write(op, rope, path, rewriter, site)
+        return fuse_vllm_write_of_rope(op, rewriter, site)
