@@ -314,11 +314,11 @@ class _GraphCompiler:
                 warn_once(f"irfuse: {warning}")
             self.resolved = resolution.config
             self.facts = facts
-            # Implemented passes the resolved config leaves off, with why: the report says so.
+            # The passes the resolved config leaves off, with why: the report says so.
             self.off = [
                 (row.name, resolution.notes.get(row.flag, "off"))
                 for row in support_matrix.passes()
-                if row.implemented and not getattr(self.resolved.pass_config, row.flag)
+                if not getattr(self.resolved.pass_config, row.flag)
             ]
         except Exception as err:  # noqa: BLE001
             self._fail("prepare", err)

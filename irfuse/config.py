@@ -570,14 +570,11 @@ def _flashinfer_problem(
 
 def _why_idle(row: Fusion, tp: int | None) -> str | None:
     """Why a pass the user turned on, which the platform and model allow, still runs nowhere:
-    it is not implemented, or it needs TP > 1 and the TP size is unknown. None if it runs."""
-    reasons = []
-    if not row.implemented:
-        reasons.append(f"{row.name} is not implemented yet")
+    it needs TP > 1 and the TP size is unknown. None if it runs."""
     if row.needs_tp and tp is None:
-        reasons.append(f"{row.name} needs TP > 1 and the TP size is unknown (set tp_size; "
-                       "the backend reads it from the graph's collectives)")
-    return "; ".join(reasons) or None
+        return (f"{row.name} needs TP > 1 and the TP size is unknown (set tp_size; the backend "
+                "reads it from the graph's collectives)")
+    return None
 
 
 def resolve_explained(
@@ -736,8 +733,7 @@ def resolve(
     3. A pass that is on but cannot apply (platform, quant scheme, TP 1, FlashInfer missing
        or TP not in {2, 4, 8}) is turned off with a warning, or with strict=True raises
        ConfigError; so is a pass whose implied pass ended up off. A pass the user turned on
-       that is not implemented yet, or that needs TP > 1 while the TP size is unknown, stays
-       on but runs nowhere: a warning, or with strict=True a ConfigError. vLLM forces passes
+       that needs TP > 1 while the TP size is unknown stays on but runs nowhere: a warning, or with strict=True a ConfigError. vLLM forces passes
        off on a few platforms only; irfuse generalises that to its support matrix (its CPU
        references let more passes run on the CPU).
     4. A threshold a pass that is on declares with a platform value (`Threshold.fill`), if

@@ -240,17 +240,14 @@ def plan(
     itemsize: int | None = None,
 ) -> list[dict[str, Any]]:
     """For each pass the resolved config enables, in pipeline order: whether it runs in
-    `rng`, and why not. Entries: {"name", "flag", "runs", "reason", "implemented"}."""
+    `rng`, and why not. Entries: {"name", "flag", "runs", "reason"}."""
     _require_resolved(config)
     out: list[dict[str, Any]] = []
     for row in support_matrix.passes():
         if not getattr(config.pass_config, row.flag):
             continue
         runs, why = applies(row.name, rng, config, hidden, tp, itemsize)
-        if runs and not row.implemented:
-            runs, why = False, f"{row.name} is not implemented yet"
-        out.append({"name": row.name, "flag": row.flag, "runs": runs, "reason": why,
-                    "implemented": row.implemented})
+        out.append({"name": row.name, "flag": row.flag, "runs": runs, "reason": why})
     return out
 
 

@@ -10,8 +10,7 @@ answers the questions asked of them. Per pass, a row says:
 - which quantization schemes it fuses, and its compile-range rule (`irfuse.ranges.applies`).
 
 `irfuse passes` prints it, and docs/configuration.md shows the same table (a test checks that
-they agree). Rows are in pipeline order (vLLM's pass order). `implemented` (the declaration has patterns)
-says whether the pass exists yet, so that reports can say "not implemented yet" honestly.
+they agree). Rows are in pipeline order (vLLM's pass order).
 
 Platform classes: `cpu`; `cuda:sm80` (capability 80-89, Ampere/Ada); `cuda:sm90` (90-99,
 Hopper); `cuda:sm100` (100 and up, Blackwell); `rocm`. CUDA older than sm80 has none.
