@@ -146,7 +146,7 @@ def _group_configs(t: int, h: int) -> list:
 
 
 def _act_configs(t: int, i: int) -> list:
-    # Plain silu, then the inline-PTX silu (act_quant docstring); small tiles (more programs,
+    # Plain silu, then the inline-PTX silu (`act_quant.ActConfig`); small tiles (more programs,
     # fewer warps) only where T is small; each also with the static scale loaded early, and
     # without cache hints.
     shapes = ((4, 2), (16, 4), (16, 8), (32, 8)) + (((1, 1), (2, 1), (2, 2), (8, 4))
@@ -160,8 +160,8 @@ def _act_configs(t: int, i: int) -> list:
 
 
 def _nvfp4_configs(t: int, i: int) -> list:
-    # (blocks, warps, split): the paired layout, then a thread owning whole blocks (nvfp4
-    # docstring); each with and without cache hints, and with PDL.
+    # (blocks, warps, split): the paired layout, then a thread owning whole blocks
+    # (`nvfp4.Nvfp4Config`); each with and without cache hints, and with PDL.
     shapes = ((128, 4, False), (32, 2, False), (32, 1, True), (64, 2, True), (128, 4, True),
               (128, 2, True), (256, 8, True), (256, 4, True))
     cfgs = [nvfp4.Nvfp4Config(b, w, split=s, evict=e) for b, w, s in shapes

@@ -5,28 +5,14 @@
 turns it into a functional ATen graph for inference, with no decomposition table, so the ops the
 passes look for stay whole where torch keeps them (silu, SDPA, `_scaled_mm`; `F.rms_norm` is
 decomposed by torch itself). Input mutations (KV-cache writes) stay in the graph as `copy_`.
-
-Compile ranges: the graph's num_tokens is the number of token rows of its first input that has a
-symbolic dimension (what `mark_dynamic` marked; in a static graph, of its first tensor input):
-every element of an integer tensor (token ids `[T]` or Hugging Face's `[B, S]`), every dim but
-the last of an activation (`[T, H]`, `[B, S, H]`), so B * S rows count as the passes count
-them. A symbolic dim outside those counts alone. The config splits
-num_tokens into ranges (`irfuse.ranges`); ranges in which the same passes run share one compile.
-Each group compiles at its first call (the group holding the traced size compiles at once) and a
-call is dispatched by its num_tokens; with a single group there is no dispatch at all.
+Each graph compiles per group of compile ranges, dispatched by num_tokens (`_GraphCompiler`;
+docs/configuration.md, Compile ranges).
 
 Failures: a pipeline failure warns with the reason and where, and the graph runs without irfuse's
 rewrites (through Inductor, or as it is); `strict: True` raises instead. A wrong result is never
-an option: every rewrite is verified and the fused kernels are tested against references.
-
-Lifted scalars: under `dynamic=True` Dynamo passes a Python float the model reads (an RMSNorm's
-eps, an FP8 bound) as a 0-d tensor input instead of a constant. The pipeline reads such an input
-as the value it was traced with (`fx_import`), as a static graph would have it, so it raises and
-fuses the same; each call of the rewritten graph then checks those inputs (a host read of a CPU
-scalar each) and runs the graph without irfuse's rewrites, with a warning once, when one differs.
-
-Backward: irfuse targets inference. Under autograd the forward graph still goes through the
-pipeline and the backward graph goes to Inductor (or runs as it is) untouched.
+an option: every rewrite is verified and the fused kernels are tested against references. A
+Python float Dynamo lifts to a 0-d tensor input is read as its traced value and checked at each
+call (`_lifted_scalars`).
 """
 
 from __future__ import annotations
@@ -84,7 +70,10 @@ def irfuse_backend(
     options: dict[str, Any] | CompilationConfig | None = None,
     **kwargs: Any,
 ) -> Callable[..., Any]:
-    """The torch.compile backend. `options` are CompilationConfig fields (see irfuse.config)."""
+    """The torch.compile backend. `options` are CompilationConfig fields (see irfuse.config).
+
+    irfuse targets inference: under autograd the forward graph still goes through the pipeline
+    and the backward graph goes to Inductor (or runs as it is) untouched."""
     if kwargs:
         raise config_mod.ConfigError(
             f"unknown argument(s) {sorted(kwargs)} to the irfuse backend; pass settings as "
@@ -136,7 +125,12 @@ def _is_user_input(source: Any) -> bool:
 
 def _lifted_scalars(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> dict[int, float]:
     """Graph inputs that are Python floats Dynamo passes as 0-d tensors, with their traced
-    values (aot_autograd keeps the input order). NaN is left alone (no value check holds it)."""
+    values (aot_autograd keeps the input order). NaN is left alone (no value check holds it).
+
+    Under `dynamic=True` Dynamo passes a Python float the model reads (an RMSNorm's eps, an FP8
+    bound) as a 0-d tensor input instead of a constant. The pipeline reads such an input as the
+    value it was traced with (`fx_import`), as a static graph would have it, so it raises and
+    fuses the same; each call then checks the value (`_GraphCompiler._checked`)."""
     found: dict[int, float] = {}
     for i, node in enumerate(gm.graph.find_nodes(op="placeholder")):
         grapharg = node.meta.get("grapharg")
@@ -229,7 +223,10 @@ def _locate_num_tokens(
     gm: torch.fx.GraphModule, user_inputs: Sequence[int]
 ) -> tuple[_TokenLocator, int] | None:
     """The num_tokens locator and its traced value (the size hint). The caller's inputs are
-    searched first, then the lifted parameters and buffers."""
+    searched first, then the lifted parameters and buffers. num_tokens is the number of token
+    rows (`_token_dims`) of the first input with a symbolic dimension (what `mark_dynamic`
+    marked; in a static graph, the first tensor input), so B * S rows count as the passes count
+    them; a symbolic dim outside those counts alone."""
     placeholders = list(gm.graph.find_nodes(op="placeholder"))
     vals = [p.meta.get("val") for p in placeholders]
     first_tensor: tuple[int, Any] | None = None
@@ -259,7 +256,12 @@ def _locate_num_tokens(
 
 
 class _GraphCompiler:
-    """Compiles one ATen graph: its compile ranges, lazily, and the dispatch between them."""
+    """Compiles one ATen graph: its compile ranges, lazily, and the dispatch between them.
+
+    The config splits num_tokens into ranges (`irfuse.ranges`); ranges in which the same passes
+    run share one compile. Each group compiles at its first call (the group holding the traced
+    size compiles at once) and a call is dispatched by its num_tokens (`_locate_num_tokens`);
+    with a single group there is no dispatch at all."""
 
     def __init__(
         self,
@@ -314,11 +316,11 @@ class _GraphCompiler:
                 warn_once(f"irfuse: {warning}")
             self.resolved = resolution.config
             self.facts = facts
-            # Implemented passes the resolved config leaves off, with why: the report says so.
+            # The passes the resolved config leaves off, with why: the report says so.
             self.off = [
                 (row.name, resolution.notes.get(row.flag, "off"))
                 for row in support_matrix.passes()
-                if row.implemented and not getattr(self.resolved.pass_config, row.flag)
+                if not getattr(self.resolved.pass_config, row.flag)
             ]
         except Exception as err:  # noqa: BLE001
             self._fail("prepare", err)
@@ -442,7 +444,8 @@ class _GraphCompiler:
 
     def _checked(self, fn: BoxedFn) -> BoxedFn:
         """`fn` behind the check that every lifted scalar still has its traced value (the
-        rewritten graph read it as that constant); the unrewritten graph runs otherwise."""
+        rewritten graph read it as that constant; a host read of a CPU scalar each); the
+        unrewritten graph runs otherwise, with a warning once."""
         if not self.constants:
             return fn
         checks = tuple(self.constants.items())

@@ -8,7 +8,7 @@ passes that run in each.
 
 `irfuse passes [--markdown | --json] [--platform P [--scheme S]]` prints the support matrix:
 every pass with its flag, what it fuses, its default level, range rule, platforms (with the
-kernel backend), quant schemes, and whether it is implemented. `--markdown` gives the table
+kernel backend), and quant schemes. `--markdown` gives the table
 that docs/configuration.md (and the README) show.
 
 `config_main(argv)` and `passes_main(argv)` return the exit status (2 on a bad argument).
@@ -124,7 +124,7 @@ def config_main(argv: Sequence[str]) -> int:
 # ---------------------------------------------------------------------------- irfuse passes
 
 COLUMNS = ("pass", "flag", "what it fuses", "default level", "ranges", "platforms (backend)",
-           "schemes", "implemented")
+           "schemes")
 
 
 def _level_text(row: support_matrix.Fusion) -> str:
@@ -163,7 +163,7 @@ def table_rows() -> list[tuple[str, ...]]:
     return [
         (row.name, row.flag, row.fuses, _level_text(row), str(row.range_rule),
          _platforms_text(row),
-         _schemes_text(row), "yes" if row.implemented else "no")
+         _schemes_text(row))
         for row in support_matrix.passes()
     ]
 
@@ -189,7 +189,7 @@ def render_markdown() -> str:
 
 
 # Wrap widths of the plain-text table's columns (None: never wrapped).
-_TEXT_WIDTHS = (None, None, 36, 22, None, 30, 30, None)
+_TEXT_WIDTHS = (None, None, 36, 22, None, 30, 30)
 
 
 def render_text() -> str:
@@ -241,7 +241,6 @@ def passes_main(argv: Sequence[str]) -> int:
         data = []
         for row, cells in zip(support_matrix.passes(), table_rows(), strict=True):
             entry: dict[str, Any] = dict(zip(COLUMNS, cells, strict=True))
-            entry["implemented"] = row.implemented
             if plat is not None:
                 ok, why = verdicts[row.name]
                 entry["can_apply"] = {"platform": str(plat), "ok": ok, "reason": why}

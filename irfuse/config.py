@@ -4,21 +4,15 @@ irfuse takes vLLM's configuration, so that a vLLM user's knowledge and flags car
 `PassConfig` has vLLM's field names, types and meanings, and `CompilationConfig` holds it with
 the fields irfuse's backend needs. A field left None is *unset*: `resolve` fills it from the
 optimization level for a platform and a model; a field the user set always wins over the level.
+The config comes from Python objects, `torch.compile(options=...)` (`from_options`), JSON
+(`from_json`) or vLLM's command-line syntax (`from_cli`, `parse_cli`); a wrong key or value raises
+`ConfigError`, naming the key, the value and what is allowed.
 
-The same config comes from Python objects, from `torch.compile(options=...)`
-(`CompilationConfig.from_options`), from JSON (`from_json`) and from vLLM's command-line syntax
-(`from_cli`: `-O2`, `-O 2`, `-O=2`, `--optimization-level 2`, `-cc.pass_config.<flag>=False`,
-`-cc.compile_sizes+=8,16`, `--compilation-config '{...}'`, `-cc '{...}'`). A wrong key or value
-raises `ConfigError`, naming the key, the value and what is allowed.
-
-PassConfig's fields are the fusions' declarations (`irfuse.fusions`): each pass's flag and doc
-line and the thresholds it declares, with vLLM's names, types and defaults. This module names
-no pass: the rules below read what a declaration says (the flag it implies, whether reshapes
-hide its pattern, its thresholds and how the platform fills them).
-
-Optimization levels: O0 turns every pass off; O1 and O2 turn on what the support matrix
-(`irfuse.support_matrix`, the one place where irfuse's defaults differ from vLLM's) lists at
-that level for the platform, where the model allows it; O3 is O2.
+PassConfig's fields are the fusions' declarations (`irfuse.fusions`), so this module names no
+pass: its rules read what a declaration says (the flag it implies, whether reshapes hide its
+pattern, its thresholds and how the platform fills them). O0 turns every pass off; O1 and O2 turn
+on what the support matrix (`irfuse.support_matrix`, the one place where irfuse's defaults
+differ from vLLM's) lists at that level for the platform, where the model allows it; O3 is O2.
 """
 
 from __future__ import annotations
@@ -570,14 +564,11 @@ def _flashinfer_problem(
 
 def _why_idle(row: Fusion, tp: int | None) -> str | None:
     """Why a pass the user turned on, which the platform and model allow, still runs nowhere:
-    it is not implemented, or it needs TP > 1 and the TP size is unknown. None if it runs."""
-    reasons = []
-    if not row.implemented:
-        reasons.append(f"{row.name} is not implemented yet")
+    it needs TP > 1 and the TP size is unknown. None if it runs."""
     if row.needs_tp and tp is None:
-        reasons.append(f"{row.name} needs TP > 1 and the TP size is unknown (set tp_size; "
-                       "the backend reads it from the graph's collectives)")
-    return "; ".join(reasons) or None
+        return (f"{row.name} needs TP > 1 and the TP size is unknown (set tp_size; the backend "
+                "reads it from the graph's collectives)")
+    return None
 
 
 def resolve_explained(
@@ -736,8 +727,7 @@ def resolve(
     3. A pass that is on but cannot apply (platform, quant scheme, TP 1, FlashInfer missing
        or TP not in {2, 4, 8}) is turned off with a warning, or with strict=True raises
        ConfigError; so is a pass whose implied pass ended up off. A pass the user turned on
-       that is not implemented yet, or that needs TP > 1 while the TP size is unknown, stays
-       on but runs nowhere: a warning, or with strict=True a ConfigError. vLLM forces passes
+       that needs TP > 1 while the TP size is unknown stays on but runs nowhere: a warning, or with strict=True a ConfigError. vLLM forces passes
        off on a few platforms only; irfuse generalises that to its support matrix (its CPU
        references let more passes run on the CPU).
     4. A threshold a pass that is on declares with a platform value (`Threshold.fill`), if

@@ -8,15 +8,10 @@
             NN-<pass>.mlir  ...  report.json
 
 Each process writes into a run folder of its own, so two processes (or two runs) with one
-`dump_dir` never mix their files, and a run never finds another's stale folders in its own.
-
-Each `.mlir` file starts with a comment giving the irfuse-opt command that turns the previous
-file into it, and is printed with locations, so `irfuse-opt --print-debuginfo -p <pass>` on the
-file before reproduces it exactly.
-
-Dumping never costs a compile: a folder that cannot be created or a write that fails (a full
-disk) warns once per dump folder and process, the run's dump stops there, and compiling goes on
-without it. A file is written under a temporary name and renamed, so none is left truncated.
+`dump_dir` never mix their files. Each `.mlir` file starts with the irfuse-opt command that turns
+the previous file into it and is printed with locations, so that command reproduces it exactly.
+Dumping never costs a compile: a failed write (a full disk) warns once per dump folder and
+process and the run's dump stops there; files are written under a temporary name and renamed.
 """
 
 from __future__ import annotations
@@ -139,6 +134,8 @@ class DumpWriter:
         return child
 
     def _write(self, path: pathlib.Path, content: str) -> pathlib.Path | None:
+        """Write under a temporary name and rename, so no file is left truncated; None once a
+        write of this run's dump has failed."""
         if self._state.failed:
             return None
         tmp = path.with_name(f".{path.name}.tmp")
@@ -166,6 +163,8 @@ class DumpWriter:
 
     def mlir(self, stem: str, module: ModuleOp, pass_spec: str | None = None
              ) -> pathlib.Path | None:
+        """The module, printed with locations, under a first line giving the command that
+        reproduces it from the file before: `irfuse-opt --print-debuginfo -p <pass_spec>`."""
         path = self._name(stem, ".mlir")
         if self._state.failed:
             return None

@@ -4,26 +4,15 @@ group name follows.
 A collective names its group by a string. torch's functional collectives and symmetric-memory
 ops take torch's name of a `ProcessGroup` (`pg.group_name`, a number unless the group was given
 one); vLLM's `torch.ops.vllm.all_reduce / reduce_scatter / all_gather` take the `unique_name` of
-its `GroupCoordinator` (`tp:0`, `dp:0`, ...), registered in `vllm.distributed.parallel_state.
-_groups` (weak references). The coordinator's `device_group` is made by `new_group` without a
-name, so torch does not know `tp:0`: a `_c10d_functional` call or a `symm_mem` op given `tp:0`
-fails when it runs ("Could not resolve the process group registered under the name tp:0").
-
-So a name is resolved here: as vLLM's group coordinator where vLLM's registry (read only when
-vLLM, or a stand-in of its module, is already imported) has the name: the coordinator's
-`device_group`, the group its collectives run on (NCCL on GPUs, gloo on the CPU); else as the
-group torch.distributed's registry (`_resolve_process_group`) knows by that name. (vLLM's names,
-`tp:0`, and torch's, numbers unless given, do not meet.)
-
-`resolve` is for run time (the kernels: reference, NCCL, symmetric memory, FlashInfer, async TP);
-`torch_name` gives the name torch's own ops take. `known` / `check` are for compile time: a fused
-op or an emitted collective whose group neither registry knows, in a process where
-torch.distributed is initialized, is one error at compile time (`GroupError`), not a failure when
-the graph first runs. Without torch.distributed (irfuse-opt, FileCheck, an offline compile) there
-is nothing to check against and nothing is checked.
-
-Lookups are not cached: a group can be destroyed and another made under the next name (vLLM's
-`destroy_model_parallel`), and a lookup is a dict access or two.
+its `GroupCoordinator` (`tp:0`, `dp:0`, ...), registered in
+`vllm.distributed.parallel_state._groups` (weak references). The coordinator's `device_group` is
+made by `new_group` without a name, so torch does not know `tp:0`: a `_c10d_functional` call or a
+`symm_mem` op given `tp:0` fails when it runs. So a name is resolved here, as vLLM's coordinator
+or torch's group (`resolve`; vLLM's registry is read only when vLLM, or a stand-in of its
+module, is already imported). `resolve` is for run time, `torch_name` gives the name torch's own
+ops take, and `known` / `check` are for compile time: a group neither registry knows, in a
+process where torch.distributed is initialized, is one `GroupError` at compile time, not a
+failure when the graph first runs.
 """
 
 from __future__ import annotations
@@ -95,9 +84,12 @@ def _vllm_device_group(name: str):
 
 
 def resolve(name: str):
-    """The ProcessGroup a collective on `name` runs on: torch's group of that name, else vLLM's
-    coordinator's device group. GroupError when torch.distributed is not initialized or
-    neither knows the name."""
+    """The ProcessGroup a collective on `name` runs on: vLLM's coordinator's `device_group`
+    where vLLM's registry has the name (the group its collectives run on: NCCL on GPUs, gloo on
+    the CPU), else torch's group of that name (vLLM's names, `tp:0`, and torch's, numbers unless
+    given, do not meet). GroupError when torch.distributed is not initialized or neither knows
+    the name. Not cached: a group can be destroyed and another made under the next name (vLLM's
+    `destroy_model_parallel`), and a lookup is a dict access or two."""
     if _dist() is None:
         raise GroupError(f"irfuse: a collective names process group {name!r} but "
                          "torch.distributed is not initialized in this process")
@@ -145,7 +137,8 @@ def is_vllm(name: str) -> bool:
 
 def known(name: str) -> bool:
     """Whether a collective on `name` can run in this process: True without torch.distributed
-    (nothing to check against), else whether torch or vLLM knows the name."""
+    (irfuse-opt, FileCheck, an offline compile: nothing to check against), else whether torch or
+    vLLM knows the name."""
     if _dist() is None:
         return True
     return torch_group(name) is not None or _vllm_device_group(name) is not None

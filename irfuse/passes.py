@@ -1,5 +1,5 @@
 """Every pass irfuse-opt and the pipeline know, by name: xDSL's clean-ups, the canonicalization
-before raising, the raising passes (`irfuse.raising.raising`), every implemented fusion and
+before raising, the raising passes (`irfuse.raising.raising`), every fusion and
 utility rewrite (`irfuse.fusions`, their passes built from their declarations), and
 select-kernels. Names are the CLI names (kebab case; a fusion's is its PassConfig flag).
 """
@@ -24,7 +24,7 @@ PASSES: dict[str, type[ModulePass]] = {
     for p in (
         CommonSubexpressionElimination, DeadCodeElimination, CsePure,
         *(r.pass_class for r in RAISINGS),
-        *(f.pass_class for f in FUSIONS if f.implemented),
+        *(f.pass_class for f in FUSIONS),
         SelectKernels,
     )
 }

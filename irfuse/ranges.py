@@ -3,28 +3,14 @@
 Some fusions pay only for few tokens (all-reduce + RMSNorm through FlashInfer's size-capped
 workspace; RoPE + KV-cache write), some only for many (sequence parallelism and async TP, which
 in a full graph run on every range from sp_min_token_num, padding a token count TP does not
-divide, and in a piecewise one only on single sizes TP divides, as vLLM). As
-vLLM does, irfuse splits num_tokens at those thresholds into inclusive ranges
+divide, and in a piecewise one only on single sizes TP divides, as vLLM). As vLLM does, irfuse
+splits num_tokens at those thresholds (`split_points`) into inclusive ranges
 `[1, p0], [p0 + 1, p1], ..., [p_{n-1} + 1, max_num_batched_tokens]`, adds a single-size range
 `[s, s]` for each explicit compile size, compiles each range lazily at its first use, and
-dispatches each call by its num_tokens (an exact compile size wins over a general range).
-
-Split points (`split_points`), each kept only if it lies in [1, max_num_batched_tokens): for
-each pass that is on, where its declared range rule (`irfuse.fusions.declare.RangeRule`) bounds
-it by a threshold field:
-- `up-to` a token count: that count;
-- `up-to-mb` (a size cap, FlashInfer's all-reduce): the cap in tokens, cap_bytes // (hidden *
-  itemsize);
-- `from` a token count: the count - 1 (so that a range starts at the threshold);
-and the user's compile_ranges_split_points.
-
-Above max_num_batched_tokens, vLLM raises. irfuse does not: `range_for` sends such a call to
-a general fallback range `[max + 1, inf]` (`UNBOUNDED`; the backend splits it where a measured
-kernel choice changes), compiled like any other range with the passes whose rule holds there
-(no pass bounded from above), so a larger batch is slower to compile once but
-never an error.
-
-The thresholds themselves are `irfuse.thresholds`.
+dispatches each call by its num_tokens (an exact compile size wins over a general range). A call
+above max_num_batched_tokens runs in a fallback range `[max + 1, inf]` (`UNBOUNDED`, `range_for`;
+the backend splits it where a measured kernel choice changes). The thresholds themselves are
+`irfuse.thresholds`.
 """
 
 from __future__ import annotations
@@ -93,7 +79,13 @@ def split_points(
     tp: int | None,
     itemsize: int | None,
 ) -> list[int]:
-    """The sorted upper ends of the general ranges; the last is max_num_batched_tokens."""
+    """The sorted upper ends of the general ranges; the last is max_num_batched_tokens.
+
+    Each kept only if it lies in [1, max_num_batched_tokens): for each pass that is on, where
+    its range rule (`irfuse.fusions.declare.RangeRule`) bounds it by a threshold field, `up-to`
+    a token count gives that count; `up-to-mb` (a size cap, FlashInfer's all-reduce) the cap in
+    tokens, cap_bytes // (hidden * itemsize); `from` a token count the count - 1 (so that a
+    range starts at the threshold); and the user's compile_ranges_split_points."""
     _require_resolved(config)
     del platform, tp  # the resolved config already holds the platform's caps and thresholds
     pc = config.pass_config
@@ -158,7 +150,10 @@ def compile_ranges(
 
 def range_for(num_tokens: int, ranges: Sequence[Range]) -> Range:
     """The range a call with num_tokens runs in: an exact single-size range first, then the
-    general range that holds it; above every range, the fallback [top + 1, inf]."""
+    general range that holds it; above every range, the fallback [top + 1, inf]. Above
+    max_num_batched_tokens vLLM raises; irfuse compiles the fallback like any other range, with
+    the passes whose rule holds there (no pass bounded from above), so a larger batch is slower
+    to compile once but never an error."""
     if num_tokens < 1:
         raise ValueError(f"num_tokens must be at least 1, got {num_tokens}")
     singles = [r for r in ranges if r.is_single_size()]
@@ -240,17 +235,14 @@ def plan(
     itemsize: int | None = None,
 ) -> list[dict[str, Any]]:
     """For each pass the resolved config enables, in pipeline order: whether it runs in
-    `rng`, and why not. Entries: {"name", "flag", "runs", "reason", "implemented"}."""
+    `rng`, and why not. Entries: {"name", "flag", "runs", "reason"}."""
     _require_resolved(config)
     out: list[dict[str, Any]] = []
     for row in support_matrix.passes():
         if not getattr(config.pass_config, row.flag):
             continue
         runs, why = applies(row.name, rng, config, hidden, tp, itemsize)
-        if runs and not row.implemented:
-            runs, why = False, f"{row.name} is not implemented yet"
-        out.append({"name": row.name, "flag": row.flag, "runs": runs, "reason": why,
-                    "implemented": row.implemented})
+        out.append({"name": row.name, "flag": row.flag, "runs": runs, "reason": why})
     return out
 
 

@@ -1,26 +1,9 @@
 """The compile report: what was raised, what each pass fused and why the rest did not, timings.
 
 One report per compiled graph and compile range, written as `report.json` in the dump folder and
-kept in memory (`irfuse.reports()`). Schema:
-
-    {"graph": str, "range": [lo, hi] | null, "platform": str, "config": {resolved PassConfig},
-     "raised": {kind: count},
-     "raise": [{"name": str, "raised": int, "not_raised": [{"reason", "location"}], "ms": float}],
-     "passes": [{"name": str, "fused": int, "not_fused": [{"reason", "location"}], "ms": float}],
-     "stages": [{"name": str, "ms": float, "ops": int}],
-     "kernels": [{"op": str, "impl": str, "reason": str, "calls": int}],
-     "error": str | null,
-     "host": {"name", "version", "hook", "compile_range"} | null,
-     "off": {pass name: why it does not run in this compile}}
-
-`kernels`: each `irfuse::` op the graph calls, the implementation select-kernels chose for the
-platform and why (the kernel's declared choice: a measurement, or a rule such as "FlashInfer's
-NVFP4 all-reduce fusion needs sm100+"). Older reports have no `kernels`.
-
-`error` is set when the pipeline failed and the graph ran without irfuse's rewrites; `host` when
-irfuse ran as a pass inside another compiler (vLLM: `irfuse.vllm_plugin`). `off`: every pass that
-does not run in this compile and why (filled inside vLLM; empty, or absent in older reports,
-elsewhere).
+kept in memory (`irfuse.reports()`); `Report` says what each part holds and `Report.to_dict` its
+schema. It also says which kernel implementation each fused op got and why, and, inside vLLM,
+which passes did not run in this compile and why.
 """
 
 from __future__ import annotations
@@ -71,6 +54,16 @@ class KernelRecord:
 
 @dataclass
 class Report:
+    """One compiled graph's (and compile range's) report.
+
+    `kernels`: each `irfuse::` op the graph calls, the implementation select-kernels chose for
+    the platform and why (the kernel's declared choice: a measurement, or a rule such as
+    "FlashInfer's NVFP4 all-reduce fusion needs sm100+"). `error` is set when the pipeline failed
+    and the graph ran without irfuse's rewrites; `host` when irfuse ran as a pass inside another
+    compiler (vLLM: `irfuse.vllm_plugin`). `off`: every pass that does not run in this compile
+    and why (filled inside vLLM; empty elsewhere).
+    """
+
     graph: str
     range: list[int] | None
     platform: str
@@ -85,6 +78,20 @@ class Report:
     off: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """What `report.json` holds (older reports lack `kernels` and `off`):
+
+            {"graph": str, "range": [lo, hi] | null, "platform": str,
+             "config": {resolved PassConfig}, "raised": {kind: count},
+             "raise": [{"name": str, "raised": int, "not_raised": [{"reason", "location"}],
+                        "ms": float}],
+             "passes": [{"name": str, "fused": int, "not_fused": [{"reason", "location"}],
+                         "ms": float}],
+             "stages": [{"name": str, "ms": float, "ops": int}],
+             "kernels": [{"op": str, "impl": str, "reason": str, "calls": int}],
+             "error": str | null,
+             "host": {"name", "version", "hook", "compile_range"} | null,
+             "off": {pass name: why it does not run in this compile}}
+        """
         return {
             "graph": self.graph,
             "range": self.range,

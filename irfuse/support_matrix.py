@@ -1,47 +1,17 @@
 """The support matrix: every irfuse pass, where it can apply, and when it is on by default.
 
-Its rows are the fusions' declarations (`irfuse.fusions`, one file each); this module
-answers the questions asked of them. Per pass, a row says:
-- which `PassConfig` flag turns it on and what it fuses;
-- on which platform classes it can run and which kernel backend serves it there;
-- the lowest optimization level that turns it on by default on each platform class
-  (`irfuse.config.resolve` reads it: this is where irfuse's level defaults differ from vLLM's,
-  and nowhere else);
-- which quantization schemes it fuses, and its compile-range rule (`irfuse.ranges.applies`).
+Its rows are the fusions' declarations (`irfuse.fusions`, one file each); this module answers
+the questions asked of them. Per pass, a row says which `PassConfig` flag turns it on and what
+it fuses; on which platform classes it can run and which kernel backend serves it there
+(`irfuse.fusions.declare`: `PLATFORM_CLASSES`, `Support`); the lowest optimization level that
+turns it on by default on each platform class (`irfuse.config.resolve` reads it: this is where
+irfuse's level defaults differ from vLLM's, and nowhere else); which quantization schemes it
+fuses; and its compile-range rule (`irfuse.ranges.applies`).
 
 `irfuse passes` prints it, and docs/configuration.md shows the same table (a test checks that
-they agree). Rows are in pipeline order (vLLM's pass order). `implemented` (the declaration has patterns)
-says whether the pass exists yet, so that reports can say "not implemented yet" honestly.
-
-Platform classes: `cpu`; `cuda:sm80` (capability 80-89, Ampere/Ada); `cuda:sm90` (90-99,
-Hopper); `cuda:sm100` (100 and up, Blackwell); `rocm`. CUDA older than sm80 has none.
-
-Kernel backends: `reference` (irfuse's torch reference, the CPU path), `triton` (irfuse's
-Triton kernels), `flashinfer`, `torch` (torch collectives), `symm_mem` (torch symmetric-memory
-fused GEMM + collective ops), `aiter` (ROCm AITER kernels), `ir` (an IR-only rewrite that needs
-no kernel).
-
-Why the default levels are what they are (vLLM v0.17 as the baseline):
-- norm/act + quant: vLLM turns them on at O1 only when its custom ops are on, because on
-  NVIDIA Inductor's code beat its CUDA kernels. irfuse's kernels are meant to beat Inductor,
-  and where they do not, the pass leaves the pattern to Inductor (`irfuse.emit.kernel_choice`),
-  so irfuse turns them on at O1 everywhere. On the CPU the reference runs: the CPU is where
-  irfuse's fusions are tested, so they are on there too.
-- all-reduce + RMSNorm: O2 on sm90/sm100 with FlashInfer and TP in {2, 4, 8}, as in vLLM. On
-  the CPU its reference is for tests only (opt-in).
-- attention + quant: O2 on sm90, where its kernel was measured (it applies below 4096
-  tokens); opt-in elsewhere. vLLM's O2 leaves it off (IS_QUANTIZED is False, vLLM #25689).
-- sequence parallelism, GEMM + collective (async TP): off at every level, as in vLLM (#25689).
-- QK-norm + RoPE, RoPE + KV cache: O1 on sm90, where irfuse's Triton kernels were measured
-  faster than Inductor; opt-in elsewhere. vLLM leaves QK-norm + RoPE off (slower than Inductor
-  on H100, vLLM #34391) and turns RoPE + KV cache on at O1 only with ROCm AITER.
-- act padding: O1 everywhere (any hidden size and pad multiple; the reference on the CPU).
-  vLLM runs it only on ROCm with AITER, for hidden 2880.
-- vLLM 0.32's QK norm + RoPE + KV write, MLA dual RMSNorm and MLA RoPE + latent-cache write:
-  opt-in everywhere until their kernels are measured on a GPU (on sm90 O1's QK norm + RoPE and
-  RoPE + KV cache already give the first's kernel). vLLM turns the first two on only on ROCm
-  with AITER, the third from O2 on CUDA and ROCm where the cache write is in the graph.
-Each declaration's `note` says the same for its pass, and the `irfuse passes` table shows it.
+they agree). Rows are in pipeline order (vLLM's pass order). Why a default level is what it is
+(vLLM v0.17 as the baseline): each declaration's `note`, the table's notes, and
+docs/configuration.md, Optimization levels.
 """
 
 from __future__ import annotations

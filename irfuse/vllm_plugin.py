@@ -1,45 +1,17 @@
 """irfuse inside vLLM: a post-grad pass in vLLM's own Inductor compile, and the vLLM plugin.
 
-vLLM runs the passes in `compilation_config.inductor_passes` as Inductor custom passes; the
-`post_grad_custom_post_pass` slot runs on Inductor's post-grad ATen graph (on CUDA after vLLM's
-own passes, inside vLLM's pass manager; on the CPU, where vLLM compiles with plain Inductor, as
-Inductor's hook). A vLLM user turns irfuse on with
-
-    --compilation-config '{"inductor_passes": {"post_grad_custom_post_pass": "irfuse.vllm_pass"}}'
-
-(or, from Python, `IrfuseVllmPass(options)` as that value). vLLM keeps its compile ranges, its
-compile cache and its piecewise CUDA graphs: irfuse only rewrites the graph of each compile.
-
-The pass reads vLLM's config (`get_current_vllm_config()`): the optimization level, the PassConfig
-flags the *user* set (not those vLLM's level filled in), its thresholds, and
-max_num_batched_tokens. A flag the user left unset gets irfuse's default at vLLM's level for the
-platform (irfuse's support matrix: what irfuse measured faster there), so irfuse's pass with no
-options of its own runs irfuse's choice of fusions, and a flag the user turned off in vLLM's
-PassConfig stays off. vLLM records no such distinction (its level fills unset fields in place),
-so the plugin notes the flags as given: `PassConfig.__post_init__` (before vLLM forces flags off
-for its platform) where the plugin was loaded before the PassConfig was built (`vllm serve`),
-else `VllmConfig._apply_optimization_level_defaults` (just before the level fills them); the
-note travels with the config to vLLM's engine processes. irfuse's own options (`options`, then
-the JSON object in `$IRFUSE_VLLM_OPTIONS`) override both; they take irfuse's CompilationConfig
-fields. Compile ranges are vLLM's: each compile runs the passes whose range rule holds in vLLM's
-range for it (its pass context), or in [1, max_num_batched_tokens] where vLLM compiles once for
-every size (the CPU).
-
-Each report says, under `off`, every pass that does not run in its compile and why (the user
-turned it off in vLLM's PassConfig or in irfuse's options; opt-in on this platform, i.e. not
-measured faster there; on from a higher level; no quantization it fuses in the graph; needs
-TP > 1; outside its token range; ...), and each engine logs what its config turns on and off
-once, in one line, through vLLM's logger (`vllm.irfuse`).
-
-Cache correctness: `uuid()` hashes irfuse's version, a digest of its sources, the config it
-will resolve, the platform and its kernel choices, so Inductor's and vLLM's cache keys change
-with any of them and a cached artifact never stands for a compile irfuse did not do.
+vLLM runs the passes in `compilation_config.inductor_passes` as Inductor custom passes; as the
+`post_grad_custom_post_pass` (`"irfuse.vllm_pass"`, or `IrfuseVllmPass(options)`) irfuse rewrites
+only the graph of each compile, so vLLM keeps its compile ranges, its compile cache and its
+piecewise CUDA graphs. The pass reads vLLM's config: the level, the PassConfig flags the *user*
+set (a flag left unset gets irfuse's default at that level for the platform, and one the user
+turned off stays off), the thresholds and max_num_batched_tokens; irfuse's own options (`options`,
+then `$IRFUSE_VLLM_OPTIONS`) override them. Each report lists the passes that do not run and why.
 
 `register()` is the `vllm.general_plugins` entry point, which vLLM calls in every process it
-starts: it registers irfuse's custom ops (a compiled graph loaded from the cache calls them
-without irfuse's pass running), binds `irfuse.vllm_pass`, and notes the VllmConfig each
-compiled model is built with (vLLM's CPU worker compiles outside `set_current_vllm_config`, so
-the pass could not read it otherwise).
+starts: it registers irfuse's custom ops (a graph loaded from the compile cache calls them
+without irfuse's pass running), binds `irfuse.vllm_pass`, and notes the user's pass flags and
+each compiled model's VllmConfig. docs/configuration.md, Inside vLLM, tells it for users.
 """
 
 from __future__ import annotations
@@ -103,7 +75,9 @@ _SEEN_CONFIG: list[Any] = [None]
 
 def _note_configs() -> None:
     """Wrap vLLM's `CompilationConfig.init_backend` (called with the VllmConfig when a model's
-    compile is set up, in the process that compiles) to keep that config for the pass."""
+    compile is set up, in the process that compiles) to keep that config for the pass: vLLM's
+    CPU worker compiles outside `set_current_vllm_config`, so the pass could not read it
+    otherwise."""
     original = VllmCompilationConfig.init_backend
     if getattr(original, "_irfuse_noted", False):
         return
@@ -136,7 +110,11 @@ def _record_user_flags(pass_config: Any) -> None:
 
 def _note_user_flags() -> None:
     """Wrap vLLM's `PassConfig.__post_init__` and `VllmConfig._apply_optimization_level_defaults`
-    to note the pass flags the user set (module docstring)."""
+    to note the pass flags the user set. vLLM records no such distinction (its level fills unset
+    fields in place), so the note is taken in `__post_init__` (before vLLM forces flags off for
+    its platform) where the plugin was loaded before the PassConfig was built (`vllm serve`),
+    else just before the level fills the flags; it travels with the config to vLLM's engine
+    processes."""
     post_init = VllmPassConfig.__post_init__
     if not getattr(post_init, "_irfuse_noted", False):
         @functools.wraps(post_init)
@@ -197,6 +175,9 @@ class IrfuseVllmPass(InductorPass):
         return CompilationConfig.from_options(merged), sources
 
     def uuid(self) -> str:
+        """What Inductor's and vLLM's cache keys include: a hash of irfuse's version, a digest
+        of its sources, the config it will resolve, the platform, its kernel choices and the
+        compile range, so a cached artifact never stands for a compile irfuse did not do."""
         config = self.config()
         platform = str(Platform.parse(config.platform) if config.platform else detect())
         state = {

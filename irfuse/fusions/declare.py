@@ -186,8 +186,7 @@ class Fusion:
     it rewrites tensor-parallel collectives. `implies`: the flag of a pass whose output it
     rewrites, which the config turns on with it. `noops_hide_matches`: reshapes that change
     nothing can hide its pattern (the config warns when the pass with `removes_noops` is off).
-    `patterns`: the names of its pattern classes in `pattern.py`; none: not implemented yet (the
-    row still drives the config and says so in reports). `size_aware`: kernel choice depends on
+    `patterns`: the names of its pattern classes in `pattern.py` (at least one). `size_aware`: kernel choice depends on
     the token count, so each compile range's size class is passed as `max_tokens`.
     `candidate`: the name of the predicate in `irfuse.fusions.candidates` that says, apart from
     the patterns, which raised ops the pass could take (each left unfused needs a remark); None:
@@ -219,9 +218,9 @@ class Fusion:
         """The pass name: the flag in kebab case."""
         return self.flag.replace("_", "-")
 
-    @property
-    def implemented(self) -> bool:
-        return bool(self.patterns)
+    def __post_init__(self) -> None:
+        if not self.patterns:
+            raise ValueError(f"fusion {self.flag}: declares no pattern")
 
     def load(self, part: str) -> ModuleType | None:
         """This fusion's `pattern` or `ops` module (None where it has none)."""

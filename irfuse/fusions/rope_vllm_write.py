@@ -2,24 +2,12 @@
 own cache write of the rotated k (`attn.vllm_kv_cache_update`, the cache found through the
 forward context at run time) -> one `fused.rope_vllm_kv_cache_update` that writes the layer's
 cache and returns the rotated q and k: the rewrite shared by the RoPE + KV-cache fusion and the
-QK-norm + RoPE + KV-cache one inside vLLM.
+QK-norm + RoPE + KV-cache one inside vLLM (`fuse_vllm_write`).
 
-```mlir
-%qr, %kr = attn.rope %q, k %k, positions %pos, cos_sin_cache %c {...}
-%kv = aten.call "aten::view.default"(%kf, [-1, 8, 128])   // views of %kr, any number
-%dep = attn.vllm_kv_cache_update %kv, %v, layer %ln {layer_name = "L"}
-// becomes, at the rope's place
-%qr, %kr, %dep = fused.rope_vllm_kv_cache_update %q, %k, %v, positions %pos, cos_sin_cache %c,
-    layer %ln {layer_name = "L", ...}
-```
-
-The write's k must be the rope's rotated k through order-keeping reshapes (or vLLM's rebuild of
-the qkv buffer the in-place `_C.rotary_embedding` wrote: `slice(slice_scatter(base, k, d, a, b),
-d, a, b)`), the rope's q and k `[T, heads, head_dim]`. The fused op goes where the rope was, so
-v (and the views that make it, which move up with it) must not be computed after the rope. Every
-reader of the rotated q and k (the attention) reads the fused op's results; the write's dummy
-is its third. Its kernel's lowering, and its run-time read of vLLM's forward context:
-`irfuse/fusions/fuse_rope_kvcache/ops.py`.
+The write's k must be the rope's rotated k through order-keeping reshapes, or through vLLM's
+rebuild of the qkv buffer the in-place `_C.rotary_embedding` wrote (`rotated_source`). The fused
+op goes where the rope was. Its kernel's lowering, and its run-time read of vLLM's forward
+context: `irfuse/fusions/fuse_rope_kvcache/ops.py`.
 """
 
 from __future__ import annotations
@@ -216,7 +204,20 @@ def fuse_vllm_write(op: VllmKvCacheUpdateOp, rope: RopeOp | QkNormRopeOp, path: 
                rewriter: PatternRewriter, site: Site, norms: QkNorms | None = None) -> Outcome:
     """`rope` (with `norms`, those of a plain rope, too) and vLLM's write `op` of its rotated k
     (reached through `path`) -> one `fused.rope_vllm_kv_cache_update` at the rope's place; NoMatch
-    where it cannot, before anything changes."""
+    where it cannot, before anything changes.
+
+    ```mlir
+    %qr, %kr = attn.rope %q, k %k, positions %pos, cos_sin_cache %c {...}
+    %kv = aten.call "aten::view.default"(%kf, [-1, 8, 128])   // views of %kr, any number
+    %dep = attn.vllm_kv_cache_update %kv, %v, layer %ln {layer_name = "L"}
+    // becomes, at the rope's place
+    %qr, %kr, %dep = fused.rope_vllm_kv_cache_update %q, %k, %v, positions %pos,
+        cos_sin_cache %c, layer %ln {layer_name = "L", ...}
+    ```
+
+    The rope's q and k are `[T, heads, head_dim]`; v (and the views that make it, which move up
+    with it) must not be computed after the rope. Every reader of the rotated q and k (the
+    attention) reads the fused op's results; the write's dummy is its third."""
     q_type = tensor_type(rope.q)
     if q_type is None or q_type.rank != 3 or tensor_type(rope.k).rank != 3:  # type: ignore[union-attr]
         raise NoMatch("the rope's q and k are not [tokens, heads, head_dim]")

@@ -1,29 +1,16 @@
 """Building blocks of the sequence-parallel rewrites: collectives with their torch decomposition,
 a replicated tensor's rows for this rank, a raised op moved onto a row shard, the reshapes
 between a model's `[B, S, H]` hidden states and the `[B*S, H]` rows the collectives split, and
-the padding of a token count TP does not divide.
+the padding of a token count TP does not divide (`pad_rows`, `slice_rows`).
 
 A `coll` op built here carries the collective it stands for in its decomposition region, so emit
-lowers it like a raised one, spelled as the collective it replaces was (`spelling_of`):
-
-- torch's functional collective (`_c10d_functional`'s call and its `wait_tensor`) on the group's
-  name, for a collective torch spelled;
-- vLLM's own op (`torch.ops.vllm.reduce_scatter / all_gather(x, 0, world_size, group_name)`,
-  what vLLM's sequence-parallel pass emits) for one of vLLM's: its group is a `GroupCoordinator`
-  (`tp:0`) that torch does not know by that name, and vLLM's op runs on the coordinator's own
-  communicator. Where this process has no such op registered (a stand-in of vLLM's registry),
-  torch's functional collective on the coordinator's device group (`irfuse.groups.torch_name`)
-  takes its place.
-
-FP8 is moved as bytes (`view(uint8)` around the gather): the values move unchanged, and gloo and
-older NCCL have no float8 collectives.
-
-Padding (`pad_rows`, `slice_rows`): where the token count is not a multiple of the world size
-(static, or symbolic and not provably so), rows of zeros are appended up to the next multiple
-(`constant_pad_nd` by `(-n) % world_size`, n read with `sym_size` where it is symbolic) before
-the rows are split, and the gathered rows are sliced back to n (`slice(0, 0, n)`, a view of the
-leading rows). A padded row stays zero through the sharded norm (0 * rsqrt(eps) = 0) and never
-reaches a reader of the gathered tensor.
+lowers it like a raised one, spelled as the collective it replaces was (`spelling_of`): torch's
+functional collective (`_c10d_functional`'s call and its `wait_tensor`) on the group's name, or
+vLLM's own op (`torch.ops.vllm.reduce_scatter / all_gather(x, 0, world_size, group_name)`, what
+vLLM's sequence-parallel pass emits), which runs on its `GroupCoordinator`'s own communicator
+(`tp:0`, a name torch does not know). Where this process has no such op registered (a stand-in
+of vLLM's registry), torch's functional collective on the coordinator's device group
+(`irfuse.groups.torch_name`) takes its place. FP8 is moved as bytes (`_as_bytes`).
 """
 
 from __future__ import annotations
@@ -170,6 +157,8 @@ def _region(arg_type: Attribute, build) -> Region:
 
 
 def _as_bytes(value: SSAValue, ops: list[Operation]) -> SSAValue:
+    """FP8 `value` viewed as uint8 (other dtypes as they are): the values move unchanged, and
+    gloo and older NCCL have no float8 collectives."""
     t = value.type
     assert isinstance(t, TensorType)
     if not is_fp8(t.dtype):
@@ -322,7 +311,10 @@ def _arg(value: int | SSAValue, operands: list[SSAValue]) -> Attribute:
 def pad_rows(x: SSAValue, n: int | SSAValue, world_size: int,
              value: float = 0.0) -> list[Operation]:
     """x (`[n, ...]`) with rows of `value` appended up to the next multiple of the world size
-    (not inserted; the last op's result is the padded tensor, FP8 padded as bytes)."""
+    (not inserted; the last op's result is the padded tensor, FP8 padded as bytes):
+    `constant_pad_nd` by `(-n) % world_size`, n read with `sym_size` where it is symbolic. A row
+    of zeros stays zero through the sharded norm (0 * rsqrt(eps) = 0), and `slice_rows` keeps it
+    from every reader of the gathered tensor."""
     xt = x.type
     assert isinstance(xt, TensorType)
     ops: list[Operation] = []

@@ -1,32 +1,13 @@
 """Triton kernels for SiLU·Mul and elementwise FP8 quantization, fused or alone.
 
-`_act_quant_kernel` needs no reduction over a whole row, so it tiles the columns: program (row,
-column block) handles a [GPP, GROUP] tile, GPP groups of GROUP contiguous columns, which keeps every
-SM busy even at one token. ACT=1 reads `a = x[:, :d]` and `b = x[:, d:]` and forms `silu(a) * b` as
-eager PyTorch does (silu rounded to the model dtype, then the product rounded); ACT=2 / 3 form
-GeGLU, `gelu(a) * b` with GELU's tanh / erf form (`nvfp4._gate`); with UP=1 as well,
-`a` is the gate tensor `x` [:, d] and `b` comes from a second tensor `up` [:, d] (separate gate/up
-projections), each with its own row stride, so a column slice of a larger GEMM output is read in
-place (UP is a constexpr: the [gate | up] form, UP=0, keeps its loads and arithmetic). ACT=0 takes
-`x` itself. The result is stored as is, quantized with a static FP8 scale, or quantized per group
-(each tile row is one group). A static scale multiplies by `1 / s`, or, with the constexpr
-DIVIDE (a model that spells its quant `y / s`), divides by it (`norm_quant.static_scaled`).
-Numerics: `act_quant_ref` and `quant_ref`.
-
-The per-group quant divides each group by its scale through one correctly rounded reciprocal
-per group and Markstein's correction (`norm_quant.div_rn_by`): the correctly rounded `y / s` (no
-under- or overflow: |y / s| <= 448 and s >= MIN_SCALE; -0.0 stays -0.0, a group holding an
-infinity gets the division's zeros) in 3 instructions instead of an IEEE division's ~10;
-tests/kernels/test_act_kernel_variants.py checks it exhaustively over the dividend's significands.
-
-Config fields (`ActConfig`): `fast_silu` computes silu by inline PTX (`nvfp4._silu`: the plain
-form's instructions without its subnormal range fixes, so the same bits for gate values above
--87.3; the interpreter runs the plain form); `early` loads the static scale with the inputs;
-`evict` puts `evict_first` on the input loads (off from 1024 tokens by default: 4-8% faster on
-the H200); `pdl`: programmatic dependent launch (`triton_support.pdl_launch`).
-
-Dynamic per-tensor FP8 (not a fused op) is the static kernel fed with a scale computed by torch
-from the tensor's amax, exactly as the reference computes it.
+`_act_quant_kernel` tiles the columns (no reduction spans a row), so it keeps every SM busy even
+at one token. It forms SiLU·Mul or GeGLU as eager PyTorch does (the activation rounded to the
+model dtype, then the product rounded), from `x = [gate | up]` or from gate and up apart (a
+column slice of a larger GEMM output read in place), or takes `x` itself; it stores the result
+as is, quantized with a static FP8 scale, or quantized per group. Numerics: `act_quant_ref` and
+`quant_ref`. Launch shapes and variants (`fast_silu`, `early`, `evict`, `pdl`): `ActConfig`,
+`act_config`; dynamic per-tensor FP8 (not a fused op) is the static kernel fed with a scale
+computed by torch.
 """
 
 from __future__ import annotations
@@ -65,7 +46,9 @@ CHUNK = 128  # tile width for the modes without groups
 @dataclass(frozen=True)
 class ActConfig:
     """Launch shape of `_act_quant_kernel`: tile rows (groups/chunks) per program, warps;
-    `fast_silu` (module docstring); `early`: the static scale is loaded with the inputs instead
+    `fast_silu`: silu by inline PTX (`nvfp4._silu`: the plain form's instructions without its
+    subnormal range fixes, so the same bits for gate values above -87.3; the interpreter runs
+    the plain form); `early`: the static scale is loaded with the inputs instead
     of after SiLU·Mul (at one token the kernel is one latency chain, and a load issued last adds
     a round trip to it); `evict`: the inputs are loaded with `evict_first` (off: no cache
     hint); `pdl`: programmatic dependent launch (`norm_quant.RowConfig`)."""
@@ -128,7 +111,22 @@ def _act_quant_kernel(
     """Grid (rows, column blocks); ONE_ROW (one token): grid (column blocks,), the row offsets
     folded away (at one token the kernel is one latency chain, and they sat before its loads:
     45 ns of 1.27 us on the H200). PDL: launched with programmatic dependent launch.
-    RECIPROCAL: the per-group quant scales by `y * (1 / s)` (a model that spells it so)."""
+    RECIPROCAL: the per-group quant scales by `y * (1 / s)` (a model that spells it so).
+
+    Program (row, column block) handles a [GPP, GROUP] tile, GPP groups of GROUP contiguous
+    columns (no reduction spans a row, so every SM is busy even at one token). ACT=1 forms
+    `silu(a) * b` of `a = x[:, :d]`, `b = x[:, d:]` as eager PyTorch does (silu rounded to the
+    model dtype, then the product rounded); ACT=2 / 3 GeGLU with GELU's tanh / erf form
+    (`nvfp4._gate`); ACT=0 takes `x` itself. With UP=1 `a` is the gate `x` [:, d] and `b` comes
+    from `up` [:, d], each with its own row stride, so a column slice of a larger GEMM output is
+    read in place (a constexpr: the [gate | up] form keeps its loads and arithmetic). The
+    result is stored as is, quantized with a static scale (`1 / s`, or with DIVIDE `y / s`:
+    `norm_quant.static_scaled`), or per group (each tile row one group), dividing through one
+    correctly rounded reciprocal per group and Markstein's correction (`norm_quant.div_rn_by`):
+    the correctly rounded `y / s` (|y / s| <= 448 and s >= MIN_SCALE: no under- or overflow;
+    -0.0 stays -0.0, a group holding an infinity gets the division's zeros) in 3 instructions
+    instead of ~10, checked exhaustively over the dividend's significands
+    (tests/kernels/test_act_kernel_variants.py)."""
     await_previous_kernel(PDL)
     DT = x_ptr.dtype.element_ty
     if ONE_ROW:
@@ -290,7 +288,8 @@ def quant_fp8_static(x: torch.Tensor, scale: torch.Tensor,
 
 def quant_fp8_per_tensor(x: torch.Tensor, out_dtype: torch.dtype = torch.float8_e4m3fn,
                          ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dynamic per-tensor FP8 of `x`: (q, scale [1])."""
+    """Dynamic per-tensor FP8 of `x`: (q, scale [1]): the static kernel fed with a scale
+    computed by torch from the tensor's amax, exactly as the reference computes it."""
     quant_ref.check_model_dtype(x)
     check_device(x)
     m = quant_ref.fp8_max(out_dtype)

@@ -1,29 +1,15 @@
 """CUDA implementations of the fused all-reduce + (residual add +) RMSNorm (+ quant).
 
 Two paths, chosen per call:
-
 - FlashInfer's `flashinfer.comm.allreduce_fusion` on a `trtllm` workspace (never `mnnvl`, `auto`
-  or multicast), one workspace per (process group, max tokens, hidden, dtype), created at the
-  first call that uses it (every rank makes the same call, so every rank creates it together).
-  Used for the plain norm, static FP8 and NVFP4 (the patterns `kARResidualRMSNorm`,
-  `kARResidualRMSNormFP8Quant`, `kARResidualRMSNormFP4Quant`) when `flashinfer.comm` imports,
-  the group has 2, 4 or 8 ranks, the call's tokens fit the workspace (the size cap of
-  `irfuse.thresholds` for the GPU and world size), the input is bf16/fp16 with a weight of the
-  same dtype, and the norm is not the float32-weight reading without an offset; NVFP4 only from
-  sm100 (its FP4 conversion is compiled for `__CUDA_ARCH__ >= 1000` and returns 0 below, so an
-  sm90 build writes zero codes), static FP8 only for a quant that multiplies by `1 / s`.
-  Scales, as FlashInfer's kernel reads `scale_factor` (include/flashinfer/comm/
-  trtllm_allreduce_fusion.cuh): static FP8 takes the dequantization scale s and computes
-  `fp8(y * (1.f / s))` (docs/numerics.md's reciprocal spelling, saturating); NVFP4 takes the global
-  scale gs and multiplies by it. irfuse passes s and gs as they are. Without a
-  residual the residual input is zeros and the residual output is the all-reduced value (vLLM's
-  spelling). FlashInfer normalizes in float32 and rounds once: within the fused-kernel tolerance
-  of the reference, not bit for bit.
-- Otherwise: the all-reduce through torch's functional collective (NCCL) on the op's group, or,
-  where the kernel's choice is `symm_mem` (the `nccl_*` functions' `symm`), through torch's
-  symmetric memory (`allreduce_symm_mem`; NCCL with a warned reason where it cannot run), then
-  irfuse's fused (add +) RMSNorm (+ quant) Triton kernel, or its reference where the caller
-  says Triton does not run.
+  or multicast), for the plain norm, static FP8 and NVFP4 (`kARResidualRMSNorm`,
+  `kARResidualRMSNormFP8Quant`, `kARResidualRMSNormFP4Quant`) where `flashinfer_reason` finds
+  nothing against it (2, 4 or 8 ranks, the tokens within the size cap of `irfuse.thresholds`,
+  bf16/fp16, NVFP4 only from sm100, ...). FlashInfer normalizes in float32 and rounds once:
+  within the fused-kernel tolerance of the reference, not bit for bit.
+- Otherwise: the all-reduce through NCCL or torch's symmetric memory (`reduce`), then irfuse's
+  fused (add +) RMSNorm (+ quant) Triton kernel, or its reference where the caller says Triton
+  does not run.
 
 Every decision reads only shapes, dtypes and the installed FlashInfer, the same on every rank, so
 the ranks take the same path (a collective and a workspace creation are made by all or none).
@@ -152,7 +138,8 @@ def _takes(fn: object, name: str) -> bool:
 
 
 def workspace(comm: ModuleType, group: str, x: torch.Tensor) -> object:
-    """The `trtllm` workspace of (group, max tokens, hidden, dtype), created at first use."""
+    """The `trtllm` workspace of (group, max tokens, hidden, dtype), created at the first call
+    that uses it: every rank makes the same call, so every rank creates it together."""
     pg = ref.resolve_group(group)
     hidden = x.shape[-1]
     cap = max_tokens(x, pg.size(), hidden, x.element_size())
@@ -178,7 +165,14 @@ def flashinfer_fused(x: torch.Tensor, residual: torch.Tensor | None, weight: tor
                      scale_factor: torch.Tensor | None = None,
                      ) -> tuple[torch.Tensor | None, torch.Tensor]:
     """One `allreduce_fusion` call with the `AllReduceFusionPattern` named `pattern`: (norm_out
-    or None where a quant is written, residual_out), both shaped like x."""
+    or None where a quant is written, residual_out), both shaped like x.
+
+    `scale_factor` as FlashInfer's kernel reads it (include/flashinfer/comm/
+    trtllm_allreduce_fusion.cuh): static FP8 takes the dequantization scale s and computes
+    `fp8(y * (1.f / s))` (docs/numerics.md's reciprocal spelling, saturating); NVFP4 takes the
+    global scale gs and multiplies by it, so s and gs are passed as they are. Without a residual
+    the residual input is zeros and the residual output is the all-reduced value (vLLM's
+    spelling)."""
     comm = flashinfer_comm()
     assert comm is not None
     shape = x.shape

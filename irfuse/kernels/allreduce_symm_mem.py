@@ -1,23 +1,16 @@
 """The all-reduce of the fused all-reduce + (add +) RMSNorm (+ quant) through torch's symmetric
 memory (`torch.distributed._symmetric_memory`), for the `symm_mem` kernel choice.
 
-One symmetric buffer per (process group, dtype, hidden), allocated with
-`_symmetric_memory.empty` and made symmetric with `rendezvous` at the first call that needs it
-(every rank of the group makes the same call with the same shapes, so every rank allocates it
-together), sized for SYMM_MEM_MAX_BYTES and reused by every later call: the input is copied into
-its first rows, then `torch.ops.symm_mem.one_shot_all_reduce` (up to ONE_SHOT_MAX_BYTES) or
-`two_shot_all_reduce_` (`two_shot_all_reduce_out` where torch has it) sums it over the group.
-Their schemas are checked against this torch at test time (torch 2.13; the GPU image's 2.11 is
-unchecked); the multimem (NVLink multicast) ops are never used. The result is a tensor of its
-own (never a view of the buffer, which the next call overwrites); irfuse's Triton norm (+ quant)
-kernels then run on it
-(`allreduce_rms.norm` and the `nccl_*` paths with `symm=True`).
+One symmetric buffer per (process group, dtype, hidden) (`buffer`) takes each call's input, and
+torch's one-shot or two-shot all-reduce sums it over the group (`all_reduce`); irfuse's Triton
+norm (+ quant) kernels then run on the result (`allreduce_rms.norm` and the `nccl_*` paths with
+`symm=True`). The ops' schemas are checked against this torch at test time (torch 2.13; the GPU
+image's 2.11 is unchecked); the multimem (NVLink multicast) ops are never used.
 
 `reason(x, group)` says why a call cannot take this path (not CUDA, no symmetric-memory ops in
 this torch, a dtype the kernels lack, more ranks than they take, more tokens than the buffer
 holds, a failed rendezvous, e.g. without NVLink P2P); the caller warns it once and runs NCCL.
-Every check reads only shapes, dtypes, the torch build and the group, the same on every rank;
-a rendezvous failure is recorded per group so no rank retries it.
+Every check reads only shapes, dtypes, the torch build and the group, the same on every rank.
 """
 
 from __future__ import annotations
@@ -137,8 +130,11 @@ def note_fallback(kernel: str, group: str, why: str) -> None:
 
 
 def buffer(group: str, x: torch.Tensor) -> Buffer | None:
-    """The (group, dtype, hidden) buffer, allocated and rendezvoused at first use; None when
-    the rendezvous failed (its reason is recorded for the group)."""
+    """The (group, dtype, hidden) buffer, allocated with `_symmetric_memory.empty` and made
+    symmetric with `rendezvous` at first use (every rank of the group makes the same call with
+    the same shapes, so every rank allocates it together), sized for SYMM_MEM_MAX_BYTES and
+    reused by every later call; None when the rendezvous failed (its reason is recorded for the
+    group, so no rank retries it)."""
     hidden = x.shape[-1]
     key = (group, x.dtype, hidden)
     buf = BUFFERS.get(key)
@@ -185,7 +181,10 @@ def one_shot(nbytes: int) -> bool:
 
 def all_reduce(x: torch.Tensor, group: str) -> torch.Tensor | None:
     """The sum of x over `group` through the group's symmetric buffer (a new tensor shaped like
-    x), or None when the rendezvous failed. The caller has checked `reason` first."""
+    x, never a view of the buffer, which the next call overwrites), or None when the rendezvous
+    failed. The caller has checked `reason` first. x is copied into the buffer's first rows,
+    then `torch.ops.symm_mem.one_shot_all_reduce` (`one_shot`) or `two_shot_all_reduce_`
+    (`two_shot_all_reduce_out` where torch has it) sums it."""
     buf = buffer(group, x)
     if buf is None:
         return None

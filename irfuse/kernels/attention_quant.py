@@ -1,57 +1,18 @@
 """Triton attention kernels that store their output already quantized to FP8 (static scale) or
-NVFP4.
+NVFP4: the attention output is never written in the model dtype.
 
-`attention_fp8` (prefill / dense): a FlashAttention-2 forward. A program owns BLOCK_M query
-rows of one (batch, query head); it walks the keys of that head's KV head (GQA: query head h
-reads KV head h // (Hq / Hk)) in BLOCK_N tiles, with the online softmax in base 2
-(`exp2(qk * softmax_scale * log2(e) - m)`), float32 scores, row max and sum, and a float32
-accumulator fed by `tl.dot` of the model-dtype probabilities with V. Causal programs skip the
-key tiles above the diagonal and mask only the tiles that cross it; with `heavy_first` the
-longest query tiles (the last ones) are launched first, so the short ones fill the tail. The
-epilogue divides by the row sum and by the output scale (one float32 multiply by
-`1 / (l * scale)`), clamps to ±448 and stores float8_e4m3fn: the output is never written in the
-model dtype. `attention_nvfp4` ends in the NVFP4 epilogue instead (`_nvfp4_out`, shared with
-the MLA kernel): `acc / l` rounded to the model dtype, as the unfused graph stores it, then the
-block steps of `nvfp4` (`quant_ref.quant_nvfp4`'s bits): the packed codes go token-major into
-`[B * Tq, Hq * D / 2]`, the block scales into the swizzled layout (D a multiple of 16, so no
-block straddles two heads; the padding is zeroed before the launch).
+`attention_fp8` / `attention_nvfp4` (prefill, dense): a FlashAttention-2 forward (online softmax
+in base 2, float32 scores and accumulator; GQA, causal, SDPA's `attn_mask` read by strides).
+`paged_decode_fp8` / `paged_decode_nvfp4` (one new token per sequence over a paged KV cache,
+flash-decoding): a program owns one (sequence, KV head, split), the query heads sharing the KV
+head are the rows of one `tl.dot`, so each cached key and value is read once for all of them;
+split contexts are combined, and quantized, by a second kernel.
 
-`paged_decode_fp8` (one new token per sequence over a paged KV cache, flash-decoding): a program
-owns one (sequence, KV head, split): the Hq / Hk query heads that share the KV head are the rows
-of one `tl.dot` (padded to 16 rows), so each cached key and value is read once for all of them.
-Keys are gathered through the block table tile by tile (BLOCK_N tokens, any block size); with
-`prefetch` each tile loads the next tile's page numbers, so the software pipeline can keep the
-next K and V tiles in flight while this one computes. With one split the program quantizes and
-stores the output itself; with several (few sequences or long contexts: `decode_config` aims at a
-few programs per SM) each split covers a fixed chunk of the table row (a shorter sequence leaves
-its last splits empty, and every busy program gets the same work), writes its float32 partial
-output and base-2 log-sum-exp, and a small second kernel combines the splits and quantizes. A
-sequence of length 0 stores 0 (the masked graph's result); a length past the table row's
-capacity reads the whole row. `paged_decode_nvfp4` quantizes to NVFP4 in the same places (the
-epilogue's tile rows are the group's heads of one token, or the one row of a combine program),
-into `[B, Hq * D / 2]`.
-
-Masks: `attention_fp8`, `attention_nvfp4` and `attention` take SDPA's `attn_mask`, bool (True =
-attend) or additive float (natural-log units, scaled by log2(e) into the base-2 scores), of any
-shape that broadcasts to `[B, Hq, Tq, Tk]`: `mask_operand` broadcasts it by strides (0 on the
-broadcast dims; nothing is copied) and the kernel reads each key tile's slice of it (`MASK`, a
-constexpr: the unmasked kernel is compiled without it). A row whose every key is masked stores 0,
-as SDPA's math backend (the CPU reference) returns; some CUDA SDPA backends have returned NaN
-there (pytorch/pytorch#110213), so 0 is the op's defined result, not a GPU SDPA's. One query token
-with GQA and no causal mask (the paged model's decode over gathered pages, `[B, 1, 1, S]` mask)
-folds the group's query heads into the tile rows (`FOLD`), so each key tile is read once per KV
-head rather than once per query head.
-
-Numerics: the reference (`attention_quant_ref`) rounds the attention output to the model dtype
-and then quantizes; these kernels quantize the float32 output. The scores, the softmax and the
-sums are float32 in both, but added in another order and with exp2 for exp, so an output can
-land on the neighbouring FP8 code where the exact value sits near a rounding boundary: every
-element within one FP8 step of the reference, a few percent of codes off, the mean error far
-inside docs/numerics.md's attention + quant tolerance (1e-2); see the kernel tests for the exact
-criterion. The NVFP4 epilogue quantizes the model-dtype output, so it equals the reference
-wherever the kernel's model-dtype output does (bit for bit against `quant_nvfp4` of `attention`'s
-output; tests/kernels/test_attention_nvfp4_kernel.py). Launch shapes come from `prefill_config` / `decode_config` (measured on the H200 with
-`benchmarks/bench_attention_quant.py`); `config=` overrides them.
+Numerics: the reference (`attention_quant_ref`) rounds the output to the model dtype and then
+quantizes; the FP8 kernels quantize the float32 output, so a code near a rounding boundary can
+move one step (within docs/numerics.md's attention + quant tolerance; the kernel tests state the
+criterion). The NVFP4 epilogue quantizes the model-dtype output: bit for bit `quant_nvfp4` of
+`attention`'s output. `prefill_config` / `decode_config` give launch shapes; `config=` overrides.
 """
 
 from __future__ import annotations
@@ -84,7 +45,8 @@ MAX_HEAD_DIM = attention_quant_ref.KERNEL_MAX_HEAD_DIM
 @dataclass(frozen=True)
 class PrefillConfig:
     """Launch shape of `attention_fp8`: query rows and key tokens per tile, warps, software
-    pipeline stages, and whether the grid launches the longest causal query tiles first."""
+    pipeline stages, and whether the grid launches the longest causal query tiles (the last
+    ones) first, so the short ones fill the tail."""
 
     block_m: int
     block_n: int
@@ -338,7 +300,10 @@ def _attn_fwd_kernel(
     FOLD (one query token, GQA): HQ counts the KV heads and the Tq == GROUP rows of head h are
     its group's query heads (the caller passes the strides so), so one tile reads each key once
     for the whole group; the output [B, HQ * GROUP, 1, D] is laid out as the unfolded one, and
-    only the NVFP4 epilogue's token rows and blocks tell the two apart."""
+    only the NVFP4 epilogue's token rows and blocks tell the two apart. Scores, row max and sum
+    and the accumulator are float32, the softmax in base 2 (`exp2(qk * softmax_scale * log2(e)
+    - m)`), and P @ V a `tl.dot` of the model-dtype probabilities; MASK is a constexpr, so the
+    unmasked kernel is compiled without it."""
     if HEAVY_FIRST:
         bh = tl.program_id(0)
         pid_m = tl.num_programs(1) - 1 - tl.program_id(1)
@@ -497,7 +462,9 @@ def attention_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale_out: 
     """quant(sdpa(q, k, v, attn_mask=mask)) as one kernel: float8_e4m3fn [B, Hq, Tq, D],
     contiguous; arguments and errors as `attention_quant_ref.attention_fp8` (a last dim that is
     not contiguous is copied first). `mask`: SDPA's attn_mask, bool (True = attend) or additive
-    float, any shape that broadcasts to [B, Hq, Tq, Tk]."""
+    float, any shape that broadcasts to [B, Hq, Tq, Tk]. A row whose every key is masked stores
+    0, as SDPA's math backend (the CPU reference) returns; some CUDA SDPA backends have returned
+    NaN there (pytorch/pytorch#110213), so 0 is the op's defined result, not a GPU SDPA's."""
     attention_quant_ref.check_attention_args(q, k, v, scale_out)
     return _attention(q, k, v, scale_out, softmax_scale, causal, config, mask)
 
@@ -551,7 +518,10 @@ def _paged_decode_kernel(
     sequence's own length. With ONE_SPLIT the output (o [B, HQ, D]; with OUT_NVFP4 the codes
     o [B, HQ * D / 2] and the swizzled block scales sf, scale_ptr the global scale; an empty
     context stores 0), otherwise the float32 partial (op [B, HQ, splits, D], not stored for an
-    empty split) and its base-2 log-sum-exp (lse [B, HQ, splits], -inf for an empty split)."""
+    empty split) and its base-2 log-sum-exp (lse [B, HQ, splits], -inf for an empty split).
+    The GROUP heads are the BLOCK_G (at least 16) rows of one `tl.dot`, so each key and value
+    is read once for the group; keys are gathered through the block table a BLOCK_N tile at a
+    time, whatever the page size PAGE."""
     await_previous_kernel(PDL)
     pid = tl.program_id(0)
     split = tl.program_id(1)

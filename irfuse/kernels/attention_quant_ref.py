@@ -1,24 +1,14 @@
 """Torch references of attention whose output is quantized to FP8 (static per-tensor scale) or
 NVFP4.
 
-These are the unfused graphs, literally: the model's attention, its output rounded to the model
-dtype, then the static quant of `docs/numerics.md` in the division spelling a model's graph
-uses, `fp8(clamp(o.float() / scale, -448, 448))` (`quant_ref.quant_fp8_static(divide=True)`),
-or NVFP4 of the output token-major and flattened (`attention_nvfp4`).
-
-- `attention_fp8`: `F.scaled_dot_product_attention(q, k, v, is_causal=causal,
-  scale=softmax_scale, enable_gqa=True)` on q [B, Hq, Tq, D], k/v [B, Hk, Tk, D] (SDPA's
-  layout; Hq a multiple of Hk, any strides), then the quant. SDPA's causal mask is top-left
-  aligned (query i sees keys 0..i), which for prefill (Tq == Tk) is the usual one.
-- `paged_decode_fp8`: one new query token per sequence, q [B, Hq, D], over a paged KV cache
-  [num_blocks, block_size, Hk, D]: sequence b's token t lives in block
-  `block_table[b, t // block_size]`, row `t % block_size`; its first `seq_lens[b]` tokens are
-  gathered and attended (no mask: the new token sees its whole context), then the quant
-  (`paged_decode_nvfp4`: NVFP4 of the output flattened to `[B, Hq * D]`).
-
-The Triton kernels of `attention_quant.py` take the same arguments and are tested against
-these (they quantize from the float32 accumulator, without the model-dtype rounding: within
-one FP8 step, see the kernel tests).
+These are the unfused graphs, literally: the model's attention (`attention_fp8` on SDPA's
+layout, `paged_decode_fp8` over a paged KV cache), its output rounded to the model dtype, then
+the static quant of `docs/numerics.md` in the division spelling a model's graph uses,
+`fp8(clamp(o.float() / scale, -448, 448))` (`quant_ref.quant_fp8_static(divide=True)`), or
+NVFP4 of the output token-major and flattened (`attention_nvfp4`, `paged_decode_nvfp4`). The
+Triton kernels of `attention_quant.py` take the same arguments and are tested against these
+(they quantize from the float32 accumulator, without the model-dtype rounding: within one FP8
+step, see the kernel tests).
 """
 
 from __future__ import annotations
@@ -89,7 +79,11 @@ def quant_out(o: torch.Tensor, scale_out: torch.Tensor) -> torch.Tensor:
 
 def attention_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale_out: torch.Tensor,
                   *, softmax_scale: float, causal: bool) -> torch.Tensor:
-    """quant(sdpa(q, k, v)): float8_e4m3fn [B, Hq, Tq, D]; arguments as the module docstring."""
+    """quant(sdpa(q, k, v)): float8_e4m3fn [B, Hq, Tq, D].
+    `F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=softmax_scale,
+    enable_gqa=True)` on q [B, Hq, Tq, D], k/v [B, Hk, Tk, D] (SDPA's layout; Hq a multiple of
+    Hk, any strides), then `quant_out`. SDPA's causal mask is top-left aligned (query i sees
+    keys 0..i), which for prefill (Tq == Tk) is the usual one."""
     check_attention_args(q, k, v, scale_out)
     o = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=softmax_scale,
                                        enable_gqa=True)
@@ -131,7 +125,12 @@ def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                  *, softmax_scale: float) -> torch.Tensor:
     """Attention of each sequence's new token over its cached context, in the model dtype
     [B, Hq, D] (`scale_out` only checked). Each `seq_lens[b]` must fit the block table's row; a
-    sequence of length 0 gets zeros, as SDPA gives a row whose mask keeps nothing."""
+    sequence of length 0 gets zeros, as SDPA gives a row whose mask keeps nothing.
+
+    q [B, Hq, D] is one new query token per sequence; the caches are [num_blocks, block_size,
+    Hk, D], sequence b's token t in block `block_table[b, t // block_size]`, row
+    `t % block_size`; its first `seq_lens[b]` tokens are gathered and attended (no mask: the
+    new token sees its whole context)."""
     check_decode_args(q, k_cache, v_cache, block_table, seq_lens, scale_out)
     outs = []
     for b, length in enumerate(seq_lens.tolist()):

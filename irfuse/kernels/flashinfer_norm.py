@@ -6,47 +6,12 @@ is `kernel_choice`'s decision (by measurement). Importing this module imports to
 FlashInfer is imported at the first launch (about 2.5 s), and its kernels are compiled with nvcc
 at the first launch on a machine (about a minute; `warm()` does it ahead of time).
 
-What FlashInfer computes (flashinfer-python 0.6.18.post1, its CUDA JIT kernels in
-`csrc/norm.cu` / `include/flashinfer/norm.cuh`, which run when nvidia-cutlass-dsl is absent; its
-CuTe DSL kernels do the same arithmetic):
-
-- residual form: `h = x + r` in float32; `r` is overwritten with `h.to(dtype)` (in place); the
-  norm reads the float32 `h` (irfuse's `round_sum=False`). `x` is only read;
-- `q = fp8(clamp(h * rsqrt(mean(h²) + eps) * w * (1 / s), -448, 448))`, everything in float32,
-  the weight read in the input's dtype (FlashInfer reinterprets the weight's memory as the
-  input's dtype without checking, so the launcher casts it; docs/numerics.md casts it too);
-- `s` is the dequantization scale, as irfuse's: FlashInfer divides by it (multiplies by its
-  reciprocal). It is passed unchanged, as float32 of shape (1,) (`flashinfer_scale`);
-- built with `-use_fast_math`: rsqrt and `1 / s` are approximate instructions.
-
-How that differs from `docs/numerics.md` (`flashinfer_numerics` is a torch model of it):
-
-1. `y` is never rounded to the model dtype. docs/numerics.md rounds `x * rstd` to the model dtype,
-   multiplies by the weight and rounds again, then quantizes; FlashInfer keeps all of it in
-   float32. Measured on that model against the reference (T 64, H 4096/8192, scales 0.015-0.04):
-   bf16 2.1-2.4% of the codes one step off (mean dequantized error 2e-3; vLLM's tolerance
-   1e-2), fp16 0.3% (2.5e-4; tolerance 2e-3); no code more than one step off. irfuse holds its
-   own kernels to at most 1% of codes off, so in bf16 FlashInfer meets vLLM's tolerance, not
-   irfuse's mismatch budget.
-2. `1 / s` is an approximate reciprocal, so FlashInfer is not `y * (1 / s)` bit for bit either;
-   that moves a code only on a near-tie, far rarer than (1).
-3. A NaN becomes ±448 (the clamp is fminf/fmaxf), where torch keeps the NaN.
-
-Refused (`unsupported` names the reason; the dispatch then runs the Triton kernel): several
-output scales (one output per launch; repeating the norm per scale would cost more than
-irfuse's one-launch multi-output kernel), Gemma's weight offset (the API fixes the bias at 0),
-an output dtype other than float8_e4m3fn (fnuz), fp32 inputs (fp16/bf16 kernels only), `divide`
-(a model's `y / s`: FlashInfer multiplies by an approximate reciprocal), `round_sum` (FlashInfer
-normalizes the float32 sum, not the sum rounded to the model dtype), a residual row larger than
-the shared memory (FlashInfer keeps the float32 sum there: 4 bytes an element), and tensors
-whose element offsets pass 2**32 (FlashInfer indexes with 32-bit unsigned integers).
-
-In-place cost: FlashInfer writes the sum into its residual argument, and irfuse's ops are
-functional, so the launcher copies the residual into the new residual output and lets FlashInfer
-update that copy: one more read and write of T×H model-dtype elements (4 bytes an element in
-bf16, on top of the 7 the fused kernel moves: 1.57× the traffic) and one more launch.
-`residual_in_place=True` skips the copy for a caller that owns the residual (the benchmark times
-both); an irfuse op that declared the mutation would need functionalization to re-inplace it.
+FlashInfer keeps the normalized value in float32 up to the quant, where docs/numerics.md rounds
+it to the model dtype, and uses approximate rsqrt and reciprocal: within vLLM's tolerance, not
+irfuse's bits (`flashinfer_numerics` models it and says how far). A call it cannot compute with
+irfuse's numerics is refused (`unsupported` names the reason) and the Triton kernel runs instead.
+FlashInfer updates its residual in place, so the functional launcher copies it first
+(`rms_norm_quant_fp8_static`; `residual_in_place=True` skips the copy).
 """
 
 from __future__ import annotations
@@ -145,7 +110,26 @@ def flashinfer_numerics(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tens
                         residual: torch.Tensor | None = None,
                         ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """A torch model of FlashInfer's arithmetic (exact rsqrt and reciprocal, where FlashInfer's
-    are approximate): (q, residual_out). Used to measure how far it is from docs/numerics.md."""
+    are approximate): (q, residual_out). Used to measure how far it is from docs/numerics.md.
+
+    What FlashInfer computes (flashinfer-python 0.6.18.post1: its CUDA JIT kernels in
+    `csrc/norm.cu` / `include/flashinfer/norm.cuh`, which run when nvidia-cutlass-dsl is absent;
+    its CuTe DSL kernels do the same arithmetic): with a residual, `h = x + r` in float32, `r`
+    overwritten with `h.to(dtype)`, the norm reading the float32 `h` (irfuse's
+    `round_sum=False`); then `q = fp8(clamp(h * rsqrt(mean(h²) + eps) * w * (1 / s), -448, 448))`
+    all in float32, the weight read in the input's dtype (FlashInfer reinterprets the weight's
+    memory as the input's dtype without checking, so the launcher casts it) and `s` the
+    dequantization scale, as irfuse's. It is built with `-use_fast_math`: rsqrt and `1 / s` are
+    approximate instructions. How that differs from docs/numerics.md:
+    1. `y` is never rounded to the model dtype (the reference rounds `x * rstd`, multiplies by
+       the weight and rounds again). This model against the reference (T 64, H 4096/8192,
+       scales 0.015-0.04): bf16 2.1-2.4% of the codes one step off (mean dequantized error 2e-3;
+       vLLM's tolerance 1e-2), fp16 0.3% (2.5e-4; tolerance 2e-3), none more than one step off.
+       irfuse holds its own kernels to at most 1% of codes off, so in bf16 FlashInfer meets
+       vLLM's tolerance, not irfuse's mismatch budget.
+    2. The approximate `1 / s` moves a code only on a near-tie, far rarer than (1).
+    3. A NaN becomes ±448 (the clamp is fminf/fmaxf), where torch keeps the NaN.
+    """
     h = x.float()
     residual_out = None
     if residual is not None:
@@ -222,6 +206,12 @@ def rms_norm_quant_fp8_static(x: torch.Tensor, weight: torch.Tensor,
     Raises FlashInferUnsupported for a call `unsupported` refuses. The caller's tensors are not
     modified, except `residual` with `residual_in_place=True` (it then holds the new residual and
     is returned as residual_out: no copy). `enable_pdl` is FlashInfer's (None: on from sm90).
+
+    FlashInfer writes the sum into its residual argument and irfuse's ops are functional, so
+    without `residual_in_place` the residual is copied into the new residual output and
+    FlashInfer updates that copy: one more read and write of T×H model-dtype elements (in bf16
+    4 bytes an element on top of the fused kernel's 7: 1.57× the traffic) and one more launch.
+    An irfuse op that declared the mutation would need functionalization to re-inplace it.
     """
     norm_quant_ref.check_norm_args(x, weight, residual)
     reason = unsupported(x, weight, scales, weight_offset, out_dtype, residual, divide,

@@ -3,21 +3,13 @@
 
 As vLLM's MLA prefill does, the latent is first up-projected by kv_b's weight (one cuBLAS GEMM
 in the model dtype: `[tokens, rank] @ [rank, H * (nope + v)]`); the attention kernel then reads
-each head's `k_nope` and `v` straight out of that GEMM's output (strided, no split or copy) and
-the one roped `k_pe` shared by all heads from its own `[tokens, rope]` rows (never expanded per
-head). The scores are two `tl.dot`s, `q_nope @ k_nope^T + q_pe @ k_pe^T`, so the qk head dim
-(192 for DeepSeek) need not be a power of two and may differ from the v head dim (128). The
-online softmax, causal tile skipping and the FP8 epilogue (`1 / (l * scale)`, clamp ±448) are
-those of `attention_quant.attention_fp8`, whose helpers this reuses; the output goes straight
-into the `[tokens, H * v]` layout the quant saw (no transpose pass). `mla_attention_nvfp4`
-ends in `attention_quant`'s NVFP4 epilogue instead (the output rounded to the model dtype, then
-`quant_ref.quant_nvfp4`'s bits).
-
-Numerics as `attention_quant`: the reference (`mla_attention_quant_ref`) rounds the attention
-output to the model dtype and then quantizes; this kernel quantizes the float32 output, so an
-element may land on the neighbouring FP8 code (within one FP8 step; see the kernel tests).
-Batch-major MLA may carry an attention mask (Hugging Face DeepSeek-V2's): read by strides as
-`attention_quant`'s kernel reads it (bool or additive, any broadcast shape, a fully masked row 0).
+each head's `k_nope` and `v` straight out of that GEMM's output and the shared `k_pe` from its
+own rows (`_mla_fwd_kernel`). The online softmax, causal tile skipping, the mask and the FP8 and
+NVFP4 epilogues are those of `attention_quant`, whose helpers this reuses; the output goes
+straight into the `[tokens, H * v]` layout the quant saw (no transpose pass). Numerics as
+`attention_quant`: the reference (`mla_attention_quant_ref`) rounds the attention output to the
+model dtype and then quantizes; the FP8 kernel quantizes the float32 output, so an element may
+land on the neighbouring FP8 code (within one FP8 step; see the kernel tests).
 """
 
 from __future__ import annotations
@@ -118,7 +110,11 @@ def _mla_fwd_kernel(
     tiles first) into o `[B * Tq, H * DV]` in FP8, or with OUT_NVFP4 into the codes o
     `[B * Tq, H * DV / 2]` and the swizzled block scales sf (scale_ptr: the global scale). The
     last dims of q, kv and k_pe are contiguous. MASK: the attention mask as
-    `attention_quant._attn_fwd_kernel` reads it (a row no key is visible to stores 0)."""
+    `attention_quant._attn_fwd_kernel` reads it (a row no key is visible to stores 0). The
+    scores are two `tl.dot`s, `q_nope @ k_nope^T + q_pe @ k_pe^T`, so the qk head dim (192 for
+    DeepSeek) need not be a power of two and may differ from the v head dim (128); k_nope and v
+    are read strided out of kv_b's GEMM output (no split or copy) and the one k_pe shared by all
+    heads from its own rows (never expanded per head)."""
     bh = tl.program_id(0)
     pid_m = tl.num_programs(1) - 1 - tl.program_id(1)
     b = bh // H
@@ -174,7 +170,8 @@ def mla_attention_fp8(q: torch.Tensor, kv_c: torch.Tensor, k_pe: torch.Tensor,
                       mask: torch.Tensor | None = None) -> torch.Tensor:
     """quant(MLA): float8_e4m3fn `[tokens, H * v]`, contiguous; arguments as
     `mla_attention_quant_ref.mla_attention_fp8` (kv_b's GEMM runs first, in the model dtype;
-    `mask`, batch-major only: bool or additive, broadcasting to `[B, H, L, Lk]`)."""
+    `mask`, batch-major only (Hugging Face DeepSeek-V2's): bool or additive, broadcasting to
+    `[B, H, L, Lk]`)."""
     qb, kvb, pe = _prepare(q, kv_c, k_pe, kv_b_weight, scale_out, num_heads, nope, v_dim,
                            batch_major, mask)
     b, _, tq, _ = qb.shape

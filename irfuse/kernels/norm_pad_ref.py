@@ -1,23 +1,15 @@
 """Torch references of RMSNorm -> constant pad of the last dim, with or without the residual add.
 
-The padded norm is the norm of `norm_quant_ref.rms_norm` followed by `F.pad(y, (low, high),
-value=value)`, so its numerics are those of `docs/numerics.md`:
-
-- `x32 = x.float()`; with a residual `x32 = x32 + residual.float()`, the new residual is
-  `x32.to(dtype)`; with `round_sum` the norm reads that rounded sum (a model that adds in bf16);
-- `y = (x32 * rsqrt(mean(x32²) + eps)).to(dtype) * weight.to(dtype)` (vLLM's and Hugging Face
-  Llama's spelling); with `weight_f32`, or with a nonzero `weight_offset` (Gemma's `1 + w`),
-  `y = (x32 * rsqrt(mean(x32²) + eps) * (weight.float() + weight_offset)).to(dtype)`, the weight
-  product in float32 rounded once (GPT-OSS's `(self.weight * h).to(dtype)`, `F.rms_norm`);
-- the pad columns hold `value` rounded to the model dtype (what `F.pad` writes); `low` columns
-  before the row and `high` after it, or `high = round_up(H, pad_multiple) - H`. Any finite or
-  infinite constant; a NaN value is refused (ValueError: which NaN a fill writes is not defined
-  alike everywhere).
+The padded norm is the norm of `norm_quant_ref.rms_norm` (its readings `round_sum`,
+`weight_f32` and `weight_offset` as `docs/numerics.md` defines them) followed by `F.pad(y, (low,
+high), value=value)`: the pad columns hold `value` rounded to the model dtype, `low` columns
+before the row and `high` after it, given as `high` or as a `pad_multiple` (`pad_amounts`); a NaN
+value is refused (`check_pad_value`).
 
 Bit for bit these equal the unfused torch code in those spellings (the same torch ops in the same
 order; the pad spelled `F.pad`, `new_zeros` + a slice assignment, or `cat` with zeros);
-`tests/kernels/test_norm_pad_kernel.py` holds them to it. Any hidden size and amounts >= 0; bf16, fp16
-and fp32 inputs (another dtype is a ValueError naming it).
+`tests/kernels/test_norm_pad_kernel.py` holds them to it. Any hidden size and amounts >= 0; bf16,
+fp16 and fp32 inputs (another dtype is a ValueError naming it).
 """
 
 from __future__ import annotations
@@ -49,7 +41,8 @@ def pad_amounts(hidden: int, *, pad_multiple: int | None = None, low: int = 0,
 
 
 def check_pad_value(value: float) -> None:
-    """Raise a ValueError for a NaN pad value (every other float pads as `F.pad` does)."""
+    """Raise a ValueError for a NaN pad value (every other float, infinities included, pads as
+    `F.pad` does): which NaN a fill writes is not defined alike everywhere."""
     if value != value:
         raise ValueError("irfuse: a NaN pad value is not supported")
 

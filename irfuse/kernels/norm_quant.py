@@ -1,7 +1,6 @@
 """Triton kernels for RMSNorm, residual add + RMSNorm, and their fused FP8 quantization.
 
 Two kernels, both one pass over the row held in registers (read once, fp32 accumulation):
-
 - `_norm_rows_kernel`: a [ROWS, BLOCK_H] tile, ROWS rows per program. Optional residual add
   (writes residual_out), optional RMSNorm (off: a plain quantizer), then: no quant (writes y),
   static FP8 with up to four scales (one output each: a norm feeding several quants is one
@@ -9,21 +8,11 @@ Two kernels, both one pass over the row held in registers (read once, fp32 accum
 - `_norm_group_kernel`: one row per program, tiled [BLOCK_G, GROUP] so that each tile row is one
   quantization group; per-group FP8 with row- or column-major scales and optional UE8M0.
 
-Numerics are those of `norm_quant_ref` / `quant_ref` (`docs/numerics.md`); the divisions that
-define a quantized value use `div_rn` so they round as torch's do. Static FP8 multiplies by
-`div_rn(1, s)`, or, with the constexpr `DIVIDE` (the fused op's `divide`: a model that spells its
-quant `y / s`), divides by `s` with `div_rn`, so that values on a tie between two fp8 codes round
-as the model's division does. The per-token and per-group quants divide by their scales, or, with
-the constexpr `RECIPROCAL` (the fused op's `reciprocal`: a model that spells its quant
-`y * s.reciprocal()`), multiply by `div_rn(1, s)`. With a residual, every kernel takes the constexpr `ROUND_SUM` (the
-fused op's `round_sum`: a model that adds in the model dtype): the sum is rounded to the model
-dtype before the norm reads it (`(x + r).to(DT)`, as the stored residual), instead of the norm
-reading the float32 sum.
-
-Launch shapes come from `row_config` / `group_config`, tuned on the H200 (docs/kernel_study.md);
-every launcher takes `config=` to override them (the benchmark's sweep does). The config fields
-(`RowConfig`) keep the numerics; `vec` changes the order of the sum of squares on the GPU
-(within the fused-kernel tolerance).
+Numerics are those of `norm_quant_ref` / `quant_ref` (`docs/numerics.md`): the divisions that
+define a quantized value use `div_rn`, so they round as torch's do, and a model's spellings are
+constexprs (`DIVIDE`, `RECIPROCAL`: `static_scaled`, `_group_quant_store`; `ROUND_SUM`:
+`_residual_sum`). Launch shapes come from `row_config` / `group_config` (docs/kernel_study.md);
+every launcher takes `config=` to override them; `RowConfig` says what each field changes.
 """
 
 from __future__ import annotations

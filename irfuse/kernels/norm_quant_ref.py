@@ -1,19 +1,12 @@
 """Torch references of RMSNorm, residual add + RMSNorm, and the fused norm → FP8 quant ops.
 
-These define the numerics the Triton kernels in `norm_quant.py` follow (`docs/numerics.md`):
-
-- `x32 = x.float()`; with a residual, `x32 = x32 + residual.float()` and the new residual is
-  `x32.to(dtype)` (the norm itself uses the unrounded float32 sum); with `round_sum`, the norm
-  uses the new residual instead, `x32 = residual_out.float()`: the sum as a model that adds in
-  the model dtype (Hugging Face's `hidden = residual + hidden`) feeds its norm;
-- `y = (x32 * rsqrt(mean(x32²) + eps)).to(dtype) * weight`, the weight product in the model
-  dtype (the weight is cast to the model dtype first);
-- `weight_f32` (a model that multiplies the float32 norm by the weight in float32 and rounds
-  once: `F.rms_norm`, `(normed * w.float()).to(dtype)`) or `weight_offset != 0` (Gemma's
-  `1 + w`, always a float32 product) selects
-  `y = (x32 * rsqrt(mean(x32²) + eps) * w32).to(dtype)`, `w32 = weight.float()` plus the offset
-  when there is one (no `+ 0.0`, which would turn a -0.0 weight into +0.0);
-- a fused norm + quant quantizes the model-dtype-rounded `y` with the rules of `quant_ref`.
+These define the numerics the Triton kernels in `norm_quant.py` follow, as `docs/numerics.md`
+(RMSNorm) states them: the norm in float32 over the float32 residual sum (the new residual is
+that sum rounded to the model dtype; with `round_sum` the norm reads the rounded sum, as a model
+that adds in the model dtype feeds it), the weight product in the model dtype, or with
+`weight_f32` or a nonzero `weight_offset` (Gemma's `1 + w`) in float32 rounded once
+(`weight_f32_operand`); a fused norm + quant quantizes the model-dtype-rounded `y` with the rules
+of `quant_ref`.
 
 The fused references are literally the composition norm → quant, so a fused op agrees with its
 unfused chain by construction on the CPU; the kernels are held to these functions.
@@ -74,7 +67,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, weight_offset: f
 
 def weight_f32_operand(weight: torch.Tensor, weight_offset: float) -> torch.Tensor:
     """The float32 weight of a float32 weight product: `weight.float()`, plus the offset only
-    when there is one."""
+    when there is one (no `+ 0.0`, which would turn a -0.0 weight into +0.0)."""
     w32 = weight.float()
     return w32 + weight_offset if weight_offset != 0.0 else w32
 

@@ -8,31 +8,11 @@ even, two codes per byte (element 2i low). Block scales go to the swizzled 128×
 of 128, PAD_ROWS of them per extra program; columns up to a multiple of 4), so the kernel writes
 the padding zeros itself (no memset launch). Numerics: `quant_ref.quant_nvfp4`, bit for bit.
 
-The fused form reads `x = [gate | up]` (UP=0), or, with UP=1, the gate from `x` [:, N] and up from
-a second tensor [:, N] with its own row stride (separate gate/up projections; a column slice of a
-larger GEMM output is read in place).
-
 The kernel is issue-bound on sm90 (and draws the board to its power cap), so its arithmetic is
-cut to few instructions, with the reference's bits:
-- the quotient `RN(p / sb)` (`p = RN(y * gs)`) from one correctly rounded reciprocal per block,
-  `r = RN(1 / sb)`, and Markstein's correction, `q0 = RN(p * r)`, `q = RN(q0 + fma(q0, -sb, p) *
-  r)` (3 FP instructions instead of an IEEE division's ~10), correctly rounded when nothing under-
-  or overflows; checked exhaustively for every f32 significand of p against every fp8
-  significand of sb (tests/kernels/test_act_kernel_variants.py). Where it matters (|q| >= 1/8) that
-  holds; smaller quotients encode to a signed 0, inf/NaN past the e2m1 range only saturate. The
-  sign comes from q0 (a zero keeps p's sign), so -0.0 encodes as 0x8; an all-zero block (sb = 0)
-  takes r = 0 and no sign, as the reference's +0.
-- the e2m1 code from the float's bits (`_e2m1_magnitude_bits`: no F2I, no float clamps; sm90 has
-  no e2m1 conversion instruction).
-- silu as `a * rcp.approx.ftz(1 + ex2.approx.ftz(-a * log2 e))` by inline PTX (`_silu`): the
-  instructions `a / (1 + exp(-a))` compiles to, without the subnormal range fixes; the same bits
-  except for a < -87.3, where silu is -0 instead of about -5e-37 (the same NVFP4 code). The
-  interpreter, which has no inline PTX, runs the plain form.
-
-Two layouts (`Nvfp4Config.split`): `_nvfp4_kernel` holds a [BPP, 16] tile (16-byte loads) and
-splits the codes into the pairs that share a byte; `_nvfp4_split_kernel` gives each thread whole
-blocks (two [BPP, 8] halves), so the block amax needs no shuffle, the scale arithmetic runs once
-per block, and a block's codes leave as one 8-byte store.
+cut to few instructions, with the reference's bits: the quotient from one reciprocal per block
+and Markstein's correction (`_codes`), the e2m1 code from the float's bits
+(`_e2m1_magnitude_bits`: no F2I, no float clamps; sm90 has no e2m1 conversion instruction) and
+silu by inline PTX (`_silu`). The two tile layouts: `Nvfp4Config.split`.
 """
 
 from __future__ import annotations
@@ -73,10 +53,13 @@ def act_code(activation: str) -> int:
 
 @dataclass(frozen=True)
 class Nvfp4Config:
-    """Launch shape of the NVFP4 kernels: 16-element blocks per program, warps, `split` (a
-    thread owns whole blocks: module docstring); `evict`: the inputs are loaded with
-    `evict_first` (off: no cache hint); `pdl`: programmatic dependent launch
-    (`norm_quant.RowConfig`)."""
+    """Launch shape of the NVFP4 kernels: 16-element blocks per program, warps, `split`;
+    `evict`: the inputs are loaded with `evict_first` (off: no cache hint); `pdl`: programmatic
+    dependent launch (`norm_quant.RowConfig`). Without `split`, `_nvfp4_kernel` holds a
+    [BPP, 16] tile (16-byte loads) and splits the codes into the pairs that share a byte; with
+    it, `_nvfp4_split_kernel` gives each thread whole blocks (two [BPP, 8] halves), so the block
+    amax needs no shuffle, the scale arithmetic runs once per block, and a block's codes leave
+    as one 8-byte store."""
 
     blocks_per_program: int
     num_warps: int
@@ -126,7 +109,11 @@ def _e2m1_magnitude_bits(q):
 
 @triton.jit
 def _silu(a, FAST: tl.constexpr):
-    """silu(a) in float32, as `a / (1 + exp(-a))` compiles, or by inline PTX with FAST."""
+    """silu(a) in float32, as `a / (1 + exp(-a))` compiles, or by inline PTX with FAST:
+    `a * rcp.approx.ftz(1 + ex2.approx.ftz(-a * log2 e))`, the instructions the plain form
+    compiles to without the subnormal range fixes; the same bits except for a < -87.3, where
+    silu is -0 instead of about -5e-37 (the same NVFP4 code). The interpreter, which has no
+    inline PTX, runs the plain form."""
     if FAST:
         e = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [a * -1.4426950408889634],
                                       dtype=tl.float32, is_pure=True, pack=1)
@@ -196,7 +183,17 @@ def _block_recip(sbf):
 @triton.jit
 def _codes(y, gs, sbf, r, smask):
     """e2m1 codes (int32 0..15) of `clamp(RN(RN(y * gs) / sb), ±6)` by Markstein's quotient and
-    the bit encoding (module docstring); sbf, r, smask broadcast against y."""
+    the bit encoding (`_e2m1_magnitude_bits`); sbf, r, smask broadcast against y.
+
+    The quotient `RN(p / sb)` (`p = RN(y * gs)`) comes from one correctly rounded reciprocal per
+    block, `r = RN(1 / sb)`, and Markstein's correction, `q0 = RN(p * r)`,
+    `q = RN(q0 + fma(q0, -sb, p) * r)` (3 FP instructions instead of an IEEE division's ~10),
+    correctly rounded when nothing under- or overflows; checked exhaustively for every f32
+    significand of p against every fp8 significand of sb
+    (tests/kernels/test_act_kernel_variants.py). Where it matters (|q| >= 1/8) that holds;
+    smaller quotients encode to a signed 0, inf/NaN past the e2m1 range only saturate. The sign
+    comes from q0 (a zero keeps p's sign), so -0.0 encodes as 0x8; an all-zero block (sb = 0)
+    takes r = 0 and no sign, as the reference's +0."""
     p = y * gs
     q0 = p * r
     q = tl.fma(tl.fma(q0, -sbf, p), r, q0)  # -sbf: one negation a block, not an element
@@ -310,7 +307,7 @@ def _launch(x: torch.Tensor, act: bool, global_scale: torch.Tensor,
     k = width // quant_ref.NVFP4_BLOCK
     cfg = config or nvfp4_config(rows, width)
     grid = (rows + triton.cdiv(mp - rows, PAD_ROWS), triton.cdiv(kp, cfg.blocks_per_program))
-    # The interpreter has no inline PTX: it runs the plain silu (module docstring).
+    # The interpreter has no inline PTX: it runs the plain silu (`_silu`).
     fast = act and activation == "silu" and not interpreting()
     kernel, out = (_nvfp4_split_kernel, q.view(torch.int32)) if cfg.split else (_nvfp4_kernel, q)
     kernel[grid](x2, up2, out, sf, global_scale, rows, mp, width, x2.stride(0),
@@ -332,7 +329,9 @@ def silu_mul_quant_nvfp4(x: torch.Tensor, global_scale: torch.Tensor,
                          up: torch.Tensor | None = None, config: Nvfp4Config | None = None,
                          activation: str = "silu") -> tuple[torch.Tensor, torch.Tensor]:
     """SiLU·Mul (or GeGLU: `activation`) → NVFP4: (packed uint8 [..., d/2], swizzled fp8 block
-    scales); gate `x` and `up` apart when `up` is given."""
+    scales). `x = [gate | up]`, or, when `up` is given, the gate `x` [:, N] and `up` [:, N], each
+    with its own row stride (separate gate/up projections; a column slice of a larger GEMM
+    output is read in place)."""
     act_quant_ref.silu_mul_width(x, up)
     if up is not None and up.device != x.device:
         raise ValueError(f"irfuse: SiLU·Mul's up is on {up.device}, the gate on {x.device}")

@@ -1,24 +1,18 @@
 """Triton kernel for per-head QK RMSNorm + RoPE, optionally writing k and v into a paged KV cache.
 
-One launch covers q's and k's heads (and, in the KV variant, v's): the grid is one-dimensional,
-program p taking the head block `p % blocks` of the token block `p // blocks`, where the head
-blocks are q's `ceil(Hq / HEADS)`, then k's `ceil(Hk / HEADS)` (then v's). A program holds a
-tile [TOKENS, HEADS, rotary_dim / 2] of each rotated half (NeoX: the halves; GPT-J: the even and
-odd elements) and one of the pass-through dims in registers, loads its tokens' cos / sin once
-(from `cos_sin_cache` at `positions`, or from per-token tables), reduces the sum of squares over
-the head dim (`tl.sum`), and stores the rotated heads: q and k into new contiguous outputs, or, in
-the KV variant, k and v straight into the cache rows of `slot_mapping` (FP8 caches scaled). Every
-element is read once and written once; the inputs may be strided views of a fused qkv tensor.
+One launch covers q's and k's heads (and, in the KV variant, v's): each program takes one block
+of heads of one block of tokens (`_qk_norm_rope_kernel`) and stores the rotated heads, q and k
+into new contiguous outputs or, in the KV variant, k and v straight into the cache rows of
+`slot_mapping` (FP8 caches scaled). Every element is read once and written once; the inputs may
+be strided views of a fused qkv tensor.
 
-Numerics are `qk_norm_rope_ref`'s (its docstring is the definition): the norm in float32 with the
-weight product in the model dtype or (`weight_f32`, a weight offset) in float32; the RoPE
-products and sums each rounded to the model dtype, or in float32 rounded once (`rope_f32`). The
-kernel is compiled without floating-point contraction (`enable_fp_fusion=False`), so no product
-fuses into an FMA that torch would round twice: without a norm the outputs (and caches, FP8
-included) are bit for bit the reference's; with one, within two units in the last place in
-bf16/fp16 (1e-5 relative in fp32), at most 1% of them off, since the sum of squares adds up in
-another order and rsqrt may round otherwise. Launch shapes come from `rope_config`, measured on
-the H200 (`benchmarks/bench_qk_norm_rope.py`); `config=` overrides it.
+Numerics are `qk_norm_rope_ref`'s (its functions' docstrings are the definition). The kernel is
+compiled without floating-point contraction (`enable_fp_fusion=False`), so no product fuses into
+an FMA that torch would round twice: without a norm the outputs (and caches, FP8 included) are
+bit for bit the reference's; with one, within two units in the last place in bf16/fp16 (1e-5
+relative in fp32), at most 1% of them off, since the sum of squares adds up in another order and
+rsqrt may round otherwise. Launch shapes come from `rope_config`
+(`benchmarks/bench_qk_norm_rope.py`); `config=` overrides it.
 """
 
 from __future__ import annotations
@@ -199,7 +193,10 @@ def _qk_norm_rope_kernel(
     """Program p: head block p % blocks (q's, then k's, then v's) of tokens
     [(p // blocks) * TOKENS, + TOKENS). Without KV, k goes to k_out [T, HK, D] (contiguous, as
     q_out); with KV, k and v go to the caches (strides skc*, svc*) at the tokens' slots, and
-    with K_OUT the rotated k to k_out as well (a k read besides the write)."""
+    with K_OUT the rotated k to k_out as well (a k read besides the write). A program holds a
+    tile [TOKENS, HEADS, rotary_dim / 2] of each rotated half (NeoX: the halves; GPT-J: the even
+    and odd elements) and one of the pass-through dims in registers, loads its tokens' cos / sin
+    once and reduces the sum of squares over the head dim (`tl.sum`)."""
     NQB: tl.constexpr = (HQ + HEADS - 1) // HEADS
     NKB: tl.constexpr = (HK + HEADS - 1) // HEADS
     NB: tl.constexpr = NQB + 2 * NKB if KV else NQB + NKB

@@ -3,30 +3,12 @@
 These are the numerics definition of `qk_norm_rope.py`'s Triton kernel, written literally with
 torch ops so that they equal, bit for bit, the unfused model code spelled the same way (Hugging
 Face Qwen3's `q_norm` + `q * cos + rotate_half(q) * sin`, vLLM's native RMSNorm + rotary,
-`F.rms_norm`, Gemma's `1 + w`; `tests/kernels/test_qk_norm_rope_kernel.py` holds them to it):
-
-- q [T, Hq, D], k [T, Hk, D] (v [T, Hk, Dv]), any strides, one dtype of bf16 / fp16 / fp32.
-- The norm, per head over D, when the tensor's weight is given (None: no norm, plain RoPE):
-  `xf = x.float()`, `n = xf * rsqrt(mean(xf²) + eps)`; then `y = n.to(dtype) * weight` (the
-  product in the model dtype, rounded: vLLM's and HF's spelling), or, with `weight_f32` or a
-  nonzero `weight_offset` (Gemma's `1 + w`), `y = (n * (weight.float() + weight_offset))
-  .to(dtype)` (one rounding: `F.rms_norm`'s, Gemma's).
-- RoPE on the first `rotary_dim` dims of y (the rest pass through): NeoX style rotates the two
-  halves (x1, x2), GPT-J style the pairs (x[2i], x[2i+1]); `o1 = x1 * c1 - x2 * s1`,
-  `o2 = x2 * c2 + x1 * s2`. The tables come either as `positions` [T] + `cos_sin_cache`
-  [max_pos, rotary_dim] (row p = [cos | sin], vLLM's layout), or as `cos`, `sin` [T, W] with
-  W = rotary_dim / 2 (c1 = c2 = cos[i]) or W = rotary_dim (Hugging Face's duplicated tables:
-  each element where the HF formula `x * cos + rotate(x) * sin` uses it, so c1 = cos[:R/2],
-  c2 = cos[R/2:] for NeoX and the even / odd entries for GPT-J). Without `rope_f32` the tables
-  are cast to the model dtype first and every product and sum rounds in it as torch rounds
-  (`round(round(x1 * c1) - round(x2 * s1))`; HF's `rotate` negates before its product, which
-  rounds to the same bits); with `rope_f32` everything is float32, rounded once at the end.
-- KV variant: the rotated k and v, in the cache's dtype, go to `k_cache` / `v_cache`
-  [num_blocks, block_size, Hk, D(v)] at `slot_mapping` (slot s: block s // block_size, row
-  s % block_size; slots < 0 are skipped, vLLM's padding); an FP8 (e4m3fn) cache stores
-  `(val.float() / scale).clamp(-448, 448).to(fp8)` with scalar float32 scales.
-
-Errors are ValueErrors naming what is wrong (`check_args`), shared with the Triton wrapper.
+`F.rms_norm`, Gemma's `1 + w`; `tests/kernels/test_qk_norm_rope_kernel.py` holds them to it).
+The norm is `rms_norm_heads` (no weight: no norm, plain RoPE), the rotation `rope_heads` on the
+tables of `rope_tables`; the KV variant writes the rotated k and v, in the cache's dtype, into
+the paged caches at `slot_mapping` (`write_cache`; an FP8 cache: `to_cache`, scalar float32
+scales). Errors are ValueErrors naming what is wrong (`check_args`), shared with the Triton
+wrapper.
 """
 
 from __future__ import annotations
@@ -139,7 +121,11 @@ def check_args(q, k, q_weight, k_weight, cos, sin, positions, cos_sin_cache, rot
 
 def rms_norm_heads(x: torch.Tensor, weight: torch.Tensor | None, eps: float,
                    weight_offset: float = 0.0, weight_f32: bool = False) -> torch.Tensor:
-    """The per-head RMSNorm over the last dim (x itself when weight is None)."""
+    """The per-head RMSNorm over the last dim (x itself when weight is None): `xf = x.float()`,
+    `n = xf * rsqrt(mean(xf²) + eps)`; then `y = n.to(dtype) * weight` (the product in the model
+    dtype, rounded: vLLM's and HF's spelling), or, with `weight_f32` or a nonzero
+    `weight_offset` (Gemma's `1 + w`), `y = (n * (weight.float() + weight_offset)).to(dtype)`
+    (one rounding: `F.rms_norm`'s, Gemma's)."""
     if weight is None:
         return x
     dtype = x.dtype
@@ -153,7 +139,9 @@ def rms_norm_heads(x: torch.Tensor, weight: torch.Tensor | None, eps: float,
 
 def rope_tables(cos, sin, positions, cos_sin_cache, rotary_dim: int
                 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(cos, sin) [T, W] per token: the cache's rows at the positions, split, or the tables."""
+    """(cos, sin) [T, W] per token: the rows of `cos_sin_cache` [max_pos, rotary_dim] (row p =
+    [cos | sin], vLLM's layout) at `positions` [T], split, or the tables `cos`, `sin` [T, W]
+    themselves (W = rotary_dim / 2, or rotary_dim for Hugging Face's duplicated tables)."""
     if cos_sin_cache is not None:
         cs = cos_sin_cache.index_select(0, positions.long())
         return cs[:, : rotary_dim // 2], cs[:, rotary_dim // 2:]
@@ -163,7 +151,16 @@ def rope_tables(cos, sin, positions, cos_sin_cache, rotary_dim: int
 def rope_heads(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, is_neox: bool,
                rotary_dim: int, rope_f32: bool = False) -> torch.Tensor:
     """RoPE of x [T, H, D] with per-token tables cos, sin [T, W] (W = rotary_dim / 2 or
-    rotary_dim); the dims past rotary_dim pass through."""
+    rotary_dim); the dims past rotary_dim pass through.
+
+    NeoX style rotates the two halves (x1, x2), GPT-J style the pairs (x[2i], x[2i+1]);
+    `o1 = x1 * c1 - x2 * s1`, `o2 = x2 * c2 + x1 * s2`. With W = rotary_dim / 2, c1 = c2 = cos;
+    with W = rotary_dim (Hugging Face's duplicated tables) each element is used where the HF
+    formula `x * cos + rotate(x) * sin` uses it: c1 = cos[:R/2], c2 = cos[R/2:] for NeoX, the
+    even / odd entries for GPT-J. Without `rope_f32` the tables are cast to the model dtype first
+    and every product and sum rounds in it as torch rounds
+    (`round(round(x1 * c1) - round(x2 * s1))`; HF's `rotate` negates before its product, which
+    rounds to the same bits); with `rope_f32` everything is float32, rounded once at the end."""
     dtype = x.dtype
     half = rotary_dim // 2
     rot, rest = x[..., :rotary_dim], x[..., rotary_dim:]
@@ -196,7 +193,9 @@ def qk_norm_rope(q, k, q_weight, k_weight, cos, sin, positions, cos_sin_cache, *
                  weight_f32: bool = False, rope_f32: bool = False
                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-head RMSNorm (where a weight is given) + RoPE of q and k: new contiguous
-    (q_out [T, Hq, D], k_out [T, Hk, D]) in the input dtype (module docstring: the numerics)."""
+    (q_out [T, Hq, D], k_out [T, Hk, D]) in the input dtype. q [T, Hq, D] and k [T, Hk, D] may
+    have any strides, one dtype of bf16 / fp16 / fp32; the numerics are `rms_norm_heads`' and
+    `rope_heads`'."""
     check_args(q, k, q_weight, k_weight, cos, sin, positions, cos_sin_cache, rotary_dim)
     c, s = rope_tables(cos, sin, positions, cos_sin_cache, rotary_dim)
     outs = []
@@ -217,7 +216,8 @@ def to_cache(x: torch.Tensor, cache_dtype: torch.dtype, scale: torch.Tensor | No
 
 def write_cache(cache: torch.Tensor, x: torch.Tensor, slot_mapping: torch.Tensor,
                 scale: torch.Tensor | None) -> None:
-    """Write x [T, H, D] into cache [blocks, block_size, H, D] at the slots >= 0, in place."""
+    """Write x [T, H, D] into cache [blocks, block_size, H, D] at the slots >= 0, in place (slot
+    s: block s // block_size, row s % block_size; slots < 0 are vLLM's padding)."""
     keep = slot_mapping >= 0
     slots = slot_mapping[keep].long()
     block_size = cache.shape[1]

@@ -1,35 +1,14 @@
 """Torch reference quantizers and dequantizers: the definition of irfuse's quantization numerics.
 
-Every function here follows `docs/numerics.md` to the letter (they mirror vLLM's reference
-semantics), runs on any device torch supports, and is what the CPU path of the custom ops
-calls. The Triton kernels are tested against these functions, and the dequantizers are what the
-tests use for "dequantized compare".
-
-Schemes:
-- FP8 static per-tensor: `q = fp8(clamp(x * (1 / s), -M, M))`, `s` one float32 element; with
-  `divide=True`, `q = fp8(clamp(x / s, -M, M))` (the quotient rounded once in float32), as a
-  model that spells its quant `x / s` computes it. The two differ where `x / s` sits on a tie
-  between two fp8 values and `x * (1 / s)`, one float32 rounding away, does not.
-- FP8 dynamic per-token: `s_t = max(min(amax_t, ub) / M, MIN_SCALE)`, `q = fp8(clamp(x / s_t))`;
-  with `reciprocal=True`, `q = fp8(clamp(x * (1 / s_t)))`, as a model that spells its quant
-  `x * s.reciprocal()` (vLLM's native QuantFP8) computes it (per-group likewise).
-- FP8 dynamic per-tensor: `s = max(amax / M, MIN_SCALE)`, then the static rule with that `s`.
-- FP8 per-group (g along the last dim): `s = max(amax_g, 1e-10) / M`; with UE8M0,
-  `s = 2 ** ceil(log2(s))` (computed exactly on the float32 bits); then `s = max(s, MIN_SCALE)`;
-  `q = fp8(clamp(x / s))`. Scales are [..., H/g] row-major, or column-major (the token index
-  is the fastest: a 2D [T, G] tensor with strides (1, T)).
-- NVFP4 (block 16): see `quant_nvfp4`.
+Every function here follows `docs/numerics.md` to the letter (FP8 static, dynamic per-token,
+per-tensor and per-group, and NVFP4; they mirror vLLM's reference semantics), runs on any device
+torch supports, and is what the CPU path of the custom ops calls. The Triton kernels are tested
+against these functions, and the dequantizers are what the tests use for "dequantized compare".
 
 `M` is the largest magnitude the scheme uses: 448 for float8_e4m3fn, 224 for ROCm's
-float8_e4m3fnuz (as vLLM does), and `MIN_SCALE = 1 / (M * 512)`.
-
-Every division by a constant (`amax / M`, `gs * amax / 6`) divides by a float32 tensor on the
-input's device (`_div_const`), never by a Python number: on CUDA, torch computes
-`tensor / python_scalar` as `tensor * (1 / scalar)` (ATen's true-division kernel turns a CPU
-scalar divisor into a multiply by its float32 reciprocal), which is one rounding away from the
-quotient and gives other scales than the CPU for some amax (e.g. `amax * fp32(1/448)`). Divided
-by a device tensor, both devices compute the IEEE quotient, so these functions give the same
-bits on CPU and CUDA, as the Triton kernels (`tl.math.div_rn`) do.
+float8_e4m3fnuz (as vLLM does), and `MIN_SCALE = 1 / (M * 512)`. Every division by a constant
+divides by a float32 tensor on the input's device (`_div_const`), never by a Python number, so
+these functions give the same bits on CPU and CUDA, as the Triton kernels do.
 """
 
 from __future__ import annotations
@@ -82,7 +61,12 @@ def check_group_size(hidden: int, group_size: int) -> None:
 def _div_const(t: torch.Tensor, c: float) -> torch.Tensor:
     """`t / c` rounded once (IEEE division) on every device: divides by a 0-dim float32 tensor
     on t's device, since CUDA turns a division by a Python number (or by a CPU scalar tensor)
-    into a multiply by the rounded reciprocal (see the module docstring)."""
+    into a multiply by the rounded reciprocal. ATen's true-division kernel turns a CPU scalar
+    divisor into a multiply by its float32 reciprocal, one rounding away from the quotient,
+    which gives other scales than the CPU for some amax (e.g. `amax * fp32(1/448)`); divided by
+    a device tensor, both devices compute the IEEE quotient, as the Triton kernels
+    (`tl.math.div_rn`) do. Every division by a constant (`amax / M`, `gs * amax / 6`) goes
+    through here."""
     return t / t.new_full((), c, dtype=torch.float32)
 
 
@@ -100,7 +84,9 @@ def quant_fp8_static(x: torch.Tensor, scale: torch.Tensor,
                      out_dtype: torch.dtype = torch.float8_e4m3fn,
                      divide: bool = False) -> torch.Tensor:
     """Static per-tensor FP8: `fp8(clamp(x * (1 / scale), -M, M))`, same shape as `x`; with
-    `divide`, `fp8(clamp(x / scale, -M, M))` (float32 division)."""
+    `divide`, `fp8(clamp(x / scale, -M, M))` (float32 division, rounded once), as a model that
+    spells its quant `x / s` computes it. The two differ where `x / s` sits on a tie between two
+    fp8 values and `x * (1 / s)`, one float32 rounding away, does not."""
     check_model_dtype(x)
     m = fp8_max(out_dtype)
     s = _scalar_f32(scale, "a static FP8 scale")
@@ -111,8 +97,10 @@ def quant_fp8_static(x: torch.Tensor, scale: torch.Tensor,
 def quant_fp8_per_token(x: torch.Tensor, scale_ub: torch.Tensor | None = None,
                         out_dtype: torch.dtype = torch.float8_e4m3fn, reciprocal: bool = False,
                         ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dynamic per-token FP8: returns (q like x, scales [..., 1] float32); `reciprocal`
-    scales by `x * (1 / s)` instead of `x / s`."""
+    """Dynamic per-token FP8: returns (q like x, scales [..., 1] float32),
+    `s_t = max(min(amax_t, ub) / M, MIN_SCALE)`, `q = fp8(clamp(x / s_t))`; `reciprocal`
+    scales by `x * (1 / s)` instead, as a model that spells its quant `x * s.reciprocal()`
+    (vLLM's native QuantFP8) computes it."""
     check_model_dtype(x)
     m = fp8_max(out_dtype)
     x32 = x.float()
@@ -130,7 +118,8 @@ def _scaled(x32: torch.Tensor, s: torch.Tensor, reciprocal: bool) -> torch.Tenso
 
 def quant_fp8_per_tensor(x: torch.Tensor, out_dtype: torch.dtype = torch.float8_e4m3fn,
                          ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dynamic per-tensor FP8: returns (q like x, scale [1] float32)."""
+    """Dynamic per-tensor FP8: returns (q like x, scale [1] float32),
+    `s = max(amax / M, MIN_SCALE)`, then the static rule with that `s`."""
     check_model_dtype(x)
     m = fp8_max(out_dtype)
     s = _div_const(x.float().abs().amax(), m).clamp(min=fp8_min_scale(out_dtype)).reshape(1)
@@ -183,8 +172,11 @@ def empty_group_scales(x: torch.Tensor, group_size: int, col_major: bool) -> tor
 def quant_fp8_group(x: torch.Tensor, group_size: int, col_major: bool = False,
                     ue8m0: bool = False, out_dtype: torch.dtype = torch.float8_e4m3fn,
                     reciprocal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dynamic per-group FP8 along the last dim: returns (q like x, scales [..., H/g]);
-    `reciprocal` as in `quant_fp8_per_token`."""
+    """Dynamic per-group FP8 along the last dim: returns (q like x, scales [..., H/g]),
+    `s = max(amax_g, 1e-10) / M`, with `ue8m0` rounded up to a power of two
+    (`ue8m0_round_up`), then `s = max(s, MIN_SCALE)` and `q = fp8(clamp(x / s))`; scales
+    row-major or `col_major` (`group_scale_shape_strides`); `reciprocal` as in
+    `quant_fp8_per_token`."""
     check_model_dtype(x)
     hidden = x.shape[-1]
     check_group_size(hidden, group_size)

@@ -5,25 +5,9 @@ on vLLM's ops) get the layer name, as vLLM's own fused ops do
 (`fused_rope_and_unified_kv_cache_update`), and find the rest where vLLM keeps it:
 `attention_context(layer_name)` is vLLM's `get_attention_context` (attention metadata, the
 layer, its KV cache, its slot mapping), or the provider a test installs (`set_provider`, the
-stand-ins of `tests/vllm_ops.py` when vLLM is not installed).
-
-The KV cache of vLLM 0.32 is one tensor per layer, logically `[num_blocks, kv_heads, block_size,
-C]` (`vllm.v1.kv_cache_interface`: `[B, H, N, C]`, its strides the layout's: HND is that order,
-NHD stores `[B, N, H, C]`). `split_kv_cache` gives the key and value caches
-`[num_blocks, block_size, kv_heads, head_dim]` as the FlashAttention, Triton and FlashInfer
-backends do (`kv_cache.transpose(1, 2).split(head_size, -1)`: k and v side by side on C), views
-into the cache that irfuse's kernels write and read in place with their strides. Any other
-backend (the CPU one, whose blocks hold k column-major or in AMX tiles depending on the ISA,
-NVFP4 or per-head-quantized caches, FP8 caches) is left to vLLM's own writer and attention.
-
-`layer_name_type()` is the schema type of the layer-name argument: vLLM's `LayerName` where vLLM
-uses it (torch >= 2.11 with `VLLM_USE_LAYERNAME`, the default), else `str`. It is decided when the
-kernels are declared (their `ops.py` imported: `kernel_decl.Opaque`), from the
-`vllm.utils.torch_utils` already imported: importing it here would cost seconds to every irfuse
-import. vLLM has imported it before it loads irfuse's plugin, and `irfuse.vllm_plugin` imports it
-before irfuse's kernels; a process that imports irfuse's kernels before vLLM declares them with
-`str`, and a compiled graph that passes vLLM's `LayerName` to them fails when it is traced
-(torch's schema check names the argument).
+stand-ins of `tests/vllm_ops.py` when vLLM is not installed). `split_kv_cache` gives the key and
+value caches of the backends whose layout irfuse knows; `layer_name_type()` is the schema type of
+the layer-name argument, `LayerName` or `str`.
 """
 
 from __future__ import annotations
@@ -76,7 +60,15 @@ def attention_context(layer_name: Any) -> AttentionContext:
 
 
 def layer_name_type() -> str:
-    """The schema type of a layer-name argument (see the module docstring)."""
+    """The schema type of a layer-name argument: vLLM's `LayerName` where vLLM uses it (torch
+    >= 2.11 with `VLLM_USE_LAYERNAME`, the default), else `str`.
+
+    Decided when the kernels are declared (their `ops.py` imported: `kernel_decl.Opaque`), from
+    the `vllm.utils.torch_utils` already imported: importing it here would cost seconds to every
+    irfuse import. vLLM has imported it before it loads irfuse's plugin, and
+    `irfuse.vllm_plugin` imports it before irfuse's kernels; a process that imports irfuse's
+    kernels before vLLM declares them with `str`, and a compiled graph that passes vLLM's
+    `LayerName` to them fails when it is traced (torch's schema check names the argument)."""
     utils = sys.modules.get("vllm.utils.torch_utils")
     if utils is not None and getattr(utils, "_USE_LAYERNAME", False):
         cls = utils.LayerName
@@ -94,7 +86,15 @@ def split_kv_cache(layer: Any, kv_cache: torch.Tensor, head_size: int, dtype: to
                    ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """(k_cache, v_cache) `[num_blocks, block_size, kv_heads, head_size]`, views into the layer's
     cache, where its backend keeps k and v side by side on the content dim in `dtype`; None
-    where irfuse does not know the layout (vLLM's own code then reads and writes it)."""
+    where irfuse does not know the layout (vLLM's own code then reads and writes it).
+
+    vLLM 0.32's cache is one tensor per layer, logically `[num_blocks, kv_heads, block_size, C]`
+    (`vllm.v1.kv_cache_interface`: `[B, H, N, C]`, its strides the layout's: HND is that order,
+    NHD stores `[B, N, H, C]`); the FlashAttention, Triton and FlashInfer backends split it as
+    `kv_cache.transpose(1, 2).split(head_size, -1)`, and irfuse's kernels write and read these
+    views in place with their strides. Other backends (the CPU one, whose blocks hold k
+    column-major or in AMX tiles depending on the ISA; NVFP4, per-head-quantized or FP8
+    caches) are left to vLLM."""
     if backend_name(layer) not in SPLIT_CACHE_BACKENDS:
         return None
     if getattr(layer, "kv_cache_dtype", "auto") != "auto" or kv_cache.dtype != dtype:

@@ -2,43 +2,17 @@
 
 Ordinary `nn.Module`s written as vLLM / Hugging Face model code writes them: Llama-style and
 Qwen3-style decoders (bf16, FP8 static, FP8 per-token, FP8 per-tensor, FP8 per-group 128/64 and
-NVFP4), an MLA decoder (DeepSeek-V2/V3), paged-KV-cache decode and prefill steps and tensor-parallel
-variants. `build(name, size=..., **overrides)` returns a `BuiltModel` with the model in eval
-mode, example inputs, the num_tokens dims to mark dynamic, and the exact count of each raised op.
+NVFP4), an MLA decoder (DeepSeek-V2/V3), paged-KV-cache decode and prefill steps and
+tensor-parallel variants. `build(name, size=..., **overrides)` returns a `BuiltModel`: the model
+in eval mode, example inputs, the num_tokens dims to mark dynamic, and the exact count of each
+raised op.
 
 Sizes: "tiny" (CPU tests), "small" (CPU demo), "llama-8b" (Llama-3-8B shape) and, for MLA,
 "deepseek-v2-lite"; the large ones are meant for `device="meta"`. Overrides may name any field of
-`ModelConfig` (sizes) or `ModelOptions` (spellings), e.g. `build("llama", norm_style="square",
-eps=1e-5, num_layers=4)`.
-
-Counting conventions of `BuiltModel.expected` (raised kind -> exact count in the model):
-- `rms_norm`: a norm with no residual add feeding it: layer 0's input norm, each per-head q and k
-  norm (Qwen3: 2 per layer), MLA's q_a and kv_a norms (2 per layer, 1 without q_lora).
-- `add_rms_norm`: a residual add feeding a norm counts once, not also as `rms_norm`: each
-  post-attention norm, the input norms of layers 1..N-1 and the final norm (2N in all).
-- `quant_fp8` / `quant_nvfp4`: one per quantized linear (its activation quant); `gemm` or
-  `scaled_gemm`: one per linear: `scaled_gemm` for FP8 per-tensor / per-token linears whose GEMM
-  is `torch._scaled_mm`, `gemm` for bf16 linears, the lm_head (never quantized) and the emulated
-  (dequantize + matmul) GEMMs of per-group FP8 and NVFP4. Weight dequantization is not a quant.
-- `silu_mul`: one per MLP. `rope`: one per attention layer (q and k rotated together count once).
-- `attention`: one SDPA per layer (Llama, Qwen3, paged); `mla_attention`: one per MLA layer
-  (instead of `attention`); it contains the kv_b projection (its weight is an operand, as in
-  vLLM's MLA) and the v pad of `pad_v`, which therefore do not count as `gemm` / `pad`. `kv_cache_write`: one per layer (k and v written together).
-- `all_reduce`, `reduce_scatter`, `all_gather`: one per collective (2 per TP layer each used).
-- `pad`: one per `F.pad` of the last dim (before the lm_head with `lm_head_pad`).
-Kinds a model lacks are present with 0.
-
-Notes for users of the corpus:
-- FP8 per-tensor / per-token GEMMs default to `scaled_gemm="auto"`: on the CPU the per-tensor
-  scales are expanded to row-wise ones (`scale.expand(M, 1).contiguous()`), because the CPU's
-  per-tensor `_scaled_mm` is a reference loop (~60x slower); elsewhere `_scaled_mm` gets the
-  per-tensor scales as they are. `scaled_gemm="scaled_mm"` forces the latter on the CPU.
-- Models whose spelling uses `torch.ops.irfuse.*` (`ModelSpec.uses_custom_ops`) raise
-  `CustomOpsUnavailable` from `build` when those ops are not registered.
-- Tensor-parallel models (`ModelSpec.distributed`) need a process group:
-  `with irfuse.models.dist.fake_process_group(2): build("llama-tp")` traces as rank 0 of 2.
-- The paged step mutates its cache inputs: run it on `BuiltModel.clone_inputs()` and compare
-  the caches as well as the output.
+`ModelConfig` (sizes) or `ModelOptions` (spellings, `irfuse.models.config`), e.g.
+`build("llama", norm_style="square", eps=1e-5, num_layers=4)`. Tensor-parallel models
+(`ModelSpec.distributed`) need a process group: `with irfuse.models.dist.fake_process_group(2):
+build("llama-tp")` traces as rank 0 of 2.
 """
 
 from __future__ import annotations
@@ -104,6 +78,26 @@ class ModelSpec:
 
 @dataclass
 class BuiltModel:
+    """A built model, its example inputs and num_tokens dims, and `expected`: raised kind ->
+    exact count in the model (kinds the model lacks present with 0), counted so:
+    - `rms_norm`: a norm with no residual add feeding it: layer 0's input norm, each per-head q
+      and k norm (Qwen3: 2 per layer), MLA's q_a and kv_a norms (2 per layer, 1 without q_lora).
+    - `add_rms_norm`: a residual add feeding a norm counts once, not also as `rms_norm`: each
+      post-attention norm, the input norms of layers 1..N-1 and the final norm (2N in all).
+    - `quant_fp8` / `quant_nvfp4`: one per quantized linear (its activation quant); `gemm` or
+      `scaled_gemm`: one per linear: `scaled_gemm` for FP8 per-tensor / per-token linears whose
+      GEMM is `torch._scaled_mm`, `gemm` for bf16 linears, the lm_head (never quantized) and the
+      emulated (dequantize + matmul) GEMMs of per-group FP8 and NVFP4. Weight dequantization is
+      not a quant.
+    - `silu_mul`: one per MLP. `rope`: one per attention layer (q and k rotated together count
+      once). `kv_cache_write`: one per layer (k and v written together).
+    - `attention`: one SDPA per layer (Llama, Qwen3, paged); `mla_attention`: one per MLA layer
+      (instead of `attention`); it contains the kv_b projection (its weight is an operand, as in
+      vLLM's MLA) and the v pad of `pad_v`, which therefore do not count as `gemm` / `pad`.
+    - `all_reduce`, `reduce_scatter`, `all_gather`: one per collective (2 per TP layer each used).
+    - `pad`: one per `F.pad` of the last dim (before the lm_head with `lm_head_pad`).
+    """
+
     name: str
     model: nn.Module
     example_inputs: tuple[torch.Tensor, ...]
@@ -122,7 +116,8 @@ class BuiltModel:
         return inputs
 
     def clone_inputs(self) -> tuple[torch.Tensor, ...]:
-        """Fresh copies of the example inputs (the paged step mutates its caches)."""
+        """Fresh copies of the example inputs (the paged step mutates its caches: run it on these
+        and compare the caches as well as the output)."""
         return tuple(t.clone() for t in self.example_inputs)
 
 

@@ -88,7 +88,7 @@ SIZES: dict[str, dict[str, Any]] = {
 
 @dataclass(frozen=True)
 class ModelOptions:
-    """How the model code spells each raised op (see the module docstring of irfuse.models)."""
+    """How the model code spells each raised op (this module's docstring; the field comments)."""
 
     norm_style: str = "vllm"
     gemma_norm: bool = False  # weight applied as (1 + w)

@@ -2,18 +2,11 @@
 
 Each layer takes a spelling argument that picks one of the forms found in Hugging Face and vLLM
 model code, so the built-in models exercise every form irfuse's raising must recognise:
-
-- `RMSNorm`: `norm_style` "vllm" (float math, residual added in fp32, `.to(dtype) * weight`),
-  "hf" (Llama/Mistral/Qwen: `pow(2).mean`, `x * rsqrt(var + eps)`, `weight * x.to(dtype)`, the
-  residual added in the model dtype), "square" (`x * x`, `sum / N`, `1 / sqrt`, weight applied in
-  fp32 before the cast), "functional" (`F.rms_norm`), "custom_op" (`torch.ops.irfuse.rms_norm` /
-  `add_rms_norm`); `gemma=True` weights by `(1 + w)` in fp32 as Gemma does.
-- `silu_mul`: `silu(x[..., :d]) * x[..., d:]`, `chunk`, `split`, `a * sigmoid(a) * b`, or the
-  custom op (separate gate/up projections live in the MLP that owns them).
-- `RotaryEmbedding` (cos/sin cache indexed by positions) and `HFRotaryEmbedding` (cos/sin made
-  from positions once per forward and passed to every layer), NeoX halves or GPT-J pairs,
-  partial rotary dim.
-- `causal_attention`: SDPA with `enable_gqa=True` or with K/V repeated as HF's `repeat_kv` does.
+`RMSNorm` (vLLM's, Hugging Face's, a `x * x` form, `F.rms_norm`, the custom op; Gemma's
+`1 + w`), `silu_mul`, `RotaryEmbedding` (a cos/sin cache indexed by positions) and
+`HFRotaryEmbedding` (cos/sin made from positions once per forward and passed to every layer),
+both NeoX halves or GPT-J pairs with a partial rotary dim, and `causal_attention` (SDPA with
+`enable_gqa=True` or HF's `repeat_kv`). Each says its forms.
 
 Custom-op spellings import `irfuse.emit.custom_ops` lazily (`require_custom_ops`), so every
 native spelling works without it.
@@ -81,6 +74,13 @@ class RMSNorm(nn.Module):
     `forward(x)` returns the normed x; `forward(x, residual)` returns `(normed, new_residual)`
     where `new_residual = x + residual` (in fp32 then rounded for "vllm" and "square", in the
     model dtype for "hf" and "functional", as the models those spellings come from do).
+
+    `style`: "vllm" (float math, residual added in fp32, `.to(dtype) * weight`), "hf"
+    (Llama/Mistral/Qwen: `pow(2).mean`, `x * rsqrt(var + eps)`, `weight * x.to(dtype)`, the
+    residual added in the model dtype), "square" (`x * x`, `sum / N`, `1 / sqrt`, weight applied
+    in fp32 before the cast), "functional" (`F.rms_norm`), "custom_op"
+    (`torch.ops.irfuse.rms_norm` / `add_rms_norm`); `gemma=True` weights by `(1 + w)` in fp32 as
+    Gemma does.
     """
 
     def __init__(self, size: int, eps: float, style: str, *, gemma: bool = False,
@@ -178,7 +178,9 @@ def rms_norm_reference(x: torch.Tensor, weight: torch.Tensor, eps: float,
 
 
 def silu_mul(x: torch.Tensor, style: str) -> torch.Tensor:
-    """silu(x[..., :d]) * x[..., d:] with d = x.shape[-1] // 2, spelled as `style` says."""
+    """silu(x[..., :d]) * x[..., d:] with d = x.shape[-1] // 2, spelled as `style` says: the
+    slices, `chunk`, `split`, `a * sigmoid(a) * b`, or the custom op (separate gate/up
+    projections live in the MLP that owns them)."""
     if style == "custom_op":
         return torch.ops.irfuse.silu_mul(x)
     d = x.shape[-1] // 2
@@ -305,7 +307,8 @@ def apply_hf_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: to
 
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gqa_style: str,
                      scale: float | None = None) -> torch.Tensor:
-    """Causal SDPA over one sequence: q [T, Hq, D], k/v [T, Hk, D] -> [T, Hq * Dv]."""
+    """Causal SDPA over one sequence: q [T, Hq, D], k/v [T, Hk, D] -> [T, Hq * Dv], with
+    `enable_gqa=True` or with K/V repeated as HF's `repeat_kv` does (`gqa_style`)."""
     num_tokens, num_heads = q.shape[0], q.shape[1]
     q = q.transpose(0, 1).unsqueeze(0)
     k = k.transpose(0, 1).unsqueeze(0)

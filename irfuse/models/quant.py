@@ -2,21 +2,10 @@
 
 Every quantized linear stores its weight quantized (deterministic random init from the build
 seed) and quantizes its activation in the forward, written in native torch as docs/numerics.md
-defines the scheme, or through `torch.ops.irfuse.quant_*` (`impl="custom_op"`):
-
-- `Linear`: plain `F.linear` (counted as `gemm`).
-- `Fp8StaticLinear`: static per-tensor scale; the activation is scaled by `x / s`,
-  `x * s.reciprocal()` or `x * inv_s`, clamped by `clamp`, `clamp_min/clamp_max` or
-  `torch.max/min`, then cast; GEMM by `torch._scaled_mm` behind the `view(-1, K)` /
-  `view(*lead, N)` reshapes linear layers add, with the per-tensor scales as they are or
-  expanded to row-wise (fast on the CPU), or by dequantize + matmul (`scaled_gemm`).
-- `Fp8DynamicLinear`: dynamic per-token (optional `scale_ub`) or per-tensor scale; `_scaled_mm`
-  with row-wise / per-tensor scales.
-- `Fp8GroupLinear`: dynamic per-group 128 or 64 (row- or column-major scales, optional UE8M0),
-  block-quantized weight; GEMM emulated by dequantize + matmul (block-scaled `_scaled_mm` is not
-  on the CPU).
-- `Nvfp4Linear`: NVFP4 (block 16, packed e2m1, swizzled 128x4 fp8 block scales); GEMM emulated by
-  dequantize + matmul.
+defines the scheme, or through `torch.ops.irfuse.quant_*` (`impl="custom_op"`): `Linear`
+(unquantized, counted as `gemm`), `Fp8StaticLinear`, `Fp8DynamicLinear` (per-token or
+per-tensor), `Fp8GroupLinear` and `Nvfp4Linear`, each class saying how it spells its quant and
+its GEMM.
 
 Static scales (FP8 static input scale, per-token `scale_ub`, NVFP4 input global scale) start at
 placeholders and are set by `calibrate(model, inputs)`, which runs the model once with every
@@ -283,7 +272,11 @@ class _ScaledMMMixin:
 
 
 class Fp8StaticLinear(_ScaledMMMixin, QuantLinearBase):
-    """FP8 static per-tensor activation scale, per-tensor weight scale, `_scaled_mm`."""
+    """FP8 static per-tensor activation scale, per-tensor weight scale, `_scaled_mm`. The
+    activation is scaled by `x / s`, `x * s.reciprocal()` or `x * inv_s`, clamped by `clamp`,
+    `clamp_min/clamp_max` or `torch.max/min`, then cast; the GEMM runs behind the
+    `view(-1, K)` / `view(*lead, N)` reshapes linear layers add (`scaled_gemm`:
+    `_ScaledMMMixin`)."""
 
     def __init__(self, weight: torch.Tensor, dtype: torch.dtype, *, fp8_dtype: torch.dtype,
                  scale_spelling: str = "div", clamp_spelling: str = "clamp",
@@ -407,7 +400,9 @@ class Fp8DynamicLinear(_ScaledMMMixin, QuantLinearBase):
 
 
 class Fp8GroupLinear(QuantLinearBase):
-    """FP8 per-group activation quant (1 x g), block-quantized weight (g x g), emulated GEMM."""
+    """FP8 per-group activation quant (1 x g, g 128 or 64, row- or column-major scales,
+    optional UE8M0), block-quantized weight (g x g), GEMM emulated by dequantize + matmul
+    (block-scaled `_scaled_mm` is not on the CPU)."""
 
     def __init__(self, weight: torch.Tensor, dtype: torch.dtype, *, fp8_dtype: torch.dtype,
                  group_size: int = 128, col_major: bool = False, ue8m0: bool = False,

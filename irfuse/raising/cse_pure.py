@@ -1,38 +1,18 @@
 """cse-pure: merge identical pure ATen calls, so that a value computed twice is one value.
 
-Model code often computes the same value in two places (casts `hidden_states` to
-float32 twice, takes a scale's `reciprocal()` in every layer, repeats a `view`), and irfuse's
-aot_autograd sees all of it: the inference graph is not CSE'd (torch's `fx_graph_cse` runs only
-in `min_cut_rematerialization_partition`, on joint training graphs, and irfuse keeps
-aot_autograd's `default_partition`). Duplicates break raising (a chain value "used outside the
-quant", two paths that should be one), so this pass is meant to run right before the raising
-passes (`irfuse.pipeline.CANONICALIZE_PASSES`). Merging also makes values shared *between*
-two chains (the first norm's cast of the embeddings and the next residual add's cast of the same
-tensor; a group quant's `scale.unsqueeze(-1)` and the GEMM dequant's): `match.raise_chain` gives
-a chain its own clone of such a pure value, so the raising passes still match.
+Model code often computes the same value in two places (casts `hidden_states` to float32 twice,
+takes a scale's `reciprocal()` in every layer, repeats a `view`), and aot_autograd's inference
+graph is not CSE'd (torch's `fx_graph_cse` runs only in `min_cut_rematerialization_partition`,
+on joint training graphs; irfuse keeps `default_partition`). Duplicates break raising (a chain
+value "used outside the quant", two paths that should be one), so this pass runs right before
+the raising passes (`irfuse.pipeline.CANONICALIZE_PASSES`); a value merging leaves shared by two
+chains is cloned per chain by `match.raise_chain`, so the raising passes still match.
 
-Two `aten.call` ops merge when they have the same target, operands, argument template, keyword
-template and result types, and the target is pure. Pure is decided from the op's schema: an
-`aten::` overload that mutates nothing, writes no `out=`, has a result, is not tagged
-`nondeterministic_seeded` (random: `rand*`, `dropout`, `bernoulli`, `normal`, ...),
-`nondeterministic_bitwise`, `data_dependent_output` or `dynamic_output_shape` (`item`,
-`nonzero`: their unbacked symbols name one op's result), and is not `empty*` (undefined
-contents) or random by name. Other namespaces (collectives, irfuse's and vLLM's custom ops),
-higher-order ops and Python callables are never merged. Factories (`full`, `scalar_tensor`,
-`zeros`) have no operands and merge on their arguments; floats compare bit for bit (`0.0` and
-`-0.0` differ).
-
-Exactness: the first op (in program order, in the same block) survives and the later one's uses
-read it, so the survivor dominates every use and no op moves. Merging stops at a mutation: every
-op that writes a value (`copy_`, in-place custom ops, unknown higher-order ops) starts a new
-mutation region and only ops of one region merge (so a read before a `copy_` and the same read
-after it stay two); an op whose result (or a view of it) is written by such an op never merges;
-an op whose result the graph returns keeps its own result (outputs that were separate tensors
-stay separate). Only top-level ops of each function are touched (a raised op's decomposition
-keeps the code it replaced). One walk to find the written values, one walk with one hash map to
-merge: linear in the graph.
-
-Remarks: `fused` per merged op; `missed` for an identical op that did not merge, with why.
+Two `aten.call` ops merge when they have the same target, operands, argument and keyword
+templates and result types (floats bit for bit: `0.0` and `-0.0` differ) and the target is pure
+(`irfuse.raising.purity`), within one mutation region (`cse_block`). Only top-level ops of each
+function are touched (a raised op's decomposition keeps the code it replaced). Remarks: `fused`
+per merged op; `missed` for an identical op that did not merge, with why.
 """
 
 from __future__ import annotations
@@ -146,7 +126,16 @@ class _Seen:
 
 
 def cse_block(block: Block) -> int:
-    """Merge the identical pure calls of one block; the number of calls merged."""
+    """Merge the identical pure calls of one block; the number of calls merged.
+
+    The first call (in program order) survives and the later one's uses read it, so the
+    survivor dominates every use and no op moves. Merging stops at a mutation: every op that
+    writes a value (`copy_`, in-place custom ops, unknown higher-order ops) starts a new mutation
+    region and only calls of one region merge (a read before a `copy_` and the same read after
+    it stay two); a call whose result (or a view of it) is written by such an op never merges; a
+    call whose result the graph returns keeps its own result (outputs that were separate tensors
+    stay separate). One walk to find the written values, one walk with one hash map to merge:
+    linear in the block."""
     written, infos = written_values(block)
     # (target, operands) -> the calls seen with them (hashing the argument templates would cost
     # more than comparing the few calls that share a target and operands).

@@ -1,24 +1,13 @@
 """The pattern driver every raise and fuse pass runs on.
 
 A pass is a set of `AnchorPattern`s. Each names the ops it anchors on (ATen targets, op
-classes); its `rewrite(op, rewriter, site)` matches there and rewrites through `rewriter` (xDSL's
-`PatternRewriter`), returning an `Outcome`: `REWROTE` (a fused or raised site, counted) or
-`NO_CANDIDATE` (nothing here: no count, no remark, the next pattern anchored on the op is tried).
-A candidate it leaves alone raises `NoMatch(why)`, which becomes a remark at the anchor's source
-location in the report.
-
-The walk: each function body once, forward, over a snapshot of its top-level ops taken when the
-walk of the block began; an op erased or moved (into a decomposition region) since the snapshot is
-skipped; at each op the patterns anchored on it are tried in order until one rewrites or raises.
-There is no re-walk to a fixed point: a pass's matchers read positions in the snapshot
-(`Site.order`), and ops a rewrite inserts are not visited. Decomposition regions are never
-entered: they hold the chains raising replaced, which no pass may match again. That is why the
-walk is the driver's own and not xDSL's `PatternRewriteWalker`, which visits nested regions and
-iterates to a fixed point; the patterns are still `RewritePattern`s, so one without per-block
-hooks also runs under xDSL's walker (`match_and_rewrite`).
-
-`start` and `finish` run per block around the walk, for patterns that collect sites and pair them
-at the end (`site.scratch[self]` holds their state; `attempt` rewrites one collected site).
+classes) and rewrites there, or leaves a candidate alone with a remark saying why.
+`run_patterns` walks each function body once, forward, never entering decomposition regions
+(they hold the chains raising replaced, which no pass may match again) and never iterating to a
+fixed point. That is why the walk is the driver's own and not xDSL's `PatternRewriteWalker`,
+which visits nested regions and iterates to a fixed point; the patterns are still
+`RewritePattern`s, so one without per-block hooks also runs under xDSL's walker
+(`match_and_rewrite`).
 """
 
 from __future__ import annotations
@@ -99,9 +88,16 @@ class Site:
 
 
 class AnchorPattern(RewritePattern):
-    """A pattern anchored on ATen targets and/or op classes (see the module docstring).
+    """A pattern anchored on ATen targets and/or op classes.
 
-    `remark` prefixes the reason of every NoMatch it raises (`f"{remark}: {reason}"`)."""
+    `rewrite(op, rewriter, site)` matches at an anchor and rewrites through `rewriter` (xDSL's
+    `PatternRewriter`), returning an `Outcome`: `REWROTE` (a fused or raised site, counted) or
+    `NO_CANDIDATE` (nothing here: no count, no remark, the next pattern anchored on the op is
+    tried). A candidate it leaves alone raises `NoMatch(why)`, which becomes a remark at the
+    anchor's source location in the report; `remark` prefixes the reason of every NoMatch it
+    raises (`f"{remark}: {reason}"`). `start` and `finish` run per block around the walk, for
+    patterns that collect sites and pair them at the end (`site.scratch[self]` holds their state;
+    `attempt` rewrites one collected site)."""
 
     targets: ClassVar[tuple[str, ...]] = ()
     op_types: ClassVar[tuple[type[Operation], ...]] = ()
@@ -212,9 +208,15 @@ def run_patterns(
     max_tokens: int | None = None,
     scheme_gate: SchemeGate | None = None,
 ) -> None:
-    """Walk each function block once, in program order, and apply `patterns` at their anchors
-    (the module docstring says how). A block without anchors and without per-block hooks is
-    left alone after one scan."""
+    """Walk each function block once, in program order, and apply `patterns` at their anchors.
+    A block without anchors and without per-block hooks is left alone after one scan.
+
+    The walk goes forward over a snapshot of the block's top-level ops taken when it began; an
+    op erased or moved (into a decomposition region) since the snapshot is skipped; at each op
+    the patterns anchored on it are tried in order until one rewrites or raises. There is no
+    re-walk to a fixed point: a pass's matchers read positions in the snapshot (`Site.order`),
+    and ops a rewrite inserts are not visited. Decomposition regions are never entered: they hold
+    the chains raising replaced, which no pass may match again."""
     dispatch = _Dispatch(patterns)
     platform = module_platform(module)
     hooked = [p for p in patterns if _has_block_hooks(p)]

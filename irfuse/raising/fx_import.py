@@ -4,22 +4,10 @@ The ATen graph that aot_autograd hands the backend becomes a `func.func` in a `b
 placeholders are block arguments (tensors and SymInts, typed from their fake values), `get_attr`
 nodes are `aten.get_attr`, every `call_function` is an `aten.call` (its target and every
 non-tensor argument kept), `getitem` on a multi-result call maps to that call's results, and the
-output node is `func.return`. Each op keeps the node's name and source line as its location.
-
-The FX metadata of every imported node (its fake value above all) is kept beside the IR in
-`ImportedGraph.meta`, keyed by op or block argument, so that emit can give the rebuilt graph the
-metadata Inductor needs without re-running fake propagation.
-
-Scalars Dynamo lifted to graph inputs (a Python float such as a module's `eps`, which Dynamo
-passes as a 0-d f64 tensor under `dynamic=True`) are read as the constants they were traced with
-when the caller gives their values (`constants`): the argument stays (the compiled function's
-signature keeps it) and its uses read an `aten::scalar_tensor` of the traced value instead, so
-raising sees the constant a static graph has. The backend checks these inputs on every call and
-runs the graph without irfuse's rewrites when one differs (see `irfuse.backend`).
-
-Symbolic sizes are typed as the ShapeEnv knows them: before import, the size contracts of vLLM's
-custom ops are guarded there when the traced sizes meet them (`size_contracts`), so a hidden
-size Dynamo made symbolic but an op requires equal to a weight's imports as that number.
+output node is `func.return`. Each op keeps the node's name and source line as its location. The
+FX metadata stays beside the IR (`ImportedGraph.meta`) for emit. Lifted scalars are read as the
+constants they were traced with, and symbolic sizes are typed as the ShapeEnv knows them, after
+the size contracts of vLLM's custom ops (`import_graph`).
 """
 
 from __future__ import annotations
@@ -71,7 +59,9 @@ class ImportError_(ValueError):
 
 @dataclass
 class ImportedGraph:
-    """The IR of one FX graph and what emit needs besides it."""
+    """The IR of one FX graph and what emit needs besides it: the FX metadata of every imported
+    node (its fake value above all), keyed by op or block argument, so that emit can give the
+    rebuilt graph the metadata Inductor needs without re-running fake propagation."""
 
     module: ModuleOp
     func: FuncOp
@@ -243,8 +233,16 @@ def import_graph(
     marked_symbols: frozenset[str] = frozenset(),
 ) -> ImportedGraph:
     """Build the IR of an ATen FX graph. `constants` maps placeholder indices of lifted scalars
-    (0-d tensors) to the values they are read as (see the module docstring); `marked_symbols`
-    are sizes the user marked dynamic, which the size contracts never equate with a number."""
+    (0-d tensors) to the values they are read as; `marked_symbols` are sizes the user marked
+    dynamic, which the size contracts never equate with a number.
+
+    A lifted scalar (a Python float such as a module's `eps`, which Dynamo passes as a 0-d f64
+    tensor under `dynamic=True`) keeps its argument (the compiled function's signature keeps
+    it), and its uses read an `aten::scalar_tensor` of the traced value instead, so raising sees
+    the constant a static graph has; the backend checks these inputs on every call
+    (`irfuse.backend`). Before import the size contracts of vLLM's custom ops are guarded in the
+    ShapeEnv where the traced sizes meet them (`size_contracts`), so a hidden size Dynamo made
+    symbolic but an op requires equal to a weight's imports as that number."""
     size_contracts.settle(gm, marked_symbols)
     block = Block()
     values: dict[torch.fx.Node, SSAValue | tuple[SSAValue, ...]] = {}

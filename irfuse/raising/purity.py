@@ -1,7 +1,13 @@
 """Which ATen call targets are pure: the one purity rule of cse-pure and of `match.clone_shared`.
 
-Pure is decided from the op's torch schema and tags (see `irfuse.raising.cse_pure` for the
-rule in words); the result is cached per target string.
+Pure is decided from the op's torch schema and tags: an `aten::` overload that mutates nothing,
+writes no `out=`, has a result, is not tagged `nondeterministic_seeded` (random: `rand*`,
+`dropout`, `bernoulli`, `normal`, ...), `nondeterministic_bitwise`, `data_dependent_output` or
+`dynamic_output_shape` (`item`, `nonzero`: their unbacked symbols name one op's result), and is
+not `empty*` (undefined contents) or random by name. Other namespaces (collectives, irfuse's and
+vLLM's custom ops), higher-order ops and Python callables are never pure; factories (`full`,
+`scalar_tensor`, `zeros`) have no operands, so two are one value when their arguments are. The
+result is cached per target string.
 """
 
 from __future__ import annotations

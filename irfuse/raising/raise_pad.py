@@ -1,28 +1,10 @@
 """raise-pad: find constant padding of the last dim, however the model spells it.
 
-```mlir
-%b = aten.call "aten::new_zeros.default"(%x, [%s0, 3072])          // or zeros / full / new_full
-%t = aten.call "aten::slice.Tensor"(%b, 1, 0, 2880)
-%c = aten.call "aten::copy.default"(%t, %x)                        // buf[..., :2880] = x
-%p = aten.call "aten::slice_scatter.default"(%b, %c, 1, 0, 2880)
-  ->
-%p = act.pad %x {low = 0 : i64, high = 192 : i64} decomposition { (the four calls) }
-```
-
-Matches, anchored at each candidate call:
-- `aten.constant_pad_nd(x, pad, value)` (what `F.pad` with mode "constant" becomes) and
-  `aten.pad(x, pad, "constant", value)`, whose pad list pads only the last dim: `[lo, hi]`, or
-  `[lo, hi, 0, 0, ...]`;
-- `slice_scatter(buf, x, -1, lo, lo + H)` into a new constant tensor `buf` (`new_zeros`, `zeros`,
-  `full`, `new_full`) of x's leading dims and dtype: `torch.slice_scatter` itself, or what
-  aot_autograd makes of `buf[..., lo:lo + H] = x` / `.copy_(x)` (the write through a `slice` and a
-  `copy` that neither casts nor broadcasts, and through the full slices and scatters that
-  `buf[:, :H]` adds on the other dims);
-- `cat` along the last dim of x and constant tensors of one value (x's leading dims and dtype)
-  before it (low) and after it (high).
-
-Produces `act.pad` with `low`, `high` and `value` (the constant; 0 for zeros) as properties and
-the matched calls in its decomposition region.
+Anchored at each candidate call (`PadPattern`): `F.pad`'s `constant_pad_nd` / `pad` of the last
+dim (`_amounts`), x written into a new constant tensor by `slice_scatter` or by what aot_autograd
+makes of `buf[..., lo:lo + H] = x` (`_scatter_pad`), and a last-dim `cat` of x with constant
+tensors (`_cat_pad`). Produces `act.pad` with `low`, `high` and `value` (the constant; 0 for
+zeros) as properties and the matched calls in its decomposition region.
 
 Does not raise, with a remark: a pad of another dim than the last (vLLM's fusion pads the GEMM
 input's hidden dim only), negative amounts (a crop), a mode other than constant, a value that is
@@ -60,7 +42,9 @@ class NotAPad(Exception):
 
 
 def _amounts(found: Call) -> tuple[int, int, float]:
-    """(low, high, value) of a last-dim constant pad."""
+    """(low, high, value) of a last-dim constant pad: `aten.constant_pad_nd(x, pad, value)`
+    (what `F.pad` with mode "constant" becomes) or `aten.pad(x, pad, "constant", value)`, whose
+    pad list pads only the last dim: `[lo, hi]`, or `[lo, hi, 0, 0, ...]`."""
     x = found.arg(0)
     t = tensor_type(x)
     if t is None or t.rank == 0:
@@ -135,7 +119,12 @@ def _last_dim_range(found: Call, first: int, size: int) -> tuple[int, int] | Non
 
 
 def _scatter_pad(scatter: Call) -> tuple[SSAValue, int, int, float, list[Operation], SSAValue]:
-    """(x, low, high, value, ops, result) for x written into a new constant tensor."""
+    """(x, low, high, value, ops, result) for x written into a new constant tensor:
+    `slice_scatter(buf, x, -1, lo, lo + H)` into `buf` (`new_zeros`, `zeros`, `full`,
+    `new_full`) of x's leading dims and dtype, `torch.slice_scatter` itself or what aot_autograd
+    makes of `buf[..., lo:lo + H] = x` / `.copy_(x)` (the write through a `slice` and a `copy`
+    that neither casts nor broadcasts, and through the full slices and scatters that
+    `buf[:, :H]` adds on the other dims)."""
     base = scatter.arg(0)
     buffer, skipped = strip_full_slices(base)
     constant = _constant(buffer)
@@ -185,7 +174,8 @@ def _scatter_pad(scatter: Call) -> tuple[SSAValue, int, int, float, list[Operati
 
 
 def _cat_pad(cat: Call) -> tuple[SSAValue, int, int, float, list[Operation], SSAValue]:
-    """(x, low, high, value, ops, result) for cat([constants..., x, constants...], -1)."""
+    """(x, low, high, value, ops, result) for cat([constants..., x, constants...], -1): constant
+    tensors of one value (x's leading dims and dtype) before x (low) and after it (high)."""
     pieces = cat.arg(0)
     if not isinstance(pieces, list) or len(pieces) < 2:
         raise NotAPad
@@ -231,7 +221,17 @@ def _raise(found: Call, order: dict[Operation, float]) -> Operation:
 
 
 class PadPattern(CallPattern):
-    """A constant pad of the last dim, anchored at its pad, scatter or cat."""
+    """A constant pad of the last dim, anchored at its pad, scatter or cat:
+
+    ```mlir
+    %b = aten.call "aten::new_zeros.default"(%x, [%s0, 3072])        // or zeros / full / new_full
+    %t = aten.call "aten::slice.Tensor"(%b, 1, 0, 2880)
+    %c = aten.call "aten::copy.default"(%t, %x)                      // buf[..., :2880] = x
+    %p = aten.call "aten::slice_scatter.default"(%b, %c, 1, 0, 2880)
+      ->
+    %p = act.pad %x {low = 0 : i64, high = 192 : i64} decomposition { (the four calls) }
+    ```
+    """
 
     targets = (aten.CONSTANT_PAD_ND, aten.PAD, aten.SLICE_SCATTER, aten.CAT)
     remark = "not a last-dim pad"

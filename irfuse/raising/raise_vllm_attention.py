@@ -1,32 +1,10 @@
 """raise-vllm-attention: vLLM's attention calls, as its engine puts them in the graph, raised whole.
 
-```mlir
-%dep = aten.call "vllm::unified_kv_cache_update.default"(%k, %v, %ln)
-%buf = aten.call "aten::empty.memory_format"([%t, 4096], ...)
-%none, %new = aten.call tuple "hop:auto_functionalized_v2"(
-    #aten.target<"vllm::unified_attention_with_output.default">, query = %q, key = %k,
-    value = %v, layer_name = %ln, output_scale = none, kv_cache_dummy_dep = %dep,
-    _output_base_index = 0, _output_size = (%t, 32, 128), _output_stride = (4096, 128, 1),
-    _output_storage_offset = 0, _output_block_scale_base_index = none, _all_bases = [%buf])
-// becomes
-%dep = attn.vllm_kv_cache_update %k, %v, layer %ln {layer_name = "model.layers.0.self_attn.attn"}
-%o = attn.vllm_attention %q, %k, %v, kv_cache_dep %dep, layer %ln {layer_name = ...}
-%new = aten.call "aten::flatten.using_ints"(%o, 1, 2)   // what the graph read: the new buffer
-```
-
-- `vllm.unified_kv_cache_update(key, value, layer_name) -> Tensor` is functional in its schema
-  (the cache write is a side effect vLLM orders by the dummy it returns): a plain call, raised to
-  `attn.vllm_kv_cache_update`.
-- `vllm.unified_attention_with_output(query, key, value, output!, layer_name, output_scale?,
-  output_block_scale!?, kv_cache_dummy_dep?)` writes `output` (and `output_block_scale`), so it
-  reaches the post-grad graph as `auto_functionalized[_v2]`; vLLM's `Attention.forward` passes a
-  fresh `[T, H * Dv]` buffer viewed `[T, H, Dv]` (v2: the base and the view's size / stride /
-  offset). It becomes `attn.vllm_attention` whose result is the view's new value `[T, H, Dv]`;
-  the region keeps the buffer, the call and the view of its new base. Where the graph read the
-  new base, it reads the result flattened (the same elements: the view is the base's row-major
-  split into heads).
-- `vllm.unified_mla_attention_with_output(q, kv_c_normed, k_pe, output!, layer_name, ...)` alike,
-  to `attn.vllm_mla_attention`; its output is the flat buffer itself.
+`vllm.unified_kv_cache_update` becomes `attn.vllm_kv_cache_update` (`KvCacheUpdatePattern`).
+`vllm.unified_attention_with_output` and its MLA variant write their output buffer, so they reach
+the post-grad graph as `auto_functionalized[_v2]` calls on a fresh buffer; each becomes
+`attn.vllm_attention` / `attn.vllm_mla_attention`, whose result is the output's new value, and
+the graph's reads of the buffer read that result (`AttentionPattern`: the IR before and after).
 
 The layer name is a string constant or vLLM's hoisted `LayerName` input (`vllm_layers`). Left
 alone with a remark: a call that already writes its output quantized (`output_scale`,
@@ -138,7 +116,9 @@ def _raise_kv_update(found: Call) -> None:
 
 
 class KvCacheUpdatePattern(CallPattern):
-    """`vllm.unified_kv_cache_update(key, value, layer_name)`."""
+    """`vllm.unified_kv_cache_update(key, value, layer_name) -> Tensor`, functional in its
+    schema (the cache write is a side effect vLLM orders by the dummy it returns): a plain call,
+    raised to `attn.vllm_kv_cache_update`."""
 
     targets = (VLLM_UNIFIED_KV_CACHE_UPDATE,)
     remark = "not a vLLM KV-cache write (vllm.unified_kv_cache_update)"
@@ -259,7 +239,34 @@ def _raise_attention(fn: _Functionalized, order: dict[Operation, float]) -> None
 
 
 class AttentionPattern(AnchorPattern):
-    """A functionalized `vllm.unified_attention_with_output` or its MLA variant."""
+    """A functionalized `vllm.unified_attention_with_output` or its MLA variant.
+
+    ```mlir
+    %dep = aten.call "vllm::unified_kv_cache_update.default"(%k, %v, %ln)
+    %buf = aten.call "aten::empty.memory_format"([%t, 4096], ...)
+    %none, %new = aten.call tuple "hop:auto_functionalized_v2"(
+        #aten.target<"vllm::unified_attention_with_output.default">, query = %q, key = %k,
+        value = %v, layer_name = %ln, output_scale = none, kv_cache_dummy_dep = %dep,
+        _output_base_index = 0, _output_size = (%t, 32, 128), _output_stride = (4096, 128, 1),
+        _output_storage_offset = 0, _output_block_scale_base_index = none, _all_bases = [%buf])
+    // becomes
+    %dep = attn.vllm_kv_cache_update %k, %v, layer %ln {
+        layer_name = "model.layers.0.self_attn.attn"}
+    %o = attn.vllm_attention %q, %k, %v, kv_cache_dep %dep, layer %ln {layer_name = ...}
+    %new = aten.call "aten::flatten.using_ints"(%o, 1, 2)   // what the graph read: the new buffer
+    ```
+
+    `vllm.unified_attention_with_output(query, key, value, output!, layer_name, output_scale?,
+    output_block_scale!?, kv_cache_dummy_dep?)` writes `output` (and `output_block_scale`), so it
+    reaches the post-grad graph as `auto_functionalized[_v2]`; vLLM's `Attention.forward` passes
+    a fresh `[T, H * Dv]` buffer viewed `[T, H, Dv]` (v2: the base and the view's size / stride
+    / offset). It becomes `attn.vllm_attention` whose result is the view's new value
+    `[T, H, Dv]`; the region keeps the buffer, the call and the view of its new base. Where the
+    graph read the new base, it reads the result flattened (the same elements: the view is the
+    base's row-major split into heads). `vllm.unified_mla_attention_with_output(q, kv_c_normed,
+    k_pe, output!, layer_name, ...)` alike, to `attn.vllm_mla_attention`; its output is the flat
+    buffer itself.
+    """
 
     targets = (AUTO_FUNCTIONALIZED, AUTO_FUNCTIONALIZED_V2)
 

@@ -3,27 +3,14 @@ attention backends can do.
 
 vLLM's attention ops (`unified_attention_with_output`, `unified_kv_cache_update`, ...) name
 their layer; the cache, slot mapping and metadata are found by that name in vLLM's forward
-context at run time (`irfuse.kernels.vllm_context`). The name reaches the graph in one of two
-forms:
-
-- a string constant in the call (vLLM without `LayerName`: `VLLM_USE_LAYERNAME=0`, torch < 2.11,
-  and the stand-ins of the tests): the raised op keeps it as its `layer_name` property;
-- vLLM's `LayerName`, an opaque value torch hoists to a graph input (vLLM 0.32 on torch 2.13):
-  import types that input `!irfuse.opaque<"LayerName">` and records the name it was traced with
-  as the function argument's attribute `irfuse.layer_name`. The raised op keeps the name as its
-  property and the input as its `layer` operand, which the emitted code passes on: vLLM may run
-  one compiled graph for several layers (identical pieces of a piecewise graph share one
-  artifact), so only the run-time value names the right cache.
+context at run time (`irfuse.kernels.vllm_context`). The name reaches the graph as a string
+constant or as vLLM's hoisted `LayerName` input (`layer_name_of`).
 
 What a layer's backend can do is decided at compile time, as vLLM's own passes decide it: import
 asks the provider (`set_provider`; inside vLLM, `irfuse.vllm_plugin` reads vLLM's static forward
 context) about every layer the graph names and records the answers in the module attribute
-`irfuse.vllm_layers`, `{name: {backend = "FLASH_ATTN", output_quant = ["static_tensor"]}}`:
-`output_quant` lists the output quants (`quant.scheme` kinds) the backend writes itself
-(`impl.fused_output_quant_supported`). A layer the provider does not know is absent; fusions
-then treat its backend as taking no output quant. With hoisted names, a graph that serves
-several layers was compiled with the first one's answers, as vLLM registers its patterns once
-for all layers in that case.
+`irfuse.vllm_layers` (`LAYERS_ATTR`). With hoisted names, a graph that serves several layers was
+compiled with the first one's answers, as vLLM registers its patterns once for all layers then.
 """
 
 from __future__ import annotations
@@ -38,7 +25,11 @@ from xdsl.ir import BlockArgument, SSAValue
 LAYER_NAME_ATTR = "irfuse.layer_name"
 """Function argument attribute: the layer name a hoisted `LayerName` input was traced with."""
 LAYERS_ATTR = "irfuse.vllm_layers"
-"""Module attribute: per layer name, what its attention backend can do (see the docstring)."""
+"""Module attribute: per layer name, what its attention backend can do,
+`{name: {backend = "FLASH_ATTN", output_quant = ["static_tensor"]}}`: `output_quant` lists the
+output quants (`quant.scheme` kinds) the backend writes itself
+(`impl.fused_output_quant_supported`). A layer the provider does not know is absent; fusions then
+treat its backend as taking no output quant."""
 LAYER_NAME_TYPE = "LayerName"
 """What `!irfuse.opaque<...>` says for vLLM's hoisted layer name."""
 
@@ -107,7 +98,16 @@ def backend_output_quant(module: ModuleOp | None, layer_name: str) -> tuple[str,
 
 def layer_name_of(value: Any) -> tuple[str, SSAValue | None] | None:
     """A call's `layer_name` argument as (name, the run-time operand or None): a string
-    constant, or a function argument import marked with the name it was traced with."""
+    constant, or a function argument import marked with the name it was traced with.
+
+    A string constant (vLLM without `LayerName`: `VLLM_USE_LAYERNAME=0`, torch < 2.11, the
+    tests' stand-ins) becomes the raised op's `layer_name` property. vLLM's `LayerName` is an
+    opaque value torch hoists to a graph input (vLLM 0.32 on torch 2.13): import types that input
+    `!irfuse.opaque<"LayerName">` and records the traced name as the argument's
+    `irfuse.layer_name`; the raised op keeps the name as its property and the input as its
+    `layer` operand, which the emitted code passes on: vLLM may run one compiled graph for
+    several layers (identical pieces of a piecewise graph share one artifact), so only the
+    run-time value names the right cache."""
     if isinstance(value, str):
         return value, None
     if isinstance(value, BlockArgument):

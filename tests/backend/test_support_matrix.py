@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import pytest
 
@@ -42,8 +42,8 @@ def test_rows_are_consistent() -> None:
             assert sup.schemes is None or set(sup.schemes) <= set(row.schemes)
         assert row.quant != "required" or row.schemes
         assert row.fuses and row.unsupported
-        # The matrix says a pass is implemented exactly when irfuse-opt knows it.
-        assert row.implemented is (row.name in PASSES)
+        # Every row is a pass irfuse-opt knows, with at least one pattern.
+        assert row.name in PASSES and row.patterns
 
 
 def test_pipeline_order_follows_vllm() -> None:
@@ -63,7 +63,7 @@ def test_vllm_032_passes_are_opt_in() -> None:
     for flag in ("fuse_qk_norm_rope_kvcache", "fuse_mla_dual_rms_norm",
                  "fuse_rope_kvcache_cat_mla"):
         row = sm.info(flag)
-        assert row.implemented and row.vllm_pass
+        assert row.vllm_pass
         assert all(s.default_level is None for s in row.platforms.values())
 
 
@@ -144,3 +144,8 @@ def test_default_level_lookup() -> None:
     assert sm.default_level("fuse-allreduce-rms", P("rocm")) is None
     assert sm.support("fuse-allreduce-rms", P("cuda:sm100")).backend == "flashinfer"
     assert sm.support("fuse-norm-quant", P("cpu")).backend == "reference"
+
+
+def test_a_fusion_without_patterns_is_refused() -> None:
+    with pytest.raises(ValueError, match="declares no pattern"):
+        replace(sm.info("fuse_norm_quant"), patterns=())

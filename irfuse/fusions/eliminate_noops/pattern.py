@@ -1,23 +1,16 @@
 """eliminate-noops: remove reshapes, slices and slice_scatters that do not change their input.
 
-vLLM's `NoOpEliminationPass`, on the IR: a reshape (`view`, `_unsafe_view`, `reshape`, `alias`)
-whose result type is its input's, a `slice` that keeps the whole dim (start 0, end at least the
-dim's size or the size's own symbol, step 1), a `slice_scatter` whose source covers the whole
-input (the result is the source), a `cat` of one tensor with empty ones (vLLM's rotary
-concatenates the rotated part with an empty pass-through part when it rotates the whole head),
-a `detach` and a `view.dtype` to the tensor's own dtype (vLLM's vocab-parallel embedding ends
-with one after its all-reduce; Inductor's post-grad passes drop both before vLLM's passes see
-the graph); a chain of reshapes collapses to one. Their users read the input (or the source) directly, so fusions see through them; the
-graph computes the same values (the functional graph has no aliasing to preserve, except in what
-it returns: a returned view is left alone).
+vLLM's `NoOpEliminationPass`, on the IR: reshapes to the input's own type, slices that keep the
+whole dim, slice_scatters whose source covers the input, a `cat` of one tensor with empty ones,
+and a `detach` or a `view.dtype` to the tensor's own dtype (`_replacement` says each); a chain of
+reshapes collapses to one. Their users read the input (or the source) directly, so fusions see
+through them; the graph computes the same values (the functional graph has no aliasing to
+preserve, except in what it returns: a returned view is left alone).
 
 Only top-level `aten.call` ops are touched (a raised op's decomposition keeps the code it
 replaced). A returned slice_scatter goes too (vLLM's noop test asserts it), replaced by its
 source, or by a copy of it where the source may alias a graph input or another output (the
-caller gets a tensor of its own either way). Sizes are compared as the IR writes them: equal
-ints, or the same symbol; a slice end
-of INT64_MAX covers any size. Leaves alone: a slice with a negative or otherwise unproven end,
-steps other than 1, reshapes that change the shape.
+caller gets a tensor of its own either way).
 """
 
 from __future__ import annotations
@@ -71,7 +64,18 @@ def _slice_dims(found: Call) -> tuple[Any, Any, Any, Any]:
 
 
 def _replacement(found: Call) -> SSAValue | None:
-    """The value a no-op call can be replaced by, or None when it changes its input."""
+    """The value a no-op call can be replaced by, or None when it changes its input.
+
+    No-ops: a reshape (`view`, `_unsafe_view`, `reshape`, `alias`) whose result type is its
+    input's; a `slice` that keeps the whole dim (start 0, end at least the dim's size or the
+    size's own symbol, step 1); a `slice_scatter` whose source covers the whole input (the result
+    is the source); a `cat` of one tensor with empty ones (vLLM's rotary concatenates the rotated
+    part with an empty pass-through part when it rotates the whole head); a `detach` and a
+    `view.dtype` to the tensor's own dtype (vLLM's vocab-parallel embedding ends with one after
+    its all-reduce; Inductor's post-grad passes drop both before vLLM's passes see the graph).
+    Sizes are compared as the IR writes them: equal ints, or the same symbol; a slice end of
+    INT64_MAX covers any size. Not no-ops: a slice with a negative or otherwise unproven end,
+    steps other than 1, reshapes that change the shape."""
     if found.target == CAT:
         return _cat_of_one(found)
     source = found.arg(0)

@@ -1,38 +1,16 @@
 """enable-sp: sequence parallelism around the norms of a tensor-parallel model.
 
-Anchored at each `coll.all_reduce` of `[tokens, hidden]`, or of a model's `[B, S, hidden]`
-(Hugging Face's hidden states), whose result feeds a raised RMSNorm (`norm.rms_norm`, or
-`norm.add_rms_norm` as either addend: Hugging Face writes `residual + hidden`). A `[B, S, H]`
-tensor is split as its B*S rows: `reshape(-1, H)` before the reduce-scatter, the norm on
-`[B*S/TP, H]`, and each gather reshaped back to `[B, S, H]`. The all-reduce becomes a
-reduce-scatter along the tokens, the norm (with its residual add) runs on this rank's rows, and
-an all-gather brings the rows back: the norm's output is gathered, or, when its only user is a
-static FP8 quant, the quant runs on the shard too and the FP8 values are gathered (a quarter of
-the bytes of f32, half of bf16's). The norm + quant fusion, after this pass, fuses the local
-norm and quant.
-
-What each rank holds: the residual stream between the norms is a shard. A norm's new residual
-and the all-reduced value itself (vLLM's first norm, whose residual is the all-reduce output)
-are given to every other user as the all-gather of the shard, so every consumer sees the full
-tensor it saw before; a later norm of the chain whose residual is such a gather reads the shard
-itself, and the gathers nobody reads are dropped at the end of the block. A residual that comes
-from elsewhere (the embedding of a model whose embedding is replicated) is taken to be replicated,
-as the residual stream of tensor parallelism is, and this rank's rows are sliced from it
-(`unflatten(0, [tp, -1]).select(0, rank)`; the rank comes from the module's `irfuse.ranks`, else
-the group's, torch's or vLLM's coordinator's: `irfuse.groups.rank`). So a model of N layers ends with the final norm's output gathered and the
-residual shards passed from norm to norm, as vLLM's pass leaves it.
-
-Token counts (B*S for `[B, S, H]`): where TP does not provably divide the count (a static count
-such as 15 at TP 2, or a symbolic one such as `s0`; `2*s0` is divided), the rows are padded with
-zeros to the next multiple of TP before each reduce-scatter (and before a replicated residual is
-sliced), and every gather is sliced back to the count (`sharding.pad_rows` / `slice_rows`): one
-graph serves every num_tokens of a dynamic range, as vLLM's full-graph SP does on the tokens its
-runner pads. The residual shards passed from norm to norm stay padded. The compile range rule
-(`from sp_min_token_num`) decides where this runs: every range from sp_min_token_num up in a full graph,
-single sizes TP divides in a piecewise one (vLLM's rule).
-
-The new collectives are spelled as the all-reduce was (`sharding.spelling_of`): vLLM's own
-`vllm.reduce_scatter` / `vllm.all_gather` on its group coordinator (`tp:0`) for vLLM's
+Anchored at each `coll.all_reduce` of `[tokens, hidden]` (or Hugging Face's `[B, S, hidden]`,
+split as its B*S rows) whose result feeds a raised RMSNorm (`norm.rms_norm`, or
+`norm.add_rms_norm` as either addend: Hugging Face writes `residual + hidden`). The all-reduce
+becomes a reduce-scatter along the tokens, the norm (with its residual add) runs on this rank's
+rows, and an all-gather brings the rows back: the norm's output is gathered, or, when its only
+user is a static FP8 quant, the quant runs on the shard too and the FP8 values are gathered (a
+quarter of the bytes of f32, half of bf16's); the norm + quant fusion, after this pass, fuses
+the local norm and quant. The residual stream between the norms stays a shard, as vLLM's pass
+leaves it, and a token count TP does not divide is padded and sliced back, so one graph serves
+every num_tokens of a dynamic range (`SequenceParallelPattern`). The new collectives are spelled
+as the all-reduce was (`sharding.spelling_of`): vLLM's own on its group coordinator for vLLM's
 all-reduce, torch's functional collectives otherwise.
 """
 
@@ -111,7 +89,27 @@ def shard_of(value: SSAValue, group: str, world_size: int, rows: Dim) -> SSAValu
 
 
 class SequenceParallelPattern(AnchorPattern):
-    """An all-reduce feeding an RMSNorm -> reduce-scatter, the norm on the shard, all-gather."""
+    """An all-reduce feeding an RMSNorm -> reduce-scatter, the norm on the shard, all-gather.
+
+    What each rank holds: the residual stream between the norms is a shard. A norm's new
+    residual and the all-reduced value itself (vLLM's first norm, whose residual is the
+    all-reduce output) are given to every other user as the all-gather of the shard, so every
+    consumer sees the full tensor it saw before; a later norm of the chain whose residual is such
+    a gather reads the shard itself, and the gathers nobody reads are dropped at the end of the
+    block. A residual that comes from elsewhere (the embedding of a model whose embedding is
+    replicated) is taken to be replicated, as the residual stream of tensor parallelism is, and
+    this rank's rows are sliced from it (`unflatten(0, [tp, -1]).select(0, rank)`, the rank from
+    `sharding.rank_in`). So a model of N layers ends with the final norm's output gathered and
+    the residual shards passed from norm to norm, as vLLM's pass leaves it.
+
+    Token counts (B*S for `[B, S, H]`: `reshape(-1, H)` before the reduce-scatter, each gather
+    reshaped back): where TP does not provably divide the count (a static 15 at TP 2, or a
+    symbolic `s0`; `2*s0` is divided), the rows are padded with zeros to the next multiple of TP
+    before each reduce-scatter (and before a replicated residual is sliced), and every gather is
+    sliced back to the count (`sharding.pad_rows` / `slice_rows`): one graph serves every
+    num_tokens of a dynamic range, as vLLM's full-graph SP does on the tokens its runner pads.
+    The residual shards passed from norm to norm stay padded.
+    """
 
     op_types = (AllReduceOp,)
     remark = "not sequence-parallel"

@@ -5,22 +5,13 @@
 They take the process group by name (the op's own group: TP beside DP or PP reduces over TP,
 never WORLD), the optional residual, and the norm's readings (`round_sum`, `weight_offset`,
 `weight_f32`). Each returns its outputs then the new residual (the all-reduced value without a
-residual).
-
-- CPU: the reference (`allreduce_rms_ref`): torch's functional all-reduce on the group (gloo),
-  then the norm and quant references: the bits of the unfused graph.
-- CUDA: FlashInfer's `allreduce_fusion` on a `trtllm` workspace for the plain norm, static FP8
-  (a quant by `x * (1 / s)`, FlashInfer's spelling) and NVFP4 from sm100 (below, FlashInfer
-  writes zero codes: the NVFP4 kernel's choice there is NCCL + Triton, with that reason) where it
-  can run the call (`allreduce_rms.flashinfer_reason`), else NCCL (the functional all-reduce) +
-  irfuse's fused norm (+ quant) Triton kernel; per-token and per-group FP8, which FlashInfer's
-  fused kernel lacks, always take the second path. FlashInfer first is vLLM's rule, not yet
-  measured by irfuse (benchmarks/bench_allreduce_rms.py); the kernels' rules say Triton, which
-  runs wherever FlashInfer cannot.
-- `symm_mem`, a choice a platform's table may declare (none does: not measured yet), or forced
-  with IRFUSE_ALLREDUCE_SYMM_MEM=1 for benchmarks: the all-reduce through torch's symmetric
-  memory (`allreduce_symm_mem`, one-/two-shot by size), then the same Triton kernels; NCCL with
-  a warned reason where symmetric memory cannot run the call.
+residual). The CPU runs the reference (`allreduce_rms_ref`: torch's functional all-reduce on the
+group, gloo, then the norm and quant references: the bits of the unfused graph). On CUDA
+FlashInfer's fused kernel runs where it can (`_flashinfer_can`: the plain norm, static FP8, NVFP4
+from sm100; vLLM's rule, not yet measured by irfuse: benchmarks/bench_allreduce_rms.py), else
+NCCL + irfuse's fused norm (+ quant) Triton kernel, which per-token and per-group FP8 always
+take. The all-reduce goes through torch's symmetric memory where a kernel's choice is `symm_mem`
+(no table declares it: not measured) or IRFUSE_ALLREDUCE_SYMM_MEM=1 forces it (`_symm`).
 """
 
 from __future__ import annotations

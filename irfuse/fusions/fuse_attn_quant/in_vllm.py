@@ -1,41 +1,16 @@
 """fuse_attn_quant on vLLM's own attention call: a static FP8 or NVFP4 quant of the output of
 `attn.vllm_attention` (or `attn.vllm_mla_attention`) goes into the attention.
 
-```mlir
-%o = attn.vllm_attention %q, %k, %v, kv_cache_dep %dep, layer %ln {layer_name = "L"}
-%f = aten.call "aten::flatten.using_ints"(%o, 1, 2)           // [T, H * Dv], any reshapes
-%y = quant.fp8 %f, scale %s {scheme = #quant.scheme<static_tensor>}
-// where L's backend writes FP8 output itself (irfuse.vllm_layers: output_quant), as vLLM does:
-%t = aten.call "aten::sym_size.int"(%q, 0)
-%buf = aten.call "aten::new_empty"(%q, [%t, H, Dv], dtype = f8E4M3FN)
-%n, %o8, %n2 = aten.call tuple "hop:auto_functionalized"(#aten.target<"vllm::unified_attention_
-    with_output.default">, query = %q, ..., output = %buf, layer_name = %ln, output_scale = %s,
-    output_block_scale = none, kv_cache_dummy_dep = %dep)
-%y = aten.call "aten::reshape"(%o8, [-1, H * Dv])
-// elsewhere, irfuse's kernel (the forward context read at run time):
-%y = fused.vllm_attention_quant %q, %k, %v, %s, kv_cache_dep %dep, layer %ln {layer_name = "L",
-    scheme = #quant.scheme<static_tensor>}
-```
-
 The output must reach the quant through reshapes only (they keep the row-major order, so a 2-D
 end `[T, H * Dv]` is the token-major flattening), read by nothing else. Where the layer's backend
-takes the quant (`impl.fused_output_quant_supported`, recorded at import), the call gets vLLM's
-`output_scale` and an FP8 buffer `[T, H, Dv]` (vLLM's own replacement, so no kernel of irfuse's
-runs and no measurement is needed); NVFP4 through the backend is not built here (its block-scale
-buffer for a symbolic token count) and goes to irfuse's kernel instead. Elsewhere (the CPU
-backend; FLASH_ATTN on sm90) the fused op's kernel runs: on the CPU the reference, vLLM's own
-attention into a model-dtype buffer and the quant reference, the unfused graph's bits; on CUDA
-a decode step over a backend cache irfuse knows is read in place by irfuse's paged decode kernel
-with the quant epilogue; other batches run vLLM's attention, then irfuse's Triton static quant.
-Kernel choice (FP8): on sm90 the fused kernel up to 16 tokens, where it was measured faster than
-FlashInfer's tensor-core decode + Inductor's quant (1.01-1.11x at batch 16; docs/benchmarks.md),
-vLLM's backend + the separate quant from 17 (at batch 64: 1.02x at context 2048, 0.98x at 8192);
-elsewhere on CUDA and on ROCm, and for NVFP4, not measured: unfused, with the choice's reason as
-the remark. On sm90 this choice splits compile ranges at 16 tokens (one more compile of the
-decode sizes).
-
-Kernels `vllm_attention_quant_fp8_static` and `vllm_attention_quant_nvfp4`, their lowering and
-their run-time reads of vLLM's forward context: `ops.py`; their choices: `choices/`.
+writes the FP8 quant itself (`impl.fused_output_quant_supported`, recorded at import), vLLM's
+call gets `output_scale` and an FP8 buffer, as vLLM's own fusion does (`_into_vllm_call`).
+Elsewhere, and for NVFP4, the site becomes `fused.vllm_attention_quant` where kernel choice takes
+irfuse's kernel (on the CPU the reference, the unfused graph's bits); otherwise it stays unfused
+with the choice's reason as the remark. On sm90 the FP8 kernel is chosen up to 16 tokens
+(docs/benchmarks.md, vLLM's graph), so compile ranges split at 16: one more compile, of the
+decode sizes. Kernels, their lowering and their run-time reads of vLLM's forward context:
+`ops.py`; their choices: `choices/`.
 """
 
 from __future__ import annotations
@@ -69,7 +44,24 @@ NEW_EMPTY = "aten::new_empty.default"
 
 
 class VllmAttnQuantPattern(AnchorPattern):
-    """vLLM's attention whose output feeds a static FP8 or NVFP4 quant through reshapes."""
+    """vLLM's attention whose output feeds a static FP8 or NVFP4 quant through reshapes:
+
+    ```mlir
+    %o = attn.vllm_attention %q, %k, %v, kv_cache_dep %dep, layer %ln {layer_name = "L"}
+    %f = aten.call "aten::flatten.using_ints"(%o, 1, 2)           // [T, H * Dv], any reshapes
+    %y = quant.fp8 %f, scale %s {scheme = #quant.scheme<static_tensor>}
+    // where L's backend writes FP8 output itself (irfuse.vllm_layers: output_quant), as vLLM does:
+    %t = aten.call "aten::sym_size.int"(%q, 0)
+    %buf = aten.call "aten::new_empty"(%q, [%t, H, Dv], dtype = f8E4M3FN)
+    %n, %o8, %n2 = aten.call tuple "hop:auto_functionalized"(#aten.target<"vllm::unified_attention_
+        with_output.default">, query = %q, ..., output = %buf, layer_name = %ln, output_scale = %s,
+        output_block_scale = none, kv_cache_dummy_dep = %dep)
+    %y = aten.call "aten::reshape"(%o8, [-1, H * Dv])
+    // elsewhere, irfuse's kernel (the forward context read at run time):
+    %y = fused.vllm_attention_quant %q, %k, %v, %s, kv_cache_dep %dep, layer %ln {
+        layer_name = "L", scheme = #quant.scheme<static_tensor>}
+    ```
+    """
 
     op_types = (VllmAttentionOp, VllmMlaAttentionOp)
 
@@ -152,7 +144,9 @@ def _into_kernel(op: VllmAttentionOp | VllmMlaAttentionOp, views: list[Operation
 
 def _into_vllm_call(op: VllmAttentionOp | VllmMlaAttentionOp, views: list[Operation],
                     quant: QuantFp8Op, rewriter: PatternRewriter) -> Outcome:
-    """vLLM's call with an FP8 output buffer and `output_scale` (its backend writes the quant)."""
+    """vLLM's call with an FP8 output buffer `[T, H, Dv]` and `output_scale` (its backend writes
+    the quant): vLLM's own replacement, so no kernel of irfuse's runs and none needs measuring.
+    NVFP4 is not built this way (its block-scale buffer for a symbolic token count)."""
     assert quant.scale is not None
     if divides(quant):
         raise NoMatch("the quant divides (x / s); vLLM's backends multiply by 1 / s, which can "

@@ -1,38 +1,16 @@
 """The kernels of attention -> static FP8 or NVFP4 output quant, and how `fused.attention_quant`,
-`fused.paged_decode_quant` and `fused.mla_attention_quant` lower to them.
+`fused.paged_decode_quant`, `fused.mla_attention_quant` and `fused.vllm_attention_quant` lower to
+them.
 
-`attention_quant_fp8_static`: q, k, v in SDPA's `[B, H, T, D]` layout (GQA), or `[H, T, D]`
-without a batch dim, an optional mask (bool or additive float, any broadcast shape, read by
-strides), the output scale; returns the output token-major `[B * T, Hq * Dv]` in FP8, as the
-quant saw it.
-
-`paged_decode_quant_fp8_static`: a decode over a paged KV cache (q `[B, Hq, 1, D]`, the caches,
-block table and sequence lengths); the CPU runs the unfused graph (pages gathered, length mask,
-SDPA, quant), CUDA the paged decode kernel, 3.4-3.8x that graph.
-
-`mla_attention_quant_fp8_static`: MLA (`attn.mla_attention`'s operands: q, the latent kv_c, the
-shared k_pe, kv_b's weight; token-major or batch-major, an optional mask); returns
-`[tokens, H * v]` in FP8.
-
-`attention_quant_nvfp4`, `paged_decode_quant_nvfp4` and `mla_attention_quant_nvfp4`: the same
-operands with the NVFP4 global scale for the scale; they return the packed e2m1 codes
-`[tokens, H * Dv / 2]` and the swizzled block scales, as `quant.nvfp4` gives them. The CPU runs
-the reference (the unfused graph); on CUDA the prefill's Triton NVFP4 epilogue is measured and
-taken on sm90, the paged decode's and MLA's are not measured and stay unfused.
-
-Every fused attention op holds the softmax scale as `scale` and the output's as `output_scale`
-(the kernels' `softmax_scale` and `scale` / `global_scale`): `_values` maps them.
-
-`vllm_attention_quant_fp8_static` and `vllm_attention_quant_nvfp4` (`fused.vllm_attention_quant`,
-vLLM's own attention call with the quant: `in_vllm.py`): q, k, v (MLA: q, kv_c_normed, k_pe),
-vLLM's dummy dependency, the layer name (`LayerName`), the scale, the output buffer's dims after
-the tokens, `mla`; FP8: the output dtype and the quant's spelling (`divide`). They return
-`[T, H * Dv]` quantized (NVFP4: codes and swizzled block scales). On the CPU: vLLM's attention
-into a model-dtype buffer and the quant reference, the unfused graph's bits; on CUDA a decode step
-over a backend cache irfuse knows is read in place by the paged decode kernel with the quant
-epilogue, other batches vLLM's attention then irfuse's Triton static quant. FP8 is chosen on
-sm90 up to 16 tokens (choices/cuda_sm90.toml); NVFP4, and FP8 elsewhere, are not measured on a
-GPU: unfused on CUDA and ROCm (choices/cuda.toml, rocm.toml).
+Each kernel's reference (the unfused graph, which the CPU runs) says its operands and results:
+`attention_quant_*` (SDPA's layout, an optional mask), `paged_decode_quant_*` (a decode over a
+paged KV cache), `mla_attention_quant_*` (MLA's latent operands) and `vllm_attention_quant_*`
+(vLLM's own attention call, read from its forward context at run time). The `_nvfp4` kernels
+take the NVFP4 global scale for the scale and return the packed e2m1 codes and the swizzled block
+scales, as `quant.nvfp4` gives them. Every fused attention op holds the softmax scale as `scale`
+and the output's as `output_scale` (the kernels' `softmax_scale` and `scale` / `global_scale`):
+`_values` maps them. Whether irfuse's Triton kernel runs on a GPU is kernel choice's, per
+platform and token range (`choices/`: each entry's measurement, or why it stays unfused).
 """
 
 from __future__ import annotations
@@ -88,6 +66,9 @@ def _mask_kind_ok(mask: Tensor | None) -> bool:
 def attention_quant_fp8_static(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
                                scale: Tensor, softmax_scale: float, causal: bool,
                                out_dtype: torch.dtype, divide: bool = False) -> Tensor:
+    """q, k, v in SDPA's `[B, H, T, D]` layout (GQA), or `[H, T, D]` without a batch dim, an
+    optional mask (bool or additive float, any broadcast shape, read by strides) and the output
+    scale: the output token-major `[B * T, Hq * Dv]` in FP8, as the quant saw it."""
     return quant_ref.quant_fp8_static(_sdpa(q, k, v, mask, softmax_scale, causal), scale,
                                       out_dtype, divide)
 
@@ -146,6 +127,8 @@ ATTN_QUANT = Kernel(attention_quant_fp8_static, _fake, _cuda, examples=_examples
 def attention_quant_nvfp4(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
                           global_scale: Tensor, softmax_scale: float,
                           causal: bool) -> tuple[Tensor, Tensor]:
+    """`attention_quant_fp8_static`'s operands with the NVFP4 global scale: the packed e2m1 codes
+    `[B * T, Hq * Dv / 2]` and the swizzled block scales, as `quant.nvfp4` gives them."""
     return quant_ref.quant_nvfp4(_sdpa(q, k, v, mask, softmax_scale, causal), global_scale)
 
 
@@ -191,6 +174,9 @@ def paged_decode_quant_fp8_static(q: Tensor, k_cache: Tensor, v_cache: Tensor,
                                   block_table: Tensor, seq_lens: Tensor, scale: Tensor,
                                   softmax_scale: float, out_dtype: torch.dtype,
                                   divide: bool = False) -> Tensor:
+    """A decode over a paged KV cache (q `[B, Hq, 1, D]`, the caches, block table and sequence
+    lengths) as the unfused graph computes it (pages gathered, length mask, SDPA, quant): what
+    the CPU runs; CUDA runs the paged decode kernel (docs/benchmarks.md: 3.4-3.8x that graph)."""
     k, v, mask = gathered(q, k_cache, v_cache, block_table, seq_lens)
     return attention_quant_fp8_static(q, k, v, mask, scale, softmax_scale, False, out_dtype,
                                       divide)
@@ -276,6 +262,8 @@ def mla_attention_quant_fp8_static(q: Tensor, kv_c: Tensor, k_pe: Tensor, kv_b_w
                                    qk_nope_head_dim: int, v_head_dim: int, softmax_scale: float,
                                    causal: bool, batch_major: bool, out_dtype: torch.dtype,
                                    divide: bool = False) -> Tensor:
+    """MLA (`attn.mla_attention`'s operands: q, the latent kv_c, the shared k_pe, kv_b's weight;
+    token-major or batch-major, an optional mask): `[tokens, H * v]` in FP8."""
     return mla_attention_quant_ref.mla_attention_fp8(
         q, kv_c, k_pe, kv_b_weight, mask, scale, num_heads=num_heads, nope=qk_nope_head_dim,
         v_dim=v_head_dim, softmax_scale=softmax_scale, causal=causal, batch_major=batch_major,
@@ -390,6 +378,12 @@ def vllm_attention_quant_fp8_static(q: Tensor, k: Tensor, v: Tensor, kv_cache_de
                                     layer_name: LayerName, scale: Tensor, out_tail: list[int],
                                     mla: bool, out_dtype: torch.dtype,
                                     divide: bool = False) -> Tensor:
+    """vLLM's own attention call with the quant (`fused.vllm_attention_quant`, `in_vllm.py`): q,
+    k, v (MLA: q, kv_c_normed, k_pe), vLLM's dummy dependency, the layer name, the scale, the
+    output buffer's dims after the tokens, `mla`, the output dtype and the quant's spelling
+    (`divide`): `[T, H * Dv]` in FP8. The CPU runs this, the unfused graph's bits; on CUDA a
+    decode step over a backend cache irfuse knows is read in place by the paged decode kernel
+    (`paged_decode_in_place`), other steps run vLLM's attention, then irfuse's Triton quant."""
     return quant_ref.quant_fp8_static(
         attention_out(q, k, v, kv_cache_dep, layer_name, out_tail, mla), scale, out_dtype, divide)
 

@@ -1,22 +1,11 @@
 """The paged decode behind an `attn.attention`: what this fusion reads to hand a decode step
 to a kernel that reads the KV cache's pages in place instead of attending over a gathered copy.
 
-Matched (the torch spelling of a paged decode, `irfuse/models/paged.py`):
-- q holds one query per sequence, `[B, Hq, 1, D]`, and the attention is not causal;
-- k and v are each sequence's pages gathered through its block-table row and laid end to end:
-  `transpose(view(cache[block_table], [B, MB * BS, Hk, D]), 1, 2)` (or the `permute`), the
-  two caches `[num_blocks, BS, Hk, D]` of one shape, gathered by the same table `[B, MB]`;
-- the mask keeps each sequence's first `seq_lens[b]` positions:
-  `arange(MB * BS)[None, :] < seq_lens[:, None]` (or `seq_lens[:, None] > arange(...)`),
-  brought to `[B, 1, 1, S]` by views and broadcasts; as a bool mask, or as the additive mask
-  `where(m, 0, c)` that SDPA's CUDA path makes of it, for a fill c of -inf or at most -65504
-  (fp16's lowest). With a finite c the graph gives masked positions the weight
-  `exp(s_masked + c - max)` instead of 0: a difference only where a masked score exceeds the
-  row's largest valid one by more than |c| - 104 (float32's exp underflow), which scores of
-  activations scaled by 1 / sqrt(D) never reach.
-
-Under this pattern the attention equals the paged kernel's, which reads positions
-`[0, min(seq_lens[b], MB * BS))` of sequence b through its block-table row.
+Matched (`paged_decode`): the torch spelling of a paged decode (`irfuse/models/paged.py`), one
+query per sequence attending, without a causal mask, over its pages gathered through its
+block-table row and masked to its first `seq_lens[b]` positions. Under this pattern the
+attention equals the paged kernel's, which reads positions `[0, min(seq_lens[b], MB * BS))` of
+sequence b through its block-table row.
 """
 
 from __future__ import annotations
@@ -54,7 +43,13 @@ def paged_decode(attn: AttentionOp) -> PagedDecode | str | None:
     """The paged decode `attn` attends over; None when it is no decode over gathered pages (no
     mask, causal, more than one query, or keys not gathered from a paged cache); a str saying
     why when it is one but not the pattern the paged kernel takes (it then attends over the
-    gathered copy, and the report says why)."""
+    gathered copy, and the report says why).
+
+    The pattern: q holds one query per sequence, `[B, Hq, 1, D]`, and the attention is not
+    causal; k and v are each sequence's pages gathered through its block-table row and laid end
+    to end, `transpose(view(cache[block_table], [B, MB * BS, Hk, D]), 1, 2)` (or the `permute`),
+    the two caches `[num_blocks, BS, Hk, D]` of one shape, gathered by the same table `[B, MB]`;
+    the mask keeps each sequence's first `seq_lens[b]` positions (`_lengths`)."""
     if attn.mask is None or bool(attn.causal.value.data):
         return None
     q = tensor_type(attn.q)
@@ -125,7 +120,13 @@ def _swaps_1_2(found: Call) -> bool:
 def _lengths(mask: SSAValue, batch: object, span: object
              ) -> tuple[SSAValue, list[Operation]] | None:
     """(seq_lens, ops) for a mask `[B, 1, 1, S]` keeping each row's first seq_lens[b]
-    positions."""
+    positions: `arange(MB * BS)[None, :] < seq_lens[:, None]` (or `seq_lens[:, None] >
+    arange(...)`), brought to `[B, 1, 1, S]` by views and broadcasts; as a bool mask, or as the
+    additive mask `where(m, 0, c)` that SDPA's CUDA path makes of it, for a fill c of -inf or at
+    most -65504 (fp16's lowest). With a finite c the graph gives masked positions the weight
+    `exp(s_masked + c - max)` instead of 0: a difference only where a masked score exceeds the
+    row's largest valid one by more than |c| - 104 (float32's exp underflow), which scores of
+    activations scaled by 1 / sqrt(D) never reach."""
     mt = tensor_type(mask)
     if mt is None or mt.rank != 4 or mt.dims[0] != batch or mt.dims[3] != span:
         return None

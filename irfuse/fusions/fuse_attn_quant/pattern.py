@@ -4,21 +4,13 @@ NVFP4 -> one kernel that writes the quantized output.
 Anchored at `attn.attention` (SDPA layout `[B, H, T, Dv]`, causal or masked: prefill and the
 paged decode over gathered pages alike) and at `attn.mla_attention` (token-major `[T, H, v]` or
 batch-major `[B, H, L, v]`, masked or not), whose output reaches one `quant.fp8` static or
-`quant.nvfp4` through the views that put it token-major and flatten it
-(`[B, H, T, Dv] -> [B * T, H * Dv]`, the o_proj's input): squeezes and unsqueezes of size-1
-dims, transposes, clones and a final reshape. The views are followed dim by dim, so a layout
-that is not token-major is a remark, not a wrong result. Attention gives
-`fused.attention_quant`, MLA `fused.mla_attention_quant`; under NVFP4 they take the global scale
-as `output_scale` and yield the packed codes and the swizzled block scales. Per-group quants are
-remarks; an output also read unquantized is left alone.
-
-A decode step over a paged KV cache (one query per sequence over its pages gathered by the block
-table, masked by its length: `paged_decode.py`) gives `fused.paged_decode_quant` instead, which
-reads the pages in place, where kernel choice takes its kernel; the gather and the mask go with
-it. Elsewhere it stays `fused.attention_quant` over the gathered copy.
-
-vLLM's own attention call (`attn.vllm_attention`, `attn.vllm_mla_attention`) has its pattern in
-`in_vllm.py` (`VllmAttnQuantPattern`, one of the patterns the declaration names here).
+`quant.nvfp4` through the views that put it token-major and flatten it (`AttnQuantPattern`).
+Attention gives `fused.attention_quant`, MLA `fused.mla_attention_quant`, and a decode step over
+a paged KV cache (`paged_decode.py`) `fused.paged_decode_quant`, which reads the pages in place;
+under NVFP4 they take the global scale as `output_scale` and yield the packed codes and the
+swizzled block scales. Per-group quants are remarks; an output also read unquantized is left
+alone. vLLM's own attention call has its pattern in `in_vllm.py` (`VllmAttnQuantPattern`, one of
+the patterns the declaration names here).
 """
 
 from __future__ import annotations
@@ -51,7 +43,10 @@ PAGED_NVFP4_KERNEL = "paged_decode_quant_nvfp4"
 
 
 class AttnQuantPattern(AnchorPattern):
-    """Attention whose output feeds a quant through token-major views."""
+    """Attention whose output feeds a quant through token-major views: squeezes and unsqueezes
+    of size-1 dims, transposes, clones and a final reshape (`[B, H, T, Dv] -> [B * T, H * Dv]`,
+    the o_proj's input), followed dim by dim (`_token_major`), so a layout that is not
+    token-major is a remark, not a wrong result."""
 
     op_types = (AttentionOp, MlaAttentionOp)
 
@@ -115,7 +110,9 @@ def _chosen(site: Site, kernel_name: str) -> str | None:
 def _fuse_paged(attn: AttentionOp, paged: PagedDecode, views: list[Operation],
                 quant: QuantFp8Op | QuantNvfp4Op, scale: SSAValue, scheme: QuantScheme,
                 results: list[Attribute | None], rewriter: PatternRewriter) -> Outcome:
-    """The decode over gathered pages -> one op reading the pages in place."""
+    """The decode over gathered pages -> one op reading the pages in place
+    (`fused.paged_decode_quant`, where kernel choice takes its kernel; elsewhere the site stays
+    `fused.attention_quant` over the gathered copy); the gather and the mask go with it."""
     fused = PagedDecodeQuantOp(
         attn.q, paged.k_cache, paged.v_cache, paged.block_table, paged.seq_lens, scale,
         scale=attn.scale.value.data, scheme=scheme, divide=divides(quant), result_types=results,

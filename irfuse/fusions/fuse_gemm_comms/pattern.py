@@ -1,23 +1,14 @@
 """fuse-gemm-comms: async TP. A GEMM whose only user is a reduce-scatter of its rows becomes
 `fused.gemm_reduce_scatter`; an all-gather of rows whose only user is a GEMM (as its `a`)
-becomes `fused.all_gather_gemm`. Plain (`gemm.matmul`) and FP8-scaled (`gemm.scaled_matmul`)
-products; the collectives are the ones sequence parallelism leaves around the norms (this pass
-runs after it, and the config turns it on with this one, as vLLM does).
+becomes `fused.all_gather_gemm`. Plain (`gemm.matmul`) and FP8-scaled (`gemm.scaled_matmul`,
+per-tensor or row-wise scale_a) products; the collectives are the ones sequence parallelism
+leaves around the norms (this pass runs after it, and the config turns it on with this one, as
+vLLM does).
 
-Between the GEMM and the collective a model may reshape the rows and back (a `[B, S, H]` model:
-the linear's `view` to `[B, S, H]`, sequence parallelism's `reshape(-1, H)` to rows): a chain of reshapes,
-each read only by the next, whose ends have the same type, is looked through and dropped.
-
-Where sequence parallelism padded the token count to a multiple of TP, the reduce-scatter reads the GEMM's
-rows padded with zeros: the pad moves onto the GEMM's a (and a row-wise scale_a), since zero
-rows of a give zero rows of the product; the gather is sliced back to the token count before
-the GEMM: the fused op multiplies the padded rows and its product is sliced instead.
-
-FP8-scaled GEMMs take a per-tensor or row-wise scale_a. A gathered GEMM's row-wise scale comes
-in either form torch's `fused_all_gather_scaled_matmul` takes: the shard's rows (where the
-scale is itself the all-gather of the shard's scales over the same group, that gather goes and
-the fused op gathers the scales with a: row-wise sharded) or the gathered rows' `[M, 1]`
-(row-wise replicated, padded like the rows where they were padded).
+Between the GEMM and the collective a model may reshape the rows and back (a `[B, S, H]` model):
+a chain of reshapes, each read only by the next, whose ends have the same type, is looked
+through and dropped. Rows sequence parallelism padded for TP stay padded through the fused op
+(each pattern's docstring says how).
 
 Remarks: a GEMM with a bias (torch's plain fused op takes none), a GEMM or gather with other
 users, a collective along another dim than the rows, a reduction other than sum or avg (the
@@ -208,7 +199,11 @@ def _gathered_scale(scale: SSAValue, op: AllGatherOp) -> tuple[SSAValue, list[Op
 class AllGatherGemmPattern(AnchorPattern):
     """An all-gather of rows -> the GEMM that reads it as `a` (through the slice back to the
     token count where the rows were padded for TP: the GEMM runs on the padded rows and its
-    result is sliced)."""
+    result is sliced). An FP8-scaled GEMM's row-wise scale_a comes in either form torch's
+    `fused_all_gather_scaled_matmul` takes: the shard's rows (where the scale is itself the
+    all-gather of the shard's scales over the same group, that gather goes and the fused op
+    gathers the scales with a: row-wise sharded, `_gathered_scale`) or the gathered rows'
+    `[M, 1]` (row-wise replicated, padded like the rows where they were padded)."""
 
     op_types = (AllGatherOp,)
     remark = "all-gather + GEMM not fused"

@@ -1,12 +1,5 @@
 """fuse-mla-dual-rms-norm: the two RMSNorms of MLA's latents, slices of one projection -> one
-`fused.mla_dual_rms_norm`.
-
-    %qc, %kvl = aten.call tuple "aten::split_with_sizes.default"(%proj, [Q, KV + R], -1)
-    %qn = norm.rms_norm %qc, weight %qw {eps}          %kvc, %kpe = aten.call tuple
-    ...                                                    "aten::split_with_sizes.default"(%kvl,
-    %kvn = norm.rms_norm %kvc, weight %kvw {eps}            [KV, R], -1)
-  ->
-    %qn, %kvn = fused.mla_dual_rms_norm %qc, %qw, %kvc, %kvw {q_eps, kv_eps}
+`fused.mla_dual_rms_norm` (`MlaDualRmsNormPattern` shows the IR).
 
 Anchored at a `norm.rms_norm` whose input is a slice of the last dim (a result of `split` /
 `split_with_sizes`, or `slice.Tensor` with step 1, nested) of some tensor. Per block, the norms
@@ -38,7 +31,15 @@ KERNEL = "mla_dual_rms_norm"
 
 
 class MlaDualRmsNormPattern(AnchorPattern):
-    """The first of two norms on disjoint last-dim slices of one tensor."""
+    """The first of two norms on disjoint last-dim slices of one tensor:
+
+        %qc, %kvl = aten.call tuple "aten::split_with_sizes.default"(%proj, [Q, KV + R], -1)
+        %qn = norm.rms_norm %qc, weight %qw {eps}      %kvc, %kpe = aten.call tuple
+        ...                                                "aten::split_with_sizes.default"(%kvl,
+        %kvn = norm.rms_norm %kvc, weight %kvw {eps}        [KV, R], -1)
+      ->
+        %qn, %kvn = fused.mla_dual_rms_norm %qc, %qw, %kvc, %kvw {q_eps, kv_eps}
+    """
 
     op_types = (RmsNormOp,)
 

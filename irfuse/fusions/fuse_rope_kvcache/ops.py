@@ -1,26 +1,14 @@
 """The kernels of RoPE (after the per-head norms, where fused) -> paged KV-cache write, and how
-`fused.rope_kv_cache_write` lowers to them.
+`fused.rope_kv_cache_write` and `fused.rope_vllm_kv_cache_update` lower to them.
 
-`rope_kv_cache_write` writes the rotated k and v into `k_cache` / `v_cache` in place (slots < 0
-skipped, as vLLM pads) and returns the rotated q. Separate key and value caches
-`[num_blocks, block_size, kv_heads, head_dim]` in the model dtype, or in FP8 with `k_scale` /
-`v_scale` (rows stored as `clamp(x / scale)`). `rope_kv_cache_write_flash`: the same on vLLM's
-FlashAttention layout, one `[2, num_blocks, block_size, kv_heads, head_dim]` cache whose halves
-are the key and value caches. The `_k` kernels (`rope_kv_cache_write_k`,
-`rope_kv_cache_write_flash_k`) return the rotated k as well, for a k read besides the write
-(`fused.rope_kv_cache_write`'s optional `k_out`); not measured apart from the kernels without it.
-
-`rope_vllm_kv_cache_update` (`fused.rope_vllm_kv_cache_update`, vLLM's own cache write:
-`irfuse/fusions/rope_vllm_write.py`) finds the cache and slots where vLLM's own ops do, through the forward context by
-the layer name (`LayerName`; `irfuse.kernels.vllm_context`), and skips the write where the
-context has no slot mapping for the layer (vLLM's rule); it returns the rotated q and k and
-vLLM's dummy. On the CPU: irfuse's rope reference, then vLLM's own write
-(`unified_kv_cache_update`: the CPU backend's block interior depends on the ISA), the unfused
-graph's bits. On CUDA, for a backend cache irfuse knows (`vllm_context.split_kv_cache`:
-FlashAttention, Triton, FlashInfer, model-dtype), one Triton launch rotates q and k and writes k
-and v into the cache's halves in place; other caches get the Triton rope and vLLM's write. Chosen
-on sm90 (choices/cuda_sm90.toml, measured inside vLLM-shaped graphs); not measured elsewhere:
-unfused on other CUDA GPUs and ROCm (choices/cuda.toml, rocm.toml).
+`rope_kv_cache_write` writes the rotated k and v into separate key and value caches,
+`rope_kv_cache_write_flash` into vLLM's FlashAttention layout (one cache, two halves); the `_k`
+kernels return the rotated k as well, for a k read besides the write (not measured apart from
+the kernels without it). `rope_vllm_kv_cache_update` writes through vLLM's own cache-update call,
+finding the cache by the layer name in vLLM's forward context; its Triton launch is chosen on
+sm90 (choices/cuda_sm90.toml, measured inside vLLM-shaped graphs) and, not measured elsewhere,
+left unfused on other CUDA GPUs and ROCm (choices/cuda.toml, rocm.toml). Each reference (what
+the CPU runs) says its operands and results.
 """
 
 from __future__ import annotations
@@ -58,6 +46,10 @@ def rope_kv_cache_write(q: Tensor, k: Tensor, v: Tensor, q_weight: Tensor | None
                         rotary_dim: int, eps: float = 0.0, weight_offset: float = 0.0,
                         weight_f32: bool = False, rope_f32: bool = False,
                         k_scale: Tensor | None = None, v_scale: Tensor | None = None) -> Tensor:
+    """Write the rotated k and v into `k_cache` / `v_cache` in place (slots < 0 skipped, as vLLM
+    pads) and return the rotated q. Separate caches `[num_blocks, block_size, kv_heads,
+    head_dim]` in the model dtype, or in FP8 with `k_scale` / `v_scale` (rows stored as
+    `clamp(x / scale)`)."""
     return _on_rows(qk_norm_rope_ref.qk_norm_rope_kv, Call(locals()))
 
 
@@ -108,6 +100,8 @@ def rope_kv_cache_write_flash(q: Tensor, k: Tensor, v: Tensor, q_weight: Tensor 
                               weight_offset: float = 0.0, weight_f32: bool = False,
                               rope_f32: bool = False, k_scale: Tensor | None = None,
                               v_scale: Tensor | None = None) -> Tensor:
+    """`rope_kv_cache_write` on vLLM's FlashAttention layout: one `[2, num_blocks, block_size,
+    kv_heads, head_dim]` cache whose halves are the key and value caches."""
     return rope_kv_cache_write(**_halves(Call(locals())))
 
 
@@ -133,6 +127,8 @@ def rope_kv_cache_write_k(q: Tensor, k: Tensor, v: Tensor, q_weight: Tensor | No
                           weight_offset: float = 0.0, weight_f32: bool = False,
                           rope_f32: bool = False, k_scale: Tensor | None = None,
                           v_scale: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """`rope_kv_cache_write` returning the rotated k as well, (q_out, k_out), for a k read
+    besides the write (`fused.rope_kv_cache_write`'s optional `k_out`)."""
     return _on_rows(qk_norm_rope_ref.qk_norm_rope_kv, Call(locals()), return_k=True)
 
 
@@ -191,6 +187,15 @@ def rope_vllm_kv_cache_update(q: Tensor, k: Tensor, v: Tensor, q_weight: Tensor 
                               rotary_dim: int, eps: float = 0.0, weight_offset: float = 0.0,
                               weight_f32: bool = False,
                               rope_f32: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+    """RoPE, then vLLM's own cache write (`fused.rope_vllm_kv_cache_update`,
+    `irfuse/fusions/rope_vllm_write.py`): the rotated q and k and vLLM's dummy. The cache and
+    slots are found where vLLM's own ops find them, through the forward context by the layer name
+    (`irfuse.kernels.vllm_context`), and the write is skipped where the context has no slot
+    mapping for the layer (vLLM's rule). The CPU runs this: irfuse's rope reference, then
+    `unified_kv_cache_update` (the CPU backend's block interior depends on the ISA), the unfused
+    graph's bits. On CUDA a cache irfuse knows (`write_in_place`) gets one Triton launch that
+    rotates q and k and writes k and v in place; other caches get the Triton rope and vLLM's
+    write."""
     readings = _readings(Call(locals()))
     positions, cos, sin = _tables(q, k, positions, cos, sin)
     q_out, k_out = qk_norm_rope_ref.qk_norm_rope(q, k, q_weight, k_weight, cos, sin, positions,
