@@ -2,7 +2,7 @@
 own cache write of the rotated k (`attn.vllm_kv_cache_update`, the cache found through the
 forward context at run time) -> one `fused.rope_vllm_kv_cache_update` that writes the layer's
 cache and returns the rotated q and k: the rewrite shared by the RoPE + KV-cache fusion and the
-QK-norm + RoPE + KV-cache one inside vLLM (`fuse_vllm_write`).
+QK-norm + RoPE + KV-cache one inside vLLM (`fuse_vllm_write_of_rope`).
 
 The write's k must be the rope's rotated k through order-keeping reshapes, or through vLLM's
 rebuild of the qkv buffer the in-place `_C.rotary_embedding` wrote (`rotated_source`). The fused
