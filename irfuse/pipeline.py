@@ -1,15 +1,11 @@
 """The irfuse pipeline on one ATen graph: import -> raise -> fuse -> select kernels -> emit.
 
 Each stage is timed and counted; with a dump writer each stage and pass writes its file; every
-pass records what it fused and why the rest did not (see `irfuse.remarks`) into the report. The IR
+pass records what it fused and why the rest did not (`irfuse.remarks`) into the report. The IR
 is verified after every pass in debug runs (`debug` option, `IRFUSE_DEBUG=1`, the test suite) and
-once before emit otherwise: verification is not free and printing or parsing never happens on the
-compile path unless a dump was asked for.
-
-Before kernels are selected, every process group a collective or fused op names must be one this
-process can resolve (`irfuse.groups`: torch's, or vLLM's group coordinator's), where
-torch.distributed is initialized: an unknown group is one error at compile time (stage
-`groups`), not a failure of the compiled graph's first run.
+once before emit otherwise; nothing is printed or parsed on the compile path unless a dump was
+asked for. Before kernels are selected, every process group a collective names must be one this
+process can resolve (`irfuse.groups`): an unknown group is one error at compile time.
 
 The platform is a module attribute (`irfuse.platform`), so that a pass's behaviour depends on
 the IR alone and `irfuse-opt` reproduces any dumped step. The compile range decides which passes

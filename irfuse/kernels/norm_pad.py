@@ -2,19 +2,15 @@
 
 One program takes ROWS rows of H elements in registers (fp32 accumulation): the residual sum
 (stored as `residual_out`), the norm, stored straight into columns `[low, low + H)` of the
-padded output, and the pad value into its `low` columns before and `high` after (a separate
-small tile, so no norm arithmetic, not even 0 * inf, reaches the pad). The padded tensor is
-written once; nothing is read back to pad it (GPT-OSS pads hidden 2880 to 3072 before its
-router GEMM; unfused, the pad re-reads the norm's output).
+padded output, and the pad value into the columns before and after (a separate small tile, so
+no norm arithmetic reaches the pad). The padded tensor is written once (GPT-OSS pads hidden 2880
+to 3072 before its router GEMM; unfused, the pad re-reads the norm's output).
 
-Numerics are those of `norm_pad_ref` (the sum and norm in float32, `tl.sum(x * x) / H`, the
-weight product in the model dtype, or in float32 with `weight_f32` / a weight offset): the
-residual sum and the pad columns (the value rounded to the model dtype as `F.pad` rounds it) are
-bit for bit the reference's; the norm's columns within two units in the last place in bf16/fp16
-(1e-5 relative in fp32), at most 1% of them off, since the sum of squares adds up in another order
-and rsqrt may round otherwise (docs/numerics.md's fused-kernel tolerances are far wider). Launch shapes come from `pad_config`,
-measured on the H200 (docs/benchmarks.md, `benchmarks/bench_act_padding.py`); `config=`
-overrides it.
+Numerics are `norm_pad_ref`'s: the residual sum and the pad columns bit for bit, the norm's
+columns within two units in the last place in bf16/fp16 (1e-5 relative in fp32), at most 1% of
+them off (the sum of squares adds up in another order; docs/numerics.md). Launch shapes come
+from `pad_config`, measured on the H200 (docs/benchmarks.md, `benchmarks/bench_act_padding.py`);
+`config=` overrides it.
 """
 
 from __future__ import annotations

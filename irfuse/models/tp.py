@@ -1,16 +1,11 @@
 """Tensor parallelism for the Llama-style models (Megatron layout, as vLLM shards them).
 
-`shard(model, group, collective)` turns a built model into rank r's shard in place: the qkv and
-gate_up projections become column-parallel (each rank keeps its heads of q, k and v, and its
-slice of gate and of up), o and down become row-parallel (each rank keeps the matching input
-columns), and each row-parallel output is summed across ranks:
-
-- "all_reduce": `torch.distributed._functional_collectives.all_reduce` (functional, then wait);
-- "inplace": `torch.distributed.all_reduce(x)` on the output (Dynamo turns it functional);
-- "rs_ag": reduce_scatter along tokens then all_gather (needs T divisible by the world size);
-- "vllm": vLLM's `torch.ops.vllm.all_reduce(x, group_name)` on the group coordinator that holds
-  `group` as its device group (`tp:0`: vLLM's own, or the stand-in of
-  `irfuse.models.dist.vllm_style_groups`), as vLLM's RowParallelLinear calls it on CUDA.
+`shard(model, group, collective)` turns a built model into rank r's shard in place: qkv and
+gate_up become column-parallel, o and down row-parallel, and each row-parallel output is summed
+across ranks as `collective` says (`SumAcrossRanks`): "all_reduce" (functional), "inplace"
+(`torch.distributed.all_reduce`, which Dynamo turns functional), "rs_ag" (reduce-scatter along
+tokens then all-gather) or "vllm" (`torch.ops.vllm.all_reduce` on the group coordinator that
+holds `group`, as vLLM's RowParallelLinear calls it on CUDA).
 
 The embedding, norms and lm_head stay replicated. Sharding a model built on one process with the
 same seed gives exactly the slices of the unsharded weights and the same static scales (they are

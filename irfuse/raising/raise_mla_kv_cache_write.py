@@ -9,12 +9,9 @@
     %c2 = attn.mla_kv_cache_write %kv_c, %k_pe, %cache, %slots      (the copy_ stays: the store)
 
 Anchored at `index_put` / `index_copy` into a `[num_blocks * block_size, width]` view of a 3-D
-graph input (the latent cache `[num_blocks, block_size, kv_lora_rank + rope_dim]`, what vLLM's
-`concat_and_cache_mla` writes), or `index_put` by `(slots // block_size, slots % block_size)`
-into the cache itself, whose rows are the concatenation of two 2-D tensors along the last dim:
-the normed latent and the rope key (vLLM's `k_pe` `[T, 1, rope]` squeezed or viewed to
-`[T, rope]`). The updated cache must be copied back into the input. A 4-D cache is a k/v write
-(raise-kv-cache-write's); a 3-D write whose rows are not such a concatenation is no candidate.
+graph input (vLLM's `concat_and_cache_mla` layout), or `index_put` by block and offset into the
+cache itself, of rows that concatenate the normed latent and the rope key (`[T, rope]`), the
+updated cache copied back into the input. A 4-D cache is a k/v write (raise-kv-cache-write's).
 """
 
 from __future__ import annotations

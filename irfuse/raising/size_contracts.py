@@ -1,20 +1,16 @@
 """Size contracts of vLLM's custom ops, settled in the graph's shape environment before import.
 
-vLLM's `_C` ops check their sizes in their kernels, not in their fake (meta) kernels, so a traced
-graph never learns that `_C.rms_norm(result, input, weight, eps)` means `input.size(-1) ==
-weight.size(0)`, or that `_C.fused_add_rms_norm(input, residual, ...)` means one shape for both.
-Under `torch.compile(..., dynamic=True)` the hidden size of an input is then a symbol (`s81`)
-that nothing equates with the weight's 64, and two separately `mark_dynamic`'ed inputs carry two
-token symbols; raising compares sizes and gives up.
+vLLM's `_C` ops check their sizes in their kernels, not in their fake kernels, so a traced graph
+never learns that `_C.rms_norm(result, input, weight, eps)` means `input.size(-1) ==
+weight.size(0)`, or that `_C.fused_add_rms_norm` means one shape for input and residual. Under
+`dynamic=True` the hidden size is then a symbol nothing equates with the weight's, and raising
+gives up.
 
-Before import, each such contract is decided in the ShapeEnv the graph's fake values share: a
-pair already known equal (`statically_known_true`) is left alone; a pair whose size hints (the
-traced sizes) are equal is guarded equal (`guard_bool`), which records a replacement the
-imported types then read (`s81` becomes 64) and a Dynamo guard, so a call where they differ is
-traced again instead of running kernels built for the equality; a pair whose hints differ is
-left, and raising says why it did not raise. Each contract is one the op's computation needs
-(its kernel reads one weight element per hidden element, adds the residual element by element,
-writes a result of the input's shape): a call that broke it would be wrong in eager too.
+Each such contract is decided in the ShapeEnv the fake values share: a pair known equal is left
+alone; a pair whose traced sizes are equal is guarded equal (a replacement the imported types
+read, and a Dynamo guard, so a call where they differ is traced again); a pair whose sizes differ
+is left, and raising says why. Each contract is one the op's computation needs: a call that broke
+it would be wrong in eager too.
 """
 
 from __future__ import annotations

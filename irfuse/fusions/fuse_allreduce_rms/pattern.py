@@ -2,20 +2,17 @@
 the norm feeds one, its FP8 (static, per-token, per-group) or NVFP4 quant -> one
 `fused.all_reduce_rms_norm`.
 
-Anchored at `coll.all_reduce`. Its result feeds `norm.rms_norm` (then any other user of the
-all-reduced value, a later norm's residual add included, reads the op's `residual_out`, which is
-the all-reduced value without a residual: vLLM's first layer, where the all-reduced embedding is
-the input norm's x and the next norm's residual) or `norm.add_rms_norm` as either addend (the
-sum of two is the same either way; the all-reduced value must have no other user, since the op
-returns the sum, not the addend). The quants are found as the norm + quant fusion finds them (`quant_consumers`: directly or
-through a linear's `view(-1, H)`); a norm output that is also used unquantized, or quants the op cannot
-write, leave the quant out (a remark says why) and the all-reduce + norm still fuse.
+Anchored at `coll.all_reduce`. Its result feeds `norm.rms_norm` (any other reader of the
+all-reduced value, a later norm's residual add included, then reads the op's `residual_out`:
+vLLM's first layer) or `norm.add_rms_norm` as either addend (then the all-reduced value must
+have no other reader: the op returns the sum). The quants are found as the norm + quant fusion
+finds them (`quant_consumers`); quants the op cannot write stay apart, with a remark, and the
+all-reduce + norm still fuse.
 
-The op names the collective's own process group and world size, so a DP or PP group beside TP
-is reduced over itself. The norm's readings (`round_sum`, `weight_offset`, and the weight product
-in float32 or in the model dtype, read off its decomposition) are carried, so the CPU reference
-computes the model's bits. Produces the op where the norm's output was first consumed (the quant, or the norm);
-readers of the all-reduced value or of the new residual before that point are a remark.
+The op names the collective's own process group and world size (a DP or PP group beside TP is
+reduced over itself) and carries the norm's readings, so the CPU reference computes the model's
+bits. It goes where the norm's output was first consumed; readers of the all-reduced value or of
+the new residual before that point are a remark.
 """
 
 from __future__ import annotations
