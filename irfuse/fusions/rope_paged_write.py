@@ -16,8 +16,6 @@ two halves.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
@@ -26,7 +24,12 @@ from irfuse.dialects.attn import KvCacheWriteOp, RopeOp
 from irfuse.dialects.fused import QkNormRopeOp, RopeKvCacheWriteOp
 from irfuse.dialects.irfuse import TensorType
 from irfuse.dialects.quant import STATIC_TENSOR, QuantFp8Op
-from irfuse.fusions.rope_readings import qk_norms, rotates_in_f32
+from irfuse.fusions.rope_readings import (
+    has_qk_norms,
+    qk_norms,
+    refuse_derived_k,
+    rotates_in_f32,
+)
 from irfuse.ir.shapes import F8E4M3FN, is_fp8
 from irfuse.raising.aten_ops import NEW_EMPTY, NEW_FULL, NEW_ONES, NEW_ZEROS
 from irfuse.raising.driver import NO_CANDIDATE, REWROTE, Outcome, Site
@@ -35,6 +38,9 @@ from irfuse.raising.match import NoMatch, call, users
 KERNEL = "rope_kv_cache_write"
 FLASH_KERNEL = "rope_kv_cache_write_flash"  # one [2, blocks, block_size, heads, dim] cache
 KERNEL_K, FLASH_KERNEL_K = f"{KERNEL}_k", f"{FLASH_KERNEL}_k"  # the rotated k returned too
+
+DIRECTLY = "the rope's result itself"
+"""What the paged write's rewrite looks through to find the rope: nothing."""
 
 METADATA_READERS = (NEW_EMPTY, NEW_FULL, NEW_ONES, NEW_ZEROS)
 """Ops that read only a tensor's device (and dtype): the rotated k may feed them; they read
@@ -50,7 +56,7 @@ def fuse_paged_write(write: KvCacheWriteOp, rewriter: PatternRewriter, site: Sit
     if with_norms:
         rope = _rope_of(write)
         if rope is None:
-            _refuse_indirect(write.k, _has_norms)
+            refuse_derived_k(write.k, DIRECTLY, has_qk_norms)
         if not isinstance(rope, RopeOp):
             return NO_CANDIDATE
         norms = qk_norms(rope)
@@ -62,7 +68,7 @@ def fuse_paged_write(write: KvCacheWriteOp, rewriter: PatternRewriter, site: Sit
         k, v = quants[0].x, quants[1].x
     rope = k.owner
     if not isinstance(rope, RopeOp | QkNormRopeOp) or k is not rope.k_out:
-        _refuse_indirect(k)
+        refuse_derived_k(k, DIRECTLY)
         return NO_CANDIDATE
     skip = write if quants is None else quants[0]
     readers = [u for u in users(k) if u is not skip]
@@ -130,39 +136,6 @@ def fuse_paged_write(write: KvCacheWriteOp, rewriter: PatternRewriter, site: Sit
         rewriter.erase(norms.q)
         rewriter.erase(norms.k)
     return REWROTE
-
-
-def _refuse_indirect(k: SSAValue, takes: Callable[[Operation], bool] | None = None,
-                     depth: int = 6) -> None:
-    """NoMatch where the written k was made from a rope's rotated k by other ops (views
-    included): the write stores a rotated k, but not as the rope made it, which is what the
-    fused kernel writes. `takes(rope)`: whether the caller would take that rope (all by
-    default)."""
-    value, nearest = k, None
-    while depth:
-        owner = value.owner
-        if isinstance(owner, RopeOp | QkNormRopeOp):
-            if nearest is not None and (takes is None or takes(owner)):
-                raise NoMatch(f"the cache write stores the rotated k through {nearest}, not as "
-                              "the rope made it; the fused kernel writes the rope's own k")
-            return
-        found = call(owner) if isinstance(owner, Operation) else None
-        if isinstance(owner, QuantFp8Op):
-            value = owner.x
-        elif found is not None and found.args and isinstance(found.arg(0), SSAValue):
-            nearest = nearest or found.target
-            value = found.arg(0)
-        else:
-            return
-        depth -= 1
-
-
-def _has_norms(rope: Operation) -> bool:
-    """A plain rope whose q or k a per-head norm made (or that a norm fails to qualify)."""
-    try:
-        return isinstance(rope, RopeOp) and qk_norms(rope) is not None
-    except NoMatch:
-        return True
 
 
 def _rope_of(write: KvCacheWriteOp) -> RopeOp | QkNormRopeOp | None:

@@ -10,14 +10,17 @@ norm's input (`rebase`). Nothing here changes the IR before a pattern has checke
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import f32
 from xdsl.ir import Operation, SSAValue
 
 from irfuse.dialects.attn import RopeOp
+from irfuse.dialects.fused import QkNormRopeOp
 from irfuse.dialects.irfuse import TensorType
 from irfuse.dialects.norm import RmsNormOp
+from irfuse.dialects.quant import QuantFp8Op
 from irfuse.fusions.norm_readings import KERNEL_DTYPES, weight_product_in_f32
 from irfuse.ir.decomposition import decomposition_block
 from irfuse.raising import aten_ops
@@ -151,3 +154,39 @@ def rebase(norm: RmsNormOp, views: list[Operation]) -> SSAValue:
         return norm.x
     views[0].operands = [norm.x, *views[0].operands[1:]]
     return views[-1].results[0]
+
+
+def has_qk_norms(rope: Operation) -> bool:
+    """A plain rope whose q and k are normalized per head (NoMatch where they are, but not as a
+    fused kernel takes them)."""
+    return isinstance(rope, RopeOp) and qk_norms(rope) is not None
+
+
+def refuse_derived_k(k: SSAValue, follows: str,
+                     takes: Callable[[Operation], bool] | None = None, depth: int = 8) -> None:
+    """NoMatch where a cache write's `k` is a rope's rotated k that the fused rewrite does not
+    take as written: a value made from it by the first operands of calls (an FP8 quant
+    included), or the rope's q. `follows` says what the rewrite does look through; `takes(rope)`
+    whether the caller's pass would take that rope (all by default). Returns where `k` comes from
+    no rope."""
+    value, steps = k, []
+    while depth:
+        owner = value.owner
+        if isinstance(owner, RopeOp | QkNormRopeOp):
+            if takes is not None and not takes(owner):
+                return
+            if steps:
+                raise NoMatch(f"the rotated k reaches the cache write through {steps[-1]}, not "
+                              f"{follows}: the fused kernel writes the rope's own k")
+            raise NoMatch("the cache write stores the rope's rotated q or a k of another shape, "
+                          "not the rotated k as the rope made it")
+        if isinstance(owner, QuantFp8Op):
+            steps.append(owner.name)
+            value = owner.x
+        else:
+            found = call(owner) if isinstance(owner, Operation) else None
+            if found is None or not found.args or not isinstance(found.arg(0), SSAValue):
+                return
+            steps.append(found.target)
+            value = found.arg(0)
+        depth -= 1

@@ -22,7 +22,13 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from irfuse.dialects import aten, fused
 from irfuse.dialects.attn import RopeOp, VllmKvCacheUpdateOp
 from irfuse.dialects.fused import QkNormRopeOp
-from irfuse.fusions.rope_readings import QkNorms, qk_norms, rotates_in_f32
+from irfuse.fusions.rope_readings import (
+    QkNorms,
+    has_qk_norms,
+    qk_norms,
+    refuse_derived_k,
+    rotates_in_f32,
+)
 from irfuse.ir import call_args
 from irfuse.raising import aten_ops
 from irfuse.raising.aten_ops import RESHAPES_FLATTENS_AND_ALIAS as KEEP_ORDER
@@ -31,6 +37,8 @@ from irfuse.raising.driver import NO_CANDIDATE, REWROTE, Outcome, Site
 from irfuse.raising.match import NoMatch, call, erase_unused, producer, tensor_type
 
 KERNEL = "rope_vllm_kv_cache_update"
+FOLLOWED = "an order-keeping reshape to its shape nor vLLM's rebuild of the qkv buffer"
+"""What `rotated_source` looks through to find the rope."""
 
 
 def rotated_source(value: SSAValue, path: list[Operation] | None = None
@@ -148,42 +156,15 @@ def found_name(op: Operation) -> str:
     return found.target if found is not None else op.name
 
 
-def refuse_unfollowed(k: SSAValue, takes: Any = None, depth: int = 8) -> None:
-    """NoMatch where the written k is a rope's rotated k (or a value made from one by the first
-    operands of calls) that `rotated_source` does not follow: the write stores a rotated k, but
-    not in the rope's layout the fused kernel writes. `takes(rope)`: whether the caller's pass
-    would take that rope (all by default)."""
-    value: SSAValue | None = k
-    steps: list[str] = []
-    while value is not None and depth:
-        owner = value.owner
-        if isinstance(owner, RopeOp | QkNormRopeOp):
-            if takes is not None and not takes(owner):
-                return
-            if steps:
-                raise NoMatch(f"the rotated k reaches the cache write through {steps[-1]}, not "
-                              "an order-keeping reshape to its shape nor vLLM's rebuild of the "
-                              "qkv buffer: the fused kernel writes the rope's own k")
-            raise NoMatch("the cache write stores the rope's rotated q or a k of another shape, "
-                          "not the rotated k as the rope made it")
-        found = call(owner) if isinstance(owner, Operation) else None
-        if found is None or not found.args:
-            return
-        steps.append(found.target)
-        value = found.arg(0) if isinstance(found.arg(0), SSAValue) else None
-        depth -= 1
-
-
 def fuse_vllm_write_of_rope(op: VllmKvCacheUpdateOp, rewriter: PatternRewriter, site: Site, *,
                             with_norms: bool = False) -> Outcome:
     """vLLM's write `op` and the rope whose rotated k it stores -> one fused op at the rope's
     place. `with_norms`: only a plain rope whose q and k are normalized per head is a candidate,
     and its norms go into the op too."""
-    takes = _has_norms if with_norms else None
     path: list[Operation] = []
     rope = rotated_source(op.k, path)
     if rope is None:
-        refuse_unfollowed(op.k, takes)
+        refuse_derived_k(op.k, FOLLOWED, has_qk_norms if with_norms else None)
         return NO_CANDIDATE
     if not with_norms:
         return fuse_vllm_write(op, rope, path, rewriter, site)
@@ -193,11 +174,6 @@ def fuse_vllm_write_of_rope(op: VllmKvCacheUpdateOp, rewriter: PatternRewriter, 
     if norms is None:
         return NO_CANDIDATE
     return fuse_vllm_write(op, rope, path, rewriter, site, norms)
-
-
-def _has_norms(rope: Operation) -> bool:
-    """A plain rope whose q and k are normalized per head."""
-    return isinstance(rope, RopeOp) and rope.k is not None and qk_norms(rope) is not None
 
 
 def fuse_vllm_write(op: VllmKvCacheUpdateOp, rope: RopeOp | QkNormRopeOp, path: list[Operation],

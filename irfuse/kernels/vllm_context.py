@@ -12,6 +12,7 @@ the layer-name argument, `LayerName` or `str`.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 from collections.abc import Callable
@@ -54,9 +55,15 @@ def attention_context(layer_name: Any) -> AttentionContext:
     provider = _PROVIDER[0]
     if provider is not None:
         return AttentionContext(*provider(name_of(layer_name)))
-    # vLLM is optional: its attention module is loaded only inside a vLLM forward pass.
-    attention = importlib.import_module("vllm.model_executor.layers.attention.attention")
-    return AttentionContext(*attention.get_attention_context(name_of(layer_name)))
+    return AttentionContext(*_vllm("vllm.model_executor.layers.attention.attention",
+                                   "get_attention_context")(name_of(layer_name)))
+
+
+@functools.cache
+def _vllm(module: str, name: str) -> Callable[..., Any]:
+    """vLLM's function `name` of `module`, looked up once: the fused kernels call it on every
+    run. vLLM is optional: its modules are loaded only where a vLLM forward pass asks."""
+    return getattr(importlib.import_module(module), name)
 
 
 def layer_name_type() -> str:
@@ -112,8 +119,8 @@ def transfers_kv() -> bool:
     `maybe_transfer_kv_layer` hooks, which only its own op runs)."""
     if "vllm" not in sys.modules:
         return False
-    try:  # vLLM is optional (and older ones lack KV transfer): loaded only where it runs
-        kv_transfer = importlib.import_module("vllm.distributed.kv_transfer")
-    except ImportError:
+    try:  # older vLLMs lack KV transfer
+        has_group = _vllm("vllm.distributed.kv_transfer", "has_kv_transfer_group")
+    except (ImportError, AttributeError):
         return False
-    return bool(kv_transfer.has_kv_transfer_group())
+    return bool(has_group())
