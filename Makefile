@@ -36,9 +36,10 @@ test: $(STAMP) lint pytest lit pytest-vllm
 pytest: $(STAMP)
 	$(PY) -m pytest -q -n 2 tests
 
-# Real vLLM engines on the CPU (tests/in_vllm; skipped in the run above, which has no vLLM).
+# Real vLLM engines on the CPU (tests/in_vllm; skipped in the run above, which has no vLLM). One
+# module per worker: each module's fixture starts its engines or ranks once.
 pytest-vllm: $(VSTAMP)
-	$(VPY) -m pytest -q tests/in_vllm
+	$(VPY) -m pytest -q -n 2 --dist loadfile tests/in_vllm
 
 lit: $(STAMP)
 	PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/lit -q filecheck

@@ -105,7 +105,8 @@ PREFILL_SWEEP = tuple(attention_quant.PrefillConfig(*c) for c in (
 DECODE_SWEEP = tuple(attention_quant.DecodeConfig(*c) for c in (
     (32, 4, 2), (64, 4, 2), (64, 4, 3), (128, 4, 2), (128, 8, 2), (64, 2, 2), (64, 4, 1),
     (64, 4, 2, 1), (64, 4, 2, 2), (64, 4, 2, 4), (64, 4, 2, 8), (64, 4, 2, 16),
-    (128, 4, 2, 4), (128, 4, 2, 8)))
+    (128, 4, 2, 4), (128, 4, 2, 8), (64, 4, 3, 1, False, True), (64, 4, 3, 2, True, True),
+    (64, 4, 4, 1, False, True), (64, 4, 4, 2, True, True), (128, 8, 2, 2, True, True)))
 
 
 MLA_H, MLA_NOPE, MLA_ROPE, MLA_V, MLA_RANK = 16, 128, 64, 128, 512
@@ -494,7 +495,7 @@ def lib_decode_row(shape: str, item: str, compiled: dict, args, copy_bw: float,
     if getattr(args, "lib_sweep", "full") == "light":
         # The earlier default and the other tile of `decode_config`'s rule, at its splits.
         other = (attention_quant.DecodeConfig(64, 4, 2) if default.prefetch
-                 else attention_quant.DecodeConfig(64, 4, 3, prefetch=True))
+                 else attention_quant.DecodeConfig(64, 4, 4, prefetch=True))
         light = {EARLIER: DECODE_TILES[0],
                  "other tile": replace(other, splits=splits, even=default.even)}
         extra = nvfp4_entries(default)

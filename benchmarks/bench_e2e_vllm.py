@@ -24,7 +24,9 @@ token each) and a prefill of `--prefill` tokens (one sequence). Variants, each c
   kernels on this platform at every size while it compiles, strict (a failure in irfuse's
   pipeline raises);
 - `irfuse-vllm-kernels-off`: the same with both left unfused (their choices before sm90's
-  measurements).
+  measurements);
+- `irfuse-attn-library`: `irfuse` with attention + quant left to vLLM's backend and the quant
+  at every size (the cache-write kernel as committed).
 
 On CUDA each (variant, step) is captured once as a CUDA graph and the graphs of a step replayed
 in interleaved rounds (`bench_e2e_llama_fp8`'s helpers; median µs per forward, rounds won);
@@ -38,7 +40,7 @@ write with torch references. `--device cpu --tiny` runs the same code on the CPU
 
     python benchmarks/bench_e2e_vllm.py [--layers 4] [--batches 16 64] [--contexts 2048 8192]
         [--prefill 4096] [--variants irfuse irfuse-vllm-kernels] [--rounds 15] [--profile]
-        [--attn-table] [--check] [--out FILE.md]
+        [--attn-table [--decode-configs 64:4:3:1:prefetch ...]] [--check] [--out FILE.md]
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import os
 import sys
 import time
@@ -61,12 +64,16 @@ ATTENTION_FAMILY = {"enable_qk_norm_rope_fusion": True, "fuse_rope_kvcache": Tru
                     "fuse_attn_quant": True}
 O2 = {"optimization_level": 2, "pass_config": ATTENTION_FAMILY}
 VARIANTS = {"irfuse": O2, "irfuse-vllm-kernels": {**O2, "strict": True},
-            "irfuse-vllm-kernels-off": {**O2, "debug": False}}
+            "irfuse-vllm-kernels-off": {**O2, "debug": False},
+            "irfuse-attn-library": {**O2, "strict": False}}
 """Options per variant. `strict` (a pipeline failure raises instead of falling back) and an
 explicit `debug: False` (the default) make the options differ: Dynamo reuses a compile whose
 backend and options are equal."""
-FORCED = {"irfuse-vllm-kernels": True, "irfuse-vllm-kernels-off": False}
-"""Variants whose two vLLM-op kernels' choices are set while they compile: on or off."""
+VLLM_KERNELS = ("vllm_attention_quant_fp8_static", "rope_vllm_kv_cache_update")
+FORCED = {"irfuse-vllm-kernels": dict.fromkeys(VLLM_KERNELS, True),
+          "irfuse-vllm-kernels-off": dict.fromkeys(VLLM_KERNELS, False),
+          "irfuse-attn-library": {"vllm_attention_quant_fp8_static": False}}
+"""Variants whose vLLM-op kernels' choices are set while they compile: on or off."""
 PASSES = ("enable-qk-norm-rope-fusion", "fuse-rope-kvcache", "fuse-attn-quant",
           "fuse-norm-quant", "fuse-act-quant")
 
@@ -154,20 +161,21 @@ def make_inputs(cfg, meta: S.Metadata, device: torch.device, seed: int = 1):
 
 
 @contextlib.contextmanager
-def vllm_kernel_choices(platform: str, on: bool):
-    """The kernel choices of the two fusions on vLLM's ops set to irfuse's kernels (`on`) or
-    to leaving the sites unfused on `platform` (and its family), at every size, for the
-    duration."""
+def vllm_kernel_choices(platform: str, kernels: dict[str, bool]):
+    """The kernel choices of `kernels` (of the fusions on vLLM's ops) set to irfuse's kernels
+    (True) or to leaving the sites unfused (False) on `platform` (and its family), at every
+    size, for the duration."""
     from irfuse.fusions import kernel_decl
 
-    choice = kernel_decl.Choice("triton" if on else "inductor",
-                                "bench_e2e_vllm: set for the measurement")
-    names = ("vllm_attention_quant_fp8_static", "rope_vllm_kv_cache_update")
+    def choice(on: bool):
+        return kernel_decl.Choice("triton" if on else "inductor",
+                                  "bench_e2e_vllm: set for the measurement")
+
     tables = [kernel_decl.measured(p) for p in dict.fromkeys((platform, platform.split(":")[0]))]
     saved = [dict(t) for t in tables]
     try:
         for t in tables:
-            t.update({n: ((1, choice),) for n in names})
+            t.update({n: ((1, choice(on)),) for n, on in kernels.items()})
         yield
     finally:
         for t, old in zip(tables, saved, strict=True):
@@ -218,12 +226,29 @@ def check_standin(cfg, args, device: torch.device) -> list[str]:
     return lines
 
 
+def decode_configs(specs: list[str]) -> dict[str, object]:
+    """`--decode-configs`' launch shapes by their spec, `block_n:warps:stages:splits` then any of
+    `even` and `prefetch` (e.g. `64:4:3:2:even:prefetch`)."""
+    from irfuse.kernels.attention_quant import DecodeConfig
+
+    out = {}
+    for spec in specs:
+        n, w, st, sp, *flags = spec.split(":")
+        if set(flags) - {"even", "prefetch"}:
+            raise SystemExit(f"bench_e2e_vllm: bad --decode-configs entry {spec!r}")
+        out[spec] = DecodeConfig(int(n), int(w), int(st), splits=int(sp), even="even" in flags,
+                                 prefetch="prefetch" in flags)
+    return out
+
+
 def attention_table(cfg, args, device: torch.device, steps: list) -> list[str]:
-    """FlashInfer decode + Inductor's quant against irfuse's fused decode, layer 0's cache."""
+    """FlashInfer decode + Inductor's quant against irfuse's fused decode, layer 0's cache (and,
+    with `--decode-configs`, the fused decode at each of those launch shapes)."""
     from irfuse.fusions.fuse_attn_quant import ops as attn_q
     from irfuse.kernels.dispatch import kernels
 
     fused_kernel = kernels("attention_quant").paged_decode_fp8
+    others = decode_configs(args.decode_configs)
     quant = torch.compile(lambda x, s: (x.float() / s).clamp(-448.0, 448.0)
                           .to(torch.float8_e4m3fn))
     name = next(iter(S.LAYERS))
@@ -246,15 +271,25 @@ def attention_table(cfg, args, device: torch.device, steps: list) -> list[str]:
         def fused(q=q):
             return attn_q.paged_decode_in_place(q, name, scale, fused_kernel)
 
-        want, got = library().float(), fused().float()
-        diff = ((got - want).abs().max() / want.abs().max()).item()
-        times = _time({"lib": library, "fused": fused}, args.rounds, device.type == "cuda")
-        lib, fus = times["lib"], times["fused"]
-        med = e2e._median
-        ratios = sorted(a / b2 for a, b2 in zip(lib, fus, strict=True))
-        rows.append(f"| {step} | {med(lib):.1f} | {med(fus):.1f} | {med(lib) / med(fus):.3f} | "
-                    f"{sum(r > 1 for r in ratios)} of {len(ratios)} | {diff:.1e} |")
-        print(rows[-1], flush=True)
+        fns = {"lib": library, "fused": fused}
+        for spec, config in others.items():
+            fns[spec] = (lambda q=q, c=config: attn_q.paged_decode_in_place(
+                q, name, scale, functools.partial(fused_kernel, config=c)))
+        want = library().float()
+        diff = max(((fn().float() - want).abs().max() / want.abs().max()).item()
+                   for n, fn in fns.items() if n != "lib")
+        times = _time(fns, args.rounds, device.type == "cuda")
+        lib, med = times["lib"], e2e._median
+        for n in fns:
+            if n == "lib":
+                continue
+            fus = times[n]
+            ratios = sorted(a / b2 for a, b2 in zip(lib, fus, strict=True))
+            label = step if n == "fused" else f"{step}, config {n}"
+            rows.append(f"| {label} | {med(lib):.1f} | {med(fus):.1f} | "
+                        f"{med(lib) / med(fus):.3f} | {sum(r > 1 for r in ratios)} of "
+                        f"{len(ratios)} | {diff:.1e} |")
+            print(rows[-1], flush=True)
         S.set_step(None)
     return rows
 
@@ -333,6 +368,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true",
                         help="list each variant's kernels (first and last step)")
     parser.add_argument("--attn-table", action="store_true")
+    parser.add_argument("--decode-configs", nargs="*", default=[],
+                        help="also time the fused decode at these launch shapes in the "
+                             "attention table (block_n:warps:stages:splits[:even][:prefetch])")
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--tiny", action="store_true", help="the tiny size (CPU smoke runs)")

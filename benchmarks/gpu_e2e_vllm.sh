@@ -5,7 +5,8 @@
 # end-to-end table of Inductor / irfuse / irfuse with the vLLM-op kernels, kernel profiles, the
 # attention + quant table). Outputs in $OUT. T_TESTS, T_FI, T_BENCH: timeouts (s); TEST_JOBS:
 # pytest-xdist workers; GPU_TESTS: test paths; ROUNDS: interleaved rounds; VARIANTS: the irfuse
-# variants beside Inductor; BENCH_ARGS: more arguments for the benchmark.
+# variants beside Inductor; PROFILE='' leaves out the kernel profiles; BENCH_ARGS: more arguments
+# for the benchmark (e.g. --decode-configs ...). The multi-GPU tests (dist) are gpu_multi.sh's.
 set -u
 # shellcheck source=benchmarks/gpu_env.sh
 source "$(dirname "$0")/gpu_env.sh"
@@ -20,7 +21,7 @@ if [ "${T_TESTS:-150}" != 0 ]; then
   python3 -c "import xdist" 2>/dev/null && par="-n ${TEST_JOBS:-4} --dist load"
   # shellcheck disable=SC2086 (lists of paths and flags)
   timeout "${T_TESTS:-150}" python3 -m pytest -v -p no:cacheprovider \
-    ${GPU_TESTS:-tests/fusions/test_vllm_attention_gpu.py} -m gpu $par -rfE \
+    ${GPU_TESTS:-tests/fusions/test_vllm_attention_gpu.py} -m "gpu and not dist" $par -rfE \
     >"$OUT/gpu_tests.log" 2>&1
   echo "pytest exit $?"
   grep -E "(FAILED|ERROR)" "$OUT/gpu_tests.log" | sort -u | head -n 20
@@ -31,7 +32,7 @@ wait "$fi_pid" "$fi_pid2"
 tail -q -n 2 "$OUT/fi_build.log" "$OUT/fi_build2.log"
 step "end-to-end benchmark"
 # shellcheck disable=SC2086 (a list of arguments)
-timeout "${T_BENCH:-300}" python3 benchmarks/bench_e2e_vllm.py --check --attn-table --profile \
+timeout "${T_BENCH:-300}" python3 benchmarks/bench_e2e_vllm.py --check --attn-table ${PROFILE---profile} \
   --variants ${VARIANTS:-irfuse irfuse-vllm-kernels-off} --rounds "${ROUNDS:-15}" \
   --out "$OUT/e2e_vllm.md" \
   ${BENCH_ARGS:-} >"$OUT/e2e_vllm.log" 2>&1

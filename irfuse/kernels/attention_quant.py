@@ -116,9 +116,13 @@ def decode_config(batch: int, hk: int, max_ctx: int, d: int, sms: int) -> Decode
     """Default decode launch shape, from the H100 rows of `bench_attention_quant.py --lib-decode`
     (docs/benchmarks.md; Qwen3-8B and Llama-70B-TP8 heads, batch 1-256, context 512-32k):
     - a grid of at least 3 programs per SM before any split (`batch * hk >= 3 * sms`) prefetches
-      the page numbers over 3 stages (64-token tiles, 3 programs per SM): 1-6% faster there on
-      ragged contexts; smaller grids keep 5 programs per SM without the prefetch (64-token
-      tiles, 2 stages), 2-12% faster there;
+      the page numbers over 4 stages (64-token tiles): 1-6% faster than no prefetch there on
+      ragged contexts; 4 stages rather than 3 read vLLM's FlashInfer cache (K and V of a token
+      side by side) 1.5-2% faster at batch 64 x 8192 and as fast at batch 128-256, and irfuse's
+      own paged cache within about 1% (`bench_e2e_vllm.py --decode-configs`,
+      `bench_attention_quant.py --decode model --sweep`, H100, docs/benchmarks.md); smaller
+      grids keep 5 programs per SM without the prefetch (64-token tiles, 2 stages), 2-12%
+      faster there;
     - `decode_splits` splits; 2 splits divide each sequence's own length evenly (2-6% faster
       than two fixed chunks on ragged contexts), 3 or more take fixed chunks (3-11% faster than
       even parts)."""
@@ -126,7 +130,7 @@ def decode_config(batch: int, hk: int, max_ctx: int, d: int, sms: int) -> Decode
         return DecodeConfig(16, 4, 1)
     programs = batch * hk
     if programs >= 3 * sms:
-        tile = DecodeConfig(64, 4, 3, prefetch=True)
+        tile = DecodeConfig(64, 4, 4, prefetch=True)
     else:
         tile = DecodeConfig(64, 4, 2)
     splits = decode_splits(programs, max_ctx, tile.block_n, sms)

@@ -603,6 +603,13 @@ def test_kernel_matches_reference_on_gpu(case):
 
 
 @pytest.mark.gpu
+def test_keep_k_on_vllms_cache_on_gpu():
+    """The kernel behind every `_k` op (the rotated k returned besides the cache write)."""
+    r = check_keep_k_vllm_layout("cuda")
+    assert r["ok"], r["detail"]
+
+
+@pytest.mark.gpu
 def test_kernel_refuses_cpu_tensors_and_is_captured_by_a_cuda_graph():
     from irfuse.kernels import qk_norm_rope as kern
 
