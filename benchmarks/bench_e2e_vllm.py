@@ -233,10 +233,14 @@ def decode_configs(specs: list[str]) -> dict[str, object]:
 
     out = {}
     for spec in specs:
-        n, w, st, sp, *flags = spec.split(":")
-        if set(flags) - {"even", "prefetch"}:
-            raise SystemExit(f"bench_e2e_vllm: bad --decode-configs entry {spec!r}")
-        out[spec] = DecodeConfig(int(n), int(w), int(st), splits=int(sp), even="even" in flags,
+        parts = spec.split(":")
+        flags = set(parts[4:])
+        if len(parts) < 4 or not all(p.isdigit() for p in parts[:4]) or flags - {"even",
+                                                                                 "prefetch"}:
+            raise SystemExit(f"bench_e2e_vllm: bad --decode-configs entry {spec!r} (expected "
+                             "block_n:warps:stages:splits[:even][:prefetch])")
+        n, w, st, sp = map(int, parts[:4])
+        out[spec] = DecodeConfig(n, w, st, splits=sp, even="even" in flags,
                                  prefetch="prefetch" in flags)
     return out
 

@@ -5,7 +5,8 @@
 # unless set), installs the wheels into /tmp/site and prints the GPUs and versions.
 # FlashInfer's wheels (flashinfer_python + apache_tvm_ffi built for the machine's Python) are
 # installed without their dependencies, apart from the others: a FlashInfer wheel that does not
-# fit this Python must not cost xDSL.
+# fit this Python must not cost xDSL. pytest-xdist and execnet wheels there let the GPU scripts run
+# the tests in parallel.
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD
