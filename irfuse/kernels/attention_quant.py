@@ -118,9 +118,10 @@ def decode_config(batch: int, hk: int, max_ctx: int, d: int, sms: int) -> Decode
     - a grid of at least 3 programs per SM before any split (`batch * hk >= 3 * sms`) prefetches
       the page numbers over 4 stages (64-token tiles): 1-6% faster than no prefetch there on
       ragged contexts; 4 stages rather than 3 read vLLM's FlashInfer cache (K and V of a token
-      side by side) 1.5-2% faster at batch 64 x 8192 and as fast at batch 128-256, and irfuse's
-      own paged cache within about 1% (`bench_e2e_vllm.py --decode-configs`,
-      `bench_attention_quant.py --decode model --sweep`, H100, docs/benchmarks.md); smaller
+      side by side) 1.5-1.6% faster at batch 64 and 128 x 8192, within 1% at the other
+      Qwen3-8B shapes, and irfuse's own paged cache 1.1-1.4% slower at batch 64, as fast at 256
+      (`bench_e2e_vllm.py --decode-configs`, `bench_attention_quant.py --decode model --sweep`,
+      H100, docs/benchmarks.md): vLLM's cache is the one served; smaller
       grids keep 5 programs per SM without the prefetch (64-token tiles, 2 stages), 2-12%
       faster there;
     - `decode_splits` splits; 2 splits divide each sequence's own length evenly (2-6% faster
