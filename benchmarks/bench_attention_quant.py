@@ -497,7 +497,8 @@ def lib_decode_row(shape: str, item: str, compiled: dict, args, copy_bw: float,
         other = (attention_quant.DecodeConfig(64, 4, 2) if default.prefetch
                  else attention_quant.DecodeConfig(64, 4, 4, prefetch=True))
         light = {EARLIER: DECODE_TILES[0],
-                 "other tile": replace(other, splits=splits, even=default.even)}
+                 "other tile": replace(other, splits=splits, even=default.even),
+                 **lib_configs(args)}
         extra = nvfp4_entries(default)
         extra.pop("nvfp4_best", None)
         us = stage(light, {**base, **extra})
@@ -618,7 +619,17 @@ def lib_prefill_row(shape: str, t: int, compiled: dict, args, device: str = "cud
     return row
 
 
-def lib_markdown(rows: list[dict], command: str, copy_bw: float) -> str:
+def lib_configs(args) -> dict[str, attention_quant.DecodeConfig]:
+    """`--lib-configs`' launch shapes by their spec (`DecodeConfig.parse`)."""
+    try:
+        return {spec: attention_quant.DecodeConfig.parse(spec)
+                for spec in getattr(args, "lib_configs", [])}
+    except ValueError as err:
+        raise SystemExit(f"bench_attention_quant: --lib-configs: {err}") from None
+
+
+def lib_markdown(rows: list[dict], command: str, copy_bw: float,
+                 configs: tuple[str, ...] = ()) -> str:
     dev = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
     lines = [f"`{command}` ({dev}, torch {torch.__version__}; copy {copy_bw / 1e12:.2f} TB/s)",
              ""]
@@ -641,6 +652,14 @@ def lib_markdown(rows: list[dict], command: str, copy_bw: float) -> str:
                 f"{100 * r['floor_us'] / r['irfuse_us']:.0f} | {r['best_us']:.1f} "
                 f"({r['best_cfg']}) | {ratio_b} | {100 * r['floor_us'] / r['best_us']:.0f} | "
                 f"{r['variants'].get(EARLIER, float('nan')):.1f} | {r['check']} |")
+        if configs:
+            lines += ["", "| shape | B x ctx | irfuse fused (default shape) | "
+                      + " | ".join(configs) + " |", "|---|---|---|" + "---|" * len(configs)]
+            lines += [f"| {r['shape']} | {r['B']} x {'<=' if r['ragged'] else ''}{r['ctx']} | "
+                      f"{r['irfuse_us']:.1f} ({r['default_cfg']}) | "
+                      + " | ".join(f"{r['variants'][c]:.1f}" if c in r["variants"] else
+                                   r["failed"].get(c, "-") for c in configs) + " |"
+                      for r in dec]
         nv = [r for r in dec if "nvfp4_us" in r]
         if nv:
             lines += ["", "| shape | B x ctx | FI CUDA-core + NVFP4 | FI tensor-core + NVFP4 | "
@@ -751,6 +770,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lib-sweep", choices=("full", "light"), default="full",
                    help="decode rows: the staged launch-shape sweep, or only the earlier "
                    "default and the other tile of decode_config's rule")
+    p.add_argument("--lib-configs", nargs="*", default=[],
+                   help="with --lib-sweep light: also time the fused decode at these launch "
+                   "shapes (block_n:warps:stages:splits[:even][:prefetch])")
     p.add_argument("--lib-out", help="write the library table here")
     p.add_argument("--rep", type=int, default=10, help="ms of replays per measurement")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median)")
@@ -807,7 +829,7 @@ def main(argv: list[str] | None = None) -> int:
                 json.dump(rows, f, indent=1)
         torch.cuda.empty_cache()
     if lib:
-        table = lib_markdown(rows, command, copy_bw)
+        table = lib_markdown(rows, command, copy_bw, tuple(args.lib_configs))
         if args.lib_out:
             with open(args.lib_out, "w") as f:
                 f.write(table)

@@ -227,22 +227,13 @@ def check_standin(cfg, args, device: torch.device) -> list[str]:
 
 
 def decode_configs(specs: list[str]) -> dict[str, object]:
-    """`--decode-configs`' launch shapes by their spec, `block_n:warps:stages:splits` then any of
-    `even` and `prefetch` (e.g. `64:4:3:2:even:prefetch`)."""
+    """`--decode-configs`' launch shapes by their spec (`DecodeConfig.parse`)."""
     from irfuse.kernels.attention_quant import DecodeConfig
 
-    out = {}
-    for spec in specs:
-        parts = spec.split(":")
-        flags = set(parts[4:])
-        if len(parts) < 4 or not all(p.isdigit() for p in parts[:4]) or flags - {"even",
-                                                                                 "prefetch"}:
-            raise SystemExit(f"bench_e2e_vllm: bad --decode-configs entry {spec!r} (expected "
-                             "block_n:warps:stages:splits[:even][:prefetch])")
-        n, w, st, sp = map(int, parts[:4])
-        out[spec] = DecodeConfig(n, w, st, splits=sp, even="even" in flags,
-                                 prefetch="prefetch" in flags)
-    return out
+    try:
+        return {spec: DecodeConfig.parse(spec) for spec in specs}
+    except ValueError as err:
+        raise SystemExit(f"bench_e2e_vllm: --decode-configs: {err}") from None
 
 
 def attention_table(cfg, args, device: torch.device, steps: list) -> list[str]:

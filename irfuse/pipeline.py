@@ -218,6 +218,11 @@ def _prepare(gm: torch.fx.GraphModule, options: PipelineOptions) -> Prepared:
     if options.tp_size is not None:
         imported.module.attributes[TP_SIZE_ATTR] = IntegerAttr(options.tp_size, i64)
     report.stages.append(StageRecord("import", _ms(start), count_ops(imported.module)))
+    if options.debug:
+        try:
+            imported.module.verify()
+        except DiagnosticException as err:
+            raise PipelineError("import", f"the imported IR is invalid: {err}") from err
     if options.dump:
         options.dump.mlir("import", imported.module)
     prepared = Prepared(imported, report, make_context())
@@ -296,8 +301,9 @@ def _run_pass(
     start = time.perf_counter()
     with remarks.collecting() as sink:
         try:
+            before = _ir_state(module) if options.debug else None
             passes.instantiate(spec).apply(prepared.ctx, module)
-            if options.debug:
+            if options.debug and _ir_state(module) != before:
                 module.verify()
         except DiagnosticException as err:
             raise PipelineError(name, f"the IR is invalid after the pass: {err}") from err
@@ -307,6 +313,16 @@ def _run_pass(
     if options.dump:
         options.dump.mlir(dump_stem or name, module, pass_spec=spec)
     return record
+
+
+def _ir_state(module: ModuleOp) -> list[tuple]:
+    """What a pass can change, op by op: the op, its operands, result types, properties,
+    attributes, successors and block argument types. The verifier runs after a pass only where
+    this changed (MLIR's pass manager likewise skips it after a pass that preserved the IR)."""
+    return [(op, tuple(op.operands), tuple(r.type for r in op.results),
+             tuple(op.properties.items()), tuple(op.attributes.items()), tuple(op.successors),
+             tuple(tuple(a.type for a in b.args) for r in op.regions for b in r.blocks))
+            for op in module.walk()]
 
 
 def _ms(start: float) -> float:

@@ -8,8 +8,14 @@ from typing import Any
 
 import torch
 
-from irfuse import backend
+from irfuse import backend, support_matrix
+from irfuse.fusions.candidates import SILENT
 from irfuse.report import Report
+
+EVERY_PASS = {"optimization_level": 2, "strict": False,
+              "pass_config": {**{f: True for f in support_matrix.FUSION_FLAGS},
+                              "sp_min_token_num": 1}}
+"""Options that turn every pass on (O2 and every fusion flag), for the no-silent-miss checks."""
 
 
 @dataclass
@@ -19,6 +25,8 @@ class Compiled:
     outputs: Any
     eager: Any
     reports: list[Report]
+    module: Any = None
+    """The compiled callable, to run again on other inputs."""
 
     def raised(self) -> dict[str, int]:
         """Raised-op counts summed over the compiled graphs (one range each)."""
@@ -30,6 +38,19 @@ class Compiled:
 
     def fused(self, pass_name: str) -> int:
         return sum(r.fused(pass_name) for r in _one_report_per_graph(self.reports))
+
+
+def assert_nothing_silent(compiled: Compiled) -> None:
+    """Every graph compiled without error, and every candidate a pass left unfused has a reason
+    and a location in the report, none of them the `SILENT` remark."""
+    assert compiled.reports, "nothing compiled"
+    for report in compiled.reports:
+        assert report.error is None, report.error
+        for record in report.passes:
+            for remark in record.missed:
+                assert remark.reason and remark.location, (record.name, remark)
+                assert remark.reason != SILENT, (
+                    f"{record.name} left a candidate at {remark.location} unfused and unexplained")
 
 
 def _one_report_per_graph(reports: list[Report]) -> list[Report]:
@@ -65,7 +86,7 @@ def compile_and_run(
         outputs = compiled(*compiled_inputs)
         eager = model(*eager_inputs)
     return Compiled(
-        (outputs, compiled_inputs), (eager, eager_inputs), backend.reports()
+        (outputs, compiled_inputs), (eager, eager_inputs), backend.reports(), compiled
     )
 
 

@@ -75,6 +75,19 @@ class DecodeConfig:
     prefetch: bool = False
     pdl: bool = False
 
+    @classmethod
+    def parse(cls, spec: str) -> DecodeConfig:
+        """A launch shape from its spec, `block_n:warps:stages:splits` then any of `even` and
+        `prefetch` (e.g. `64:4:3:2:even:prefetch`), as the benchmarks take it."""
+        parts = spec.split(":")
+        flags = set(parts[4:])
+        if len(parts) < 4 or not all(p.isdigit() for p in parts[:4]) or flags - {"even",
+                                                                                 "prefetch"}:
+            raise ValueError(f"bad decode launch shape {spec!r} (expected "
+                             "block_n:warps:stages:splits[:even][:prefetch])")
+        n, w, st, sp = map(int, parts[:4])
+        return cls(n, w, st, splits=sp, even="even" in flags, prefetch="prefetch" in flags)
+
 
 def prefill_config(tq: int, tk: int, d: int, causal: bool) -> PrefillConfig:
     """Default launch shape (measured on the H200 at Hq 32 / Hk 8 / D 128, bf16, but for the

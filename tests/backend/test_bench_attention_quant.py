@@ -85,10 +85,16 @@ def _worker() -> None:
     lib_called = list(called)
     lib_pre = bench.lib_prefill_row("llama70b-tp8", 32, compiled, args, device="cpu")
     lib_table = bench.lib_markdown([lib_dec, lib_pre], "cmd", 1e12)
+    light = types.SimpleNamespace(sweep=False, rep=1, rounds=1, lib_sweep="light",
+                                  lib_configs=["16:4:1:1:prefetch", "16:4:1:2:even"])
+    lib_light = bench.lib_decode_row("llama70b-tp8", "2x64r", compiled, light, 1e12,
+                                     device="cpu")
+    light_table = bench.lib_markdown([lib_light], "cmd", 1e12, tuple(light.lib_configs))
     print(json.dumps({"row": first, "called": first_called, "bad": bad, "table": table,
                       "decode": {k: dec[k] for k in decode_keys}, "decode_called": decode_called,
                       "kernel_calls": kernel_calls, "lib_table": lib_table,
-                      "lib_called": lib_called,
+                      "lib_called": lib_called, "light_table": light_table,
+                      "light_variants": lib_light["variants"],
                       "lib_decode": {k: lib_dec[k] for k in ("check", "failed", "dropped",
                                                              "nvfp4_check", "variants")},
                       "lib_prefill": {k: lib_pre[k] for k in ("check", "dropped")}}))
@@ -134,6 +140,24 @@ def test_library_rows_check_every_irfuse_variant_and_drop_what_cannot_run(result
     assert pre["check"] == "ok" and set(pre["dropped"]) == {"cudnn", "fa2", "fa3"}, pre
     assert "| llama70b-tp8 | 2 x <=64 |" in result["lib_table"]
     assert "| llama70b-tp8 | 32 |" in result["lib_table"] and "Dropped: " in result["lib_table"]
+
+
+def test_the_light_library_row_times_the_launch_shapes_it_is_given(result):
+    # --lib-configs: each spec is checked and timed beside the default and has a column.
+    assert {"16:4:1:1:prefetch", "16:4:1:2:even"} <= set(result["light_variants"])
+    table = result["light_table"]
+    assert "| irfuse fused (default shape) | 16:4:1:1:prefetch | 16:4:1:2:even |" in table
+    assert "| llama70b-tp8 | 2 x <=64 | 1.0 (" in table and "| 1.0 | 1.0 |" in table
+
+
+def test_a_bad_launch_shape_spec_is_refused():
+    from irfuse.kernels.attention_quant import DecodeConfig
+
+    assert DecodeConfig.parse("64:4:3:2:even:prefetch") == DecodeConfig(
+        64, 4, 3, splits=2, even=True, prefetch=True)
+    for bad in ("64:4:3", "64:4:x:1", "64:4:3:1:fast"):
+        with pytest.raises(ValueError, match="bad decode launch shape"):
+            DecodeConfig.parse(bad)
 
 
 if __name__ == "__main__" and "--worker" in sys.argv:

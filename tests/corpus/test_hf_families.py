@@ -1,10 +1,13 @@
-"""Raising on Hugging Face decoder families written outside this project (issue 3's check).
+"""Hugging Face decoder families written outside this project, every pass on (issue 3's raising
+check and the no-silent-miss check, on one compile per case).
 
-For each family of `hf_families` (tiny config, 2 layers, bf16, random weights): compile at O0
-with Inductor off and dynamic num_tokens; the report's raised counts of every kind equal what
-the eager model really computes (`hf_families.truth_counts`, derived by running it), and the
-outputs are bit-exact. A few families run again with FP8 linears (static per-tensor quant +
-`_scaled_mm`). One compile per case; every assert reads it.
+For each family of `hf_families` (tiny config, 2 layers, bf16, random weights): compile with
+every pass turned on (O2 and every fusion flag; Inductor off) and dynamic num_tokens; the report's
+raised counts of every kind equal what the eager model really computes
+(`hf_families.truth_counts`, derived by running it), every candidate a pass left unfused has a
+reason and a location (`tests/corpus/test_no_silent_miss.py` tells the accounting), and the outputs
+are bit-exact. A few families run again with FP8 linears (static per-tensor quant + `_scaled_mm`).
+One compile per case; every assert reads it.
 
 By default a selection covering each spelling found runs (`QUICK`); IRFUSE_ALL_FAMILIES=1 runs
 every family that builds (about 2 s each).
@@ -20,9 +23,10 @@ import torch
 from hf_corpus import input_ids, quantize_linears
 from hf_families import FAMILIES, FP8, QUICK, build_family, truth_counts
 
-from irfuse.testing import assert_bit_exact, compile_and_run
+from irfuse.testing import EVERY_PASS, assert_bit_exact, assert_nothing_silent, compile_and_run
 
 pytest.importorskip("transformers")
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 KINDS = ("rms_norm", "add_rms_norm", "quant_fp8", "silu_mul", "rope", "attention", "gemm",
          "scaled_gemm")
@@ -37,8 +41,8 @@ def _check(name: str, fp8: bool) -> dict[str, int]:
         assert quantize_linears(model) > 0
     ids = input_ids()
     truth = truth_counts(model, ids)
-    compiled = compile_and_run(model, [ids], dynamic_dims=[(0, 1)])
-    assert all(r.error is None for r in compiled.reports), [r.error for r in compiled.reports]
+    compiled = compile_and_run(model, [ids], dynamic_dims=[(0, 1)], options=EVERY_PASS)
+    assert_nothing_silent(compiled)
     assert len({r.graph for r in compiled.reports}) == 1, "the model compiles as one graph"
     (out, _), (eager, _) = compiled.outputs, compiled.eager
     assert_bit_exact(out, eager)
@@ -50,7 +54,7 @@ def _check(name: str, fp8: bool) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("name", SELECTED)
-def test_family_raised_counts_and_exact(name: str) -> None:
+def test_family_raised_counts_nothing_silent_and_exact(name: str) -> None:
     want = _check(name, fp8=False)
     layers = 2
     # Every family here has an attention per layer, written as SDPA unless transformers

@@ -6,9 +6,10 @@ whose output is quantized or padded, a SiLU·Mul or an attention whose output is
 all-reduce feeding a norm, a rope of normalized q/k, a cache write of a rotated k, a GEMM beside a
 collective); after each pass the pipeline gives every candidate left without a remark the
 `SILENT` remark. Here every pass is turned on (O2 and every fusion flag) on the corpus: the
-built-in models (all of them), the Hugging Face families (`QUICK` and the FP8 ones, all with
-IRFUSE_ALL_FAMILIES=1) and the Hugging Face Llama / Qwen3 / Mistral / Gemma with FP8 linears,
-and vLLM's op stand-ins (its fusion test model with `_C` ops and native, static and per-token).
+built-in models (all of them), the Hugging Face Llama / Qwen3 / Mistral / Gemma with FP8 linears,
+and vLLM's op stand-ins (its fusion test model with `_C` ops and native, static and per-token);
+the Hugging Face families get the same check in `test_hf_families.py`, on the compile that counts
+what they raise.
 Each compile must have no silent remark, every remark a reason and a location, and the outputs
 bit for bit eager's (the CPU references compute what the graph did).
 
@@ -20,35 +21,17 @@ write, the paged decode after an automatic-dynamic recompile (their own tests ar
 from __future__ import annotations
 
 import contextlib
-import os
-import warnings
 
 import pytest
 import torch
 import vllm_ops as V
 
-from irfuse import support_matrix
 from irfuse.fusions.candidates import SILENT
 from irfuse.models import MODELS, build
 from irfuse.models.dist import fake_process_group
-from irfuse.testing import Compiled, assert_bit_exact, compile_and_run
-
-EVERY_PASS = {"optimization_level": 2, "strict": False,
-              "pass_config": {**{f: True for f in support_matrix.FUSION_FLAGS},
-                              "sp_min_token_num": 1}}
+from irfuse.testing import EVERY_PASS, assert_bit_exact, assert_nothing_silent, compile_and_run
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-
-
-def _assert_nothing_silent(compiled: Compiled) -> None:
-    assert compiled.reports, "nothing compiled"
-    for report in compiled.reports:
-        assert report.error is None, report.error
-        for record in report.passes:
-            for remark in record.missed:
-                assert remark.reason and remark.location, (record.name, remark)
-                assert remark.reason != SILENT, (
-                    f"{record.name} left a candidate at {remark.location} unfused and unexplained")
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -59,7 +42,7 @@ def test_builtin_models(name: str) -> None:
         compiled = compile_and_run(built.model, list(built.example_inputs),
                                    dynamic_dims=list(built.dynamic_dims.items()),
                                    options=EVERY_PASS)
-    _assert_nothing_silent(compiled)
+    assert_nothing_silent(compiled)
     if MODELS[name].distributed:
         # torch's fake backend moves no data: a reduce-scatter's output (sequence parallelism,
         # which pads the dynamic token count and fires here) is never written, so the values
@@ -72,31 +55,6 @@ def test_builtin_models(name: str) -> None:
     assert_bit_exact(compiled.outputs, compiled.eager)
 
 
-def _hf_families() -> list[tuple[str, bool]]:
-    pytest.importorskip("transformers")
-    from hf_families import FAMILIES, FP8, QUICK
-
-    names = sorted(FAMILIES) if os.environ.get("IRFUSE_ALL_FAMILIES") else list(QUICK)
-    return [(n, False) for n in names] + [(n, True) for n in FP8]
-
-
-@pytest.mark.parametrize(("name", "fp8"), _hf_families(),
-                         ids=lambda v: v if isinstance(v, str) else ("fp8" if v else "bf16"))
-def test_hugging_face_families(name: str, fp8: bool) -> None:
-    from hf_corpus import input_ids, quantize_linears
-    from hf_families import build_family
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = build_family(name)
-    if fp8:
-        quantize_linears(model)
-    compiled = compile_and_run(model, [input_ids()], dynamic_dims=[(0, 1)], options=EVERY_PASS)
-    _assert_nothing_silent(compiled)
-    (out, _), (eager, _) = compiled.outputs, compiled.eager
-    assert_bit_exact(out, eager)
-
-
 @pytest.mark.parametrize("family", ["llama", "qwen3", "mistral", "gemma"])
 def test_hugging_face_models_with_fp8_linears(family: str) -> None:
     pytest.importorskip("transformers")
@@ -105,7 +63,7 @@ def test_hugging_face_models_with_fp8_linears(family: str) -> None:
     model = build_hf(family)
     quantize_linears(model)
     compiled = compile_and_run(model, [input_ids()], dynamic_dims=[(0, 1)], options=EVERY_PASS)
-    _assert_nothing_silent(compiled)
+    assert_nothing_silent(compiled)
     assert_bit_exact(compiled.outputs, compiled.eager)
 
 
@@ -117,7 +75,7 @@ def test_vllm_op_stand_ins(custom_ops: bool, per_token: bool, dynamic: bool) -> 
     x = torch.randn(9, 64, generator=torch.Generator().manual_seed(3)).to(torch.bfloat16)
     compiled = compile_and_run(model, [x], options=EVERY_PASS,
                                **({"dynamic": True} if dynamic else {"dynamic_dims": ((0, 0),)}))
-    _assert_nothing_silent(compiled)
+    assert_nothing_silent(compiled)
     assert compiled.fused("fuse-norm-quant") == 3
     assert_bit_exact(compiled.outputs, compiled.eager)
 
