@@ -148,7 +148,7 @@ def plan(args, cfg, device: torch.device, *, batch: int = 0, context: int = 0,
     return S.plan_step(list(S.LAYERS), batch=batch, context=context, prefill=prefill,
                        num_heads=cfg.num_heads, num_kv_heads=cfg.num_kv_heads,
                        head_dim=cfg.head_dim, block_size=args.block_size, dtype=torch.bfloat16,
-                       device=device, layout=args.layout)
+                       device=device, layout=args.layout, ragged=args.ragged)
 
 
 def make_inputs(cfg, meta: S.Metadata, device: torch.device, seed: int = 1):
@@ -218,7 +218,8 @@ def check_standin(cfg, args, device: torch.device) -> list[str]:
         want = S.reference_attention(q, layer.kv_cache, meta, cfg.head_dim,
                                      cfg.head_dim ** -0.5)
         rel = ((out.float() - want.float()).abs().max() / want.float().abs().max()).item()
-        what = f"prefill {prefill}" if prefill else f"decode b{batch} ctx{context}"
+        what = (f"prefill {prefill}" if prefill else
+                f"decode b{batch} ctx{'<=' if args.ragged else ''}{context}")
         lines.append(f"check {what}: cache write {'equal' if same else 'DIFFERS'} to torch's; "
                      f"attention max rel. diff to torch {rel:.1e}"
                      f"{'' if rel < 2e-2 else ' (TOO LARGE)'}")
@@ -356,6 +357,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", type=int, nargs="*", default=[16, 64])
     parser.add_argument("--contexts", type=int, nargs="*", default=[2048, 8192])
     parser.add_argument("--prefill", type=int, default=4096, help="prefill tokens (0: none)")
+    parser.add_argument("--ragged", action="store_true",
+                        help="decode contexts drawn in [C/2, C] (the first at C) instead of all C")
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--layout", choices=("NHD", "HND"), default="NHD")
     parser.add_argument("--variants", nargs="+", choices=sorted(VARIANTS), default=["irfuse"])
@@ -405,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in check_standin(cfg, args, device):
             emit(line)
         emit()
-    steps = [(f"decode b{b} ctx{c}", dict(batch=b, context=c))
+    steps = [(f"decode b{b} ctx{'<=' if args.ragged else ''}{c}", dict(batch=b, context=c))
              for b in args.batches for c in args.contexts]
     if args.prefill:
         steps.append((f"prefill {args.prefill}", dict(prefill=args.prefill)))

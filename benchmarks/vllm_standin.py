@@ -301,15 +301,20 @@ def _plan(meta: Metadata, num_heads: int, num_kv_heads: int, head_dim: int, bloc
 def plan_step(layer_names: list[str], *, batch: int, context: int, prefill: int,
               num_heads: int, num_kv_heads: int, head_dim: int, block_size: int,
               dtype: torch.dtype, device: torch.device, layout: str = "NHD",
-              flashinfer: bool | None = None, seed: int = 0) -> Metadata:
+              flashinfer: bool | None = None, seed: int = 0, ragged: bool = False) -> Metadata:
     """One step's metadata and caches: a decode step (`batch` sequences of `context` cached
-    tokens, one new token each) when `prefill` is 0, else one sequence of `prefill` new tokens;
-    pages of each sequence at random places; random cache contents."""
+    tokens, one new token each; `ragged`: cached lengths drawn in [context / 2, context], the
+    first at `context`, as a serving batch mixes them) when `prefill` is 0, else one sequence of
+    `prefill` new tokens; pages of each sequence at random places; random cache contents."""
     gen = torch.Generator().manual_seed(seed)
     if prefill:
         seq_lens, query_lens = [prefill], [prefill]
     else:
-        seq_lens, query_lens = [context + 1] * batch, [1] * batch
+        cached = [context] * batch
+        if ragged and batch:
+            cached = [context] + torch.randint(context // 2, context + 1, (batch - 1,),
+                                               generator=gen).tolist()
+        seq_lens, query_lens = [n + 1 for n in cached], [1] * batch
     per_seq = -(-max(seq_lens) // block_size)
     num_blocks = len(seq_lens) * per_seq + 1
     table = torch.randperm(num_blocks, generator=gen)[: len(seq_lens) * per_seq]

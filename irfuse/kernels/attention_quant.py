@@ -134,8 +134,15 @@ def decode_config(batch: int, hk: int, max_ctx: int, d: int, sms: int) -> Decode
       side by side) 1.5-1.6% faster at batch 64 and 128 x 8192, within 1% at the other
       Qwen3-8B shapes, and irfuse's own paged cache 1.1-1.4% slower at batch 64, as fast at 256
       (`bench_e2e_vllm.py --decode-configs`, `bench_attention_quant.py --decode model --sweep`,
-      H100, docs/benchmarks.md): vLLM's cache is the one served; smaller
-      grids keep 5 programs per SM without the prefetch (64-token tiles, 2 stages), 2-12%
+      H100, docs/benchmarks.md): vLLM's cache is the one served;
+    - a grid of 1.5 to 3 programs per SM runs each sequence in one program, prefetching over 3
+      stages: on vLLM's cache at batch 32 and 48 (contexts 2048 / 8192) 1.09x / 1.03x
+      FlashInfer's decode + the quant, where 3 fixed splits took 0.85-0.89x and 2 even splits
+      0.87-0.92x at batch 48; on irfuse's own cache with ragged contexts (lengths in [C/2, C])
+      it is 2-6% slower than the best split shape at batch 32-40 and Llama-70B-TP8 256 x
+      <=8192 (0.97x FlashInfer + the quant at batch 32 x <=8192), and faster at batch 48,
+      Llama-70B-TP8 384 and with full contexts (batch 32 x 8192: 349 against 412 us);
+    - smaller grids keep 5 programs per SM without the prefetch (64-token tiles, 2 stages), 2-12%
       faster there;
     - `decode_splits` splits; 2 splits divide each sequence's own length evenly (2-6% faster
       than two fixed chunks on ragged contexts), 3 or more take fixed chunks (3-11% faster than
@@ -145,6 +152,8 @@ def decode_config(batch: int, hk: int, max_ctx: int, d: int, sms: int) -> Decode
     programs = batch * hk
     if programs >= 3 * sms:
         tile = DecodeConfig(64, 4, 4, prefetch=True)
+    elif 2 * programs >= 3 * sms:
+        return DecodeConfig(64, 4, 3, splits=1, prefetch=True)
     else:
         tile = DecodeConfig(64, 4, 2)
     splits = decode_splits(programs, max_ctx, tile.block_n, sms)

@@ -1,7 +1,8 @@
 """`benchmarks/bench_e2e_vllm.py` runs end to end on the CPU at the tiny size: vLLM's attention
 ops registered by `benchmarks/vllm_standin.py` (torch reference attention on the CPU), the
-stand-in's check, Inductor and irfuse compiled once each, a decode and a prefill step timed, and
-irfuse's report (on the CPU every attention-family pass fuses, running the references)."""
+stand-in's check, Inductor and irfuse compiled once each, a decode step (ragged contexts) and a
+prefill step timed, and irfuse's report (on the CPU every attention-family pass fuses, running
+the references)."""
 
 from __future__ import annotations
 
@@ -28,14 +29,14 @@ def test_the_cpu_smoke_path_writes_the_table(tmp_path):
         filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "bench_e2e_vllm.py"), "--device", "cpu",
-         "--tiny", "--layers", "1", "--batches", "2", "--contexts", "20", "--prefill", "16",
-         "--rounds", "1", "--check", "--out", str(out)],
+         "--tiny", "--layers", "1", "--batches", "3", "--contexts", "20", "--prefill", "16",
+         "--ragged", "--rounds", "1", "--check", "--out", str(out)],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
     text = out.read_text()
     assert text.count("cache write equal to torch's") == 2, text
     rows = [line for line in text.splitlines() if re.match(r"\| (decode|prefill) ", line)]
-    assert [r.split(" | ")[:2] for r in rows] == [["| decode b2 ctx20", "irfuse"],
+    assert [r.split(" | ")[:2] for r in rows] == [["| decode b3 ctx<=20", "irfuse"],
                                                    ["| prefill 16", "irfuse"]]
     fused = next(line for line in text.splitlines() if line.startswith("- fused by irfuse:"))
     for name in ("enable-qk-norm-rope-fusion 1", "fuse-rope-kvcache 1", "fuse-attn-quant 1"):
