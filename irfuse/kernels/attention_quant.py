@@ -140,8 +140,9 @@ def decode_config(batch: int, hk: int, max_ctx: int, d: int, sms: int) -> Decode
       FlashInfer's decode + the quant, where 3 fixed splits took 0.85-0.89x and 2 even splits
       0.87-0.92x at batch 48; on irfuse's own cache with ragged contexts (lengths in [C/2, C])
       it is 2-6% slower than the best split shape at batch 32-40 and Llama-70B-TP8 256 x
-      <=8192 (0.97x FlashInfer + the quant at batch 32 x <=8192), and faster at batch 48,
-      Llama-70B-TP8 384 and with full contexts (batch 32 x 8192: 349 against 412 us);
+      <=8192 (0.97x FlashInfer + the quant at batch 32 x <=8192; on vLLM's cache 0.99x there,
+      1.05x at <=2048, 1.02-1.09x at batch 48), and faster at batch 48, Llama-70B-TP8 384 and
+      with full contexts (batch 32 x 8192: 349 against 412 us for 3 splits);
     - smaller grids keep 5 programs per SM without the prefetch (64-token tiles, 2 stages), 2-12%
       faster there;
     - `decode_splits` splits; 2 splits divide each sequence's own length evenly (2-6% faster
