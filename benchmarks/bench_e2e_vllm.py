@@ -272,13 +272,12 @@ def attention_table(cfg, args, device: torch.device, steps: list) -> list[str]:
             fns[spec] = (lambda q=q, c=config: attn_q.paged_decode_in_place(
                 q, name, scale, functools.partial(fused_kernel, config=c)))
         want = library().float()
-        diff = max(((fn().float() - want).abs().max() / want.abs().max()).item()
-                   for n, fn in fns.items() if n != "lib")
         times = _time(fns, args.rounds, device.type == "cuda")
         lib, med = times["lib"], e2e._median
-        for n in fns:
+        for n, fn in fns.items():
             if n == "lib":
                 continue
+            diff = ((fn().float() - want).abs().max() / want.abs().max()).item()
             fus = times[n]
             ratios = sorted(a / b2 for a, b2 in zip(lib, fus, strict=True))
             label = step if n == "fused" else f"{step}, config {n}"

@@ -254,8 +254,8 @@ class CompilationConfig:
     irfuse fields: dump_dir (write every stage; IRFUSE_DUMP_DIR when unset), inductor (hand
     the emitted graph to Inductor, else run it as it is), strict (a pipeline failure, or a
     pass the user turned on that cannot apply, raises instead of warning), debug (verify the
-    IR after the import and after every pass that changed it), platform (compile for this platform instead of the detected one,
-    e.g. 'cuda:sm90'; for tests and `irfuse config`), tp_size (TP size instead of the one
+    IR after the import and after every pass that changed it), platform (compile for this
+    platform instead of the detected one, e.g. 'cuda:sm90'; for tests and `irfuse config`), tp_size (TP size instead of the one
     read from the graph), piecewise (the host compiles a model in pieces split at attention,
     as vLLM does with `splitting_ops` and no Inductor partition: sequence parallelism and async
     TP then keep vLLM's rule of single sizes TP divides; irfuse's own backend compiles whole
