@@ -255,11 +255,11 @@ class CompilationConfig:
     the emitted graph to Inductor, else run it as it is), strict (a pipeline failure, or a
     pass the user turned on that cannot apply, raises instead of warning), debug (verify the
     IR after the import and after every pass that changed it), platform (compile for this
-    platform instead of the detected one, e.g. 'cuda:sm90'; for tests and `irfuse config`), tp_size (TP size instead of the one
-    read from the graph), piecewise (the host compiles a model in pieces split at attention,
-    as vLLM does with `splitting_ops` and no Inductor partition: sequence parallelism and async
-    TP then keep vLLM's rule of single sizes TP divides; irfuse's own backend compiles whole
-    graphs).
+    platform instead of the detected one, e.g. 'cuda:sm90'; for tests and `irfuse config`),
+    tp_size (TP size instead of the one read from the graph), piecewise (the host compiles a
+    model in pieces split at attention, as vLLM does with `splitting_ops` and no Inductor
+    partition: sequence parallelism and async TP then keep vLLM's rule of single sizes TP
+    divides; irfuse's own backend compiles whole graphs).
     """
 
     optimization_level: int = DEFAULT_LEVEL
@@ -727,9 +727,10 @@ def resolve(
     3. A pass that is on but cannot apply (platform, quant scheme, TP 1, FlashInfer missing
        or TP not in {2, 4, 8}) is turned off with a warning, or with strict=True raises
        ConfigError; so is a pass whose implied pass ended up off. A pass the user turned on
-       that needs TP > 1 while the TP size is unknown stays on but runs nowhere: a warning, or with strict=True a ConfigError. vLLM forces passes
-       off on a few platforms only; irfuse generalises that to its support matrix (its CPU
-       references let more passes run on the CPU).
+       that needs TP > 1 while the TP size is unknown stays on but runs nowhere: a warning,
+       or with strict=True a ConfigError. vLLM forces passes off on a few platforms only;
+       irfuse generalises that to its support matrix (its CPU references let more passes run
+       on the CPU).
     4. A threshold a pass that is on declares with a platform value (`Threshold.fill`), if
        unset, gets it (FlashInfer's size cap for the capability and TP size; vLLM's
        sequence-parallelism threshold); where there is none, a `required` threshold turns the

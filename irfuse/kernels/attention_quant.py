@@ -719,8 +719,8 @@ def _paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
         softmax_scale * LOG2E, kp4, max_ctx, splits, decode_chunk(max_ctx, splits, cfg.block_n),
         HQ=hq, GROUP=group, D=d, BLOCK_D=block_d, BLOCK_G=max(16, next_pow2(group)),
         PAGE=page, BLOCK_N=cfg.block_n, ONE_SPLIT=splits == 1, EVEN=cfg.even,
-        PREFETCH=cfg.prefetch, OUT_FP8=out_fp8, DOT_F32=interpreting(), OUT_NVFP4=nvfp4, num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages, **pdl,
+        PREFETCH=cfg.prefetch, OUT_FP8=out_fp8, DOT_F32=interpreting(), OUT_NVFP4=nvfp4,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **pdl,
     )
     if splits > 1:
         _combine_splits_kernel[(b * hq,)](

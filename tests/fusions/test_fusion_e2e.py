@@ -65,7 +65,8 @@ def _compile_o2(name: str, **overrides):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_builtin_fp8_models_fuse_every_site_bit_exact(name: str) -> None:
     norm_sites, act_sites, act_off = CASES[name]
-    (report,) = (compiled := _compile_o2(name)).reports
+    compiled = _compile_o2(name)
+    (report,) = compiled.reports
     assert report.fused("fuse-norm-quant") == norm_sites
     assert report.fused("fuse-act-quant") == act_sites
     if act_off is not None:
@@ -87,7 +88,8 @@ def test_o0_fuses_nothing() -> None:
 def test_builtin_llama_fp8_is_bit_exact_in_every_norm_style(style: str) -> None:
     # "square" and "functional" multiply by the weight in float32 (rounded once): before the
     # fused kernels carried that reading (`weight_f32`), llama-fp8 with "square" moved by 0.129.
-    (report,) = (compiled := _compile_o2("llama-fp8", norm_style=style)).reports
+    compiled = _compile_o2("llama-fp8", norm_style=style)
+    (report,) = compiled.reports
     assert report.fused("fuse-norm-quant") == 2 * LAYERS
     assert_bit_exact(compiled.outputs, compiled.eager)
 
