@@ -3,7 +3,11 @@
 `fake_process_group(world_size)` initialises torch.distributed's "fake" backend (no peers, the
 collectives return their input) so that a single process can build, run and trace a TP model
 as rank `rank` of `world_size`. The real multi-process runs use gloo (CPU) or NCCL (GPU) and
-initialise the group themselves.
+initialise the group themselves: `spawn_ranks` starts gloo ranks from multiprocessing's fork
+server (a process started once that imports the modules `multiprocessing.set_forkserver_preload`
+names; the test session preloads torch, irfuse and transformers), so a rank starts in milliseconds
+instead of importing torch again, and NCCL ranks by spawn (a fork cannot use CUDA once the driver
+is initialised).
 
 `vllm_style_groups(group)` makes `group` a vLLM group coordinator named `tp:0` where vLLM is not
 installed (the CPU test venv, the GPU machine): a stand-in of `vllm.distributed.parallel_state`
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 import types
 import weakref
@@ -43,7 +48,11 @@ def fake_process_group(world_size: int = 2, rank: int = 0) -> Iterator[dist.Proc
         dist.destroy_process_group()
 
 
-def _rank_main(rank: int, world_size: int, init_file: str, backend: str, fn, args) -> None:
+def _rank_main(rank: int, world_size: int, init_file: str, backend: str, fn, args,
+               environ: dict[str, str]) -> None:
+    # A fork server started earlier holds the environment of its start: take the caller's now.
+    os.environ.clear()
+    os.environ.update(environ)
     if backend == "gloo":
         torch.set_num_threads(1)  # the ranks share the CPU
     else:
@@ -60,9 +69,11 @@ def spawn_ranks(world_size: int, fn, *args, backend: str = "gloo", init_file: st
     """Run `fn(rank, world_size, *args)` in `world_size` processes that share one default
     process group (gloo on the CPU, nccl on GPUs, rank r on GPU r), rendezvousing through
     `init_file` (a path that does not exist yet). `fn` must be picklable (a module-level
-    function); a rank that raises fails the call."""
-    mp.spawn(_rank_main, args=(world_size, init_file, backend, fn, args), nprocs=world_size,
-             join=True)
+    function of a module the fork server can import); a rank that raises fails the call. Each
+    rank runs with the caller's environment variables of the moment."""
+    method = "forkserver" if backend == "gloo" else "spawn"
+    mp.start_processes(_rank_main, nprocs=world_size, join=True, start_method=method,
+                       args=(world_size, init_file, backend, fn, args, dict(os.environ)))
 
 
 VLLM_STATE = "vllm.distributed.parallel_state"

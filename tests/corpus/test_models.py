@@ -630,6 +630,28 @@ def test_tp_across_two_gloo_processes_matches_one_process(tmp_path):
         torch.testing.assert_close(tp_out, ref, rtol=1e-4, atol=1e-4, msg=name)
 
 
+def _environ_worker(rank: int, world: int, out_dir: str) -> None:
+    with open(os.path.join(out_dir, f"env{rank}"), "w") as f:
+        f.write(f"{os.environ.get('IRFUSE_RANK_PROBE')} {os.getpid()}")
+
+
+@pytest.mark.dist
+def test_ranks_run_with_the_callers_environment_of_the_moment(tmp_path, monkeypatch):
+    # The gloo ranks fork from a server started once; what the caller sets afterwards must
+    # reach them as it would reach spawned ranks, and what it removed must not.
+    for probe in ("first", None):
+        if probe is None:
+            monkeypatch.delenv("IRFUSE_RANK_PROBE")
+        else:
+            monkeypatch.setenv("IRFUSE_RANK_PROBE", probe)
+        run = tmp_path / str(probe)
+        run.mkdir()
+        spawn_ranks(2, _environ_worker, str(run), init_file=str(run / "init"))
+        seen = [(run / f"env{r}").read_text().split() for r in range(2)]
+        assert [v for v, _ in seen] == [str(probe)] * 2
+        assert len({pid for _, pid in seen} | {str(os.getpid())}) == 3
+
+
 def test_paged_context_len_gives_every_sequence_that_many_cached_tokens():
     built = build("paged", context_len=20, max_blocks_per_seq=2)
     _, positions, slots, block_tables, seq_lens = built.example_inputs[:5]

@@ -15,7 +15,7 @@ from xdsl.parser import Parser
 from irfuse import remarks
 from irfuse.context import make_context
 from irfuse.models import build
-from irfuse.models.dist import fake_process_group
+from irfuse.models.dist import fake_process_group, spawn_ranks
 from irfuse.raising.raise_collectives import RaiseCollectives
 from irfuse.testing import assert_bit_exact, compile_and_run
 
@@ -235,31 +235,19 @@ def test_vllm_registry_gives_the_size_of_its_groups(monkeypatch):
 # --- two processes ------------------------------------------------------------------------------
 
 
-def _gloo_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
-    torch.set_num_threads(1)  # two ranks share the CPU
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
-                            world_size=world)
-    try:
-        torch.manual_seed(rank)
-        x = torch.randn(8, 6) * (rank + 1)
-        result = compile_and_run(Collectives(), [x])
-        counts = result.raised()
-        torch.save({"outputs": result.outputs[0], "eager": result.eager[0],
-                    "counts": {k: counts[k] for k in KINDS}},
-                   os.path.join(out_dir, f"rank{rank}.pt"))
-    finally:
-        dist.destroy_process_group()
+def _gloo_worker(rank: int, world: int, out_dir: str) -> None:
+    torch.manual_seed(rank)
+    x = torch.randn(8, 6) * (rank + 1)
+    result = compile_and_run(Collectives(), [x])
+    counts = result.raised()
+    torch.save({"outputs": result.outputs[0], "eager": result.eager[0],
+                "counts": {k: counts[k] for k in KINDS}},
+               os.path.join(out_dir, f"rank{rank}.pt"))
 
 
 @pytest.mark.dist
 def test_raised_graph_computes_the_same_across_two_gloo_processes(tmp_path):
-    import torch.multiprocessing as mp
-
-    # fork: the ranks start with torch and irfuse already imported (spawn spends ~10 s on that);
-    # spawn where this process has started CUDA, which a forked child cannot use.
-    method = "spawn" if torch.cuda.is_initialized() else "fork"
-    mp.start_processes(_gloo_worker, args=(2, str(tmp_path / "init"), str(tmp_path)), nprocs=2,
-                       join=True, start_method=method)
+    spawn_ranks(2, _gloo_worker, str(tmp_path), init_file=str(tmp_path / "init"))
     xs = []
     for rank in range(2):
         torch.manual_seed(rank)
