@@ -70,7 +70,8 @@ def spawn_ranks(world_size: int, fn, *args, backend: str = "gloo", init_file: st
     process group (gloo on the CPU, nccl on GPUs, rank r on GPU r), rendezvousing through
     `init_file` (a path that does not exist yet). `fn` must be picklable (a module-level
     function of a module the fork server can import); a rank that raises fails the call. Each
-    rank runs with the caller's environment variables of the moment."""
+    rank runs with the caller's environment variables of the moment, though a module the fork
+    server preloaded keeps what it read from the environment when it was imported there."""
     method = "forkserver" if backend == "gloo" else "spawn"
     mp.start_processes(_rank_main, nprocs=world_size, join=True, start_method=method,
                        args=(world_size, init_file, backend, fn, args, dict(os.environ)))
