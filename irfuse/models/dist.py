@@ -1,13 +1,10 @@
 """Process-group helpers for the tensor-parallel models.
 
 `fake_process_group(world_size)` initialises torch.distributed's "fake" backend (no peers, the
-collectives return their input) so that a single process can build, run and trace a TP model
-as rank `rank` of `world_size`. The real multi-process runs use gloo (CPU) or NCCL (GPU) and
-initialise the group themselves: `spawn_ranks` starts gloo ranks from multiprocessing's fork
-server (a process started once that imports the modules `multiprocessing.set_forkserver_preload`
-names; the test session preloads torch, irfuse and transformers), so a rank starts in milliseconds
-instead of importing torch again, and NCCL ranks by spawn (a fork cannot use CUDA once the driver
-is initialised).
+collectives return their input), so one process can build, run and trace a TP model as one rank.
+`spawn_ranks` runs real ranks: gloo ones forked from multiprocessing's fork server (the test
+session preloads it with torch, irfuse and transformers, so a rank starts in milliseconds), NCCL
+ones spawned (a fork cannot use CUDA once the driver is initialised).
 
 `vllm_style_groups(group)` makes `group` a vLLM group coordinator named `tp:0` where vLLM is not
 installed (the CPU test venv, the GPU machine): a stand-in of `vllm.distributed.parallel_state`
