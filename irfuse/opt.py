@@ -1,13 +1,16 @@
 """`irfuse-opt`: xDSL's opt driver with irfuse's dialects and passes.
 
 Reads IR (a file of any name, or stdin), runs `-p pass1,pass2{option=value}`, prints the IR.
-Supports xDSL's `--verify-diagnostics`, `--split-input-file`, `--print-debuginfo`.
+Supports xDSL's `--verify-diagnostics`, `--split-input-file`, `--print-debuginfo`, and
+mlir-opt's `--verify-roundtrip` (the parsed IR must print and parse back, generic and custom).
 
 Every bad input is one message and a non-zero exit status, never a traceback:
 
 - bad IR: a parse error with file:line:col (status 1); IR that nests too deeply for the parser
   says so, with the position it reached (1); input that is not UTF-8 text names the offending
   byte's line and column (1); a directory or an unreadable file is named (1);
+- IR that does not round-trip (`--verify-roundtrip`): which form, and the first line that
+  changed (status 1);
 - IR that parses but does not verify: `file:line:col: error: 'op.name' op <why>`, the position
   of the op in the input (or of the nearest enclosing op that has one, for an op a pass created)
   (status 1);
@@ -19,16 +22,19 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import os
 import re
 import sys
 import typing
 from collections.abc import Sequence
+from io import StringIO
 from typing import IO, Any
 
 from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
 from xdsl.ir import Operation
 from xdsl.parser import Parser
+from xdsl.printer import Printer
 from xdsl.utils.arg_spec import ArgSpec, parse_pipeline
 from xdsl.utils.exceptions import (
     ArgSpecParseError,
@@ -100,12 +106,47 @@ class IRFuseOptMain(xDSLOptMain):
             self._phase = "parse"
             text = _decode(io.read(), self.get_input_name(), self._offset)
             self._parser = _LocatingParser(self.ctx, text, self.get_input_name())
-            return self._parser.parse_module(not self.args.no_implicit_module)
+            module = self._parser.parse_module(not self.args.no_implicit_module)
+            if self.args.verify_roundtrip:
+                self.verify_roundtrip(module)
+            return module
 
         self.available_frontends["mlir"] = parse_mlir
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
+        arg_parser.add_argument(
+            "--verify-roundtrip", action="store_true",
+            help="after parsing, print the IR in its generic and its custom form and parse each "
+                 "back: both must print as the parsed IR does (as mlir-opt's flag)")
+
+    def printed(self, module: ModuleOp, generic: bool = False) -> str:
+        out = StringIO()
+        Printer(out, print_generic_format=generic,
+                print_debuginfo=self.args.print_debuginfo).print_op(module)
+        return out.getvalue()
+
+    def verify_roundtrip(self, module: ModuleOp) -> None:
+        """The module, printed generic or custom and parsed back, is the same IR (structurally,
+        properties and locations included): an OptError names the form and the first printed
+        line that differs (or why it did not parse back)."""
+        for form, generic in (("generic", True), ("custom", False)):
+            where = f"{self.get_input_name()}: error: the IR does not round-trip through its " \
+                    f"{form} form"
+            try:
+                again = Parser(self.ctx, self.printed(module, generic), f"<{form} form>")
+                reparsed = again.parse_module()
+            except (ParseError, DiagnosticException) as err:
+                raise OptError(f"{where}: printed, it does not parse back: {err}") from None
+            if not reparsed.is_structurally_equivalent(module):
+                before, after = (self.printed(m, generic=True) for m in (module, reparsed))
+                diff = difflib.unified_diff(before.splitlines(), after.splitlines(), n=0,
+                                            lineterm="")
+                changed = [line for line in diff
+                           if line[:1] in "-+" and not line.startswith(("---", "+++"))]
+                raise OptError(f"{where}: " + (" / ".join(changed[:2]) or "parsed back, it prints "
+                               "the same but is not the same IR (the printer rounds or drops "
+                               "something)"))
 
     def get_input_name(self) -> str:
         return self.args.input_file or "<stdin>"

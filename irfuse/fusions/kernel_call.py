@@ -20,7 +20,6 @@ from typing import Any
 from xdsl.dialects.builtin import (
     ArrayAttr,
     FloatAttr,
-    FloatData,
     IntAttr,
     IntegerAttr,
     StringAttr,
@@ -103,7 +102,7 @@ def _argument(args: Args, value: Any, p: Param, where: str) -> Attribute:
     elif value is not None:
         plain = _python(value)
         if p.type == "float" and isinstance(plain, int | float):
-            return FloatData(float(plain))
+            return call_args.FloatArgAttr(float(plain))
         if p.type == "int" and isinstance(plain, int):
             return IntAttr(plain)
         if p.type == "str" and isinstance(plain, str):

@@ -23,7 +23,6 @@ import torch.distributed as dist
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
-    FloatData,
     IntAttr,
     IntegerAttr,
     IntegerType,
@@ -333,7 +332,7 @@ def pad_rows(x: SSAValue, n: int | SSAValue, world_size: int,
     st = source.type
     assert isinstance(st, TensorType)
     padded = padded_dim(xt.dims[0], world_size)
-    fill = FloatData(value) if not isinstance(st.dtype, IntegerType) else IntAttr(int(value))
+    fill = call_args.FloatArgAttr(value) if not isinstance(st.dtype, IntegerType) else IntAttr(int(value))
     pad = aten.CallOp(CONSTANT_PAD_ND, operands, [_ref(0), pads, fill],
                       [tensor_type((padded, *st.dims[1:]), st.dtype)])
     ops.append(pad)

@@ -1,19 +1,22 @@
 """Argument templates: how a call op (`aten.call`, `kernel.call`) keeps its non-tensor arguments.
 
 A template entry is an attribute: `OperandRefAttr` puts the op's operand number `index` there;
-ints, floats, strings, dtypes, `none`, bools and lists are builtin attributes or the ones below,
-which keep a torch constant as text. They are named `#aten.*` and registered by the `aten`
-dialect (`kernel.call` reuses them). `decode_template` rebuilds the Python value torch receives.
+ints, strings, dtypes and lists are builtin attributes, floats, `none`, bools and torch constants
+the ones below (whose generic forms print and parse back exactly, as xDSL's `FloatData` and
+`NoneAttr` do not). They are named `#aten.*` and registered by the `aten` dialect (`kernel.call`
+reuses them). `decode_template` rebuilds the Python value torch receives.
 """
 
 from __future__ import annotations
 
+import math
+import struct
 from collections.abc import Sequence
 from typing import Any
 
 import torch
-from xdsl.dialects.builtin import ArrayAttr, FloatData, IntAttr, NoneAttr, StringAttr
-from xdsl.ir import Attribute, ParametrizedAttribute
+from xdsl.dialects.builtin import ArrayAttr, IntAttr, StringAttr
+from xdsl.ir import Attribute, Data, ParametrizedAttribute
 from xdsl.irdl import irdl_attr_definition
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
@@ -110,12 +113,65 @@ class BoolArgAttr(ParametrizedAttribute):
             return (IntAttr(int(parser.parse_keyword_in(("true", "false")) == "true")),)
 
 
-NONE = NoneAttr()
+SPECIAL_FLOATS = {"inf": math.inf, "ninf": -math.inf, "nan": math.nan}
+
+
+def float_text(value: float) -> str:
+    """A float as the call syntax writes it: the shortest text that reads back to the same bits
+    (`1.0e-06`, `0.5`), or `inf`, `ninf`, `nan`."""
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "ninf"
+    mantissa, sep, exponent = repr(value).partition("e")
+    if "." not in mantissa:
+        mantissa += ".0"
+    return mantissa + sep + exponent
+
+
+@irdl_attr_definition
+class FloatArgAttr(Data[float]):
+    """A float argument (`#aten.float<1.0e-06>`; inline as the literal), equal by its bits."""
+
+    name = "aten.float"
+
+    @classmethod
+    def parse_parameter(cls, parser: AttrParser) -> float:
+        with parser.in_angle_brackets():
+            number = parser.parse_optional_number()
+            if number is not None:
+                return float(number)
+            return SPECIAL_FLOATS[parser.parse_keyword_in(tuple(SPECIAL_FLOATS), " as a float")]
+
+    def print_parameter(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string(float_text(self.data))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FloatArgAttr) and _bits(self.data) == _bits(other.data)
+
+    def __hash__(self) -> int:
+        return hash(_bits(self.data))
+
+
+def _bits(value: float) -> bytes:
+    return struct.pack("<d", value)
+
+
+@irdl_attr_definition
+class NoneArgAttr(ParametrizedAttribute):
+    """A `None` argument (`#aten.none`; inline as `none`)."""
+
+    name = "aten.none"
+
+
+NONE = NoneArgAttr()
 TRUE = BoolArgAttr(IntAttr(1))
 FALSE = BoolArgAttr(IntAttr(0))
 
 TEMPLATE_ATTRIBUTES: tuple[type[Attribute], ...] = (
-    OperandRefAttr, DeviceAttr, LayoutAttr, MemoryFormatAttr, TargetAttr, TupleAttr, BoolArgAttr
+    OperandRefAttr, DeviceAttr, LayoutAttr, MemoryFormatAttr, TargetAttr, TupleAttr, BoolArgAttr,
+    FloatArgAttr, NoneArgAttr,
 )
 """The attributes above, which the `aten` dialect registers."""
 
@@ -123,7 +179,7 @@ TEMPLATE_ATTRIBUTES: tuple[type[Attribute], ...] = (
 def check_template(value: Attribute, num_operands: int, seen: list[int]) -> None:
     """Raise if `value` refers to an operand out of range; append the operands it refers to."""
     kind = type(value)  # (the leaves most arguments are, by exact type: verification is hot)
-    if kind is IntAttr or kind is NoneAttr or kind is FloatData or kind is BoolArgAttr:
+    if kind is IntAttr or kind is NoneArgAttr or kind is FloatArgAttr or kind is BoolArgAttr:
         return
     if isinstance(value, OperandRefAttr):
         if not 0 <= value.index.data < num_operands:
@@ -141,11 +197,11 @@ def decode_template(template: Attribute, operands: Sequence[Any]) -> Any:
     kind = type(template)  # the common kinds by exact type (emit decodes thousands)
     if kind is OperandRefAttr:
         return operands[template.index.data]
-    if kind is IntAttr or kind is FloatData:
+    if kind is IntAttr or kind is FloatArgAttr:
         return template.data
     if kind is ArrayAttr:
         return [decode_template(t, operands) for t in template.data]
-    if kind is NoneAttr:
+    if kind is NoneArgAttr:
         return None
     if kind is BoolArgAttr:
         return bool(template.value.data)

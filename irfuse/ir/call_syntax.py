@@ -14,16 +14,13 @@ element). A subclass lists extra properties, written `name value` before the tar
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
-    FloatData,
     IntAttr,
-    NoneAttr,
     StringAttr,
     UnitAttr,
 )
@@ -37,31 +34,22 @@ from irfuse import dtypes
 from irfuse.ir.call_args import (
     FALSE,
     NONE,
+    SPECIAL_FLOATS,
     TRUE,
     BoolArgAttr,
+    FloatArgAttr,
+    NoneArgAttr,
     OperandRefAttr,
     TupleAttr,
     check_template,
+    float_text,
 )
 
 _UNIT = UnitAttr()
-_SPECIAL_FLOATS = {"inf": math.inf, "ninf": -math.inf, "nan": math.nan}
 _DTYPE_NAMES: dict[str, Attribute] = {
     str(t): t for t in dtypes.IR_DTYPES if str(t).replace("_", "").isalnum()
 }
 _KEYWORD_VALUES: dict[str, Attribute] = {"none": NONE, "true": TRUE, "false": FALSE}
-
-
-def _float_text(value: float) -> str:
-    if math.isinf(value):
-        return "inf" if value > 0 else "ninf"
-    if math.isnan(value):
-        return "nan"
-    text = repr(value)
-    mantissa, sep, exponent = text.partition("e")
-    if "." not in mantissa:
-        mantissa += ".0"
-    return mantissa + sep + exponent
 
 
 def print_template_value(printer: Printer, value: Attribute, operands: Sequence[SSAValue]) -> None:
@@ -70,11 +58,11 @@ def print_template_value(printer: Printer, value: Attribute, operands: Sequence[
         printer.print_operand(operands[value.index.data])
     elif isinstance(value, IntAttr):
         printer.print_int(value.data)
-    elif isinstance(value, FloatData):
-        printer.print_string(_float_text(value.data))
+    elif isinstance(value, FloatArgAttr):
+        printer.print_string(float_text(value.data))
     elif isinstance(value, BoolArgAttr):
         printer.print_string("true" if value.value.data else "false")
-    elif isinstance(value, NoneAttr):
+    elif isinstance(value, NoneArgAttr):
         printer.print_string("none")
     elif isinstance(value, StringAttr):
         printer.print_string_literal(value.data)
@@ -117,7 +105,7 @@ def _parse_template_value(parser: Parser, operands: list[UnresolvedOperand]) -> 
     if number is not None:
         if isinstance(number, bool):
             return TRUE if number else FALSE
-        return IntAttr(number) if isinstance(number, int) else FloatData(number)
+        return IntAttr(number) if isinstance(number, int) else FloatArgAttr(number)
     text = parser.parse_optional_str_literal()
     if text is not None:
         return StringAttr(text)
@@ -130,8 +118,8 @@ def _parse_template_value(parser: Parser, operands: list[UnresolvedOperand]) -> 
 def _identifier_value(parser: Parser, ident: str) -> Attribute:
     if ident in _KEYWORD_VALUES:
         return _KEYWORD_VALUES[ident]
-    if ident in _SPECIAL_FLOATS:
-        return FloatData(_SPECIAL_FLOATS[ident])
+    if ident in SPECIAL_FLOATS:
+        return FloatArgAttr(SPECIAL_FLOATS[ident])
     if ident in _DTYPE_NAMES:
         return _DTYPE_NAMES[ident]
     parser.raise_error(f"unexpected '{ident}' in an argument list")

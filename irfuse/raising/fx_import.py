@@ -29,7 +29,6 @@ from xdsl.dialects.builtin import (
     DictionaryAttr,
     FileLineColLoc,
     FloatAttr,
-    FloatData,
     IntAttr,
     IntegerAttr,
     ModuleOp,
@@ -191,7 +190,7 @@ class _Encoder:
         if isinstance(arg, int):
             return _INTS.get(arg) or IntAttr(arg)
         if isinstance(arg, float):
-            return FloatData(arg)
+            return call_args.FloatArgAttr(arg)
         if arg is None:
             return call_args.NONE
         if isinstance(arg, str):

@@ -22,10 +22,8 @@ import torch
 from xdsl.dialects.builtin import (
     ArrayAttr,
     FloatAttr,
-    FloatData,
     IntAttr,
     IntegerAttr,
-    NoneAttr,
     StringAttr,
 )
 from xdsl.ir import Attribute, Block, Operation, OpResult, SSAValue
@@ -81,23 +79,23 @@ def _decode(attr: Attribute, operands: Sequence[SSAValue]) -> Any:
     kind = type(attr)
     if kind is call_args.OperandRefAttr:
         return operands[attr.index.data]
-    if kind is IntAttr or kind is FloatData:
+    if kind is IntAttr or kind is call_args.FloatArgAttr:
         return attr.data
     if kind is ArrayAttr:
         return [_decode(a, operands) for a in attr.data]
     if kind is call_args.BoolArgAttr:
         return bool(attr.value.data)
-    if kind is NoneAttr:
+    if kind is call_args.NoneArgAttr:
         return None
     if kind in _AS_IS:
         return attr
     if isinstance(attr, call_args.OperandRefAttr):
         return operands[attr.index.data]
-    if isinstance(attr, IntAttr | FloatData):
+    if isinstance(attr, IntAttr | call_args.FloatArgAttr):
         return attr.data
     if isinstance(attr, call_args.BoolArgAttr):
         return bool(attr.value.data)
-    if isinstance(attr, NoneAttr):
+    if isinstance(attr, call_args.NoneArgAttr):
         return None
     if isinstance(attr, StringAttr):
         return attr.data

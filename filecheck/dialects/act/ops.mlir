@@ -1,5 +1,4 @@
-// RUN: irfuse-opt %s | irfuse-opt | filecheck %s
-// RUN: irfuse-opt %s --print-op-generic | irfuse-opt | filecheck %s
+// RUN: irfuse-opt %s --verify-roundtrip | filecheck %s
 
 // CHECK-LABEL: func.func @silu_mul
 func.func @silu_mul(%x: !irfuse.tensor<[s0, 28672], bf16>, %g: !irfuse.tensor<[2, s0, 64], f32>, %u: !irfuse.tensor<[2, s0, 64], f32>) {

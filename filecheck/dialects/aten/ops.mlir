@@ -1,5 +1,5 @@
-// RUN: irfuse-opt %s | irfuse-opt | filecheck %s
-// RUN: irfuse-opt %s --print-debuginfo | irfuse-opt --print-debuginfo | filecheck %s --check-prefix=LOC
+// RUN: irfuse-opt %s --verify-roundtrip | filecheck %s
+// RUN: irfuse-opt %s --print-debuginfo --verify-roundtrip | filecheck %s --check-prefix=LOC
 
 // Every argument kind of an imported call survives print -> parse -> print.
 // CHECK-LABEL: func.func @args

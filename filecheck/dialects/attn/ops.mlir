@@ -1,5 +1,4 @@
-// RUN: irfuse-opt %s | irfuse-opt | filecheck %s
-// RUN: irfuse-opt %s --print-op-generic | irfuse-opt | filecheck %s
+// RUN: irfuse-opt %s --verify-roundtrip | filecheck %s
 
 // CHECK-LABEL: func.func @attention
 func.func @attention(%q: !irfuse.tensor<[1, 32, s0, 128], bf16>, %k: !irfuse.tensor<[1, 8, s0, 128], bf16>, %v: !irfuse.tensor<[1, 8, s0, 128], bf16>, %mask: !irfuse.tensor<[1, 1, s0, s0], i1>, %q3: !irfuse.tensor<[4, 16, 64], f32>, %k3: !irfuse.tensor<[4, 24, 64], f32>, %v3: !irfuse.tensor<[4, 24, 32], f32>) {

@@ -1,5 +1,4 @@
-// RUN: irfuse-opt %s | irfuse-opt | filecheck %s
-// RUN: irfuse-opt %s --print-op-generic | irfuse-opt | filecheck %s
+// RUN: irfuse-opt %s --verify-roundtrip | filecheck %s
 
 // CHECK-LABEL: func.func @collectives
 func.func @collectives(%x: !irfuse.tensor<[s0, 4096], bf16>, %t: !irfuse.tensor<[256, 4096], bf16>, %sh: !irfuse.tensor<[64, 4096], bf16>) {

@@ -1,5 +1,4 @@
-// RUN: irfuse-opt %s | irfuse-opt | filecheck %s
-// RUN: irfuse-opt %s --print-op-generic | irfuse-opt | filecheck %s
+// RUN: irfuse-opt %s --verify-roundtrip | filecheck %s
 
 // Every fused op, in each scheme it takes, survives print -> parse -> print.
 

@@ -1,5 +1,4 @@
-// RUN: irfuse-opt %s | irfuse-opt | filecheck %s
-// RUN: irfuse-opt %s --print-op-generic | irfuse-opt | filecheck %s
+// RUN: irfuse-opt %s --verify-roundtrip | filecheck %s
 
 // CHECK-LABEL: func.func @matmul
 func.func @matmul(%a: !irfuse.tensor<[s0, 4096], bf16>, %b: !irfuse.tensor<[4096, 1024], bf16>, %bias: !irfuse.tensor<[1024], bf16>) {

@@ -1,4 +1,4 @@
-// RUN: irfuse-opt %s | irfuse-opt | filecheck %s
+// RUN: irfuse-opt %s --verify-roundtrip | filecheck %s
 
 // Every norm op survives print -> parse -> print, with symbolic dims, optional weights, non-default
 // properties and a decomposition region.
