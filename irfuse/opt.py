@@ -8,9 +8,8 @@ Every bad input is one message and a non-zero exit status, never a traceback:
 
 - bad IR: a parse error with file:line:col (status 1); IR that nests too deeply for the parser
   says so, with the position it reached (1); input that is not UTF-8 text names the offending
-  byte's line and column (1); a directory or an unreadable file is named (1);
-- IR that does not round-trip (`--verify-roundtrip`): which form, and the first line that
-  changed (status 1);
+  byte's line and column (1); a directory or an unreadable file is named (1); IR that does not
+  round-trip (`--verify-roundtrip`) names the form and the first line that changed (1);
 - IR that parses but does not verify: `file:line:col: error: 'op.name' op <why>`, the position
   of the op in the input (or of the nearest enclosing op that has one, for an op a pass created)
   (status 1);
