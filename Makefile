@@ -38,8 +38,7 @@ pytest: $(STAMP)
 
 # Real vLLM engines on the CPU (tests/in_vllm; skipped in the run above, which has no vLLM). One
 # module per worker: each module's fixture starts its engines or ranks once. Three workers for
-# the three such fixtures (2-3 minutes each), so none waits behind another (on 2 cores, runs
-# alternated: 188 and 211 s with two workers, 185 and 192 s with three).
+# the three such fixtures (2-3 minutes each), so none waits behind another.
 pytest-vllm: $(VSTAMP)
 	$(VPY) -m pytest -q -n 3 --dist loadfile tests/in_vllm
 

@@ -59,9 +59,8 @@ def _rank_main(rank: int, world_size: int, init_file: str, backend: str, fn, arg
     try:
         fn(rank, world_size, *args)
         # No rank leaves before every rank's gloo connections are up: a rank that exits while a
-        # peer still connects fails that peer's rendezvous ("connectFullMesh ... closed by peer",
-        # 20 of 300 two-rank starts without a collective on a loaded 2-core host, 0 of 700 with
-        # this barrier).
+        # peer still connects fails that peer's rendezvous ("connectFullMesh ... closed by peer"),
+        # which a rank running no collective of its own would otherwise do.
         dist.barrier()
     finally:
         dist.destroy_process_group()

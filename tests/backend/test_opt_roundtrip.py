@@ -16,6 +16,8 @@ func.func @f(%x: !irfuse.tensor<[s0, 8], f32>) {
   %c = aten.call "aten::clamp.default"(%x, ninf, 1.0e-06) : (!irfuse.tensor<[s0, 8], f32>) -> !irfuse.tensor<[s0, 8], f32>
   %n = aten.call "aten::sum.dim_IntList"(%c, [1], false, dtype = none) : (!irfuse.tensor<[s0, 8], f32>) -> !irfuse.tensor<[s0], f32>
   %a = aten.call "aten::add.Tensor"(%c, 0.1) : (!irfuse.tensor<[s0, 8], f32>) -> !irfuse.tensor<[s0, 8], f32>
+  %b = aten.call "aten::clamp.default"(%a, -0.0, -2.5e-07) : (!irfuse.tensor<[s0, 8], f32>) -> !irfuse.tensor<[s0, 8], f32>
+  %z = aten.call "aten::add.Tensor"(%b, nan) : (!irfuse.tensor<[s0, 8], f32>) -> !irfuse.tensor<[s0, 8], f32>
   func.return
 }
 """
@@ -33,6 +35,7 @@ def test_the_generic_form_of_float_and_none_arguments_parses_back(call_ir, tmp_p
     assert status == 0, err
     assert "#aten.float<ninf>" in generic and "#aten.float<1.0e-06>" in generic
     assert "#aten.float<0.1>" in generic and "#aten.none" in generic
+    assert "#aten.float<-0.0>, #aten.float<-2.5e-07>" in generic and "#aten.float<nan>" in generic
     again = tmp_path / "generic.mlir"
     again.write_text(generic)
     _, custom, _ = run_opt([str(call_ir)])
