@@ -10,6 +10,12 @@ model dtype (Hugging Face). The fused kernels carry the reading (`weight_f32`, `
 `round_sum`); a kernel that rounded another way moves FP8 codes by one step (2,180-4,007 of
 131,072 in bf16 before `weight_f32` reached fuse-norm-quant).
 
+One spelling is not a reading: the "square" style's `1 / sqrt`, which the fused kernels compute
+as rsqrt. Where torch's CPU rsqrt is `1 / sqrt` bit for bit (AVX-512 builds) it stays bit-exact;
+where it is not (AVX2: up to 2 float32 ulps apart, in 13% of values), an output moves by at most
+one step of its dtype in a few elements, which is what those readings are held to there
+(docs/numerics.md).
+
 Each fuse-norm-quant graph holds four norms of one reading, one per scheme (static, per-token,
 per-group 128, dynamic per-tensor): the first three fuse whatever order the schemes come in, the
 per-tensor one stays with a remark that names it and its line (mixed schemes in one graph are
@@ -38,6 +44,38 @@ H = 256
 T = 64
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 BUILTIN = ("vllm", "hf", "square", "functional")
+
+
+def _rsqrt_is_one_over_sqrt() -> bool:
+    v = torch.linspace(1e-3, 100.0, 4099)
+    return torch.equal(torch.rsqrt(v), 1.0 / torch.sqrt(v))
+
+
+RSQRT_IS_ONE_OVER_SQRT = _rsqrt_is_one_over_sqrt()
+MOVED_AT_MOST = 0.001
+"""The share of a tensor's elements a `1 / sqrt` reading may move by one step where torch's rsqrt
+is not `1 / sqrt`."""
+
+
+def _assert_as_eager(reading: str, actual, expected, model_dtype: torch.dtype) -> None:
+    """Bit-exact, or for a `1 / sqrt` reading on a host whose rsqrt differs: each tensor within
+    one step of its dtype (float32 scales: of the model dtype), in at most MOVED_AT_MOST of it."""
+    if not reading.startswith("square") or RSQRT_IS_ONE_OVER_SQRT:
+        assert_bit_exact(actual, expected)
+        return
+    for i, (a, e) in enumerate(zip(_tensors(actual), _tensors(expected), strict=True)):
+        assert a.shape == e.shape and a.dtype == e.dtype, f"output[{i}]: {a.dtype} != {e.dtype}"
+        info = torch.finfo(model_dtype if a.dtype == torch.float32 else a.dtype)
+        a, e = a.float(), e.float()
+        moved = a != e
+        bound = info.eps * torch.maximum(a.abs(), e.abs()) + info.smallest_normal * info.eps
+        assert bool(((a - e).abs() <= bound).all()), f"output[{i}]: more than one step apart"
+        assert moved.float().mean().item() <= MOVED_AT_MOST, (
+            f"output[{i}]: {moved.sum().item()} of {moved.numel()} values moved")
+
+
+def _tensors(x) -> list[torch.Tensor]:
+    return [x] if isinstance(x, torch.Tensor) else [t for item in x for t in _tensors(item)]
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -138,7 +176,7 @@ def test_norm_quant_is_bit_exact_in_every_reading_and_scheme(reading, dtype, res
     model = _FourSchemes(reading, DTYPES[dtype], residual, SCHEMES)
     compiled = compile_and_run(model, _inputs(DTYPES[dtype]), dynamic_dims=[(0, 0), (1, 0)],
                                options={"optimization_level": 2})
-    assert_bit_exact(compiled.outputs[0], compiled.eager[0])
+    _assert_as_eager(reading, compiled.outputs[0], compiled.eager[0], DTYPES[dtype])
     assert compiled.fused("fuse-norm-quant") == 3
     (missed,) = _missed(compiled, "fuse-norm-quant")
     assert "dynamic per-tensor" in missed[0] and ".py:" in missed[1]  # a reason and a location
@@ -196,7 +234,7 @@ def test_allreduce_rms_is_bit_exact_in_every_reading(reading, dtype):
             _AllReduceNorms(reading, DTYPES[dtype]), _inputs(DTYPES[dtype]),
             dynamic_dims=[(0, 0), (1, 0)],
             options={"optimization_level": 1, "pass_config": {"fuse_allreduce_rms": True}})
-    assert_bit_exact(compiled.outputs[0], compiled.eager[0])
+    _assert_as_eager(reading, compiled.outputs[0], compiled.eager[0], DTYPES[dtype])
     assert compiled.fused("fuse-allreduce-rms") == 4
     assert _missed(compiled, "fuse-allreduce-rms") == []
 
@@ -224,7 +262,7 @@ def test_act_padding_is_bit_exact_in_every_reading(reading, dtype, residual):
     compiled = compile_and_run(_PaddedNorm(reading, DTYPES[dtype], residual),
                                _inputs(DTYPES[dtype]), dynamic_dims=[(0, 0), (1, 0)],
                                options={"optimization_level": 1})
-    assert_bit_exact(compiled.outputs[0], compiled.eager[0])
+    _assert_as_eager(reading, compiled.outputs[0], compiled.eager[0], DTYPES[dtype])
     assert compiled.fused("fuse-act-padding") == 1
     assert _missed(compiled, "fuse-act-padding") == []
 
