@@ -7,8 +7,10 @@ TP 2 starts on this 2-core machine once each worker is bound to one core
 (`VLLM_CPU_OMP_THREADS_BIND=0|1`; without it vLLM asserts "Not enough allowed NUMA nodes to bind
 threads of 2 local CPUWorkers"). Its TP all-reduce is its CPU communicator's shared-memory
 `_C.shm_allreduce` (on group `tp:0`), its GEMMs oneDNN's `_C.onednn_mm` (opaque to irfuse: no
-async TP there). A RUN is vLLM's own compile or irfuse's post-grad pass with one collective
-fusion (`RUNS`); each dumps into `OUT/../dumps/RUN` and records the greedy tokens of two prompts.
+async TP there); vLLM's AVX2 build has neither, and spells them torch's functional all-reduce on
+the group's device group and `aten.mm`. A RUN is vLLM's own compile or irfuse's post-grad pass with one collective
+fusion (`RUNS`); each dumps into `OUT/../dumps/RUN` and records the greedy tokens of two prompts
+with the top 5 logprobs of each step.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ RUNS: dict[str, dict | None] = {
     "irfuse-sp": {"pass_config": {"enable_sp": True, "sp_min_token_num": 1}},
 }
 IRFUSE_PASS = {"post_grad_custom_post_pass": "irfuse.vllm_pass"}
+TOP_LOGPROBS = 5
 
 
 def run(model_dir: pathlib.Path, options: dict | None, dump: pathlib.Path) -> dict:
@@ -45,13 +48,18 @@ def run(model_dir: pathlib.Path, options: dict | None, dump: pathlib.Path) -> di
               tensor_parallel_size=2, distributed_executor_backend="mp",
               compilation_config=compilation, gpu_memory_utilization=0.1,
               kv_cache_memory_bytes=32 << 20)
-    params = SamplingParams(max_tokens=MAX_TOKENS, temperature=0.0, detokenize=False)
+    params = SamplingParams(max_tokens=MAX_TOKENS, temperature=0.0, detokenize=False,
+                            logprobs=TOP_LOGPROBS)
     outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in PROMPTS], params)
     tokens = [list(o.outputs[0].token_ids) for o in outs]
+    # Per prompt and step, the top tokens' logprobs (token id as a JSON key).
+    logprobs = [[{str(t): lp.logprob for t, lp in step.items()} for step in o.outputs[0].logprobs]
+                for o in outs]
     seconds = time.perf_counter() - start
     del llm
     gc.collect()
-    return {"tokens": tokens, "seconds": round(seconds, 1), "dump": str(dump)}
+    return {"tokens": tokens, "logprobs": logprobs, "seconds": round(seconds, 1),
+            "dump": str(dump)}
 
 
 def main(argv: list[str]) -> None:
