@@ -8,9 +8,9 @@ TP 2 starts on this 2-core machine once each worker is bound to one core
 threads of 2 local CPUWorkers"). Its TP all-reduce is its CPU communicator's shared-memory
 `_C.shm_allreduce` (on group `tp:0`), its GEMMs oneDNN's `_C.onednn_mm` (opaque to irfuse: no
 async TP there); vLLM's AVX2 build has neither, and spells them torch's functional all-reduce on
-the group's device group and `aten.mm`. A RUN is vLLM's own compile or irfuse's post-grad pass with one collective
-fusion (`RUNS`); each dumps into `OUT/../dumps/RUN` and records the greedy tokens of two prompts
-with the top 5 logprobs of each step.
+the group's device group and `aten.mm`. A RUN is vLLM's own compile or irfuse's post-grad pass
+with one collective fusion (`RUNS`); each dumps into `OUT/../dumps/RUN` and records the greedy
+tokens of two prompts with the top 5 logprobs of each step.
 """
 
 from __future__ import annotations
