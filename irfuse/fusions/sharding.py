@@ -332,7 +332,8 @@ def pad_rows(x: SSAValue, n: int | SSAValue, world_size: int,
     st = source.type
     assert isinstance(st, TensorType)
     padded = padded_dim(xt.dims[0], world_size)
-    fill = call_args.FloatArgAttr(value) if not isinstance(st.dtype, IntegerType) else IntAttr(int(value))
+    is_int = isinstance(st.dtype, IntegerType)
+    fill = IntAttr(int(value)) if is_int else call_args.FloatArgAttr(value)
     pad = aten.CallOp(CONSTANT_PAD_ND, operands, [_ref(0), pads, fill],
                       [tensor_type((padded, *st.dims[1:]), st.dtype)])
     ops.append(pad)

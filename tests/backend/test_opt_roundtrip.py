@@ -1,6 +1,7 @@
 """irfuse-opt --verify-roundtrip (mlir-opt's flag): the parsed IR, printed in its generic and its
-custom form and parsed back, must be the same IR; and the call template's floats and `none`,
-whose xDSL builtins (`FloatData`, `NoneAttr`) did not parse back from the generic form, do."""
+custom form and parsed back, must be the same IR; and the call template's floats and `none`
+parse back from the generic form (`#aten.float`, `#aten.none`: xDSL's `FloatData` and `NoneAttr`
+do not)."""
 
 from __future__ import annotations
 
