@@ -20,6 +20,11 @@ reference code for what the ops compute (vLLM's kernels and `docs/numerics.md`):
   overwrites it.)
 - `dynamic_per_token_scaled_fp8_quant(result!, input, scale!, scale_ub?)`: per row,
   `s = max(min(amax, ub) / M, MIN_SCALE)` into `scale [T, 1]`; `result = fp8(clamp(x / s))`.
+- `per_token_group_fp8_quant(input, output_q!, output_s!, group_size, eps, fp8_min, fp8_max,
+  scale_ue8m0, dummy_is_scale_transposed, dummy_is_tma_aligned)` (CUDA only in vLLM, so
+  vLLM's CPU build has no such op): per group of `group_size` values along the last dim,
+  `s = max(amax, eps) / fp8_max` (UE8M0: `2 ** ceil(log2(max(s, 1e-10)))`), no MIN_SCALE floor;
+  `output_q = fp8(clamp(x / s, fp8_min, fp8_max))`; `s` into `output_s`, whatever its layout.
 - `silu_and_mul(result!, input)`: `result = silu(x[..., :d]) * x[..., d:]` in the model dtype.
 - `gelu_and_mul(out!, input)` / `gelu_tanh_and_mul(out!, input)` (GeGLU):
   `out = gelu(x[..., :d], approximate="none" / "tanh") * x[..., d:]` in the model dtype.
@@ -55,6 +60,11 @@ SCHEMAS = {
                                 "Tensor! scale) -> ()",
     "dynamic_per_token_scaled_fp8_quant": "dynamic_per_token_scaled_fp8_quant(Tensor! result, "
                                           "Tensor input, Tensor! scale, Tensor? scale_ub) -> ()",
+    "per_token_group_fp8_quant": "per_token_group_fp8_quant(Tensor input, Tensor! output_q, "
+                                 "Tensor! output_s, int group_size, float eps, float fp8_min, "
+                                 "float fp8_max, bool scale_ue8m0, "
+                                 "bool dummy_is_scale_transposed, bool dummy_is_tma_aligned) "
+                                 "-> ()",
     "silu_and_mul": "silu_and_mul(Tensor! result, Tensor input) -> ()",
     "gelu_and_mul": "gelu_and_mul(Tensor! out, Tensor input) -> ()",
     "gelu_tanh_and_mul": "gelu_tanh_and_mul(Tensor! out, Tensor input) -> ()",
@@ -118,6 +128,19 @@ def _dynamic_per_token_scaled_fp8_quant(result: torch.Tensor, input: torch.Tenso
     result.copy_((x / s).clamp(-bound, bound).to(result.dtype))
 
 
+def _per_token_group_fp8_quant(input: torch.Tensor, output_q: torch.Tensor,
+                               output_s: torch.Tensor, group_size: int, eps: float,
+                               fp8_min: float, fp8_max: float, scale_ue8m0: bool,
+                               dummy_is_scale_transposed: bool,
+                               dummy_is_tma_aligned: bool) -> None:
+    x = input.float().unflatten(-1, (-1, group_size))
+    s = x.abs().amax(-1).clamp(min=eps) / fp8_max
+    if scale_ue8m0:
+        s = torch.exp2(torch.ceil(torch.log2(s.abs().clamp(min=1e-10))))
+    output_s.copy_(s)
+    output_q.copy_((x / s.unsqueeze(-1)).clamp(fp8_min, fp8_max).flatten(-2).to(output_q.dtype))
+
+
 def _silu_and_mul(result: torch.Tensor, input: torch.Tensor) -> None:
     d = input.shape[-1] // 2
     result.copy_(F.silu(input[..., :d]) * input[..., d:])
@@ -158,6 +181,7 @@ _IMPLS = {
     "static_scaled_fp8_quant": _static_scaled_fp8_quant,
     "dynamic_scaled_fp8_quant": _dynamic_scaled_fp8_quant,
     "dynamic_per_token_scaled_fp8_quant": _dynamic_per_token_scaled_fp8_quant,
+    "per_token_group_fp8_quant": _per_token_group_fp8_quant,
     "silu_and_mul": _silu_and_mul,
     "gelu_and_mul": _gelu_and_mul,
     "gelu_tanh_and_mul": lambda out, input: _gelu_and_mul(out, input, "tanh"),
@@ -215,6 +239,32 @@ def vllm_scaled_fp8_quant(x: torch.Tensor, scale: torch.Tensor | None = None, *,
     else:
         torch.ops._C.static_scaled_fp8_quant(out, x, scale)
     return out, scale
+
+
+def vllm_per_token_group_quant_fp8(x: torch.Tensor, group_size: int, *,
+                                   column_major_scales: bool = False,
+                                   tma_aligned_scales: bool = False, use_ue8m0: bool = False,
+                                   dtype: torch.dtype = FP8,
+                                   eps: float = 1e-10) -> tuple[torch.Tensor, torch.Tensor]:
+    """`fp8_utils.per_token_group_quant_fp8` on CUDA (`QuantFP8.forward_cuda` of a group
+    quant): the scale buffer row-major `[..., H/g]`, or column-major as an `[H/g, T]` buffer
+    permuted, or TMA-aligned as `empty_strided([T, H/g], (1, round_up(T, 4)))`; returns
+    (q, scales)."""
+    bound = _BOUND[dtype]
+    q = torch.empty(x.shape, device=x.device, dtype=dtype)
+    groups = x.shape[-1] // group_size
+    if column_major_scales and tma_aligned_scales:
+        m = x.shape[-2]
+        s = torch.empty_strided((m, groups), (1, (m + 3) // 4 * 4), device=x.device,
+                                dtype=torch.float32)
+    elif column_major_scales:
+        s = torch.empty((groups, x.shape[-2]), device=x.device,
+                        dtype=torch.float32).permute(-1, -2)
+    else:
+        s = torch.empty((*x.shape[:-1], groups), device=x.device, dtype=torch.float32)
+    torch.ops._C.per_token_group_fp8_quant(x, q, s, group_size, eps, -bound, bound, use_ue8m0,
+                                           column_major_scales, tma_aligned_scales)
+    return q, s
 
 
 def vllm_silu_and_mul(x: torch.Tensor) -> torch.Tensor:

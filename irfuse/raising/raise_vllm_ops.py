@@ -2,14 +2,15 @@
 
 vLLM's out-variant ops (`_C.rms_norm(result, input, weight, eps)`, ...) reach the graph as
 `auto_functionalized[_v2]` calls with the written tensors as extra results. Anchored at each such
-call of `rms_norm`, `fused_add_rms_norm`, the three FP8 quants, `silu_and_mul` (and GeGLU's
-`gelu_and_mul`, `gelu_tanh_and_mul`) and `rotary_embedding`, the pass produces the semantic op that means the same (`norm.*`,
-`quant.fp8`, `act.silu_mul`, `attn.rope`), taking along the fresh output buffers only the call
-uses, so the fusions see vLLM's ops as they see torch's. vLLM IR's functional norms
-(`vllm_ir.rms_norm`, `vllm_ir.fused_add_rms_norm`, in the graph when vLLM's
-`compilation_config.ir_enable_torch_wrap` is on) become `norm.rms_norm` / `norm.add_rms_norm`
-alike. The call stays in the decomposition region (no result bit changes).
-`filecheck/raise/raise-vllm-ops.mlir` shows each op.
+call of `rms_norm`, `fused_add_rms_norm`, the three FP8 quants and CUDA's group quant
+(`per_token_group_fp8_quant`, its scales row-major, column-major or TMA-aligned), `silu_and_mul`
+(and GeGLU's `gelu_and_mul`, `gelu_tanh_and_mul`) and `rotary_embedding`, the pass produces the
+semantic op that means the same (`norm.*`, `quant.fp8`, `act.silu_mul`, `attn.rope`), taking
+along the fresh output buffers only the call uses, so the fusions see vLLM's ops as they see
+torch's. vLLM IR's functional norms (`vllm_ir.rms_norm`, `vllm_ir.fused_add_rms_norm`, in the
+graph when vLLM's `compilation_config.ir_enable_torch_wrap` is on) become `norm.rms_norm` /
+`norm.add_rms_norm` alike. The call stays in the decomposition region (no result bit changes).
+`filecheck/raise/raise-vllm-ops.mlir` and `raise-vllm-group-quant.mlir` show each op.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from irfuse.dialects.attn import RopeOp
 from irfuse.dialects.irfuse import SymType, TensorType
 from irfuse.dialects.irfuse import tensor_type as make_tensor_type
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
-from irfuse.dialects.quant import QuantFp8Op, QuantScheme
+from irfuse.dialects.quant import GROUP_SIZES, QuantFp8Op, QuantScheme
 from irfuse.ir import call_args
 from irfuse.ir.shapes import F8E4M3FN, F8E4M3FNUZ, is_float, is_one_element, mul_dim
 from irfuse.raising.aten_ops import (
@@ -46,6 +47,7 @@ from irfuse.raising.aten_ops import (
     NEW_EMPTY,
     NEW_EMPTY_STRIDED,
     NEW_ZEROS,
+    PERMUTE,
     SLICE_SCATTER,
     SLICE_TENSOR,
     UNFLATTEN_INT,
@@ -56,6 +58,7 @@ from irfuse.raising.aten_ops import (
     VLLM_GELU_TANH_AND_MUL,
     VLLM_IR_FUSED_ADD_RMS_NORM,
     VLLM_IR_RMS_NORM,
+    VLLM_PER_TOKEN_GROUP_FP8_QUANT,
     VLLM_RMS_NORM,
     VLLM_ROTARY_EMBEDDING,
     VLLM_SILU_AND_MUL,
@@ -83,8 +86,10 @@ from irfuse.raising.match import (
     size_matches,
     strip_views,
     tensor_type,
+    users,
     with_private,
 )
+from irfuse.raising.raise_quant import FP8_BOUND
 
 MUTABLE: dict[str, tuple[str, ...]] = {
     VLLM_RMS_NORM: ("result",),
@@ -92,6 +97,7 @@ MUTABLE: dict[str, tuple[str, ...]] = {
     VLLM_STATIC_SCALED_FP8_QUANT: ("result",),
     VLLM_DYNAMIC_SCALED_FP8_QUANT: ("result", "scale"),
     VLLM_DYNAMIC_PER_TOKEN_SCALED_FP8_QUANT: ("result", "scale"),
+    VLLM_PER_TOKEN_GROUP_FP8_QUANT: ("output_q", "output_s"),
     VLLM_SILU_AND_MUL: ("result",),
     VLLM_GELU_AND_MUL: ("out",),
     VLLM_GELU_TANH_AND_MUL: ("out",),
@@ -105,6 +111,7 @@ WHAT = {
     VLLM_STATIC_SCALED_FP8_QUANT: "an FP8 quant",
     VLLM_DYNAMIC_SCALED_FP8_QUANT: "an FP8 quant",
     VLLM_DYNAMIC_PER_TOKEN_SCALED_FP8_QUANT: "an FP8 quant",
+    VLLM_PER_TOKEN_GROUP_FP8_QUANT: "an FP8 group quant",
     VLLM_SILU_AND_MUL: "a SiLU·Mul",
     VLLM_GELU_AND_MUL: "a GeGLU",
     VLLM_GELU_TANH_AND_MUL: "a GeGLU",
@@ -125,9 +132,13 @@ ALLOCS = (
 )
 """Ops that make a fresh buffer: an output buffer made by one of these and used by the call
 alone moves into the region with it."""
-VIEWED = (VLLM_ROTARY_EMBEDDING,)
-"""Ops whose mutable arguments may be views sharing one base (vLLM's q and k, split from one
-qkv buffer): raised with the views rebuilt around the raised op."""
+VIEWED = (VLLM_ROTARY_EMBEDDING, VLLM_PER_TOKEN_GROUP_FP8_QUANT)
+"""Ops whose mutable arguments may be views: vLLM's q and k, split from one qkv buffer (raised
+with the views rebuilt around the raised op); a group quant's column-major scales, a transposed
+buffer (`_group_scales`)."""
+GROUP_EPS_MAX = 1.0 / 512.0
+"""The largest `eps` (the amax floor of vLLM's CUDA group quant) irfuse's group scheme agrees
+with wherever a group's amax is at least 1/512 (`docs/numerics.md`)."""
 ZERO_FILLS = (ZEROS, ZEROS_LIKE, NEW_ZEROS)
 _VIEW_KEYS = ("size", "stride", "storage_offset", "slice_dim", "slice_start", "slice_end", "alias")
 
@@ -164,6 +175,8 @@ class _Functionalized:
     """Ops that made the mutable arguments' tensors (candidates to move into the region)."""
     views: dict[str, _View] = field(default_factory=dict)
     """v2, ops in VIEWED only: mutable argument name -> how it is regenerated from its base."""
+    after: list[Operation] = field(default_factory=list)
+    """Ops after the call that belong to what it stands for (a view of a result it wrote)."""
 
 
 def read_functionalized(found: Call, mutable: tuple[str, ...] | None = None,
@@ -386,6 +399,92 @@ def _per_token_fp8(fn: _Functionalized) -> tuple[Operation, list[SSAValue]]:
     raised = QuantFp8Op(x, None, ub, scheme=QuantScheme.dynamic_token(), fp8_dtype=dtype,
                         result_types=[q.type, s.type])
     return raised, [q, s]
+
+
+def _group_fp8(fn: _Functionalized) -> tuple[Operation, list[SSAValue]]:
+    """`per_token_group_fp8_quant(input, output_q, output_s, group_size, eps, fp8_min, fp8_max,
+    scale_ue8m0, dummy_is_scale_transposed, dummy_is_tma_aligned)`, vLLM's CUDA group quant,
+    as `fp8_utils.per_token_group_quant_fp8` calls it: a `group` scheme with its flags."""
+    x = _tensor(fn, "input")
+    _float_input(x)
+    xt = tensor_type(x)
+    group = _constant(fn, "group_size", int)
+    if group not in GROUP_SIZES:
+        raise NoMatch(f"group size {group}: irfuse quantizes groups of 128 or 64")
+    hidden = xt.dims[-1] if xt.dims else None  # type: ignore[union-attr]
+    if not isinstance(hidden, int) or hidden % group:
+        raise NoMatch(f"group size {group} does not divide the static hidden size {hidden}")
+    eps = _constant(fn, "eps", float)
+    if not 0.0 <= eps <= GROUP_EPS_MAX:
+        raise NoMatch(f"eps {eps}: irfuse's group scales floor amax below 1/512 only")
+    dtype = _written_q(fn, x)
+    bound = FP8_BOUND[dtype]
+    if (fn.args.get("fp8_min"), fn.args.get("fp8_max")) != (-bound, bound):
+        raise NoMatch(f"its range is [{fn.args.get('fp8_min')}, {fn.args.get('fp8_max')}], not "
+                      f"[-{bound}, {bound}] of {dtype}")
+    col_major = bool(fn.args.get("dummy_is_scale_transposed", False))
+    tma = bool(fn.args.get("dummy_is_tma_aligned", False))
+    ue8m0 = _constant(fn, "scale_ue8m0", bool)
+    scale = _group_scales(fn, xt, hidden // group, col_major, tma)  # type: ignore[arg-type]
+    q = fn.outs["output_q"]
+    scheme = QuantScheme.per_group(group, col_major=col_major, ue8m0=ue8m0, tma_aligned=tma)
+    raised = QuantFp8Op(x, scheme=scheme, fp8_dtype=dtype, result_types=[q.type, scale.type])
+    return raised, [q, scale]
+
+
+def _written_q(fn: _Functionalized, x: SSAValue) -> Any:
+    """The fp8 dtype of the `output_q` buffer, which has x's shape."""
+    qt = tensor_type(fn.args.get("output_q"))
+    if qt is None or qt.dtype not in FP8_DTYPES:
+        raise NoMatch(f"its output_q is {qt and qt.dtype}, not f8E4M3FN or f8E4M3FNUZ")
+    _written_like(fn, "output_q", tensor_type(x).dims, qt.dtype, "quantized input")  # type: ignore
+    return qt.dtype
+
+
+def _group_scales(fn: _Functionalized, xt: TensorType, groups: int, col_major: bool,
+                  tma: bool) -> SSAValue:
+    """The value the scales written into `output_s` stand for, `[..., G]` (the layout is the
+    scheme's flags): the written buffer itself, row-major or TMA-aligned (`empty_strided`
+    `[T, G]`), or for column-major scales the `[T, G]` transpose of a `[G, T]` buffer, as the
+    graph reads it after the call (auto_functionalized_v2 regenerates the view: that `permute`
+    joins the chain) or passes it in (v1: the permute and its buffer join the chain)."""
+    logical = (*xt.dims[:-1], groups)
+    if col_major and len(xt.dims) != 2:
+        raise NoMatch(f"column-major scales of an input of rank {len(xt.dims)}, not 2")
+    if tma and not col_major:
+        raise NoMatch("TMA-aligned scales that are not column-major")
+    view = fn.views.get("output_s")
+    if view is None or view.kind == "base":
+        st = tensor_type(fn.args.get("output_s"))
+        if st is None or st.dims != logical or st.dtype != f32:
+            raise NoMatch(f"its output_s is {st}, not the {list(logical)} f32 group scales")
+        maker = producer(fn.args.get("output_s"), *ALLOCS, PERMUTE)
+        strided = maker is not None and maker.target in (EMPTY_STRIDED, NEW_EMPTY_STRIDED)
+        if maker is not None and maker.target == PERMUTE:
+            base = producer(maker.arg(0), *ALLOCS)
+            if not col_major or tma or base is None:
+                raise NoMatch("its output_s is a transposed buffer the call does not say it is")
+            fn.buffers.extend((maker.op, base.op))
+        elif maker is None or strided != tma or (col_major and not tma):
+            raise NoMatch("its output_s is not a new buffer laid out as its flags say "
+                          f"(transposed {col_major}, TMA-aligned {tma})")
+        return fn.outs["output_s"]
+    base, t = tensor_type(view.base), xt.dims[0]
+    size, stride = tuple(view.size), tuple(view.stride)
+    if not (col_major and not tma and view.kind == "strided" and base is not None
+            and base.dims == (groups, t) and len(size) == len(stride) == 2
+            and size_matches(size[0], t) and size_matches(size[1], groups)
+            and size_matches(stride[0], 1) and size_matches(stride[1], t)
+            and size_matches(view.offset, 0)):
+        raise NoMatch("its output_s is a view other than the transpose of a new [G, T] buffer")
+    readers = users(view.new_base)
+    permute = call(readers[0], PERMUTE) if len(readers) == 1 else None
+    if permute is None or permute.arg(1) not in ([-1, -2], [1, 0]):
+        raise NoMatch("its transposed scales are not read back through one permute")
+    if (maker := producer(view.base, *ALLOCS)) is not None:
+        fn.buffers.append(maker.op)
+    fn.after.append(permute.op)
+    return permute.op.results[0]
 
 
 def symbolic_half(dim: object) -> str | None:
@@ -703,6 +802,7 @@ BUILDERS = {
     VLLM_STATIC_SCALED_FP8_QUANT: _static_fp8,
     VLLM_DYNAMIC_SCALED_FP8_QUANT: _dynamic_fp8,
     VLLM_DYNAMIC_PER_TOKEN_SCALED_FP8_QUANT: _per_token_fp8,
+    VLLM_PER_TOKEN_GROUP_FP8_QUANT: _group_fp8,
     VLLM_SILU_AND_MUL: _silu_and_mul,
     VLLM_GELU_AND_MUL: lambda fn: _silu_and_mul(fn, "gelu", "out"),
     VLLM_GELU_TANH_AND_MUL: lambda fn: _silu_and_mul(fn, "gelu_tanh", "out"),
@@ -727,7 +827,7 @@ def _raise(candidate: Operation, order: dict[Operation, int]) -> None:
         _raise_rotary(fn)
         return
     raised, outputs = BUILDERS[fn.target](fn)
-    ops = with_private([candidate], fn.buffers)
+    ops = with_private([candidate, *fn.after], fn.buffers)
     ops.sort(key=lambda o: order[o])
     raise_chain(raised, ops, outputs, "vLLM op", verify=True)
 

@@ -31,6 +31,7 @@ from irfuse.raising.aten_ops import (
     VLLM_DYNAMIC_PER_TOKEN_SCALED_FP8_QUANT,
     VLLM_DYNAMIC_SCALED_FP8_QUANT,
     VLLM_FUSED_ADD_RMS_NORM,
+    VLLM_PER_TOKEN_GROUP_FP8_QUANT,
     VLLM_RMS_NORM,
     VLLM_SILU_AND_MUL,
     VLLM_STATIC_SCALED_FP8_QUANT,
@@ -47,6 +48,7 @@ CONTRACTS: dict[str, tuple[tuple[str, int | None, str, int | None], ...]] = {
     VLLM_STATIC_SCALED_FP8_QUANT: (("result", SHAPE, "input", SHAPE),),
     VLLM_DYNAMIC_SCALED_FP8_QUANT: (("result", SHAPE, "input", SHAPE),),
     VLLM_DYNAMIC_PER_TOKEN_SCALED_FP8_QUANT: (("result", SHAPE, "input", SHAPE),),
+    VLLM_PER_TOKEN_GROUP_FP8_QUANT: (("output_q", SHAPE, "input", SHAPE),),
     VLLM_SILU_AND_MUL: (),
 }
 """vLLM op -> the size equalities its computation requires."""

@@ -67,6 +67,12 @@ SCALE = torch.tensor([0.01], dtype=torch.float32)
 
 # --- every op, alone, in both functionalized forms ------------------------------------------------
 
+
+def _wide(x: torch.Tensor) -> torch.Tensor:
+    """`[T, 2H]` from x: two groups of 64 per row."""
+    return torch.cat([x, x * 2], -1)
+
+
 CASES = {
     # name: (fn(self, x, other), expected raised counts)
     "rms_norm": (lambda m, x, r: V.vllm_rms_norm(x, m.w, 1e-6), {"rms_norm": 1}),
@@ -86,6 +92,24 @@ CASES = {
     ),
     "fnuz": (
         lambda m, x, r: V.vllm_scaled_fp8_quant(x, m.s, dtype=torch.float8_e4m3fnuz)[0],
+        {"quant_fp8": 1},
+    ),
+    # vLLM's CUDA group quant on [8, 128] (two groups of 64): row-major scales, column-major
+    # (a permuted [G, T] buffer), TMA-aligned (empty_strided), UE8M0.
+    "group_fp8": (lambda m, x, r: V.vllm_per_token_group_quant_fp8(_wide(x), 64),
+                  {"quant_fp8": 1}),
+    "group_fp8_col_major": (
+        lambda m, x, r: V.vllm_per_token_group_quant_fp8(_wide(x), 64, column_major_scales=True),
+        {"quant_fp8": 1},
+    ),
+    "group_fp8_tma": (
+        lambda m, x, r: V.vllm_per_token_group_quant_fp8(
+            _wide(x), 64, column_major_scales=True, tma_aligned_scales=True),
+        {"quant_fp8": 1},
+    ),
+    "group_fp8_ue8m0": (
+        lambda m, x, r: V.vllm_per_token_group_quant_fp8(
+            _wide(x), 64, column_major_scales=True, use_ue8m0=True),
         {"quant_fp8": 1},
     ),
     "silu_and_mul": (lambda m, x, r: V.vllm_silu_and_mul(x), {"silu_mul": 1}),
@@ -129,6 +153,33 @@ def test_computed_static_scale_is_a_near_miss() -> None:
         "not an FP8 quant (_C.static_scaled_fp8_quant): quant scale is not a graph input or "
         "constant"
     ]
+
+
+def _group_call(x: torch.Tensor, scales: torch.Tensor, group: int = 64, eps: float = 1e-10,
+                transposed: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    q = torch.empty(x.shape, dtype=V.FP8)
+    torch.ops._C.per_token_group_fp8_quant(x, q, scales, group, eps, -448.0, 448.0, False,
+                                           transposed, False)
+    return q, scales
+
+
+@VERSIONS
+@pytest.mark.parametrize(("call", "reason"), [
+    (lambda x: _group_call(x, torch.empty(x.shape[0], 2), eps=0.01),
+     "eps 0.01: irfuse's group scales floor amax below 1/512 only"),
+    (lambda x: _group_call(x, torch.empty(x.shape[0], 4), group=32),
+     "group size 32: irfuse quantizes groups of 128 or 64"),
+    # Column-major scales the call does not say are transposed.
+    (lambda x: _group_call(x, torch.empty(2, x.shape[0]).permute(-1, -2)),
+     "its output_s is"),
+], ids=["eps", "group-32", "unflagged-transpose"])
+def test_group_quant_near_misses(call, reason: str, v2: bool) -> None:
+    """vLLM's CUDA group quant where irfuse's group scheme would compute something else: left,
+    with the reason."""
+    compiled = _run(_Wrap(lambda m, x: call(_wide(x))), _x(), v2=v2)
+    assert compiled.raised().get("quant_fp8", 0) == 0
+    (missed,) = _missed(compiled)
+    assert missed.startswith("not an FP8 group quant (_C.per_token_group_fp8_quant): " + reason)
 
 
 def test_weight_of_another_dtype_is_a_near_miss() -> None:
