@@ -14,7 +14,7 @@ import torch
 import vllm_ops as V
 from torch import nn
 
-from irfuse.testing import assert_bit_exact, compile_and_run
+from irfuse.testing import EVERY_PASS, assert_bit_exact, assert_nothing_silent, compile_and_run
 
 H, INTER, LAYERS, GROUP = 256, 512, 3, 128
 BF16 = torch.bfloat16
@@ -98,6 +98,16 @@ def test_tma_aligned_scales_are_left_with_the_reason() -> None:
         (record,) = [p for p in report.passes if p.name == name]
         assert [m.reason for m in record.missed] == [
             "tma-aligned group scales are not produced by the fused kernel"] * LAYERS
+    assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # the flags every pass on cannot use here
+@pytest.mark.parametrize("layout", [*sorted(LAYOUTS), "tma"])
+def test_every_pass_on_leaves_nothing_silent(layout: str) -> None:
+    """With every pass on, each group quant site is fused or named with its reason."""
+    layouts = {**LAYOUTS, "tma": {"column_major_scales": True, "tma_aligned_scales": True}}
+    compiled = compile_and_run(BlockFp8Mlp(layouts[layout]), [_x()], options=EVERY_PASS)
+    assert_nothing_silent(compiled)
     assert_bit_exact(compiled.outputs, compiled.eager)
 
 
