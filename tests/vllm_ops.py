@@ -33,9 +33,11 @@ reference code for what the ops compute (vLLM's kernels and `docs/numerics.md`):
   values of every head rotate by `cache[positions] = [cos | sin]`, NeoX (halves) or GPT-J
   (even / odd pairs), in the model dtype like vLLM's kernel.
 
-`scaled_fp4_quant` is left out: irfuse raises NVFP4 to `quant.nvfp4`, whose block scales are an
-fp8 tensor, where vLLM's op writes them into an int32 buffer `[round_up(M, 128),
-round_up(N/16, 4) / 4]` and also takes a layout flag; see the raise-vllm-ops report.
+- `scaled_fp4_quant.out(input, input_scale, is_sf_swizzled_layout, *, output!, output_scale!)`
+  (CUDA only): NVFP4 codes into `output` and the swizzled fp8 block scales into the int32 buffer
+  `output_scale` `[round_up(M, 128), round_up(N/16, 4) / 4]`, here with irfuse's NVFP4
+  arithmetic (vLLM's kernel takes approximate reciprocals: irfuse does not raise it, and the
+  raise-vllm-ops report says so).
 
 The `vllm_*` functions below call the ops the way vLLM's layers do in `forward_cuda`
 (`RMSNorm`, `QuantFP8` through `ops.scaled_fp8_quant`, `SiluAndMul`, `RotaryEmbedding`).
@@ -46,6 +48,8 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+from irfuse.kernels.quant_ref import nvfp4_scale_shape, quant_nvfp4
 
 FP8 = torch.float8_e4m3fn
 _BOUND = {torch.float8_e4m3fn: 448.0, torch.float8_e4m3fnuz: 224.0}
@@ -65,6 +69,9 @@ SCHEMAS = {
                                  "float fp8_max, bool scale_ue8m0, "
                                  "bool dummy_is_scale_transposed, bool dummy_is_tma_aligned) "
                                  "-> ()",
+    "scaled_fp4_quant.out": "scaled_fp4_quant.out(Tensor input, Tensor input_scale, "
+                            "bool is_sf_swizzled_layout, *, Tensor(a!) output, "
+                            "Tensor(b!) output_scale) -> ()",
     "silu_and_mul": "silu_and_mul(Tensor! result, Tensor input) -> ()",
     "gelu_and_mul": "gelu_and_mul(Tensor! out, Tensor input) -> ()",
     "gelu_tanh_and_mul": "gelu_tanh_and_mul(Tensor! out, Tensor input) -> ()",
@@ -141,6 +148,14 @@ def _per_token_group_fp8_quant(input: torch.Tensor, output_q: torch.Tensor,
     output_q.copy_((x / s.unsqueeze(-1)).clamp(fp8_min, fp8_max).flatten(-2).to(output_q.dtype))
 
 
+def _scaled_fp4_quant(input: torch.Tensor, input_scale: torch.Tensor,
+                      is_sf_swizzled_layout: bool, *, output: torch.Tensor,
+                      output_scale: torch.Tensor) -> None:
+    q, block_scales = quant_nvfp4(input, input_scale)
+    output.copy_(q)
+    output_scale.view(FP8).copy_(block_scales)
+
+
 def _silu_and_mul(result: torch.Tensor, input: torch.Tensor) -> None:
     d = input.shape[-1] // 2
     result.copy_(F.silu(input[..., :d]) * input[..., d:])
@@ -182,6 +197,7 @@ _IMPLS = {
     "dynamic_scaled_fp8_quant": _dynamic_scaled_fp8_quant,
     "dynamic_per_token_scaled_fp8_quant": _dynamic_per_token_scaled_fp8_quant,
     "per_token_group_fp8_quant": _per_token_group_fp8_quant,
+    "scaled_fp4_quant.out": _scaled_fp4_quant,
     "silu_and_mul": _silu_and_mul,
     "gelu_and_mul": _gelu_and_mul,
     "gelu_tanh_and_mul": lambda out, input: _gelu_and_mul(out, input, "tanh"),
@@ -265,6 +281,19 @@ def vllm_per_token_group_quant_fp8(x: torch.Tensor, group_size: int, *,
     torch.ops._C.per_token_group_fp8_quant(x, q, s, group_size, eps, -bound, bound, use_ue8m0,
                                            column_major_scales, tma_aligned_scales)
     return q, s
+
+
+def vllm_scaled_fp4_quant(x: torch.Tensor,
+                          global_scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`vllm._custom_ops.scaled_fp4_quant` (the 128x4 swizzled layout): returns (codes, fp8
+    block scales)."""
+    m, n = x.shape
+    rows, cols = nvfp4_scale_shape(m, n)
+    output = torch.empty((m, n // 2), device=x.device, dtype=torch.uint8)
+    output_scale = torch.empty((rows, cols // 4), device=x.device, dtype=torch.int32)
+    torch.ops._C.scaled_fp4_quant.out(x, global_scale, True, output=output,
+                                      output_scale=output_scale)
+    return output, output_scale.view(FP8)
 
 
 def vllm_silu_and_mul(x: torch.Tensor) -> torch.Tensor:

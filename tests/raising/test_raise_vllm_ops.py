@@ -182,6 +182,19 @@ def test_group_quant_near_misses(call, reason: str, v2: bool) -> None:
     assert missed.startswith("not an FP8 group quant (_C.per_token_group_fp8_quant): " + reason)
 
 
+@VERSIONS
+def test_cuda_nvfp4_quant_is_named_not_raised(v2: bool) -> None:
+    """vLLM's CUDA NVFP4 quant (`_C.scaled_fp4_quant.out`) rounds by approximate reciprocals:
+    not raised, and the report says why where it sits after a norm."""
+    gs = torch.tensor([448.0 * 6 / 4], dtype=torch.float32)
+    module = _Wrap(lambda m, x: V.vllm_scaled_fp4_quant(V.vllm_rms_norm(x, m.w, 1e-6), m.gs),
+                   w=WEIGHT, gs=gs)
+    compiled = _run(module, _x(), v2=v2)
+    assert {k: n for k, n in compiled.raised().items() if n} == {"rms_norm": 1}
+    (missed,) = _missed(compiled)
+    assert missed.startswith("_C.scaled_fp4_quant.out: vLLM's CUDA NVFP4 quant is not raised")
+
+
 def test_weight_of_another_dtype_is_a_near_miss() -> None:
     module = _Wrap(lambda m, x: V.vllm_rms_norm(x, m.w, 1e-6), w=WEIGHT.float())
     compiled = _run(module, _x())
