@@ -14,6 +14,8 @@ import torch
 import vllm_ops as V
 from torch import nn
 
+from irfuse.emit import kernel_choice
+from irfuse.kernels import dispatch
 from irfuse.testing import EVERY_PASS, assert_bit_exact, assert_nothing_silent, compile_and_run
 
 H, INTER, LAYERS, GROUP = 256, 512, 3, 128
@@ -64,7 +66,7 @@ class BlockFp8Mlp(nn.Module):
 
 def _run(layout: dict, x: torch.Tensor, v2: bool = True):
     with torch._inductor.config.patch(enable_auto_functionalized_v2=v2):
-        return compile_and_run(BlockFp8Mlp(layout), [x],
+        return compile_and_run(BlockFp8Mlp(layout).to(x.device), [x],
                                options={"optimization_level": 2,
                                         "pass_config": {"fuse_norm_quant": True,
                                                         "fuse_act_quant": True}})
@@ -139,3 +141,25 @@ def test_a_group_below_amax_one_512th_differs_only_within_fp8_rounding() -> None
     assert not torch.equal(q[:, :GROUP].view(torch.uint8), q_ref[:, :GROUP].view(torch.uint8))
     dq, dq_ref = (t[:, :GROUP].float() * u[:, :1] for t, u in ((q, s), (q_ref, s_ref)))
     torch.testing.assert_close(dq, dq_ref, rtol=2**-3, atol=1e-7)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["row", "col", "col-ue8m0"])
+def test_on_cuda_the_triton_kernels_write_vllms_scale_layouts(layout: str) -> None:
+    """On CUDA both fusions run irfuse's Triton group kernels, whose scales come out in the
+    layout vLLM's GEMM asked for; the outputs stay within vLLM's per-group tolerance (5e-2 of
+    the largest value: the stand-in's scale divides by a python float, which CUDA turns into a
+    multiply, and the kernels' norm rounds other than torch's)."""
+    x = _x().cuda()
+    compiled = _run(LAYOUTS[layout], x)
+    (report,) = compiled.reports
+    assert report.fused("fuse-norm-quant") == report.fused("fuse-act-quant") == LAYERS
+    platform = dispatch.platform_of(x.device)
+    for kernel in ("add_rms_norm_quant_fp8_group", "silu_mul_quant_fp8_group"):
+        assert kernel_choice.choose(kernel, platform).impl == "triton"
+    (out, residual, strides), _ = compiled.outputs
+    (ref, ref_residual, eager_strides), _ = compiled.eager
+    assert strides == eager_strides
+    for got, want in ((out, ref), (residual, ref_residual)):
+        err = (got.float() - want.float()).abs().max() / want.float().abs().max()
+        assert err.item() < 5e-2
