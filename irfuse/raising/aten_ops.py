@@ -199,6 +199,7 @@ VLLM_UNIFIED_MLA_ATTENTION_WITH_OUTPUT = "vllm::unified_mla_attention_with_outpu
 VLLM_REDUCE_SCATTER = "vllm::reduce_scatter.default"
 VLLM_RMS_NORM = "_C::rms_norm.default"
 VLLM_ROTARY_EMBEDDING = "_C::rotary_embedding.default"
+VLLM_SCALED_FP4_QUANT_OUT = "_C::scaled_fp4_quant.out"
 VLLM_SILU_AND_MUL = "_C::silu_and_mul.default"
 VLLM_STATIC_SCALED_FP8_QUANT = "_C::static_scaled_fp8_quant.default"
 

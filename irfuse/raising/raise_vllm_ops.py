@@ -61,6 +61,7 @@ from irfuse.raising.aten_ops import (
     VLLM_PER_TOKEN_GROUP_FP8_QUANT,
     VLLM_RMS_NORM,
     VLLM_ROTARY_EMBEDDING,
+    VLLM_SCALED_FP4_QUANT_OUT,
     VLLM_SILU_AND_MUL,
     VLLM_STATIC_SCALED_FP8_QUANT,
     ZEROS,
@@ -119,7 +120,7 @@ WHAT = {
 }
 
 UNRAISED: dict[str, str] = {
-    "_C::scaled_fp4_quant.out": (
+    VLLM_SCALED_FP4_QUANT_OUT: (
         "vLLM's CUDA NVFP4 quant is not raised: its block scale and the factor it multiplies by "
         "are taken through approximate reciprocals (`gs * (amax * rcp(6))`, `rcp(sb * "
         "rcp(gs))`), which round other than irfuse's NVFP4 (`docs/numerics.md`), so the norm "
@@ -355,12 +356,13 @@ def _fused_add_rms_norm(fn: _Functionalized) -> tuple[Operation, list[SSAValue]]
     return raised, [y, residual_out]
 
 
-def _fp8_result(fn: _Functionalized, x: SSAValue) -> Any:
+def _fp8_result(fn: _Functionalized, x: SSAValue, name: str = "result") -> Any:
+    """The fp8 dtype of the buffer `name` the quant writes, which has x's shape."""
     xt = tensor_type(x)
-    rt = tensor_type(fn.args.get("result"))
+    rt = tensor_type(fn.args.get(name))
     if rt is None or rt.dtype not in FP8_DTYPES:
-        raise NoMatch(f"its result is {rt and rt.dtype}, not f8E4M3FN or f8E4M3FNUZ")
-    _written_like(fn, "result", xt.dims, rt.dtype, "quantized input")  # type: ignore[union-attr]
+        raise NoMatch(f"its {name} is {rt and rt.dtype}, not f8E4M3FN or f8E4M3FNUZ")
+    _written_like(fn, name, xt.dims, rt.dtype, "quantized input")  # type: ignore[union-attr]
     return rt.dtype
 
 
@@ -427,7 +429,7 @@ def _group_fp8(fn: _Functionalized) -> tuple[Operation, list[SSAValue]]:
     eps = _constant(fn, "eps", float)
     if not 0.0 <= eps <= GROUP_EPS_MAX:
         raise NoMatch(f"eps {eps}: irfuse's group scales floor amax below 1/512 only")
-    dtype = _written_q(fn, x)
+    dtype = _fp8_result(fn, x, "output_q")
     bound = FP8_BOUND[dtype]
     if (fn.args.get("fp8_min"), fn.args.get("fp8_max")) != (-bound, bound):
         raise NoMatch(f"its range is [{fn.args.get('fp8_min')}, {fn.args.get('fp8_max')}], not "
@@ -440,15 +442,6 @@ def _group_fp8(fn: _Functionalized) -> tuple[Operation, list[SSAValue]]:
     scheme = QuantScheme.per_group(group, col_major=col_major, ue8m0=ue8m0, tma_aligned=tma)
     raised = QuantFp8Op(x, scheme=scheme, fp8_dtype=dtype, result_types=[q.type, scale.type])
     return raised, [q, scale]
-
-
-def _written_q(fn: _Functionalized, x: SSAValue) -> Any:
-    """The fp8 dtype of the `output_q` buffer, which has x's shape."""
-    qt = tensor_type(fn.args.get("output_q"))
-    if qt is None or qt.dtype not in FP8_DTYPES:
-        raise NoMatch(f"its output_q is {qt and qt.dtype}, not f8E4M3FN or f8E4M3FNUZ")
-    _written_like(fn, "output_q", tensor_type(x).dims, qt.dtype, "quantized input")  # type: ignore
-    return qt.dtype
 
 
 def _group_scales(fn: _Functionalized, xt: TensorType, groups: int, col_major: bool,

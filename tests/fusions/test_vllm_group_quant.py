@@ -48,7 +48,7 @@ class BlockFp8Mlp(nn.Module):
         self.register_buffer("down", torch.randn(layers, INTER, H, generator=_gen(3))
                              .div(INTER**0.5).to(BF16))
 
-    def _linear(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    def _linear(self, x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         q, s = V.vllm_per_token_group_quant_fp8(x, self.group, **self.layout)
         dq = q.float().unflatten(-1, (-1, self.group)) * s.unsqueeze(-1)
         return (dq.flatten(-2).to(BF16) @ w), s
