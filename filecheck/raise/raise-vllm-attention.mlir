@@ -92,3 +92,17 @@ func.func @not_raised(%arg0: !irfuse.sym<s30>, %q: !irfuse.tensor<[s30, 4, 16], 
   %bf, %bf_1 = aten.call tuple "hop:auto_functionalized_v2"(#aten.target<"vllm::unified_attention_with_output.default">, query = %q, key = %k, value = %k, layer_name = "l0", output_scale = none, kv_cache_dummy_dep = none, _output_base_index = 0, _output_size = (%arg0, 4, 16), _output_stride = (64, 16, 1), _output_storage_offset = 0, _output_block_scale_base_index = none, _all_bases = [%buf]) : (!irfuse.tensor<[s30, 4, 16], bf16>, !irfuse.tensor<[s30, 2, 16], bf16>, !irfuse.tensor<[s30, 2, 16], bf16>, !irfuse.sym<s30>, !irfuse.tensor<[s30, 64], bf16>) -> (!irfuse.opaque<"NoneType">, !irfuse.tensor<[s30, 64], bf16>)
   func.return %af_1, %d, %bf_1 : !irfuse.tensor<[s30, 4, 16], f8E4M3FN>, !irfuse.tensor<[0], bf16>, !irfuse.tensor<[s30, 64], bf16>
 }
+
+// MLA's latent-cache write (vLLM 0.32's MLAAttention.forward): a plain call returning vLLM's
+// dummy, raised with its kv_cache_dtype and k_scale; the attention after it reads the dummy.
+// CHECK-LABEL: func.func @mla_cache_update
+// CHECK: %[[DEP:.+]] = attn.vllm_mla_kv_cache_update %arg1, %arg2, %arg3 {layer_name = "model.layers.0.self_attn.mla_attn", kv_cache_dtype = "auto"} : (!irfuse.tensor<[s30, 32], bf16>, !irfuse.tensor<[s30, 1, 16], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[0], bf16> decomposition {
+// CHECK-NEXT: ^{{.+}}(%[[C:.+]]: !irfuse.tensor<[s30, 32], bf16>, %[[K:.+]]: !irfuse.tensor<[s30, 1, 16], bf16>, %[[S:.+]]: !irfuse.tensor<[], f32>):
+// CHECK-NEXT: aten.call "vllm::unified_mla_kv_cache_update.default"(%[[C]], %[[K]], "model.layers.0.self_attn.mla_attn", "auto", %[[S]])
+// CHECK: attn.vllm_mla_attention %arg4, %arg1, %arg2, kv_cache_dep %[[DEP]]
+func.func @mla_cache_update(%arg0: !irfuse.sym<s30>, %arg1: !irfuse.tensor<[s30, 32], bf16>, %arg2: !irfuse.tensor<[s30, 1, 16], bf16>, %arg3: !irfuse.tensor<[], f32>, %arg4: !irfuse.tensor<[s30, 4, 32], bf16>) -> !irfuse.tensor<[s30, 32], bf16> {
+  %dep = aten.call "vllm::unified_mla_kv_cache_update.default"(%arg1, %arg2, "model.layers.0.self_attn.mla_attn", "auto", %arg3) : (!irfuse.tensor<[s30, 32], bf16>, !irfuse.tensor<[s30, 1, 16], bf16>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[0], bf16>
+  %empty = aten.call "aten::empty.memory_format"([%arg0, 32], dtype = bf16, device = #aten.device<"cpu">, pin_memory = false) : (!irfuse.sym<s30>) -> !irfuse.tensor<[s30, 32], bf16>
+  %af, %af_1 = aten.call tuple "hop:auto_functionalized_v2"(#aten.target<"vllm::unified_mla_attention_with_output.default">, q = %arg4, kv_c_normed = %arg1, k_pe = %arg2, layer_name = "model.layers.0.self_attn.mla_attn", output_scale = none, kv_cache_dummy_dep = %dep, quant_group_size = none, quant_scale_ue8m0 = none, quant_col_major = none, quant_tma_aligned = none, q_dcp_replicated = none, _output_base_index = 0, _output_block_scale_base_index = none, _all_bases = [%empty]) : (!irfuse.tensor<[s30, 4, 32], bf16>, !irfuse.tensor<[s30, 32], bf16>, !irfuse.tensor<[s30, 1, 16], bf16>, !irfuse.tensor<[0], bf16>, !irfuse.tensor<[s30, 32], bf16>) -> (!irfuse.opaque<"NoneType">, !irfuse.tensor<[s30, 32], bf16>)
+  func.return %af_1 : !irfuse.tensor<[s30, 32], bf16>
+}

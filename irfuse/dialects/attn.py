@@ -151,6 +151,13 @@ def cache_halves(k_cache: SSAValue, v_cache: SSAValue) -> tuple[TensorType, Tens
     return half, half
 
 
+def check_mla_k_pe(k_pe: TensorType, what: str = "k_pe") -> None:
+    """MLA's rope key, one head shared by all: `[T, 1, rope_dim]` or `[T, rope_dim]`."""
+    if k_pe.rank not in (2, 3) or (k_pe.rank == 3 and not shapes.dims_agree(k_pe.dims[1], 1)):
+        raise VerifyException(f"{what} has shape {shapes.shape_str(k_pe.dims)}: [T, 1, rope_dim] "
+                              "or [T, rope_dim] (one key shared by all heads)")
+
+
 def check_mla_cache_write(kv_c: TensorType, k_pe: TensorType, kv_cache: TensorType,
                           slot_mapping: TensorType) -> None:
     """kv_c `[T, kv_lora_rank]` and k_pe `[T, rope_dim]` into kv_cache `[num_blocks, block_size,
@@ -619,8 +626,7 @@ class VllmMlaAttentionOp(VllmAttentionOperation, RaisedOperation):
         shapes.check_float("q", q)
         shapes.check_rank("q", q, 3)
         shapes.check_rank("kv_c_normed", kv_c, 2)
-        if k_pe.rank not in (2, 3):
-            raise VerifyException(f"k_pe must be [T, 1, rope] or [T, rope], got rank {k_pe.rank}")
+        check_mla_k_pe(k_pe)
         for what, x in (("kv_c_normed", kv_c), ("k_pe", k_pe)):
             shapes.check_same_dtype(what, x, q, "q")
             shapes.check_dim(f"{what}'s token count", x.dims[0], q.dims[0])
@@ -659,6 +665,47 @@ class VllmKvCacheUpdateOp(VllmLayerOperation, RaisedOperation):
         super().verify_()
         shapes.check_float("k", self.k.type)
         self.check_kv_update(self.k.type, self.v.type, self.kv_cache_dep.type, "k")
+
+
+@irdl_op_definition
+class VllmMlaKvCacheUpdateOp(VllmLayerOperation, RaisedOperation):
+    """vLLM's write of one MLA layer's `[kv_c | k_pe]` into its latent cache, stored as
+    `kv_cache_dtype` says (`"auto"`: the model dtype; FP8 ones scaled by `k_scale`)
+    (`vllm.unified_mla_kv_cache_update`); the result is vLLM's dummy, empty and 1-D.
+
+    ```mlir
+    %dep = attn.vllm_mla_kv_cache_update %kv_c, %k_pe, %k_scale, layer %ln
+            {layer_name = "model.layers.0.self_attn.attn", kv_cache_dtype = "auto"}
+        : (!irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>,
+           !irfuse.tensor<[], f32>, !irfuse.opaque<"LayerName">) -> !irfuse.tensor<[0], bf16>
+    ```
+    """
+
+    name = "attn.vllm_mla_kv_cache_update"
+
+    kv_c = operand_def(TensorType)
+    k_pe = operand_def(TensorType)
+    k_scale = operand_def(TensorType)
+    kv_cache_dep = result_def(TensorType)
+
+    kv_cache_dtype = prop_def(StringAttr)
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    @classmethod
+    def infer_result_types(cls, kv_c, **_: Any) -> list[TensorType]:
+        return [tensor_type((0,), kv_c.type.dtype)]
+
+    def verify_(self) -> None:
+        super().verify_()
+        kv_c, k_pe, dep = self.kv_c.type, self.k_pe.type, self.kv_cache_dep.type
+        shapes.check_float("kv_c", kv_c)
+        shapes.check_rank("kv_c", kv_c, 2)
+        check_mla_k_pe(k_pe)
+        shapes.check_same_dtype("k_pe", k_pe, kv_c, "kv_c")
+        shapes.check_dim("k_pe's token count", k_pe.dims[0], kv_c.dims[0])
+        shapes.check_float("k_scale", self.k_scale.type)
+        shapes.check_rank("kv_cache_dep", dep, 1)
+        shapes.check_same_dtype("kv_cache_dep", dep, kv_c, "kv_c")
 
 
 Attn = declared_dialect("attn", globals())

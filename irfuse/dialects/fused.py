@@ -868,9 +868,7 @@ class RopeMlaKvCacheWriteOp(attn.RopeOperation, NamedOperandSyntax):
         head_dim = self.head_dim.value.data
         shapes.check_float("q_pe", q)
         self.check_heads("q_pe", q, 3)
-        if k.rank not in (2, 3) or (k.rank == 3 and not shapes.dims_agree(k.dims[1], 1)):
-            raise VerifyException(f"k_pe has shape {shapes.shape_str(k.dims)}: [T, 1, rope_dim] "
-                                  "or [T, rope_dim] (one key shared by all heads)")
+        attn.check_mla_k_pe(k)
         self.check_heads("k_pe", k)
         shapes.check_same_dtype("k_pe", k, q, "q_pe")
         attn.check_mla_cache_write(self.kv_c.type, tensor_type((k.dims[0], head_dim), k.dtype),
@@ -987,6 +985,67 @@ class RopeVllmKvCacheUpdateOp(norm.NormOperation, attn.RopeOperation,
         check_qk_norms(q, k, opt_type(self.q_weight), opt_type(self.k_weight), self.eps)
         shapes.check_same_type("q_out", self.q_out.type, q, "q")
         shapes.check_same_type("k_out", self.k_out.type, k, "k")
+
+
+@irdl_op_definition
+class RopeVllmMlaKvCacheUpdateOp(attn.RopeOperation, attn.VllmLayerOperation, NamedOperandSyntax):
+    """MLA's RoPE of q_pe and k_pe and vLLM's latent-cache write of `[kv_c | rotated k_pe]` into
+    the layer's cache, in one kernel that returns the rotated q_pe and k_pe: replaces `attn.rope`
+    whose rotated k_pe `attn.vllm_mla_kv_cache_update` writes (vLLM's
+    `fused_rope_unified_mla_kv_cache_update`).
+
+    ```mlir
+    %qr, %kr, %dep = fused.rope_vllm_mla_kv_cache_update %q_pe, %k_pe, %kv_c, positions %pos,
+            cos_sin_cache %cs, %k_scale, layer %ln {layer_name = "model.layers.0.self_attn.attn",
+            is_neox = false, rotary_dim = 64 : i64, head_dim = 64 : i64, kv_cache_dtype = "auto"}
+        : (!irfuse.tensor<[s0, 16, 64], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>,
+           !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0], i64>,
+           !irfuse.tensor<[4096, 64], bf16>, !irfuse.tensor<[], f32>, !irfuse.opaque<"LayerName">)
+        -> (!irfuse.tensor<[s0, 16, 64], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>,
+            !irfuse.tensor<[0], bf16>)
+    ```
+    """
+
+    name = "fused.rope_vllm_mla_kv_cache_update"
+
+    q_pe = operand_def(TensorType)
+    k_pe = operand_def(TensorType)
+    kv_c = operand_def(TensorType)
+    # RoPE's tables again, here so that they come before k_scale in the operand order.
+    positions = opt_operand_def(TensorType)
+    cos_sin_cache = opt_operand_def(TensorType)
+    cos = opt_operand_def(TensorType)
+    sin = opt_operand_def(TensorType)
+    k_scale = operand_def(TensorType)
+    q_out = result_def(TensorType)
+    k_out = result_def(TensorType)
+    kv_cache_dep = result_def(TensorType)
+
+    kv_cache_dtype = prop_def(StringAttr)
+    rope_f32 = opt_prop_def(UnitAttr)
+    KEYWORD_OPERANDS: ClassVar = (*attn.RopeOperation.KEYWORD_OPERANDS, "layer")
+
+    @classmethod
+    def infer_result_types(cls, q_pe, k_pe, kv_c, **_: Any) -> list[Any]:
+        return [q_pe.type, k_pe.type, tensor_type((0,), kv_c.type.dtype)]
+
+    def verify_(self) -> None:
+        super().verify_()
+        q, k, kv_c = self.q_pe.type, self.k_pe.type, self.kv_c.type
+        shapes.check_float("q_pe", q)
+        self.check_heads("q_pe", q, 3)
+        attn.check_mla_k_pe(k)
+        self.check_heads("k_pe", k)
+        shapes.check_same_dtype("k_pe", k, q, "q_pe")
+        shapes.check_rank("kv_c", kv_c, 2)
+        shapes.check_same_dtype("kv_c", kv_c, q, "q_pe")
+        for what, x in (("k_pe", k), ("kv_c", kv_c)):
+            shapes.check_dim(f"{what}'s token count", x.dims[0], q.dims[0])
+        shapes.check_float("k_scale", self.k_scale.type)
+        shapes.check_same_type("q_out", self.q_out.type, q, "q_pe")
+        shapes.check_same_type("k_out", self.k_out.type, k, "k_pe")
+        shapes.check_rank("kv_cache_dep", self.kv_cache_dep.type, 1)
+        shapes.check_same_dtype("kv_cache_dep", self.kv_cache_dep.type, q, "q_pe")
 
 
 Fused = declared_dialect("fused", globals())

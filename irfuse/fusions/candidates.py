@@ -33,6 +33,7 @@ from irfuse.dialects.attn import (
     VllmAttentionOp,
     VllmKvCacheUpdateOp,
     VllmMlaAttentionOp,
+    VllmMlaKvCacheUpdateOp,
 )
 from irfuse.dialects.coll import AllGatherOp, AllReduceOp, ReduceScatterOp
 from irfuse.dialects.fused import QkNormRopeOp
@@ -48,7 +49,8 @@ if TYPE_CHECKING:
 SILENT = "a candidate this pass neither fused nor explained (a silent miss: an irfuse bug)"
 """The remark `account` gives an unexplained candidate."""
 
-_VIEWS = (*aten_ops.RESHAPES, aten_ops.FLATTEN_USING_INTS, aten_ops.TRANSPOSE_INT,
+_VIEWS = (*aten_ops.RESHAPES, aten_ops.FLATTEN_USING_INTS, aten_ops.UNFLATTEN_INT,
+          aten_ops.TRANSPOSE_INT,
           aten_ops.PERMUTE, aten_ops.UNSQUEEZE, aten_ops.SQUEEZE_DIM, aten_ops.ALIAS,
           aten_ops.CLONE)
 """Ops that move no value: a candidate's output may reach its consumer through them."""
@@ -152,8 +154,9 @@ def cache_write_of_rotated_normed_k(op: Operation) -> bool:
 
 
 def latent_cache_write_of_rotated_k_pe(op: Operation) -> bool:
-    """An MLA latent-cache write of a k_pe a rope rotated."""
-    return isinstance(op, MlaKvCacheWriteOp) and _comes_from(op.k_pe, (RopeOp,))
+    """An MLA latent-cache write, irfuse's or vLLM's, of a k_pe a rope rotated."""
+    return (isinstance(op, MlaKvCacheWriteOp | VllmMlaKvCacheUpdateOp)
+            and _comes_from(op.k_pe, (RopeOp,)))
 
 
 def first_of_norms_on_one_projection(op: Operation) -> bool:

@@ -24,8 +24,9 @@ from irfuse.dialects.quant import QuantFp8Op
 from irfuse.fusions.norm_readings import KERNEL_DTYPES, weight_product_in_f32
 from irfuse.ir.decomposition import decomposition_block
 from irfuse.raising import aten_ops
-from irfuse.raising.aten_ops import DIM_VIEWS as ROW_VIEWS
-from irfuse.raising.match import NoMatch, call, normalize_dim, only_user
+from irfuse.raising.aten_ops import RESHAPES_AND_FLATTENS, ROW_VIEWS
+from irfuse.raising.match import NoMatch, call, normalize_dim, users
+from irfuse.raising.raise_vllm_ops import ROTATES_IN_F32, vllm_target
 
 
 @dataclass(frozen=True)
@@ -69,27 +70,63 @@ def qk_norms(rope: RopeOp) -> QkNorms | None:
 
 def normed(value: SSAValue, rope: RopeOp) -> tuple[RmsNormOp | None, list[Operation]]:
     """The per-head norm whose output reaches `value` (an operand of `rope`) through row views
-    used only on the way, and those views, nearest the norm first; (None, []) when `value` is
-    not one."""
+    used only on the way, and those views, nearest the norm first; (None, []) when no norm's
+    output reaches it through ROW_VIEWS; NoMatch where one does but not as the kernel takes it
+    (a head's row split on the way, or a value on the way read elsewhere)."""
     views: list[Operation] = []
     while not isinstance(value.owner, RmsNormOp):
         found = call(value.owner) if isinstance(value.owner, Operation) else None
         if found is None or found.target not in ROW_VIEWS:
             return None, []
-        if not _keeps_rows(found):
-            if isinstance(found.arg(0).owner, RmsNormOp):
-                out = found.result.type
-                last = str(out.dims[-1]) if isinstance(out, TensorType) else "?"
-                raise NoMatch(f"the norm before the rope is viewed as heads of {last} after it: "
-                              "it spans all heads (OLMo2), and the kernel normalizes per head")
-            return None, []
         views.append(found.op)
         value = found.arg(0)
     norm = value.owner
-    chain = [norm, *reversed(views), rope]
-    if any(only_user(o.results[0]) is not chain[i + 1] for i, o in enumerate(chain[:-1])):
+    views.reverse()
+    _check_rows(norm, views, rope.head_dim.value.data)
+    chain = [norm, *views, rope]
+    if not all(_used_on_the_way(o.results[0], chain[i + 1], rope)
+               for i, o in enumerate(chain[:-1])):
         raise NoMatch("a q/k norm's output is also read elsewhere: the norm must stay")
-    return norm, list(reversed(views))
+    return norm, views
+
+
+def _check_rows(norm: RmsNormOp, views: list[Operation], head_dim: int) -> None:
+    """NoMatch unless each row the norm normalizes is one row (a head) of what `views` make of
+    its output: every view keeps the last dim whole (`_keeps_rows`), or keeps the elements'
+    order with a last dim of whole heads (vLLM's view back to `[T, H * D]`, and the unflatten to
+    heads again that the raise of its `_C` rotary puts before the rope), and the last view ends
+    in one head. A norm over more than one head viewed as heads after it is OLMo2's; without
+    views, norm_reading says what the norm spans."""
+    out = norm.y.type
+    if not isinstance(out, TensorType) or not views:
+        return
+    width = out.dims[-1]
+    if width != head_dim:
+        if isinstance(width, int) and width > head_dim and width % head_dim == 0:
+            raise NoMatch(f"the norm before the rope is viewed as heads of {head_dim} after it: "
+                          "it spans all heads (OLMo2), and the kernel normalizes per head")
+        return  # norm_reading: the norm spans `width` elements, not one head
+    for view in views:
+        found = call(view)
+        assert found is not None
+        t = found.result.type
+        last = t.dims[-1] if isinstance(t, TensorType) else None
+        if not _keeps_rows(found) and not (found.target in RESHAPES_AND_FLATTENS
+                                           and isinstance(last, int) and last % head_dim == 0):
+            raise NoMatch(f"{found.target} between a q/k norm and the rope does not keep each "
+                          f"head's row of {head_dim} whole: the kernel normalizes the rope's rows")
+    if last != head_dim:
+        raise NoMatch(f"the views after a q/k norm give the rope rows of {last}, not heads of "
+                      f"{head_dim}")
+
+
+def _used_on_the_way(value: SSAValue, following: Operation, rope: RopeOp) -> bool:
+    """Whether `following` reads `value`, and nothing else does but ops inside the rope's own
+    decomposition (vLLM's `_C` rotary raised from auto_functionalized v1 reads the flat q and k
+    that its prelude unflattens for the rope): the fused op replaces the rope with its region."""
+    readers = users(value)
+    return following in readers and all(
+        u is following or rope.is_ancestor(u) for u in readers)
 
 
 def _keeps_rows(found) -> bool:
@@ -129,13 +166,18 @@ def norm_reading(norm: RmsNormOp, head_dim: int) -> tuple[float, float, bool]:
 
 def rotates_in_f32(rope: RopeOp) -> bool:
     """Whether the model rotates in float32 (products in f32, rounded once at the end) rather
-    than in q's dtype, from the products in the rope's decomposition (vLLM's `_C` rotary, with
-    no products there, rotates in the model dtype)."""
+    than in q's dtype, from the products in the rope's decomposition, or from the vLLM op it
+    holds: FlashInfer's rotary (`vllm.flashinfer_rotary_embedding`, raise_vllm_ops'
+    ROTATES_IN_F32) rotates in float32, vLLM's `_C` rotary (no products either) in the model
+    dtype."""
     q_type = rope.q.type
     assert isinstance(q_type, TensorType)
     block = decomposition_block(rope)
+    ops = [] if block is None else list(block.ops)
+    if q_type.dtype != f32 and any(vllm_target(op) in ROTATES_IN_F32 for op in ops):
+        return True
     dtypes = set()
-    for op in [] if block is None else block.ops:
+    for op in ops:
         found = call(op, aten_ops.MUL_TENSOR)
         if found is not None and isinstance(found.result.type, TensorType):
             dtypes.add(found.result.type.dtype)

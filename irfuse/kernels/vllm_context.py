@@ -6,8 +6,8 @@ on vLLM's ops) get the layer name, as vLLM's own fused ops do
 `attention_context(layer_name)` is vLLM's `get_attention_context` (attention metadata, the
 layer, its KV cache, its slot mapping), or the provider a test installs (`set_provider`, the
 stand-ins of `tests/vllm_ops.py` when vLLM is not installed). `split_kv_cache` gives the key and
-value caches of the backends whose layout irfuse knows; `layer_name_type()` is the schema type of
-the layer-name argument, `LayerName` or `str`.
+value caches of the backends whose layout irfuse knows, `mla_cache` an MLA layer's latent cache;
+`layer_name_type()` is the schema type of the layer-name argument, `LayerName` or `str`.
 """
 
 from __future__ import annotations
@@ -112,6 +112,28 @@ def split_kv_cache(layer: Any, kv_cache: torch.Tensor, head_size: int, dtype: to
         return None
     k_cache, v_cache = kv_cache.transpose(1, 2).split(head_size, dim=-1)
     return k_cache, v_cache
+
+
+def mla_cache(layer: Any, kv_cache: torch.Tensor, width: int, dtype: torch.dtype,
+              kv_cache_dtype: str) -> torch.Tensor | None:
+    """The MLA layer's latent cache `[num_blocks, block_size, kv_lora_rank + rope_dim]`, a view
+    of vLLM's, where its backend writes it as vLLM's base `MLAAttentionImpl.do_kv_cache_update`
+    does (`concat_and_cache_mla` in the model dtype: `kv_cache_dtype` "auto") and nothing else
+    moves rows (no HiSparse cache, no prefill context parallelism); None elsewhere (vLLM's own
+    write then runs). vLLM 0.32's MLA cache is `[B, 1, N, C]` (one "head"), as its fused
+    `concat_and_cache_mla_rope_fused` call squeezes it."""
+    update = getattr(type(getattr(layer, "impl", None)), "do_kv_cache_update", None)
+    if getattr(update, "__qualname__", "") != "MLAAttentionImpl.do_kv_cache_update":
+        return None
+    if kv_cache_dtype != "auto" or kv_cache.dtype != dtype:
+        return None
+    if getattr(layer, "hisparse_cache", None) is not None or getattr(layer, "use_pcp", False):
+        return None
+    if kv_cache.dim() == 4 and kv_cache.shape[1] == 1:
+        kv_cache = kv_cache.squeeze(1)
+    if kv_cache.dim() != 3 or kv_cache.shape[-1] != width:
+        return None
+    return kv_cache
 
 
 def transfers_kv() -> bool:

@@ -187,15 +187,19 @@ VLLM_ALL_GATHER = "vllm::all_gather.default"
 VLLM_ALL_REDUCE = "vllm::all_reduce.default"
 VLLM_DYNAMIC_PER_TOKEN_SCALED_FP8_QUANT = "_C::dynamic_per_token_scaled_fp8_quant.default"
 VLLM_DYNAMIC_SCALED_FP8_QUANT = "_C::dynamic_scaled_fp8_quant.default"
+VLLM_FLASHINFER_ROTARY_EMBEDDING = "vllm::flashinfer_rotary_embedding.default"
 VLLM_GELU_AND_MUL = "_C::gelu_and_mul.default"
 VLLM_GELU_TANH_AND_MUL = "_C::gelu_tanh_and_mul.default"
 VLLM_FUSED_ADD_RMS_NORM = "_C::fused_add_rms_norm.default"
 VLLM_IR_FUSED_ADD_RMS_NORM = "vllm_ir::fused_add_rms_norm.default"
 VLLM_IR_RMS_NORM = "vllm_ir::rms_norm.default"
+VLLM_MROPE = "vllm::mrope.default"
 VLLM_PER_TOKEN_GROUP_FP8_QUANT = "_C::per_token_group_fp8_quant.default"
+VLLM_PER_TOKEN_GROUP_FP8_QUANT_PACKED = "_C::per_token_group_fp8_quant_packed.default"
 VLLM_UNIFIED_ATTENTION_WITH_OUTPUT = "vllm::unified_attention_with_output.default"
 VLLM_UNIFIED_KV_CACHE_UPDATE = "vllm::unified_kv_cache_update.default"
 VLLM_UNIFIED_MLA_ATTENTION_WITH_OUTPUT = "vllm::unified_mla_attention_with_output.default"
+VLLM_UNIFIED_MLA_KV_CACHE_UPDATE = "vllm::unified_mla_kv_cache_update.default"
 VLLM_REDUCE_SCATTER = "vllm::reduce_scatter.default"
 VLLM_RMS_NORM = "_C::rms_norm.default"
 VLLM_ROTARY_EMBEDDING = "_C::rotary_embedding.default"
@@ -251,8 +255,12 @@ TRANSPOSES = (MATRIX_T, TRANSPOSE_INT, PERMUTE)
 LAYOUTS = (*VIEWS, *TRANSPOSES, CLONE)
 """Ops that change a tensor's layout, not its values (a quant's operand seen through them)."""
 DIM_VIEWS = (*RESHAPES, TRANSPOSE_INT, PERMUTE, UNSQUEEZE, SQUEEZE_DIM, ALIAS)
-"""Views that move or regroup dims: what may stand between a per-head norm and the rope (where
-they keep the last dim)."""
+"""Views that move or regroup dims (with a clone: what may stand between an attention and its
+quant; with the head joins and splits: between a per-head norm and the rope)."""
+ROW_VIEWS = (*DIM_VIEWS, FLATTEN_USING_INTS, UNFLATTEN_INT)
+"""DIM_VIEWS and the head joins and splits (vLLM's `_C` rotary, raised from auto_functionalized
+v1, unflattens the flat q it reads): what may stand between a per-head norm and the rope where
+each head's row stays whole (`rope_readings.normed`)."""
 DIM_VIEWS_AND_CLONE = (*DIM_VIEWS, CLONE)
 """Ops between an attention and its quant that move no value: DIM_VIEWS, and the `clone` a
 reshape of a transposed tensor decomposes into."""

@@ -1,7 +1,9 @@
 """raise-rope: rotary position embeddings, NeoX or GPT-J, raised q and k together.
 
 Anchored at the op that combines a rotation (the `cat` / `stack` of vLLM's pairs form, the `add`
-of Hugging Face's `x * cos + rotate_half(x) * sin`, the `view_as_real` of Meta's complex form).
+of Hugging Face's `x * cos + rotate_half(x) * sin`, the `view_as_real` of Meta's complex form). A
+`stack` may also be its decomposition, a `cat` of last-dim unsqueezes (Inductor's post-grad
+graph: vLLM's native GPT-J rope, DeepSeek's).
 Rotations are collected during the walk and paired after it (the same cos and sin, style and
 rotary dim: q and k of one layer); each pair raises to one `attn.rope` (q_out, k_out), a rotation
 with no partner to a q-only one. When cos and sin are the halves of one lookup of a
@@ -162,9 +164,22 @@ def _last_dim(found: Call, index: int, name: str, rank: int) -> bool:
     return isinstance(dim, int) and normalize_dim(dim, rank) == rank - 1
 
 
-def _two_tensors(found: Call) -> tuple[SSAValue, SSAValue] | None:
+@dataclass
+class _Comb:
+    """The two tensors a `cat` puts side by side (NeoX's halves) or a `stack` pairs (GPT-J's),
+    the ops that combine them, and the combined value."""
+
+    a: SSAValue
+    b: SSAValue
+    stacked: bool
+    ops: list[Operation]
+    result: SSAValue
+
+
+def _combined(found: Call) -> _Comb | None:
     """The two inputs of a `cat` / `stack` over the last dim (of the inputs' rank, for stack the
-    new last dim)."""
+    new last dim). A cat of two last-dim unsqueezes is a stack: Inductor's decomposition of
+    `stack`, what vLLM's post-grad graph holds."""
     tensors = found.arg(0, "tensors")
     if not isinstance(tensors, list) or len(tensors) != 2:
         return None
@@ -172,10 +187,31 @@ def _two_tensors(found: Call) -> tuple[SSAValue, SSAValue] | None:
     ta = tensor_type(a)
     if ta is None or tensor_type(b) is None:
         return None
-    rank = ta.rank + (1 if found.target == STACK else 0)
+    stacked = found.target == STACK
+    rank = ta.rank + (1 if stacked else 0)
     if not _last_dim(found, 1, "dim", rank):
         return None
-    return a, b
+    ops = [found.op]
+    ua, ub = (None, None) if stacked else (producer(a, UNSQUEEZE), producer(b, UNSQUEEZE))
+    if ua is not None and ub is not None and all(
+            _last_dim(u, 1, "dim", rank) and only_user(u.result) is found.op for u in (ua, ub)):
+        a, b, stacked, ops = ua.arg(0), ub.arg(0), True, [ua.op, ub.op, found.op]
+    return _Comb(a, b, stacked, ops, found.result)  # type: ignore[arg-type]
+
+
+def _combination(value: SSAValue) -> tuple[_Comb, list[Operation]] | None:
+    """(combination, view ops) where `value` is a cat of halves (no view), or a stack of pairs
+    flattened back to the head dim (through that view)."""
+    found = producer(value, CAT)
+    comb = None if found is None else _combined(found)
+    if comb is not None and not comb.stacked:
+        return comb, []
+    view = producer(value, *RESHAPES_AND_FLATTENS)
+    found = None if view is None else producer(view.arg(0), STACK, CAT)
+    comb = None if found is None else _combined(found)
+    if comb is None or not comb.stacked or _flattened(comb.result) is not value:
+        return None
+    return comb, [view.op]  # type: ignore[union-attr]
 
 
 def _flattened(stacked: SSAValue) -> SSAValue | None:
@@ -314,9 +350,10 @@ def _with_last(t: TensorType, last: int) -> TensorType:
 
 def _is_pairs_candidate(comb: Call) -> bool:
     """A cat/stack of two sums/differences of products sharing factors: worth a remark."""
-    inputs = _two_tensors(comb)
-    if inputs is None:
+    combined = _combined(comb)
+    if combined is None:
         return False
+    inputs = (combined.a, combined.b)
     factors: list[set[SSAValue]] = []
     for v, targets in zip(inputs, ((SUB_TENSOR, ADD_TENSOR), (ADD_TENSOR,)), strict=True):
         combo = producer(v, *targets)
@@ -330,8 +367,10 @@ def _is_pairs_candidate(comb: Call) -> bool:
     return len(factors[0] & factors[1]) >= 2
 
 
-def _match_pairs(comb: Call, order: dict[Operation, float] | None = None) -> _Rotation:
-    o1, o2 = _two_tensors(comb)  # type: ignore[misc]
+def _match_pairs(anchor: Call, order: dict[Operation, float] | None = None) -> _Rotation:
+    comb = _combined(anchor)
+    assert comb is not None
+    o1, o2 = comb.a, comb.b
     first = producer(o1, SUB_TENSOR, ADD_TENSOR)
     second = producer(o2, ADD_TENSOR)
     assert first is not None and second is not None
@@ -361,7 +400,7 @@ def _match_pairs(comb: Call, order: dict[Operation, float] | None = None) -> _Ro
         raise NoMatch("the products are not x1*cos, x2*sin, x2*cos, x1*sin of one cos and sin")
     x1, x2, cos, sin, muls = solution
     _check_cos_sin(cos, sin, {*muls, first.op, second.op})
-    is_neox = comb.target == CAT
+    is_neox = not comb.stacked
     interleaved = _gptj_pairs(x1, x2) if is_neox else None
     if interleaved is not None and order is not None and _neox_halves(x1, x2) is None:
         _check_types(interleaved[0], comb.result, [x1, x2, o1, o2], cos, sin, half=True)
@@ -370,7 +409,7 @@ def _match_pairs(comb: Call, order: dict[Operation, float] | None = None) -> _Ro
     else:
         x, part_ops = _parts(x1, x2, is_neox)
     out = comb.result
-    ops = [*part_ops, *muls, first.op, second.op, comb.op]
+    ops = [*part_ops, *muls, first.op, second.op, *comb.ops]
     if not is_neox:
         flat = _flattened(out)
         if flat is None:
@@ -379,7 +418,7 @@ def _match_pairs(comb: Call, order: dict[Operation, float] | None = None) -> _Ro
         out = flat
     _check_types(x, out, [x1, x2, o1, o2], cos, sin, half=True)
     rot = _Rotation(x, out, cos, sin, is_neox, tensor_type(x).dims[-1], True,  # type: ignore[union-attr, arg-type]
-                    set(ops), comb.op)
+                    set(ops), anchor.op)
     return rot
 
 
@@ -389,18 +428,11 @@ def _match_pairs(comb: Call, order: dict[Operation, float] | None = None) -> _Ro
 def _rotated(value: SSAValue) -> tuple[SSAValue, bool, list[Operation]] | None:
     """(x, is_neox, ops) if value is rotate_half(x) (NeoX) or the GPT-J pair rotation of x;
     raises NoMatch for a rotation with the wrong sign; None if it is no rotation at all."""
-    comb = producer(value, CAT)
-    flat_ops: list[Operation] = []
-    if comb is None:
-        view = producer(value, *RESHAPES_AND_FLATTENS)
-        comb = None if view is None else producer(view.arg(0), STACK)
-        if comb is None or _flattened(comb.result) is not value:
-            return None
-        flat_ops = [view.op]  # type: ignore[union-attr]
-    inputs = _two_tensors(comb)
-    if inputs is None:
+    found = _combination(value)
+    if found is None:
         return None
-    a, b = inputs
+    comb, flat_ops = found
+    a, b = comb.a, comb.b
     neg_a, neg_b = _negated(a), _negated(b)
     if neg_a is None:
         if neg_b is not None:
@@ -408,9 +440,9 @@ def _rotated(value: SSAValue) -> tuple[SSAValue, bool, list[Operation]] | None:
         return None
     x2, neg_op = neg_a
     x1 = b
-    is_neox = comb.target == CAT
+    is_neox = not comb.stacked
     x, part_ops = _parts(x1, x2, is_neox)
-    return x, is_neox, [*part_ops, neg_op, comb.op, *flat_ops]
+    return x, is_neox, [*part_ops, neg_op, *comb.ops, *flat_ops]
 
 
 def _is_rotate_candidate(add: Call) -> bool:
@@ -431,15 +463,8 @@ def is_rotation_sum(add: Call) -> bool:
 
 
 def _looks_rotated(value: SSAValue) -> bool:
-    value = _unwidened(value)[0]
-    comb = producer(value, CAT)
-    if comb is None:
-        view = producer(value, *RESHAPES_AND_FLATTENS)
-        comb = None if view is None else producer(view.arg(0), STACK)
-    if comb is None:
-        return False
-    inputs = _two_tensors(comb)
-    return inputs is not None and any(_negated(v) is not None for v in inputs)
+    found = _combination(_unwidened(value)[0])
+    return found is not None and any(_negated(v) is not None for v in (found[0].a, found[0].b))
 
 
 def _match_rotate(add: Call) -> _Rotation:
@@ -639,8 +664,9 @@ def _extend(rot: _Rotation) -> None:
         piece = last_dim_piece(x)
         cat = call(user, CAT)
         if piece is not None and piece.start == 0 and cat is not None:
-            inputs = _two_tensors(cat)
-            passed = None if inputs is None or inputs[0] is not out else last_dim_piece(inputs[1])
+            comb = _combined(cat)
+            passed = (None if comb is None or comb.stacked or comb.a is not out
+                      else last_dim_piece(comb.b))
             size = tensor_type(piece.source).dims[-1]  # type: ignore[union-attr]
             if (passed is not None and passed.source is piece.source
                     and (passed.start, passed.stop) == (piece.stop, size)
@@ -925,8 +951,13 @@ def _ops_from(first: Operation, last: Operation) -> Iterable[Operation]:
 
 
 def _mutates(op: aten.CallOp) -> bool:
-    name = op.target.data.split("::")[-1].split(".")[0]
-    return name.endswith("_") or name in ("copy", "index_put", "auto_functionalized")
+    """Whether `op` may have an effect beyond its results, so it must not move: an in-place ATen
+    op, a functionalized custom op, any op outside ATen (vLLM's cache writes). The functional
+    `copy` and `slice_scatter` that write a rotated piece back (MLA's `q[..., nope:] = q_pe`)
+    may move."""
+    namespace, _, rest = op.target.data.partition("::")
+    name = rest.split(".")[0]
+    return namespace not in ("aten", "prims") or name.endswith("_")
 
 
 def _is_candidate(found: Call) -> bool:

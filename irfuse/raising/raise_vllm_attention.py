@@ -1,6 +1,7 @@
 """raise-vllm-attention: vLLM's attention calls, as its engine puts them in the graph, raised whole.
 
-`vllm.unified_kv_cache_update` becomes `attn.vllm_kv_cache_update` (`KvCacheUpdatePattern`).
+`vllm.unified_kv_cache_update` becomes `attn.vllm_kv_cache_update` (`KvCacheUpdatePattern`), MLA's
+`vllm.unified_mla_kv_cache_update` `attn.vllm_mla_kv_cache_update` (`MlaKvCacheUpdatePattern`).
 `vllm.unified_attention_with_output` and its MLA variant write their output buffer, so they reach
 the post-grad graph as `auto_functionalized[_v2]` calls on a fresh buffer; each becomes
 `attn.vllm_attention` / `attn.vllm_mla_attention`, whose result is the output's new value, and
@@ -20,7 +21,12 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from irfuse.dialects.attn import VllmAttentionOp, VllmKvCacheUpdateOp, VllmMlaAttentionOp
+from irfuse.dialects.attn import (
+    VllmAttentionOp,
+    VllmKvCacheUpdateOp,
+    VllmMlaAttentionOp,
+    VllmMlaKvCacheUpdateOp,
+)
 from irfuse.dialects.irfuse import TensorType
 from irfuse.ir.shapes import mul_dim
 from irfuse.raising.aten_ops import (
@@ -31,6 +37,7 @@ from irfuse.raising.aten_ops import (
     VLLM_UNIFIED_ATTENTION_WITH_OUTPUT,
     VLLM_UNIFIED_KV_CACHE_UPDATE,
     VLLM_UNIFIED_MLA_ATTENTION_WITH_OUTPUT,
+    VLLM_UNIFIED_MLA_KV_CACHE_UPDATE,
 )
 from irfuse.raising.driver import (
     NO_CANDIDATE,
@@ -125,6 +132,37 @@ class KvCacheUpdatePattern(CallPattern):
 
     def rewrite_call(self, found: Call, rewriter: PatternRewriter, site: Site) -> Outcome:
         _raise_kv_update(found)
+        return REWROTE
+
+
+def _raise_mla_kv_update(found: Call) -> None:
+    kv_c = _tensor_arg(found, 0, "kv_c_normed", 2)
+    k_pe = _tensor_arg(found, 1, "k_pe")
+    name, ln = layer(found.arg(2, "layer_name"))
+    kv_cache_dtype = found.arg(3, "kv_cache_dtype")
+    if not isinstance(kv_cache_dtype, str):
+        raise NoMatch("its kv_cache_dtype is not a string constant")
+    k_scale = _tensor_arg(found, 4, "k_scale")
+    raised = VllmMlaKvCacheUpdateOp(kv_c, k_pe, k_scale, ln, layer_name=name,
+                                    kv_cache_dtype=kv_cache_dtype,
+                                    result_type=found.result.type)
+    raise_chain(raised, [found.op], [found.result], "vLLM op", verify=True)
+
+
+def _tensor_arg(found: Call, index: int, name: str, rank: int | None = None) -> SSAValue:
+    return _tensor({name: found.arg(index, name)}, name, rank)
+
+
+class MlaKvCacheUpdatePattern(CallPattern):
+    """`vllm.unified_mla_kv_cache_update(kv_c_normed, k_pe, layer_name, kv_cache_dtype, k_scale)
+    -> Tensor`: MLA's latent-cache write, a plain call like `KvCacheUpdatePattern`'s, raised to
+    `attn.vllm_mla_kv_cache_update`."""
+
+    targets = (VLLM_UNIFIED_MLA_KV_CACHE_UPDATE,)
+    remark = "not a vLLM MLA KV-cache write (vllm.unified_mla_kv_cache_update)"
+
+    def rewrite_call(self, found: Call, rewriter: PatternRewriter, site: Site) -> Outcome:
+        _raise_mla_kv_update(found)
         return REWROTE
 
 
@@ -287,7 +325,8 @@ class AttentionPattern(AnchorPattern):
 
 class RaiseVllmAttention(PatternPass):
     """Raise vLLM's attention calls (`vllm.unified_attention_with_output`, its MLA variant and
-    `vllm.unified_kv_cache_update`) to `attn.vllm_*` ops. No options."""
+    the two cache writes, `vllm.unified_kv_cache_update` and MLA's) to `attn.vllm_*` ops. No
+    options."""
 
     name = "raise-vllm-attention"
-    patterns = (AttentionPattern(), KvCacheUpdatePattern())
+    patterns = (AttentionPattern(), KvCacheUpdatePattern(), MlaKvCacheUpdatePattern())

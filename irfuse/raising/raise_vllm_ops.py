@@ -1,16 +1,21 @@
-"""raise-vllm-ops: vLLM's own custom ops (`torch.ops._C.*`), as functionalized, raised whole.
+"""raise-vllm-ops: vLLM's own custom ops (`torch.ops._C.*`, and FlashInfer's rotary as
+`torch.ops.vllm.*`), as functionalized, raised whole.
 
 vLLM's out-variant ops (`_C.rms_norm(result, input, weight, eps)`, ...) reach the graph as
 `auto_functionalized[_v2]` calls with the written tensors as extra results. Anchored at each such
 call of `rms_norm`, `fused_add_rms_norm`, the three FP8 quants and CUDA's group quant
 (`per_token_group_fp8_quant`, its scales row-major, column-major or TMA-aligned), `silu_and_mul`
-(and GeGLU's `gelu_and_mul`, `gelu_tanh_and_mul`) and `rotary_embedding`, the pass produces the
-semantic op that means the same (`norm.*`, `quant.fp8`, `act.silu_mul`, `attn.rope`), taking
-along the fresh output buffers only the call uses, so the fusions see vLLM's ops as they see
-torch's. vLLM IR's functional norms (`vllm_ir.rms_norm`, `vllm_ir.fused_add_rms_norm`, in the
-graph when vLLM's `compilation_config.ir_enable_torch_wrap` is on) become `norm.rms_norm` /
-`norm.add_rms_norm` alike. The call stays in the decomposition region (no result bit changes).
-`filecheck/raise/raise-vllm-ops.mlir` and `raise-vllm-group-quant.mlir` show each op.
+(and GeGLU's `gelu_and_mul`, `gelu_tanh_and_mul`), `rotary_embedding` and FlashInfer's
+`vllm.flashinfer_rotary_embedding` (DeepSeek's rope on CUDA: an f32 cache, rotated in f32), the
+pass produces the semantic op that means the same (`norm.*`, `quant.fp8`, `act.silu_mul`,
+`attn.rope`), taking along the fresh output buffers only the call uses, so the fusions see vLLM's
+ops as they see torch's. vLLM IR's functional norms (`vllm_ir.rms_norm`,
+`vllm_ir.fused_add_rms_norm`, in the graph when vLLM's `compilation_config.ir_enable_torch_wrap`
+is on) become `norm.rms_norm` / `norm.add_rms_norm` alike. The call stays in the decomposition
+region (no result bit changes). The ops in UNRAISED (CUDA's NVFP4 quant, DeepGEMM's packed group
+quant, ROCm's multimodal rope) are named in a remark where they appear.
+`filecheck/raise/raise-vllm-ops.mlir`, `raise-vllm-group-quant.mlir` and
+`raise-vllm-flashinfer-rope.mlir` show each op.
 """
 
 from __future__ import annotations
@@ -53,12 +58,15 @@ from irfuse.raising.aten_ops import (
     UNFLATTEN_INT,
     VLLM_DYNAMIC_PER_TOKEN_SCALED_FP8_QUANT,
     VLLM_DYNAMIC_SCALED_FP8_QUANT,
+    VLLM_FLASHINFER_ROTARY_EMBEDDING,
     VLLM_FUSED_ADD_RMS_NORM,
     VLLM_GELU_AND_MUL,
     VLLM_GELU_TANH_AND_MUL,
     VLLM_IR_FUSED_ADD_RMS_NORM,
     VLLM_IR_RMS_NORM,
+    VLLM_MROPE,
     VLLM_PER_TOKEN_GROUP_FP8_QUANT,
+    VLLM_PER_TOKEN_GROUP_FP8_QUANT_PACKED,
     VLLM_RMS_NORM,
     VLLM_ROTARY_EMBEDDING,
     VLLM_SCALED_FP4_QUANT_OUT,
@@ -103,6 +111,7 @@ MUTABLE: dict[str, tuple[str, ...]] = {
     VLLM_GELU_AND_MUL: ("out",),
     VLLM_GELU_TANH_AND_MUL: ("out",),
     VLLM_ROTARY_EMBEDDING: ("query", "key"),
+    VLLM_FLASHINFER_ROTARY_EMBEDDING: ("query", "key"),
 }
 """vLLM's ops this pass knows -> their mutable (`Tensor!`) arguments, in schema order."""
 
@@ -117,6 +126,7 @@ WHAT = {
     VLLM_GELU_AND_MUL: "a GeGLU",
     VLLM_GELU_TANH_AND_MUL: "a GeGLU",
     VLLM_ROTARY_EMBEDDING: "a RoPE",
+    VLLM_FLASHINFER_ROTARY_EMBEDDING: "a RoPE",
 }
 
 UNRAISED: dict[str, str] = {
@@ -125,9 +135,17 @@ UNRAISED: dict[str, str] = {
         "are taken through approximate reciprocals (`gs * (amax * rcp(6))`, `rcp(sb * "
         "rcp(gs))`), which round other than irfuse's NVFP4 (`docs/numerics.md`), so the norm "
         "or SiLU·Mul before it stays unfused"),
+    VLLM_PER_TOKEN_GROUP_FP8_QUANT_PACKED: (
+        "vLLM's FP8 group quant for DeepGEMM (Blackwell, groups of 128) is not raised: it writes "
+        "UE8M0 scales packed four to an int32, TMA-aligned, a layout irfuse's group kernels do "
+        "not write, so the norm or SiLU·Mul before it stays unfused"),
+    VLLM_MROPE: (
+        "vLLM's multimodal RoPE (ROCm's MRotaryEmbedding) is not raised: its rotary dims are "
+        "split into sections rotated by the temporal, height and width positions "
+        "(mrope_section), which attn.rope does not express, so no RoPE fusion sees it"),
 }
-"""vLLM quant ops on the way to a fusion that irfuse knows and does not raise -> why (a remark in
-the report where they appear)."""
+"""vLLM ops on the way to a fusion that irfuse knows and does not raise -> why (a remark in the
+report where they appear, as functionalized calls)."""
 
 FP8_DTYPES = (F8E4M3FN, F8E4M3FNUZ)
 ALLOCS = (
@@ -143,7 +161,20 @@ ALLOCS = (
 )
 """Ops that make a fresh buffer: an output buffer made by one of these and used by the call
 alone moves into the region with it."""
-VIEWED = (VLLM_ROTARY_EMBEDDING, VLLM_PER_TOKEN_GROUP_FP8_QUANT)
+ROTARY_CACHE_DTYPES: dict[str, Attribute | None] = {
+    VLLM_ROTARY_EMBEDDING: None,
+    VLLM_FLASHINFER_ROTARY_EMBEDDING: f32,
+}
+"""vLLM's rotary ops (`rotary_embedding(positions, query, key, head_size, cos_sin_cache,
+is_neox)`, one meaning: `attn.rope`) -> the cos_sin_cache dtype raised (None: q's). `_C`'s
+kernel rotates in the model dtype, its cache cast to it (`_match_cos_sin_cache_dtype`);
+FlashInfer's (`vllm.flashinfer_rotary_embedding`, DeepSeek's YaRN rope on CUDA) refuses a cache
+other than float32 and rotates in float32 (ROTATES_IN_F32)."""
+ROTATES_IN_F32 = (VLLM_FLASHINFER_ROTARY_EMBEDDING,)
+"""vLLM's rotary ops whose kernel reads q, k and the cache as float32, computes `x * cos - y *
+sin` there and rounds once to q's dtype (`rope_readings.rotates_in_f32` reads the raised rope's
+region for them)."""
+VIEWED = (*ROTARY_CACHE_DTYPES, VLLM_PER_TOKEN_GROUP_FP8_QUANT)
 """Ops whose mutable arguments may be views: vLLM's q and k, split from one qkv buffer (raised
 with the views rebuilt around the raised op); a group quant's column-major scales, a transposed
 buffer (`_group_scales`)."""
@@ -614,7 +645,8 @@ def _flattens_heads(view: _View, base: TensorType, head_size: int) -> bool:
 def _check_view(view: _View, head_size: int, name: str) -> None:
     """Views raised: a step-1 static slice of the base's last dim, or an as_strided view that
     splits a static range of each row of the base into heads (`q.view(T, heads, head_size)` of
-    such a slice). Anything else is left with a remark."""
+    such a slice), the heads side by side or spaced (MLA's `q[..., nope:]`, the rope part of
+    each head). Anything else is left with a remark."""
     t = tensor_type(view.base)
     if t is None or t.rank < 1:
         raise NoMatch(f"the base of its {name} is not a tensor")
@@ -636,12 +668,17 @@ def _check_view(view: _View, head_size: int, name: str) -> None:
                 or not all(size_matches(s, d) for s, d in zip(size, t.dims[:-1], strict=False))
                 or not all(isinstance(v, int) and not isinstance(v, bool)
                            for v in (*stride, *size[-2:], offset))
-                or size[-1] != head_size or stride[-1] != 1 or stride[-2] != head_size):
+                or size[-1] != head_size or stride[-1] != 1 or stride[-2] < head_size):
             raise NoMatch(f"its {name} is an as_strided view {list(size)} / {list(stride)} "
                           f"of a {list(t.dims)} base, not a row range split into heads of "
                           f"{head_size}")
-        if t.rank >= 2 and not (offset >= 0 and offset + size[-2] * head_size <= stride[-3]):
+        if t.rank >= 2 and not (offset >= 0 and offset + _extent(view) <= stride[-3]):
             raise NoMatch(f"its {name} is an as_strided view that crosses a row of its base")
+
+
+def _extent(view: _View) -> int:
+    """How many storage elements of a row a strided view of heads spans, first to last."""
+    return (view.size[-2] - 1) * view.stride[-2] + view.size[-1]
 
 
 def _footprint(view: _View, head_size: int) -> tuple[Any, int, int]:
@@ -651,7 +688,7 @@ def _footprint(view: _View, head_size: int) -> tuple[Any, int, int]:
         return ("slice", view.start, view.end)
     if view.kind == "strided":
         row = tuple(view.stride[:-2])
-        return (row, view.offset, view.offset + view.size[-2] * head_size)
+        return (row, view.offset, view.offset + _extent(view))
     return ("all", 0, 0)
 
 
@@ -720,12 +757,16 @@ def _rebuilt_base(rs: list[_Rotated]) -> tuple[SSAValue, list[Operation]]:
 
 
 def _raise_rotary(fn: _Functionalized) -> None:
-    """Raise a rotary_embedding call to `attn.rope` on `[T, heads, head_size]` views of q and
-    k. The region keeps the call and yields the rotated views of its results; the values the
-    graph used (v1: the new q and k, maybe flat; v2: the new bases) are rebuilt after the
-    raised op from its results, so that every user reads the same bits as before."""
+    """Raise a call of one of ROTARY_CACHE_DTYPES to `attn.rope` on `[T, heads, head_size]`
+    views of q and k. The region keeps the call and yields the rotated views of its results; the
+    values the graph used (v1: the new q and k, maybe flat; v2: the new bases) are rebuilt after
+    the raised op from its results, so that every user reads the same bits as before."""
     head_size = _constant(fn, "head_size", int)
     is_neox = _constant(fn, "is_neox", bool)
+    offset, inverse = fn.args.get("rope_dim_offset", 0), fn.args.get("inverse", False)
+    if offset != 0 or inverse is not False:  # vLLM 0.32's `_C.rotary_embedding` arguments
+        raise NoMatch(f"it rotates from dim {offset} of each head (rope_dim_offset)"
+                      if offset != 0 else "it rotates by -sin (inverse)")
     positions = _tensor(fn, "positions")
     cache = _tensor(fn, "cos_sin_cache")
     names = [n for n in ("query", "key") if n in fn.outs]
@@ -742,8 +783,7 @@ def _raise_rotary(fn: _Functionalized) -> None:
     rotary_dim = ct.dims[-1] if ct.rank == 2 else None  # type: ignore[union-attr]
     if not isinstance(rotary_dim, int):
         raise NoMatch(f"the cos_sin_cache is {list(ct.dims)}, not [max_positions, rotary_dim]")  # type: ignore
-    if ct.dtype != tensor_type(q.x).dtype:  # type: ignore[union-attr]
-        raise NoMatch(f"the cos_sin_cache is {ct.dtype}, not q's {tensor_type(q.x).dtype}")  # type: ignore
+    _rotary_cache_dtype(fn.target, ct.dtype, tensor_type(q.x).dtype)  # type: ignore[union-attr]
     prelude = [o for r in rs for o in r.prelude]
     inside = [o for r in rs for o in r.inside]
     raised = RopeOp(
@@ -799,6 +839,15 @@ def _raise_rotary(fn: _Functionalized) -> None:
         raise
 
 
+def _rotary_cache_dtype(target: str, cache: Attribute, model: Attribute) -> None:
+    """NoMatch unless the cache has the dtype the op's kernel takes (ROTARY_CACHE_DTYPES)."""
+    want = ROTARY_CACHE_DTYPES[target]
+    if want is None and cache != model:
+        raise NoMatch(f"the cos_sin_cache is {cache}, not q's {model}")
+    if want is not None and cache != want:
+        raise NoMatch(f"the cos_sin_cache is {cache}, not the {want} cache its kernel reads")
+
+
 BUILDERS = {
     VLLM_RMS_NORM: _rms_norm,
     VLLM_FUSED_ADD_RMS_NORM: _fused_add_rms_norm,
@@ -826,7 +875,7 @@ def _raise(candidate: Operation, order: dict[Operation, int]) -> None:
     found = call(candidate)
     assert found is not None
     fn = read_functionalized(found)
-    if fn.target == VLLM_ROTARY_EMBEDDING:
+    if fn.target in ROTARY_CACHE_DTYPES:
         _raise_rotary(fn)
         return
     raised, outputs = BUILDERS[fn.target](fn)
@@ -846,7 +895,8 @@ class VllmOpPattern(AnchorPattern):
             first = call(op)
             known = first.arg(0) if first is not None else None
             if isinstance(known, str) and known in UNRAISED:
-                raise NoMatch(f"{known.replace('::', '.')}: {UNRAISED[known]}")
+                name = known.removesuffix(".default").replace("::", ".")
+                raise NoMatch(f"{name}: {UNRAISED[known]}")
             return NO_CANDIDATE
         try:
             _raise(op, site.order)

@@ -45,7 +45,9 @@ RAISINGS: tuple[Raising, ...] = (
     Raising("raise-vllm-ops"),  # produces the ops the passes below own
     Raising("raise-vllm-attention", {"attn.vllm_attention": "vllm_attention",
                                      "attn.vllm_mla_attention": "vllm_mla_attention",
-                                     "attn.vllm_kv_cache_update": "vllm_kv_cache_update"}),
+                                     "attn.vllm_kv_cache_update": "vllm_kv_cache_update",
+                                     "attn.vllm_mla_kv_cache_update":
+                                         "vllm_mla_kv_cache_update"}),
     Raising("raise-collectives", {"coll.all_reduce": "all_reduce",
                                   "coll.reduce_scatter": "reduce_scatter",
                                   "coll.all_gather": "all_gather"}),

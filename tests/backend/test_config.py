@@ -79,13 +79,13 @@ def test_reading_the_config_does_not_import_the_compiler() -> None:
 O1_ON = {"eliminate_noops", "fuse_norm_quant", "fuse_act_quant", "fuse_act_padding"}
 NO_FP8 = {"eliminate_noops", "fuse_act_padding"}
 SM90_O1 = {"enable_qk_norm_rope_fusion", "fuse_rope_kvcache"}  # measured faster there
+SM90_O2 = {"fuse_allreduce_rms", "fuse_attn_quant", "fuse_rope_kvcache_cat_mla"}
 EXPECTED_ON = {
     # platform: {level: flags on}
     "cpu": {0: set(), 1: O1_ON, 2: O1_ON},
     "cuda:sm80": {0: set(), 1: NO_FP8, 2: NO_FP8},  # no FP8 below sm89
     "cuda:sm89": {0: set(), 1: O1_ON, 2: O1_ON},
-    "cuda:sm90": {0: set(), 1: O1_ON | SM90_O1, 2: O1_ON | SM90_O1 | {"fuse_allreduce_rms",
-                                                                     "fuse_attn_quant"}},
+    "cuda:sm90": {0: set(), 1: O1_ON | SM90_O1, 2: O1_ON | SM90_O1 | SM90_O2},
     "cuda:sm100": {0: set(), 1: O1_ON, 2: O1_ON | {"fuse_allreduce_rms"}},
     "rocm": {0: set(), 1: O1_ON, 2: O1_ON},
     "rocm:gfx90a": {0: set(), 1: NO_FP8, 2: NO_FP8},  # no FP8 on MI200
@@ -133,7 +133,8 @@ VLLM_SM90_FUSIONS_ON = {0: set(), 1: set(), 2: {"fuse_allreduce_rms"}}
 IRFUSE_SM90_EXTRA = {
     0: set(),
     1: {"fuse_norm_quant", "fuse_act_quant", "fuse_act_padding", *SM90_O1},
-    2: {"fuse_norm_quant", "fuse_act_quant", "fuse_act_padding", *SM90_O1, "fuse_attn_quant"},
+    2: {"fuse_norm_quant", "fuse_act_quant", "fuse_act_padding", *SM90_O1, "fuse_attn_quant",
+        "fuse_rope_kvcache_cat_mla"},  # (vLLM 0.32 turns the MLA one on from O2 too)
 }
 
 

@@ -58,13 +58,16 @@ def test_pipeline_order_follows_vllm() -> None:
         names.index("fuse-rope-kvcache-cat-mla") < names.index("fuse-attn-quant")
 
 
-def test_vllm_032_passes_are_opt_in() -> None:
-    """vLLM 0.32's three passes are rows, off at every level until measured on a GPU."""
+def test_vllm_032_passes_are_opt_in_until_measured() -> None:
+    """vLLM 0.32's three passes are rows, off at every level until measured on a GPU; MLA's
+    RoPE + latent-cache write, measured on the H100, is on from O2 on sm90 (as vLLM's)."""
     for flag in ("fuse_qk_norm_rope_kvcache", "fuse_mla_dual_rms_norm",
                  "fuse_rope_kvcache_cat_mla"):
         row = sm.info(flag)
         assert row.vllm_pass
-        assert all(s.default_level is None for s in row.platforms.values())
+        measured = {"cuda:sm90": 2} if flag == "fuse_rope_kvcache_cat_mla" else {}
+        assert {c: s.default_level for c, s in row.platforms.items()
+                if s.default_level is not None} == measured
 
 
 def test_info_by_name_or_flag() -> None:

@@ -362,6 +362,12 @@ def _b_vllm_kv_cache_update(a: Args):
     return attn.VllmKvCacheUpdateOp(k, v, layer_name="l0"), [T((0,), bf16)]
 
 
+def _b_vllm_mla_kv_cache_update(a: Args):
+    kv_c, k_pe, ks = a(((S0, 32), bf16), ((S0, 1, 8), bf16), ((), f32))
+    op = attn.VllmMlaKvCacheUpdateOp(kv_c, k_pe, ks, layer_name="m0", kv_cache_dtype="auto")
+    return op, [T((0,), bf16)]
+
+
 def _b_vllm_attention_quant(a: Args):
     q, k, s = a(((S0, 8, 64), bf16), ((S0, 2, 64), bf16), SCALE)
     op = fused.VllmAttentionQuantOp(q, k, k, s, layer_name="l0",
@@ -377,6 +383,15 @@ def _b_rope_vllm_kv_cache_update(a: Args):
                                        layer_name="l0", is_neox=True, rotary_dim=64,
                                        head_dim=64)
     return op, [T((S0, 4, 64), bf16), T((S0, 2, 64), bf16), T((0,), bf16)]
+
+
+def _b_rope_vllm_mla_kv_cache_update(a: Args):
+    q, k, kv_c, pos, cs, ks = a(((S0, 4, 16), bf16), ((S0, 1, 16), bf16), ((S0, 32), bf16),
+                                ((S0,), i64), ((256, 16), f32), ((), f32))
+    op = fused.RopeVllmMlaKvCacheUpdateOp(q, k, kv_c, ks, positions=pos, cos_sin_cache=cs,
+                                          layer_name="m0", kv_cache_dtype="fp8", is_neox=False,
+                                          rotary_dim=16, head_dim=16, rope_f32=True)
+    return op, [T((S0, 4, 16), bf16), T((S0, 1, 16), bf16), T((0,), bf16)]
 
 
 def _b_mla_kv_cache_write(a: Args):
@@ -445,8 +460,10 @@ BUILDERS: list[Callable[[Args], tuple[Operation, list[Attribute]]]] = [
     _b_vllm_attention,
     _b_vllm_mla_attention,
     _b_vllm_kv_cache_update,
+    _b_vllm_mla_kv_cache_update,
     _b_vllm_attention_quant,
     _b_rope_vllm_kv_cache_update,
+    _b_rope_vllm_mla_kv_cache_update,
     _b_mla_kv_cache_write,
     _b_mla_dual_rms_norm,
     _b_rope_mla_kv_cache_write,

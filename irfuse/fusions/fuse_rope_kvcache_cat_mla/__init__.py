@@ -1,15 +1,18 @@
 """fuse_rope_kvcache_cat_mla (vLLM 0.32): MLA's RoPE of q_pe and k_pe -> the latent-cache write
-of `[kv_c | rotated k_pe]` (`attn.mla_kv_cache_write`, raised by raise-mla-kv-cache-write), in
-one kernel, in every compile range. vLLM's pass (CUDA and ROCm,
-`concat_and_cache_mla_rope_fused`) is on from O2 where the KV-cache update is inside the
-compiled graph; irfuse takes a latent cache in the model dtype (an FP8 one is not fused yet).
-Opt-in everywhere until its kernel is measured on a GPU. Pattern: `pattern.py`; kernel (writing
-the cache in place) and lowering: `ops.py`.
+of `[kv_c | rotated k_pe]`, in one kernel, in every compile range: irfuse's write
+(`attn.mla_kv_cache_write`, raised by raise-mla-kv-cache-write; a cache in the model dtype) and
+vLLM's (`attn.vllm_mla_kv_cache_update`, the layer's cache found through vLLM's forward context
+at run time; any cache dtype, an FP8 one written by vLLM's own op after irfuse's rope). vLLM's
+pass (CUDA and ROCm, `concat_and_cache_mla_rope_fused`) is on from O2 where the KV-cache update
+is inside the compiled graph; irfuse's from O2 on sm90, where its launch was measured faster
+than Inductor below 512 tokens (larger ranges are left to Inductor with that reason), opt-in on
+other GPUs.
+Pattern: `pattern.py`; kernels (writing the cache in place) and lowerings: `ops.py`.
 """
 
 from __future__ import annotations
 
-from irfuse.fusions.declare import Fusion, everywhere
+from irfuse.fusions.declare import Fusion, Support, everywhere
 
 FUSION = Fusion(
     flag="fuse_rope_kvcache_cat_mla",
@@ -19,11 +22,13 @@ FUSION = Fusion(
     fuses="MLA's RoPE of q_pe / k_pe -> [kv_c | k_pe] latent-cache write",
     quant="independent",
     schemes=(),
-    platforms=everywhere("triton", None),
+    platforms={**everywhere("triton", None), "cuda:sm90": Support("triton", 2)},
     vllm_pass="MLARoPEKVCacheCatFusionPass",
-    note="vLLM 0.32; opt-in until measured on a GPU; vLLM turns it on from O2 on CUDA and ROCm "
-    "where the KV-cache update is inside the compiled graph (splitting_ops without it, or "
-    "Inductor's graph partition); a cache in the model dtype only (vLLM also fuses FP8)",
+    note="vLLM 0.32; on from O2 on sm90, as vLLM on CUDA and ROCm where the KV-cache update "
+    "is inside the compiled graph (splitting_ops without it, or Inductor's graph partition), "
+    "for ranges below 512 tokens (measured faster than Inductor there, choices/cuda_sm90.toml); "
+    "opt-in elsewhere until measured; irfuse's own latent-cache write in the model dtype only, "
+    "vLLM's in any cache dtype",
     patterns=("RopeMlaKvCachePattern",),
     candidate="latent_cache_write_of_rotated_k_pe",
 )
