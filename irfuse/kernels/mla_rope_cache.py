@@ -8,7 +8,7 @@ the tail of each token's cache row, and copies kv_c into the row's head, at the 
 are `mla_rope_cache_ref`'s bit for bit: the kernel is compiled without floating-point
 contraction, and every product and sum rounds as torch rounds it. q_pe may be a strided view
 (vLLM slices it out of q); k_pe and kv_c are read with their strides. Launch shape:
-`mla_rope_config`.
+`MLA_ROPE_CONFIG`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from irfuse.kernels import mla_rope_cache_ref
-from irfuse.kernels.qk_norm_rope import MAX_HEAD_DIM, RopeConfig, _rope_block, rope_config
+from irfuse.kernels.qk_norm_rope import MAX_HEAD_DIM, RopeConfig, _rope_block
 from irfuse.kernels.triton_support import (
     await_previous_kernel,
     check_device,
@@ -80,12 +80,10 @@ def _mla_rope_cache_kernel(
         tl.store(cache_ptr + row[:, None] + j * sca2, x, mask=smask[:, None] & (j < L))
 
 
-def mla_rope_config(heads: int, head_dim: int) -> RopeConfig:
-    """Default launch shape: `qk_norm_rope.rope_config`'s for one token a program, at every
-    token count. Measured on the H100 at DeepSeek-V3's shapes (16 and 128 q heads, rope dim 64,
-    GPT-J; `benchmarks/bench_mla_rope_cache.py --sweep`): one token, 8 heads and 1 warp a
-    program was the fastest of eleven shapes from 256 tokens up and within 0.1 µs below."""
-    return rope_config(1, heads + 1, head_dim)
+MLA_ROPE_CONFIG = RopeConfig(2, 16, 4)
+"""Default launch shape (2 tokens, 16 heads, 4 warps a program), measured on the H100 at
+DeepSeek-V3's shapes (16 and 128 q heads, rope dim 64, GPT-J; `benchmarks/bench_mla_rope_cache.py
+--sweep`): within 0.1 µs of the fastest of eleven shapes at every T from 1 to 4096."""
 
 
 def rope_mla_kv_cache_write(q_pe, k_pe, kv_c, cos, sin, positions, cos_sin_cache, kv_cache,
@@ -112,7 +110,7 @@ def rope_mla_kv_cache_write(q_pe, k_pe, kv_c, cos, sin, positions, cos_sin_cache
         cos_t, sin_t, pos = cos_sin_cache[:, :half], cos_sin_cache[:, half:], positions
     else:
         cos_t, sin_t, pos = cos, sin, slot_mapping  # (pos unused)
-    cfg = config or mla_rope_config(heads, d)
+    cfg = config or MLA_ROPE_CONFIG
     grid = (triton.cdiv(tokens, cfg.tokens), -(-heads // cfg.heads) + 1)
     _mla_rope_cache_kernel[grid](
         q_pe, k_pe, kv_c, cos_t, sin_t, pos, q_out, k_out, kv_cache, slot_mapping,

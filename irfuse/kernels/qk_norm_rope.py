@@ -111,8 +111,13 @@ def _rope_block(
     m2 = tmask[:, None, None] & hmask[None, :, None]
     mr = m2 & imask
     base = src + toks64[:, None, None] * s0 + heads[None, :, None].to(tl.int64) * s1
-    x1 = tl.load(base + off1 * s2, mask=mr, other=0.0)
-    x2 = tl.load(base + off2 * s2, mask=mr, other=0.0)
+    if IS_NEOX:
+        x1 = tl.load(base + off1 * s2, mask=mr, other=0.0)
+        x2 = tl.load(base + off2 * s2, mask=mr, other=0.0)
+    else:  # GPT-J's pairs: the row read in one piece and split in registers
+        i2 = tl.arange(0, 2 * BLOCK_R2)[None, None, :]
+        xr = tl.load(base + i2 * s2, mask=m2 & (i2 < R), other=0.0)
+        x1, x2 = tl.split(tl.reshape(xr, (xr.shape[0], xr.shape[1], BLOCK_R2, 2)))
     if BLOCK_P > 0:
         j = R + tl.arange(0, BLOCK_P)[None, None, :]
         mp = m2 & (j < D)
@@ -169,8 +174,13 @@ def _rope_block(
         scale = tl.load(scale_ptr)
     out = dst + dtok[:, None, None] + heads[None, :, None].to(tl.int64) * dh
     ms = dmask[:, None, None] & hmask[None, :, None]
-    tl.store(out + off1 * dd, _to_store(o1, scale, FP8, DST), mask=ms & imask)
-    tl.store(out + off2 * dd, _to_store(o2, scale, FP8, DST), mask=ms & imask)
+    if IS_NEOX:
+        tl.store(out + off1 * dd, _to_store(o1, scale, FP8, DST), mask=ms & imask)
+        tl.store(out + off2 * dd, _to_store(o2, scale, FP8, DST), mask=ms & imask)
+    else:  # the pairs interleaved back: one contiguous store of the row
+        i2 = tl.arange(0, 2 * BLOCK_R2)[None, None, :]
+        tl.store(out + i2 * dd, _to_store(tl.interleave(o1, o2), scale, FP8, DST),
+                 mask=ms & (i2 < R))
     if BLOCK_P > 0:
         tl.store(out + j * dd, _to_store(xp, scale, FP8, DST), mask=ms & (j < D))
 

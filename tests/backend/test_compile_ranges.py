@@ -44,25 +44,24 @@ def inductor_from_16384(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_measured_sm90_table_splits_where_attention_quant_leaves_prefill() -> None:
-    # MLA's RoPE + latent-cache write is left to Inductor from 512 tokens; fuse-attn-quant's
-    # kernel measured slower than SDPA + Inductor's quant from 4096 tokens; on vLLM's attention
-    # op irfuse's fused decode is faster at every measured batch: no split
-    assert kernel_choice.split_points("cuda:sm90") == [511, 4095]
+    # fuse-attn-quant's kernel measured slower than SDPA + Inductor's quant from 4096 tokens;
+    # on vLLM's attention op irfuse's fused decode is faster at every measured batch: no split
+    assert kernel_choice.split_points("cuda:sm90") == [4095]
 
 
 def test_ranges_split_where_the_kernel_choice_changes(inductor_from_16384: None) -> None:
     # With add + RMSNorm + FP8 static left to Inductor from 16384 tokens, beyond
     # max_num_batched_tokens (2048 here): the ranges below 16384 fuse it ([1, 256], where
-    # fuse-rope-kvcache runs too; [257, 511]; [512, 2048] and the fallback above it up to 4095
-    # share one compile, running the same passes); [16384, inf) does not fuse it (and says why),
-    # compiled at the first call that large.
+    # fuse-rope-kvcache runs too; [257, 2048] and the fallback above it up to 4095 share one
+    # compile, running the same passes); [16384, inf) does not fuse it (and says why), compiled
+    # at the first call that large.
     split = kernel_choice.split_points("cuda:sm90")
-    assert split == [511, 4095, 16383]
+    assert split == [4095, 16383]
     reports, seen = _run({"platform": "cuda:sm90", "max_num_batched_tokens": 2048},
                          [16, 7, 2100, 16400, 3000])
     assert seen == [1, 1, 2, 3, 3]
     small, low, high = reports
-    assert small.range == [1, 256] and low.range == [512, 4095]
+    assert small.range == [1, 256] and low.range == [257, 4095]
     assert high.range == [16384, None]
     assert small.fused("fuse-norm-quant") == low.fused("fuse-norm-quant") == 4
     assert high.fused("fuse-norm-quant") == 1  # only layer 0's plain norm (no residual add)

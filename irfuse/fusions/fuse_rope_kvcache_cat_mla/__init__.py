@@ -5,8 +5,7 @@ vLLM's (`attn.vllm_mla_kv_cache_update`, the layer's cache found through vLLM's 
 at run time; any cache dtype, an FP8 one written by vLLM's own op after irfuse's rope). vLLM's
 pass (CUDA and ROCm, `concat_and_cache_mla_rope_fused`) is on from O2 where the KV-cache update
 is inside the compiled graph; irfuse's from O2 on sm90, where its launch was measured faster
-than Inductor below 512 tokens (larger ranges are left to Inductor with that reason), opt-in on
-other GPUs.
+than Inductor at every size, opt-in on other GPUs.
 Pattern: `pattern.py`; kernels (writing the cache in place) and lowerings: `ops.py`.
 """
 
@@ -24,11 +23,11 @@ FUSION = Fusion(
     schemes=(),
     platforms={**everywhere("triton", None), "cuda:sm90": Support("triton", 2)},
     vllm_pass="MLARoPEKVCacheCatFusionPass",
-    note="vLLM 0.32; on from O2 on sm90, as vLLM on CUDA and ROCm where the KV-cache update "
-    "is inside the compiled graph (splitting_ops without it, or Inductor's graph partition), "
-    "for ranges below 512 tokens (measured faster than Inductor there, choices/cuda_sm90.toml); "
-    "opt-in elsewhere until measured; irfuse's own latent-cache write in the model dtype only, "
-    "vLLM's in any cache dtype",
+    note="vLLM 0.32; on from O2 on sm90 (measured faster than Inductor at every size there), "
+    "as vLLM on CUDA and ROCm where the KV-cache update is inside the compiled graph "
+    "(splitting_ops without it, or Inductor's graph partition); opt-in elsewhere until "
+    "measured; irfuse's own latent-cache write in the model dtype only, vLLM's in any cache "
+    "dtype",
     patterns=("RopeMlaKvCachePattern",),
     candidate="latent_cache_write_of_rotated_k_pe",
 )
