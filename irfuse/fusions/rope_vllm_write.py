@@ -29,6 +29,7 @@ from irfuse.fusions.rope_readings import (
     refuse_derived_k,
     rotates_in_f32,
 )
+from irfuse.fusions.scattered import scattered_source
 from irfuse.ir import call_args
 from irfuse.raising import aten_ops
 from irfuse.raising.aten_ops import RESHAPES_FLATTENS_AND_ALIAS as KEEP_ORDER
@@ -44,9 +45,9 @@ FOLLOWED = "an order-keeping reshape to its shape nor vLLM's rebuild of the qkv 
 def rotated_source(value: SSAValue, path: list[Operation] | None = None
                    ) -> RopeOp | QkNormRopeOp | None:
     """The rope whose rotated k `value` is, through order-keeping reshapes to the same shape and
-    vLLM's rebuild of the buffer `_C.rotary_embedding` wrote in place (a slice or split piece of
-    `slice_scatter`s, read where the piece was scattered). `path` collects the reshapes and
-    slices passed, users first."""
+    vLLM's rebuild of the buffer `_C.rotary_embedding` wrote in place (the piece read back out
+    of the scatters: `irfuse.fusions.scattered`). `path` collects the reshapes and views passed,
+    users first."""
     want = tensor_type(value)
     path = [] if path is None else path
     while True:
@@ -60,18 +61,10 @@ def rotated_source(value: SSAValue, path: list[Operation] | None = None
             path.append(found.op)
             value = found.arg(0)
             continue
-        piece = _as_slice(value)
+        piece = scattered_source(value, path)
         if piece is None:
             return None
-        if producer(value, aten_ops.SLICE_TENSOR) is not None:
-            path.append(value.owner)  # type: ignore[arg-type]
-        base, rng = piece
-        while (scatter := producer(base, aten_ops.SLICE_SCATTER)) is not None \
-                and _disjoint(rng, _slice_range(scatter, 2)):
-            base = scatter.arg(0)
-        if scatter is None or _slice_range(scatter, 2) != rng:
-            return None
-        value = scatter.arg(1)
+        value = piece
 
 
 def _as_slice(value: SSAValue) -> tuple[SSAValue, tuple] | None:
