@@ -1,6 +1,7 @@
 """Benchmark of per-head QK RMSNorm + RoPE (and + paged KV-cache write) on one GPU.
 
-For each T (32 q / 8 kv heads of 128, bf16, NeoX, `positions` + a bf16 `cos_sin_cache`): the
+For each T (32 q / 8 kv heads of 128, bf16, NeoX or with --gptj GPT-J pairs, `positions` + a
+bf16 `cos_sin_cache`): the
 unfused torch code as vLLM runs it natively (split qkv -> view by heads -> RMSNorm of q and k
 (`forward_native`) -> rotary (`forward_native`)) under `torch.compile` (Inductor, default mode,
 static shapes), irfuse's kernel (`irfuse.kernels.qk_norm_rope`) with its default launch
@@ -69,11 +70,19 @@ def _rms_norm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:  # vLLM RMSNorm
     return x.to(orig) * w
 
 
+IS_NEOX = [True]
+"""The rope style timed (`--gptj`: vLLM's GPT-J pairs)."""
+
+
 def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """vLLM's `ApplyRotaryEmb.forward_static`, NeoX halves or GPT-J pairs."""
     cos = cos.unsqueeze(-2).to(x.dtype)
     sin = sin.unsqueeze(-2).to(x.dtype)
-    x1, x2 = torch.chunk(x, 2, dim=-1)
-    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+    if IS_NEOX[0]:
+        x1, x2 = torch.chunk(x, 2, dim=-1)
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+    x1, x2 = x[..., ::2], x[..., 1::2]
+    return torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
 
 
 def unfused(qkv, qw, kw, pos, cache):
@@ -97,7 +106,7 @@ def irfuse(d: dict, cfg: qk_norm_rope.RopeConfig | None):
     t = d["qkv"].shape[0]
     q, k, _ = d["qkv"].split([HQ * D, HK * D, HK * D], dim=-1)
     return qk_norm_rope.qk_norm_rope(q.view(t, HQ, D), k.view(t, HK, D), d["qw"], d["kw"], None,
-                                     None, d["pos"], d["cache"], eps=EPS, is_neox=True,
+                                     None, d["pos"], d["cache"], eps=EPS, is_neox=IS_NEOX[0],
                                      rotary_dim=D, config=cfg)
 
 
@@ -107,7 +116,7 @@ def irfuse_kv(d: dict, cfg: qk_norm_rope.RopeConfig | None):
     kc, vc = d["kv"].unbind(0)
     return qk_norm_rope.qk_norm_rope_kv(
         q.view(t, HQ, D), k.view(t, HK, D), v.view(t, HK, D), d["qw"], d["kw"], None, None,
-        d["pos"], d["cache"], kc, vc, d["slots"], None, None, eps=EPS, is_neox=True,
+        d["pos"], d["cache"], kc, vc, d["slots"], None, None, eps=EPS, is_neox=IS_NEOX[0],
         rotary_dim=D, config=cfg)
 
 
@@ -120,8 +129,11 @@ def nbytes(t: int, kv: bool) -> int:
 def _close(a: torch.Tensor, b: torch.Tensor) -> str | None:
     """None where a agrees with b: at most 1% off, each within 2 ulp of its pair's magnitude."""
     a, b = a.float(), b.float()
-    h = D // 2
-    mag = torch.sqrt(b[..., :h] ** 2 + b[..., h:] ** 2).repeat(*([1] * (b.dim() - 1)), 2)
+    if IS_NEOX[0]:
+        h = D // 2
+        mag = torch.sqrt(b[..., :h] ** 2 + b[..., h:] ** 2).repeat(*([1] * (b.dim() - 1)), 2)
+    else:
+        mag = b.unflatten(-1, (-1, 2)).norm(dim=-1).repeat_interleave(2, dim=-1)
     step = 2 * 2.0**-7
     far = ((a - b).abs() > step * (torch.maximum(a.abs(), b.abs()) + mag) * (1 + 1e-6)).any()
     off = (a != b).float().mean().item()
@@ -249,9 +261,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rep", type=int, default=10, help="ms of replays per measurement")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median)")
     p.add_argument("--sweep", action="store_true", help="also time the swept launch shapes")
+    p.add_argument("--gptj", action="store_true", help="GPT-J pairs instead of NeoX halves")
     p.add_argument("--out", help="write the markdown table here")
     p.add_argument("--json", help="write the raw rows here")
     args = p.parse_args(argv)
+    IS_NEOX[0] = not args.gptj
     tokens = [int(t) for t in args.tokens.split(",") if t]
     kv_tokens = [int(t) for t in args.kv_tokens.split(",") if t]
     if not torch.cuda.is_available():
