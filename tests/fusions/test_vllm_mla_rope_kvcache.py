@@ -192,15 +192,27 @@ def test_in_place_path_writes_where_vllms_write_does(monkeypatch):
     assert launched == ["one launch"]
 
 
+class _OwnWriteImpl(VA.MLAAttentionImpl):
+    """A backend with a cache write of its own (as vLLM's CPU and AMX MLA backends have): irfuse
+    does not write its cache."""
+
+    def do_kv_cache_update(self, *args, **kwargs) -> None:  # type: ignore[override]
+        super().do_kv_cache_update(*args, **kwargs)
+
+
 @pytest.mark.gpu
+@pytest.mark.parametrize("own_write", [False, True], ids=["in-place", "vllms-write"])
 @pytest.mark.parametrize("is_neox", [False, True], ids=["gptj", "neox"])
-def test_cuda_one_launch_writes_vllms_latent_cache(is_neox):
+def test_cuda_one_launch_writes_vllms_latent_cache(is_neox, own_write):
     """On CUDA irfuse's Triton launch rotates q_pe (a slice of q) and k_pe and writes
-    `[kv_c | k_pe]` into the layer's `[B, 1, N, C]` cache in place, padded slots (-1) skipped:
-    rotated values and cache equal irfuse's reference rope followed by vLLM's (stand-in) write,
-    bit for bit."""
+    `[kv_c | k_pe]` into the layer's `[B, 1, N, C]` cache in place, padded slots (-1) skipped;
+    where the backend writes its cache its own way, the Triton rope runs and then vLLM's write.
+    Either way the rotated values and the cache equal irfuse's reference rope followed by vLLM's
+    (stand-in) write, bit for bit."""
     layer = VA.Layer(NAME, HEADS, 1, LATENT + ROPE, num_blocks=16, block_size=4,
                      mla_v_dim=V_DIM, device="cuda")
+    if own_write:
+        layer.impl = _OwnWriteImpl(layer)
     meta, slots = VA.decode_batch([5, 3, 7, 2], 4, 16)
     slots[3] = -1
     g = torch.Generator().manual_seed(9)
