@@ -22,10 +22,11 @@ from irfuse.dialects.irfuse import TensorType
 from irfuse.dialects.norm import RmsNormOp
 from irfuse.dialects.quant import QuantFp8Op
 from irfuse.fusions.norm_readings import KERNEL_DTYPES, weight_product_in_f32
+from irfuse.fusions.scattered import scattered_source
 from irfuse.ir.decomposition import decomposition_block
 from irfuse.raising import aten_ops
 from irfuse.raising.aten_ops import RESHAPES_AND_FLATTENS, ROW_VIEWS
-from irfuse.raising.match import NoMatch, call, normalize_dim, users
+from irfuse.raising.match import NoMatch, call, normalize_dim, producer, users
 from irfuse.raising.raise_vllm_ops import ROTATES_IN_F32, vllm_target
 
 
@@ -209,8 +210,18 @@ def refuse_derived_k(k: SSAValue, follows: str,
     """NoMatch where a cache write's `k` is a rope's rotated k that the fused rewrite does not
     take as written: a value made from it by the first operands of calls (an FP8 quant
     included), or the rope's q. `follows` says what the rewrite does look through; `takes(rope)`
-    whether the caller's pass would take that rope (all by default). Returns where `k` comes from
-    no rope."""
+    whether the caller's pass would take that rope (all by default). A k read in part out of a
+    rotated piece of the buffer an in-place rotary rebuilt is refused too. Returns where `k`
+    comes from no rope."""
+    straddled: list[SSAValue] = []
+    scattered_source(k, straddled=straddled)
+    for piece in straddled:
+        while (found := producer(piece, *aten_ops.VIEWS, aten_ops.FLATTEN_USING_INTS)) is not None:
+            piece = found.arg(0)
+        rope = piece.owner
+        if isinstance(rope, RopeOp | QkNormRopeOp) and (takes is None or takes(rope)):
+            raise NoMatch("the cache write reads part of a rotated piece of the buffer an "
+                          "in-place rotary rebuilt, not the rotated k as the rope made it")
     value, steps = k, []
     while depth:
         owner = value.owner

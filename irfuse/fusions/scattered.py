@@ -149,10 +149,13 @@ def _region_of_scatter(found: Call) -> Region | None:
                                               found.arg(3, "start", 0), found.arg(5, "step", 1))
 
 
-def scattered_source(value: SSAValue, path: list[Operation] | None = None) -> SSAValue | None:
+def scattered_source(value: SSAValue, path: list[Operation] | None = None,
+                     straddled: list[SSAValue] | None = None) -> SSAValue | None:
     """The piece scattered into a rebuilt buffer that `value`, a view of that buffer, reads
     back, when the view covers exactly that piece's elements (scatters of pieces it does not
-    touch are looked through); None otherwise. `path` collects the views passed, users first."""
+    touch are looked through); None otherwise. `path` collects the views passed, users first;
+    `straddled`, where there is no such piece, the pieces the view reads part of (or may)."""
+    straddled = [] if straddled is None else straddled
     views: list[tuple[Call, SSAValue]] = []
     while (found := producer(value, *VIEWS)) is not None:
         views.append((found, value))
@@ -164,22 +167,23 @@ def scattered_source(value: SSAValue, path: list[Operation] | None = None) -> SS
         region = None if region is None else _apply(region, found, result)
     while scatter is not None and region is not None:
         written = _region_of_scatter(scatter)
-        if written is None:
-            return None
-        if written.key() == region.key():
+        if written is not None and written.key() == region.key():
             if path is not None:
                 path.extend(f.op for f, _ in views)
             return scatter.arg(1)
-        mine, theirs = region.row_span(), written.row_span()
-        if mine is None or theirs is None or mine[0] != theirs[0]:
-            return None
-        if mine[2] <= theirs[1] or theirs[2] <= mine[1]:  # another piece: look past it
+        mine = region.row_span()
+        theirs = None if written is None else written.row_span()
+        if mine is not None and theirs is not None and mine[0] == theirs[0] \
+                and (mine[2] <= theirs[1] or theirs[2] <= mine[1]):  # another piece: past it
             scatter = producer(scatter.arg(0), *SCATTERS)
             continue
         # Inside a piece that is itself rebuilt (functionalization v1 scatters a sub-buffer):
-        # the region in that piece's own layout, then its scatters.
-        region = _within(region, written, scatter.arg(1))
-        scatter = producer(scatter.arg(1), *SCATTERS)
+        # the region in that piece's own layout, then its scatters; else a piece read in part.
+        inner = None if written is None else _within(region, written, scatter.arg(1))
+        if inner is None:
+            straddled.append(scatter.arg(1))
+            return None
+        region, scatter = inner, producer(scatter.arg(1), *SCATTERS)
     return None
 
 

@@ -50,9 +50,10 @@ class MlaAttention(nn.Module):
     `rope`: "native" (`RotaryEmbedding.forward_native`, new tensors), "deepseek" (DeepSeek's
     scaling rope, native), "custom" (vLLM's `_C.rotary_embedding`, in place on the views of q
     and kv_lora), "flashinfer" (FlashInfer's, in place alike, rotating in f32) or None;
-    `derive` scales the rotated k_pe before the write (a k_pe the fused kernel does not store)."""
+    `derive` makes the write store another k_pe than the rope's: "scale" (the rotated one times
+    1.5) or "shift" (the rebuilt buffer read one element off)."""
 
-    def __init__(self, layer: VA.Layer, rope: str | None, is_neox: bool, derive: bool = False):
+    def __init__(self, layer: VA.Layer, rope: str | None, is_neox: bool, derive: str = ""):
         super().__init__()
         self.layer, self.rope, self.is_neox, self.derive = layer, rope, is_neox, derive
         self.rotary = RotaryEmbedding(ROPE, ROPE, 64, 10000.0, is_neox, dtype=BF16,
@@ -77,8 +78,10 @@ class MlaAttention(nn.Module):
         elif self.rope == "flashinfer":  # DeepSeek on CUDA with FlashInfer: an f32 cache
             V.vllm_flashinfer_rotary_embedding(positions, q[..., NOPE:], k_pe, ROPE,
                                                self.rotary.cos_sin_cache.float(), self.is_neox)
-        if self.derive:
+        if self.derive == "scale":
             k_pe = k_pe * 1.5
+        elif self.derive == "shift":  # a read of the rebuilt kv projection one element off
+            k_pe = kv_lora[..., LATENT - 1:LATENT + ROPE - 1].unsqueeze(1)
         return VA.mla_attention(self.layer, q, kv_c_normed, k_pe, self.k_scale)
 
 
@@ -140,9 +143,20 @@ def test_an_unrotated_k_pe_is_no_candidate():
 
 
 def test_a_k_pe_computed_from_the_rotated_one_is_explained():
-    compiled = run_step(MlaAttention(_layer(), "native", False, derive=True))
+    compiled = run_step(MlaAttention(_layer(), "native", False, derive="scale"))
     assert compiled.fused(PASS) == 0
     assert any("the fused kernel writes the rope's own k" in m for m in _missed(compiled)), \
+        _missed(compiled)
+
+
+@pytest.mark.parametrize("v2", [False, True], ids=["v1", "v2"])
+def test_a_read_of_the_rebuilt_buffer_off_the_rotated_k_pe_is_explained(v2):
+    """`_C`'s rotary in place on views of the kv projection, then a write of a region of the
+    rebuilt projection that straddles kv_c and the rotated k_pe: no fusion, and the report
+    says why."""
+    compiled = run_step(MlaAttention(_layer(), "custom", False, derive="shift"), v2=v2)
+    assert compiled.fused(PASS) == 0
+    assert any("reads part of a rotated piece" in m for m in _missed(compiled)), \
         _missed(compiled)
 
 
