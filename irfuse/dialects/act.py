@@ -3,6 +3,8 @@
 Numerics: `docs/numerics.md`, "SiLU·Mul". `silu_mul_dims` and `pad_dims` give the result shapes,
 checked, for these ops and the fused ones. `GatedActivationOperation` is the family of the gated
 activation and the fused ops that replace it: its `activation` names the gate's function.
+
+Each op's textual form: `filecheck/dialects/act/ops.mlir`.
 """
 
 from __future__ import annotations
@@ -73,13 +75,7 @@ class GatedActivationOperation(IRDLOperation):
 @irdl_op_definition
 class SiluMulOp(GatedActivationOperation, RaisedOperation):
     """`y = silu(x[..., :d]) * x[..., d:]` (vLLM's `silu_and_mul`), or `silu(x) * up` with a
-    separate `up` (Hugging Face's MLP); GeGLU with `activation` `gelu_tanh` (Gemma) or `gelu`.
-
-    ```mlir
-    %g = act.silu_mul %x {activation = "gelu_tanh"}
-        : (!irfuse.tensor<[s0, 28672], bf16>) -> !irfuse.tensor<[s0, 14336], bf16>
-    ```
-    """
+    separate `up` (Hugging Face's MLP); GeGLU with `activation` `gelu_tanh` (Gemma) or `gelu`."""
 
     name = "act.silu_mul"
 
@@ -107,13 +103,7 @@ class SiluMulOp(GatedActivationOperation, RaisedOperation):
 class PadOp(RaisedOperation):
     """`F.pad` of the last dim: `low` values before and `high` after, all equal to `value` (vLLM
     pads the router GEMM's input to a multiple of 128 or 256 on ROCm; negative amounts crop and
-    are not this op).
-
-    ```mlir
-    %p = act.pad %x {low = 0 : i64, high = 192 : i64}
-        : (!irfuse.tensor<[s0, 2880], bf16>) -> !irfuse.tensor<[s0, 3072], bf16>
-    ```
-    """
+    are not this op)."""
 
     name = "act.pad"
 

@@ -5,6 +5,8 @@ ATen overload, a higher-order op, or a Python function such as `operator.mul` on
 arguments as written: tensors and symbolic sizes are operands, everything else is kept in an
 argument template (`irfuse.ir.call_args`, whose `#aten.*` attributes this dialect registers), so
 emit can rebuild the exact call. The call syntax is `irfuse.ir.call_syntax`'s.
+
+Each op's textual form: `filecheck/dialects/aten/ops.mlir`.
 """
 
 from __future__ import annotations
@@ -23,12 +25,7 @@ from irfuse.ir.dialect import declared_dialect
 
 @irdl_op_definition
 class CallOp(CallLikeOp):
-    """An imported call: an ATen op (or Python size arithmetic) with its arguments as written.
-
-    ```mlir
-    %view = aten.call "aten::view.default"(%x, [%s0, 4096]) : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.sym<s0>) -> !irfuse.tensor<[s0, 4096], bf16>
-    ```
-    """
+    """An imported call: an ATen op (or Python size arithmetic) with its arguments as written."""
 
     name = "aten.call"
 
@@ -40,12 +37,7 @@ SCALAR_VALUE_ATTR = "value"
 @irdl_op_definition
 class GetAttrOp(IRDLOperation):
     """A constant tensor owned by the graph module (an FX `get_attr` node); a 0-d one carries
-    the number it holds as the attribute `value`.
-
-    ```mlir
-    %c = aten.get_attr "_tensor_constant0" {value = 5.000000e-01 : f64} : !irfuse.tensor<[], f32>
-    ```
-    """
+    the number it holds as the attribute `value`."""
 
     name = "aten.get_attr"
 

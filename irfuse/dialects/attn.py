@@ -7,6 +7,8 @@ The families carry them for these ops and the fused ones: `AttentionOperation` (
 name, by which vLLM's forward context finds its cache and metadata at run time) and
 `VllmAttentionOperation` (the dummy of the layer's cache write, which orders it before the
 attention). The `check_*` helpers hold the shape rules the fused ops share.
+
+Each op's textual form: `filecheck/dialects/attn/ops.mlir`.
 """
 
 from __future__ import annotations
@@ -384,14 +386,7 @@ class VllmAttentionOperation(VllmLayerOperation):
 @irdl_op_definition
 class AttentionOp(AttentionOperation, RaisedOperation):
     """`softmax(q @ k^T * scale (+ mask | causal)) @ v` in SDPA layout (`[..., heads, L, D]`),
-    with GQA; a bool or additive float mask broadcasts to the scores `[..., Hq, Lq, Lk]`.
-
-    ```mlir
-    %o = attn.attention %q, %k, %v {scale = 8.838835e-02 : f64, causal = true}
-        : (!irfuse.tensor<[1, 32, s0, 128], bf16>, !irfuse.tensor<[1, 8, s0, 128], bf16>,
-           !irfuse.tensor<[1, 8, s0, 128], bf16>) -> !irfuse.tensor<[1, 32, s0, 128], bf16>
-    ```
-    """
+    with GQA; a bool or additive float mask broadcasts to the scores `[..., Hq, Lq, Lk]`."""
 
     name = "attn.attention"
 
@@ -420,17 +415,7 @@ class AttentionOp(AttentionOperation, RaisedOperation):
 @irdl_op_definition
 class MlaAttentionOp(MlaOperation, RaisedOperation):
     """Multi-head latent attention (DeepSeek-V2/V3), token-major (q `[T, H, nope + rope]`, kv_c
-    `[T, kv_lora_rank]`, k_pe `[T, 1, rope]`) or batch-major (`[..., H or 1, L, ...]`, a mask).
-
-    ```mlir
-    %o = attn.mla_attention %q, %kv_c, %k_pe, %w {num_heads = 16 : i64,
-            qk_nope_head_dim = 128 : i64, qk_rope_head_dim = 64 : i64, v_head_dim = 128 : i64,
-            kv_lora_rank = 512 : i64, scale = 7.216878e-02 : f64, causal = true}
-        : (!irfuse.tensor<[s0, 16, 192], bf16>, !irfuse.tensor<[s0, 512], bf16>,
-           !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>)
-        -> !irfuse.tensor<[s0, 16, 128], bf16>
-    ```
-    """
+    `[T, kv_lora_rank]`, k_pe `[T, 1, rope]`) or batch-major (`[..., H or 1, L, ...]`, a mask)."""
 
     name = "attn.mla_attention"
 
@@ -459,16 +444,7 @@ class MlaAttentionOp(MlaOperation, RaisedOperation):
 
 @irdl_op_definition
 class RopeOp(RopeOperation, RaisedOperation):
-    """Rotary position embedding of q (and k), `[..., heads, head_dim]`, NeoX or GPT-J style.
-
-    ```mlir
-    %qr, %kr = attn.rope %q, k %k, positions %pos, cos_sin_cache %cache
-            {is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64}
-        : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>,
-           !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 128], bf16>)
-        -> (!irfuse.tensor<[s0, 32, 128], bf16>, k_out !irfuse.tensor<[s0, 8, 128], bf16>)
-    ```
-    """
+    """Rotary position embedding of q (and k), `[..., heads, head_dim]`, NeoX or GPT-J style."""
 
     name = "attn.rope"
 
@@ -502,16 +478,7 @@ class KvCacheWriteOp(RaisedOperation):
     """Store k and v `[T, kv_heads, head_dim]` into the paged caches `[num_blocks, block_size,
     kv_heads, head_dim]` at `slot_mapping` (slot `s` is block `s // block_size`, row
     `s % block_size`), and return the updated caches (SSA form; emit writes in place). The two
-    caches may be one `[2, ...]` value (vLLM's FlashAttention layout: k into `[0]`, v `[1]`).
-
-    ```mlir
-    %kc2, %vc2 = attn.kv_cache_write %k, %v, %kc, %vc, %slots
-        : (!irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>,
-           !irfuse.tensor<[1024, 16, 8, 128], bf16>, !irfuse.tensor<[1024, 16, 8, 128], bf16>,
-           !irfuse.tensor<[s0], i64>)
-        -> (!irfuse.tensor<[1024, 16, 8, 128], bf16>, !irfuse.tensor<[1024, 16, 8, 128], bf16>)
-    ```
-    """
+    caches may be one `[2, ...]` value (vLLM's FlashAttention layout: k into `[0]`, v `[1]`)."""
 
     name = "attn.kv_cache_write"
 
@@ -536,15 +503,7 @@ class KvCacheWriteOp(RaisedOperation):
 class MlaKvCacheWriteOp(RaisedOperation):
     """Store MLA's normed latent and rotated rope key, `[kv_c | k_pe]`, into the paged latent
     cache (laid out as `attn.kv_cache_write`'s), and return the updated cache (vLLM's
-    `concat_and_cache_mla` with kv_cache_dtype "auto").
-
-    ```mlir
-    %c2 = attn.mla_kv_cache_write %kv_c, %k_pe, %cache, %slots
-        : (!irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 64], bf16>,
-           !irfuse.tensor<[1024, 16, 576], bf16>, !irfuse.tensor<[s0], i64>)
-        -> !irfuse.tensor<[1024, 16, 576], bf16>
-    ```
-    """
+    `concat_and_cache_mla` with kv_cache_dtype "auto")."""
 
     name = "attn.mla_kv_cache_write"
 
@@ -566,16 +525,7 @@ class MlaKvCacheWriteOp(RaisedOperation):
 @irdl_op_definition
 class VllmAttentionOp(VllmAttentionOperation, RaisedOperation):
     """vLLM's attention of one layer (`vllm.unified_attention_with_output`) over its paged KV
-    cache: prefill, decode or both, as the forward context's metadata says at run time.
-
-    ```mlir
-    %o = attn.vllm_attention %q, %k, %v, kv_cache_dep %dep, layer %ln
-            {layer_name = "model.layers.0.self_attn.attn"}
-        : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>,
-           !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[0], bf16>,
-           !irfuse.opaque<"LayerName">) -> !irfuse.tensor<[s0, 32, 128], bf16>
-    ```
-    """
+    cache: prefill, decode or both, as the forward context's metadata says at run time."""
 
     name = "attn.vllm_attention"
 
@@ -600,16 +550,7 @@ class VllmAttentionOp(VllmAttentionOperation, RaisedOperation):
 @irdl_op_definition
 class VllmMlaAttentionOp(VllmAttentionOperation, RaisedOperation):
     """vLLM's MLA attention of one layer (`vllm.unified_mla_attention_with_output`) over its
-    latent KV cache; `out` is the buffer vLLM passes, `[T, H * v_head_dim]`.
-
-    ```mlir
-    %o = attn.vllm_mla_attention %q, %kv_c, %k_pe, kv_cache_dep %dep
-            {layer_name = "model.layers.0.self_attn.attn"}
-        : (!irfuse.tensor<[s0, 16, 192], bf16>, !irfuse.tensor<[s0, 512], bf16>,
-           !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[0], bf16>)
-        -> !irfuse.tensor<[s0, 2048], bf16>
-    ```
-    """
+    latent KV cache; `out` is the buffer vLLM passes, `[T, H * v_head_dim]`."""
 
     name = "attn.vllm_mla_attention"
 
@@ -639,15 +580,7 @@ class VllmMlaAttentionOp(VllmAttentionOperation, RaisedOperation):
 @irdl_op_definition
 class VllmKvCacheUpdateOp(VllmLayerOperation, RaisedOperation):
     """vLLM's write of one layer's new k and v into its paged KV cache, laid out as the attention
-    backend's (`vllm.unified_kv_cache_update`); the result is vLLM's dummy, empty and 1-D.
-
-    ```mlir
-    %dep = attn.vllm_kv_cache_update %k, %v, layer %ln
-            {layer_name = "model.layers.0.self_attn.attn"}
-        : (!irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>,
-           !irfuse.opaque<"LayerName">) -> !irfuse.tensor<[0], bf16>
-    ```
-    """
+    backend's (`vllm.unified_kv_cache_update`); the result is vLLM's dummy, empty and 1-D."""
 
     name = "attn.vllm_kv_cache_update"
 
@@ -671,15 +604,7 @@ class VllmKvCacheUpdateOp(VllmLayerOperation, RaisedOperation):
 class VllmMlaKvCacheUpdateOp(VllmLayerOperation, RaisedOperation):
     """vLLM's write of one MLA layer's `[kv_c | k_pe]` into its latent cache, stored as
     `kv_cache_dtype` says (`"auto"`: the model dtype; FP8 ones scaled by `k_scale`)
-    (`vllm.unified_mla_kv_cache_update`); the result is vLLM's dummy, empty and 1-D.
-
-    ```mlir
-    %dep = attn.vllm_mla_kv_cache_update %kv_c, %k_pe, %k_scale, layer %ln
-            {layer_name = "model.layers.0.self_attn.attn", kv_cache_dtype = "auto"}
-        : (!irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>,
-           !irfuse.tensor<[], f32>, !irfuse.opaque<"LayerName">) -> !irfuse.tensor<[0], bf16>
-    ```
-    """
+    (`vllm.unified_mla_kv_cache_update`); the result is vLLM's dummy, empty and 1-D."""
 
     name = "attn.vllm_mla_kv_cache_update"
 

@@ -3,6 +3,8 @@
 
 `CollectiveOperation` carries the process group and world size for these ops and the fused ones
 that absorb them. The ops are not `Pure`: every rank must run the same collectives.
+
+Each op's textual form: `filecheck/dialects/coll/ops.mlir`.
 """
 
 from __future__ import annotations
@@ -69,13 +71,7 @@ def _dim(x: TensorType, dim: int) -> int:
 
 @irdl_op_definition
 class AllReduceOp(CollectiveOperation, RaisedOperation):
-    """Reduce x over the ranks of `group` (sum, avg, max or min); every rank gets the result.
-
-    ```mlir
-    %y = coll.all_reduce %x {group = "tp", world_size = 2 : i64}
-        : (!irfuse.tensor<[s0, 4096], bf16>) -> !irfuse.tensor<[s0, 4096], bf16>
-    ```
-    """
+    """Reduce x over the ranks of `group` (sum, avg, max or min); every rank gets the result."""
 
     name = "coll.all_reduce"
 
@@ -94,13 +90,7 @@ class AllReduceOp(CollectiveOperation, RaisedOperation):
 @irdl_op_definition
 class ReduceScatterOp(CollectiveOperation, RaisedOperation):
     """Reduce x over the ranks of `group`; each rank keeps its 1/world_size slice along `dim`
-    (which may be negative).
-
-    ```mlir
-    %y = coll.reduce_scatter %x {group = "tp", world_size = 4 : i64, dim = 1 : i64}
-        : (!irfuse.tensor<[256, 4096], bf16>) -> !irfuse.tensor<[256, 1024], bf16>
-    ```
-    """
+    (which may be negative)."""
 
     name = "coll.reduce_scatter"
 
@@ -123,13 +113,7 @@ class ReduceScatterOp(CollectiveOperation, RaisedOperation):
 
 @irdl_op_definition
 class AllGatherOp(CollectiveOperation, RaisedOperation):
-    """Concatenate x from every rank of `group` along `dim` (which may be negative).
-
-    ```mlir
-    %y = coll.all_gather %x {group = "tp", world_size = 4 : i64}
-        : (!irfuse.tensor<[64, 4096], bf16>) -> !irfuse.tensor<[256, 4096], bf16>
-    ```
-    """
+    """Concatenate x from every rank of `group` along `dim` (which may be negative)."""
 
     name = "coll.all_gather"
 

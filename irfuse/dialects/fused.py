@@ -6,6 +6,8 @@ the kernel (`docs/numerics.md`, which also defines the readings `round_sum`, `we
 families of the ops it replaces (`NormOperation`, `QuantOperation`, ...) and calls their `check_*`
 helpers, so it is held to the rules of each of them. Each op's docstring names the chain it
 replaces.
+
+Each op's textual form: `filecheck/dialects/fused/ops.mlir`.
 """
 
 from __future__ import annotations
@@ -98,17 +100,7 @@ def flattened_tokens(dims: Sequence[Dim]) -> Dim:
 @irdl_op_definition
 class RmsNormQuantOp(quant.QuantOperation, norm.NormOperation, NamedOperandSyntax):
     """(Residual add +) RMSNorm + FP8 quantization, in one kernel: replaces `norm.rms_norm` or
-    `norm.add_rms_norm` followed by one or more `quant.fp8` (static: one `qs` per scale).
-
-    ```mlir
-    %q, %r = fused.rms_norm_quant %x, residual %res, weight %w, scales [%s]
-            {eps = 1.000000e-05 : f64, scheme = #quant.scheme<static_tensor>}
-        : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>,
-           !irfuse.tensor<[4096], bf16>, !irfuse.tensor<[], f32>)
-        -> (qs [!irfuse.tensor<[s0, 4096], f8E4M3FN>],
-            residual_out !irfuse.tensor<[s0, 4096], bf16>)
-    ```
-    """
+    `norm.add_rms_norm` followed by one or more `quant.fp8` (static: one `qs` per scale)."""
 
     name = "fused.rms_norm_quant"
 
@@ -166,14 +158,7 @@ class RmsNormQuantOp(quant.QuantOperation, norm.NormOperation, NamedOperandSynta
 @irdl_op_definition
 class SiluMulQuantOp(quant.QuantOperation, act.GatedActivationOperation, NamedOperandSyntax):
     """SiLU·Mul (or GeGLU: `activation`) + FP8 quantization of its result, in one kernel:
-    replaces `act.silu_mul` followed by `quant.fp8` static or group.
-
-    ```mlir
-    %q2, %s2 = fused.silu_mul_quant %x {scheme = #quant.scheme<group 128>}
-        : (!irfuse.tensor<[s0, 28672], bf16>)
-        -> (!irfuse.tensor<[s0, 14336], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 112], f32>)
-    ```
-    """
+    replaces `act.silu_mul` followed by `quant.fp8` static or group."""
 
     name = "fused.silu_mul_quant"
 
@@ -204,14 +189,7 @@ class SiluMulQuantOp(quant.QuantOperation, act.GatedActivationOperation, NamedOp
 @irdl_op_definition
 class SiluMulQuantNvfp4Op(act.GatedActivationOperation, NamedOperandSyntax):
     """SiLU·Mul (or GeGLU: `activation`) + NVFP4 quantization of its result, in one kernel:
-    replaces `act.silu_mul` followed by `quant.nvfp4`.
-
-    ```mlir
-    %q, %bs = fused.silu_mul_quant_nvfp4 %x, %gs
-        : (!irfuse.tensor<[256, 28672], bf16>, !irfuse.tensor<[], f32>)
-        -> (!irfuse.tensor<[256, 7168], ui8>, !irfuse.tensor<[256, 896], f8E4M3FN>)
-    ```
-    """
+    replaces `act.silu_mul` followed by `quant.nvfp4`."""
 
     name = "fused.silu_mul_quant_nvfp4"
 
@@ -245,17 +223,7 @@ class AllReduceRmsNormOp(quant.QuantOperation, norm.NormOperation, coll.Collecti
     """All-reduce + (residual add +) RMSNorm (+ FP8 or NVFP4 quant), in one kernel: replaces
     `coll.all_reduce` -> `norm.(add_)rms_norm` (-> `quant.fp8` static, per-token or per-group,
     or `quant.nvfp4`). `residual_out` is `all_reduce(x) (+ residual)`; `out` the norm, or with a
-    scheme its quantization (`scale`: the static or NVFP4 global scale).
-
-    ```mlir
-    %q, %r2 = fused.all_reduce_rms_norm %x, residual %res, %w, scale %s
-            {group = "tp", world_size = 2 : i64, eps = 1.000000e-05 : f64,
-             scheme = #quant.scheme<static_tensor>}
-        : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>,
-           !irfuse.tensor<[4096], bf16>, !irfuse.tensor<[], f32>)
-        -> (!irfuse.tensor<[s0, 4096], f8E4M3FN>, !irfuse.tensor<[s0, 4096], bf16>)
-    ```
-    """
+    scheme its quantization (`scale`: the static or NVFP4 global scale)."""
 
     name = "fused.all_reduce_rms_norm"
 
@@ -305,18 +273,7 @@ class AllReduceRmsNormOp(quant.QuantOperation, norm.NormOperation, coll.Collecti
 @irdl_op_definition
 class QkNormRopeOp(attn.RopeOperation, norm.NormOperation, NamedOperandSyntax):
     """Per-head RMSNorm of q and of k, then RoPE of both, in one kernel: replaces `norm.rms_norm`
-    of q and of k (weights `[head_dim]`) feeding `attn.rope`, in the rope's layout.
-
-    ```mlir
-    %qo, %ko = fused.qk_norm_rope %q, %k, %qw, %kw, positions %pos, cos_sin_cache %cache
-            {eps = 1.000000e-06 : f64, is_neox = true, rotary_dim = 128 : i64,
-             head_dim = 128 : i64}
-        : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>,
-           !irfuse.tensor<[128], bf16>, !irfuse.tensor<[128], bf16>,
-           !irfuse.tensor<[s0], i64>, !irfuse.tensor<[40960, 128], bf16>)
-        -> (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>)
-    ```
-    """
+    of q and of k (weights `[head_dim]`) feeding `attn.rope`, in the rope's layout."""
 
     name = "fused.qk_norm_rope"
 
@@ -349,20 +306,7 @@ class RopeKvCacheWriteOp(norm.NormOperation, attn.RopeOperation, NamedOperandSyn
     KV-cache write of the rotated k and of v, in one kernel that returns rotated q: replaces
     `attn.rope` (or `fused.qk_norm_rope`) whose k only feeds `attn.kv_cache_write`. With
     `k_scale` and `v_scale` the caches hold f8E4M3FN, k and v stored as `clamp(x / scale, -448,
-    448)` (vLLM's FP8 KV cache); `k_out`, the rotated k, is for a k also read after the write.
-
-    ```mlir
-    %qr, %kc2, %vc2 = fused.rope_kv_cache_write %q, %k, %v, positions %pos,
-            cos_sin_cache %cache, %kc, %vc, %slots
-            {is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64}
-        : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>,
-           !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0], i64>,
-           !irfuse.tensor<[4096, 128], bf16>, !irfuse.tensor<[64, 16, 8, 128], bf16>,
-           !irfuse.tensor<[64, 16, 8, 128], bf16>, !irfuse.tensor<[s0], i64>)
-        -> (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[64, 16, 8, 128], bf16>,
-            !irfuse.tensor<[64, 16, 8, 128], bf16>)
-    ```
-    """
+    448)` (vLLM's FP8 KV cache); `k_out`, the rotated k, is for a k also read after the write."""
 
     name = "fused.rope_kv_cache_write"
 
@@ -437,16 +381,7 @@ class RopeKvCacheWriteOp(norm.NormOperation, attn.RopeOperation, NamedOperandSyn
 class AttentionQuantOp(quant.QuantOperation, attn.AttentionOperation, NamedOperandSyntax):
     """Attention whose kernel writes its output quantized: replaces `attn.attention` ->
     (transpose, reshape to `[tokens, H * Dv]`) -> `quant.fp8` static or group, or `quant.nvfp4`.
-    `output_scale` is the static or NVFP4 global scale.
-
-    ```mlir
-    %o = fused.attention_quant %q, %k, %v, output_scale %s
-            {scale = 8.838835e-02 : f64, causal = true, scheme = #quant.scheme<static_tensor>}
-        : (!irfuse.tensor<[1, 32, s0, 128], bf16>, !irfuse.tensor<[1, 8, s0, 128], bf16>,
-           !irfuse.tensor<[1, 8, s0, 128], bf16>, !irfuse.tensor<[], f32>)
-        -> !irfuse.tensor<[s0, 4096], f8E4M3FN>
-    ```
-    """
+    `output_scale` is the static or NVFP4 global scale."""
 
     name = "fused.attention_quant"
 
@@ -487,17 +422,7 @@ class PagedDecodeQuantOp(NamedOperandSyntax):
     """Decode attention over a paged KV cache, read in place, its output written quantized:
     replaces the gather of each sequence's pages through its block-table row, the mask of its
     first `seq_lens[b]` positions, `attn.attention` of one query per sequence over them, and the
-    quant of the output (static_tensor or nvfp4).
-
-    ```mlir
-    %o = fused.paged_decode_quant %q, %k_cache, %v_cache, %block_table, %seq_lens, %s
-            {scale = 8.838835e-02 : f64, scheme = #quant.scheme<static_tensor>}
-        : (!irfuse.tensor<[s0, 32, 1, 128], bf16>, !irfuse.tensor<[2081, 16, 8, 128], bf16>,
-           !irfuse.tensor<[2081, 16, 8, 128], bf16>, !irfuse.tensor<[s0, 130], i32>,
-           !irfuse.tensor<[s0], i32>, !irfuse.tensor<[1], f32>)
-        -> !irfuse.tensor<[s0, 4096], f8E4M3FN>
-    ```
-    """
+    quant of the output (static_tensor or nvfp4)."""
 
     name = "fused.paged_decode_quant"
 
@@ -546,18 +471,7 @@ class PagedDecodeQuantOp(NamedOperandSyntax):
 class MlaAttentionQuantOp(quant.QuantOperation, attn.MlaOperation, NamedOperandSyntax):
     """MLA attention whose kernel writes its output quantized: replaces `attn.mla_attention` ->
     (reshape to `[T, H * v]`) -> `quant.fp8` static or group, or `quant.nvfp4`. `output_scale`
-    is the static or NVFP4 global scale; batch-major, `out` is `[... * Lq, H * v_head_dim]`.
-
-    ```mlir
-    %o, %s = fused.mla_attention_quant %q, %kv_c, %k_pe, %w
-            {num_heads = 16 : i64, qk_nope_head_dim = 128 : i64, qk_rope_head_dim = 64 : i64,
-             v_head_dim = 128 : i64, kv_lora_rank = 512 : i64, scale = 7.216878e-02 : f64,
-             causal = true, scheme = #quant.scheme<group 128>}
-        : (!irfuse.tensor<[s0, 16, 192], bf16>, !irfuse.tensor<[s0, 512], bf16>,
-           !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[4096, 512], bf16>)
-        -> (!irfuse.tensor<[s0, 2048], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 16], f32>)
-    ```
-    """
+    is the static or NVFP4 global scale; batch-major, `out` is `[... * Lq, H * v_head_dim]`."""
 
     name = "fused.mla_attention_quant"
 
@@ -644,15 +558,7 @@ class GemmCollectiveOperation(coll.CollectiveOperation, NamedOperandSyntax):
 class GemmReduceScatterOp(GemmCollectiveOperation):
     """A GEMM whose result is reduce-scattered over the TP group, overlapped (async TP):
     replaces `gemm.matmul` or `gemm.scaled_matmul` followed by `coll.reduce_scatter`; `c` is
-    the product's shard along `dim` (0 or 1).
-
-    ```mlir
-    %c2 = fused.gemm_reduce_scatter %a8, %b8, scale_a %sa, scale_b %sb
-            {group = "tp", world_size = 4 : i64, out_dtype = bf16}
-        : (!irfuse.tensor<[256, 4096], f8E4M3FN>, !irfuse.tensor<[4096, 4096], f8E4M3FN>,
-           !irfuse.tensor<[], f32>, !irfuse.tensor<[], f32>) -> !irfuse.tensor<[64, 4096], bf16>
-    ```
-    """
+    the product's shard along `dim` (0 or 1)."""
 
     name = "fused.gemm_reduce_scatter"
 
@@ -677,14 +583,7 @@ class AllGatherGemmOp(GemmCollectiveOperation):
     """A GEMM on a row-sharded a that is all-gathered first (dim 0 only), overlapped (async TP):
     replaces `coll.all_gather` of a followed by `gemm.matmul` or `gemm.scaled_matmul`. A
     row-wise `scale_a` is the shard's `[M / world_size, 1]` (gathered with a) or the gathered
-    rows' `[M, 1]` (replicated), the two forms torch's `fused_all_gather_scaled_matmul` takes.
-
-    ```mlir
-    %c = fused.all_gather_gemm %a, %b {group = "tp", world_size = 4 : i64}
-        : (!irfuse.tensor<[64, 4096], bf16>, !irfuse.tensor<[4096, 1024], bf16>)
-        -> !irfuse.tensor<[256, 1024], bf16>
-    ```
-    """
+    rows' `[M, 1]` (replicated), the two forms torch's `fused_all_gather_scaled_matmul` takes."""
 
     name = "fused.all_gather_gemm"
 
@@ -728,16 +627,7 @@ class AllGatherGemmOp(GemmCollectiveOperation):
 class RmsNormPadOp(norm.NormOperation, NamedOperandSyntax):
     """(Residual add +) RMSNorm + constant pad of the last dim, in one kernel: replaces
     `norm.rms_norm` or `norm.add_rms_norm` whose `y` is padded by `act.pad` (`out`, padded as
-    `act.pad` pads).
-
-    ```mlir
-    %p, %r = fused.rms_norm_pad %x, residual %res, %w
-            {eps = 1.000000e-05 : f64, low = 0 : i64, high = 192 : i64, round_sum}
-        : (!irfuse.tensor<[s0, 2880], bf16>, !irfuse.tensor<[s0, 2880], bf16>,
-           !irfuse.tensor<[2880], bf16>)
-        -> (!irfuse.tensor<[s0, 3072], bf16>, residual_out !irfuse.tensor<[s0, 2880], bf16>)
-    ```
-    """
+    `act.pad` pads)."""
 
     name = "fused.rms_norm_pad"
 
@@ -782,16 +672,7 @@ class MlaDualRmsNormOp(NamedOperandSyntax):
     """MLA's paired RMSNorms, of the q latent and of the kv latent, in one kernel: replaces the
     two `norm.rms_norm` of slices of one projection (DeepSeek-V2/V3's `q_a_layernorm(q_c)` and
     `kv_a_layernorm(kv_c)`; vLLM's `fused_mla_dual_rms_norm`, AITER's `fused_qk_rmsnorm`), each
-    with its own eps; q and kv share their leading dims and dtype.
-
-    ```mlir
-    %qn, %kvn = fused.mla_dual_rms_norm %q_c, %qw, %kv_c, %kvw
-            {q_eps = 1.000000e-06 : f64, kv_eps = 1.000000e-06 : f64}
-        : (!irfuse.tensor<[s0, 1536], bf16>, !irfuse.tensor<[1536], bf16>,
-           !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[512], bf16>)
-        -> (!irfuse.tensor<[s0, 1536], bf16>, !irfuse.tensor<[s0, 512], bf16>)
-    ```
-    """
+    with its own eps; q and kv share their leading dims and dtype."""
 
     name = "fused.mla_dual_rms_norm"
 
@@ -828,20 +709,7 @@ class RopeMlaKvCacheWriteOp(attn.RopeOperation, NamedOperandSyntax):
     """MLA's RoPE of q_pe and k_pe and the latent-cache write of `[kv_c | rotated k_pe]`, in one
     kernel that returns the rotated q_pe and k_pe and the cache: replaces `attn.rope` of q_pe and
     k_pe (`[T, 1, rope_dim]` or `[T, rope_dim]`) whose rotated k_pe feeds
-    `attn.mla_kv_cache_write` (vLLM's `concat_and_cache_mla_rope_fused`).
-
-    ```mlir
-    %qr, %kr, %c2 = fused.rope_mla_kv_cache_write %q_pe, %k_pe, %kv_c, positions %pos,
-            cos_sin_cache %cs, %cache, %slots
-            {is_neox = false, rotary_dim = 64 : i64, head_dim = 64 : i64}
-        : (!irfuse.tensor<[s0, 16, 64], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>,
-           !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0], i64>,
-           !irfuse.tensor<[4096, 64], bf16>, !irfuse.tensor<[1024, 16, 576], bf16>,
-           !irfuse.tensor<[s0], i64>)
-        -> (!irfuse.tensor<[s0, 16, 64], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>,
-            !irfuse.tensor<[1024, 16, 576], bf16>)
-    ```
-    """
+    `attn.mla_kv_cache_write` (vLLM's `concat_and_cache_mla_rope_fused`)."""
 
     name = "fused.rope_mla_kv_cache_write"
 
@@ -888,16 +756,7 @@ class VllmAttentionQuantOp(quant.QuantOperation, attn.VllmAttentionOperation, Na
     reads the layer's cache through vLLM's forward context: replaces `attn.vllm_attention` (with
     `mla`, `attn.vllm_mla_attention`) -> its output flattened to `[T, H * Dv]` -> `quant.fp8`
     static or `quant.nvfp4`, where the layer's backend does not take the quant itself. The
-    operands are the attention's, then the quant's (global) scale.
-
-    ```mlir
-    %o = fused.vllm_attention_quant %q, %k, %v, %s, kv_cache_dep %dep, layer %ln
-            {layer_name = "model.layers.0.self_attn.attn", scheme = #quant.scheme<static_tensor>}
-        : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>,
-           !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[1], f32>, !irfuse.tensor<[0], bf16>,
-           !irfuse.opaque<"LayerName">) -> !irfuse.tensor<[s0, 4096], f8E4M3FN>
-    ```
-    """
+    operands are the attention's, then the quant's (global) scale."""
 
     name = "fused.vllm_attention_quant"
 
@@ -935,19 +794,7 @@ class RopeVllmKvCacheUpdateOp(norm.NormOperation, attn.RopeOperation,
     """RoPE of q and k (after their per-head norms, with `q_weight`/`k_weight`) and vLLM's
     KV-cache write of the rotated k and of v into the layer's cache, in one kernel that also
     returns the rotated k: replaces `attn.rope` (or `fused.qk_norm_rope`) whose rotated k
-    `attn.vllm_kv_cache_update` writes (vLLM's `fused_rope_and_unified_kv_cache_update`).
-
-    ```mlir
-    %qr, %kr, %dep = fused.rope_vllm_kv_cache_update %q, %k, %v, positions %pos,
-            cos_sin_cache %cache, layer %ln {layer_name = "model.layers.0.self_attn.attn",
-            is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64}
-        : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>,
-           !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0], i64>,
-           !irfuse.tensor<[4096, 128], bf16>, !irfuse.opaque<"LayerName">)
-        -> (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>,
-            !irfuse.tensor<[0], bf16>)
-    ```
-    """
+    `attn.vllm_kv_cache_update` writes (vLLM's `fused_rope_and_unified_kv_cache_update`)."""
 
     name = "fused.rope_vllm_kv_cache_update"
 
@@ -992,19 +839,7 @@ class RopeVllmMlaKvCacheUpdateOp(attn.RopeOperation, attn.VllmLayerOperation, Na
     """MLA's RoPE of q_pe and k_pe and vLLM's latent-cache write of `[kv_c | rotated k_pe]` into
     the layer's cache, in one kernel that returns the rotated q_pe and k_pe: replaces `attn.rope`
     whose rotated k_pe `attn.vllm_mla_kv_cache_update` writes (vLLM's
-    `fused_rope_unified_mla_kv_cache_update`).
-
-    ```mlir
-    %qr, %kr, %dep = fused.rope_vllm_mla_kv_cache_update %q_pe, %k_pe, %kv_c, positions %pos,
-            cos_sin_cache %cs, %k_scale, layer %ln {layer_name = "model.layers.0.self_attn.attn",
-            is_neox = false, rotary_dim = 64 : i64, head_dim = 64 : i64, kv_cache_dtype = "auto"}
-        : (!irfuse.tensor<[s0, 16, 64], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>,
-           !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0], i64>,
-           !irfuse.tensor<[4096, 64], bf16>, !irfuse.tensor<[], f32>, !irfuse.opaque<"LayerName">)
-        -> (!irfuse.tensor<[s0, 16, 64], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>,
-            !irfuse.tensor<[0], bf16>)
-    ```
-    """
+    `fused_rope_unified_mla_kv_cache_update`)."""
 
     name = "fused.rope_vllm_mla_kv_cache_update"
 

@@ -4,6 +4,8 @@
 The operand layout is `aten.mm`'s, `a [M, K] @ b [K, N]`: a linear layer's weight appears as its
 transposed `[K, N]` view. `check_matmul` and `check_scaled_matmul` hold the rules for these ops
 and the async-TP fused ones.
+
+Each op's textual form: `filecheck/dialects/gemm/ops.mlir`.
 """
 
 from __future__ import annotations
@@ -87,14 +89,7 @@ def product_type(a: Any, b: Any, dtype: Attribute | None = None) -> TensorType:
 
 @irdl_op_definition
 class MatmulOp(RaisedOperation):
-    """`c = a @ b (+ bias)` on `a [M, K]`, `b [K, N]`, floats of one dtype (c's and bias's).
-
-    ```mlir
-    %c = gemm.matmul %a, %b, bias %bias
-        : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[4096, 14336], bf16>,
-           !irfuse.tensor<[14336], bf16>) -> !irfuse.tensor<[s0, 14336], bf16>
-    ```
-    """
+    """`c = a @ b (+ bias)` on `a [M, K]`, `b [K, N]`, floats of one dtype (c's and bias's)."""
 
     name = "gemm.matmul"
 
@@ -118,15 +113,7 @@ class MatmulOp(RaisedOperation):
 @irdl_op_definition
 class ScaledMatmulOp(RaisedOperation):
     """`c = (a * scale_a) @ (b * scale_b) (+ bias)` in `out_dtype`, on fp8 a and b; f32 scales
-    per-tensor (one element) or row-wise (`[M, 1]` for a, `[1, N]` for b).
-
-    ```mlir
-    %r = gemm.scaled_matmul %a, %b, %sa_tok, %sb_ch {out_dtype = bf16}
-        : (!irfuse.tensor<[s0, 4096], f8E4M3FN>, !irfuse.tensor<[4096, 6144], f8E4M3FN>,
-           !irfuse.tensor<[s0, 1], f32>, !irfuse.tensor<[1, 6144], f32>)
-        -> !irfuse.tensor<[s0, 6144], bf16>
-    ```
-    """
+    per-tensor (one element) or row-wise (`[M, 1]` for a, `[1, N]` for b)."""
 
     name = "gemm.scaled_matmul"
 

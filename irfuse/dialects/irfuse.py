@@ -8,6 +8,8 @@ tell two `s0` dims agree; `!irfuse.sym` is a SymInt (or SymBool, SymFloat); `!ir
 any other value an imported op yields. `RaisedOperation` is the base of the semantic ops: the
 named-operand syntax (`irfuse.ir.syntax`) and the optional `decomposition` region
 (`irfuse.ir.decomposition`) ended by `irfuse.yield`.
+
+The types' and `irfuse.yield`'s textual forms: `filecheck/dialects/aten/ops.mlir`.
 """
 
 from __future__ import annotations
@@ -39,14 +41,7 @@ from irfuse.ir.syntax import NamedOperandSyntax
 
 @irdl_attr_definition
 class TensorType(ParametrizedAttribute, TypeAttribute):
-    """A torch tensor: shape (static or symbolic dims) and dtype.
-
-    ```mlir
-    !irfuse.tensor<[s0, 4096], bf16>
-    !irfuse.tensor<["2*s0", 128], f8E4M3FN>
-    !irfuse.tensor<[], f32>
-    ```
-    """
+    """A torch tensor: shape (static or symbolic dims) and dtype."""
 
     name = "irfuse.tensor"
 
@@ -109,14 +104,7 @@ def derived_type(x: TensorType, dims: Sequence[MaybeDim]) -> TensorType:
 
 @irdl_attr_definition
 class SymType(ParametrizedAttribute, TypeAttribute):
-    """A symbolic scalar: its sympy expression and its kind (int, float or bool).
-
-    ```mlir
-    !irfuse.sym<s0>
-    !irfuse.sym<"2*s0">
-    !irfuse.sym<"Eq(s0, 1)", bool>
-    ```
-    """
+    """A symbolic scalar: its sympy expression and its kind (int, float or bool)."""
 
     name = "irfuse.sym"
 
@@ -160,24 +148,14 @@ def sym_type(expr: str, kind: str = "int") -> SymType:
 
 @irdl_attr_definition
 class OpaqueType(StringParameter, TypeAttribute):
-    """A non-tensor value that irfuse carries through unchanged, named by its kind.
-
-    ```mlir
-    !irfuse.opaque<"list">
-    ```
-    """
+    """A non-tensor value that irfuse carries through unchanged, named by its kind."""
 
     name = "irfuse.opaque"
 
 
 @irdl_op_definition
 class YieldOp(IRDLOperation):
-    """Ends the decomposition region of a raised op, yielding what the op returns.
-
-    ```mlir
-    irfuse.yield %out, %residual : !irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>
-    ```
-    """
+    """Ends the decomposition region of a raised op, yielding what the op returns."""
 
     name = "irfuse.yield"
 

@@ -4,6 +4,8 @@ Emit's first step lowers every fused op to the `torch.ops.irfuse.*` custom op th
 and records which implementation the platform runs (`triton`, `flashinfer`, `reference`); the
 custom op dispatches to that implementation at run time. The call carries its arguments like
 `aten.call` does (tensors as operands, everything else inline).
+
+`kernel.call`'s textual form: `filecheck/dialects/aten/ops.mlir`.
 """
 
 from __future__ import annotations
@@ -26,12 +28,7 @@ pattern unfused), which no call records."""
 
 @irdl_op_definition
 class CallOp(CallLikeOp):
-    """A call to an irfuse kernel (a `torch.ops.irfuse.*` custom op) with its implementation.
-
-    ```mlir
-    %q, %r = kernel.call impl "triton" tuple "irfuse::add_rms_norm_quant_fp8_static.default"(%x, %res, %w, [%s], 1.0e-06, 0.0, f8E4M3FN) : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[4096], bf16>, !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 4096], f8E4M3FN>, !irfuse.tensor<[s0, 4096], bf16>)
-    ```
-    """
+    """A call to an irfuse kernel (a `torch.ops.irfuse.*` custom op) with its implementation."""
 
     name = "kernel.call"
 

@@ -6,6 +6,8 @@ Raising replaces every spelling of RMSNorm (pow/mean/rsqrt chains, `x * x`, `F.r
 `NormOperation` carries those properties for every op that computes a norm, fused ones included;
 the `check_*` helpers hold a norm's rules for all of them. Numerics: `docs/numerics.md`. A
 per-head norm (Qwen3's q/k norm) is `norm.rms_norm` of a `[T, heads, head_dim]` x.
+
+Each op's textual form: `filecheck/dialects/norm/ops.mlir`.
 """
 
 from __future__ import annotations
@@ -91,14 +93,7 @@ class NormOperation(IRDLOperation):
 @irdl_op_definition
 class RmsNormOp(NormOperation, RaisedOperation):
     """`y = x * rsqrt(mean(x^2, -1) + eps) * (weight + weight_offset)` over the last dim (the
-    bare normalisation without a weight).
-
-    ```mlir
-    %y = norm.rms_norm %x, weight %w {eps = 1.000000e-06 : f64}
-        : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[4096], bf16>)
-        -> !irfuse.tensor<[s0, 4096], bf16>
-    ```
-    """
+    bare normalisation without a weight)."""
 
     name = "norm.rms_norm"
 
@@ -119,15 +114,7 @@ class RmsNormOp(NormOperation, RaisedOperation):
 class AddRmsNormOp(NormOperation, RaisedOperation):
     """`residual_out = x + residual; y = rms_norm(residual_out)`, the add in f32 and
     `residual_out` rounded; the norm reads the f32 sum (vLLM), or with `round_sum` the rounded
-    one (Hugging Face's `hidden = residual + hidden`; `docs/numerics.md`).
-
-    ```mlir
-    %y, %r = norm.add_rms_norm %x, %res, weight %w {eps = 1.000000e-06 : f64, round_sum}
-        : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>,
-           !irfuse.tensor<[4096], bf16>)
-        -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>)
-    ```
-    """
+    one (Hugging Face's `hidden = residual + hidden`; `docs/numerics.md`)."""
 
     name = "norm.add_rms_norm"
 

@@ -12,6 +12,9 @@ next to ties (`docs/numerics.md`): a static quant scales by `x * (1 / s)`, or by
 unit property `divide`; per-token and per-group quants by `x / s`, or by `x * (1 / s)` with
 `reciprocal`. `QuantOperation` carries `scheme` and `divide` for every op that quantizes, fused
 ones included, and the `check_*` helpers hold the scheme's rules for all of them.
+
+Each op's and scheme's textual form: `filecheck/dialects/quant/ops.mlir` (`nvfp4`, which
+only fused ops take as a scheme, in `filecheck/dialects/fused/ops.mlir`).
 """
 
 from __future__ import annotations
@@ -59,16 +62,9 @@ _FLAGS = ("col_major", "ue8m0", "tma_aligned")
 
 @irdl_attr_definition
 class QuantScheme(ParametrizedAttribute):
-    """How a quantization finds and lays out its scales.
+    """How a quantization finds and lays out its scales: `static_tensor`, `dynamic_token`,
+    `dynamic_tensor`, `group` (of 128 or 64 values, with flags) or `nvfp4`.
 
-    ```mlir
-    #quant.scheme<static_tensor>
-    #quant.scheme<dynamic_token>
-    #quant.scheme<dynamic_tensor>
-    #quant.scheme<group 128>
-    #quant.scheme<group 64, col_major, ue8m0, tma_aligned>
-    #quant.scheme<nvfp4>
-    ```
     Group flags: `col_major` (scales stored transposed, `[H/g, T]`; the IR keeps the logical
     `[T, H/g]`), `tma_aligned` (T padded to a multiple of 4; needs `col_major`), `ue8m0` (scales
     rounded up to powers of two). Build them with the cached static methods
@@ -390,14 +386,7 @@ class QuantOperation(IRDLOperation):
 class QuantFp8Op(QuantOperation, RaisedOperation):
     """Quantize x to FP8 (f8E4M3FN, or f8E4M3FNUZ on ROCm) under `scheme`: a static scheme takes
     `scale`, a dynamic one returns the scale it computed (dynamic_token may cap amax with
-    `scale_ub`).
-
-    ```mlir
-    %q, %s = quant.fp8 %x, scale_ub %ub {scheme = #quant.scheme<dynamic_token>}
-        : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[], f32>)
-        -> (!irfuse.tensor<[s0, 4096], f8E4M3FN>, scale_out !irfuse.tensor<[s0, 1], f32>)
-    ```
-    """
+    `scale_ub`)."""
 
     name = "quant.fp8"
 
@@ -439,14 +428,7 @@ class QuantFp8Op(QuantOperation, RaisedOperation):
 @irdl_op_definition
 class QuantNvfp4Op(RaisedOperation):
     """Quantize `x` `[M, N]` (N static) to NVFP4 under `global_scale` (448 * 6 / amax): e2m1
-    values packed two a byte, and fp8 scales per 16 values in the swizzled 128x4 layout.
-
-    ```mlir
-    %q, %bs = quant.nvfp4 %x, %gs
-        : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[], f32>)
-        -> (!irfuse.tensor<[s0, 2048], ui8>, !irfuse.tensor<["128*ceiling(s0/128)", 256], f8E4M3FN>)
-    ```
-    """
+    values packed two a byte, and fp8 scales per 16 values in the swizzled 128x4 layout."""
 
     name = "quant.nvfp4"
 

@@ -8,6 +8,9 @@ func.func @silu_mul(%x: !irfuse.tensor<[s0, 28672], bf16>, %g: !irfuse.tensor<[2
   // Hugging Face's form: gate and up apart.
   // CHECK-NEXT: act.silu_mul %{{.*}}, up %{{[^ ]+}} : (!irfuse.tensor<[2, s0, 64], f32>, !irfuse.tensor<[2, s0, 64], f32>) -> !irfuse.tensor<[2, s0, 64], f32>
   %y2 = act.silu_mul %g, up %u : (!irfuse.tensor<[2, s0, 64], f32>, !irfuse.tensor<[2, s0, 64], f32>) -> !irfuse.tensor<[2, s0, 64], f32>
+  // GeGLU (Gemma): the gate's activation is GELU's tanh form.
+  // CHECK-NEXT: act.silu_mul %{{[^ ]+}} {activation = "gelu_tanh"} : (!irfuse.tensor<[s0, 28672], bf16>) -> !irfuse.tensor<[s0, 14336], bf16>
+  %y3 = act.silu_mul %x {activation = "gelu_tanh"} : (!irfuse.tensor<[s0, 28672], bf16>) -> !irfuse.tensor<[s0, 14336], bf16>
   func.return
 }
 

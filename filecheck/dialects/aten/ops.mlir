@@ -24,7 +24,41 @@ func.func @args(%s0: !irfuse.sym<s0>, %x: !irfuse.tensor<[s0, 4096], bf16>, %w: 
   %h = aten.call "hop:auto_functionalized"(#aten.target<"irfuse::rms_norm.default">, x = %x, tup = (1,)) : (!irfuse.tensor<[s0, 4096], bf16>) -> !irfuse.opaque<"tuple">
   // CHECK: aten.get_attr "_tensor_constant0" : !irfuse.tensor<[], f32>
   %k = aten.get_attr "_tensor_constant0" : !irfuse.tensor<[], f32>
+  // A 0-d constant carries the number it holds.
+  // CHECK: aten.get_attr "_tensor_constant1" {value = 5.000000e-01 : f64} : !irfuse.tensor<[], f32>
+  %k1 = aten.get_attr "_tensor_constant1" {value = 5.000000e-01 : f64} : !irfuse.tensor<[], f32>
   func.return %f : !irfuse.tensor<[s0, 4096], f32>
+}
+
+// The irfuse types: dims and sizes as symbols or quoted expressions, a SymBool, an opaque value.
+// CHECK-LABEL: func.func @irfuse_types
+// CHECK-SAME: (%{{.*}}: !irfuse.tensor<["2*s0", 128], f8E4M3FN>, %{{.*}}: !irfuse.sym<"2*s0">, %{{.*}}: !irfuse.sym<"Eq(s0, 1)", bool>, %{{.*}}: !irfuse.opaque<"list">)
+func.func @irfuse_types(%t: !irfuse.tensor<["2*s0", 128], f8E4M3FN>, %n: !irfuse.sym<"2*s0">, %b: !irfuse.sym<"Eq(s0, 1)", bool>, %l: !irfuse.opaque<"list">) {
+  func.return
+}
+
+// irfuse.yield ends a raised op's decomposition region with what the op returns, here two values.
+// CHECK-LABEL: func.func @yield
+func.func @yield(%x: !irfuse.tensor<[s0, 64], f32>, %res: !irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], f32> {
+  // CHECK: norm.add_rms_norm {{.*}} decomposition {
+  // CHECK: %[[S:.+]] = aten.call "aten::add.Tensor"
+  // CHECK-NEXT: %[[N:.+]] = aten.call "aten::rms_norm.default"(%[[S]], [64], none, 1.0e-06)
+  // CHECK-NEXT: irfuse.yield %[[N]], %[[S]] : !irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 64], f32>
+  %y, %r = norm.add_rms_norm %x, %res {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 64], f32>) -> (!irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 64], f32>) decomposition {
+  ^bb0(%a: !irfuse.tensor<[s0, 64], f32>, %b: !irfuse.tensor<[s0, 64], f32>):
+    %s = aten.call "aten::add.Tensor"(%a, %b) : (!irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], f32>
+    %n = aten.call "aten::rms_norm.default"(%s, [64], none, 1.0e-06) : (!irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], f32>
+    irfuse.yield %n, %s : !irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 64], f32>
+  }
+  func.return %y : !irfuse.tensor<[s0, 64], f32>
+}
+
+// A kernel call: an irfuse custom op, the implementation that runs it, its arguments as written.
+// CHECK-LABEL: func.func @kernel_call
+func.func @kernel_call(%x: !irfuse.tensor<[s0, 4096], bf16>, %res: !irfuse.tensor<[s0, 4096], bf16>, %w: !irfuse.tensor<[4096], bf16>, %s: !irfuse.tensor<[], f32>) {
+  // CHECK: %{{.*}}, %{{.*}} = kernel.call impl "triton" tuple "irfuse::add_rms_norm_quant_fp8_static.default"(%{{.*}}, %{{.*}}, %{{.*}}, [%{{.*}}], 1.0e-06, 0.0, f8E4M3FN) : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[4096], bf16>, !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 4096], f8E4M3FN>, !irfuse.tensor<[s0, 4096], bf16>)
+  %q, %r = kernel.call impl "triton" tuple "irfuse::add_rms_norm_quant_fp8_static.default"(%x, %res, %w, [%s], 1.0e-06, 0.0, f8E4M3FN) : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[4096], bf16>, !irfuse.tensor<[], f32>) -> (!irfuse.tensor<[s0, 4096], f8E4M3FN>, !irfuse.tensor<[s0, 4096], bf16>)
+  func.return
 }
 
 // LOC: aten.call "aten::mul.Tensor"(%{{.*}}, 2.0) : {{.*}} loc("mul_3"("model.py":12:0))

@@ -65,7 +65,7 @@ func.func @decomposed(%q: !irfuse.tensor<[1, 4, s0, 16], f32>, %k: !irfuse.tenso
 
 // vLLM's attention calls: the cache lives in the forward context, found by the layer's name.
 // CHECK-LABEL: func.func @vllm_attention
-func.func @vllm_attention(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse.tensor<[s0, 8, 128], bf16>, %v: !irfuse.tensor<[s0, 8, 128], bf16>, %ln: !irfuse.opaque<"LayerName">, %mq: !irfuse.tensor<[s0, 16, 192], bf16>, %kvc: !irfuse.tensor<[s0, 512], bf16>, %kpe: !irfuse.tensor<[s0, 1, 64], bf16>) {
+func.func @vllm_attention(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse.tensor<[s0, 8, 128], bf16>, %v: !irfuse.tensor<[s0, 8, 128], bf16>, %ln: !irfuse.opaque<"LayerName">, %mq: !irfuse.tensor<[s0, 16, 192], bf16>, %kvc: !irfuse.tensor<[s0, 512], bf16>, %kpe: !irfuse.tensor<[s0, 1, 64], bf16>, %ks: !irfuse.tensor<[], f32>) {
   // The cache write and its dummy, with the hoisted LayerName passed at run time.
   // CHECK: %[[DEP:.+]] = attn.vllm_kv_cache_update %{{.*}}, %{{.*}}, layer %{{[^ ]+}} {layer_name = "model.layers.0.self_attn.attn"} : (!irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.opaque<"LayerName">) -> !irfuse.tensor<[0], bf16>
   %dep = attn.vllm_kv_cache_update %k, %v, layer %ln {layer_name = "model.layers.0.self_attn.attn"} : (!irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.opaque<"LayerName">) -> !irfuse.tensor<[0], bf16>
@@ -77,6 +77,9 @@ func.func @vllm_attention(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse.t
   // MLA: the output is vLLM's flat buffer [T, H * v_head_dim].
   // CHECK-NEXT: attn.vllm_mla_attention %{{.*}}, %{{.*}}, %{{.*}}, kv_cache_dep %[[DEP]] {layer_name = "mla"} : (!irfuse.tensor<[s0, 16, 192], bf16>, !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[0], bf16>) -> !irfuse.tensor<[s0, 2048], bf16>
   %om = attn.vllm_mla_attention %mq, %kvc, %kpe, kv_cache_dep %dep {layer_name = "mla"} : (!irfuse.tensor<[s0, 16, 192], bf16>, !irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[0], bf16>) -> !irfuse.tensor<[s0, 2048], bf16>
+  // MLA's cache write: [kv_c | k_pe] into the latent cache, in the model dtype ("auto").
+  // CHECK-NEXT: attn.vllm_mla_kv_cache_update %{{.*}}, %{{.*}}, %{{.*}}, layer %{{[^ ]+}} {layer_name = "model.layers.0.self_attn.attn", kv_cache_dtype = "auto"} : (!irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[], f32>, !irfuse.opaque<"LayerName">) -> !irfuse.tensor<[0], bf16>
+  %mdep = attn.vllm_mla_kv_cache_update %kvc, %kpe, %ks, layer %ln {layer_name = "model.layers.0.self_attn.attn", kv_cache_dtype = "auto"} : (!irfuse.tensor<[s0, 512], bf16>, !irfuse.tensor<[s0, 1, 64], bf16>, !irfuse.tensor<[], f32>, !irfuse.opaque<"LayerName">) -> !irfuse.tensor<[0], bf16>
   func.return
 }
 

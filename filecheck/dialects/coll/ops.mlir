@@ -12,6 +12,8 @@ func.func @collectives(%x: !irfuse.tensor<[s0, 4096], bf16>, %t: !irfuse.tensor<
   // A negative dim, an avg reduction.
   // CHECK-NEXT: coll.reduce_scatter %{{[^ ]+}} {group = "tp", world_size = 4 : i64, dim = -1 : i64, reduce_op = "avg"} : (!irfuse.tensor<[256, 4096], bf16>) -> !irfuse.tensor<[256, 1024], bf16>
   %rs2 = coll.reduce_scatter %t {group = "tp", world_size = 4 : i64, dim = -1 : i64, reduce_op = "avg"} : (!irfuse.tensor<[256, 4096], bf16>) -> !irfuse.tensor<[256, 1024], bf16>
+  // CHECK-NEXT: coll.reduce_scatter %{{[^ ]+}} {group = "tp", world_size = 4 : i64, dim = 1 : i64} : (!irfuse.tensor<[256, 4096], bf16>) -> !irfuse.tensor<[256, 1024], bf16>
+  %rs4 = coll.reduce_scatter %t {group = "tp", world_size = 4 : i64, dim = 1 : i64} : (!irfuse.tensor<[256, 4096], bf16>) -> !irfuse.tensor<[256, 1024], bf16>
   // A symbolic dim scatters into a symbol of its own.
   // CHECK-NEXT: coll.reduce_scatter %{{[^ ]+}} {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<[s0, 4096], bf16>) -> !irfuse.tensor<[s1, 4096], bf16>
   %rs3 = coll.reduce_scatter %x {group = "tp", world_size = 2 : i64} : (!irfuse.tensor<[s0, 4096], bf16>) -> !irfuse.tensor<[s1, 4096], bf16>

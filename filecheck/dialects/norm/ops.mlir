@@ -52,5 +52,8 @@ func.func @add_rms_norm(%x: !irfuse.tensor<[s0, 4096], bf16>, %res: !irfuse.tens
   %y, %r = norm.add_rms_norm %x, %res, weight %w {eps = 1.0e-05 : f64} : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[4096], bf16>) -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>)
   // CHECK-NEXT: norm.add_rms_norm %[[X]], %[[RES]] {eps = 1.000000e-06 : f64, weight_offset = 1.000000e+00 : f64} : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>) -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>)
   %y2, %r2 = norm.add_rms_norm %x, %res {eps = 1.0e-06 : f64, weight_offset = 1.0 : f64} : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>) -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>)
+  // The norm reads the rounded sum (Hugging Face).
+  // CHECK-NEXT: norm.add_rms_norm %[[X]], %[[RES]], weight %{{[^ ]+}} {eps = 1.000000e-06 : f64, round_sum} : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[4096], bf16>) -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>)
+  %y3, %r3 = norm.add_rms_norm %x, %res, weight %w {eps = 1.0e-06 : f64, round_sum} : (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[4096], bf16>) -> (!irfuse.tensor<[s0, 4096], bf16>, !irfuse.tensor<[s0, 4096], bf16>)
   func.return
 }
