@@ -80,10 +80,12 @@ class _Emitter:
         operand_nodes = [self.nodes[v] for v in op.operands]
         args = tuple(call_args.decode_template(t, operand_nodes) for t in op.template.data)
         kwargs = {k: call_args.decode_template(t, operand_nodes) for k, t in op.keywords.items()}
-        hint = op.results[0].name_hint if op.results and op.tuple_result is None else None
+        keys = None if op.result_keys is None else [k.data for k in op.result_keys.data]
+        single = op.tuple_result is None and keys is None
+        hint = op.results[0].name_hint if op.results and single else None
         node = self.graph.create_node("call_function", target, args, kwargs, name=hint)
         self._set_meta(node, op)
-        if op.tuple_result is None:
+        if single:
             if op.results:
                 self.nodes[op.results[0]] = node
             return
@@ -91,11 +93,12 @@ class _Emitter:
         for i, res in enumerate(op.results):
             if not res.uses:
                 continue
+            index = i if keys is None else keys[i]
             item = self.graph.create_node(
-                "call_function", operator.getitem, (node, i), name=res.name_hint
+                "call_function", operator.getitem, (node, index), name=res.name_hint
             )
             if val is not None:
-                item.meta["val"] = val[i]
+                item.meta["val"] = val[index]
             self.nodes[res] = item
 
     def _set_meta(self, node: torch.fx.Node, op: Operation) -> None:

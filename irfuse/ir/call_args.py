@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from xdsl.dialects.builtin import ArrayAttr, IntAttr, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntAttr, StringAttr
 from xdsl.ir import Attribute, Data, ParametrizedAttribute
 from xdsl.irdl import irdl_attr_definition
 from xdsl.parser import AttrParser
@@ -190,6 +190,9 @@ def check_template(value: Attribute, num_operands: int, seen: list[int]) -> None
             check_template(item, num_operands, seen)
     elif isinstance(value, TupleAttr):
         check_template(value.items, num_operands, seen)
+    elif isinstance(value, DictionaryAttr):
+        for item in value.data.values():
+            check_template(item, num_operands, seen)
 
 
 def decode_template(template: Attribute, operands: Sequence[Any]) -> Any:
@@ -209,6 +212,8 @@ def decode_template(template: Attribute, operands: Sequence[Any]) -> Any:
         return template.data
     if isinstance(template, TupleAttr):
         return tuple(decode_template(t, operands) for t in template.items.data)
+    if isinstance(template, DictionaryAttr):
+        return {k: decode_template(t, operands) for k, t in template.data.items()}
     if isinstance(template, DeviceAttr):
         return torch.device(template.text.data)
     if isinstance(template, LayoutAttr | MemoryFormatAttr):

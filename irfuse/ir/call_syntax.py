@@ -7,8 +7,9 @@
 The target is a string (`irfuse.targets` resolves it); the arguments are written as in Python,
 with the operands in place (`irfuse.ir.call_args` holds the template attributes), keyword
 arguments as `name = value`, floats as `1.0e-06`, `inf`, `ninf` or `nan`, tuples in parentheses
-and dtypes by name. `tuple` marks a call whose FX node returned a tuple or list (one result per
-element). A subclass lists extra properties, written `name value` before the target, in
+and dtypes by name, dicts (a user Triton kernel's `kwargs`) as `{"name": value}`. `tuple` marks a
+call whose FX node returned a tuple or list (one result per element), `dict ["a", "b"]` one that
+returned a dict (one result per key, in that order). A subclass lists extra properties, written `name value` before the target, in
 `EXTRA_PROPS`.
 """
 
@@ -70,6 +71,14 @@ def print_template_value(printer: Printer, value: Attribute, operands: Sequence[
         printer.print_string("[")
         printer.print_list(value.data, lambda v: print_template_value(printer, v, operands))
         printer.print_string("]")
+    elif isinstance(value, DictionaryAttr):
+        printer.print_string("{")
+        printer.print_list(value.data.items(), lambda kv: (
+            printer.print_string_literal(kv[0]),
+            printer.print_string(": "),
+            print_template_value(printer, kv[1], operands),
+        ))
+        printer.print_string("}")
     elif isinstance(value, TupleAttr):
         printer.print_string("(")
         printer.print_list(value.items.data, lambda v: print_template_value(printer, v, operands))
@@ -101,6 +110,16 @@ def _parse_template_value(parser: Parser, operands: list[UnresolvedOperand]) -> 
                 parser.parse_punctuation(")")
                 break
         return TupleAttr(ArrayAttr(items))
+    if parser.parse_optional_punctuation("{"):
+        entries: dict[str, Attribute] = {}
+        while not parser.parse_optional_punctuation("}"):
+            key = parser.parse_str_literal("expected a string key in a dict argument")
+            parser.parse_punctuation(":")
+            entries[key] = _parse_template_value(parser, operands)
+            if not parser.parse_optional_punctuation(","):
+                parser.parse_punctuation("}")
+                break
+        return DictionaryAttr(entries)
     number = parser.parse_optional_number()
     if number is not None:
         if isinstance(number, bool):
@@ -160,6 +179,7 @@ class CallLikeOp(IRDLOperation):
     template = prop_def(ArrayAttr)
     kw_template = opt_prop_def(DictionaryAttr)
     tuple_result = opt_prop_def(UnitAttr)
+    result_keys = opt_prop_def(ArrayAttr[StringAttr])
 
     EXTRA_PROPS: ClassVar[tuple[str, ...]] = ()
 
@@ -172,6 +192,7 @@ class CallLikeOp(IRDLOperation):
         *,
         kw_template: Mapping[str, Attribute] | None = None,
         tuple_result: bool = False,
+        result_keys: Sequence[str] | None = None,
         extra: Mapping[str, Attribute] | None = None,
     ):
         props: dict[str, Attribute] = {
@@ -182,6 +203,8 @@ class CallLikeOp(IRDLOperation):
             props["kw_template"] = DictionaryAttr(dict(kw_template))
         if tuple_result:
             props["tuple_result"] = UnitAttr()
+        if result_keys is not None:
+            props["result_keys"] = ArrayAttr([StringAttr(k) for k in result_keys])
         if extra:
             props.update(extra)
         # One variadic operand and result list: xDSL's generic IRDL argument processing adds
@@ -200,6 +223,7 @@ class CallLikeOp(IRDLOperation):
         kw_template: DictionaryAttr | None,
         tuple_result: bool,
         location: Attribute,
+        result_keys: ArrayAttr | None = None,
     ) -> CallLikeOp:
         """The importer's constructor: attributes already built and valid, no checks (the
         import path builds thousands of these; the op still verifies like any other)."""
@@ -208,6 +232,8 @@ class CallLikeOp(IRDLOperation):
             props["kw_template"] = kw_template
         if tuple_result:
             props["tuple_result"] = _UNIT
+        if result_keys is not None:
+            props["result_keys"] = result_keys
         return cls.create(
             operands=operands, result_types=result_types, properties=props, location=location
         )
@@ -230,6 +256,13 @@ class CallLikeOp(IRDLOperation):
                 f"every operand of {self.name} must appear once in its arguments "
                 f"({count} operands, template uses {sorted(seen)})"
             )
+        keys = self.properties.get("result_keys")
+        if keys is not None:
+            if "tuple_result" in self.properties:
+                raise VerifyException("a call returns a tuple or a dict, not both")
+            if len(keys.data) != len(self.results):
+                raise VerifyException(f"{len(keys.data)} result keys for {len(self.results)} "
+                                      "results")
 
     def print(self, printer: Printer) -> None:
         for prop in self.EXTRA_PROPS:
@@ -238,6 +271,9 @@ class CallLikeOp(IRDLOperation):
                 printer.print_attribute(self.properties[prop])
         if self.tuple_result is not None:
             printer.print_string(" tuple")
+        if self.result_keys is not None:
+            printer.print_string(" dict ")
+            printer.print_attribute(self.result_keys)
         printer.print_string(" ")
         printer.print_string_literal(self.target.data)
         printer.print_string("(")
@@ -268,6 +304,15 @@ class CallLikeOp(IRDLOperation):
             if parser.parse_optional_keyword(prop):
                 extra[prop] = parser.parse_attribute()
         tuple_result = parser.parse_optional_keyword("tuple") is not None
+        result_keys = None
+        if parser.parse_optional_keyword("dict") is not None:
+            pos = parser.pos
+            keys = parser.parse_attribute()
+            if not isinstance(keys, ArrayAttr) or not all(
+                    isinstance(k, StringAttr) for k in keys.data):
+                parser.raise_error("expected the result keys as an array of strings", pos,
+                                   parser.pos)
+            result_keys = [k.data for k in keys.data]
         target = parser.parse_str_literal("expected the call target as a string")
         positional, keywords, unresolved = _parse_call_arguments(parser)
         attributes = parser.parse_optional_attr_dict()
@@ -288,6 +333,7 @@ class CallLikeOp(IRDLOperation):
             func_type.outputs.data,
             kw_template=keywords,
             tuple_result=tuple_result,
+            result_keys=result_keys,
             extra=extra,
         )
         op.attributes |= attributes

@@ -170,6 +170,7 @@ PRIMS_CONVERT_ELEMENT_TYPE = "prims::convert_element_type.default"
 
 AUTO_FUNCTIONALIZED = "hop:auto_functionalized"
 AUTO_FUNCTIONALIZED_V2 = "hop:auto_functionalized_v2"
+TRITON_KERNEL_WRAPPER_FUNCTIONAL = "hop:triton_kernel_wrapper_functional"
 
 # --- functional collectives (`torch.ops._c10d_functional`, and its autograd twin) ---------
 
@@ -194,6 +195,8 @@ VLLM_FUSED_ADD_RMS_NORM = "_C::fused_add_rms_norm.default"
 VLLM_IR_FUSED_ADD_RMS_NORM = "vllm_ir::fused_add_rms_norm.default"
 VLLM_IR_RMS_NORM = "vllm_ir::rms_norm.default"
 VLLM_MROPE = "vllm::mrope.default"
+VLLM_TRITON_MROPE = "vllm.model_executor.layers.rotary_embedding.mrope._triton_mrope_forward"
+"""vLLM's CUDA MRoPE kernel, a user Triton kernel (named by `irfuse.raising.user_kernels`)."""
 VLLM_PER_TOKEN_GROUP_FP8_QUANT = "_C::per_token_group_fp8_quant.default"
 VLLM_PER_TOKEN_GROUP_FP8_QUANT_PACKED = "_C::per_token_group_fp8_quant_packed.default"
 VLLM_UNIFIED_ATTENTION_WITH_OUTPUT = "vllm::unified_attention_with_output.default"

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, ModuleOp
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp
 from xdsl.dialects.func import ReturnOp
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -48,6 +48,9 @@ def _operand_refs(value: Attribute, out: list[int]) -> None:
             _operand_refs(item, out)
     elif isinstance(value, call_args.TupleAttr):
         _operand_refs(value.items, out)
+    elif isinstance(value, DictionaryAttr):
+        for item in value.data.values():
+            _operand_refs(item, out)
 
 
 def _written(op: aten.CallOp, info: TargetInfo) -> Iterable[SSAValue]:
@@ -111,6 +114,7 @@ def _same_arguments(a: aten.CallOp, b: aten.CallOp) -> bool:
         a.template == b.template
         and a.kw_template == b.kw_template
         and (a.tuple_result is None) == (b.tuple_result is None)
+        and a.result_keys == b.result_keys
         and a.result_types == b.result_types
     )
 

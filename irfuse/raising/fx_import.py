@@ -3,7 +3,8 @@
 The ATen graph that aot_autograd hands the backend becomes a `func.func` in a `builtin.module`:
 placeholders are block arguments (tensors and SymInts, typed from their fake values), `get_attr`
 nodes are `aten.get_attr`, every `call_function` is an `aten.call` (its target and every
-non-tensor argument kept), `getitem` on a multi-result call maps to that call's results, and the
+non-tensor argument kept; a user Triton kernel's call names its kernel, `user_kernels`), `getitem`
+on a multi-result (tuple or dict) call maps to that call's results, and the
 output node is `func.return`. Each op keeps the node's name and source line as its location. The
 FX metadata stays beside the IR (`ImportedGraph.meta`) for emit. Lifted scalars are read as the
 constants they were traced with, and symbolic sizes are typed as the ShapeEnv knows them, after
@@ -45,7 +46,7 @@ from irfuse import dtypes, targets
 from irfuse.dialects import aten
 from irfuse.dialects.irfuse import OpaqueType, sym_type, tensor_type
 from irfuse.ir import call_args
-from irfuse.raising import size_contracts, vllm_layers
+from irfuse.raising import size_contracts, user_kernels, vllm_layers
 
 OUTPUTS_ATTR = "irfuse.outputs"
 _TARGETS: dict[Any, StringAttr] = {}
@@ -172,10 +173,14 @@ _INTS = {i: IntAttr(i) for i in range(-8, 4097)}
 _REFS = [call_args.OperandRefAttr(IntAttr(i)) for i in range(64)]
 
 
+_Value = SSAValue | tuple[SSAValue, ...] | dict[str, SSAValue] | None
+"""What an FX node stands for in the IR: a value, or the results of a tuple or dict call."""
+
+
 class _Encoder:
     """Encodes an FX call's arguments as a template plus the operand list it refers to."""
 
-    def __init__(self, values: dict[torch.fx.Node, SSAValue | tuple[SSAValue, ...]]):
+    def __init__(self, values: dict[torch.fx.Node, _Value]):
         self.values = values
         self.operands: list[SSAValue] = []
 
@@ -184,6 +189,8 @@ class _Encoder:
             value = self.values[arg]
             if isinstance(value, tuple):
                 return call_args.TupleAttr(ArrayAttr([self._operand(v) for v in value]))
+            if isinstance(value, dict):
+                return DictionaryAttr({k: self._operand(v) for k, v in value.items()})
             return self._operand(value)
         if isinstance(arg, bool):
             return call_args.TRUE if arg else call_args.FALSE
@@ -199,6 +206,8 @@ class _Encoder:
             return ArrayAttr([self.encode(a) for a in arg])
         if isinstance(arg, tuple):
             return call_args.TupleAttr(ArrayAttr([self.encode(a) for a in arg]))
+        if isinstance(arg, dict) and all(isinstance(k, str) for k in arg):
+            return DictionaryAttr({k: self.encode(v) for k, v in arg.items()})
         if isinstance(arg, torch.dtype):
             return dtypes.to_ir(arg)
         if isinstance(arg, torch.device):
@@ -217,12 +226,17 @@ class _Encoder:
         return _REFS[index] if index < len(_REFS) else call_args.OperandRefAttr(IntAttr(index))
 
 
-def _result_types(val: Any) -> tuple[list[Attribute], bool]:
+def _result_types(val: Any) -> tuple[list[Attribute], bool, ArrayAttr | None]:
+    """The result types of a call that returned `val`, whether it returned a tuple (or list), and
+    the keys of a dict it returned (a user Triton kernel's functionalized call)."""
     if isinstance(val, list | tuple):
-        return [value_type(v) for v in val], True
+        return [value_type(v) for v in val], True, None
+    if isinstance(val, dict) and all(isinstance(k, str) for k in val):
+        return ([value_type(v) for v in val.values()], False,
+                ArrayAttr([StringAttr(k) for k in val]))
     if val is None:
-        return [], False
-    return [value_type(val)], False
+        return [], False, None
+    return [value_type(val)], False, None
 
 
 def import_graph(
@@ -244,7 +258,7 @@ def import_graph(
     symbolic but an op requires equal to a weight's imports as that number."""
     size_contracts.settle(gm, marked_symbols)
     block = Block()
-    values: dict[torch.fx.Node, SSAValue | tuple[SSAValue, ...]] = {}
+    values: dict[torch.fx.Node, _Value] = {}
     meta: dict[Operation | BlockArgument, dict[str, Any]] = {}
     ops: list[Operation] = []
     output_node: torch.fx.Node | None = None
@@ -276,7 +290,8 @@ def import_graph(
             meta[op] = node.meta
             ops.append(op)
         elif node.op == "call_function":
-            if node.target is operator.getitem and isinstance(values.get(node.args[0]), tuple):
+            if node.target is operator.getitem and isinstance(values.get(node.args[0]),
+                                                              tuple | dict):
                 values[node] = values[node.args[0]][node.args[1]]
                 continue
             encoder = _Encoder(values)
@@ -287,7 +302,7 @@ def import_graph(
                 if kwargs
                 else None
             )
-            result_types, is_tuple = _result_types(node.meta.get("val"))
+            result_types, is_tuple, keys = _result_types(node.meta.get("val"))
             target = _TARGETS.get(node.target)
             if target is None:
                 target = _TARGETS[node.target] = StringAttr(targets.name_of(node.target))
@@ -299,11 +314,19 @@ def import_graph(
                 kw_template,
                 is_tuple,
                 _location(node),
+                keys,
             )
+            kernel = user_kernels.kernel_name(node)
+            if kernel is not None:
+                op.attributes[user_kernels.KERNEL_ATTR] = StringAttr(kernel)
             hint = name_hint(node.name)
             for res in op.results:
                 res.name_hint = hint
-            values[node] = tuple(op.results) if is_tuple else (op.results[0] if op.results else None)
+            if keys is not None:
+                values[node] = dict(zip((k.data for k in keys.data), op.results, strict=True))
+            else:
+                values[node] = (tuple(op.results) if is_tuple else
+                                (op.results[0] if op.results else None))
             meta[op] = node.meta
             ops.append(op)
         elif node.op == "output":

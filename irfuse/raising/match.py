@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    DictionaryAttr,
     FloatAttr,
     IntAttr,
     IntegerAttr,
@@ -103,6 +104,8 @@ def _decode(attr: Attribute, operands: Sequence[SSAValue]) -> Any:
         return [_decode(a, operands) for a in attr.data]
     if isinstance(attr, call_args.TupleAttr):
         return tuple(_decode(a, operands) for a in attr.items.data)
+    if isinstance(attr, DictionaryAttr):
+        return {k: _decode(a, operands) for k, a in attr.data.items()}
     if isinstance(attr, call_args.TargetAttr):
         return attr.text.data
     _AS_IS.add(kind)

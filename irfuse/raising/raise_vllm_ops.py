@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from xdsl.dialects.builtin import ArrayAttr, IntAttr, f32
+from xdsl.dialects.builtin import ArrayAttr, IntAttr, StringAttr, f32
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -55,6 +55,7 @@ from irfuse.raising.aten_ops import (
     PERMUTE,
     SLICE_SCATTER,
     SLICE_TENSOR,
+    TRITON_KERNEL_WRAPPER_FUNCTIONAL,
     UNFLATTEN_INT,
     VLLM_DYNAMIC_PER_TOKEN_SCALED_FP8_QUANT,
     VLLM_DYNAMIC_SCALED_FP8_QUANT,
@@ -72,6 +73,7 @@ from irfuse.raising.aten_ops import (
     VLLM_SCALED_FP4_QUANT_OUT,
     VLLM_SILU_AND_MUL,
     VLLM_STATIC_SCALED_FP8_QUANT,
+    VLLM_TRITON_MROPE,
     ZEROS,
     ZEROS_LIKE,
 )
@@ -99,6 +101,7 @@ from irfuse.raising.match import (
     with_private,
 )
 from irfuse.raising.raise_quant import FP8_BOUND
+from irfuse.raising.user_kernels import KERNEL_ATTR
 
 MUTABLE: dict[str, tuple[str, ...]] = {
     VLLM_RMS_NORM: ("result",),
@@ -143,9 +146,14 @@ UNRAISED: dict[str, str] = {
         "vLLM's multimodal RoPE (ROCm's MRotaryEmbedding) is not raised: its rotary dims are "
         "split into sections rotated by the temporal, height and width positions "
         "(mrope_section), which attn.rope does not express, so no RoPE fusion sees it"),
+    VLLM_TRITON_MROPE: (
+        "vLLM's multimodal RoPE (CUDA's MRotaryEmbedding, a Triton kernel launched from Python) "
+        "is not raised: its rotary dims are split into sections rotated by the temporal, height "
+        "and width positions (mrope_section), which attn.rope does not express, so no RoPE "
+        "fusion sees it"),
 }
 """vLLM ops on the way to a fusion that irfuse knows and does not raise -> why (a remark in the
-report where they appear, as functionalized calls)."""
+report where they appear, as functionalized calls or, for a Triton kernel, its wrapper's call)."""
 
 FP8_DTYPES = (F8E4M3FN, F8E4M3FNUZ)
 ALLOCS = (
@@ -906,6 +914,18 @@ class VllmOpPattern(AnchorPattern):
         return REWROTE
 
 
+class VllmKernelPattern(AnchorPattern):
+    """A user Triton kernel's call that launches one of vLLM's kernels in UNRAISED: its remark."""
+
+    targets = (TRITON_KERNEL_WRAPPER_FUNCTIONAL,)
+
+    def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
+        kernel = op.attributes.get(KERNEL_ATTR)
+        if isinstance(kernel, StringAttr) and kernel.data in UNRAISED:
+            raise NoMatch(f"{kernel.data.rsplit('.', 1)[-1]}: {UNRAISED[kernel.data]}")
+        return NO_CANDIDATE
+
+
 # --- vLLM IR's norms (`torch.ops.vllm_ir.*`, with compilation_config.ir_enable_torch_wrap) ------
 
 
@@ -965,4 +985,4 @@ class RaiseVllmOps(PatternPass):
     options."""
 
     name = "raise-vllm-ops"
-    patterns = (VllmOpPattern(), VllmIrNormPattern())
+    patterns = (VllmOpPattern(), VllmKernelPattern(), VllmIrNormPattern())
