@@ -39,6 +39,7 @@ from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
 from irfuse.dialects.quant import GROUP_SIZES, QuantFp8Op, QuantScheme
 from irfuse.ir import call_args
 from irfuse.ir.shapes import F8E4M3FN, F8E4M3FNUZ, is_float, is_one_element, mul_dim
+from irfuse.raising import user_kernels
 from irfuse.raising.aten_ops import (
     AS_STRIDED,
     AS_STRIDED_SCATTER,
@@ -49,6 +50,8 @@ from irfuse.raising.aten_ops import (
     EMPTY_STRIDED,
     FLATTEN_USING_INTS,
     FULL,
+    INDEX_TENSOR,
+    IRFUSE_MROPE_TABLES,
     NEW_EMPTY,
     NEW_EMPTY_STRIDED,
     NEW_ZEROS,
@@ -115,6 +118,7 @@ MUTABLE: dict[str, tuple[str, ...]] = {
     VLLM_GELU_TANH_AND_MUL: ("out",),
     VLLM_ROTARY_EMBEDDING: ("query", "key"),
     VLLM_FLASHINFER_ROTARY_EMBEDDING: ("query", "key"),
+    VLLM_MROPE: ("query", "key"),
 }
 """vLLM's ops this pass knows -> their mutable (`Tensor!`) arguments, in schema order."""
 
@@ -130,6 +134,8 @@ WHAT = {
     VLLM_GELU_TANH_AND_MUL: "a GeGLU",
     VLLM_ROTARY_EMBEDDING: "a RoPE",
     VLLM_FLASHINFER_ROTARY_EMBEDDING: "a RoPE",
+    VLLM_MROPE: "a multimodal RoPE",
+    VLLM_TRITON_MROPE: "a multimodal RoPE",
 }
 
 UNRAISED: dict[str, str] = {
@@ -142,15 +148,6 @@ UNRAISED: dict[str, str] = {
         "vLLM's FP8 group quant for DeepGEMM (Blackwell, groups of 128) is not raised: it writes "
         "UE8M0 scales packed four to an int32, TMA-aligned, a layout irfuse's group kernels do "
         "not write, so the norm or SiLU·Mul before it stays unfused"),
-    VLLM_MROPE: (
-        "vLLM's multimodal RoPE (ROCm's MRotaryEmbedding) is not raised: its rotary dims are "
-        "split into sections rotated by the temporal, height and width positions "
-        "(mrope_section), which attn.rope does not express, so no RoPE fusion sees it"),
-    VLLM_TRITON_MROPE: (
-        "vLLM's multimodal RoPE (CUDA's MRotaryEmbedding, a Triton kernel launched from Python) "
-        "is not raised: its rotary dims are split into sections rotated by the temporal, height "
-        "and width positions (mrope_section), which attn.rope does not express, so no RoPE "
-        "fusion sees it"),
 }
 """vLLM ops on the way to a fusion that irfuse knows and does not raise -> why (a remark in the
 report where they appear, as functionalized calls or, for a Triton kernel, its wrapper's call)."""
@@ -182,7 +179,12 @@ ROTATES_IN_F32 = (VLLM_FLASHINFER_ROTARY_EMBEDDING,)
 """vLLM's rotary ops whose kernel reads q, k and the cache as float32, computes `x * cos - y *
 sin` there and rounds once to q's dtype (`rope_readings.rotates_in_f32` reads the raised rope's
 region for them)."""
-VIEWED = (*ROTARY_CACHE_DTYPES, VLLM_PER_TOKEN_GROUP_FP8_QUANT)
+MROPES = (VLLM_MROPE, VLLM_TRITON_MROPE)
+"""vLLM's multimodal RoPEs (MRotaryEmbedding with `[3, T]` positions: Qwen2/2.5/3-VL): ROCm's
+`vllm.mrope` op and CUDA's Triton kernel (a user-kernel call). Raised to `attn.rope` on the
+per-token cos and sin `irfuse::mrope_tables` picks by section; both rotate in the model dtype,
+their cache cast to it."""
+VIEWED = (*ROTARY_CACHE_DTYPES, VLLM_MROPE, VLLM_PER_TOKEN_GROUP_FP8_QUANT)
 """Ops whose mutable arguments may be views: vLLM's q and k, split from one qkv buffer (raised
 with the views rebuilt around the raised op); a group quant's column-major scales, a transposed
 buffer (`_group_scales`)."""
@@ -770,32 +772,41 @@ def _raise_rotary(fn: _Functionalized) -> None:
     values the graph used (v1: the new q and k, maybe flat; v2: the new bases) are rebuilt after
     the raised op from its results, so that every user reads the same bits as before."""
     head_size = _constant(fn, "head_size", int)
-    is_neox = _constant(fn, "is_neox", bool)
+    mrope = fn.target in MROPES
+    is_neox = _constant(fn, "is_neox_style" if mrope else "is_neox", bool)
     offset, inverse = fn.args.get("rope_dim_offset", 0), fn.args.get("inverse", False)
     if offset != 0 or inverse is not False:  # vLLM 0.32's `_C.rotary_embedding` arguments
         raise NoMatch(f"it rotates from dim {offset} of each head (rope_dim_offset)"
                       if offset != 0 else "it rotates by -sin (inverse)")
-    positions = _tensor(fn, "positions")
-    cache = _tensor(fn, "cos_sin_cache")
     names = [n for n in ("query", "key") if n in fn.outs]
     if "query" not in names:
         raise NoMatch("its query argument is not a tensor")
-    tokens = tensor_type(positions).rank  # type: ignore[union-attr]
+    if mrope:  # [3, T] positions, or no positions (the kernel's tables): one token dim
+        tokens = 1
+    else:
+        positions, cache = _tensor(fn, "positions"), _tensor(fn, "cos_sin_cache")
+        tokens = tensor_type(positions).rank  # type: ignore[union-attr]
     rs = [_rotated(fn, n, head_size, tokens) for n in names]
     q, k = rs[0], rs[1] if len(rs) > 1 else None
     _float_input(q.x)
     if k is not None and k.view is not None and q.view is not None and (
             k.view.index == q.view.index and not _disjoint(q.view, k.view, head_size)):
         raise NoMatch("its query and key overlap in their base (or cannot be told apart)")
-    ct = tensor_type(cache)
-    rotary_dim = ct.dims[-1] if ct.rank == 2 else None  # type: ignore[union-attr]
-    if not isinstance(rotary_dim, int):
-        raise NoMatch(f"the cos_sin_cache is {list(ct.dims)}, not [max_positions, rotary_dim]")  # type: ignore
-    _rotary_cache_dtype(fn.target, ct.dtype, tensor_type(q.x).dtype)  # type: ignore[union-attr]
-    prelude = [o for r in rs for o in r.prelude]
+    model = tensor_type(q.x).dtype  # type: ignore[union-attr]
+    if mrope:
+        tables, rotary_dim, made = _mrope_tables(fn, model)
+    else:
+        ct = tensor_type(cache)
+        rotary_dim = ct.dims[-1] if ct.rank == 2 else None  # type: ignore[union-attr]
+        if not isinstance(rotary_dim, int):
+            raise NoMatch(f"the cos_sin_cache is {list(ct.dims)}, not [max_positions, "  # type: ignore
+                          "rotary_dim]")
+        _rotary_cache_dtype(fn.target, ct.dtype, model)  # type: ignore[union-attr]
+        tables, made = {"positions": positions, "cos_sin_cache": cache}, []
+    prelude = [*made, *(o for r in rs for o in r.prelude)]
     inside = [o for r in rs for o in r.inside]
     raised = RopeOp(
-        q.x, None if k is None else k.x, positions=positions, cos_sin_cache=cache,
+        q.x, None if k is None else k.x, **tables,
         is_neox=is_neox, rotary_dim=rotary_dim, head_dim=head_size,
         result_types=[q.y.type, None if k is None else k.y.type],
     )
@@ -847,6 +858,48 @@ def _raise_rotary(fn: _Functionalized) -> None:
         raise
 
 
+def _mrope_tables(fn: _Functionalized, model: Attribute
+                  ) -> tuple[dict[str, SSAValue], int, list[Operation]]:
+    """A multimodal RoPE's tables as `attn.rope` reads them: cos and sin `[T, 1, rotary_dim / 2]`
+    from `irfuse::mrope_tables` (exact: a selection), on the tables at the three position rows,
+    which CUDA's kernel takes (`cos`, `sin`) and ROCm's op gathers from its cache."""
+    rotary_dim = _constant(fn, "rotary_dim", int)
+    sections = [_constant(fn, f"mrope_section_{s}", int) for s in "thw"]
+    interleaved = _constant(fn, "mrope_interleaved", bool)
+    half = rotary_dim // 2
+    made: list[Operation] = []
+    if fn.target == VLLM_MROPE:
+        positions, cache = _tensor(fn, "positions"), _tensor(fn, "cos_sin_cache")
+        pt, ct = tensor_type(positions), tensor_type(cache)
+        if pt.rank != 2 or pt.dims[0] != 3:  # type: ignore[union-attr]
+            raise NoMatch(f"its positions are {list(pt.dims)}, not [3, T]")  # type: ignore
+        if ct.dims[1:] != (rotary_dim,) or ct.rank != 2:  # type: ignore[union-attr]
+            raise NoMatch(f"the cos_sin_cache is {list(ct.dims)}, not [max_positions, "  # type: ignore
+                          f"{rotary_dim}]")
+        three = (3, pt.dims[1], rotary_dim)  # type: ignore[union-attr]
+        made.append(_aten(INDEX_TENSOR, [cache, [positions]], three, ct.dtype))  # type: ignore
+        for start, end in ((0, half), (half, rotary_dim)):
+            made.append(_aten(SLICE_TENSOR, [made[0].results[0], 2, start, end],
+                              (*three[:2], half), ct.dtype))  # type: ignore[union-attr]
+        cos, sin = made[1].results[0], made[2].results[0]
+    else:
+        cos, sin = _tensor(fn, "cos"), _tensor(fn, "sin")
+    t = tensor_type(cos)
+    if t.rank != 3 or t.dims[0] != 3 or t.dims[2] != half or tensor_type(sin) != t:  # type: ignore
+        raise NoMatch(f"its cos and sin are {tensor_type(cos)} and {tensor_type(sin)}, not "
+                      f"[3, T, {half}] each")
+    if t.dtype != model:  # type: ignore[union-attr]
+        raise NoMatch(f"its cos and sin are {t.dtype}, not q's {model}")  # type: ignore
+    if not interleaved and sum(sections) != half:
+        raise NoMatch(f"its sections {sections} do not add up to rotary_dim / 2 ({half})")
+    table = make_tensor_type((t.dims[1], 1, half), t.dtype)  # type: ignore[union-attr]
+    operands: list[SSAValue] = []
+    template = [_encode(a, operands) for a in (cos, sin, sections, interleaved)]
+    made.append(aten.CallOp(IRFUSE_MROPE_TABLES, operands, template, [table, table],
+                            tuple_result=True))
+    return {"cos": made[-1].results[0], "sin": made[-1].results[1]}, rotary_dim, made
+
+
 def _rotary_cache_dtype(target: str, cache: Attribute, model: Attribute) -> None:
     """NoMatch unless the cache has the dtype the op's kernel takes (ROTARY_CACHE_DTYPES)."""
     want = ROTARY_CACHE_DTYPES[target]
@@ -883,7 +936,7 @@ def _raise(candidate: Operation, order: dict[Operation, int]) -> None:
     found = call(candidate)
     assert found is not None
     fn = read_functionalized(found)
-    if fn.target in ROTARY_CACHE_DTYPES:
+    if fn.target in ROTARY_CACHE_DTYPES or fn.target in MROPES:
         _raise_rotary(fn)
         return
     raised, outputs = BUILDERS[fn.target](fn)
@@ -915,15 +968,58 @@ class VllmOpPattern(AnchorPattern):
 
 
 class VllmKernelPattern(AnchorPattern):
-    """A user Triton kernel's call that launches one of vLLM's kernels in UNRAISED: its remark."""
+    """A user Triton kernel's call that launches vLLM's CUDA MRoPE kernel."""
 
     targets = (TRITON_KERNEL_WRAPPER_FUNCTIONAL,)
 
     def rewrite(self, op: Operation, rewriter: PatternRewriter, site: Site) -> Outcome:
         kernel = op.attributes.get(KERNEL_ATTR)
-        if isinstance(kernel, StringAttr) and kernel.data in UNRAISED:
-            raise NoMatch(f"{kernel.data.rsplit('.', 1)[-1]}: {UNRAISED[kernel.data]}")
-        return NO_CANDIDATE
+        if not isinstance(kernel, StringAttr) or kernel.data != VLLM_TRITON_MROPE:
+            return NO_CANDIDATE
+        found = call(op)
+        assert found is not None
+        try:
+            _raise_rotary(_read_kernel_call(found, kernel.data))
+        except NoMatch as miss:
+            name = kernel.data.rsplit(".", 1)[-1]
+            raise NoMatch(f"not {WHAT[kernel.data]} ({name}): {miss}") from None
+        return REWROTE
+
+
+def _read_kernel_call(found: Call, kernel: str) -> _Functionalized:
+    """vLLM's CUDA MRoPE kernel's call read as the op call it stands for: its tensors and
+    symbolic sizes (`kwargs`), constants (torch's side table) under the names ROCm's op gives
+    them, and the rotated q and k its functional form returns."""
+    tensors = found.kwargs.get("kwargs")
+    keys = found.op.result_keys
+    if not isinstance(tensors, dict) or keys is None:
+        raise NoMatch("its call has no tensor arguments by name")
+    try:
+        constants = user_kernels.constant_args(found.kwargs["constant_args_idx"])
+    except (AssertionError, KeyError):  # a graph from another process (a dump)
+        raise NoMatch("its constant arguments are not in this process's side table") from None
+    given = {**constants, **tensors}
+    try:
+        args = {"query": given["q_ptr"], "key": given["k_ptr"], "cos": given["cos"],
+                "sin": given["sin"], "head_size": given["hd"], "rotary_dim": given["rd"],
+                "mrope_section_t": given["mrope_section_t"],
+                "mrope_section_h": given["mrope_section_h"],
+                "mrope_section_w": given["mrope_section_w"],
+                "mrope_interleaved": given["is_interleaved"],
+                "is_neox_style": given["is_neox_style"]}
+    except KeyError as missing:
+        raise NoMatch(f"its kernel takes no argument {missing}") from None
+    results = dict(zip((k.data for k in keys.data), found.op.results, strict=True))
+    outs = {name: results[key] for name, key in (("query", "q_ptr"), ("key", "k_ptr"))
+            if key in results}
+    if any(r.uses for key, r in results.items() if key not in ("q_ptr", "k_ptr")):
+        raise NoMatch("a tensor other than q and k is read after the kernel")
+    for name, heads in (("query", "n_qh"), ("key", "n_kh")):
+        t, n, size = tensor_type(args[name]), given.get(heads), args["head_size"]
+        if t is None or not isinstance(n, int) or not isinstance(size, int) or t.rank != 2 \
+                or t.dims[1] != n * size:
+            raise NoMatch(f"its {name} is {t}, not [T, {heads} * hd] ({n} x {size})")
+    return _Functionalized(found, kernel, args, outs, [])
 
 
 # --- vLLM IR's norms (`torch.ops.vllm_ir.*`, with compilation_config.ir_enable_torch_wrap) ------

@@ -182,6 +182,41 @@ def test_vllm_partial_rotary():
     assert_bit_exact(compiled.outputs, compiled.eager)
 
 
+class VllmQwen3VLAttention(VllmQwen3Attention):
+    """Qwen3-VL's attention in vLLM: per-head norms, then the multimodal rope of `[3, T]`
+    positions (ROCm's `vllm.mrope`; CUDA's Triton kernel raises the same way)."""
+
+    def __init__(self, sections, interleaved, **kw):
+        super().__init__(custom_norm=True, **kw)
+        self.sections, self.interleaved = sections, interleaved
+
+    def forward(self, positions, qkv):
+        q, k, v = qkv.split([HQ * D, HK * D, HK * D], dim=-1)
+        q = self.q_norm(q.view(*q.shape[:-1], HQ, D)).view(q.shape)
+        k = self.k_norm(k.view(*k.shape[:-1], HK, D)).view(k.shape)
+        q, k = V.vllm_mrope(positions, q, k, D, self.cache, self.sections, self.interleaved,
+                            self.is_neox)
+        return q, k, v
+
+
+@pytest.mark.skipif(not V.VLLM_NAMESPACE, reason="vLLM's own ops own the vllm namespace")
+@pytest.mark.parametrize("v2", [True, False], ids=["v2", "v1"])
+@pytest.mark.parametrize(("sections", "interleaved"), [((D // 4, D // 8, D // 8), False),
+                                                       ((D // 4, D // 8, D // 8), True)],
+                         ids=["sections", "interleaved"])
+def test_vllm_multimodal_rope(v2, sections, interleaved):
+    """Qwen3-VL: the norms fuse into the multimodal rope, raised on its per-token tables."""
+    model = VllmQwen3VLAttention(sections, interleaved)
+    positions, qkv = _vllm_inputs()
+    positions = torch.stack([positions, positions.flip(0), (positions * 7) % 64])
+    with torch._inductor.config.patch(enable_auto_functionalized_v2=v2):
+        compiled = compile_and_run(model, [positions, qkv], dynamic_dims=((0, 1), (1, 0)),
+                                   options=ON)
+    assert compiled.raised()["rope"] == 1 and compiled.raised()["rms_norm"] == 2
+    assert compiled.fused(PASS) == 1, _missed(compiled)
+    assert_bit_exact(compiled.outputs, compiled.eager)
+
+
 # --- what is left alone, and why -------------------------------------------------------------------
 
 

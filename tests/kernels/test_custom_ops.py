@@ -142,7 +142,8 @@ def test_fake_outputs_match_real_shapes_dtypes_strides(shape: tuple[int, ...]) -
         real = _flat(getattr(ops, name)(*args))
         with FakeTensorMode(allow_non_fake_inputs=True) as mode:
             fake_args = tuple(
-                [mode.from_tensor(t) for t in a] if isinstance(a, list) else
+                [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in a]
+                if isinstance(a, list) else
                 mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args)
             fake = _flat(getattr(ops, name)(*fake_args))
         assert len(fake) == len(real), name

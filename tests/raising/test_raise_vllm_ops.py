@@ -414,21 +414,24 @@ def test_deepgemm_packed_group_quant_is_named_not_raised(v2: bool) -> None:
 
 @VLLM_NAMESPACE
 @VERSIONS
-def test_rocm_mrope_is_named_not_raised(v2: bool) -> None:
+@pytest.mark.parametrize(("sections", "interleaved", "is_neox"), [
+    ((4, 2, 2), False, True), ((4, 2, 2), True, True), ((2, 3, 3), True, False),
+    ((5, 3, 0), False, False),
+], ids=["sections", "interleaved", "interleaved-gptj", "no-width-gptj"])
+def test_rocm_mrope_is_raised(v2: bool, sections, interleaved: bool, is_neox: bool) -> None:
     """ROCm's multimodal rope (`vllm.mrope`, [3, T] positions) on q and k split from one qkv
-    buffer: no attn.rope, and the report says why."""
+    buffer: one attn.rope on the tables `irfuse::mrope_tables` picks, bit for bit."""
     def fn(m, positions, x):
         q, k, v = (x * 2).split([HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM], -1)
-        q, k = V.vllm_mrope(positions, q, k, HEAD_DIM, m.cache, (4, 2, 2))
+        q, k = V.vllm_mrope(positions, q, k, HEAD_DIM, m.cache, sections, interleaved, is_neox)
         return q * 1, k * 1, v * 1
 
     module = _Wrap(fn, cache=V.rope_cache(HEAD_DIM))
     positions = torch.randint(0, 64, (3, 8), generator=_gen(3))
     compiled = _run(module, positions, _x(width=(HEADS + 2 * KV_HEADS) * HEAD_DIM), v2=v2,
                     dynamic=((0, 1), (1, 0)))
-    assert compiled.raised()["rope"] == 0
-    (missed,) = _missed(compiled)
-    assert missed.startswith("vllm.mrope: vLLM's multimodal RoPE")
+    assert compiled.raised()["rope"] == 1
+    assert _missed(compiled) == []
 
 
 # --- a Llama-style decoder layer -------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """A user Triton kernel in the graph (Dynamo's `triton_kernel_wrapper_functional`, as vLLM's CUDA
 MRoPE reaches vLLM's post-grad passes): its dict arguments and dict result are imported, printed,
 parsed and emitted back as they were, the rest of the graph still fuses, and vLLM's MRoPE kernel
-is named in the report. Before, such a graph failed to import and nothing in it fused."""
+is raised (`vllm_triton_mrope.py`'s stand-in: vLLM's parameter list and name). Before, such a
+graph failed to import and nothing in it fused."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+import vllm_ops as V
+import vllm_triton_mrope as MROPE
 from torch._higher_order_ops.triton_kernel_wrap import (
     kernel_side_table,
     triton_kernel_wrapper_functional,
@@ -24,7 +27,6 @@ from xdsl.utils.exceptions import ParseError
 
 from irfuse.context import make_context
 from irfuse.pipeline import PipelineOptions, run
-from irfuse.raising.aten_ops import VLLM_TRITON_MROPE
 from irfuse.raising.fx_import import import_graph
 
 H = 64
@@ -107,31 +109,163 @@ def test_emit_rebuilds_the_call_and_the_rest_fuses():
     assert item.target is operator.getitem and item.args[1] == "q_ptr"
 
 
-def test_vllm_cuda_mrope_kernel_is_named_in_the_report():
-    module, qualname = VLLM_TRITON_MROPE.rsplit(".", 1)
-    _, report = _run(_graph(_kernel(module, qualname)))
+HQ, HK, D = 4, 2, 16
+
+
+def _mrope_graph(norms: bool, sections=(4, 2, 2), interleaved=False, is_neox=True,
+                 tokens: int = 5) -> torch.fx.GraphModule:
+    """Qwen2/3-VL's attention on CUDA in vLLM: q, k, v split from qkv, (Qwen3-VL) per-head
+    RMSNorms of q and k, and the MRoPE kernel on them with the tables gathered at `[3, T]`
+    positions, as aot_autograd records it."""
+    def f(positions, qkv, cache, qw, kw):
+        q, k, v = (qkv * 2).split([HQ * D, HK * D, HK * D], -1)
+        if norms:
+            q = _norm(q.view(-1, HQ, D), qw).view(q.shape)
+            k = _norm(k.view(-1, HK, D), kw).view(k.shape)
+        cos, sin = cache[positions].chunk(2, dim=-1)
+        q, k = MROPE.functional_call(q, k, cos, sin, sections, D, D, interleaved, is_neox)
+        return q * 1, k * 1, v * 1
+
+    return make_fx(f, decomposition_table=select_decomp_table(), tracing_mode="fake")(
+        *_mrope_inputs(tokens))
+
+
+def _norm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * w
+
+
+def _mrope_inputs(tokens: int = 5) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(1)
+    return (torch.randint(0, 64, (3, tokens), generator=g),
+            torch.randn(tokens, (HQ + 2 * HK) * D, generator=g).to(torch.bfloat16),
+            V.rope_cache(D), (torch.rand(D, generator=g) + 0.5).to(torch.bfloat16),
+            (torch.rand(D, generator=g) + 0.5).to(torch.bfloat16))
+
+
+def _mrope_run(gm: torch.fx.GraphModule, fuse: bool):
+    passes = ("enable-qk-norm-rope-fusion",) if fuse else ()
+    return run(gm, PipelineOptions(platform="cpu", fusion_passes=passes, debug=True))
+
+
+MROPE_FORMS = pytest.mark.parametrize(("sections", "interleaved", "is_neox"), [
+    ((4, 2, 2), False, True), ((4, 2, 2), True, True), ((2, 3, 3), True, False),
+], ids=["sections", "interleaved", "interleaved-gptj"])
+
+
+@MROPE_FORMS
+def test_vllm_cuda_mrope_is_raised_and_the_norms_fuse_into_it(sections, interleaved, is_neox):
+    emitted, report = _mrope_run(_mrope_graph(True, sections, interleaved, is_neox), fuse=True)
+    assert report.error is None
+    assert report.raised["rope"] == 1 and report.raised["rms_norm"] == 2
+    assert report.fused("enable-qk-norm-rope-fusion") == 1
+    assert not emitted.graph.find_nodes(op="call_function",
+                                        target=triton_kernel_wrapper_functional)
+
+
+def test_vllm_cuda_mrope_from_another_process_is_a_remark():
+    """A dumped graph read elsewhere names constants torch's side table no longer holds."""
+    gm = _mrope_graph(False)
+    (node,) = gm.graph.find_nodes(op="call_function", target=triton_kernel_wrapper_functional)
+    node.kwargs = {**node.kwargs, "constant_args_idx": 10**9}
+    _, report = _mrope_run(gm, fuse=False)
     (record,) = [p for p in report.raise_passes if p.name == "raise-vllm-ops"]
-    (remark,) = record.missed
-    assert remark.reason.startswith("_triton_mrope_forward: vLLM's multimodal RoPE (CUDA's "
-                                    "MRotaryEmbedding, a Triton kernel launched from Python) is "
-                                    "not raised")
-    assert report.fused("fuse-norm-quant") == 1
+    assert [m.reason for m in record.missed] == [
+        "not a multimodal RoPE (_triton_mrope_forward): its constant arguments are not in this "
+        "process's side table"]
+    assert report.raised["rope"] == 0
+
+
+class _Qwen3VLAttention(torch.nn.Module):
+    """Qwen3-VL's attention as vLLM runs it on CUDA (`MRotaryEmbedding.forward_cuda`): per-head
+    norms of q and k split from qkv, then the MRoPE kernel launched in place on them."""
+
+    def __init__(self, sections=(4, 2, 2), interleaved=True, is_neox=True):
+        super().__init__()
+        _, _, cache, qw, kw = (t.cuda() for t in _mrope_inputs())
+        self.register_buffer("cache", cache)
+        self.register_buffer("qw", qw)
+        self.register_buffer("kw", kw)
+        self.sections, self.interleaved, self.is_neox = sections, interleaved, is_neox
+
+    def forward(self, positions, qkv):
+        q, k, v = qkv.split([HQ * D, HK * D, HK * D], -1)
+        q = _norm(q.view(-1, HQ, D), self.qw).view(q.shape)
+        k = _norm(k.view(-1, HK, D), self.kw).view(k.shape)
+        cos, sin = self.cache[positions].chunk(2, dim=-1)
+        q, k = MROPE.triton_mrope(q, k, cos, sin, self.sections, D, D, self.interleaved,
+                                  self.is_neox)
+        return q.reshape(q.shape), k, v
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fuse", [False, True], ids=["raised", "fused"])
+@MROPE_FORMS
+def test_vllm_cuda_mrope_under_dynamo_on_the_gpu(fuse, sections, interleaved, is_neox):
+    """Dynamo's own trace of the kernel launch (not a hand-made call), on CUDA: raised at O0
+    (vLLM's kernel runs), fused with the norms at O2; bit for bit eager either way."""
+    from irfuse.testing import assert_bit_exact, compile_and_run
+
+    positions, qkv, *_ = _mrope_inputs(tokens=37)
+    options = {"optimization_level": 2 if fuse else 0,
+               "pass_config": {"enable_qk_norm_rope_fusion": fuse}}
+    compiled = compile_and_run(_Qwen3VLAttention(sections, interleaved, is_neox),
+                               [positions.cuda(), qkv.cuda()], dynamic_dims=((0, 1), (1, 0)),
+                               options=options)
+    (report,) = {r.graph: r for r in compiled.reports}.values()
+    assert report.error is None, report.error
+    assert report.raised["rope"] == 1, [m.reason for p in report.raise_passes for m in p.missed]
+    assert report.fused("enable-qk-norm-rope-fusion") == int(fuse)
+    assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+@triton.jit
+def _rotate_bf16(x1_ptr, x2_ptr, c_ptr, s_ptr, o1_ptr, o2_ptr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x1, x2 = tl.load(x1_ptr + offs), tl.load(x2_ptr + offs)
+    c, s = tl.load(c_ptr + offs), tl.load(s_ptr + offs)
+    tl.store(o1_ptr + offs, x1 * c - x2 * s)
+    tl.store(o2_ptr + offs, x2 * c + x1 * s)
+
+
+@pytest.mark.gpu
+def test_triton_bf16_rotation_rounds_like_eager_on_the_gpu():
+    """vLLM's MRoPE kernel writes the rotation as `x1 * cos - x2 * sin` on bf16 tiles, which the
+    raised rope reads as eager bf16 arithmetic (each product and sum rounded). Whether Triton's
+    compiled code rounds the same (no contraction to an FMA), measured on 2^20 values."""
+    g = torch.Generator().manual_seed(0)
+    x1, x2, c, s = (torch.randn(1 << 20, generator=g).to(torch.bfloat16).cuda() for _ in range(4))
+    o1, o2 = torch.empty_like(x1), torch.empty_like(x1)
+    _rotate_bf16[(x1.numel() // 1024,)](x1, x2, c, s, o1, o2, BLOCK=1024)
+    differ = [int((o1 != x1 * c - x2 * s).sum()), int((o2 != x2 * c + x1 * s).sum())]
+    assert differ == [0, 0], f"{differ} of {x1.numel()} values round otherwise than eager"
 
 
 def _worker() -> None:
-    """The emitted graph against the traced one, the kernel run by Triton's interpreter."""
+    """The emitted graphs against the traced ones, the kernels run by Triton's interpreter:
+    the plain user kernel; vLLM's MRoPE raised and left unfused (its kernel runs); and fused with
+    the norms (irfuse's reference runs)."""
     gm = _graph(_kernel())
-    emitted, _ = _run(gm)
-    want, got = gm(*_inputs()), emitted(*_inputs())
-    print(json.dumps({"equal": [bool(torch.equal(a.float(), b.float()))
-                                for a, b in zip(want, got, strict=True)]}))
+    want, got = gm(*_inputs()), _run(gm)[0](*_inputs())
+    out = {"kernel": [bool(torch.equal(a.float(), b.float()))
+                      for a, b in zip(want, got, strict=True)]}
+    for sections, interleaved, is_neox in ((4, 2, 2), False, True), ((2, 3, 3), True, False):
+        for fuse in (False, True):
+            gm = _mrope_graph(True, sections, interleaved, is_neox)
+            emitted, _ = _mrope_run(gm, fuse)
+            want, got = gm(*_mrope_inputs()), emitted(*_mrope_inputs())
+            out[f"mrope-{interleaved}-{fuse}"] = [bool(torch.equal(a, b))
+                                                  for a, b in zip(want, got, strict=True)]
+    print(json.dumps(out))
 
 
 def test_emitted_graph_runs_the_kernel_as_traced():
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
     from interpret_worker import run_worker
 
-    assert run_worker(__file__) == {"equal": [True, True]}
+    assert run_worker(__file__) == {
+        "kernel": [True, True], **{f"mrope-{i}-{f}": [True] * 3 for i in (False, True)
+                                   for f in (False, True)}}
 
 
 if __name__ == "__main__" and "--worker" in sys.argv:
