@@ -104,10 +104,12 @@ def triton_mrope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch
 
 def functional_call(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                     sections: tuple[int, int, int], head_size: int, rotary_dim: int,
-                    interleaved: bool, is_neox: bool) -> tuple[torch.Tensor, torch.Tensor]:
+                    interleaved: bool, is_neox: bool, kernel=KERNEL
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """`triton_mrope` as the functionalized call aot_autograd records (the token count a
-    tensor-side argument, as Dynamo passes a symbolic size): new q and k."""
-    kidx = kernel_side_table.add_kernel(KERNEL)
+    tensor-side argument, as Dynamo passes a symbolic size): new q and k. `kernel`: this
+    stand-in, or vLLM's own."""
+    kidx = kernel_side_table.add_kernel(kernel)
     cidx = kernel_side_table.add_constant_args(
         _launch_args(q, k, head_size, rotary_dim, sections, interleaved, is_neox))
     out = triton_kernel_wrapper_functional(
