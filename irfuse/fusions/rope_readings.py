@@ -27,7 +27,8 @@ from irfuse.ir.decomposition import decomposition_block
 from irfuse.raising import aten_ops
 from irfuse.raising.aten_ops import RESHAPES_AND_FLATTENS, ROW_VIEWS
 from irfuse.raising.match import NoMatch, call, normalize_dim, producer, users
-from irfuse.raising.raise_vllm_ops import ROTATES_IN_F32, vllm_target
+from irfuse.raising.raise_vllm_ops import vllm_target
+from irfuse.raising.raise_vllm_rotary import ROTATES_IN_F32
 
 
 @dataclass(frozen=True)

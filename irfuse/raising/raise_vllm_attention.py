@@ -59,12 +59,12 @@ from irfuse.raising.match import (
     tensor_type,
     with_private,
 )
-from irfuse.raising.raise_vllm_ops import (
+from irfuse.raising.vllm_functionalized import (
     ALLOCS,
-    _aten,
-    _Functionalized,
-    _view_ops,
+    Functionalized,
+    aten_call,
     read_functionalized,
+    view_ops,
 )
 from irfuse.raising.vllm_layers import layer_name_of
 
@@ -169,7 +169,7 @@ class MlaKvCacheUpdatePattern(CallPattern):
 # --- the attention calls ---------------------------------------------------------------------------
 
 
-def _output(fn: _Functionalized) -> tuple[SSAValue, list[Operation], list[Operation],
+def _output(fn: Functionalized) -> tuple[SSAValue, list[Operation], list[Operation],
                                            SSAValue | None]:
     """(the value the raised op stands for, the ops that make it inside the region, the buffer
     ops that may move in, the new base the graph reads, when that is another value)."""
@@ -189,7 +189,7 @@ def _output(fn: _Functionalized) -> tuple[SSAValue, list[Operation], list[Operat
     if view.kind != "strided" or not _splits_rows(view, base_t):
         raise NoMatch(f"its output is a {view.kind} view of its buffer, not the buffer split "
                       "into heads ([T, H * Dv] viewed [T, H, Dv])")
-    inside = _view_ops(view, view.new_base)
+    inside = view_ops(view, view.new_base)
     return inside[-1].results[0], inside, makers, view.new_base
 
 
@@ -219,7 +219,7 @@ def _splits_rows(view: Any, base: TensorType) -> bool:
             and stride == [h * dv, dv, 1])
 
 
-def _raise_attention(fn: _Functionalized, order: dict[Operation, float]) -> None:
+def _raise_attention(fn: Functionalized, order: dict[Operation, float]) -> None:
     args = fn.args
     mla = fn.target == VLLM_UNIFIED_MLA_ATTENTION_WITH_OUTPUT
     if args.get("output_scale") is not None or args.get("output_block_scale") is not None:
@@ -259,7 +259,7 @@ def _raise_attention(fn: _Functionalized, order: dict[Operation, float]) -> None
     if new_base is not None and any(u.operation not in chain for u in new_base.uses):
         yt = tensor_type(y)
         assert yt is not None
-        flat = _aten(FLATTEN_USING_INTS, [y, 1, 2], (yt.dims[0], mul_dim(yt.dims[1], yt.dims[2])),
+        flat = aten_call(FLATTEN_USING_INTS, [y, 1, 2], (yt.dims[0], mul_dim(yt.dims[1], yt.dims[2])),
                      yt.dtype)
         flat.location = anchor.location
         flat.results[0].name_hint = new_base.name_hint
