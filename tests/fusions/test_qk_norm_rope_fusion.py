@@ -356,3 +356,41 @@ def test_c_ops_norms_and_rope_then_rope_and_vllms_write(v2):
     assert compiled.fused(PASS) == 1, _missed(compiled)
     assert compiled.fused("fuse-rope-kvcache") == 1, _missed(compiled, "fuse-rope-kvcache")
     assert SILENT not in _missed(compiled) + _missed(compiled, "fuse-rope-kvcache")
+
+
+class _MropeQwen3VLLayer(_CQwen3Layer):
+    """Qwen3-VL's attention in vLLM: the `_C` per-head norms, the multimodal rope of `[3, T]`
+    positions (ROCm's `vllm.mrope`, interleaved sections), vLLM's cache write and attention."""
+
+    def forward(self, positions, qkv):
+        a = attn_step
+        q, k, v = qkv.split([a.Q, a.KV, a.KV], -1)
+        q = V.vllm_rms_norm(q.view(*q.shape[:-1], a.HEADS, a.HEAD), self.qw, a.EPS).view(q.shape)
+        k = V.vllm_rms_norm(k.view(*k.shape[:-1], a.KV_HEADS, a.HEAD), self.kw, a.EPS).view(
+            k.shape)
+        rows = torch.stack([positions, positions // 2, positions % 5])
+        third = a.HEAD // 6
+        V.vllm_mrope(rows, q, k, a.HEAD, self.cache, (a.HEAD // 2 - 2 * third, third, third),
+                     True)
+        return VA.attention(self.layer, q, k, v)
+
+
+@VLLM_WRITE
+@pytest.mark.skipif(not V.VLLM_NAMESPACE, reason="vLLM's own ops own the vllm namespace")
+@VERSIONS
+@pytest.mark.parametrize("flags", ["two", "one"])
+def test_multimodal_rope_norms_and_vllms_write(v2, flags):
+    """Qwen3-VL: the norms, the multimodal rope and vLLM's write, by the two flags or by
+    fuse_qk_norm_rope_kvcache alone (outputs and cache bit for bit eager: `run_step`)."""
+    config = ({"enable_qk_norm_rope_fusion": True, "fuse_rope_kvcache": True} if flags == "two"
+              else {"fuse_qk_norm_rope_kvcache": True, "enable_qk_norm_rope_fusion": False,
+                    "fuse_rope_kvcache": False})
+    compiled = run_step(_MropeQwen3VLLayer(vllm_layer()), [5, 3, 7], [2, 1, 3], v2=v2,
+                        pass_config=config)
+    assert compiled.raised()["rope"] == 1 and compiled.raised()["vllm_kv_cache_update"] == 1
+    if flags == "two":
+        assert compiled.fused(PASS) == 1, _missed(compiled)
+        assert compiled.fused("fuse-rope-kvcache") == 1, _missed(compiled, "fuse-rope-kvcache")
+    else:
+        assert compiled.fused("fuse-qk-norm-rope-kvcache") == 1, \
+            _missed(compiled, "fuse-qk-norm-rope-kvcache")
