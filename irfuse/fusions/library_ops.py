@@ -265,6 +265,13 @@ def _check_mrope_tables(cos: Tensor, sin: Tensor, mrope_section: list[int],
                          "channels into three sections")
 
 
+def _mrope_tables_cuda(c: Call) -> tuple[Tensor, Tensor]:
+    if dispatch.use_triton(MROPE_TABLES, c.cos):
+        _check_mrope_tables(c.cos, c.sin, c.mrope_section, c.interleaved)
+        return kernels("mrope_tables").mrope_tables(**c)
+    return mrope_tables(**c)
+
+
 def _mrope_tables_fake(c: Call) -> tuple[Tensor, Tensor]:
     _check_mrope_tables(c.cos, c.sin, c.mrope_section, c.interleaved)
     shape = (c.cos.shape[1], 1, c.cos.shape[2])
@@ -277,7 +284,8 @@ def _mrope_example(shape: tuple[int, ...]) -> list[tuple]:
     return [(cos, sin, [16, 8, 8], False), (cos, sin, [12, 10, 10], True)]
 
 
-MROPE_TABLES = Kernel(mrope_tables, _mrope_tables_fake, examples=_mrope_example)
+MROPE_TABLES = Kernel(mrope_tables, _mrope_tables_fake, _mrope_tables_cuda,
+                      examples=_mrope_example)
 
 LIBRARY_OPS: tuple[Kernel, ...] = (
     RMS_NORM, ADD_RMS_NORM, SILU_MUL, QUANT_FP8_STATIC, QUANT_FP8_PER_TOKEN,

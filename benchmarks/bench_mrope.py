@@ -1,0 +1,116 @@
+"""Benchmark of Qwen3-VL's per-head QK RMSNorm + multimodal RoPE on one GPU: irfuse against
+Inductor on the graph vLLM runs on CUDA.
+
+Qwen3-VL-8B's attention (32 q / 8 kv heads of 128, bf16, interleaved sections [24, 20, 20],
+`[3, T]` positions): q, k, v split from qkv, RMSNorm of q and k per head (vLLM's
+`forward_native`), the tables gathered at the three position rows, and the MRoPE Triton kernel
+launched in place on q and k (`MRotaryEmbedding.forward_cuda`). The kernel is
+`tests/vllm_triton_mrope.py`'s stand-in (vLLM's parameter list and launch, its body ours, each
+product and sum rounded by its bits; vLLM is not installed on the GPU machine): a user of vLLM
+runs vLLM's own kernel there, so the baseline is near, not equal, to theirs.
+
+- `inductor`: the graph under `torch.compile` (Inductor: the norms and the gather compiled, the
+  user kernel launched as it is).
+- `irfuse`: the same graph under `torch.compile(backend="irfuse")` at O2 with
+  enable_qk_norm_rope_fusion: `irfuse::mrope_tables` (one launch) and the fused QK norm + RoPE
+  kernel.
+
+CUDA-graph replay, median of interleaved rounds (`bench_norm_act_quant.py`'s helpers); each
+candidate checked bit for bit against eager first. `copy` is an SM copy of the bytes the fused
+kernel must move (q and k read and written), the floor.
+
+    PYTHONPATH=. python3 benchmarks/bench_mrope.py --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+import bench_norm_act_quant as nq  # noqa: E402 (timing helpers, by path)
+import vllm_triton_mrope as mrope  # noqa: E402 (the stand-in kernel)
+
+from irfuse import backend  # noqa: E402
+
+HQ, HK, D = 32, 8, 128
+SECTIONS = (24, 20, 20)
+MAX_POS = 32768
+EPS = 1e-6
+DEFAULT_TOKENS = (1, 16, 128, 1024, 4096)
+
+
+class Qwen3VLRope(torch.nn.Module):
+    """The norms and the multimodal rope of one Qwen3-VL attention layer, as vLLM runs them."""
+
+    def __init__(self):
+        super().__init__()
+        inv_freq = 1.0 / (5e6 ** (torch.arange(0, D, 2, device="cuda").float() / D))
+        f = torch.arange(MAX_POS, device="cuda").float()[:, None] * inv_freq[None, :]
+        self.register_buffer("cache", torch.cat([f.cos(), f.sin()], -1).to(torch.bfloat16))
+        self.register_buffer("qw", (torch.rand(D, device="cuda") + 0.5).to(torch.bfloat16))
+        self.register_buffer("kw", (torch.rand(D, device="cuda") + 0.5).to(torch.bfloat16))
+
+    @staticmethod
+    def _norm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS)).to(x.dtype) * w
+
+    def forward(self, positions: torch.Tensor, qkv: torch.Tensor):
+        q, k, _ = qkv.split([HQ * D, HK * D, HK * D], -1)
+        q = self._norm(q.view(-1, HQ, D), self.qw).view(q.shape)
+        k = self._norm(k.view(-1, HK, D), self.kw).view(k.shape)
+        cos, sin = self.cache[positions].chunk(2, dim=-1)
+        return mrope.triton_mrope(q, k, cos, sin, SECTIONS, D, D, True, True)
+
+
+def measure(t: int, args: argparse.Namespace) -> dict:
+    torch._dynamo.reset()
+    backend.clear_reports()
+    model = Qwen3VLRope()
+    positions = torch.randint(0, MAX_POS, (3, t), device="cuda")
+    qkv = torch.randn(t, (HQ + 2 * HK) * D, device="cuda", dtype=torch.bfloat16)
+    ind = torch.compile(model, dynamic=False)
+    mine = torch.compile(model, dynamic=False, backend="irfuse", options={
+        "optimization_level": 2, "pass_config": {"enable_qk_norm_rope_fusion": True}})
+    with torch.no_grad():
+        want = model(positions, qkv)
+        checks = {}
+        for name, fn in (("inductor", ind), ("irfuse", mine)):
+            got = fn(positions, qkv)
+            checks[name] = all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+        fused = sum(r.fused("enable-qk-norm-rope-fusion") for r in backend.reports())
+        us = nq.interleaved_us({"inductor": lambda: ind(positions, qkv),
+                                "irfuse": lambda: mine(positions, qkv)}, args.rep, args.rounds)
+    nbytes = 2 * 2 * t * (HQ + HK) * D
+    return {"T": t, "fused": fused, "checks": checks, **us,
+            "copy": nq.same_size_copy_us(nbytes, args.rep)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--tokens", type=int, nargs="*", default=list(DEFAULT_TOKENS))
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rep", type=int, default=100)
+    args = p.parse_args(argv)
+    import torch._dynamo
+
+    torch._dynamo.config.recompile_limit = 64
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
+    print("| T | fused | checks | Inductor µs | irfuse µs | Inductor / irfuse | copy µs |")
+    print("|---|---|---|---|---|---|---|")
+    for t in args.tokens:
+        r = measure(t, args)
+        ok = "ok" if all(r["checks"].values()) else f"MISMATCH {r['checks']}"
+        print(f"| {t} | {r['fused']} | {ok} | {r['inductor']:.2f} | {r['irfuse']:.2f} | "
+              f"{r['inductor'] / r['irfuse']:.2f}x | {r['copy']:.2f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
