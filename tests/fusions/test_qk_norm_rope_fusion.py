@@ -319,8 +319,11 @@ class _CQwen3Layer(AttentionLayer):
         q = V.vllm_rms_norm(q.view(*q.shape[:-1], a.HEADS, a.HEAD), self.qw, a.EPS).view(q.shape)
         k = V.vllm_rms_norm(k.view(*k.shape[:-1], a.KV_HEADS, a.HEAD), self.kw, a.EPS).view(
             k.shape)
-        V.vllm_rotary_embedding(positions, q, k, a.HEAD, self.cache, True)
+        self.rotate(positions, q, k)
         return VA.attention(self.layer, q, k, v)
+
+    def rotate(self, positions, q, k):
+        V.vllm_rotary_embedding(positions, q, k, attn_step.HEAD, self.cache, True)
 
 
 VLLM_WRITE = pytest.mark.skipif(not VA.AVAILABLE,
@@ -362,17 +365,11 @@ class _MropeQwen3VLLayer(_CQwen3Layer):
     """Qwen3-VL's attention in vLLM: the `_C` per-head norms, the multimodal rope of `[3, T]`
     positions (ROCm's `vllm.mrope`, interleaved sections), vLLM's cache write and attention."""
 
-    def forward(self, positions, qkv):
-        a = attn_step
-        q, k, v = qkv.split([a.Q, a.KV, a.KV], -1)
-        q = V.vllm_rms_norm(q.view(*q.shape[:-1], a.HEADS, a.HEAD), self.qw, a.EPS).view(q.shape)
-        k = V.vllm_rms_norm(k.view(*k.shape[:-1], a.KV_HEADS, a.HEAD), self.kw, a.EPS).view(
-            k.shape)
+    def rotate(self, positions, q, k):
+        head = attn_step.HEAD
         rows = torch.stack([positions, positions // 2, positions % 5])
-        third = a.HEAD // 6
-        V.vllm_mrope(rows, q, k, a.HEAD, self.cache, (a.HEAD // 2 - 2 * third, third, third),
-                     True)
-        return VA.attention(self.layer, q, k, v)
+        third = head // 6
+        V.vllm_mrope(rows, q, k, head, self.cache, (head // 2 - 2 * third, third, third), True)
 
 
 @VLLM_WRITE
