@@ -1,5 +1,6 @@
-"""vLLM's own CUDA MRoPE kernel (`_triton_mrope_forward`), run by Triton's interpreter, in the
-call Dynamo makes of its launch: irfuse reads it by vLLM's parameter names, raises it, and the
+"""vLLM's multimodal RoPE in its CPU and CUDA spellings. The CPU's (`forward_native`, torch code)
+is raised by raise-rope and fused with Qwen3-VL's norms. The CUDA kernel (`_triton_mrope_forward`),
+run by Triton's interpreter, in the call Dynamo makes of its launch: irfuse reads it by vLLM's parameter names, raises it, and the
 graph, left unfused (vLLM's kernel runs) or fused with Qwen3-VL's norms (irfuse's reference
 runs), equals vLLM's own torch code (`MRotaryEmbedding.forward_native`) bit for bit.
 
@@ -114,6 +115,45 @@ def test_vllms_cuda_mrope_kernel_is_raised_and_fused_bit_exact(interpreted, form
     assert r["traced"] == [True, True]
     assert r["raised"] == {"equal": [True, True], "rope": 1, "fused": 0, "missed": []}
     assert r["fused"] == {"equal": [True, True], "rope": 1, "fused": 1, "missed": []}
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_vllms_native_mrope_is_raised_and_fused_bit_exact(form):
+    """The CPU's spelling under torch.compile, bf16: the norms fuse into the raised rope."""
+    from vllm.config import VllmConfig, set_current_vllm_config
+    from vllm.model_executor.layers.rotary_embedding.mrope import MRotaryEmbedding
+
+    from irfuse.testing import assert_bit_exact, compile_and_run
+
+    sections, interleaved, is_neox = FORMS[form]
+    with set_current_vllm_config(VllmConfig()):
+        rope = MRotaryEmbedding(D, D, 64, 10000.0, is_neox, torch.bfloat16, sections, interleaved)
+    g = torch.Generator().manual_seed(0)
+
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rope = rope
+            self.register_buffer("w", (torch.rand(2, D, generator=g) + 0.5).to(torch.bfloat16))
+
+        def forward(self, positions, qkv):
+            q, k, _ = qkv.split([HQ * D, HK * D, HK * D], -1)
+            q = _norm_bf16(q.view(-1, HQ, D), self.w[0]).view(q.shape)
+            k = _norm_bf16(k.view(-1, HK, D), self.w[1]).view(k.shape)
+            return self.rope.forward_native(positions, q, k)
+
+    inputs = [torch.randint(0, 64, (3, 7), generator=g),
+              torch.randn(7, (HQ + 2 * HK) * D, generator=g).to(torch.bfloat16)]
+    compiled = compile_and_run(Layer(), inputs, dynamic_dims=((0, 1), (1, 0)), options={
+        "optimization_level": 1, "pass_config": {"enable_qk_norm_rope_fusion": True}})
+    assert compiled.raised()["rope"] == 1
+    assert compiled.fused("enable-qk-norm-rope-fusion") == 1
+    assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+def _norm_bf16(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * w
 
 
 if __name__ == "__main__" and "--worker" in sys.argv:
