@@ -158,3 +158,22 @@ func.func @blocks(%x: !irfuse.tensor<[s0, 64], f32>, %w: !irfuse.tensor<[64], f3
   %z = aten.call "aten::add.Tensor"(%e2, %rx2) : (!irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 64], f32>) -> !irfuse.tensor<[s0, 64], f32>
   func.return %y, %z, %u : !irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 64], f32>, !irfuse.tensor<[s0, 64], f32>
 }
+
+// A gather by integer indices (`cache[positions]`, each layer's rope tables in vLLM) merges: its
+// shape is its indices'. By a boolean mask it stays two (a data-dependent result shape), and
+// a user Triton kernel's functional call between them writes nothing.
+// CHECK-LABEL: func.func @gathers
+// CHECK:       %[[G:.+]] = aten.call "aten::index.Tensor"(%{{.*}}, [%{{.*}}]) : (!irfuse.tensor<[64, 16], bf16>, !irfuse.tensor<[3, s0], i64>)
+// CHECK-NOT:   aten.call "aten::index.Tensor"({{.*}}i64>)
+// CHECK:       aten.call "aten::index.Tensor"(%{{.*}}, [%{{.*}}]) : (!irfuse.tensor<[64, 16], bf16>, !irfuse.tensor<[64], i1>)
+// CHECK-NEXT:  aten.call "aten::index.Tensor"(%{{.*}}, [%{{.*}}]) : (!irfuse.tensor<[64, 16], bf16>, !irfuse.tensor<[64], i1>)
+// CHECK:       aten.call "aten::add.Tensor"(%[[G]], %[[G]])
+func.func @gathers(%s0: !irfuse.sym<s0>, %cache: !irfuse.tensor<[64, 16], bf16>, %pos: !irfuse.tensor<[3, s0], i64>, %mask: !irfuse.tensor<[64], i1>, %q: !irfuse.tensor<[s0, 64], bf16>) -> (!irfuse.tensor<[3, s0, 16], bf16>, !irfuse.tensor<["u0", 16], bf16>, !irfuse.tensor<["u1", 16], bf16>, !irfuse.tensor<[s0, 64], bf16>) {
+  %g1 = aten.call "aten::index.Tensor"(%cache, [%pos]) : (!irfuse.tensor<[64, 16], bf16>, !irfuse.tensor<[3, s0], i64>) -> !irfuse.tensor<[3, s0, 16], bf16>
+  %k = aten.call dict ["q_ptr"] "hop:triton_kernel_wrapper_functional"(kernel_idx = 0, constant_args_idx = 0, grid = [(%s0, 1, 1)], tma_descriptor_metadata = {}, kwargs = {"q_ptr": %q}, tensors_to_clone = ["q_ptr"]) : (!irfuse.sym<s0>, !irfuse.tensor<[s0, 64], bf16>) -> !irfuse.tensor<[s0, 64], bf16>
+  %g2 = aten.call "aten::index.Tensor"(%cache, [%pos]) : (!irfuse.tensor<[64, 16], bf16>, !irfuse.tensor<[3, s0], i64>) -> !irfuse.tensor<[3, s0, 16], bf16>
+  %b1 = aten.call "aten::index.Tensor"(%cache, [%mask]) : (!irfuse.tensor<[64, 16], bf16>, !irfuse.tensor<[64], i1>) -> !irfuse.tensor<["u0", 16], bf16>
+  %b2 = aten.call "aten::index.Tensor"(%cache, [%mask]) : (!irfuse.tensor<[64, 16], bf16>, !irfuse.tensor<[64], i1>) -> !irfuse.tensor<["u1", 16], bf16>
+  %sum = aten.call "aten::add.Tensor"(%g1, %g2) : (!irfuse.tensor<[3, s0, 16], bf16>, !irfuse.tensor<[3, s0, 16], bf16>) -> !irfuse.tensor<[3, s0, 16], bf16>
+  func.return %sum, %b1, %b2, %k : !irfuse.tensor<[3, s0, 16], bf16>, !irfuse.tensor<["u0", 16], bf16>, !irfuse.tensor<["u1", 16], bf16>, !irfuse.tensor<[s0, 64], bf16>
+}

@@ -10,7 +10,8 @@ chains is cloned per chain by `match.raise_chain`, so the raising passes still m
 
 Two `aten.call` ops merge when they have the same target, operands, argument and keyword
 templates and result types (floats bit for bit: `0.0` and `-0.0` differ) and the target is pure
-(`irfuse.raising.purity`), within one mutation region (`cse_block`). Only top-level ops of each
+(`irfuse.raising.purity`; a gather by integer indices too, which the `dynamic_output_shape` tag
+of `aten::index.Tensor` would exclude), within one mutation region (`cse_block`). Only top-level ops of each
 function are touched (a raised op's decomposition keeps the code it replaced). Remarks: `fused`
 per merged op; `missed` for an identical op that did not merge, with why.
 """
@@ -29,7 +30,10 @@ from xdsl.rewriter import Rewriter
 
 from irfuse import remarks
 from irfuse.dialects import aten
+from irfuse.dialects.irfuse import TensorType
 from irfuse.ir import call_args
+from irfuse.ir.shapes import is_integer
+from irfuse.raising.aten_ops import INDEX_TENSOR
 from irfuse.raising.match import block_ops, func_blocks
 from irfuse.raising.purity import (
     OTHER,
@@ -155,7 +159,7 @@ def cse_block(block: Block) -> int:
             continue
         if info.kind == OTHER:
             continue
-        own = info.reason
+        own = "" if _gathers_by_integers(op) else info.reason
         if not own and written and any(r in written for r in op.results):
             own = "result is written in place"
         seen = known.setdefault((op.target.data, tuple(op.operands)), [])
@@ -180,6 +184,14 @@ def cse_block(block: Block) -> int:
             # The duplicate is the one later calls meet.
             first.region, first.op, first.why = region, op, own
     return merged
+
+
+def _gathers_by_integers(op: aten.CallOp) -> bool:
+    """`aten::index.Tensor` with integer indices (a gather: `cache[positions]`): its result's
+    shape is its indices', not data-dependent as the op's tag says for boolean masks."""
+    return op.target.data == INDEX_TENSOR and len(op.operands) > 1 and all(
+        isinstance(v.type, TensorType) and is_integer(v.type.dtype)
+        for v in op.operands[1:])
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,11 @@ from typing import Any
 import torch
 
 from irfuse import targets
-from irfuse.raising.aten_ops import AUTO_FUNCTIONALIZED, AUTO_FUNCTIONALIZED_V2
+from irfuse.raising.aten_ops import (
+    AUTO_FUNCTIONALIZED,
+    AUTO_FUNCTIONALIZED_V2,
+    TRITON_KERNEL_WRAPPER_FUNCTIONAL,
+)
 
 PURE = "pure"
 UNMERGEABLE = "unmergeable"  # pure enough to leave in place, but two of them are not one value
@@ -34,8 +38,9 @@ RANDOM_NAMES = (
 UNDEFINED_NAMES = ("empty", "new_empty", "_empty")
 """Op base name prefixes whose results have undefined contents."""
 
-FUNCTIONAL_HOPS = (AUTO_FUNCTIONALIZED, AUTO_FUNCTIONALIZED_V2)
-"""Higher-order ops that write nothing (the others are treated as writing their operands)."""
+FUNCTIONAL_HOPS = (AUTO_FUNCTIONALIZED, AUTO_FUNCTIONALIZED_V2, TRITON_KERNEL_WRAPPER_FUNCTIONAL)
+"""Higher-order ops that write nothing (the others are treated as writing their operands): the
+functionalized calls of custom ops and of user Triton kernels (which clone what they write)."""
 
 _NOT_MERGED_TAGS = (
     ("nondeterministic_seeded", "random op"),

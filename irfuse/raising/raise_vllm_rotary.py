@@ -381,9 +381,28 @@ def _mrope_tables(fn: Functionalized, model: Attribute
     table = make_tensor_type((t.dims[1], 1, half), t.dtype)  # type: ignore[union-attr]
     operands: list[SSAValue] = []
     template = [encode(a, operands) for a in (cos, sin, sections, interleaved)]
-    made.append(aten.CallOp(IRFUSE_MROPE_TABLES, operands, template, [table, table],
-                            tuple_result=True))
-    return {"cos": made[-1].results[0], "sin": made[-1].results[1]}, rotary_dim, made
+    tables = aten.CallOp(IRFUSE_MROPE_TABLES, operands, template, [table, table],
+                         tuple_result=True)
+    earlier = _same_tables(cos, tables)
+    if earlier is not None:  # every layer's rope reads the same tables: picked once
+        tables.erase()
+        tables = earlier
+    else:
+        made.append(tables)
+    return {"cos": tables.results[0], "sin": tables.results[1]}, rotary_dim, made
+
+
+def _same_tables(cos: SSAValue, tables: aten.CallOp) -> aten.CallOp | None:
+    """An `irfuse::mrope_tables` call an earlier layer's raise made of the same tables (vLLM
+    gathers them once per step when its layers share one rotary: cse-pure merged the gathers)."""
+    for use in cos.uses:
+        op = use.operation
+        if (isinstance(op, aten.CallOp) and op is not tables
+                and op.target.data == IRFUSE_MROPE_TABLES and op.parent is not None
+                and tuple(op.operands) == tuple(tables.operands)
+                and op.template == tables.template):
+            return op
+    return None
 
 
 def _rotary_cache_dtype(target: str, cache: Attribute, model: Attribute) -> None:
