@@ -10,10 +10,11 @@ chains is cloned per chain by `match.raise_chain`, so the raising passes still m
 
 Two `aten.call` ops merge when they have the same target, operands, argument and keyword
 templates and result types (floats bit for bit: `0.0` and `-0.0` differ) and the target is pure
-(`irfuse.raising.purity`; a gather by integer indices too, which the `dynamic_output_shape` tag
-of `aten::index.Tensor` would exclude), within one mutation region (`cse_block`). Only top-level ops of each
-function are touched (a raised op's decomposition keeps the code it replaced). Remarks: `fused`
-per merged op; `missed` for an identical op that did not merge, with why.
+(`irfuse.raising.purity`; a gather by integer indices too, which the `dynamic_output_shape`
+tag of `aten::index.Tensor` would exclude), within one mutation region (`cse_block`). Only
+top-level ops of each function are touched (a raised op's decomposition keeps the code it
+replaced). Remarks: `fused` per merged op; `missed` for an identical op that did not merge, with
+why.
 """
 
 from __future__ import annotations

@@ -452,7 +452,8 @@ BUILDERS = {
 
 def vllm_target(op: Operation) -> str | None:
     """The vLLM op an `auto_functionalized[_v2]` call stands for, if it is one of MUTABLE."""
-    if not isinstance(op, aten.CallOp) or op.target.data not in (AUTO_FUNCTIONALIZED, AUTO_FUNCTIONALIZED_V2):
+    if not isinstance(op, aten.CallOp) or op.target.data not in (AUTO_FUNCTIONALIZED,
+                                                                 AUTO_FUNCTIONALIZED_V2):
         return None
     first = op.template.data[0] if op.template.data else None
     if not isinstance(first, call_args.TargetAttr) or first.text.data not in MUTABLE:

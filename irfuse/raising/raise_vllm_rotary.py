@@ -285,8 +285,8 @@ def raise_rotary(fn: Functionalized) -> None:
         ct = tensor_type(cache)
         rotary_dim = ct.dims[-1] if ct.rank == 2 else None  # type: ignore[union-attr]
         if not isinstance(rotary_dim, int):
-            raise NoMatch(f"the cos_sin_cache is {list(ct.dims)}, not [max_positions, "  # type: ignore
-                          "rotary_dim]")
+            dims = list(ct.dims)  # type: ignore[union-attr]
+            raise NoMatch(f"the cos_sin_cache is {dims}, not [max_positions, rotary_dim]")
         _rotary_cache_dtype(fn.target, ct.dtype, model)  # type: ignore[union-attr]
         tables, made = {"positions": positions, "cos_sin_cache": cache}, []
     prelude = [*made, *(o for r in rs for o in r.prelude)]
@@ -360,8 +360,8 @@ def _mrope_tables(fn: Functionalized, model: Attribute
         if pt.rank != 2 or pt.dims[0] != 3:  # type: ignore[union-attr]
             raise NoMatch(f"its positions are {list(pt.dims)}, not [3, T]")  # type: ignore
         if ct.dims[1:] != (rotary_dim,) or ct.rank != 2:  # type: ignore[union-attr]
-            raise NoMatch(f"the cos_sin_cache is {list(ct.dims)}, not [max_positions, "  # type: ignore
-                          f"{rotary_dim}]")
+            dims = list(ct.dims)  # type: ignore[union-attr]
+            raise NoMatch(f"the cos_sin_cache is {dims}, not [max_positions, {rotary_dim}]")
         three = (3, pt.dims[1], rotary_dim)  # type: ignore[union-attr]
         made.append(aten_call(INDEX_TENSOR, [cache, [positions]], three, ct.dtype))  # type: ignore
         for start, end in ((0, half), (half, rotary_dim)):
