@@ -48,5 +48,9 @@ def test_the_cpu_smoke_path_writes_the_table(tmp_path):
     fused = next(line for line in text.splitlines() if line.startswith("- fused by irfuse:"))
     for name in ("enable-qk-norm-rope-fusion 1", "fuse-rope-kvcache 1", "fuse-attn-quant 1"):
         assert name in fused, fused
-    for row in rows + attention:  # irfuse agrees within FP8 rounding of one layer
-        assert float(row.rstrip(" |").split(" | ")[-1]) < 0.1, row
+    # irfuse agrees with Inductor within FP8 rounding of one layer: one e4m3 step (2^-3 of the
+    # largest value) where a value sits on a rounding boundary in one graph and not the other
+    # (Inductor keeps float32 intermediates that eager rounds). Usually 2.4e-2; once, under
+    # load, 0.12.
+    for row in rows + attention:
+        assert float(row.rstrip(" |").split(" | ")[-1]) <= 2**-3, row
