@@ -433,6 +433,15 @@ class VllmKernelPattern(AnchorPattern):
         return REWROTE
 
 
+TRITON_MROPE_ARGUMENTS = {
+    "query": "q_ptr", "key": "k_ptr", "cos": "cos", "sin": "sin", "head_size": "hd",
+    "rotary_dim": "rd", "mrope_section_t": "mrope_section_t",
+    "mrope_section_h": "mrope_section_h", "mrope_section_w": "mrope_section_w",
+    "mrope_interleaved": "is_interleaved", "is_neox_style": "is_neox_style",
+}
+"""ROCm's `vllm.mrope` argument names (what the raise reads) -> the CUDA kernel's parameters."""
+
+
 def _read_kernel_call(found: Call, kernel: str) -> Functionalized:
     """vLLM's CUDA MRoPE kernel's call read as the op call it stands for: its tensors and
     symbolic sizes (`kwargs`), constants (torch's side table) under the names ROCm's op gives
@@ -447,13 +456,7 @@ def _read_kernel_call(found: Call, kernel: str) -> Functionalized:
         raise NoMatch("its constant arguments are not in this process's side table") from None
     given = {**constants, **tensors}
     try:
-        args = {"query": given["q_ptr"], "key": given["k_ptr"], "cos": given["cos"],
-                "sin": given["sin"], "head_size": given["hd"], "rotary_dim": given["rd"],
-                "mrope_section_t": given["mrope_section_t"],
-                "mrope_section_h": given["mrope_section_h"],
-                "mrope_section_w": given["mrope_section_w"],
-                "mrope_interleaved": given["is_interleaved"],
-                "is_neox_style": given["is_neox_style"]}
+        args = {ours: given[theirs] for ours, theirs in TRITON_MROPE_ARGUMENTS.items()}
     except KeyError as missing:
         raise NoMatch(f"its kernel takes no argument {missing}") from None
     results = dict(zip((k.data for k in keys.data), found.op.results, strict=True))

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 import torch
+from interpret_worker import run_worker
 
 from irfuse.fusions.library_ops import mrope_tables
 
@@ -43,9 +44,6 @@ def _compare(device: str) -> dict:
 
 @pytest.fixture(scope="module")
 def interpreted() -> dict:
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
-    from interpret_worker import run_worker
-
     return run_worker(__file__)
 
 

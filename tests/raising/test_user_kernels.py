@@ -16,6 +16,7 @@ import triton
 import triton.language as tl
 import vllm_ops as V
 import vllm_triton_mrope as MROPE
+from interpret_worker import run_worker
 from torch._higher_order_ops.triton_kernel_wrap import (
     kernel_side_table,
     triton_kernel_wrapper_functional,
@@ -284,9 +285,6 @@ def _worker() -> None:
 
 
 def test_emitted_graph_runs_the_kernel_as_traced():
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
-    from interpret_worker import run_worker
-
     assert run_worker(__file__) == {
         "kernel": [True, True], **{f"mrope-{i}-{f}": [True] * 3 for i in (False, True)
                                    for f in (False, True)}}
