@@ -1,15 +1,13 @@
 // RUN: irfuse-opt %s -p raise-vllm-ops | filecheck %s
 
 // ROCm's multimodal RoPE (`vllm.mrope`: [3, T] positions, interleaved sections [4, 2, 2]) on q
-// and k viewed from one qkv buffer (auto_functionalized_v2): attn.rope on the per-token tables
-// `irfuse::mrope_tables` picks from the tables gathered at the three position rows. The region
-// keeps vLLM's call; the new qkv is rebuilt from the rope's results for the graph's readers.
-// (CUDA's Triton MRoPE kernel raises the same way: tests/raising/test_user_kernels.py.)
-// CHECK:      %[[G:.+]] = aten.call "aten::index.Tensor"(%{{.*}}, [%{{.*}}]) : {{.*}} -> !irfuse.tensor<[3, s50, 16], bf16>
-// CHECK-NEXT: %[[COS3:.+]] = aten.call "aten::slice.Tensor"(%[[G]], 2, 0, 8)
-// CHECK-NEXT: %[[SIN3:.+]] = aten.call "aten::slice.Tensor"(%[[G]], 2, 8, 16)
-// CHECK-NEXT: %[[COS:.+]], %[[SIN:.+]] = aten.call tuple "irfuse::mrope_tables.default"(%[[COS3]], %[[SIN3]], [4, 2, 2], true) : {{.*}} -> (!irfuse.tensor<[s50, 1, 8], bf16>, !irfuse.tensor<[s50, 1, 8], bf16>)
-// CHECK:      attn.rope %{{.*}}, k %{{.*}}, cos %[[COS]], sin %[[SIN]] {is_neox = true, rotary_dim = 16 : i64, head_dim = 16 : i64}
+// and k viewed from one qkv buffer (auto_functionalized_v2): attn.rope on vLLM's own positions
+// and cache, its sections as properties (no gather: the fused kernel picks each channel's row).
+// The region keeps vLLM's call; the new qkv is rebuilt from the rope's results for the graph's
+// readers. (CUDA's Triton MRoPE kernel raises on its gathered tables:
+// tests/raising/test_user_kernels.py.)
+// CHECK-NOT:  aten::index.Tensor
+// CHECK:      attn.rope %{{.*}}, k %{{.*}}, positions %arg4, cos_sin_cache %arg2 {is_neox = true, rotary_dim = 16 : i64, head_dim = 16 : i64, mrope_section = array<i64: 4, 2, 2>, mrope_interleaved}
 // CHECK:        aten.call tuple "hop:auto_functionalized_v2"(#aten.target<"vllm::mrope.default">
 // CHECK:        irfuse.yield
 // CHECK:      aten.call "aten::slice_scatter.default"

@@ -115,3 +115,18 @@ func.func @vllm_c_ops_v1_negatives(%q: !irfuse.tensor<[s0, 4, 64], bf16>, %k: !i
   %r2, %rk2 = attn.rope %qs2, k %k2, positions %pos, cos_sin_cache %cache {is_neox = true, rotary_dim = 64 : i64, head_dim = 64 : i64} : (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 64], bf16>) -> (!irfuse.tensor<[s0, 4, 64], bf16>, k_out !irfuse.tensor<[s0, 2, 64], bf16>)
   func.return %r1, %qf1, %r2 : !irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[s0, 256], bf16>, !irfuse.tensor<[s0, 4, 64], bf16>
 }
+
+// Qwen3-VL's multimodal rope (vLLM's ROCm op, raised): positions [3, T], interleaved sections.
+// The fused op carries the sections, and its kernel call passes them: the kernel picks each
+// channel's position row itself (no per-token tables are made first).
+// CHECK-LABEL: func.func @multimodal
+// CHECK:       fused.qk_norm_rope %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, positions %{{.*}}, cos_sin_cache %{{[^ ]+}} {eps = 1.000000e-06 : f64, is_neox = true, rotary_dim = 64 : i64, head_dim = 64 : i64, mrope_section = array<i64: 12, 10, 10>, mrope_interleaved}
+// CHECK-NOT:   attn.rope
+// KERNEL-LABEL: func.func @multimodal
+// KERNEL:      kernel.call impl "reference" tuple "irfuse::qk_norm_rope.default"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, none, none, 1.0e-06, true, 64, mrope_section = [12, 10, 10], mrope_interleaved = true)
+func.func @multimodal(%q: !irfuse.tensor<[s0, 4, 64], bf16>, %k: !irfuse.tensor<[s0, 2, 64], bf16>, %qw: !irfuse.tensor<[64], bf16>, %kw: !irfuse.tensor<[64], bf16>, %pos: !irfuse.tensor<[3, s0], i64>, %cache: !irfuse.tensor<[4096, 64], bf16>) -> (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>) {
+  %qn = norm.rms_norm %q, weight %qw {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 4, 64], bf16>
+  %kn = norm.rms_norm %k, weight %kw {eps = 1.0e-06 : f64} : (!irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[64], bf16>) -> !irfuse.tensor<[s0, 2, 64], bf16>
+  %qr, %kr = attn.rope %qn, k %kn, positions %pos, cos_sin_cache %cache {is_neox = true, rotary_dim = 64 : i64, head_dim = 64 : i64, mrope_section = array<i64: 12, 10, 10>, mrope_interleaved} : (!irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>, !irfuse.tensor<[3, s0], i64>, !irfuse.tensor<[4096, 64], bf16>) -> (!irfuse.tensor<[s0, 4, 64], bf16>, k_out !irfuse.tensor<[s0, 2, 64], bf16>)
+  func.return %qr, %kr : !irfuse.tensor<[s0, 4, 64], bf16>, !irfuse.tensor<[s0, 2, 64], bf16>
+}

@@ -16,7 +16,16 @@ from __future__ import annotations
 import math
 from typing import Any, ClassVar
 
-from xdsl.dialects.builtin import I64, BoolAttr, Float64Type, FloatAttr, IntegerAttr, StringAttr
+from xdsl.dialects.builtin import (
+    I64,
+    BoolAttr,
+    DenseArrayBase,
+    Float64Type,
+    FloatAttr,
+    IntegerAttr,
+    StringAttr,
+    UnitAttr,
+)
 from xdsl.ir import SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
@@ -24,6 +33,7 @@ from xdsl.irdl import (
     irdl_op_definition,
     operand_def,
     opt_operand_def,
+    opt_prop_def,
     opt_result_def,
     prop_def,
     result_def,
@@ -277,7 +287,12 @@ class RopeOperation(IRDLOperation):
     """RoPE's style (NeoX: the rotary part's two halves; GPT-J: (even, odd) pairs), sizes
     (`rotary_dim` even, >= 2, <= `head_dim`; dims past it pass) and tables, taken by name:
     `positions` and a `cos_sin_cache` `[max_pos, rotary_dim]`, or `cos` and `sin` of one type
-    whose last dim is rotary_dim or rotary_dim / 2."""
+    whose last dim is rotary_dim or rotary_dim / 2.
+
+    A multimodal RoPE (Qwen2/2.5/3-VL) has `mrope_section` (temporal, height, width): table
+    channel j is read at the position row its section names (`mrope_interleaved`: Qwen3-VL's
+    t, h, w, t, h, w, ... order), from positions `[3, T]` or from cos and sin `[3, T, rotary_dim
+    / 2]` (the tables at the three rows), as vLLM's MRoPE kernels read them."""
 
     positions = opt_operand_def(TensorType)
     cos_sin_cache = opt_operand_def(TensorType)
@@ -287,8 +302,22 @@ class RopeOperation(IRDLOperation):
     is_neox = prop_def(BoolAttr)
     rotary_dim = prop_def(IntegerAttr[I64])
     head_dim = prop_def(IntegerAttr[I64])
+    mrope_section = opt_prop_def(DenseArrayBase)
+    mrope_interleaved = opt_prop_def(UnitAttr)
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     KEYWORD_OPERANDS: ClassVar = ("positions", "cos_sin_cache", "cos", "sin")
+    TABLE_PROPERTIES: ClassVar = ("is_neox", "rotary_dim", "head_dim", "mrope_section",
+                                  "mrope_interleaved")
+
+    def table_args(self) -> dict[str, Any]:
+        """The rope's tables and properties as another rope op's constructor takes them (a
+        fused op built from this one reads the same tables the same way)."""
+        return {**{n: getattr(self, n) for n in self.KEYWORD_OPERANDS},
+                **{n: getattr(self, n) for n in self.TABLE_PROPERTIES}}
+
+    def sections(self) -> tuple[int, ...] | None:
+        """`mrope_section`'s three sizes, or None for a rope with one position per token."""
+        return None if self.mrope_section is None else tuple(self.mrope_section.get_values())
 
     def verify_(self) -> None:
         rotary_dim, head_dim = self.rotary_dim.value.data, self.head_dim.value.data
@@ -298,6 +327,7 @@ class RopeOperation(IRDLOperation):
             raise VerifyException(
                 f"rotary_dim must be even, >= 2 and <= head_dim {head_dim}, got {rotary_dim}"
             )
+        sections = self._check_sections(rotary_dim // 2)
         # Each accessor decodes the segment sizes: read every operand once.
         positions, cache = opt_type(self.positions), opt_type(self.cos_sin_cache)
         cos, sin = opt_type(self.cos), opt_type(self.sin)
@@ -310,21 +340,43 @@ class RopeOperation(IRDLOperation):
             if positions is None or cache is None:
                 raise VerifyException("rope needs both positions and cos_sin_cache")
             shapes.check_integer("positions", positions)
-            shapes.check_min_rank("positions", positions, 1)
+            shapes.check_min_rank("positions", positions, 2 if sections else 1)
             shapes.check_float("cos_sin_cache", cache)
             shapes.check_rank("cos_sin_cache", cache, 2)
             shapes.check_dim("cos_sin_cache's last dim (rotary_dim)", cache.dims[1], rotary_dim)
+            table = positions
         elif cos is not None and sin is not None:
             shapes.check_float("cos", cos)
             shapes.check_same_type("sin", sin, cos, "cos")
-            if cos.dims[-1:] not in ((rotary_dim,), (rotary_dim // 2,)):
+            shapes.check_min_rank("cos", cos, 3 if sections else 1)
+            widths = (rotary_dim // 2,) if sections else (rotary_dim, rotary_dim // 2)
+            if cos.dims[-1] not in widths:
                 raise VerifyException(
-                    f"cos has shape {shapes.shape_str(cos.dims)}: its last dim must be rotary_dim "
-                    f"{rotary_dim} or rotary_dim / 2"
+                    f"cos has shape {shapes.shape_str(cos.dims)}: its last dim must be "
+                    + ("rotary_dim / 2" if sections else "rotary_dim or rotary_dim / 2")
+                    + f" ({' or '.join(map(str, widths))})"
                 )
+            table = cos
         else:
             raise VerifyException("rope needs positions and cos_sin_cache, or cos and sin")
+        if sections is not None:
+            shapes.check_dim(f"{'positions' if cached else 'cos'}'s first dim (the temporal, "
+                             "height and width rows)", table.dims[0], 3)
         super().verify_()
+
+    def _check_sections(self, half: int) -> tuple[int, ...] | None:
+        """mrope_section: three sizes >= 0 that split rotary_dim / 2; interleaving needs it."""
+        sections = self.sections()
+        if sections is None:
+            if self.mrope_interleaved is not None:
+                raise VerifyException("mrope_interleaved needs mrope_section")
+            return None
+        interleaved = self.mrope_interleaved is not None
+        if len(sections) != 3 or min(sections) < 0 or (not interleaved and sum(sections) != half):
+            raise VerifyException(f"mrope_section {list(sections)} must be three sizes >= 0"
+                                  + ("" if interleaved else
+                                     f" that add up to rotary_dim / 2 ({half})"))
+        return sections
 
     def check_heads(self, what: str, t: TensorType, rank: int | None = None) -> None:
         """`t` is `[..., heads, head_dim]` (of `rank` dims, when given)."""

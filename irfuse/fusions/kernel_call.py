@@ -19,6 +19,7 @@ from typing import Any
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    DenseArrayBase,
     FloatAttr,
     IntAttr,
     IntegerAttr,
@@ -92,7 +93,11 @@ def _argument(args: Args, value: Any, p: Param, where: str) -> Attribute:
             return call_args.NONE
         if isinstance(value, TypeAttribute):
             return value
-    elif p.type == "int[]":
+    elif p.type in ("int[]", "int[]?"):
+        if value is None and p.type == "int[]?":
+            return call_args.NONE
+        if isinstance(value, DenseArrayBase):
+            value = value.get_values()
         if isinstance(value, Sequence) and all(isinstance(_python(v), int) for v in value):
             return ArrayAttr([IntAttr(_python(v)) for v in value])
     elif p.type == "bool":

@@ -1,7 +1,7 @@
 """A `Kernel`: one `irfuse::` custom op, declared from its typed torch reference.
 
 The reference's signature is the op's one argument list. Its annotations give the torch schema
-(`Tensor`, `Tensor | None`, `list[Tensor]`, `list[int]`, `float`, `int`, `bool`, `str`,
+(`Tensor`, `Tensor | None`, `list[Tensor]`, `list[int]` (or `| None`), `float`, `int`, `bool`, `str`,
 `torch.dtype`, `Written` for a tensor the kernel writes in place, and `Opaque` for an argument
 of a type named when the kernel is declared: vLLM's layer name), its defaults the schema's; its
 name is the op's. The CUDA implementation and the fake take one `Call` (the arguments by name, defaults
@@ -138,9 +138,15 @@ def _schema_type(hint: Any, where: str) -> tuple[str, bool]:
         return _SCALARS[inner] + "?", False
     if typing.get_origin(hint) is list and typing.get_args(hint) == (torch.Tensor,):
         return "Tensor[]", False
-    if typing.get_origin(hint) is list and typing.get_args(hint) == (int,):
+    if _int_list(hint):
         return "int[]", False
+    if _int_list(inner):
+        return "int[]?", False
     raise TypeError(f"irfuse: {where}: no schema type for the annotation {hint!r}")
+
+
+def _int_list(hint: Any) -> bool:
+    return typing.get_origin(hint) is list and typing.get_args(hint) == (int,)
 
 
 def _is_opaque(hint: Any) -> bool:

@@ -1,12 +1,10 @@
-"""The unfused `irfuse::` library ops: RMSNorm, add + RMSNorm, SiLU·Mul, the quants, and the
-tables of a multimodal RoPE.
+"""The unfused `irfuse::` library ops: RMSNorm, add + RMSNorm, SiLU·Mul and the quants.
 
 Models call them as custom ops (the "custom ops on" spellings the raising passes also match);
 each has its torch reference on the CPU and irfuse's Triton kernel on CUDA. `x` is [..., H],
 leading dims flattened to rows; `weight_offset != 0` is Gemma's RMSNorm form; `add_rms_norm`
 normalizes the float32 sum; `silu_mul` takes `[gate | up]` or gate and `up` apart; the static
-quant multiplies by `1 / s`; `mrope_tables` picks each rotary channel's cos and sin from the
-position row (temporal, height, width) its section names, as vLLM's MRoPE kernels do.
+quant multiplies by `1 / s`.
 """
 
 from __future__ import annotations
@@ -233,61 +231,7 @@ NVFP4_UNPACK = Kernel(nvfp4_unpack, _nvfp4_unpack_fake,
                       examples=lambda shape: [_unpack_example(shape, rank) for rank in (2, 3)])
 
 
-
-def mrope_tables(cos: Tensor, sin: Tensor, mrope_section: list[int],
-                 interleaved: bool) -> tuple[Tensor, Tensor]:
-    """A multimodal RoPE's per-token tables: cos and sin `[3, T, C]`, gathered at the temporal,
-    height and width positions, -> `[T, 1, C]` (broadcast over the heads of `[T, heads, D]`),
-    channel j from the row its section names: the
-    sections `[t, h, w]` one after another, or (`interleaved`) channel j from height where
-    `j % 3 == 1` and `j < 3h`, from width where `j % 3 == 2` and `j < 3w`, else temporal.
-    Selection only: every value is one of the input's."""
-    _check_mrope_tables(cos, sin, mrope_section, interleaved)
-    channel = torch.arange(cos.shape[-1], device=cos.device)
-    if interleaved:
-        row = torch.where((channel % 3 == 1) & (channel < 3 * mrope_section[1]), 1, 0)
-        row = torch.where((channel % 3 == 2) & (channel < 3 * mrope_section[2]), 2, row)
-    else:
-        row = (channel >= mrope_section[0]).long() + (
-            channel >= mrope_section[0] + mrope_section[1]).long()
-    index = row.view(1, 1, -1).expand(1, cos.shape[1], -1)
-    return (cos.gather(0, index).view(cos.shape[1], 1, -1).contiguous(),
-            sin.gather(0, index).view(sin.shape[1], 1, -1).contiguous())
-
-
-def _check_mrope_tables(cos: Tensor, sin: Tensor, mrope_section: list[int],
-                        interleaved: bool) -> None:
-    if cos.dim() != 3 or cos.shape[0] != 3 or sin.shape != cos.shape:
-        raise ValueError(f"mrope_tables takes cos and sin of [3, T, C], got {list(cos.shape)} "
-                         f"and {list(sin.shape)}")
-    if len(mrope_section) != 3 or (not interleaved and sum(mrope_section) != cos.shape[-1]):
-        raise ValueError(f"mrope_section {mrope_section} does not split {cos.shape[-1]} "
-                         "channels into three sections")
-
-
-def _mrope_tables_cuda(c: Call) -> tuple[Tensor, Tensor]:
-    if dispatch.use_triton(MROPE_TABLES, c.cos):
-        _check_mrope_tables(c.cos, c.sin, c.mrope_section, c.interleaved)
-        return kernels("mrope_tables").mrope_tables(**c)
-    return mrope_tables(**c)
-
-
-def _mrope_tables_fake(c: Call) -> tuple[Tensor, Tensor]:
-    _check_mrope_tables(c.cos, c.sin, c.mrope_section, c.interleaved)
-    shape = (c.cos.shape[1], 1, c.cos.shape[2])
-    return empty(c.cos, shape, c.cos.dtype), empty(c.sin, shape, c.sin.dtype)
-
-
-def _mrope_example(shape: tuple[int, ...]) -> list[tuple]:
-    g = torch.Generator().manual_seed(0)
-    cos, sin = torch.randn(2, 3, shape[0], 32, generator=g)
-    return [(cos, sin, [16, 8, 8], False), (cos, sin, [12, 10, 10], True)]
-
-
-MROPE_TABLES = Kernel(mrope_tables, _mrope_tables_fake, _mrope_tables_cuda,
-                      examples=_mrope_example)
-
 LIBRARY_OPS: tuple[Kernel, ...] = (
     RMS_NORM, ADD_RMS_NORM, SILU_MUL, QUANT_FP8_STATIC, QUANT_FP8_PER_TOKEN,
-    QUANT_FP8_PER_TENSOR, QUANT_FP8_GROUP, QUANT_NVFP4, NVFP4_PACK, NVFP4_UNPACK, MROPE_TABLES,
+    QUANT_FP8_PER_TENSOR, QUANT_FP8_GROUP, QUANT_NVFP4, NVFP4_PACK, NVFP4_UNPACK,
 )

@@ -107,9 +107,7 @@ def fuse_paged_write(write: KvCacheWriteOp, rewriter: PatternRewriter, site: Sit
     fused = RopeKvCacheWriteOp(
         q_in, k_in, v, write.k_cache, write.v_cache, write.slot_mapping,  # type: ignore[arg-type]
         q_weight=weights[0], k_weight=weights[1],
-        positions=rope.positions, cos_sin_cache=rope.cos_sin_cache, cos=rope.cos, sin=rope.sin,
-        is_neox=bool(rope.is_neox.value.data), rotary_dim=rope.rotary_dim.value.data,
-        head_dim=rope.head_dim.value.data, eps=eps, weight_offset=offset,
+        **rope.table_args(), eps=eps, weight_offset=offset,
         weight_f32=weight_f32, rope_f32=rope_f32,
         k_scale=None if quants is None else quants[0].scale,
         v_scale=None if quants is None else quants[1].scale,

@@ -223,10 +223,8 @@ def fuse_vllm_write(op: VllmKvCacheUpdateOp, rope: RopeOp | QkNormRopeOp, path: 
     fused_op = fused.RopeVllmKvCacheUpdateOp(
         q, k, v,  # type: ignore[arg-type]
         q_weight=weights[0], k_weight=weights[1],
-        positions=rope.positions, cos_sin_cache=rope.cos_sin_cache, cos=rope.cos,
-        sin=rope.sin, layer=op.layer, layer_name=op.layer_name.data,
-        is_neox=bool(rope.is_neox.value.data), rotary_dim=rope.rotary_dim.value.data,
-        head_dim=rope.head_dim.value.data, eps=eps, weight_offset=offset,
+        **rope.table_args(), layer=op.layer, layer_name=op.layer_name.data,
+        eps=eps, weight_offset=offset,
         weight_f32=weight_f32, rope_f32=rope_f32,
         result_types=[rope.q_out.type, rope.k_out.type, op.kv_cache_dep.type],  # type: ignore[union-attr]
     )

@@ -23,7 +23,15 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, ClassVar
 
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, StringAttr, UnitAttr, f64, i64
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    FloatAttr,
+    IntegerAttr,
+    StringAttr,
+    UnitAttr,
+    f64,
+    i64,
+)
 from xdsl.ir import Attribute, Operation, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
@@ -56,8 +64,8 @@ def bool_attr(value: bool) -> IntegerAttr:
 
 def property_value(definition: PropertyDef, value: Any) -> Attribute | None:
     """A Python value as the property `definition` holds it: a bool as a unit property (present
-    or absent) or a bool attribute, a str as a string, a number as f64 or i64, None as absent;
-    an Attribute as it is."""
+    or absent) or a bool attribute, a str as a string, a number as f64 or i64, a sequence of
+    ints as an i64 array, None as absent; an Attribute as it is."""
     if value is None or isinstance(value, Attribute):
         return value
     bases = definition.constr.get_bases() or ()
@@ -67,6 +75,8 @@ def property_value(definition: PropertyDef, value: Any) -> Attribute | None:
         return bool_attr(value)
     if isinstance(value, str):
         return StringAttr(value)
+    if DenseArrayBase in bases:
+        return DenseArrayBase.from_list(i64, [int(v) for v in value])
     return f64_attr(value) if FloatAttr in bases else i64_attr(value)
 
 

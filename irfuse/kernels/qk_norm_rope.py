@@ -140,16 +140,17 @@ def _rope_block(
     else:
         y1 = x1
         y2 = x2
-    # The tables: [TOKENS, 1, BLOCK_R2], loaded once for all the program's heads.
+    # The tables: [TOKENS, 1, BLOCK_R2], loaded once for all the program's heads (crow, srow:
+    # each token's row offset, [TOKENS, 1, 1], or per channel for a multimodal rope).
     mt = tmask[:, None, None] & imask
     if FULL_TABLE:
-        c1 = tl.load(cos_ptr + crow[:, None, None] + off1 * sc1, mask=mt, other=0.0)
-        c2 = tl.load(cos_ptr + crow[:, None, None] + off2 * sc1, mask=mt, other=0.0)
-        t1 = tl.load(sin_ptr + srow[:, None, None] + off1 * ss1, mask=mt, other=0.0)
-        t2 = tl.load(sin_ptr + srow[:, None, None] + off2 * ss1, mask=mt, other=0.0)
+        c1 = tl.load(cos_ptr + crow + off1 * sc1, mask=mt, other=0.0)
+        c2 = tl.load(cos_ptr + crow + off2 * sc1, mask=mt, other=0.0)
+        t1 = tl.load(sin_ptr + srow + off1 * ss1, mask=mt, other=0.0)
+        t2 = tl.load(sin_ptr + srow + off2 * ss1, mask=mt, other=0.0)
     else:
-        c1 = tl.load(cos_ptr + crow[:, None, None] + i * sc1, mask=mt, other=0.0)
-        t1 = tl.load(sin_ptr + srow[:, None, None] + i * ss1, mask=mt, other=0.0)
+        c1 = tl.load(cos_ptr + crow + i * sc1, mask=mt, other=0.0)
+        t1 = tl.load(sin_ptr + srow + i * ss1, mask=mt, other=0.0)
         c2 = c1
         t2 = t1
     a1 = y1.to(tl.float32)
@@ -185,13 +186,30 @@ def _rope_block(
         tl.store(out + j * dd, _to_store(xp, scale, FP8, DST), mask=ms & (j < D))
 
 
+@triton.jit
+def _mrope_row(BLOCK_R2: tl.constexpr, MROPE: tl.constexpr, INTERLEAVED: tl.constexpr,
+               S_T: tl.constexpr, S_H: tl.constexpr, S_W: tl.constexpr):
+    """The position row each table channel reads ([1, 1, BLOCK_R2]; `qk_norm_rope_ref.mrope_rows`),
+    or row 0 for all of them without a multimodal rope."""
+    ch = tl.arange(0, BLOCK_R2)[None, None, :]
+    if MROPE:
+        if INTERLEAVED:
+            row = tl.where((ch % 3 == 1) & (ch < 3 * S_H), 1, 0)
+            row = tl.where((ch % 3 == 2) & (ch < 3 * S_W), 2, row)
+        else:
+            row = (ch >= S_T).to(tl.int32) + (ch >= S_T + S_H).to(tl.int32)
+    else:
+        row = ch * 0
+    return row.to(tl.int64)
+
+
 @triton.jit(do_not_specialize=["T"])
 def _qk_norm_rope_kernel(
     q_ptr, k_ptr, v_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, pos_ptr,
     q_out_ptr, k_out_ptr, kc_ptr, vc_ptr, slot_ptr, k_scale_ptr, v_scale_ptr,
     T, eps, weight_offset,
     sq0, sq1, sq2, sk0, sk1, sk2, sv0, sv1, sv2,
-    sc0, sc1, ss0, ss1,
+    sc0, sc1, ss0, ss1, sp_row, sc_row, ss_row,
     skc0, skc1, skc2, skc3, svc0, svc1, svc2, svc3, block_size,
     HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, DV: tl.constexpr, R: tl.constexpr,
     IS_NEOX: tl.constexpr, FULL_TABLE: tl.constexpr, HAS_POS: tl.constexpr,
@@ -199,6 +217,8 @@ def _qk_norm_rope_kernel(
     HAS_OFFSET: tl.constexpr, ROPE_F32: tl.constexpr, KV: tl.constexpr, FP8: tl.constexpr,
     TOKENS: tl.constexpr, HEADS: tl.constexpr, BLOCK_R2: tl.constexpr, BLOCK_P: tl.constexpr,
     BLOCK_DV: tl.constexpr, PDL: tl.constexpr, K_OUT: tl.constexpr = False,
+    MROPE: tl.constexpr = False, INTERLEAVED: tl.constexpr = False, S_T: tl.constexpr = 0,
+    S_H: tl.constexpr = 0, S_W: tl.constexpr = 0,
 ):
     """Program p: head block p % blocks (q's, then k's, then v's) of tokens
     [(p // blocks) * TOKENS, + TOKENS). Without KV, k goes to k_out [T, HK, D] (contiguous, as
@@ -224,13 +244,16 @@ def _qk_norm_rope_kernel(
         blk = slot // block_size
         row = slot - blk * block_size
     if hb < NQB + NKB:
+        t3 = toks64[:, None, None]
+        mrow = _mrope_row(BLOCK_R2, MROPE, INTERLEAVED, S_T, S_H, S_W)
         if HAS_POS:
-            prow = tl.load(pos_ptr + toks64, mask=tmask, other=0).to(tl.int64)
+            prow = tl.load(pos_ptr + mrow * sp_row + t3, mask=tmask[:, None, None],
+                           other=0).to(tl.int64)
             crow = prow * sc0
             srow = prow * ss0
         else:
-            crow = toks64 * sc0
-            srow = toks64 * ss0
+            crow = mrow * sc_row + t3 * sc0
+            srow = mrow * ss_row + t3 * ss0
         if hb < NQB:
             heads = hb * HEADS + lanes
             _rope_block(q_ptr, sq0, sq1, sq2, qw_ptr, eps, weight_offset,
@@ -281,7 +304,8 @@ def _qk_norm_rope_kernel(
 
 def _launch(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache, k_cache, v_cache,
             slot_mapping, k_scale, v_scale, shapes, eps, is_neox, rotary_dim, weight_offset,
-            weight_f32, rope_f32, config, kv, return_k=False):
+            weight_f32, rope_f32, config, kv, return_k=False, mrope_section=None,
+            mrope_interleaved=False):
     tokens, hq, hk, d = shapes.tokens, shapes.q_heads, shapes.kv_heads, shapes.head_dim
     if d > MAX_HEAD_DIM or shapes.v_dim > MAX_HEAD_DIM:
         raise ValueError(f"irfuse: qk_norm_rope: head dims over {MAX_HEAD_DIM} are not supported")
@@ -298,9 +322,15 @@ def _launch(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache, k_c
     half = rotary_dim // 2
     if cos_sin_cache is not None:
         cos_t, sin_t = cos_sin_cache[:, :half], cos_sin_cache[:, half:]
-        pos = positions
+        pos = positions if positions.stride(-1) == 1 else positions.contiguous()
     else:
         cos_t, sin_t, pos = cos, sin, q  # (pos unused)
+    # A multimodal rope's positions [3, T] or tables [3, T, W]: the rows `row_strides` apart.
+    mrope = mrope_section is not None
+    sections = tuple(mrope_section) if mrope else (0, 0, 0)
+    row_strides = (pos.stride(0) if mrope and cos_sin_cache is not None else 0,
+                   cos_t.stride(0) if mrope and cos_sin_cache is None else 0,
+                   sin_t.stride(0) if mrope and cos_sin_cache is None else 0)
     if kv:
         kc, vc, slots = k_cache, v_cache, slot_mapping
         fp8 = shapes.fp8_cache
@@ -323,7 +353,7 @@ def _launch(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache, k_c
         q_out, k_out if k_out is not None else q_out, kc, vc, slots, ks, vs,
         tokens, float(eps), float(weight_offset),
         *q.stride(), *k.stride(), *vstr,
-        cos_t.stride(0), cos_t.stride(1), sin_t.stride(0), sin_t.stride(1),
+        cos_t.stride(-2), cos_t.stride(-1), sin_t.stride(-2), sin_t.stride(-1), *row_strides,
         *kcs, *vcs, shapes.block_size,
         HQ=hq, HK=hk, D=d, DV=max(shapes.v_dim, 1), R=rotary_dim,
         IS_NEOX=bool(is_neox), FULL_TABLE=shapes.full_table, HAS_POS=cos_sin_cache is not None,
@@ -332,7 +362,8 @@ def _launch(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache, k_c
         ROPE_F32=bool(rope_f32), KV=kv, FP8=fp8, K_OUT=kv and return_k,
         TOKENS=cfg.tokens, HEADS=cfg.heads, BLOCK_R2=next_pow2(half),
         BLOCK_P=next_pow2(d - rotary_dim) if d > rotary_dim else 0,
-        BLOCK_DV=next_pow2(max(shapes.v_dim, 1)),
+        BLOCK_DV=next_pow2(max(shapes.v_dim, 1)), MROPE=mrope,
+        INTERLEAVED=bool(mrope_interleaved), S_T=sections[0], S_H=sections[1], S_W=sections[2],
         num_warps=cfg.num_warps, enable_fp_fusion=False, **pdl_launch(cfg.pdl, q.device),
     )
     return q_out, k_out
@@ -341,14 +372,16 @@ def _launch(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache, k_c
 def qk_norm_rope(q, k, q_weight, k_weight, cos, sin, positions, cos_sin_cache, *, eps: float,
                  is_neox: bool, rotary_dim: int, weight_offset: float = 0.0,
                  weight_f32: bool = False, rope_f32: bool = False,
+                 mrope_section: list[int] | None = None, mrope_interleaved: bool = False,
                  config: RopeConfig | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-head RMSNorm (where a weight is given) + RoPE of q and k in one launch: new contiguous
     (q_out, k_out); arguments, numerics and errors as `qk_norm_rope_ref.qk_norm_rope`."""
+    mrope = {"mrope_section": mrope_section, "mrope_interleaved": mrope_interleaved}
     shapes = qk_norm_rope_ref.check_args(q, k, q_weight, k_weight, cos, sin, positions,
-                                         cos_sin_cache, rotary_dim)
+                                         cos_sin_cache, rotary_dim, **mrope)
     q_out, k_out = _launch(q, k, None, q_weight, k_weight, cos, sin, positions, cos_sin_cache,
                            None, None, None, None, None, shapes, eps, is_neox, rotary_dim,
-                           weight_offset, weight_f32, rope_f32, config, False)
+                           weight_offset, weight_f32, rope_f32, config, False, **mrope)
     assert k_out is not None
     return q_out, k_out
 
@@ -357,18 +390,21 @@ def qk_norm_rope_kv(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_ca
                     v_cache, slot_mapping, k_scale, v_scale, *, eps: float, is_neox: bool,
                     rotary_dim: int, weight_offset: float = 0.0, weight_f32: bool = False,
                     rope_f32: bool = False, config: RopeConfig | None = None,
-                    return_k: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+                    return_k: bool = False, mrope_section: list[int] | None = None,
+                    mrope_interleaved: bool = False
+                    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """`qk_norm_rope` with the rotated k and v written into the paged caches at slot_mapping, in
     place, in the same launch (slots < 0 skipped; FP8 caches scaled): returns q_out, or with
     `return_k` (q_out, k_out). Arguments, numerics and errors as
     `qk_norm_rope_ref.qk_norm_rope_kv`."""
+    mrope = {"mrope_section": mrope_section, "mrope_interleaved": mrope_interleaved}
     shapes = qk_norm_rope_ref.check_args(q, k, q_weight, k_weight, cos, sin, positions,
                                          cos_sin_cache, rotary_dim, v, k_cache, v_cache,
-                                         slot_mapping, k_scale, v_scale, kv=True)
+                                         slot_mapping, k_scale, v_scale, kv=True, **mrope)
     q_out, k_out = _launch(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache,
                            k_cache, v_cache, slot_mapping, k_scale, v_scale, shapes, eps, is_neox,
                            rotary_dim, weight_offset, weight_f32, rope_f32, config, True,
-                           return_k)
+                           return_k, **mrope)
     if return_k:
         assert k_out is not None
         return q_out, k_out
@@ -378,8 +414,9 @@ def qk_norm_rope_kv(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_ca
 def qk_norm_rope_kv_keep_k(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache,
                            k_cache, v_cache, slot_mapping, *, eps: float, is_neox: bool,
                            rotary_dim: int, weight_offset: float = 0.0, weight_f32: bool = False,
-                           rope_f32: bool = False, config: RopeConfig | None = None
-                           ) -> tuple[torch.Tensor, torch.Tensor]:
+                           rope_f32: bool = False, config: RopeConfig | None = None,
+                           mrope_section: list[int] | None = None,
+                           mrope_interleaved: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """`qk_norm_rope_kv` (model-dtype caches) with `return_k`: (q_out, k_out), new contiguous
     `[T, H, D]`; the caches may be any strided `[blocks, block_size, H, D]` views (vLLM's
     `[B, H, N, 2D]` cache split on its last dim)."""
@@ -387,6 +424,7 @@ def qk_norm_rope_kv_keep_k(q, k, v, q_weight, k_weight, cos, sin, positions, cos
                           k_cache, v_cache, slot_mapping, None, None, eps=eps, is_neox=is_neox,
                           rotary_dim=rotary_dim, weight_offset=weight_offset,
                           weight_f32=weight_f32, rope_f32=rope_f32, config=config,
-                          return_k=True)
+                          return_k=True, mrope_section=mrope_section,
+                          mrope_interleaved=mrope_interleaved)
     assert isinstance(out, tuple)
     return out

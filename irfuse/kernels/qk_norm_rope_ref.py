@@ -42,7 +42,8 @@ def _fail(msg: str) -> None:
 
 def check_args(q, k, q_weight, k_weight, cos, sin, positions, cos_sin_cache, rotary_dim: int,
                v=None, k_cache=None, v_cache=None, slot_mapping=None, k_scale=None,
-               v_scale=None, kv: bool = False) -> Shapes:
+               v_scale=None, kv: bool = False, mrope_section: list[int] | None = None,
+               mrope_interleaved: bool = False) -> Shapes:
     """Validate the arguments of `qk_norm_rope` (and, with `kv`, `qk_norm_rope_kv`); ValueError
     on anything the functions do not take. Cheap: shapes and dtypes only (no device sync)."""
     for name, t in (("q", q), ("k", k)):
@@ -62,6 +63,7 @@ def check_args(q, k, q_weight, k_weight, cos, sin, positions, cos_sin_cache, rot
     if not (isinstance(rotary_dim, int) and rotary_dim >= 2 and rotary_dim % 2 == 0
             and rotary_dim <= head_dim):
         _fail(f"rotary_dim must be even, >= 2 and <= head_dim {head_dim}, got {rotary_dim}")
+    rows = _check_sections(mrope_section, mrope_interleaved, rotary_dim // 2)
     by_cache = positions is not None or cos_sin_cache is not None
     by_table = cos is not None or sin is not None
     if by_cache == by_table:
@@ -70,8 +72,9 @@ def check_args(q, k, q_weight, k_weight, cos, sin, positions, cos_sin_cache, rot
     if by_cache:
         if positions is None or cos_sin_cache is None:
             _fail("positions and cos_sin_cache go together")
-        if positions.shape != (tokens,) or positions.dtype not in (torch.int64, torch.int32):
-            _fail(f"positions must be an int64/int32 [{tokens}] tensor, got "
+        if positions.shape != (*rows, tokens) or positions.dtype not in (torch.int64,
+                                                                          torch.int32):
+            _fail(f"positions must be an int64/int32 {[*rows, tokens]} tensor, got "
                   f"{tuple(positions.shape)} {positions.dtype}")
         if (cos_sin_cache.dim() != 2 or cos_sin_cache.shape[1] != rotary_dim
                 or cos_sin_cache.dtype not in FLOATS):
@@ -80,14 +83,15 @@ def check_args(q, k, q_weight, k_weight, cos, sin, positions, cos_sin_cache, rot
     else:
         if cos is None or sin is None:
             _fail("cos and sin go together")
+        widths = (rotary_dim // 2,) if rows else (rotary_dim, rotary_dim // 2)
         for name, t in (("cos", cos), ("sin", sin)):
-            if (t.dim() != 2 or t.shape[0] != tokens or t.shape[1] not in
-                    (rotary_dim, rotary_dim // 2) or t.dtype not in FLOATS):
-                _fail(f"{name} must be a float [{tokens}, {rotary_dim} or {rotary_dim // 2}] "
-                      f"tensor, got {tuple(t.shape)} {t.dtype}")
+            if (t.shape[:-1] != (*rows, tokens) or t.dim() != len(rows) + 2
+                    or t.shape[-1] not in widths or t.dtype not in FLOATS):
+                _fail(f"{name} must be a float {[*rows, tokens]} x "
+                      f"{' or '.join(map(str, widths))} tensor, got {tuple(t.shape)} {t.dtype}")
         if cos.shape != sin.shape:
             _fail(f"cos {tuple(cos.shape)} and sin {tuple(sin.shape)} differ in shape")
-        full = cos.shape[1] == rotary_dim
+        full = cos.shape[-1] == rotary_dim
     v_dim = block_size = 0
     fp8 = False
     if kv:
@@ -137,15 +141,50 @@ def rms_norm_heads(x: torch.Tensor, weight: torch.Tensor | None, eps: float,
     return n.to(dtype) * weight.to(dtype)
 
 
-def rope_tables(cos, sin, positions, cos_sin_cache, rotary_dim: int
+def _check_sections(sections: list[int] | None, interleaved: bool, half: int
+                    ) -> tuple[int, ...]:
+    """The leading dims of a multimodal rope's positions and tables: (3,), or () without one."""
+    if sections is None:
+        if interleaved:
+            _fail("mrope_interleaved needs mrope_section")
+        return ()
+    if len(sections) != 3 or min(sections) < 0 or (not interleaved and sum(sections) != half):
+        _fail(f"mrope_section {list(sections)} does not split the {half} table channels into "
+              "three sections")
+    return (3,)
+
+
+def mrope_rows(width: int, sections: list[int], interleaved: bool,
+               device: torch.device | None = None) -> torch.Tensor:
+    """The position row (0 temporal, 1 height, 2 width) each table channel of a multimodal RoPE
+    reads, as vLLM's MRoPE kernels pick it: the sections `[t, h, w]` one after another, or
+    (`interleaved`, Qwen3-VL) height where `j % 3 == 1` and `j < 3h`, width where `j % 3 == 2`
+    and `j < 3w`, else temporal."""
+    channel = torch.arange(width, device=device)
+    if interleaved:
+        row = torch.where((channel % 3 == 1) & (channel < 3 * sections[1]), 1, 0)
+        return torch.where((channel % 3 == 2) & (channel < 3 * sections[2]), 2, row)
+    return (channel >= sections[0]).long() + (channel >= sections[0] + sections[1]).long()
+
+
+def rope_tables(cos, sin, positions, cos_sin_cache, rotary_dim: int,
+                mrope_section: list[int] | None = None, mrope_interleaved: bool = False
                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(cos, sin) [T, W] per token: the rows of `cos_sin_cache` [max_pos, rotary_dim] (row p =
     [cos | sin], vLLM's layout) at `positions` [T], split, or the tables `cos`, `sin` [T, W]
-    themselves (W = rotary_dim / 2, or rotary_dim for Hugging Face's duplicated tables)."""
+    themselves (W = rotary_dim / 2, or rotary_dim for Hugging Face's duplicated tables).
+
+    With `mrope_section`, positions are `[3, T]` (or the tables `[3, T, rotary_dim / 2]`) and
+    channel j comes from the row `mrope_rows` names: a selection, every value one of the
+    cache's."""
     if cos_sin_cache is not None:
-        cs = cos_sin_cache.index_select(0, positions.long())
-        return cs[:, : rotary_dim // 2], cs[:, rotary_dim // 2:]
-    return cos, sin
+        cs = cos_sin_cache[positions.long()]
+        cos, sin = cs[..., : rotary_dim // 2], cs[..., rotary_dim // 2:]
+    if mrope_section is None:
+        return cos, sin
+    rows = mrope_rows(cos.shape[-1], mrope_section, mrope_interleaved, cos.device)
+    index = rows.view(1, 1, -1).expand(1, cos.shape[1], -1)
+    return cos.gather(0, index)[0], sin.gather(0, index)[0]
 
 
 def rope_heads(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, is_neox: bool,
@@ -190,14 +229,17 @@ def rope_heads(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, is_neox
 
 def qk_norm_rope(q, k, q_weight, k_weight, cos, sin, positions, cos_sin_cache, *, eps: float,
                  is_neox: bool, rotary_dim: int, weight_offset: float = 0.0,
-                 weight_f32: bool = False, rope_f32: bool = False
+                 weight_f32: bool = False, rope_f32: bool = False,
+                 mrope_section: list[int] | None = None, mrope_interleaved: bool = False
                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-head RMSNorm (where a weight is given) + RoPE of q and k: new contiguous
     (q_out [T, Hq, D], k_out [T, Hk, D]) in the input dtype. q [T, Hq, D] and k [T, Hk, D] may
     have any strides, one dtype of bf16 / fp16 / fp32; the numerics are `rms_norm_heads`' and
     `rope_heads`'."""
-    check_args(q, k, q_weight, k_weight, cos, sin, positions, cos_sin_cache, rotary_dim)
-    c, s = rope_tables(cos, sin, positions, cos_sin_cache, rotary_dim)
+    check_args(q, k, q_weight, k_weight, cos, sin, positions, cos_sin_cache, rotary_dim,
+               mrope_section=mrope_section, mrope_interleaved=mrope_interleaved)
+    c, s = rope_tables(cos, sin, positions, cos_sin_cache, rotary_dim, mrope_section,
+                       mrope_interleaved)
     outs = []
     for x, w in ((q, q_weight), (k, k_weight)):
         y = rms_norm_heads(x, w, eps, weight_offset, weight_f32)
@@ -227,18 +269,21 @@ def write_cache(cache: torch.Tensor, x: torch.Tensor, slot_mapping: torch.Tensor
 def qk_norm_rope_kv(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache, k_cache,
                     v_cache, slot_mapping, k_scale, v_scale, *, eps: float, is_neox: bool,
                     rotary_dim: int, weight_offset: float = 0.0, weight_f32: bool = False,
-                    rope_f32: bool = False, return_k: bool = False
+                    rope_f32: bool = False, return_k: bool = False,
+                    mrope_section: list[int] | None = None, mrope_interleaved: bool = False
                     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """`qk_norm_rope`, with the rotated k and v written into the paged caches at slot_mapping
     (in place; slots < 0 skipped; FP8 caches scaled by k_scale / v_scale). Returns q_out, or
     with `return_k` (q_out, k_out): the rotated k itself, for a k also read besides the
     write."""
     check_args(q, k, q_weight, k_weight, cos, sin, positions, cos_sin_cache, rotary_dim, v,
-               k_cache, v_cache, slot_mapping, k_scale, v_scale, kv=True)
+               k_cache, v_cache, slot_mapping, k_scale, v_scale, kv=True,
+               mrope_section=mrope_section, mrope_interleaved=mrope_interleaved)
     q_out, k_out = qk_norm_rope(q, k, q_weight, k_weight, cos, sin, positions, cos_sin_cache,
                                 eps=eps, is_neox=is_neox, rotary_dim=rotary_dim,
                                 weight_offset=weight_offset, weight_f32=weight_f32,
-                                rope_f32=rope_f32)
+                                rope_f32=rope_f32, mrope_section=mrope_section,
+                                mrope_interleaved=mrope_interleaved)
     write_cache(k_cache, k_out, slot_mapping, k_scale)
     write_cache(v_cache, v, slot_mapping, v_scale)
     return (q_out, k_out) if return_k else q_out

@@ -2,7 +2,8 @@
 
 The kernels take q `[T, H, D]` with a cos/sin row (or a position) per T, shared by the H heads.
 Models hand the rope other layouts: vLLM `[T, H, D]` with positions `[T]`, Hugging Face
-`[B, H, T, D]` with cos `[B, 1, T, W]`. `RowLayout` finds the dims a table row is shared across
+`[B, H, T, D]` with cos `[B, 1, T, W]`, a multimodal rope (vLLM) positions `[3, T]` or cos
+`[3, T, W]`. `RowLayout` finds the dims a table row is shared across
 (where the broadcast table has size 1: the heads, and a batch the table does not vary over),
 moves them next to the last dim, flattens each group and returns the kernel's operands; `restore`
 puts a kernel output `[T, H, D]` back into the caller's layout. The fake implementations call
@@ -87,18 +88,26 @@ def table_rows(table: torch.Tensor, layout: RowLayout) -> torch.Tensor:
 
 
 def table_args(layout: RowLayout, positions: torch.Tensor | None, cos: torch.Tensor | None,
-               sin: torch.Tensor | None) -> dict[str, torch.Tensor]:
+               sin: torch.Tensor | None, multimodal: bool = False) -> dict[str, torch.Tensor]:
     """The kernels' table arguments for rows of `layout`: cos and sin as rows, or the positions
-    flattened (a cos/sin cache indexed by position)."""
+    flattened (a cos/sin cache indexed by position). A multimodal rope's positions `[3, ...]`
+    and tables `[3, ..., W]` index x's leading dims as positions do: each row flattened."""
+    if multimodal:
+        if cos is not None:
+            return {"cos": cos.flatten(1, -2), "sin": sin.flatten(1, -2)}
+        return {"positions": positions.flatten(1)}
     if cos is not None:
         return {"cos": table_rows(cos, layout), "sin": table_rows(sin, layout)}
     return {"positions": positions.reshape(-1)}
 
 
 def layouts(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor | None,
-            cos: torch.Tensor | None) -> tuple[RowLayout, RowLayout]:
+            cos: torch.Tensor | None, multimodal: bool = False) -> tuple[RowLayout, RowLayout]:
     """q's and k's layouts; they must index the same table rows."""
-    if positions is not None:
+    if multimodal:  # the first of the three rows, laid out as positions
+        index = positions[0] if positions is not None else cos[0, ..., 0]
+        lq, lk = layout_for_positions(q, index), layout_for_positions(k, index)
+    elif positions is not None:
         lq, lk = layout_for_positions(q, positions), layout_for_positions(k, positions)
     elif cos is not None:
         lq, lk = layout_for_table(q, cos), layout_for_table(k, cos)

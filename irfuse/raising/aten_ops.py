@@ -213,7 +213,6 @@ VLLM_STATIC_SCALED_FP8_QUANT = "_C::static_scaled_fp8_quant.default"
 # --- irfuse's own custom ops (`torch.ops.irfuse`), as model code may call them ------------
 
 IRFUSE_ADD_RMS_NORM = "irfuse::add_rms_norm.default"
-IRFUSE_MROPE_TABLES = "irfuse::mrope_tables.default"
 IRFUSE_NVFP4_PACK = "irfuse::nvfp4_pack.default"
 IRFUSE_NVFP4_UNPACK = "irfuse::nvfp4_unpack.default"
 IRFUSE_QUANT_FP8_GROUP = "irfuse::quant_fp8_group.default"

@@ -5,8 +5,8 @@ rotary (float32 cache, rotated in float32) and the multimodal rope of Qwen2/2.5/
 vLLM rotates q and k in place, often views of one qkv buffer: the raised rope reads
 `[T, heads, head_size]` views of them, its region keeps vLLM's call, and the values the graph
 used afterwards (the new q and k, or the new base) are rebuilt from the rope's results, so that
-every reader sees the same bits. A multimodal rope's cos and sin are picked per token by section
-(`irfuse::mrope_tables`).
+every reader sees the same bits. A multimodal rope keeps its positions `[3, T]` (or the tables
+at them) and its sections (`mrope_section`): the fused kernels pick each channel's row.
 """
 
 from __future__ import annotations
@@ -20,19 +20,14 @@ from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import VerifyException
 
-from irfuse.dialects import aten
 from irfuse.dialects.attn import RopeOp
 from irfuse.dialects.irfuse import TensorType
-from irfuse.dialects.irfuse import tensor_type as make_tensor_type
 from irfuse.ir.shapes import mul_dim
 from irfuse.raising import user_kernels
 from irfuse.raising.aten_ops import (
     AS_STRIDED_SCATTER,
     FLATTEN_USING_INTS,
-    INDEX_TENSOR,
-    IRFUSE_MROPE_TABLES,
     SLICE_SCATTER,
-    SLICE_TENSOR,
     TRITON_KERNEL_WRAPPER_FUNCTIONAL,
     UNFLATTEN_INT,
     VLLM_FLASHINFER_ROTARY_EMBEDDING,
@@ -62,7 +57,6 @@ from irfuse.raising.vllm_functionalized import (
     View,
     aten_call,
     constant_arg,
-    encode,
     float_input,
     tensor_arg,
     view_ops,
@@ -87,9 +81,9 @@ region for them)."""
 
 MROPES = (VLLM_MROPE, VLLM_TRITON_MROPE)
 """vLLM's multimodal RoPEs (MRotaryEmbedding with `[3, T]` positions: Qwen2/2.5/3-VL): ROCm's
-`vllm.mrope` op and CUDA's Triton kernel (a user-kernel call). Raised to `attn.rope` on the
-per-token cos and sin `irfuse::mrope_tables` picks by section; both rotate in the model dtype,
-their cache cast to it."""
+`vllm.mrope` op and CUDA's Triton kernel (a user-kernel call). Raised to `attn.rope` with
+`mrope_section` on ROCm's positions and cache, or on the CUDA kernel's gathered cos and sin; both
+rotate in the model dtype, their cache in it."""
 
 
 @dataclass
@@ -280,7 +274,7 @@ def raise_rotary(fn: Functionalized) -> None:
         raise NoMatch("its query and key overlap in their base (or cannot be told apart)")
     model = tensor_type(q.x).dtype  # type: ignore[union-attr]
     if mrope:
-        tables, rotary_dim, made = _mrope_tables(fn, model)
+        tables, rotary_dim = _mrope_tables(fn, model)
     else:
         ct = tensor_type(cache)
         rotary_dim = ct.dims[-1] if ct.rank == 2 else None  # type: ignore[union-attr]
@@ -288,8 +282,8 @@ def raise_rotary(fn: Functionalized) -> None:
             dims = list(ct.dims)  # type: ignore[union-attr]
             raise NoMatch(f"the cos_sin_cache is {dims}, not [max_positions, rotary_dim]")
         _rotary_cache_dtype(fn.target, ct.dtype, model)  # type: ignore[union-attr]
-        tables, made = {"positions": positions, "cos_sin_cache": cache}, []
-    prelude = [*made, *(o for r in rs for o in r.prelude)]
+        tables = {"positions": positions, "cos_sin_cache": cache}
+    prelude = [o for r in rs for o in r.prelude]
     inside = [o for r in rs for o in r.inside]
     raised = RopeOp(
         q.x, None if k is None else k.x, **tables,
@@ -344,16 +338,17 @@ def raise_rotary(fn: Functionalized) -> None:
         raise
 
 
-def _mrope_tables(fn: Functionalized, model: Attribute
-                  ) -> tuple[dict[str, SSAValue], int, list[Operation]]:
-    """A multimodal RoPE's tables as `attn.rope` reads them: cos and sin `[T, 1, rotary_dim / 2]`
-    from `irfuse::mrope_tables` (exact: a selection), on the tables at the three position rows,
-    which CUDA's kernel takes (`cos`, `sin`) and ROCm's op gathers from its cache."""
+def _mrope_tables(fn: Functionalized, model: Attribute) -> tuple[dict[str, Any], int]:
+    """A multimodal RoPE's tables as `attn.rope` reads them, by section: ROCm's op's positions
+    `[3, T]` and cos/sin cache, or the CUDA kernel's cos and sin `[3, T, rotary_dim / 2]` (the
+    model's gather of the cache at the three position rows)."""
     rotary_dim = constant_arg(fn, "rotary_dim", int)
     sections = [constant_arg(fn, f"mrope_section_{s}", int) for s in "thw"]
     interleaved = constant_arg(fn, "mrope_interleaved", bool)
     half = rotary_dim // 2
-    made: list[Operation] = []
+    if not interleaved and sum(sections) != half:
+        raise NoMatch(f"its sections {sections} do not add up to rotary_dim / 2 ({half})")
+    by_section = {"mrope_section": sections, "mrope_interleaved": interleaved}
     if fn.target == VLLM_MROPE:
         positions, cache = tensor_arg(fn, "positions"), tensor_arg(fn, "cos_sin_cache")
         pt, ct = tensor_type(positions), tensor_type(cache)
@@ -362,47 +357,17 @@ def _mrope_tables(fn: Functionalized, model: Attribute
         if ct.dims[1:] != (rotary_dim,) or ct.rank != 2:  # type: ignore[union-attr]
             dims = list(ct.dims)  # type: ignore[union-attr]
             raise NoMatch(f"the cos_sin_cache is {dims}, not [max_positions, {rotary_dim}]")
-        three = (3, pt.dims[1], rotary_dim)  # type: ignore[union-attr]
-        made.append(aten_call(INDEX_TENSOR, [cache, [positions]], three, ct.dtype))  # type: ignore
-        for start, end in ((0, half), (half, rotary_dim)):
-            made.append(aten_call(SLICE_TENSOR, [made[0].results[0], 2, start, end],
-                              (*three[:2], half), ct.dtype))  # type: ignore[union-attr]
-        cos, sin = made[1].results[0], made[2].results[0]
-    else:
-        cos, sin = tensor_arg(fn, "cos"), tensor_arg(fn, "sin")
+        if ct.dtype != model:  # type: ignore[union-attr]
+            raise NoMatch(f"its cos_sin_cache is {ct.dtype}, not q's {model}")  # type: ignore
+        return {"positions": positions, "cos_sin_cache": cache, **by_section}, rotary_dim
+    cos, sin = tensor_arg(fn, "cos"), tensor_arg(fn, "sin")
     t = tensor_type(cos)
     if t.rank != 3 or t.dims[0] != 3 or t.dims[2] != half or tensor_type(sin) != t:  # type: ignore
         raise NoMatch(f"its cos and sin are {tensor_type(cos)} and {tensor_type(sin)}, not "
                       f"[3, T, {half}] each")
     if t.dtype != model:  # type: ignore[union-attr]
         raise NoMatch(f"its cos and sin are {t.dtype}, not q's {model}")  # type: ignore
-    if not interleaved and sum(sections) != half:
-        raise NoMatch(f"its sections {sections} do not add up to rotary_dim / 2 ({half})")
-    table = make_tensor_type((t.dims[1], 1, half), t.dtype)  # type: ignore[union-attr]
-    operands: list[SSAValue] = []
-    template = [encode(a, operands) for a in (cos, sin, sections, interleaved)]
-    tables = aten.CallOp(IRFUSE_MROPE_TABLES, operands, template, [table, table],
-                         tuple_result=True)
-    earlier = _same_tables(cos, tables)
-    if earlier is not None:  # every layer's rope reads the same tables: picked once
-        tables.erase()
-        tables = earlier
-    else:
-        made.append(tables)
-    return {"cos": tables.results[0], "sin": tables.results[1]}, rotary_dim, made
-
-
-def _same_tables(cos: SSAValue, tables: aten.CallOp) -> aten.CallOp | None:
-    """An `irfuse::mrope_tables` call an earlier layer's raise made of the same tables (vLLM
-    gathers them once per step when its layers share one rotary: cse-pure merged the gathers)."""
-    for use in cos.uses:
-        op = use.operation
-        if (isinstance(op, aten.CallOp) and op is not tables
-                and op.target.data == IRFUSE_MROPE_TABLES and op.parent is not None
-                and tuple(op.operands) == tuple(tables.operands)
-                and op.template == tables.template):
-            return op
-    return None
+    return {"cos": cos, "sin": sin, **by_section}, rotary_dim
 
 
 def _rotary_cache_dtype(target: str, cache: Attribute, model: Attribute) -> None:

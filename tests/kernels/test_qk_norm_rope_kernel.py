@@ -195,6 +195,47 @@ def test_reference_is_vllm_native(dtype, table_dtype, is_neox, rotary_dim, norm)
     assert _same(half[0], want[0]) and _same(half[1], want[1])
 
 
+def _vllm_mrope_tables(cache, positions, sections, interleaved):
+    """MRotaryEmbedding.forward_native's tables (vLLM 0.32): the cache rows at the three position
+    rows, then per channel the row its section names (`apply_interleaved_rope`, or the sections'
+    `cat`)."""
+    cos, sin = cache[positions].chunk(2, dim=-1)
+    out = []
+    for x in (cos, sin):
+        if interleaved:
+            ch = torch.arange(x.shape[-1])
+            picked = torch.where((ch % 3 == 1) & (ch < sections[1] * 3), x[1], x[0])
+            out.append(torch.where((ch % 3 == 2) & (ch < sections[2] * 3), x[2], picked))
+        else:
+            out.append(torch.cat([m[i] for i, m in enumerate(x.split(sections, dim=-1))], -1))
+    return out
+
+
+MROPES = [((24, 20, 20), True, True), ((16, 24, 24), False, True), ((8, 12, 12), True, False)]
+
+
+@pytest.mark.parametrize(("sections", "interleaved", "is_neox"), MROPES)
+def test_reference_multimodal_is_vllm_native(sections, interleaved, is_neox):
+    """A multimodal rope's two forms (positions `[3, T]` + cache; the tables at the three rows
+    `[3, T, rotary_dim / 2]`, strided halves of one gather as vLLM's CUDA path passes them) give
+    vLLM's native bits: the rows picked per channel, then its rotary."""
+    rd = 2 * sum(sections)
+    q, k, _, qw, kw, _ = _qkv(9, 4, 2, 128, torch.bfloat16, seed=rd)
+    pos3 = torch.randint(0, MAX_POS, (3, 9), generator=torch.Generator().manual_seed(5))
+    cache = _cos_sin_cache(rd, torch.bfloat16)
+    cos, sin = _vllm_mrope_tables(cache, pos3, list(sections), interleaved)
+    want = [_vllm_rms_norm(x, w) for x, w in ((q, qw), (k, kw))]
+    want = [torch.cat((_vllm_apply_rotary(x[..., :rd], cos, sin, is_neox), x[..., rd:]), -1)
+            for x in want]
+    mm = {"mrope_section": list(sections), "mrope_interleaved": interleaved}
+    opts = {"eps": EPS, "is_neox": is_neox, "rotary_dim": rd, **mm}
+    by_cache = ref.qk_norm_rope(q, k, qw, kw, None, None, pos3, cache, **opts)
+    cos3, sin3 = cache[pos3].chunk(2, dim=-1)
+    by_table = ref.qk_norm_rope(q, k, qw, kw, cos3, sin3, None, None, **opts)
+    for got in (by_cache, by_table):
+        assert _same(got[0], want[0]) and _same(got[1], want[1])
+
+
 def test_reference_is_f_rms_norm_with_weight_f32():
     q, k, _, qw, kw, pos = _qkv(6, 4, 2, 128, torch.bfloat16, seed=3)
     cache = _cos_sin_cache(128, torch.bfloat16)
@@ -319,7 +360,7 @@ def test_reference_kv_refuses_short_slot_mapping_and_fp8_without_scales():
 BASE = {"T": 5, "hq": 4, "hk": 2, "d": 64, "rd": 64, "dtype": "bf16", "neox": True,
         "norm": "qk", "table": "cache", "table_dtype": "bf16", "weight_f32": False,
         "offset": 0.0, "rope_f32": False, "kv": None, "dv": None, "config": None,
-        "return_k": False}
+        "return_k": False, "mrope": None}
 
 
 def _case(**kw) -> dict:
@@ -347,6 +388,12 @@ KERNEL_CASES = [
     # The rotated k returned too (a k read besides the cache write).
     _case(kv="same", T=17, return_k=True), _case(kv="fp8", norm="none", return_k=True),
     _case(kv="same", dv=32, d=128, rd=64, neox=False, return_k=True, config=(4, 2, 2)),
+    # A multimodal rope: positions [3, T] + cache, or the gathered tables [3, T, rd / 2].
+    _case(T=17, mrope=((16, 8, 8), False)), _case(T=5, mrope=((12, 10, 10), True)),
+    _case(T=17, table="half", mrope=((12, 10, 10), True)),
+    _case(table="half", neox=False, norm="none", d=128, rd=64, mrope=((16, 8, 8), False)),
+    _case(kv="same", T=17, mrope=((12, 10, 10), True)),
+    _case(kv="fp8", table="half", return_k=True, mrope=((16, 8, 8), False)),
 ]
 
 
@@ -364,6 +411,9 @@ def _case_id(c: dict) -> str:
         parts.append("return_k")
     if c["config"]:
         parts.append("cfg" + "x".join(map(str, c["config"])))
+    if c["mrope"]:
+        parts.append("mrope" + "x".join(map(str, c["mrope"][0]))
+                     + ("-interleaved" if c["mrope"][1] else ""))
     return "-".join(parts)
 
 
@@ -435,6 +485,15 @@ def check_case(c: dict, device: str) -> dict:
         cos, sin = f.cos().to(tdt).expand(t, -1), f.sin().to(tdt).expand(t, -1)
     opts = {"eps": EPS, "is_neox": c["neox"], "rotary_dim": rd, "weight_offset": c["offset"],
             "weight_f32": c["weight_f32"], "rope_f32": c["rope_f32"]}
+    if c["mrope"]:  # three position rows; the tables: strided halves of one gather (vLLM's)
+        gen = torch.Generator(device=device).manual_seed(t)
+        pos3 = torch.randint(0, MAX_POS, (3, t), generator=gen, device=device)
+        mcache = _cos_sin_cache(rd, tdt, device)
+        if c["table"] == "cache":
+            positions, cache = pos3, mcache
+        else:
+            cos, sin = mcache[pos3].chunk(2, dim=-1)
+        opts.update(mrope_section=list(c["mrope"][0]), mrope_interleaved=c["mrope"][1])
     cfg = kern.RopeConfig(*c["config"]) if c["config"] else None
     exact = c["norm"] == "none"
     problems = []
@@ -592,6 +651,11 @@ GPU_CASES = [_case(T=t, **QWEN3) for t in (1, 7, 256, 4096)] + [
     _case(T=1, kv="same", **QWEN3), _case(T=33, kv="same", **QWEN3),
     _case(T=64, kv="fp8", **QWEN3), _case(T=64, kv="fp8", norm="none", **QWEN3),
     _case(T=40, kv="same", norm="none", neox=False, hq=32, hk=8, d=128, rd=64),
+    # Qwen3-VL's multimodal rope (interleaved [24, 20, 20]) in both forms; Qwen2-VL's [16, 24, 24].
+    *(_case(T=t, mrope=((24, 20, 20), True), table=tb, **QWEN3)
+      for t in (1, 128, 4096) for tb in ("cache", "half")),
+    _case(T=300, mrope=((16, 24, 24), False), **QWEN3),
+    _case(T=64, kv="same", table="half", mrope=((24, 20, 20), True), **QWEN3),
 ]
 
 

@@ -164,9 +164,10 @@ def test_vllm_cuda_mrope_is_raised_and_the_norms_fuse_into_it(sections, interlea
                                         target=triton_kernel_wrapper_functional)
 
 
-def test_layers_sharing_vllms_rotary_pick_the_tables_once():
+def test_layers_sharing_vllms_rotary_gather_the_tables_once():
     """Two layers: vLLM's layers share one rotary, so cse-pure merges their gathers of the
-    tables and the second raise reuses the first's `irfuse::mrope_tables`."""
+    tables at the three position rows, and both fused kernels read that one gather by section
+    (no per-token tables are made)."""
     def f(positions, qkv, cache, qw, kw):
         outs = []
         for scale in (2, 3):
@@ -182,8 +183,13 @@ def test_layers_sharing_vllms_rotary_pick_the_tables_once():
     emitted, report = _mrope_run(gm, fuse=True)
     assert report.raised["rope"] == 2
     assert report.fused("enable-qk-norm-rope-fusion") == 2
-    tables = [n for n in emitted.graph.nodes if "mrope_tables" in str(n.target)]
-    assert len(tables) == 1
+    gathers = emitted.graph.find_nodes(op="call_function", target=torch.ops.aten.index.Tensor)
+    assert len(gathers) == 1
+    kernels = emitted.graph.find_nodes(op="call_function",
+                                       target=torch.ops.irfuse.qk_norm_rope.default)
+    assert len(kernels) == 2
+    assert all(list(k.kwargs["mrope_section"]) == [4, 2, 2] for k in kernels)
+    assert kernels[0].args[6:8] == kernels[1].args[6:8]  # the same cos and sin [3, T, 8]
 
 
 def test_vllm_cuda_mrope_from_another_process_is_a_remark():

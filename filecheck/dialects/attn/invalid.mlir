@@ -382,3 +382,43 @@ func.func @mla_cache_width(%kv_c: !irfuse.tensor<[8, 512], bf16>, %k_pe: !irfuse
   func.return
 }
 // CHECK: kv_cache's last dim (kv_lora_rank + rope_dim) is 512, expected 576
+
+// -----
+
+func.func @mrope_sections(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %pos: !irfuse.tensor<[3, s0], i64>, %cache: !irfuse.tensor<[4096, 128], bf16>) {
+  %qo = attn.rope %q, positions %pos, cos_sin_cache %cache {is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64, mrope_section = array<i64: 16, 24, 20>} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[3, s0], i64>, !irfuse.tensor<[4096, 128], bf16>) -> !irfuse.tensor<[s0, 32, 128], bf16>
+  func.return
+}
+// CHECK: mrope_section [16, 24, 20] must be three sizes >= 0 that add up to rotary_dim / 2 (64)
+
+// -----
+
+func.func @mrope_rows(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %pos: !irfuse.tensor<[s0], i64>, %cache: !irfuse.tensor<[4096, 128], bf16>) {
+  %qo = attn.rope %q, positions %pos, cos_sin_cache %cache {is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64, mrope_section = array<i64: 16, 24, 24>} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 128], bf16>) -> !irfuse.tensor<[s0, 32, 128], bf16>
+  func.return
+}
+// CHECK: positions must have rank >= 2, got [s0]
+
+// -----
+
+func.func @mrope_table_rows(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %cos: !irfuse.tensor<[2, s0, 64], bf16>) {
+  %qo = attn.rope %q, cos %cos, sin %cos {is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64, mrope_section = array<i64: 16, 24, 24>} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[2, s0, 64], bf16>, !irfuse.tensor<[2, s0, 64], bf16>) -> !irfuse.tensor<[s0, 32, 128], bf16>
+  func.return
+}
+// CHECK: cos's first dim (the temporal, height and width rows) is 2, expected 3
+
+// -----
+
+func.func @mrope_full_table(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %cos: !irfuse.tensor<[3, s0, 128], bf16>) {
+  %qo = attn.rope %q, cos %cos, sin %cos {is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64, mrope_section = array<i64: 16, 24, 24>} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[3, s0, 128], bf16>, !irfuse.tensor<[3, s0, 128], bf16>) -> !irfuse.tensor<[s0, 32, 128], bf16>
+  func.return
+}
+// CHECK: cos has shape [3, s0, 128]: its last dim must be rotary_dim / 2 (64)
+
+// -----
+
+func.func @interleaved_alone(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %pos: !irfuse.tensor<[s0], i64>, %cache: !irfuse.tensor<[4096, 128], bf16>) {
+  %qo = attn.rope %q, positions %pos, cos_sin_cache %cache {is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64, mrope_interleaved} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0], i64>, !irfuse.tensor<[4096, 128], bf16>) -> !irfuse.tensor<[s0, 32, 128], bf16>
+  func.return
+}
+// CHECK: mrope_interleaved needs mrope_section

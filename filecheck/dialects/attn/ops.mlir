@@ -42,6 +42,17 @@ func.func @rope(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse.tensor<[s0,
   func.return
 }
 
+// CHECK-LABEL: func.func @multimodal_rope
+func.func @multimodal_rope(%q: !irfuse.tensor<[s0, 32, 128], bf16>, %k: !irfuse.tensor<[s0, 8, 128], bf16>, %pos: !irfuse.tensor<[3, s0], i64>, %cache: !irfuse.tensor<[4096, 128], bf16>, %cos: !irfuse.tensor<[3, s0, 64], bf16>, %sin: !irfuse.tensor<[3, s0, 64], bf16>) {
+  // Qwen3-VL's: positions [3, T] (temporal, height, width), channels interleaved by section.
+  // CHECK: attn.rope %{{.*}}, k %{{.*}}, positions %{{.*}}, cos_sin_cache %{{[^ ]+}} {is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64, mrope_section = array<i64: 24, 20, 20>, mrope_interleaved} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[3, s0], i64>, !irfuse.tensor<[4096, 128], bf16>) -> (!irfuse.tensor<[s0, 32, 128], bf16>, k_out !irfuse.tensor<[s0, 8, 128], bf16>)
+  %qo, %ko = attn.rope %q, k %k, positions %pos, cos_sin_cache %cache {is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64, mrope_section = array<i64: 24, 20, 20>, mrope_interleaved} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[3, s0], i64>, !irfuse.tensor<[4096, 128], bf16>) -> (!irfuse.tensor<[s0, 32, 128], bf16>, k_out !irfuse.tensor<[s0, 8, 128], bf16>)
+  // Qwen2-VL's on the tables at the three rows (vLLM's CUDA kernel takes them), one section after another.
+  // CHECK-NEXT: attn.rope %{{.*}}, cos %{{.*}}, sin %{{[^ ]+}} {is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64, mrope_section = array<i64: 16, 24, 24>} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[3, s0, 64], bf16>, !irfuse.tensor<[3, s0, 64], bf16>) -> !irfuse.tensor<[s0, 32, 128], bf16>
+  %qo2 = attn.rope %q, cos %cos, sin %sin {is_neox = true, rotary_dim = 128 : i64, head_dim = 128 : i64, mrope_section = array<i64: 16, 24, 24>} : (!irfuse.tensor<[s0, 32, 128], bf16>, !irfuse.tensor<[3, s0, 64], bf16>, !irfuse.tensor<[3, s0, 64], bf16>) -> !irfuse.tensor<[s0, 32, 128], bf16>
+  func.return
+}
+
 // CHECK-LABEL: func.func @kv_cache_write
 func.func @kv_cache_write(%k: !irfuse.tensor<[s0, 8, 128], bf16>, %v: !irfuse.tensor<[s0, 8, 128], bf16>, %kc: !irfuse.tensor<[1024, 16, 8, 128], bf16>, %vc: !irfuse.tensor<[1024, 16, 8, 128], bf16>, %slots: !irfuse.tensor<[s0], i64>) {
   // CHECK: %{{.*}}, %{{.*}} = attn.kv_cache_write %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{[^ ]+}} : (!irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[s0, 8, 128], bf16>, !irfuse.tensor<[1024, 16, 8, 128], bf16>, !irfuse.tensor<[1024, 16, 8, 128], bf16>, !irfuse.tensor<[s0], i64>) -> (!irfuse.tensor<[1024, 16, 8, 128], bf16>, !irfuse.tensor<[1024, 16, 8, 128], bf16>)

@@ -4,7 +4,7 @@ Anchored at `attn.rope` whose q and k are each the output of a `norm.rms_norm` o
 (Qwen3, Qwen3-MoE, vLLM's native spelling and its `_C` ops alike: raising has made them one op
 each), through views that keep every head's row intact (`rope_readings`). Any eps, weight
 offset, rotary dim, style and table form (positions into a cos/sin cache, or cos and sin
-computed in the graph) is an attribute or operand.
+computed in the graph; a multimodal rope's by section) is an attribute or operand.
 
 The kernel rounds as the model did: the weight product as the norm's decomposition computes it
 (`norm_readings`), the rotation in the model dtype with each product rounded, or in float32
@@ -46,10 +46,7 @@ def _fuse(rope: RopeOp, rewriter: PatternRewriter, site: Site) -> Outcome:
     q_in, k_in = norms.inputs()
     fused = QkNormRopeOp(
         q_in, k_in, norms.q.weight, norms.k.weight,  # type: ignore[arg-type]
-        positions=rope.positions, cos_sin_cache=rope.cos_sin_cache, cos=rope.cos, sin=rope.sin,
-        eps=norms.eps, is_neox=bool(rope.is_neox.value.data),
-        rotary_dim=rope.rotary_dim.value.data, head_dim=rope.head_dim.value.data,
-        weight_offset=norms.weight_offset, weight_f32=norms.weight_f32, rope_f32=rope_f32,
+        **rope.table_args(), eps=norms.eps, weight_offset=norms.weight_offset, weight_f32=norms.weight_f32, rope_f32=rope_f32,
         result_types=[rope.q_out.type, rope.k_out.type],  # type: ignore[union-attr]
     )
     fused.location = rope.location

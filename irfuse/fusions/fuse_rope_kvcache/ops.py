@@ -30,12 +30,8 @@ from irfuse.kernels.dispatch import kernels
 def _on_rows(fn: Callable, c: Call, return_k: bool = False) -> Any:
     """`fn` (the reference or the kernel) with the cos / sin tables (or the positions) as the
     kernel's rows; with `return_k` it returns (q_out, k_out)."""
-    lq, _ = rope_rows.layouts(c.q, c.k, c.positions, c.cos)
     rows = Call(c, return_k=return_k) if return_k else Call(c)
-    if c.cos is not None:
-        rows["cos"], rows["sin"] = rope_rows.table_rows(c.cos, lq), rope_rows.table_rows(c.sin, lq)
-    else:
-        rows["positions"] = c.positions.reshape(-1)
+    rows.update(_tables(c.q, c.k, c.positions, c.cos, c.sin, c.mrope_section))
     return fn(**rows)
 
 
@@ -45,7 +41,9 @@ def rope_kv_cache_write(q: Tensor, k: Tensor, v: Tensor, q_weight: Tensor | None
                         k_cache: Written, v_cache: Written, slot_mapping: Tensor, is_neox: bool,
                         rotary_dim: int, eps: float = 0.0, weight_offset: float = 0.0,
                         weight_f32: bool = False, rope_f32: bool = False,
-                        k_scale: Tensor | None = None, v_scale: Tensor | None = None) -> Tensor:
+                        k_scale: Tensor | None = None, v_scale: Tensor | None = None,
+                        mrope_section: list[int] | None = None,
+                        mrope_interleaved: bool = False) -> Tensor:
     """Write the rotated k and v into `k_cache` / `v_cache` in place (slots < 0 skipped, as vLLM
     pads) and return the rotated q. Separate caches `[num_blocks, block_size, kv_heads,
     head_dim]` in the model dtype, or in FP8 with `k_scale` / `v_scale` (rows stored as
@@ -99,7 +97,9 @@ def rope_kv_cache_write_flash(q: Tensor, k: Tensor, v: Tensor, q_weight: Tensor 
                               is_neox: bool, rotary_dim: int, eps: float = 0.0,
                               weight_offset: float = 0.0, weight_f32: bool = False,
                               rope_f32: bool = False, k_scale: Tensor | None = None,
-                              v_scale: Tensor | None = None) -> Tensor:
+                              v_scale: Tensor | None = None,
+                              mrope_section: list[int] | None = None,
+                              mrope_interleaved: bool = False) -> Tensor:
     """`rope_kv_cache_write` on vLLM's FlashAttention layout: one `[2, num_blocks, block_size,
     kv_heads, head_dim]` cache whose halves are the key and value caches."""
     return rope_kv_cache_write(**_halves(Call(locals())))
@@ -126,7 +126,9 @@ def rope_kv_cache_write_k(q: Tensor, k: Tensor, v: Tensor, q_weight: Tensor | No
                           is_neox: bool, rotary_dim: int, eps: float = 0.0,
                           weight_offset: float = 0.0, weight_f32: bool = False,
                           rope_f32: bool = False, k_scale: Tensor | None = None,
-                          v_scale: Tensor | None = None) -> tuple[Tensor, Tensor]:
+                          v_scale: Tensor | None = None,
+                          mrope_section: list[int] | None = None,
+                          mrope_interleaved: bool = False) -> tuple[Tensor, Tensor]:
     """`rope_kv_cache_write` returning the rotated k as well, (q_out, k_out), for a k read
     besides the write (`fused.rope_kv_cache_write`'s optional `k_out`)."""
     return _on_rows(qk_norm_rope_ref.qk_norm_rope_kv, Call(locals()), return_k=True)
@@ -148,7 +150,9 @@ def rope_kv_cache_write_flash_k(q: Tensor, k: Tensor, v: Tensor, q_weight: Tenso
                                 is_neox: bool, rotary_dim: int, eps: float = 0.0,
                                 weight_offset: float = 0.0, weight_f32: bool = False,
                                 rope_f32: bool = False, k_scale: Tensor | None = None,
-                                v_scale: Tensor | None = None) -> tuple[Tensor, Tensor]:
+                                v_scale: Tensor | None = None,
+                                mrope_section: list[int] | None = None,
+                                mrope_interleaved: bool = False) -> tuple[Tensor, Tensor]:
     return rope_kv_cache_write_k(**_halves(Call(locals())))
 
 
@@ -164,20 +168,20 @@ LayerName = Annotated[Any, Opaque(vllm_context.layer_name_type())]
 
 
 def _tables(q: Tensor, k: Tensor, positions: Tensor | None, cos: Tensor | None,
-            sin: Tensor | None) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
-    """(positions, cos, sin) as the kernels take them (rows of `rope_rows`; q and k
+            sin: Tensor | None, mrope_section: list[int] | None) -> dict[str, Tensor | None]:
+    """positions, cos and sin as the kernels take them (rows of `rope_rows`; q and k
     `[T, H, D]`)."""
-    lq, _ = rope_rows.layouts(q, k, positions, cos)
-    if cos is not None:
-        return None, rope_rows.table_rows(cos, lq), rope_rows.table_rows(sin, lq)
-    assert positions is not None
-    return positions.reshape(-1), None, None
+    multimodal = mrope_section is not None
+    lq, _ = rope_rows.layouts(q, k, positions, cos, multimodal)
+    return {"positions": None, "cos": None, "sin": None,
+            **rope_rows.table_args(lq, positions, cos, sin, multimodal)}
 
 
 def _readings(c: Call) -> dict:
     return {"eps": c.eps, "is_neox": c.is_neox, "rotary_dim": c.rotary_dim,
             "weight_offset": c.weight_offset, "weight_f32": c.weight_f32,
-            "rope_f32": c.rope_f32}
+            "rope_f32": c.rope_f32, "mrope_section": c.mrope_section,
+            "mrope_interleaved": c.mrope_interleaved}
 
 
 def rope_vllm_kv_cache_update(q: Tensor, k: Tensor, v: Tensor, q_weight: Tensor | None,
@@ -185,8 +189,9 @@ def rope_vllm_kv_cache_update(q: Tensor, k: Tensor, v: Tensor, q_weight: Tensor 
                               cos_sin_cache: Tensor | None, cos: Tensor | None,
                               sin: Tensor | None, layer_name: LayerName, is_neox: bool,
                               rotary_dim: int, eps: float = 0.0, weight_offset: float = 0.0,
-                              weight_f32: bool = False,
-                              rope_f32: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+                              weight_f32: bool = False, rope_f32: bool = False,
+                              mrope_section: list[int] | None = None,
+                              mrope_interleaved: bool = False) -> tuple[Tensor, Tensor, Tensor]:
     """RoPE, then vLLM's own cache write (`fused.rope_vllm_kv_cache_update`,
     `irfuse/fusions/rope_vllm_write.py`): the rotated q and k and vLLM's dummy. The cache and
     slots are found where vLLM's own ops find them, through the forward context by the layer name
@@ -197,9 +202,9 @@ def rope_vllm_kv_cache_update(q: Tensor, k: Tensor, v: Tensor, q_weight: Tensor 
     rotates q and k and writes k and v in place; other caches get the Triton rope and vLLM's
     write."""
     readings = _readings(Call(locals()))
-    positions, cos, sin = _tables(q, k, positions, cos, sin)
-    q_out, k_out = qk_norm_rope_ref.qk_norm_rope(q, k, q_weight, k_weight, cos, sin, positions,
-                                                 cos_sin_cache, **readings)
+    t = _tables(q, k, positions, cos, sin, mrope_section)
+    q_out, k_out = qk_norm_rope_ref.qk_norm_rope(q, k, q_weight, k_weight, t["cos"], t["sin"],
+                                                 t["positions"], cos_sin_cache, **readings)
     dep = torch.ops.vllm.unified_kv_cache_update(k_out, v, layer_name)
     return q_out, k_out, dep
 
@@ -221,7 +226,8 @@ def write_in_place(q, k, v, q_weight, k_weight, positions, cos, sin, cos_sin_cac
 
 
 def _vllm_cuda(c: Call) -> tuple[Tensor, Tensor, Tensor]:
-    positions, cos, sin = _tables(c.q, c.k, c.positions, c.cos, c.sin)
+    t = _tables(c.q, c.k, c.positions, c.cos, c.sin, c.mrope_section)
+    positions, cos, sin = t["positions"], t["cos"], t["sin"]
     readings = _readings(c)
     triton = kernels("qk_norm_rope")
     done = write_in_place(c.q, c.k, c.v, c.q_weight, c.k_weight, positions, cos, sin,

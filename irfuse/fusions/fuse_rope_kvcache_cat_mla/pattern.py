@@ -125,6 +125,9 @@ def _fuse(write: Write, rewriter: PatternRewriter, site: Site) -> Outcome:
     if any(only_user(v.results[0]) is not chain[i + 1] for i, v in enumerate(views)):
         raise NoMatch("a view of the rotated k_pe on the way to the cache write is also read "
                       "elsewhere")
+    if rope.sections() is not None:
+        raise NoMatch("the rope is multimodal (mrope_section): the MLA kernel reads one position "
+                      "per token")
     q_type, k_type = rope.q.type, rope.k.type
     assert isinstance(q_type, TensorType) and isinstance(k_type, TensorType)
     if q_type.rank != 3:
