@@ -205,7 +205,7 @@ class VllmQwen3VLAttention(VllmQwen3Attention):
                                                        ((D // 4, D // 8, D // 8), True)],
                          ids=["sections", "interleaved"])
 def test_vllm_multimodal_rope(v2, sections, interleaved):
-    """Qwen3-VL: the norms fuse into the multimodal rope, raised on its per-token tables."""
+    """Qwen3-VL: the norms fuse into the multimodal rope, raised with its sections."""
     model = VllmQwen3VLAttention(sections, interleaved)
     positions, qkv = _vllm_inputs()
     positions = torch.stack([positions, positions.flip(0), (positions * 7) % 64])

@@ -420,7 +420,7 @@ def test_deepgemm_packed_group_quant_is_named_not_raised(v2: bool) -> None:
 ], ids=["sections", "interleaved", "interleaved-gptj", "no-width-gptj"])
 def test_rocm_mrope_is_raised(v2: bool, sections, interleaved: bool, is_neox: bool) -> None:
     """ROCm's multimodal rope (`vllm.mrope`, [3, T] positions) on q and k split from one qkv
-    buffer: one attn.rope on the tables `irfuse::mrope_tables` picks, bit for bit."""
+    buffer: one attn.rope on the op's positions and cache, with its sections, bit for bit."""
     def fn(m, positions, x):
         q, k, v = (x * 2).split([HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM], -1)
         q, k = V.vllm_mrope(positions, q, k, HEAD_DIM, m.cache, sections, interleaved, is_neox)
