@@ -43,13 +43,13 @@ def _mla_rope_cache_kernel(
     toks64 = toks.to(tl.int64)
     lanes = tl.arange(0, HEADS)
     await_previous_kernel(PDL)
-    if HAS_POS:
-        prow = tl.load(pos_ptr + toks64, mask=tmask, other=0).to(tl.int64)
+    if HAS_POS:  # each token's table row offsets, [TOKENS, 1, 1] as `_rope_block` takes them
+        prow = tl.load(pos_ptr + toks64, mask=tmask, other=0).to(tl.int64)[:, None, None]
         crow = prow * sc0
         srow = prow * ss0
     else:
-        crow = toks64 * sc0
-        srow = toks64 * ss0
+        crow = toks64[:, None, None] * sc0
+        srow = toks64[:, None, None] * ss0
     if hb < NQB:
         heads = hb * HEADS + lanes
         _rope_block(q_ptr, sq0, sq1, sq2, q_ptr, 0.0, 0.0, toks64, tmask, heads, heads < H,

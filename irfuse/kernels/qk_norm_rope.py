@@ -97,7 +97,9 @@ def _rope_block(
     ROPE_F32: tl.constexpr, FP8: tl.constexpr, BLOCK_R2: tl.constexpr, BLOCK_P: tl.constexpr,
 ):
     """Norm + RoPE of the heads `heads` [HEADS] of the tokens `toks64` [TOKENS] of src (strides
-    s0, s1, s2), stored at dst + dtok[t] + head * dh + dim * dd where dmask[t]."""
+    s0, s1, s2), stored at dst + dtok[t] + head * dh + dim * dd where dmask[t]; the tables read
+    at cos_ptr + crow + dim * sc1 (crow: [TOKENS, 1, 1], or per channel [TOKENS, 1, BLOCK_R2]),
+    sin likewise."""
     DT = src.dtype.element_ty
     HALF: tl.constexpr = R // 2
     i = tl.arange(0, BLOCK_R2)[None, None, :]
