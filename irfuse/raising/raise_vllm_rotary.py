@@ -26,7 +26,9 @@ from irfuse.ir.shapes import mul_dim
 from irfuse.raising import user_kernels
 from irfuse.raising.aten_ops import (
     AS_STRIDED_SCATTER,
+    CLONE,
     FLATTEN_USING_INTS,
+    INDEX_TENSOR,
     SLICE_SCATTER,
     TRITON_KERNEL_WRAPPER_FUNCTIONAL,
     UNFLATTEN_INT,
@@ -47,6 +49,8 @@ from irfuse.raising.match import (
     NoMatch,
     call,
     discard,
+    last_dim_piece,
+    producer,
     raise_chain,
     size_matches,
     tensor_type,
@@ -339,9 +343,10 @@ def raise_rotary(fn: Functionalized) -> None:
 
 
 def _mrope_tables(fn: Functionalized, model: Attribute) -> tuple[dict[str, Any], int]:
-    """A multimodal RoPE's tables as `attn.rope` reads them, by section: ROCm's op's positions
-    `[3, T]` and cos/sin cache, or the CUDA kernel's cos and sin `[3, T, rotary_dim / 2]` (the
-    model's gather of the cache at the three position rows)."""
+    """A multimodal RoPE's tables as `attn.rope` reads them, by section: positions `[3, T]` and
+    the cos/sin cache (ROCm's op takes them; CUDA's kernel takes the cache's halves at them,
+    read back through that gather), or else the CUDA kernel's cos and sin `[3, T, rotary_dim /
+    2]` themselves."""
     rotary_dim = constant_arg(fn, "rotary_dim", int)
     sections = [constant_arg(fn, f"mrope_section_{s}", int) for s in "thw"]
     interleaved = constant_arg(fn, "mrope_interleaved", bool)
@@ -349,8 +354,13 @@ def _mrope_tables(fn: Functionalized, model: Attribute) -> tuple[dict[str, Any],
     if not interleaved and sum(sections) != half:
         raise NoMatch(f"its sections {sections} do not add up to rotary_dim / 2 ({half})")
     by_section = {"mrope_section": sections, "mrope_interleaved": interleaved}
+    cos = sin = None
     if fn.target == VLLM_MROPE:
         positions, cache = tensor_arg(fn, "positions"), tensor_arg(fn, "cos_sin_cache")
+    else:
+        cos, sin = tensor_arg(fn, "cos"), tensor_arg(fn, "sin")
+        positions, cache = _gathered_from(cos, sin) or (None, None)
+    if positions is not None:  # the kernels read the cache at the positions themselves
         pt, ct = tensor_type(positions), tensor_type(cache)
         if pt.rank != 2 or pt.dims[0] != 3:  # type: ignore[union-attr]
             raise NoMatch(f"its positions are {list(pt.dims)}, not [3, T]")  # type: ignore
@@ -360,7 +370,6 @@ def _mrope_tables(fn: Functionalized, model: Attribute) -> tuple[dict[str, Any],
         if ct.dtype != model:  # type: ignore[union-attr]
             raise NoMatch(f"its cos_sin_cache is {ct.dtype}, not q's {model}")  # type: ignore
         return {"positions": positions, "cos_sin_cache": cache, **by_section}, rotary_dim
-    cos, sin = tensor_arg(fn, "cos"), tensor_arg(fn, "sin")
     t = tensor_type(cos)
     if t.rank != 3 or t.dims[0] != 3 or t.dims[2] != half or tensor_type(sin) != t:  # type: ignore
         raise NoMatch(f"its cos and sin are {tensor_type(cos)} and {tensor_type(sin)}, not "
@@ -368,6 +377,30 @@ def _mrope_tables(fn: Functionalized, model: Attribute) -> tuple[dict[str, Any],
     if t.dtype != model:  # type: ignore[union-attr]
         raise NoMatch(f"its cos and sin are {t.dtype}, not q's {model}")  # type: ignore
     return {"cos": cos, "sin": sin, **by_section}, rotary_dim
+
+
+def _gathered_from(cos: SSAValue, sin: SSAValue) -> tuple[SSAValue, SSAValue] | None:
+    """(positions, cache) where cos and sin are the first and second half of `cache[positions]`:
+    how vLLM's `forward_cuda` makes the CUDA kernel's tables, Dynamo copying each half (a clone)
+    for the launch. None otherwise."""
+    pieces = []
+    for value in (cos, sin):
+        while (copy := producer(value, CLONE)) is not None:
+            value = copy.arg(0)
+        piece = last_dim_piece(value)
+        if piece is None:
+            return None
+        pieces.append(piece)
+    first, second = pieces
+    width = tensor_type(first.source).dims[-1]  # type: ignore[union-attr]
+    if (first.source is not second.source or (first.start, first.stop) != (0, second.start)
+            or second.stop != width or 2 * first.stop != width):
+        return None
+    gather = producer(first.source, INDEX_TENSOR)
+    index = None if gather is None else gather.arg(1)
+    if not isinstance(index, list) or len(index) != 1 or not isinstance(index[0], SSAValue):
+        return None
+    return index[0], gather.arg(0)  # type: ignore[union-attr]
 
 
 def _rotary_cache_dtype(target: str, cache: Attribute, model: Attribute) -> None:

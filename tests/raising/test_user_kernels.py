@@ -27,6 +27,7 @@ from xdsl.parser import Parser
 from xdsl.utils.exceptions import ParseError
 
 from irfuse.context import make_context
+from irfuse.passes import instantiate
 from irfuse.pipeline import PipelineOptions, run
 from irfuse.raising.fx_import import import_graph
 
@@ -164,10 +165,10 @@ def test_vllm_cuda_mrope_is_raised_and_the_norms_fuse_into_it(sections, interlea
                                         target=triton_kernel_wrapper_functional)
 
 
-def test_layers_sharing_vllms_rotary_gather_the_tables_once():
-    """Two layers: vLLM's layers share one rotary, so cse-pure merges their gathers of the
-    tables at the three position rows, and both fused kernels read that one gather by section
-    (no per-token tables are made)."""
+def test_the_kernels_read_the_cache_at_the_positions():
+    """vLLM's CUDA path gathers the cache at the three position rows and hands the kernel the
+    two halves: the raise reads back through that gather, so each layer's fused kernel reads
+    the cache by position itself, by section (two layers sharing one rotary)."""
     def f(positions, qkv, cache, qw, kw):
         outs = []
         for scale in (2, 3):
@@ -183,13 +184,30 @@ def test_layers_sharing_vllms_rotary_gather_the_tables_once():
     emitted, report = _mrope_run(gm, fuse=True)
     assert report.raised["rope"] == 2
     assert report.fused("enable-qk-norm-rope-fusion") == 2
-    gathers = emitted.graph.find_nodes(op="call_function", target=torch.ops.aten.index.Tensor)
-    assert len(gathers) == 1
     kernels = emitted.graph.find_nodes(op="call_function",
                                        target=torch.ops.irfuse.qk_norm_rope.default)
     assert len(kernels) == 2
-    assert all(list(k.kwargs["mrope_section"]) == [4, 2, 2] for k in kernels)
-    assert kernels[0].args[6:8] == kernels[1].args[6:8]  # the same cos and sin [3, T, 8]
+    for k in kernels:  # (q, k, q_weight, k_weight, positions, cos_sin_cache, cos, sin, ...)
+        assert [a.target for a in k.args[4:6]] == ["positions_1", "cache_1"], k.args
+        assert k.args[6:8] == (None, None)
+        assert list(k.kwargs["mrope_section"]) == [4, 2, 2] and k.kwargs["mrope_interleaved"]
+
+
+def test_tables_not_gathered_from_a_cache_are_read_as_given():
+    """cos and sin made otherwise than as halves of one gather (here: computed in the graph) are
+    the kernel's `[3, T, rotary_dim / 2]` tables, read by section."""
+    def f(positions, qkv, cache, qw, kw):
+        q, k, _ = (qkv * 2).split([HQ * D, HK * D, HK * D], -1)
+        cos, sin = cache[positions].chunk(2, dim=-1)
+        return MROPE.functional_call(q, k, cos * 1, sin, (4, 2, 2), D, D, False, True)
+
+    gm = make_fx(f, decomposition_table=select_decomp_table(), tracing_mode="fake")(
+        *_mrope_inputs())
+    module = import_graph(gm).module
+    instantiate("raise-vllm-ops").apply(make_context(), module)
+    (rope,) = [op for op in module.walk() if op.name == "attn.rope"]
+    assert rope.positions is None and rope.cos is not None
+    assert rope.cos.type.dims[0] == 3 and list(rope.mrope_section.get_values()) == [4, 2, 2]
 
 
 def test_vllm_cuda_mrope_from_another_process_is_a_remark():
