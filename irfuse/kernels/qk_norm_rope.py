@@ -192,17 +192,16 @@ def _rope_block(
 def _mrope_row(BLOCK_R2: tl.constexpr, MROPE: tl.constexpr, INTERLEAVED: tl.constexpr,
                S_T: tl.constexpr, S_H: tl.constexpr, S_W: tl.constexpr):
     """The position row each table channel reads ([1, 1, BLOCK_R2]; `qk_norm_rope_ref.mrope_rows`),
-    or row 0 for all of them without a multimodal rope."""
-    ch = tl.arange(0, BLOCK_R2)[None, None, :]
+    or row 0 for all of them ([1, 1, 1]: one row offset per token) without a multimodal rope."""
     if MROPE:
+        ch = tl.arange(0, BLOCK_R2)[None, None, :]
         if INTERLEAVED:
             row = tl.where((ch % 3 == 1) & (ch < 3 * S_H), 1, 0)
             row = tl.where((ch % 3 == 2) & (ch < 3 * S_W), 2, row)
         else:
             row = (ch >= S_T).to(tl.int32) + (ch >= S_T + S_H).to(tl.int32)
-    else:
-        row = ch * 0
-    return row.to(tl.int64)
+        return row.to(tl.int64)
+    return tl.zeros([1, 1, 1], dtype=tl.int64)
 
 
 @triton.jit(do_not_specialize=["T"])
