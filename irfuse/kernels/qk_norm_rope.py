@@ -189,19 +189,17 @@ def _rope_block(
 
 
 @triton.jit
-def _mrope_row(BLOCK_R2: tl.constexpr, MROPE: tl.constexpr, INTERLEAVED: tl.constexpr,
-               S_T: tl.constexpr, S_H: tl.constexpr, S_W: tl.constexpr):
-    """The position row each table channel reads ([1, 1, BLOCK_R2]; `qk_norm_rope_ref.mrope_rows`),
-    or row 0 for all of them ([1, 1, 1]: one row offset per token) without a multimodal rope."""
-    if MROPE:
-        ch = tl.arange(0, BLOCK_R2)[None, None, :]
-        if INTERLEAVED:
-            row = tl.where((ch % 3 == 1) & (ch < 3 * S_H), 1, 0)
-            row = tl.where((ch % 3 == 2) & (ch < 3 * S_W), 2, row)
-        else:
-            row = (ch >= S_T).to(tl.int32) + (ch >= S_T + S_H).to(tl.int32)
-        return row.to(tl.int64)
-    return tl.zeros([1, 1, 1], dtype=tl.int64)
+def _mrope_row(BLOCK_R2: tl.constexpr, INTERLEAVED: tl.constexpr, S_T: tl.constexpr,
+               S_H: tl.constexpr, S_W: tl.constexpr):
+    """The position row each table channel of a multimodal rope reads, [1, 1, BLOCK_R2]
+    (`qk_norm_rope_ref.mrope_rows`)."""
+    ch = tl.arange(0, BLOCK_R2)[None, None, :]
+    if INTERLEAVED:
+        row = tl.where((ch % 3 == 1) & (ch < 3 * S_H), 1, 0)
+        row = tl.where((ch % 3 == 2) & (ch < 3 * S_W), 2, row)
+    else:
+        row = (ch >= S_T).to(tl.int32) + (ch >= S_T + S_H).to(tl.int32)
+    return row.to(tl.int64)
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -245,16 +243,25 @@ def _qk_norm_rope_kernel(
         blk = slot // block_size
         row = slot - blk * block_size
     if hb < NQB + NKB:
+        # Each token's table offsets, [TOKENS, 1, 1]; a multimodal rope's per channel.
         t3 = toks64[:, None, None]
-        mrow = _mrope_row(BLOCK_R2, MROPE, INTERLEAVED, S_T, S_H, S_W)
-        if HAS_POS:
-            prow = tl.load(pos_ptr + mrow * sp_row + t3, mask=tmask[:, None, None],
-                           other=0).to(tl.int64)
+        if MROPE:
+            mrow = _mrope_row(BLOCK_R2, INTERLEAVED, S_T, S_H, S_W)
+            if HAS_POS:
+                prow = tl.load(pos_ptr + mrow * sp_row + t3, mask=tmask[:, None, None],
+                               other=0).to(tl.int64)
+                crow = prow * sc0
+                srow = prow * ss0
+            else:
+                crow = mrow * sc_row + t3 * sc0
+                srow = mrow * ss_row + t3 * ss0
+        elif HAS_POS:
+            prow = tl.load(pos_ptr + t3, mask=tmask[:, None, None], other=0).to(tl.int64)
             crow = prow * sc0
             srow = prow * ss0
         else:
-            crow = mrow * sc_row + t3 * sc0
-            srow = mrow * ss_row + t3 * ss0
+            crow = t3 * sc0
+            srow = t3 * ss0
         if hb < NQB:
             heads = hb * HEADS + lanes
             _rope_block(q_ptr, sq0, sq1, sq2, qw_ptr, eps, weight_offset,
