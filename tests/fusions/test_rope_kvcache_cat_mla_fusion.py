@@ -9,8 +9,12 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import nn
+from xdsl.parser import Parser
 
+from irfuse import remarks
+from irfuse.context import make_context
 from irfuse.models.layers import RotaryEmbedding
+from irfuse.passes import instantiate
 from irfuse.testing import Compiled, assert_bit_exact, compile_and_run
 
 PASS = "fuse-rope-kvcache-cat-mla"
@@ -88,3 +92,25 @@ def test_an_unrotated_key_is_no_candidate():
     assert not [m for r in compiled.reports for p in r.passes if p.name == PASS
                 for m in p.missed]
     assert_bit_exact(compiled.outputs, compiled.eager)
+
+
+MULTIMODAL = """
+func.func @f(%q_pe: !irfuse.tensor<[s0, 4, 16], bf16>, %k_pe: !irfuse.tensor<[s0, 1, 16], bf16>, %kv_c: !irfuse.tensor<[s0, 32], bf16>, %pos: !irfuse.tensor<[3, s0], i64>, %cs: !irfuse.tensor<[64, 16], bf16>, %cache: !irfuse.tensor<[4, 4, 48], bf16>, %slots: !irfuse.tensor<[s0], i64>) -> (!irfuse.tensor<[s0, 4, 16], bf16>, !irfuse.tensor<[4, 4, 48], bf16>) {
+  %qr, %kr = attn.rope %q_pe, k %k_pe, positions %pos, cos_sin_cache %cs {is_neox = true, rotary_dim = 16 : i64, head_dim = 16 : i64, mrope_section = array<i64: 4, 2, 2>} : (!irfuse.tensor<[s0, 4, 16], bf16>, !irfuse.tensor<[s0, 1, 16], bf16>, !irfuse.tensor<[3, s0], i64>, !irfuse.tensor<[64, 16], bf16>) -> (!irfuse.tensor<[s0, 4, 16], bf16>, k_out !irfuse.tensor<[s0, 1, 16], bf16>)
+  %k2 = aten.call "aten::squeeze.dim"(%kr, 1) : (!irfuse.tensor<[s0, 1, 16], bf16>) -> !irfuse.tensor<[s0, 16], bf16>
+  %c2 = attn.mla_kv_cache_write %kv_c, %k2, %cache, %slots : (!irfuse.tensor<[s0, 32], bf16>, !irfuse.tensor<[s0, 16], bf16>, !irfuse.tensor<[4, 4, 48], bf16>, !irfuse.tensor<[s0], i64>) -> !irfuse.tensor<[4, 4, 48], bf16>
+  func.return %qr, %c2 : !irfuse.tensor<[s0, 4, 16], bf16>, !irfuse.tensor<[4, 4, 48], bf16>
+}
+"""
+
+
+def test_a_multimodal_rope_is_a_remark():
+    """The MLA kernel reads one position per token: a rope with sections into the latent-cache
+    write stays unfused, with that reason."""
+    module = Parser(make_context(), f"builtin.module {{{MULTIMODAL}}}").parse_module()
+    with remarks.collecting() as sink:
+        instantiate(PASS).apply(make_context(), module)
+    assert sink.fused == 0
+    assert [m.reason for m in sink.missed] == [
+        "the rope is multimodal (mrope_section): the MLA kernel reads one position per token"]
+    assert [op.name for op in module.walk()].count("attn.rope") == 1
