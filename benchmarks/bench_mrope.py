@@ -4,10 +4,10 @@ Inductor on the graph vLLM runs on CUDA.
 Qwen3-VL-8B's attention (32 q / 8 kv heads of 128, bf16, interleaved sections [24, 20, 20],
 `[3, T]` positions): q, k, v split from qkv, RMSNorm of q and k per head (vLLM's
 `forward_native`), the tables gathered at the three position rows, and the MRoPE Triton kernel
-launched in place on q and k (`MRotaryEmbedding.forward_cuda`). The kernel is
-`tests/vllm_triton_mrope.py`'s stand-in (vLLM's parameter list and launch, its body ours, each
-product and sum rounded by its bits; vLLM is not installed on the GPU machine): a user of vLLM
-runs vLLM's own kernel there, so the baseline is near, not equal, to theirs.
+launched in place on q and k (`MRotaryEmbedding.forward_cuda`). The kernel is vLLM's own with
+`--vllm-mrope PATH` (its `mrope.py`: `triton_mrope` and `_triton_mrope_forward` are read from the
+file and run as vLLM's, since vLLM does not install on the GPU machine), else
+`tests/vllm_triton_mrope.py`'s stand-in (vLLM's parameter list and launch, its body ours).
 
 - `inductor`: the graph under `torch.compile` (Inductor: the norms and the gather compiled, the
   user kernel launched as it is).
@@ -21,16 +21,20 @@ off, each within 2 bf16 ulps of its rotated pair's magnitude), its count of diff
 printed. `copy` is an SM copy of the bytes the fused
 kernel must move (q and k read and written), the floor.
 
-    PYTHONPATH=. python3 benchmarks/bench_mrope.py --rounds 3
+    PYTHONPATH=. python3 benchmarks/bench_mrope.py --rounds 3 [--vllm-mrope path/to/mrope.py]
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import sys
+import types
 
 import torch
+import triton
+import triton.language as tl
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -48,8 +52,24 @@ EPS = 1e-6
 DEFAULT_TOKENS = (1, 16, 128, 1024, 4096)
 
 
+def vllm_triton_mrope(path: str):
+    """vLLM's `triton_mrope` (and the kernel it launches) from its `mrope.py`, in a module named as
+    vLLM's, so that irfuse recognizes the launch; its platform check reads CUDA."""
+    with open(path) as f:
+        tree = ast.parse(f.read(), path)
+    wanted = ("_triton_mrope_forward", "triton_mrope")
+    body = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in wanted]
+    module = types.ModuleType(mrope.MODULE)
+    platform = types.SimpleNamespace(is_rocm=lambda: False)
+    module.__dict__.update(torch=torch, triton=triton, tl=tl, current_platform=platform)
+    exec(compile(ast.Module(body, []), path, "exec"), module.__dict__)
+    return module.triton_mrope
+
+
 class Qwen3VLRope(torch.nn.Module):
     """The norms and the multimodal rope of one Qwen3-VL attention layer, as vLLM runs them."""
+
+    rope = staticmethod(mrope.triton_mrope)
 
     def __init__(self):
         super().__init__()
@@ -69,7 +89,7 @@ class Qwen3VLRope(torch.nn.Module):
         q = self._norm(q.view(-1, HQ, D), self.qw).view(q.shape)
         k = self._norm(k.view(-1, HK, D), self.kw).view(k.shape)
         cos, sin = self.cache[positions].chunk(2, dim=-1)
-        return mrope.triton_mrope(q, k, cos, sin, SECTIONS, D, D, True, True)
+        return self.rope(q, k, cos, sin, SECTIONS, D, D, True, True)
 
 
 def measure(t: int, args: argparse.Namespace) -> dict:
@@ -102,11 +122,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tokens", type=int, nargs="*", default=list(DEFAULT_TOKENS))
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--rep", type=int, default=100)
+    p.add_argument("--vllm-mrope", help="vLLM's mrope.py: its kernel is the baseline's")
     args = p.parse_args(argv)
+    if args.vllm_mrope:
+        Qwen3VLRope.rope = staticmethod(vllm_triton_mrope(args.vllm_mrope))
     import torch._dynamo
 
     torch._dynamo.config.recompile_limit = 64
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
+    kernel = "vLLM's" if args.vllm_mrope else "the stand-in"
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {kernel} MRoPE kernel")
     print("| T | fused | checks | Inductor µs | irfuse µs | Inductor / irfuse | copy µs |")
     print("|---|---|---|---|---|---|---|")
     for t in args.tokens:
