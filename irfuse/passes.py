@@ -16,13 +16,13 @@ from xdsl.utils.arg_spec import parse_spec
 from irfuse.emit import custom_ops  # noqa: F401  (registers torch.ops.irfuse.*, the kernels)
 from irfuse.emit.select_kernels import SelectKernels
 from irfuse.fusions import FUSIONS
-from irfuse.raising.cse_pure import CsePure
+from irfuse.raising.cse_pure import CsePure, DcePure
 from irfuse.raising.raising import RAISINGS
 
 PASSES: dict[str, type[ModulePass]] = {
     p.name: p
     for p in (
-        CommonSubexpressionElimination, DeadCodeElimination, CsePure,
+        CommonSubexpressionElimination, DeadCodeElimination, CsePure, DcePure,
         *(r.pass_class for r in RAISINGS),
         *(f.pass_class for f in FUSIONS),
         SelectKernels,

@@ -49,6 +49,9 @@ to the report's `passes`, `fused` = ops removed). `cse-pure` merges duplicated p
 taken twice is one value, so the norm that casts its input twice raises); a value it makes shared
 between two chains is cloned into the region of the one raised first (`match.clone_shared`)."""
 
+DCE_PURE = "dce-pure"
+"""Run after the fusions (not reported as one): erases the pure calls nothing reads any more."""
+
 SELECT_KERNELS = "select-kernels"
 
 
@@ -255,6 +258,7 @@ def _finish(
     start = time.perf_counter()
     for name in options.fusion_passes:
         report.passes.append(_run_pass(prepared, name, options))
+    _run_pass(prepared, DCE_PURE, options)  # what the fused kernels no longer read
     report.stages.append(StageRecord("fuse", _ms(start), count_ops(module)))
 
     start = time.perf_counter()

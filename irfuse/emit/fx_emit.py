@@ -2,8 +2,7 @@
 
 `aten.call` and `kernel.call` become `call_function` nodes with their arguments rebuilt from the
 templates; a raised op that was not fused is replaced by its decomposition region, inlined, so
-the ATen code it came from runs unchanged; `func.return` becomes the output node. Pure ATen calls
-nothing reads are dropped (`_droppable`). Nodes of
+the ATen code it came from runs unchanged; `func.return` becomes the output node. Nodes of
 imported ops get the FX metadata their original node had. Nodes of new ops (kernel calls, the
 reshapes fusions add) carry none: Inductor re-traces the graph with fake tensors (aot_autograd
 inside `compile_fx`), which runs the custom ops' fake implementations, so computing fake values
@@ -26,26 +25,7 @@ from irfuse.dialects import aten, kernel
 from irfuse.dialects.irfuse import YieldOp
 from irfuse.emit import custom_ops  # noqa: F401  (registers the irfuse:: ops kernel calls name)
 from irfuse.ir import call_args, call_syntax
-from irfuse.raising import purity
 from irfuse.raising.fx_import import decode_outputs
-
-
-def _droppable(node: torch.fx.Node) -> bool:
-    """Whether a node nothing reads can go from the emitted graph: a `getitem`, or an ATen call
-    `purity` reads as pure (the rule cse-pure merges by), a gather by integer indices included.
-    What a fusion leaves unread (the tables a fused kernel now reads by position) then never
-    runs, with Inductor or without; calls of any other kind stay (they may write)."""
-    if node.op != "call_function":
-        return False
-    if node.target is operator.getitem:
-        return True
-    if node.target is torch.ops.aten.index.Tensor:
-        vals = [getattr(i, "meta", {}).get("val") for i in node.args[1]]  # type: ignore[union-attr]
-        return all(v is not None and not v.dtype.is_floating_point and v.dtype != torch.bool
-                   for v in vals)
-    if not isinstance(node.target, torch._ops.OpOverload):
-        return False
-    return purity.target_info(targets.name_of(node.target)).kind == purity.PURE
 
 
 class EmitError(RuntimeError):
@@ -148,7 +128,6 @@ def emit_graph(
     returned = emitter.emit_block(block)
     assert returned is not None, "func.func without func.return"
     graph.output(decode_outputs(func, returned))
-    graph.eliminate_dead_code(is_impure_node=lambda node: not _droppable(node))
     # Lazy: the Python code of the graph is generated at its first call (or when Inductor
     # traces it), not on irfuse's compile path.
     return _LazyGraphModule(source, graph)

@@ -1,12 +1,12 @@
 """A `Kernel`: one `irfuse::` custom op, declared from its typed torch reference.
 
 The reference's signature is the op's one argument list. Its annotations give the torch schema
-(`Tensor`, `Tensor | None`, `list[Tensor]`, `list[int]` (or `| None`), `float`, `int`, `bool`, `str`,
-`torch.dtype`, `Written` for a tensor the kernel writes in place, and `Opaque` for an argument
-of a type named when the kernel is declared: vLLM's layer name), its defaults the schema's; its
-name is the op's. The CUDA implementation and the fake take one `Call` (the arguments by name, defaults
-filled in), so they never restate the list; the examples are bound through it, so a stale one
-fails at once; and select-kernels reads each parameter by name off the fused op
+(`Tensor`, `Tensor | None`, `list[Tensor]`, `list[int]` (or `| None`), `float`, `int`, `bool`,
+`str`, `torch.dtype`, `Written` for a tensor the kernel writes in place, and `Opaque` for an
+argument of a type named when the kernel is declared: vLLM's layer name), its defaults the
+schema's; its name is the op's. The CUDA implementation and the fake take one `Call` (the arguments
+by name, defaults filled in), so they never restate the list; the examples are bound through it, so
+a stale one fails at once; and select-kernels reads each parameter by name off the fused op
 (`irfuse.fusions.kernel_call`).
 
 Which implementation a kernel runs per platform (`Kernel.choose`): the measured choices are data,

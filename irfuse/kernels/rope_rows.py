@@ -3,11 +3,11 @@
 The kernels take q `[T, H, D]` with a cos/sin row (or a position) per T, shared by the H heads.
 Models hand the rope other layouts: vLLM `[T, H, D]` with positions `[T]`, Hugging Face
 `[B, H, T, D]` with cos `[B, 1, T, W]`, a multimodal rope (vLLM) positions `[3, T]` or cos
-`[3, T, W]`. `RowLayout` finds the dims a table row is shared across
-(where the broadcast table has size 1: the heads, and a batch the table does not vary over),
-moves them next to the last dim, flattens each group and returns the kernel's operands; `restore`
-puts a kernel output `[T, H, D]` back into the caller's layout. The fake implementations call
-the same code, so the outputs' strides agree between tracing and running.
+`[3, T, W]`. `RowLayout` finds the dims a table row is shared across (where the broadcast table
+has size 1: the heads, and a batch the table does not vary over), moves them next to the last
+dim, flattens each group and returns the kernel's operands; `restore` puts a kernel output
+`[T, H, D]` back into the caller's layout. The fake implementations call the same code, so the
+outputs' strides agree between tracing and running.
 """
 
 from __future__ import annotations

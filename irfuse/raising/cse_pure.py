@@ -14,7 +14,7 @@ templates and result types (floats bit for bit: `0.0` and `-0.0` differ) and the
 tag of `aten::index.Tensor` would exclude), within one mutation region (`cse_block`). Only
 top-level ops of each function are touched (a raised op's decomposition keeps the code it
 replaced). Remarks: `fused` per merged op; `missed` for an identical op that did not merge, with
-why.
+why. `dce-pure`, by the same rule, erases the pure calls nothing reads once the fusions ran.
 """
 
 from __future__ import annotations
@@ -204,3 +204,23 @@ class CsePure(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for block in func_blocks(op):
             cse_block(block)
+
+
+@dataclass(frozen=True)
+class DcePure(ModulePass):
+    """Erase the pure `aten.call` ops nothing reads (top level of each function), by the rule
+    cse-pure merges by: what may write, draws random numbers or has undefined contents stays.
+    Run after the fusions, it drops what a fused kernel no longer reads (the tables it now reads
+    by position itself), so that it never runs, with Inductor or without. No options."""
+
+    name = "dce-pure"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for block in func_blocks(op):
+            for call in reversed(block_ops(block)):  # last first: a chain that fed it goes too
+                if type(call) is not aten.CallOp or any(
+                        r.first_use is not None for r in call.results):
+                    continue
+                if target_info(call.target.data).kind == PURE or _gathers_by_integers(call):
+                    Rewriter.erase_op(call)
+                    remarks.fused()

@@ -184,6 +184,8 @@ def test_the_kernels_read_the_cache_at_the_positions():
     emitted, report = _mrope_run(gm, fuse=True)
     assert report.raised["rope"] == 2
     assert report.fused("enable-qk-norm-rope-fusion") == 2
+    # The model's gather and its halves, unread once the kernels read the cache, are gone.
+    assert not emitted.graph.find_nodes(op="call_function", target=torch.ops.aten.index.Tensor)
     kernels = emitted.graph.find_nodes(op="call_function",
                                        target=torch.ops.irfuse.qk_norm_rope.default)
     assert len(kernels) == 2

@@ -1,8 +1,9 @@
 """The kernel of per-head q/k RMSNorm -> RoPE, `qk_norm_rope`, and how `fused.qk_norm_rope`
 lowers to it: q and k in the rope's layout (`[T, H, D]`, or `[B, H, T, D]`), their norm weights
-`[D]`, the rope table as positions + `cos_sin_cache` or as cos and sin (a multimodal rope's by section:
-`mrope_section`), and the readings of the norm (`eps`, `weight_offset`, `weight_f32`) and of the rotation (`rope_f32`). Any rotary dim up
-to head_dim, NeoX or GPT-J. `rope_rows` turns the layouts into the kernel's rows.
+`[D]`, the rope table as positions + `cos_sin_cache` or as cos and sin (a multimodal rope's by
+section: `mrope_section`), and the readings of the norm (`eps`, `weight_offset`, `weight_f32`)
+and of the rotation (`rope_f32`). Any rotary dim up to head_dim, NeoX or GPT-J. `rope_rows`
+turns the layouts into the kernel's rows.
 """
 
 from __future__ import annotations
