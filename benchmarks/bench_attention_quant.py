@@ -346,7 +346,6 @@ def decode_model_row(b: int, ctx: int, compiled: dict, args, device: str = "cuda
     return _finish(row, _time(timed, args), None)
 
 
-
 # --- library baselines: FlashInfer (and SDPA's backends) + the quant, against irfuse fused -----
 
 SHAPES = {"qwen3-8b": (32, 8), "llama70b-tp8": (8, 1)}

@@ -14,7 +14,6 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-import torch
 import torch.fx
 from torch.fx._lazy_graph_module import _LazyGraphModule
 from xdsl.dialects.func import FuncOp, ReturnOp

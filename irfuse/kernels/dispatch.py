@@ -28,6 +28,7 @@ class Kernel(Protocol):
 
     def choose(self, platform: str, num_tokens: int | None = None) -> Any: ...
 
+
 FP8 = torch.float8_e4m3fn
 MAX_TRITON_WIDTH = 65536
 """Rows wider than this run the reference (the kernels hold a row in registers)."""

@@ -180,8 +180,6 @@ def note_fallback(op: str, reason: str) -> None:
                            "the Triton kernel runs")
 
 
-
-
 def _rows(t: torch.Tensor) -> torch.Tensor:
     """`t` as [rows, H] that FlashInfer's vector loads accept: unit last stride, start and row
     pitch aligned to a vector (a copy only when needed)."""

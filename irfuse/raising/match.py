@@ -190,8 +190,6 @@ def is_last_dim(dims: Any, rank_: int) -> bool:
     )
 
 
-
-
 def as_cast(value: Any) -> tuple[SSAValue, Attribute] | None:
     """(source, dtype) if `value` is a pure dtype cast of `source`."""
     found = producer(value, *CASTS)
@@ -216,8 +214,6 @@ def strip_casts(value: SSAValue) -> tuple[SSAValue, list[Call]]:
         casts.append(producer(value))  # type: ignore[arg-type]
         value = cast[0]
     return value, casts
-
-
 
 
 def scalar_of(value: Any) -> float | int | None:
@@ -310,7 +306,6 @@ class NoMatch(Exception):
 # --- pieces of the last dim and structural equality (raise-silu-mul, raise-rope) -------------
 
 INT64_MAX = 2**63 - 1
-
 
 
 @dataclass(frozen=True)
@@ -415,7 +410,6 @@ def same_value(a: Any, b: Any, depth: int = 8) -> bool:
 
 
 # --- reshapes (raise-gemm, raise-quant, and the fusions that look through a linear's views) ---
-
 
 
 def strip_views(value: Any) -> tuple[Any, list[Call]]:

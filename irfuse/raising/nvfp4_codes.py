@@ -364,14 +364,12 @@ def _packing(splits: list[Call], code: SSAValue, blocks: Blocks
     return q, ops
 
 
-
 def codes_and_packing(y: SSAValue, blocks: Blocks, order: dict[Operation, int]
                        ) -> tuple[SSAValue, list[Operation]]:
     """The e2m1 codes of y and their packing: q and the ops."""
     code, ops, splits = _codes(y, blocks, order)
     q, pack_ops = _packing(splits, code, blocks)
     return q, [*ops, *pack_ops]
-
 
 
 # --- e2m1 values as floats (vLLM's emulation) ---------------------------------------------------

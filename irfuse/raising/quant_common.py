@@ -90,7 +90,6 @@ def fmt_dims(dims: tuple) -> str:
     return "[" + ", ".join(str(d) for d in dims) + "]"
 
 
-
 def bound_value(value: object) -> float | None:
     number = scalar_of(value)
     return None if number is None else float(number)
@@ -108,7 +107,6 @@ def outside_users(ops: list[Operation], outputs: set[SSAValue]) -> list[Operatio
         if any(r not in outputs and any(u.operation not in chain for u in r.uses)
                for r in o.results)
     ]
-
 
 
 # --- the clamp -------------------------------------------------------------------------------------
@@ -165,7 +163,6 @@ def peel_clamps(value: SSAValue, ops: list[Operation]) -> tuple[SSAValue, float 
     return value, lo, hi
 
 
-
 # --- x and its grouped view ---------------------------------------------------------------------------
 
 
@@ -210,7 +207,6 @@ def grouped_view(value: SSAValue) -> GroupedView | None:
     ops.append(view.op)
     x = strip_f32_casts(inner, ops)
     return GroupedView(x, dims[-2], dims[-1], tuple(ops))
-
 
 
 # --- block quants ------------------------------------------------------------------------------------

@@ -623,8 +623,6 @@ def _clamped_scaling(top: Operation, walk: _Walk) -> tuple[SSAValue, SSAValue]:
     return top.results[0], gs
 
 
-
-
 _CONSTANT_MAKERS = (FULL, SCALAR_TENSOR, ZEROS,
                     ONES)
 

@@ -183,7 +183,6 @@ def _static_scale(value: SSAValue, what: str) -> None:
         raise NoMatch(f"{what} is {dtype_of(value)}, not f32")
 
 
-
 # --- the scaling -------------------------------------------------------------------------------------
 
 
@@ -682,7 +681,6 @@ def _match_custom(found: Call) -> _Quant | Operation:
 
 
 # --- raising -----------------------------------------------------------------------------------------
-
 
 
 def _settle_chain(quant: _Quant) -> None:

@@ -95,7 +95,6 @@ class _Rotation:
         return tensor_type(self.x).dims[-1]  # type: ignore[union-attr, return-value]
 
 
-
 @dataclass
 class _Made:
     """cos/sin views this pass made of complex freqs_cis (per freqs value), and their ops."""

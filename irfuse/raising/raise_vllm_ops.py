@@ -155,19 +155,7 @@ with wherever a group's amax is at least 1/512 (`docs/numerics.md`)."""
 ZERO_FILLS = (ZEROS, ZEROS_LIKE, NEW_ZEROS)
 
 
-
-
-
-
-
-
-
-
 # --- checks ------------------------------------------------------------------------------------
-
-
-
-
 
 
 def _written_like(fn: Functionalized, name: str, dims: tuple, dtype: Any, what: str) -> None:
@@ -175,8 +163,6 @@ def _written_like(fn: Functionalized, name: str, dims: tuple, dtype: Any, what: 
     if t is None or t.dims != dims or t.dtype != dtype:
         got = "none" if t is None else f"{list(t.dims)} {t.dtype}"
         raise NoMatch(f"its {name} buffer is {got}, not the {list(dims)} {dtype} {what}")
-
-
 
 
 def _static_scale(value: Any, what: str) -> SSAValue:
@@ -403,40 +389,6 @@ def _silu_and_mul(fn: Functionalized, activation: str = "silu",
 # --- rotary_embedding: q and k as views, rebuilt around the raised op ----------------------------
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 BUILDERS = {
     VLLM_RMS_NORM: _rms_norm,
     VLLM_FUSED_ADD_RMS_NORM: _fused_add_rms_norm,
@@ -494,10 +446,6 @@ class VllmOpPattern(AnchorPattern):
             name = target.removesuffix(".default").replace("::", ".")
             raise NoMatch(f"not {WHAT[target]} ({name}): {miss}") from None
         return REWROTE
-
-
-
-
 
 
 # --- vLLM IR's norms (`torch.ops.vllm_ir.*`, with compilation_config.ir_enable_torch_wrap) ------

@@ -71,6 +71,7 @@ def test_invalid_platforms_are_rejected(kwargs: dict, message: str) -> None:
 
 def test_kind_predicates() -> None:
     cpu, cuda, rocm = Platform("cpu"), Platform("cuda", capability=90), Platform("rocm")
+
     def flags(p: Platform) -> tuple[bool, ...]:
         return (p.is_cpu, p.is_cuda, p.is_rocm, p.is_cuda_alike)
 

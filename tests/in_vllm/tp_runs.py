@@ -57,6 +57,8 @@ SCATTERING = ("mm_rs", "scaled_mm_rs")
 
 def _tokens(model: str, mode: str) -> list[int]:
     return [38 if t == 37 and model in SCATTERING else t for t in TOKENS[mode]]
+
+
 FP8 = torch.float8_e4m3fn
 BF16 = torch.bfloat16
 

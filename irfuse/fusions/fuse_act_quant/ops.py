@@ -88,7 +88,6 @@ def _nvfp4_fake(c: Call) -> tuple[Tensor, Tensor]:
 NVFP4 = Kernel(silu_mul_quant_nvfp4, _nvfp4_fake, _nvfp4_cuda)
 
 
-
 # --- GeGLU: the kernels above with `activation` gelu_tanh (Gemma's MLP) or gelu -----------------
 
 

@@ -42,7 +42,6 @@ SYM_SIZE = "aten::sym_size.int"
 NEW_EMPTY = "aten::new_empty.default"
 
 
-
 class VllmAttnQuantPattern(AnchorPattern):
     """vLLM's attention whose output feeds a static FP8 or NVFP4 quant through reshapes:
 

@@ -41,7 +41,6 @@ PAGED_KERNEL = "paged_decode_quant_fp8_static"
 PAGED_NVFP4_KERNEL = "paged_decode_quant_nvfp4"
 
 
-
 class AttnQuantPattern(AnchorPattern):
     """Attention whose output feeds a quant through token-major views: squeezes and unsqueezes
     of size-1 dims, transposes, clones and a final reshape (`[B, H, T, Dv] -> [B * T, H * Dv]`,
