@@ -53,16 +53,23 @@ DEFAULT_TOKENS = (1, 16, 128, 1024, 4096)
 
 
 def vllm_triton_mrope(path: str):
-    """vLLM's `triton_mrope` (and the kernel it launches) from its `mrope.py`, in a module named as
-    vLLM's, so that irfuse recognizes the launch; its platform check reads CUDA."""
+    """vLLM's `triton_mrope` (and the kernel it launches) from its `mrope.py`; its platform check
+    reads CUDA. The kernel is named as vLLM's, so that irfuse recognizes the launch; the module
+    holding both is importable under its own name, as Dynamo imports the globals of what it
+    inlines."""
     with open(path) as f:
         tree = ast.parse(f.read(), path)
     wanted = ("_triton_mrope_forward", "triton_mrope")
     body = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in wanted]
-    module = types.ModuleType(mrope.MODULE)
+    for node in body:
+        node.decorator_list = []
+    module = types.ModuleType("bench_mrope_vllm")
+    sys.modules[module.__name__] = module
     platform = types.SimpleNamespace(is_rocm=lambda: False)
     module.__dict__.update(torch=torch, triton=triton, tl=tl, current_platform=platform)
     exec(compile(ast.Module(body, []), path, "exec"), module.__dict__)
+    module._triton_mrope_forward.__module__ = mrope.MODULE
+    module._triton_mrope_forward = triton.jit(module._triton_mrope_forward)
     return module.triton_mrope
 
 
