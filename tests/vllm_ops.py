@@ -35,6 +35,13 @@ reference code for what the ops compute (vLLM's kernels and `docs/numerics.md`):
   `rope_dim_offset` on rotate by `cache[positions] = [cos | sin]` (`inverse`: by -sin), NeoX
   (halves) or GPT-J (even / odd pairs), in the model dtype like vLLM's kernel.
 
+- `cutlass_scaled_mm(out!, a, b, a_scales, b_scales, bias?)` (CUDA only, vLLM's FP8 linear):
+  `out = ((a32 * a_scales) @ (b32 * b_scales)).to(out.dtype) (+ bias)` (vLLM's definition in
+  `ops.cutlass_scaled_mm`'s docstring; CUTLASS scales the f32 accumulator), a_scales one value or
+  one per row of a, b_scales one value or one per column of b (read flat, as CUTLASS reads
+  them: `[N, 1]` as vLLM stores a channel-wise weight scale, `[1, N]` or `[N]`), or block
+  scales (`[M, K / 128]` and `[K / 128, N / 128]`), each repeated over its block.
+
 - `scaled_fp4_quant.out(input, input_scale, is_sf_swizzled_layout, *, output!, output_scale!)`
   (CUDA only): NVFP4 codes into `output` and the swizzled fp8 block scales into the int32 buffer
   `output_scale` `[round_up(M, 128), round_up(N/16, 4) / 4]`, here with irfuse's NVFP4
@@ -64,8 +71,9 @@ CUDA alike:
 
 The `vllm_*` functions below call the ops the way vLLM's layers do in `forward_cuda`
 (`RMSNorm`, `QuantFP8` through `ops.scaled_fp8_quant` or DeepGEMM's packed group quant,
-`SiluAndMul`, `RotaryEmbedding`, DeepSeek's FlashInfer rope; `vllm_mrope`: `forward_hip`).
-Importing this module registers the ops once per process (CPU and CUDA, plus fake kernels).
+`ops.cutlass_scaled_mm`, `SiluAndMul`, `RotaryEmbedding`, DeepSeek's FlashInfer rope; `vllm_mrope`: `forward_hip`).
+Importing this module registers the ops once per process (CPU and CUDA, plus fake kernels); where
+vLLM is installed, only `BESIDE_VLLM`.
 """
 
 from __future__ import annotations
@@ -102,6 +110,8 @@ SCHEMAS = {
     "scaled_fp4_quant.out": "scaled_fp4_quant.out(Tensor input, Tensor input_scale, "
                             "bool is_sf_swizzled_layout, *, Tensor(a!) output, "
                             "Tensor(b!) output_scale) -> ()",
+    "cutlass_scaled_mm": "cutlass_scaled_mm(Tensor! out, Tensor a, Tensor b, Tensor a_scales, "
+                         "Tensor b_scales, Tensor? bias) -> ()",
     "silu_and_mul": "silu_and_mul(Tensor! result, Tensor input) -> ()",
     "gelu_and_mul": "gelu_and_mul(Tensor! out, Tensor input) -> ()",
     "gelu_tanh_and_mul": "gelu_tanh_and_mul(Tensor! out, Tensor input) -> ()",
@@ -283,7 +293,27 @@ def _mrope(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
         _rotate(x, *tables, head_size, is_neox_style)
 
 
+def _scale_of(s: torch.Tensor, rows: int, cols: int, per_column: bool) -> torch.Tensor:
+    """A cutlass_scaled_mm scale broadcast to its `[rows, cols]` operand: one value, one per row
+    of a / column of b (read flat), or block scales, each repeated over its block."""
+    if s.numel() == 1:
+        return s.reshape(1, 1)
+    if s.numel() == (cols if per_column else rows) and (s.dim() == 1 or 1 in s.shape):
+        return s.reshape(1, -1) if per_column else s.reshape(-1, 1)
+    return s.repeat_interleave(rows // s.shape[0], 0).repeat_interleave(cols // s.shape[1], 1)
+
+
+def _cutlass_scaled_mm(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
+                       a_scales: torch.Tensor, b_scales: torch.Tensor,
+                       bias: torch.Tensor | None) -> None:
+    sa = _scale_of(a_scales, *a.shape, per_column=False)
+    sb = _scale_of(b_scales, *b.shape, per_column=True)
+    y = (a.float() * sa) @ (b.float() * sb)
+    out.copy_(y.to(out.dtype) if bias is None else y.to(out.dtype) + bias)
+
+
 _IMPLS = {
+    "cutlass_scaled_mm": _cutlass_scaled_mm,
     "rms_norm": _rms_norm,
     "fused_add_rms_norm": _fused_add_rms_norm,
     "static_scaled_fp8_quant": _static_scaled_fp8_quant,
@@ -303,11 +333,25 @@ def _nothing(*args: object, **kwargs: object) -> None:
     """The fake kernel of an op that only writes its mutable arguments."""
 
 
+BESIDE_VLLM = ("cutlass_scaled_mm",)
+"""The stand-ins defined where vLLM is installed (its CPU build lacks them), for tests under its
+parallel state. Not the other CUDA-only ones: vLLM probes for some itself (`scaled_fp4_quant`)
+and would take their CUDA paths."""
+
+
 def _register() -> torch.library.Library | None:
-    if hasattr(torch.ops._C, "rms_norm") and hasattr(torch.ops._C.rms_norm, "default"):
-        return None  # registered already (or vLLM itself is loaded)
+    """Define the stand-ins `torch.ops._C` lacks: every one without vLLM, BESIDE_VLLM with it."""
+    names = list(SCHEMAS)
+    if not VLLM_NAMESPACE:
+        import vllm._C  # noqa: F401 (vLLM's own ops, before any stand-in)
+
+        names = list(BESIDE_VLLM)
+    missing = [n for n in names if not hasattr(torch.ops._C, n.split(".")[0])]
+    if not missing:
+        return None  # registered already
     lib = torch.library.Library("_C", "FRAGMENT")  # noqa: TOR901 (schemas with mutations)
-    for name, schema in SCHEMAS.items():
+    for name in missing:
+        schema = SCHEMAS[name]
         lib.define(schema)
         for key in ("CPU", "CUDA"):
             lib.impl(name, _IMPLS[name], key)
@@ -414,6 +458,17 @@ def vllm_scaled_fp4_quant(x: torch.Tensor,
     torch.ops._C.scaled_fp4_quant.out(x, global_scale, True, output=output,
                                       output_scale=output_scale)
     return output, output_scale.view(FP8)
+
+
+def vllm_cutlass_scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
+                           scale_b: torch.Tensor, out_dtype: torch.dtype,
+                           bias: torch.Tensor | None = None) -> torch.Tensor:
+    """`vllm._custom_ops.cutlass_scaled_mm` where CUTLASS takes b (K and N multiples of 16)."""
+    target = (*a.shape[:-1], b.shape[1])
+    a = a.view(-1, a.shape[-1])
+    out = torch.empty((a.shape[0], b.shape[1]), dtype=out_dtype, device=a.device)
+    torch.ops._C.cutlass_scaled_mm(out, a, b, scale_a, scale_b, bias)
+    return out.view(*target)
 
 
 def vllm_silu_and_mul(x: torch.Tensor) -> torch.Tensor:

@@ -207,3 +207,30 @@ func.func @vllm_ir(%x: !irfuse.tensor<[s30, 64], bf16>, %w: !irfuse.tensor<[64],
   %f = aten.call "vllm_ir::rms_norm.default"(%y, %w32, 1.0e-06) : (!irfuse.tensor<[s30, 64], bf16>, !irfuse.tensor<[64], f32>) -> !irfuse.tensor<[s30, 64], bf16>
   func.return %y, %r, %f : !irfuse.tensor<[s30, 64], bf16>, !irfuse.tensor<[s30, 64], bf16>, !irfuse.tensor<[s30, 64], bf16>
 }
+
+// vLLM's FP8 linear on CUDA (`ops.cutlass_scaled_mm`, after a dynamic per-tensor quant): a
+// gemm.scaled_matmul, the channel-wise weight scale `[N, 1]` (as vLLM stores it, read flat by
+// CUTLASS) viewed as `[1, N]`; the call stays in the region, on the scale as it was.
+// CHECK-LABEL: func.func @cutlass_scaled_mm
+// CHECK-SAME: (%[[W:.+]]: !irfuse.tensor<[32, 64], f8E4M3FN>, %[[WS:.+]]: !irfuse.tensor<[32, 1], f32>, %{{.+}}: !irfuse.sym<s33>, %[[X:.+]]: !irfuse.tensor<[s33, 64], bf16>)
+// CHECK: %[[Q:.+]], %[[S:.+]] = quant.fp8 %[[X]] {scheme = #quant.scheme<dynamic_tensor>}
+// CHECK: %[[T:.+]] = aten.call "aten::t.default"(%[[W]])
+// CHECK: %[[A:.+]] = aten.call "aten::view.default"(%[[Q]], [-1, 64])
+// CHECK-NEXT: %[[ROW:.+]] = aten.call "aten::view.default"(%[[WS]], [1, 32]) : (!irfuse.tensor<[32, 1], f32>) -> !irfuse.tensor<[1, 32], f32>
+// CHECK-NEXT: %[[Y:.+]] = gemm.scaled_matmul %[[A]], %[[T]], %[[S]], %[[ROW]] {out_dtype = bf16} : (!irfuse.tensor<[s33, 64], f8E4M3FN>, !irfuse.tensor<[64, 32], f8E4M3FN>, !irfuse.tensor<[1], f32>, !irfuse.tensor<[1, 32], f32>) -> !irfuse.tensor<[s33, 32], bf16> decomposition {
+// CHECK-NEXT: ^{{.*}}(%[[BA:.+]]: !irfuse.tensor<[s33, 64], f8E4M3FN>, %[[BT:.+]]: !irfuse.tensor<[64, 32], f8E4M3FN>, %[[BS:.+]]: !irfuse.tensor<[1], f32>, %{{.+}}: !irfuse.tensor<[1, 32], f32>):
+// CHECK-NEXT: %[[BUF:.+]] = aten.call "aten::empty.memory_format"
+// CHECK-NEXT: %{{.+}}, %[[OUT:.+]] = aten.call tuple "hop:auto_functionalized_v2"(#aten.target<"_C::cutlass_scaled_mm.default">, a = %[[BA]], b = %[[BT]], a_scales = %[[BS]], b_scales = %[[WS]], bias = none, _out_base_index = 0, _all_bases = [%[[BUF]]])
+// CHECK-NEXT: irfuse.yield %[[OUT]]
+// CHECK: aten.call "aten::view.default"(%[[Y]]
+func.func @cutlass_scaled_mm(%arg0: !irfuse.tensor<[32, 64], f8E4M3FN>, %arg1: !irfuse.tensor<[32, 1], f32>, %arg2: !irfuse.sym<s33>, %arg3: !irfuse.tensor<[s33, 64], bf16>) -> !irfuse.tensor<[s33, 32], bf16> {
+  %empty = aten.call "aten::empty.memory_format"([%arg2, 64], dtype = f8E4M3FN, device = #aten.device<"cpu">, pin_memory = false) : (!irfuse.sym<s33>) -> !irfuse.tensor<[s33, 64], f8E4M3FN>
+  %zeros = aten.call "aten::zeros.default"([1], dtype = f32, device = #aten.device<"cpu">, pin_memory = false) : () -> !irfuse.tensor<[1], f32>
+  %af, %af_1, %af_2 = aten.call tuple "hop:auto_functionalized_v2"(#aten.target<"_C::dynamic_scaled_fp8_quant.default">, input = %arg3, _result_base_index = 0, _scale_base_index = 1, _all_bases = [%empty, %zeros]) : (!irfuse.tensor<[s33, 64], bf16>, !irfuse.tensor<[s33, 64], f8E4M3FN>, !irfuse.tensor<[1], f32>) -> (!irfuse.opaque<"NoneType">, !irfuse.tensor<[s33, 64], f8E4M3FN>, !irfuse.tensor<[1], f32>)
+  %t = aten.call "aten::t.default"(%arg0) : (!irfuse.tensor<[32, 64], f8E4M3FN>) -> !irfuse.tensor<[64, 32], f8E4M3FN>
+  %empty_1 = aten.call "aten::empty.memory_format"([%arg2, 32], dtype = bf16, device = #aten.device<"cpu">, pin_memory = false) : (!irfuse.sym<s33>) -> !irfuse.tensor<[s33, 32], bf16>
+  %view = aten.call "aten::view.default"(%af_1, [-1, 64]) : (!irfuse.tensor<[s33, 64], f8E4M3FN>) -> !irfuse.tensor<[s33, 64], f8E4M3FN>
+  %af_3, %af_4 = aten.call tuple "hop:auto_functionalized_v2"(#aten.target<"_C::cutlass_scaled_mm.default">, a = %view, b = %t, a_scales = %af_2, b_scales = %arg1, bias = none, _out_base_index = 0, _all_bases = [%empty_1]) : (!irfuse.tensor<[s33, 64], f8E4M3FN>, !irfuse.tensor<[64, 32], f8E4M3FN>, !irfuse.tensor<[1], f32>, !irfuse.tensor<[32, 1], f32>, !irfuse.tensor<[s33, 32], bf16>) -> (!irfuse.opaque<"NoneType">, !irfuse.tensor<[s33, 32], bf16>)
+  %view_1 = aten.call "aten::view.default"(%af_4, [%arg2, 32]) : (!irfuse.tensor<[s33, 32], bf16>, !irfuse.sym<s33>) -> !irfuse.tensor<[s33, 32], bf16>
+  func.return %view_1 : !irfuse.tensor<[s33, 32], bf16>
+}

@@ -1,5 +1,5 @@
 """The `gemm` dialect: matrix products, plain (`aten.mm`, `addmm`, `linear`) and FP8-scaled
-(`aten._scaled_mm`; vLLM's `_C.cutlass_scaled_mm` is not raised).
+(`aten._scaled_mm`, vLLM's `_C.cutlass_scaled_mm`).
 
 The operand layout is `aten.mm`'s, `a [M, K] @ b [K, N]`: a linear layer's weight appears as its
 transposed `[K, N]` view. `check_matmul` and `check_scaled_matmul` hold the rules for these ops

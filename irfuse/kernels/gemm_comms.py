@@ -10,7 +10,8 @@ The ops take torch's name of the group: the name the fused op carries is resolve
 kernel resolves it (`irfuse.groups.torch_name`: the name itself for a group torch knows, the
 device group's for vLLM's `tp:0`), as vLLM's AsyncTPPass passes `device_group.group_name`. The
 gathered GEMM's row-wise `scale_a` goes to torch's op as it is: the shard's `[M / world_size,
-1]` (row-wise sharded, gathered with a) or the gathered rows' `[M, 1]` (row-wise replicated)."""
+1]` (row-wise sharded, gathered with a) or the gathered rows' `[M, 1]` (row-wise replicated);
+a per-tensor scale beside a row-wise one is broadcast first (`gemm_comms_ref.torch_scales`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import torch
 from torch.distributed._symmetric_memory import enable_symm_mem_for_group
 
 from irfuse import groups
+from irfuse.kernels import gemm_comms_ref
 
 _ENABLED: set[str] = set()
 
@@ -42,8 +44,9 @@ def gemm_reduce_scatter(a, b, scale_a, scale_b, out_dtype, reduce_op, group_name
     ops = torch.ops.symm_mem
     if scale_a is None:
         return ops.fused_matmul_reduce_scatter(a, b, reduce_op, 0, name)
+    scale_a, scale_b = gemm_comms_ref.torch_scales(a, b, scale_a, scale_b)
     return ops.fused_scaled_matmul_reduce_scatter(
-        a, b, scale_a.contiguous(), scale_b.contiguous(), reduce_op, 0, 0, name,
+        a, b, scale_a, scale_b, reduce_op, 0, 0, name,
         [a.shape[0], b.shape[1]], None, None, out_dtype, False)
 
 
@@ -54,7 +57,8 @@ def all_gather_gemm(a, b, scale_a, scale_b, out_dtype, group_name, world_size):
     if scale_a is None:
         _, (c,) = ops.fused_all_gather_matmul(a.contiguous(), [b], 0, name, return_A=False)
         return c
+    scale_a, scale_b = gemm_comms_ref.torch_scales(a, b, scale_a, scale_b)
     _, (c,) = ops.fused_all_gather_scaled_matmul(
-        a.contiguous(), [b], scale_a.contiguous(), [scale_b.contiguous()], 0, name, [None],
+        a.contiguous(), [b], scale_a, [scale_b], 0, name, [None],
         [None], [out_dtype], [False])
     return c

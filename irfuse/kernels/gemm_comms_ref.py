@@ -6,13 +6,28 @@ gathered; FP8 is gathered as bytes.
 
 The gathered GEMM's row-wise `scale_a` comes in either of the forms torch's
 `fused_all_gather_scaled_matmul` takes: the shard's `[M / world_size, 1]` (gathered with a) or
-the gathered rows' `[M, 1]` (replicated, used as it is); a one-element scale is per-tensor."""
+the gathered rows' `[M, 1]` (replicated, used as it is); a one-element scale is per-tensor, and
+one beside a row-wise scale is broadcast to its rows (`torch_scales`)."""
 
 from __future__ import annotations
 
 import torch
 
 from irfuse import groups
+
+
+def torch_scales(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
+                 scale_b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The scales as torch's scaled GEMMs take them, contiguous: both per-tensor or both
+    row-wise. A per-tensor scale beside a row-wise one (CUTLASS takes the mix: vLLM's per-tensor
+    activation scale with a channel-wise weight scale) is broadcast to the rows of a (`[M, 1]`)
+    or the columns of b (`[1, N]`), the same product."""
+    if (scale_a.numel() == 1) != (scale_b.numel() == 1):
+        if scale_a.numel() == 1:
+            scale_a = scale_a.reshape(1, 1).expand(a.shape[0], 1)
+        else:
+            scale_b = scale_b.reshape(1, 1).expand(1, b.shape[1])
+    return scale_a.contiguous(), scale_b.contiguous()
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor | None,
@@ -22,8 +37,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor | None,
         return torch.mm(a, b)
     if scale_b is None:
         raise ValueError("irfuse: a scaled GEMM needs scale_a and scale_b")
-    return torch._scaled_mm(a, b, scale_a=scale_a.contiguous(), scale_b=scale_b.contiguous(),
-                            out_dtype=out_dtype)
+    scale_a, scale_b = torch_scales(a, b, scale_a, scale_b)
+    return torch._scaled_mm(a, b, scale_a=scale_a, scale_b=scale_b, out_dtype=out_dtype)
 
 
 def reduce_scatter_rows(c: torch.Tensor, reduce_op: str, group_name: str,

@@ -186,6 +186,7 @@ C10D_WAIT_TENSOR = "_c10d_functional::wait_tensor.default"
 
 VLLM_ALL_GATHER = "vllm::all_gather.default"
 VLLM_ALL_REDUCE = "vllm::all_reduce.default"
+VLLM_CUTLASS_SCALED_MM = "_C::cutlass_scaled_mm.default"
 VLLM_DYNAMIC_PER_TOKEN_SCALED_FP8_QUANT = "_C::dynamic_per_token_scaled_fp8_quant.default"
 VLLM_DYNAMIC_SCALED_FP8_QUANT = "_C::dynamic_scaled_fp8_quant.default"
 VLLM_FLASHINFER_ROTARY_EMBEDDING = "vllm::flashinfer_rotary_embedding.default"

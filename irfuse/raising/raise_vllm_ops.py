@@ -6,9 +6,10 @@ vLLM's out-variant ops (`_C.rms_norm(result, input, weight, eps)`, ...) reach th
 (`vllm_functionalized` reads them). Anchored at each such call of `rms_norm`,
 `fused_add_rms_norm`, the three FP8 quants and CUDA's group quant (`per_token_group_fp8_quant`,
 its scales row-major, column-major or TMA-aligned), `silu_and_mul` (and GeGLU's `gelu_and_mul`,
-`gelu_tanh_and_mul`) and the rotary ops (`raise_vllm_rotary`: `_C.rotary_embedding`, FlashInfer's,
-and the multimodal rope, ROCm's op or CUDA's Triton kernel), the pass produces the semantic op
-that means the same (`norm.*`, `quant.fp8`, `act.silu_mul`, `attn.rope`), taking along the fresh
+`gelu_tanh_and_mul`), the rotary ops (`raise_vllm_rotary`: `_C.rotary_embedding`, FlashInfer's,
+and the multimodal rope, ROCm's op or CUDA's Triton kernel) and the FP8 linear's
+`cutlass_scaled_mm`, the pass produces the semantic op that means the same (`norm.*`,
+`quant.fp8`, `act.silu_mul`, `attn.rope`, `gemm.scaled_matmul`), taking along the fresh
 output buffers only the call uses, so the fusions see vLLM's ops as they see torch's. vLLM IR's
 functional norms (`vllm_ir.rms_norm`, `vllm_ir.fused_add_rms_norm`, in the graph when vLLM's
 `compilation_config.ir_enable_torch_wrap` is on) become `norm.rms_norm` / `norm.add_rms_norm`
@@ -27,11 +28,12 @@ from xdsl.pattern_rewriter import PatternRewriter
 
 from irfuse.dialects import aten
 from irfuse.dialects.act import SiluMulOp
+from irfuse.dialects.gemm import ScaledMatmulOp
 from irfuse.dialects.irfuse import TensorType
 from irfuse.dialects.norm import AddRmsNormOp, RmsNormOp
 from irfuse.dialects.quant import GROUP_SIZES, QuantFp8Op, QuantScheme
 from irfuse.ir import call_args
-from irfuse.ir.shapes import is_float, is_one_element
+from irfuse.ir.shapes import is_float, is_fp8, is_one_element
 from irfuse.raising.aten_ops import (
     AUTO_FUNCTIONALIZED,
     AUTO_FUNCTIONALIZED_V2,
@@ -40,6 +42,8 @@ from irfuse.raising.aten_ops import (
     NEW_EMPTY_STRIDED,
     NEW_ZEROS,
     PERMUTE,
+    VIEW,
+    VLLM_CUTLASS_SCALED_MM,
     VLLM_DYNAMIC_PER_TOKEN_SCALED_FP8_QUANT,
     VLLM_DYNAMIC_SCALED_FP8_QUANT,
     VLLM_FLASHINFER_ROTARY_EMBEDDING,
@@ -93,6 +97,7 @@ from irfuse.raising.vllm_functionalized import (
     ALLOCS,
     FP8_DTYPES,
     Functionalized,
+    aten_call,
     constant_arg,
     float_input,
     read_functionalized,
@@ -112,6 +117,7 @@ MUTABLE: dict[str, tuple[str, ...]] = {
     VLLM_ROTARY_EMBEDDING: ("query", "key"),
     VLLM_FLASHINFER_ROTARY_EMBEDDING: ("query", "key"),
     VLLM_MROPE: ("query", "key"),
+    VLLM_CUTLASS_SCALED_MM: ("out",),
 }
 """vLLM's ops this pass knows -> their mutable (`Tensor!`) arguments, in schema order."""
 
@@ -129,6 +135,7 @@ WHAT = {
     VLLM_FLASHINFER_ROTARY_EMBEDDING: "a RoPE",
     VLLM_MROPE: "a multimodal RoPE",
     VLLM_TRITON_MROPE: "a multimodal RoPE",
+    VLLM_CUTLASS_SCALED_MM: "an FP8 GEMM",
 }
 
 UNRAISED: dict[str, str] = {
@@ -386,6 +393,48 @@ def _silu_and_mul(fn: Functionalized, activation: str = "silu",
     return SiluMulOp(x, result_type=y.type, activation=activation), [y]
 
 
+def _cutlass_scaled_mm(fn: Functionalized) -> tuple[Operation, list[SSAValue]]:
+    """`cutlass_scaled_mm(out, a, b, a_scales, b_scales, bias)`, vLLM's FP8 linear on CUDA
+    (`ops.cutlass_scaled_mm`): `(a * a_scales) @ (b * b_scales) (+ bias)` into `out`. a_scales
+    is per-tensor or per-token `[M, 1]`; b_scales per-tensor or per-channel, N values that
+    CUTLASS reads flat (`[N, 1]` as vLLM stores a channel-wise weight scale, `[1, N]` or `[N]`),
+    raised as gemm.scaled_matmul's `[1, N]` through a view. Block scales (DeepSeek's) and int8
+    products are not a gemm.scaled_matmul."""
+    a, b = tensor_arg(fn, "a"), tensor_arg(fn, "b")
+    at, bt = tensor_type(a), tensor_type(b)
+    assert at is not None and bt is not None
+    if not (is_fp8(at.dtype) and is_fp8(bt.dtype)):
+        raise NoMatch(f"its a and b are {at.dtype} and {bt.dtype}, not fp8")
+    if len(at.dims) != 2 or len(bt.dims) != 2:
+        raise NoMatch(f"its a and b are {list(at.dims)} and {list(bt.dims)}, not 2-D")
+    m, n = at.dims[0], bt.dims[1]
+    out_type = tensor_type(fn.args.get("out"))
+    if out_type is None or not is_float(out_type.dtype):
+        raise NoMatch("its out buffer is not a float tensor")
+    _written_like(fn, "out", (m, n), out_type.dtype, "product")
+    scale_a, scale_b = tensor_arg(fn, "a_scales"), tensor_arg(fn, "b_scales")
+    sa, sb = tensor_type(scale_a), tensor_type(scale_b)
+    assert sa is not None and sb is not None
+    if sa.dtype != f32 or sb.dtype != f32:
+        raise NoMatch(f"its scales are {sa.dtype} and {sb.dtype}, not f32")
+    if not is_one_element(sa.dims) and sa.dims != (m, 1):
+        raise NoMatch(f"its a_scales is {list(sa.dims)}: neither per-tensor nor per-token "
+                      f"[{m}, 1] (block scales are not raised)")
+    if not (is_one_element(sb.dims) or sb.dims == (1, n)):
+        if not isinstance(n, int) or sb.dims not in ((n,), (n, 1)):
+            raise NoMatch(f"its b_scales is {list(sb.dims)}: neither per-tensor nor per-channel "
+                          f"({n} values; block scales are not raised)")
+        view = aten_call(VIEW, [scale_b, [1, n]], (1, n), f32)
+        view.results[0].name_hint = f"{scale_b.name_hint or 'b_scales'}_row"
+        view.location = fn.found.op.location
+        fn.prelude.append(view)
+        scale_b = view.results[0]
+    y = fn.outs["out"]
+    raised = ScaledMatmulOp(a, b, scale_a, scale_b, fn.args.get("bias"),
+                            out_dtype=out_type.dtype, result_type=y.type)
+    return raised, [y]
+
+
 # --- rotary_embedding: q and k as views, rebuilt around the raised op ----------------------------
 
 
@@ -399,6 +448,7 @@ BUILDERS = {
     VLLM_SILU_AND_MUL: _silu_and_mul,
     VLLM_GELU_AND_MUL: lambda fn: _silu_and_mul(fn, "gelu", "out"),
     VLLM_GELU_TANH_AND_MUL: lambda fn: _silu_and_mul(fn, "gelu_tanh", "out"),
+    VLLM_CUTLASS_SCALED_MM: _cutlass_scaled_mm,
 }
 
 
@@ -423,7 +473,7 @@ def _raise(candidate: Operation, order: dict[Operation, int]) -> None:
     raised, outputs = BUILDERS[fn.target](fn)
     ops = with_private([candidate, *fn.after], fn.buffers)
     ops.sort(key=lambda o: order[o])
-    raise_chain(raised, ops, outputs, "vLLM op", verify=True)
+    raise_chain(raised, ops, outputs, "vLLM op", verify=True, prelude=fn.prelude)
 
 
 class VllmOpPattern(AnchorPattern):

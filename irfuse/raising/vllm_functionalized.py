@@ -98,6 +98,8 @@ class Functionalized:
     """v2, ops in VIEWED only: mutable argument name -> how it is regenerated from its base."""
     after: list[Operation] = field(default_factory=list)
     """Ops after the call that belong to what it stands for (a view of a result it wrote)."""
+    prelude: list[Operation] = field(default_factory=list)
+    """New ops the raised op reads, inserted before it (an operand viewed in its layout)."""
 
 
 def read_functionalized(found: Call, mutable: tuple[str, ...], viewed: bool) -> Functionalized:

@@ -19,6 +19,11 @@ Models (written here, each in the shape of a vLLM compile test; `MODELS`):
 - `mm_rs`, `ag_mm`, `scaled_mm_rs`, `ag_scaled_mm`: vLLM's async-TP test models
   (test_async_tp.py: a GEMM into vLLM's reduce-scatter, vLLM's all-gather into a GEMM, and their
   FP8 forms with row-wise scale_a `ones(M, 1)` and scale_b `ones(1, N)`; 1 match each).
+- `cutlass_mm_rs`: the GEMM into a reduce-scatter with vLLM's CUDA FP8 GEMM,
+  `_C.cutlass_scaled_mm` (test_async_tp.py's CUTLASS model; `vllm_ops.py`'s stand-in, which
+  vLLM's CPU build lacks), a per-tensor activation scale beside a channel-wise weight scale
+  `[N, 1]`, as vLLM's FP8 linears pass them. The all-gather form runs over gloo in
+  `tests/fusions/test_vllm_cutlass_async_tp.py`.
 - `decoder`: vLLM's decoder layer pieces: VocabParallelEmbedding (its all-reduce), RMSNorm,
   ColumnParallelLinear (an elementwise stand-in for attention), RowParallelLinear (all-reduce),
   MergedColumnParallelLinear + SiluAndMul + RowParallelLinear, 2 layers and a final norm: 5
@@ -51,7 +56,7 @@ import torch
 WORLD = 2
 HIDDEN = 16
 TOKENS = {"static": [128], "dynamic": [128, 37], "ranges": [37, 128]}
-SCATTERING = ("mm_rs", "scaled_mm_rs")
+SCATTERING = ("mm_rs", "scaled_mm_rs", "cutlass_mm_rs")
 """Models whose own reduce-scatter needs a token count TP divides: 38 tokens, not 37."""
 
 
@@ -86,7 +91,8 @@ CASES = [
     *((m, c, mode) for m in ("ar_norm", "ar_norm_fp8") for c in ("ar", "sp") for mode in MODES),
     ("ar_norm_fp8", "sp_quant", "dynamic"),
     *(("ar_norm_custom", c, "dynamic") for c in ("ar", "sp")),
-    *((m, "async_tp", mode) for m in ("mm_rs", "ag_mm", "scaled_mm_rs", "ag_scaled_mm")
+    *((m, "async_tp", mode) for m in ("mm_rs", "ag_mm", "scaled_mm_rs", "ag_scaled_mm",
+                                      "cutlass_mm_rs")
       for mode in ("static", "dynamic")),
     *((m, "async_tp", "ranges") for m in ("mm_rs", "ag_scaled_mm")),
     *(("decoder", c, mode) for c in ("ar", "sp", "async_tp") for mode in MODES),
@@ -208,6 +214,21 @@ def _models() -> dict:
             return torch._scaled_mm(a, self.w, scale_a=scale_a, scale_b=self.scale_b,
                                     out_dtype=BF16)
 
+    class CutlassMMRS(nn.Module):
+        """test_async_tp.py's CUTLASS form, with vLLM's FP8 linear scales: per tensor for the
+        activation, per output channel `[N, 1]` for the weight."""
+
+        def __init__(self):
+            super().__init__()
+            self.w = rand(HIDDEN, HIDDEN).to(FP8).t()
+            self.scale_b = torch.linspace(0.5, 1.0, HIDDEN).reshape(HIDDEN, 1)
+
+        def forward(self, x):
+            out = torch.empty(x.shape[0], HIDDEN, dtype=BF16)
+            torch.ops._C.cutlass_scaled_mm(out, x.to(FP8), self.w, torch.ones(1), self.scale_b,
+                                           None)
+            return tensor_model_parallel_reduce_scatter(out, dim=0)
+
     class Layer(nn.Module):
         def __init__(self, i: int):
             super().__init__()
@@ -266,7 +287,8 @@ def _models() -> dict:
 
     return {"ar_norm": init(ARNorm()), "ar_norm_fp8": init(ARNorm(fp8=True)),
             "mm_rs": MMRS(), "ag_mm": AGMM(), "scaled_mm_rs": ScaledMMRS(),
-            "ag_scaled_mm": AGScaledMM(), "decoder": init(Decoder())}
+            "ag_scaled_mm": AGScaledMM(), "decoder": init(Decoder()),
+            "cutlass_mm_rs": CutlassMMRS()}  # last: the others' weights as before it
 
 
 def _inputs(model: str, tokens: int) -> torch.Tensor:
@@ -343,6 +365,11 @@ def worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
                                      local_rank=rank, backend="gloo")
         initialize_model_parallel(tensor_model_parallel_size=world)
         tp = get_tp_group()
+        # Stand-ins of vLLM's CUDA-only ops (cutlass_scaled_mm). Imported after the group is
+        # made: the import loads vLLM's `_C`, whose presence would give the communicator vLLM's
+        # shared-memory collectives, which gather no uint8 (the FP8 rows gathered as bytes).
+        sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+        import vllm_ops  # noqa: F401
         # vLLM's layers call torch.ops.vllm.* as on CUDA; norms are torch code or _C kernels,
         # as in vLLM's CPU worker (which turns vLLM IR's torch wrapping off).
         tp.use_custom_op_call = True

@@ -217,6 +217,59 @@ def test_per_tensor_scale_buffer_must_be_zeros() -> None:
     assert any("scale buffer is not a new zero tensor" in r for r in _missed(compiled))
 
 
+# --- vLLM's FP8 linear on CUDA (cutlass_scaled_mm) ----------------------------------------------
+
+
+N_OUT = 32
+W8 = (torch.randn(N_OUT, H, generator=_gen(3)) / 4).to(V.FP8)  # [N, K], as vLLM stores it
+CHANNEL = (torch.rand(N_OUT, 1, generator=_gen(4)) + 0.5) / 64  # vLLM's channel-wise [N, 1]
+BIAS = torch.randn(N_OUT, generator=_gen(5)).to(BF16)
+
+
+def _linear(x, w8, w_scale, per_token: bool = False, bias=None):
+    """vLLM's FP8 linear with a dynamic activation quant (`Fp8LinearOp` on CUTLASS)."""
+    q, s = V.vllm_scaled_fp8_quant(x, per_token=per_token)
+    return V.vllm_cutlass_scaled_mm(q, w8.t(), s, w_scale, BF16, bias)
+
+
+@VERSIONS
+@pytest.mark.parametrize("per_token, w_scale, bias", [
+    (False, CHANNEL, None), (True, CHANNEL.reshape(1, -1), BIAS), (True, SCALE, None),
+    (False, CHANNEL.reshape(-1), None)], ids=["tensor-channel", "token-row-bias",
+                                              "token-tensor", "tensor-flat"])
+def test_cutlass_scaled_mm_raises(per_token, w_scale, bias, v2) -> None:
+    """Per-tensor or per-token activation scales with a per-tensor or channel-wise weight scale
+    (a channel-wise one in any of the layouts CUTLASS reads flat: one view makes it `[1, N]`):
+    one gemm.scaled_matmul, bit-exact at O0."""
+    module = _Wrap(lambda m, x: _linear(x, m.w8, m.ws, per_token, m.b if bias is not None
+                                        else None), w8=W8, ws=w_scale,
+                   **({} if bias is None else {"b": bias}))
+    compiled = _run(module, _x(), v2=v2)
+    assert {k: n for k, n in compiled.raised().items() if n} == {"quant_fp8": 1,
+                                                                 "scaled_gemm": 1}
+    assert _missed(compiled) == []
+
+
+def test_cutlass_scaled_mm_near_misses() -> None:
+    """An int8 product and DeepSeek's block scales are not gemm.scaled_matmul: left, with why."""
+    i8 = torch.randint(-8, 8, (N_OUT, H), generator=_gen(6), dtype=torch.int8)
+    int8 = _Wrap(lambda m, x: V.vllm_cutlass_scaled_mm(
+        (x * 4).to(torch.int8), m.w.t(), m.s, m.s, BF16), w=i8, s=SCALE)
+    compiled = _run(int8, _x())
+    assert compiled.raised().get("scaled_gemm", 0) == 0
+    assert _missed(compiled) == ["not an FP8 GEMM (_C.cutlass_scaled_mm): its a and b are i8 "
+                                 "and i8, not fp8"]
+    w = (torch.randn(128, 256, generator=_gen(7)) / 4).to(V.FP8)
+    block = _Wrap(lambda m, x: V.vllm_cutlass_scaled_mm(
+        x.to(V.FP8), m.w.t(), m.sa, m.sb, BF16), w=w, sa=torch.full((8, 2), 0.5),
+        sb=torch.full((2, 1), 0.25))
+    compiled = _run(block, _x(width=256), dynamic=())
+    assert compiled.raised().get("scaled_gemm", 0) == 0
+    assert _missed(compiled) == ["not an FP8 GEMM (_C.cutlass_scaled_mm): its a_scales is [8, 2]: "
+                                 "neither per-tensor nor per-token [8, 1] (block scales are not "
+                                 "raised)"]
+
+
 # --- RoPE ------------------------------------------------------------------------------------------
 
 
