@@ -16,7 +16,7 @@ with `VLLM_USE_LAYERNAME=0` (its hoisted `LayerName` needs vLLM itself: tests/in
 - `vllm::unified_mla_kv_cache_update(Tensor kv_c_normed, Tensor k_pe, str layer_name,
   str kv_cache_dtype, Tensor k_scale) -> Tensor`: writes `[kv_c | k_pe]` into the MLA layer's
   latent cache at the forward context's slots (`impl.do_kv_cache_update`, a cache in the model
-  dtype); returns an empty dummy of kv_c's dtype.
+  dtype or FP8); returns an empty dummy of kv_c's dtype.
 - `vllm_ir::rms_norm(Tensor x, Tensor? weight, float epsilon, SymInt? variance_size=None)` and
   `vllm_ir::fused_add_rms_norm(Tensor x, Tensor x_residual, Tensor? weight, float epsilon,
   SymInt? variance_size=None) -> (Tensor, Tensor)`: vLLM IR's native numerics.
@@ -24,7 +24,9 @@ with `VLLM_USE_LAYERNAME=0` (its hoisted `LayerName` needs vLLM itself: tests/in
 The layer (`Layer`) holds its cache as vLLM 0.32 does: one tensor `[num_blocks, kv_heads,
 block_size, 2 * head_size]` with k and v side by side on the last dim (the FlashAttention /
 Triton / FlashInfer layout, `backend` "FLASH_ATTN"; the block interior of the CPU backend is
-ISA-specific and is not imitated). An MLA layer (`mla_v_dim` given, `head_size` the latent width
+ISA-specific and is not imitated); with `kv_cache_dtype` "fp8" it is uint8, each value stored as
+vLLM's CUDA writes store it (`x / scale` saturated to e4m3, the layer's `_k_scale` / `_v_scale`,
+or the MLA call's k_scale). An MLA layer (`mla_v_dim` given, `head_size` the latent width
 kv_lora_rank + rope_dim) holds `[num_blocks, 1, block_size, head_size]` as vLLM 0.32 does, and
 its `impl` is an `MLAAttentionImpl` whose `do_kv_cache_update` is vLLM's base one (what
 `irfuse.kernels.vllm_context.mla_cache` looks for). Its attention is causal paged attention of each sequence's
@@ -110,14 +112,17 @@ class Layer:
     def __init__(self, name: str, num_heads: int, num_kv_heads: int, head_size: int, *,
                  num_blocks: int = 16, block_size: int = 4, dtype: torch.dtype = torch.bfloat16,
                  output_quant: tuple[str, ...] = (), backend: str = "FLASH_ATTN",
-                 mla_v_dim: int | None = None, device: torch.device | str | None = None):
+                 mla_v_dim: int | None = None, device: torch.device | str | None = None,
+                 kv_cache_dtype: str = "auto", kv_scales: tuple[float, float] = (1.0, 1.0)):
         self.layer_name = name
         self.num_heads, self.num_kv_heads, self.head_size = num_heads, num_kv_heads, head_size
         self.scale = head_size ** -0.5
         shape = ((num_blocks, 1, block_size, head_size) if mla_v_dim is not None
                  else (num_blocks, num_kv_heads, block_size, 2 * head_size))
-        self.kv_cache = torch.zeros(shape, dtype=dtype, device=device)
-        self.kv_cache_dtype = "auto"
+        fp8 = kv_cache_dtype in vllm_context.FP8_CACHE_DTYPES
+        self.kv_cache = torch.zeros(shape, dtype=torch.uint8 if fp8 else dtype, device=device)
+        self.kv_cache_dtype = kv_cache_dtype
+        self._k_scale, self._v_scale = (torch.tensor([s], device=device) for s in kv_scales)
         self.kv_sharing_target_layer_name = None
         self.attn_backend = _Backend(backend)
         self.output_quant = output_quant
@@ -147,8 +152,11 @@ class _Impl:
         keep = slot_mapping >= 0
         slots = slot_mapping[keep].long()
         block_size = kv_cache.shape[2]
-        k_cache[slots // block_size, slots % block_size] = key[:n][keep]
-        v_cache[slots // block_size, slots % block_size] = value[:n][keep]
+        fp8 = layer.kv_cache_dtype != "auto"
+        k_cache[slots // block_size, slots % block_size] = \
+            _fp8_bytes(key[:n][keep], layer._k_scale) if fp8 else key[:n][keep]
+        v_cache[slots // block_size, slots % block_size] = \
+            _fp8_bytes(value[:n][keep], layer._v_scale) if fp8 else value[:n][keep]
 
     def forward(self, layer: Layer, query, key, value, kv_cache, metadata: Metadata, *, output,
                 output_scale=None, output_block_scale=None) -> torch.Tensor:
@@ -171,13 +179,23 @@ class MLAAttentionImpl(_Impl):
     def do_kv_cache_update(self, kv_c_normed: torch.Tensor, k_pe: torch.Tensor,  # type: ignore[override]
                            kv_cache: torch.Tensor, slot_mapping: torch.Tensor,
                            kv_cache_dtype: str, k_scale: torch.Tensor) -> None:
-        if kv_cache_dtype != "auto":
-            raise NotImplementedError("the stand-in writes a latent cache in the model dtype")
+        fp8 = kv_cache_dtype in vllm_context.FP8_CACHE_DTYPES and kv_cache.dtype == torch.uint8
+        if kv_cache_dtype != "auto" and not fp8:
+            raise NotImplementedError("the stand-in writes a latent cache in the model dtype or "
+                                      "FP8 into a uint8 cache")
         keep = slot_mapping >= 0
         slots = slot_mapping[keep].long()
         rows = torch.cat([kv_c_normed, k_pe.reshape(k_pe.shape[0], -1)], dim=-1)
+        rows = rows[: keep.shape[0]][keep]
         cache = kv_cache.squeeze(1)
-        cache[slots // cache.shape[1], slots % cache.shape[1]] = rows[: keep.shape[0]][keep]
+        cache[slots // cache.shape[1], slots % cache.shape[1]] = \
+            _fp8_bytes(rows, k_scale) if fp8 else rows
+
+
+def _fp8_bytes(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """x as vLLM's CUDA cache writes store it in an FP8 cache (`scaled_convert`: `x / scale`,
+    saturated to e4m3's finite range), as the cache's uint8 bytes."""
+    return (x.float() / scale.float()).clamp(-448.0, 448.0).to(FP8).view(torch.uint8)
 
 
 def _paged_attention(q, kv_cache, meta: Metadata, layer: Layer) -> torch.Tensor:
@@ -193,8 +211,12 @@ def _paged_attention(q, kv_cache, meta: Metadata, layer: Layer) -> torch.Tensor:
         qs, qe = starts[b], starts[b + 1]
         pos = torch.arange(length, device=q.device)
         blocks = meta.block_table[b, pos // block_size].long()
-        keys = k_cache[blocks, pos % block_size].transpose(0, 1).float()  # [Hkv, L, D]
-        values = v_cache[blocks, pos % block_size].transpose(0, 1).float()
+        keys = k_cache[blocks, pos % block_size].transpose(0, 1)  # [Hkv, L, D]
+        values = v_cache[blocks, pos % block_size].transpose(0, 1)
+        if kv_cache.dtype == torch.uint8:  # FP8: the bytes read back and scaled
+            keys = keys.view(FP8).float() * layer._k_scale.float()
+            values = values.view(FP8).float() * layer._v_scale.float()
+        keys, values = keys.float(), values.float()
         queries = q[qs:qe].transpose(0, 1).float()  # [H, q_len, D]
         qpos = torch.arange(length - (qe - qs), length, device=q.device)
         mask = pos[None, :] <= qpos[:, None]

@@ -4,7 +4,8 @@
 Grid `(token blocks, q head blocks + 1)`: programs of the first head blocks rotate their q_pe
 heads into q_out; the last program of each token block rotates k_pe (one head) into k_out and into
 the tail of each token's cache row, and copies kv_c into the row's head, at the token's slot
-(slots < 0 skipped). The rotation is `qk_norm_rope`'s `_rope_block` (no norm), so the numerics
+(slots < 0 skipped), as `clamp(x / k_scale, -448, 448)` into an FP8 cache (`FP8`). The rotation
+is `qk_norm_rope`'s `_rope_block` (no norm), so the numerics
 are `mla_rope_cache_ref`'s bit for bit: the kernel is compiled without floating-point
 contraction, and every product and sum rounds as torch rounds it. q_pe may be a strided view
 (vLLM slices it out of q); k_pe and kv_c are read with their strides. Launch shape:
@@ -18,7 +19,7 @@ import triton
 import triton.language as tl
 
 from irfuse.kernels import mla_rope_cache_ref
-from irfuse.kernels.qk_norm_rope import MAX_HEAD_DIM, RopeConfig, _rope_block
+from irfuse.kernels.qk_norm_rope import MAX_HEAD_DIM, RopeConfig, _rope_block, _to_store
 from irfuse.kernels.triton_support import (
     await_previous_kernel,
     check_device,
@@ -30,10 +31,10 @@ from irfuse.kernels.triton_support import (
 @triton.jit(do_not_specialize=["T"])
 def _mla_rope_cache_kernel(
     q_ptr, k_ptr, kvc_ptr, cos_ptr, sin_ptr, pos_ptr, q_out_ptr, k_out_ptr, cache_ptr, slot_ptr,
-    T, sq0, sq1, sq2, sk0, sk2, skv0, skv1, sc0, sc1, ss0, ss1, sca0, sca1, sca2, block_size,
+    scale_ptr, T, sq0, sq1, sq2, sk0, sk2, skv0, skv1, sc0, sc1, ss0, ss1, sca0, sca1, sca2, block_size,
     H: tl.constexpr, D: tl.constexpr, L: tl.constexpr, R: tl.constexpr,
     IS_NEOX: tl.constexpr, FULL_TABLE: tl.constexpr, HAS_POS: tl.constexpr,
-    ROPE_F32: tl.constexpr, TOKENS: tl.constexpr, HEADS: tl.constexpr,
+    ROPE_F32: tl.constexpr, FP8: tl.constexpr, TOKENS: tl.constexpr, HEADS: tl.constexpr,
     BLOCK_R2: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_L: tl.constexpr, PDL: tl.constexpr,
 ):
     NQB: tl.constexpr = (H + HEADS - 1) // HEADS
@@ -71,13 +72,18 @@ def _mla_rope_cache_kernel(
                     BLOCK_R2, BLOCK_P)
         _rope_block(k_ptr, sk0, 0, sk2, k_ptr, 0.0, 0.0, toks64, tmask, lanes, one,
                     cos_ptr, sin_ptr, crow, srow, sc1, ss1,
-                    cache_ptr, row + L * sca2, smask, 0, sca2, k_ptr,
-                    D, R, IS_NEOX, FULL_TABLE, False, False, False, ROPE_F32, False,
+                    cache_ptr, row + L * sca2, smask, 0, sca2, scale_ptr,
+                    D, R, IS_NEOX, FULL_TABLE, False, False, False, ROPE_F32, FP8,
                     BLOCK_R2, BLOCK_P)
         j = tl.arange(0, BLOCK_L)[None, :]
         x = tl.load(kvc_ptr + toks64[:, None] * skv0 + j * skv1,
                     mask=tmask[:, None] & (j < L), other=0.0)
-        tl.store(cache_ptr + row[:, None] + j * sca2, x, mask=smask[:, None] & (j < L))
+        scale = 1.0
+        if FP8:
+            scale = tl.load(scale_ptr)
+        tl.store(cache_ptr + row[:, None] + j * sca2,
+                 _to_store(x, scale, FP8, cache_ptr.dtype.element_ty),
+                 mask=smask[:, None] & (j < L))
 
 
 MLA_ROPE_CONFIG = RopeConfig(2, 16, 4)
@@ -88,18 +94,21 @@ DeepSeek-V3's shapes (16 and 128 q heads, rope dim 64, GPT-J; `benchmarks/bench_
 
 def rope_mla_kv_cache_write(q_pe, k_pe, kv_c, cos, sin, positions, cos_sin_cache, kv_cache,
                             slot_mapping, *, is_neox: bool, rotary_dim: int,
-                            rope_f32: bool = False, config: RopeConfig | None = None,
+                            rope_f32: bool = False, k_scale: torch.Tensor | None = None,
+                            config: RopeConfig | None = None,
                             ) -> tuple[torch.Tensor, torch.Tensor]:
     """One launch: (q_out, k_out), the cache written in place; arguments, numerics and errors as
     `mla_rope_cache_ref.rope_mla_kv_cache_write`."""
     mla_rope_cache_ref.check_args(q_pe, k_pe, kv_c, cos, sin, positions, cos_sin_cache,
-                                  kv_cache, slot_mapping, rotary_dim)
+                                  kv_cache, slot_mapping, rotary_dim, k_scale)
     tokens, heads, d = q_pe.shape
     latent = kv_c.shape[1]
     if d > MAX_HEAD_DIM or latent > 4 * MAX_HEAD_DIM:
         raise ValueError("irfuse: rope_mla_kv_cache_write: the rope or latent dim is too wide")
+    fp8 = kv_cache.dtype == mla_rope_cache_ref.FP8
     tensors = [q_pe, k_pe, kv_c, kv_cache, slot_mapping,
-               *(t for t in (cos, sin, positions, cos_sin_cache) if t is not None)]
+               *(t for t in (cos, sin, positions, cos_sin_cache, k_scale if fp8 else None)
+                 if t is not None)]
     check_device(*tensors)
     q_out = torch.empty((tokens, heads, d), dtype=q_pe.dtype, device=q_pe.device)
     k_out = torch.empty((tokens, 1, d), dtype=q_pe.dtype, device=q_pe.device)
@@ -114,12 +123,12 @@ def rope_mla_kv_cache_write(q_pe, k_pe, kv_c, cos, sin, positions, cos_sin_cache
     grid = (triton.cdiv(tokens, cfg.tokens), -(-heads // cfg.heads) + 1)
     _mla_rope_cache_kernel[grid](
         q_pe, k_pe, kv_c, cos_t, sin_t, pos, q_out, k_out, kv_cache, slot_mapping,
-        tokens, *q_pe.stride(), k_pe.stride(0), k_pe.stride(2), *kv_c.stride(),
+        k_scale if fp8 else slot_mapping, tokens, *q_pe.stride(), k_pe.stride(0), k_pe.stride(2), *kv_c.stride(),
         cos_t.stride(0), cos_t.stride(1), sin_t.stride(0), sin_t.stride(1),
         *kv_cache.stride(), kv_cache.shape[1],
         H=heads, D=d, L=latent, R=rotary_dim, IS_NEOX=bool(is_neox),
         FULL_TABLE=cos is not None and cos.shape[1] == rotary_dim,
-        HAS_POS=cos_sin_cache is not None, ROPE_F32=bool(rope_f32),
+        HAS_POS=cos_sin_cache is not None, ROPE_F32=bool(rope_f32), FP8=fp8,
         TOKENS=cfg.tokens, HEADS=cfg.heads, BLOCK_R2=next_pow2(half),
         BLOCK_P=next_pow2(d - rotary_dim) if d > rotary_dim else 0,
         BLOCK_L=next_pow2(latent),

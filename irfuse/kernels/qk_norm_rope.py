@@ -417,22 +417,3 @@ def qk_norm_rope_kv(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_ca
         assert k_out is not None
         return q_out, k_out
     return q_out
-
-
-def qk_norm_rope_kv_keep_k(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache,
-                           k_cache, v_cache, slot_mapping, *, eps: float, is_neox: bool,
-                           rotary_dim: int, weight_offset: float = 0.0, weight_f32: bool = False,
-                           rope_f32: bool = False, config: RopeConfig | None = None,
-                           mrope_section: list[int] | None = None,
-                           mrope_interleaved: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """`qk_norm_rope_kv` (model-dtype caches) with `return_k`: (q_out, k_out), new contiguous
-    `[T, H, D]`; the caches may be any strided `[blocks, block_size, H, D]` views (vLLM's
-    `[B, H, N, 2D]` cache split on its last dim)."""
-    out = qk_norm_rope_kv(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache,
-                          k_cache, v_cache, slot_mapping, None, None, eps=eps, is_neox=is_neox,
-                          rotary_dim=rotary_dim, weight_offset=weight_offset,
-                          weight_f32=weight_f32, rope_f32=rope_f32, config=config,
-                          return_k=True, mrope_section=mrope_section,
-                          mrope_interleaved=mrope_interleaved)
-    assert isinstance(out, tuple)
-    return out

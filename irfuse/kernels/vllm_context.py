@@ -6,7 +6,8 @@ on vLLM's ops) get the layer name, as vLLM's own fused ops do
 `attention_context(layer_name)` is vLLM's `get_attention_context` (attention metadata, the
 layer, its KV cache, its slot mapping), or the provider a test installs (`set_provider`, the
 stand-ins of `tests/vllm_ops.py` when vLLM is not installed). `split_kv_cache` gives the key and
-value caches of the backends whose layout irfuse knows, `mla_cache` an MLA layer's latent cache;
+value caches of the backends whose layout irfuse knows (`writable_kv_cache` with an FP8 cache's
+scales), `mla_cache` an MLA layer's latent cache;
 `layer_name_type()` is the schema type of the layer-name argument, `LayerName` or `str`.
 """
 
@@ -89,6 +90,45 @@ def backend_name(layer: Any) -> str:
     return get_name() if callable(get_name) else ""
 
 
+FP8_CACHE_DTYPES = ("fp8", "fp8_e4m3")
+"""vLLM's per-tensor-scaled FP8 cache kinds irfuse's kernels write: e4m3, each value stored as
+`x / scale` saturated to +-448, as vLLM's `reshape_and_cache_flash` (CUDA and Triton) and
+`concat_and_cache_mla` store it. fp8_e5m2, per-token-head scales and DeepSeek's fp8_ds_mla are
+left to vLLM."""
+
+
+class KvWrite(NamedTuple):
+    """Where a paged write of k and v goes: the caches (`split_kv_cache`'s views) and, for an
+    FP8 cache, the layer's scales (None for a cache in the model dtype)."""
+
+    k_cache: torch.Tensor
+    v_cache: torch.Tensor
+    k_scale: torch.Tensor | None
+    v_scale: torch.Tensor | None
+
+
+def fp8_cache(kv_cache: torch.Tensor, kv_cache_dtype: str) -> torch.Tensor | None:
+    """vLLM's FP8 cache (allocated as uint8) viewed as float8_e4m3fn where its kind is one of
+    FP8_CACHE_DTYPES (not on ROCm, whose FP8 is fnuz); None otherwise."""
+    if kv_cache_dtype not in FP8_CACHE_DTYPES or torch.version.hip is not None:
+        return None
+    if kv_cache.dtype == torch.uint8:
+        return kv_cache.view(torch.float8_e4m3fn)
+    return kv_cache if kv_cache.dtype == torch.float8_e4m3fn else None
+
+
+def _split(layer: Any, kv_cache: torch.Tensor, head_size: int
+           ) -> tuple[torch.Tensor, torch.Tensor] | None:
+    if backend_name(layer) not in SPLIT_CACHE_BACKENDS:
+        return None
+    if getattr(layer, "kv_sharing_target_layer_name", None) is not None:
+        return None
+    if kv_cache.dim() != 4 or kv_cache.shape[-1] != 2 * head_size:
+        return None
+    k_cache, v_cache = kv_cache.transpose(1, 2).split(head_size, dim=-1)
+    return k_cache, v_cache
+
+
 def split_kv_cache(layer: Any, kv_cache: torch.Tensor, head_size: int, dtype: torch.dtype
                    ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """(k_cache, v_cache) `[num_blocks, block_size, kv_heads, head_size]`, views into the layer's
@@ -100,32 +140,46 @@ def split_kv_cache(layer: Any, kv_cache: torch.Tensor, head_size: int, dtype: to
     NHD stores `[B, N, H, C]`); the FlashAttention, Triton and FlashInfer backends split it as
     `kv_cache.transpose(1, 2).split(head_size, -1)`, and irfuse's kernels write and read these
     views in place with their strides. Other backends (the CPU one, whose blocks hold k
-    column-major or in AMX tiles depending on the ISA; NVFP4, per-head-quantized or FP8
-    caches) are left to vLLM."""
-    if backend_name(layer) not in SPLIT_CACHE_BACKENDS:
-        return None
+    column-major or in AMX tiles depending on the ISA) and NVFP4, per-head-quantized or FP8
+    caches are left to vLLM (`writable_kv_cache` takes FP8 ones for a write)."""
     if getattr(layer, "kv_cache_dtype", "auto") != "auto" or kv_cache.dtype != dtype:
         return None
-    if getattr(layer, "kv_sharing_target_layer_name", None) is not None:
+    return _split(layer, kv_cache, head_size)
+
+
+def writable_kv_cache(layer: Any, kv_cache: torch.Tensor, head_size: int, dtype: torch.dtype
+                      ) -> KvWrite | None:
+    """Where irfuse's kernels write the layer's new k and v: `split_kv_cache`'s views of a cache
+    in `dtype`, or of an FP8 one (`fp8_cache`) with the layer's `_k_scale` and `_v_scale`, as
+    vLLM's `do_kv_cache_update` passes them; None where vLLM's own write must run."""
+    kind = getattr(layer, "kv_cache_dtype", "auto")
+    if kind == "auto":
+        caches = split_kv_cache(layer, kv_cache, head_size, dtype)
+        return None if caches is None else KvWrite(*caches, None, None)
+    cache = fp8_cache(kv_cache, kind)
+    caches = None if cache is None else _split(layer, cache, head_size)
+    if caches is None:
         return None
-    if kv_cache.dim() != 4 or kv_cache.shape[-1] != 2 * head_size:
-        return None
-    k_cache, v_cache = kv_cache.transpose(1, 2).split(head_size, dim=-1)
-    return k_cache, v_cache
+    return KvWrite(*caches, layer._k_scale, layer._v_scale)
 
 
 def mla_cache(layer: Any, kv_cache: torch.Tensor, width: int, dtype: torch.dtype,
               kv_cache_dtype: str) -> torch.Tensor | None:
     """The MLA layer's latent cache `[num_blocks, block_size, kv_lora_rank + rope_dim]`, a view
     of vLLM's, where its backend writes it as vLLM's base `MLAAttentionImpl.do_kv_cache_update`
-    does (`concat_and_cache_mla` in the model dtype: `kv_cache_dtype` "auto") and nothing else
-    moves rows (no HiSparse cache, no prefill context parallelism); None elsewhere (vLLM's own
-    write then runs). vLLM 0.32's MLA cache is `[B, 1, N, C]` (one "head"), as its fused
+    does (`concat_and_cache_mla`: in the model dtype, `kv_cache_dtype` "auto", or FP8 scaled by
+    the call's k_scale, `fp8_cache`, then float8_e4m3fn) and nothing else moves rows (no
+    HiSparse cache, no prefill context parallelism); None elsewhere (vLLM's own write then
+    runs). vLLM 0.32's MLA cache is `[B, 1, N, C]` (one "head"), as its fused
     `concat_and_cache_mla_rope_fused` call squeezes it."""
     update = getattr(type(getattr(layer, "impl", None)), "do_kv_cache_update", None)
     if getattr(update, "__qualname__", "") != "MLAAttentionImpl.do_kv_cache_update":
         return None
-    if kv_cache_dtype != "auto" or kv_cache.dtype != dtype:
+    if kv_cache_dtype != "auto":
+        kv_cache = fp8_cache(kv_cache, kv_cache_dtype)
+        if kv_cache is None:
+            return None
+    elif kv_cache.dtype != dtype:
         return None
     if getattr(layer, "hisparse_cache", None) is not None or getattr(layer, "use_pcp", False):
         return None

@@ -227,8 +227,9 @@ def test_whole_layer_fuses_both_bit_exact():
 
 def _decode_context(layer: VA.Layer, seq_lens: list[int]):
     meta, slots = VA.decode_batch(seq_lens, 4, 16)
-    layer.kv_cache.copy_(torch.randn(layer.kv_cache.shape,
-                                     generator=torch.Generator().manual_seed(3)).to(BF16))
+    values = torch.randn(layer.kv_cache.shape, generator=torch.Generator().manual_seed(3))
+    fp8 = layer.kv_cache.dtype == torch.uint8
+    layer.kv_cache.copy_(values.to(VA.FP8).view(torch.uint8) if fp8 else values.to(BF16))
     return meta, slots
 
 
@@ -255,21 +256,13 @@ def test_paged_decode_reads_vllms_cache_in_place():
                                               attention_quant_ref.paged_decode_fp8) is None
 
 
-def _keep_k_reference(q, k, v, qw, kw, cos, sin, positions, cache, k_cache, v_cache, slots,
-                      **readings):
-    """What `qk_norm_rope_kv_keep_k` computes, from the references."""
-    q_out = qk_norm_rope_ref.qk_norm_rope_kv(q, k, v, qw, kw, cos, sin, positions, cache,
-                                             k_cache, v_cache, slots, None, None, **readings)
-    _, k_out = qk_norm_rope_ref.qk_norm_rope(q, k, qw, kw, cos, sin, positions, cache,
-                                             **readings)
-    return q_out, k_out
-
-
-def test_in_place_write_lands_where_vllms_write_does():
+@pytest.mark.parametrize("kv_cache_dtype", ["auto", "fp8"])
+def test_in_place_write_lands_where_vllms_write_does(kv_cache_dtype):
     """The CUDA path writes the rotated k and v into the strided halves of vLLM's cache: the
     same cache, bit for bit, as rotating and calling vLLM's own write (the stand-in's
-    FlashAttention-layout `do_kv_cache_update`)."""
-    layer = _layer()
+    FlashAttention-layout `do_kv_cache_update`); an FP8 cache (uint8, vLLM's "fp8") holds the
+    same bytes, scaled by the layer's k and v scales."""
+    layer = _layer(kv_cache_dtype=kv_cache_dtype, kv_scales=(0.05, 0.125))
     meta, slots = _decode_context(layer, [5, 3, 7])
     g = torch.Generator().manual_seed(6)
     q, k, v = (torch.randn(3, h, HEAD, generator=g).to(BF16) for h in (HEADS, KV_HEADS, KV_HEADS))
@@ -280,7 +273,7 @@ def test_in_place_write_lands_where_vllms_write_does():
     start = layer.kv_cache.clone()
     with VA.forward_context({layer.layer_name: meta}, {layer.layer_name: slots}):
         got = rope_ops.write_in_place(q, k, v, None, None, positions, None, None, cache,
-                                      layer.layer_name, _keep_k_reference, readings)
+                                      layer.layer_name, qk_norm_rope_ref.qk_norm_rope_kv, readings)
         written = layer.kv_cache.clone()
         layer.kv_cache.copy_(start)
         want = rope_ops.rope_vllm_kv_cache_update(q, k, v, None, None, positions, cache, None,
@@ -290,7 +283,7 @@ def test_in_place_write_lands_where_vllms_write_does():
     assert torch.equal(written, layer.kv_cache) and not torch.equal(written, start)
     with VA.forward_context({layer.layer_name: meta}, {}):  # no slots: vLLM writes nothing
         assert rope_ops.write_in_place(q, k, v, None, None, positions, None, None, cache,
-                                       layer.layer_name, _keep_k_reference, readings) is None
+                                       layer.layer_name, qk_norm_rope_ref.qk_norm_rope_kv, readings) is None
 
 
 # --- the kernels as torch ops ---------------------------------------------------------------------

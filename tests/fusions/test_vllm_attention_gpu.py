@@ -170,6 +170,41 @@ def test_rope_and_cache_write_on_gpu(layout, qk_norm, query_lens):
     assert _rel(got[changed], want[changed]) < 2e-2 if changed.any() else True
 
 
+@pytest.mark.parametrize("kv_cache_dtype", ["auto", "fp8"])
+def test_one_launch_writes_the_cache_vllms_write_writes(kv_cache_dtype):
+    """The CUDA path's one Triton launch (`rope_vllm_kv_cache_update`) rotates q and k and
+    writes k and v into vLLM's cache: the bytes vLLM's write (the stand-in) stores after
+    irfuse's rope, an FP8 cache (uint8, the layer's k and v scales) too; the rest untouched."""
+    import inspect
+
+    from irfuse.fusions.fuse_rope_kvcache import ops as rope_ops
+    from irfuse.fusions.kernel_decl import Call
+
+    layer = VA.Layer(NAME, HEADS, KV_HEADS, HEAD, num_blocks=BLOCKS, block_size=BLOCK,
+                     backend="FLASHINFER", device=DEVICE, kv_cache_dtype=kv_cache_dtype,
+                     kv_scales=(0.05, 0.125))
+    meta, slots = VA.decode_batch([37, 5, 20], BLOCK, BLOCKS)
+    g = torch.Generator().manual_seed(12)
+    values = torch.randn(layer.kv_cache.shape, generator=g)
+    layer.kv_cache.copy_(values.to(FP8).view(torch.uint8) if kv_cache_dtype == "fp8"
+                         else values.to(BF16))
+    start = layer.kv_cache.clone()
+    q, k, v = (torch.randn(3, h, HEAD, generator=g).to(BF16).to(DEVICE)
+               for h in (HEADS, KV_HEADS, KV_HEADS))
+    positions, cache = torch.tensor([36, 4, 19], device=DEVICE), V.rope_cache(HEAD, 64).to(DEVICE)
+    args = (q, k, v, None, None, positions, cache, None, None, NAME, True, HEAD)
+    bound = inspect.signature(rope_ops.rope_vllm_kv_cache_update).bind(*args)
+    bound.apply_defaults()
+    with VA.forward_context({NAME: _on(meta, DEVICE)}, {NAME: slots.to(DEVICE)}):
+        got = rope_ops._vllm_cuda(Call(bound.arguments))
+        torch.cuda.synchronize()
+        written = layer.kv_cache.clone()
+        layer.kv_cache.copy_(start)
+        want = rope_ops.rope_vllm_kv_cache_update(*args)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    assert torch.equal(written, layer.kv_cache) and not torch.equal(written, start)
+
+
 @pytest.mark.parametrize("layout", ["HND", "NHD"])
 @pytest.mark.parametrize("query_lens", [None, [2, 1, 3]], ids=["decode", "mixed"])
 def test_attention_quant_on_gpu(layout, query_lens):

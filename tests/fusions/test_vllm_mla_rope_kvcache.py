@@ -85,8 +85,9 @@ class MlaAttention(nn.Module):
         return VA.mla_attention(self.layer, q, kv_c_normed, k_pe, self.k_scale)
 
 
-def _layer() -> VA.Layer:
-    return VA.Layer(NAME, HEADS, 1, LATENT + ROPE, num_blocks=16, block_size=4, mla_v_dim=V_DIM)
+def _layer(**kw) -> VA.Layer:
+    return VA.Layer(NAME, HEADS, 1, LATENT + ROPE, num_blocks=16, block_size=4, mla_v_dim=V_DIM,
+                    **kw)
 
 
 def run_step(module: MlaAttention, flag: bool = True, v2: bool = True) -> Compiled:
@@ -160,10 +161,10 @@ def test_a_read_of_the_rebuilt_buffer_off_the_rotated_k_pe_is_explained(v2):
         _missed(compiled)
 
 
-def _rope_call(q, k, kv_c, positions, cache, kv_cache_dtype="auto") -> Call:
+def _rope_call(q, k, kv_c, positions, cache, kv_cache_dtype="auto", k_scale=1.0) -> Call:
     return Call({"q_pe": q, "k_pe": k, "kv_c": kv_c, "positions": positions,
                  "cos_sin_cache": cache, "cos": None, "sin": None,
-                 "k_scale": torch.tensor(1.0), "layer_name": NAME,
+                 "k_scale": torch.tensor(k_scale), "layer_name": NAME,
                  "kv_cache_dtype": kv_cache_dtype, "is_neox": False, "rotary_dim": ROPE,
                  "rope_f32": False})
 
@@ -206,6 +207,36 @@ def test_in_place_path_writes_where_vllms_write_does(monkeypatch):
     assert launched == ["one launch"]
 
 
+def test_in_place_path_writes_vllms_fp8_latent_cache(monkeypatch):
+    """vLLM's FP8 latent cache (uint8, kv_cache_dtype "fp8"): the one launch stores the bytes
+    vLLM's write stores, `[kv_c | rotated k_pe] / k_scale` saturated to e4m3."""
+    monkeypatch.setattr(mla_ops, "kernels", lambda name: SimpleNamespace(
+        rope_mla_kv_cache_write=mla_rope_cache_ref.rope_mla_kv_cache_write,
+        qk_norm_rope=qk_norm_rope_ref.qk_norm_rope))
+    launched: list[str] = []
+    real = mla_rope_cache_ref.rope_mla_kv_cache_write
+    monkeypatch.setattr(mla_rope_cache_ref, "rope_mla_kv_cache_write",
+                        lambda *a, **kw: launched.append("one launch") or real(*a, **kw))
+    layer = _layer(kv_cache_dtype="fp8")
+    meta, slots = VA.decode_batch([5, 3, 7], 4, 16)
+    g = torch.Generator().manual_seed(9)
+    layer.kv_cache.copy_(torch.randn(layer.kv_cache.shape, generator=g).to(VA.FP8)
+                         .view(torch.uint8))
+    start = layer.kv_cache.clone()
+    q = torch.randn(3, HEADS, ROPE, generator=g).to(BF16)
+    k = torch.randn(3, 1, ROPE, generator=g).to(BF16)
+    kv_c = torch.randn(3, LATENT, generator=g).to(BF16)
+    call = _rope_call(q, k, kv_c, torch.tensor([4, 2, 6]), V.rope_cache(ROPE, 64), "fp8", 0.0625)
+    with VA.forward_context({NAME: meta}, {NAME: slots}):
+        got = mla_ops._vllm_cuda(call)
+        written = layer.kv_cache.clone()
+        layer.kv_cache.copy_(start)
+        want = mla_ops.rope_vllm_mla_kv_cache_update(**call)
+    assert launched == ["one launch"]
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    assert torch.equal(written, layer.kv_cache) and not torch.equal(written, start)
+
+
 class _OwnWriteImpl(VA.MLAAttentionImpl):
     """A backend with a cache write of its own (as vLLM's CPU and AMX MLA backends have): irfuse
     does not write its cache."""
@@ -217,26 +248,30 @@ class _OwnWriteImpl(VA.MLAAttentionImpl):
 @pytest.mark.gpu
 @pytest.mark.parametrize("own_write", [False, True], ids=["in-place", "vllms-write"])
 @pytest.mark.parametrize("is_neox", [False, True], ids=["gptj", "neox"])
-def test_cuda_one_launch_writes_vllms_latent_cache(is_neox, own_write):
+@pytest.mark.parametrize("kv_cache_dtype", ["auto", "fp8"])
+def test_cuda_one_launch_writes_vllms_latent_cache(is_neox, own_write, kv_cache_dtype):
     """On CUDA irfuse's Triton launch rotates q_pe (a slice of q) and k_pe and writes
     `[kv_c | k_pe]` into the layer's `[B, 1, N, C]` cache in place, padded slots (-1) skipped;
     where the backend writes its cache its own way, the Triton rope runs and then vLLM's write.
     Either way the rotated values and the cache equal irfuse's reference rope followed by vLLM's
-    (stand-in) write, bit for bit."""
+    (stand-in) write, bit for bit, an FP8 cache (uint8, scaled by k_scale) too."""
     layer = VA.Layer(NAME, HEADS, 1, LATENT + ROPE, num_blocks=16, block_size=4,
-                     mla_v_dim=V_DIM, device="cuda")
+                     mla_v_dim=V_DIM, device="cuda", kv_cache_dtype=kv_cache_dtype)
     if own_write:
         layer.impl = _OwnWriteImpl(layer)
     meta, slots = VA.decode_batch([5, 3, 7, 2], 4, 16)
     slots[3] = -1
     g = torch.Generator().manual_seed(9)
-    layer.kv_cache.copy_(torch.randn(layer.kv_cache.shape, generator=g).to(BF16))
+    values = torch.randn(layer.kv_cache.shape, generator=g)
+    layer.kv_cache.copy_(values.to(VA.FP8).view(torch.uint8) if kv_cache_dtype == "fp8"
+                         else values.to(BF16))
     start = layer.kv_cache.clone()
     q = torch.randn(4, HEADS, NOPE + ROPE, generator=g).to(BF16).cuda()
     k = torch.randn(4, 1, ROPE, generator=g).to(BF16).cuda()
     kv_c = torch.randn(4, LATENT, generator=g).to(BF16).cuda()
     positions, cache = torch.tensor([4, 2, 6, 1]).cuda(), V.rope_cache(ROPE, 64).cuda()
-    call = _rope_call(q[..., NOPE:], k, kv_c, positions, cache)
+    call = _rope_call(q[..., NOPE:], k, kv_c, positions, cache, kv_cache_dtype, 0.0625)
+    call["k_scale"] = call["k_scale"].cuda()
     call["is_neox"] = is_neox
     with VA.forward_context({NAME: meta}, {NAME: slots.cuda()}):
         got = mla_ops._vllm_cuda(call)

@@ -1,7 +1,8 @@
 """MLA's RoPE + latent-cache write: the torch reference equals vLLM's native rotary followed by
 `concat_and_cache_mla`'s write, bit for bit; the Triton kernel (on the CPU under
 TRITON_INTERPRET=1, in a child process) equals the reference bit for bit, cache included, with a
-strided q_pe (a slice of q), both table forms, partial rotary and padded (-1) slots."""
+strided q_pe (a slice of q), both table forms, partial rotary, padded (-1) slots and vLLM's FP8
+latent cache."""
 
 from __future__ import annotations
 
@@ -57,25 +58,33 @@ def test_reference_refuses_what_it_cannot_write():
         mla_rope_cache_ref.rope_mla_kv_cache_write(q_pe, k_pe, kv_c, None, None, positions,
                                                    table, cache[..., :-1], slots, is_neox=True,
                                                    rotary_dim=16)
-    with pytest.raises(ValueError, match="only a cache in the model dtype"):
+    with pytest.raises(ValueError, match="an FP8 cache needs k_scale"):
         mla_rope_cache_ref.rope_mla_kv_cache_write(
             q_pe, k_pe, kv_c, None, None, positions, table, cache.to(torch.float8_e4m3fn),
             slots, is_neox=True, rotary_dim=16)
+    with pytest.raises(ValueError, match="neither the model dtype"):
+        mla_rope_cache_ref.rope_mla_kv_cache_write(
+            q_pe, k_pe, kv_c, None, None, positions, table, cache.half(), slots, is_neox=True,
+            rotary_dim=16)
     with pytest.raises(ValueError, match="one head"):
         mla_rope_cache_ref.rope_mla_kv_cache_write(q_pe, q_pe, kv_c, None, None, positions,
                                                    table, cache, slots, is_neox=True,
                                                    rotary_dim=16)
 
 
-CASES = [(t, heads, rope, rotary, dtype, neox, table)
+CASES = [(t, heads, rope, rotary, dtype, neox, table, False)
          for t, heads, rope, rotary in ((1, 4, 16, 16), (5, 3, 16, 8), (7, 16, 32, 32))
          for dtype in ("bfloat16", "float16", "float32")
          for neox in (False, True) for table in ("cache", "cos_sin")]
+# vLLM's FP8 latent cache ("fp8": e4m3, scaled by k_scale).
+CASES += [(t, heads, rope, rotary, "bfloat16", neox, "cache", True)
+          for t, heads, rope, rotary in ((5, 3, 16, 8), (7, 16, 32, 32)) for neox in (False, True)]
 
 
 def _ids(case) -> str:
-    t, heads, rope, rotary, dtype, neox, table = case
-    return f"T{t}-H{heads}-R{rope}-rot{rotary}-{dtype}-{'neox' if neox else 'gptj'}-{table}"
+    t, heads, rope, rotary, dtype, neox, table, fp8 = case
+    return (f"T{t}-H{heads}-R{rope}-rot{rotary}-{dtype}-{'neox' if neox else 'gptj'}-{table}"
+            + ("-fp8" if fp8 else ""))
 
 
 def _compare(device: str) -> dict:
@@ -85,9 +94,13 @@ def _compare(device: str) -> dict:
 
     out = {}
     for case in CASES:
-        t, heads, rope, rotary, dtype, neox, table = case
+        t, heads, rope, rotary, dtype, neox, table, fp8 = case
         q_pe, k_pe, kv_c, positions, cache, slots = (
             x.to(device) for x in _inputs(t, heads, rope, getattr(torch, dtype), seed=t + heads))
+        scale = {}
+        if fp8:
+            cache = cache.to(torch.float8_e4m3fn)
+            scale = {"k_scale": torch.tensor([0.25], device=device)}
         strided = torch.zeros(t, heads, 8 + rope, dtype=q_pe.dtype, device=device)
         strided[..., 8:] = q_pe
         q_pe = strided[..., 8:]  # strided again, as vLLM slices it out of q
@@ -102,13 +115,15 @@ def _compare(device: str) -> dict:
         for fn in (mla_rope_cache.rope_mla_kv_cache_write,
                    mla_rope_cache_ref.rope_mla_kv_cache_write):
             c = cache.clone()
-            q, k = fn(q_pe, k_pe, kv_c, *tables, c, slots, is_neox=neox, rotary_dim=rotary)
+            q, k = fn(q_pe, k_pe, kv_c, *tables, c, slots, is_neox=neox, rotary_dim=rotary,
+                      **scale)
             results.append((q, k, c))
         worst = 0.0
         for a, b in zip(*results, strict=True):
             ulp = torch.finfo(b.dtype).eps * b.float().abs().clamp_min(torch.finfo(b.dtype).tiny)
             worst = max(worst, ((a.float() - b.float()).abs() / ulp).max().item())
-        same = all(torch.equal(a, b) for a, b in zip(*results, strict=True))
+        same = all(torch.equal(a.view(torch.uint8), b.view(torch.uint8)) if fp8 and i == 2
+                   else torch.equal(a, b) for i, (a, b) in enumerate(zip(*results, strict=True)))
         out[_ids(case)] = {"ok": same, "ulps": worst}
     return out
 

@@ -547,10 +547,10 @@ def check_case(c: dict, device: str) -> dict:
 
 
 def check_keep_k_vllm_layout(device: str) -> dict:
-    """`qk_norm_rope_kv_keep_k` on vLLM 0.32's cache (`[blocks, kv_heads, block_size, 2 * D]`,
+    """`qk_norm_rope_kv` returning k on vLLM 0.32's cache (`[blocks, kv_heads, block_size, 2 * D]`,
     HND or NHD strides, k and v halves split on the last dim as its FlashAttention backend
     splits them): q_out, k_out and the cache as the references give them (rope only: exact;
-    with the norms: within the kernel's usual agreement)."""
+    with the norms: within the kernel's usual agreement), and an FP8 cache's bytes exactly."""
     from irfuse.kernels import qk_norm_rope as kern
 
     t, hq, hk, d, nb, bs = 5, 4, 2, 64, 4, 16
@@ -569,8 +569,9 @@ def check_keep_k_vllm_layout(device: str) -> dict:
             want = kv.clone()
             slots = _slots(t, nb * bs, device, seed=t)
             opts = {"eps": EPS, "is_neox": True, "rotary_dim": d}
-            qo, ko = kern.qk_norm_rope_kv_keep_k(q, k, v, qw, kw, None, None, pos, cache,
-                                                 *kv.transpose(1, 2).split(d, -1), slots, **opts)
+            qo, ko = kern.qk_norm_rope_kv(q, k, v, qw, kw, None, None, pos, cache,
+                                          *kv.transpose(1, 2).split(d, -1), slots, None, None,
+                                          return_k=True, **opts)
             wq = ref.qk_norm_rope_kv(q, k, v, qw, kw, None, None, pos, cache,
                                      *want.transpose(1, 2).split(d, -1), slots, None, None,
                                      **opts)
@@ -579,6 +580,25 @@ def check_keep_k_vllm_layout(device: str) -> dict:
                 p = _close(o, w, not norm, torch.bfloat16, True, d)
                 if p:
                     problems.append(f"{layout} norm={norm} {name}: {p}")
+        # vLLM's FP8 cache (uint8, viewed as e4m3) scaled per tensor: the same bytes.
+        q, k, v, _, _, pos = _qkv(t, hq, hk, d, torch.bfloat16, device, seed=4)
+        gen = torch.Generator(device=device).manual_seed(10)
+        kv = torch.randn(nb, hk, bs, 2 * d, generator=gen, device=device).to(torch.float8_e4m3fn)
+        if layout == "NHD":
+            kv = kv.transpose(1, 2).contiguous().transpose(1, 2)
+        want = kv.clone()
+        scales = (torch.tensor([0.05], device=device), torch.tensor([0.125], device=device))
+        slots = _slots(t, nb * bs, device, seed=t + 1)
+        opts = {"eps": EPS, "is_neox": False, "rotary_dim": d}
+        qo, ko = kern.qk_norm_rope_kv(q, k, v, None, None, None, None, pos, cache,
+                                      *kv.transpose(1, 2).split(d, -1), slots, *scales,
+                                      return_k=True, **opts)
+        wq, wk = ref.qk_norm_rope_kv(q, k, v, None, None, None, None, pos, cache,
+                                     *want.transpose(1, 2).split(d, -1), slots, *scales,
+                                     return_k=True, **opts)
+        if not (torch.equal(qo, wq) and torch.equal(ko, wk)
+                and torch.equal(kv.view(torch.uint8), want.view(torch.uint8))):
+            problems.append(f"{layout} fp8: q, k or the cache bytes differ")
     return {"ok": not problems, "detail": "; ".join(problems) or "ok"}
 
 

@@ -198,9 +198,9 @@ def rope_vllm_kv_cache_update(q: Tensor, k: Tensor, v: Tensor, q_weight: Tensor 
     (`irfuse.kernels.vllm_context`), and the write is skipped where the context has no slot
     mapping for the layer (vLLM's rule). The CPU runs this: irfuse's rope reference, then
     `unified_kv_cache_update` (the CPU backend's block interior depends on the ISA), the unfused
-    graph's bits. On CUDA a cache irfuse knows (`write_in_place`) gets one Triton launch that
-    rotates q and k and writes k and v in place; other caches get the Triton rope and vLLM's
-    write."""
+    graph's bits. On CUDA a cache irfuse knows (`write_in_place`: the model dtype or vLLM's
+    per-tensor FP8) gets one Triton launch that rotates q and k and writes k and v in place;
+    other caches get the Triton rope and vLLM's write."""
     readings = _readings(Call(locals()))
     t = _tables(q, k, positions, cos, sin, mrope_section)
     q_out, k_out = qk_norm_rope_ref.qk_norm_rope(q, k, q_weight, k_weight, t["cos"], t["sin"],
@@ -212,17 +212,18 @@ def rope_vllm_kv_cache_update(q: Tensor, k: Tensor, v: Tensor, q_weight: Tensor 
 def write_in_place(q, k, v, q_weight, k_weight, positions, cos, sin, cos_sin_cache, layer_name,
                    rope_kv, readings: dict) -> tuple[Tensor, Tensor] | None:
     """Rotate q and k and write k and v into the layer's cache with `rope_kv` (irfuse's Triton
-    launch `qk_norm_rope_kv_keep_k`, or a reference of it in tests), where the context's cache
-    is one irfuse knows; (q_out, k_out), or None where it is not (the caller then rotates and
-    lets vLLM write)."""
+    launch `qk_norm_rope_kv` returning k, or its reference in tests), where the context's cache
+    is one irfuse knows, in the model dtype or FP8 with the layer's scales
+    (`vllm_context.writable_kv_cache`); (q_out, k_out), or None where it is not (the caller then
+    rotates and lets vLLM write)."""
     ctx = vllm_context.attention_context(layer_name)
-    if ctx.slot_mapping is None:
-        return None
-    caches = vllm_context.split_kv_cache(ctx.layer, ctx.kv_cache, k.shape[-1], k.dtype)
+    if ctx.slot_mapping is None or ctx.slot_mapping.numel() != k.shape[0]:
+        return None  # no write, or slots for fewer tokens than k (vLLM's write reads that)
+    caches = vllm_context.writable_kv_cache(ctx.layer, ctx.kv_cache, k.shape[-1], k.dtype)
     if caches is None or v.shape[-1] != k.shape[-1]:
         return None
-    return rope_kv(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache, caches[0],
-                   caches[1], ctx.slot_mapping, **readings)
+    return rope_kv(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache, *caches[:2],
+                   ctx.slot_mapping, *caches[2:], return_k=True, **readings)
 
 
 def _vllm_cuda(c: Call) -> tuple[Tensor, Tensor, Tensor]:
@@ -231,7 +232,7 @@ def _vllm_cuda(c: Call) -> tuple[Tensor, Tensor, Tensor]:
     readings = _readings(c)
     triton = kernels("qk_norm_rope")
     done = write_in_place(c.q, c.k, c.v, c.q_weight, c.k_weight, positions, cos, sin,
-                          c.cos_sin_cache, c.layer_name, triton.qk_norm_rope_kv_keep_k, readings)
+                          c.cos_sin_cache, c.layer_name, triton.qk_norm_rope_kv, readings)
     if done is not None:
         return (*done, c.q.new_empty(0))
     q_out, k_out = triton.qk_norm_rope(c.q, c.k, c.q_weight, c.k_weight, cos, sin, positions,

@@ -121,8 +121,8 @@ def rope_vllm_mla_kv_cache_update(q_pe: Tensor, k_pe: Tensor, kv_c: Tensor,
 
 def _vllm_cuda(c: Call) -> tuple[Tensor, Tensor, Tensor]:
     """One Triton launch that rotates and writes the cache in place where the layer's cache is
-    one irfuse knows (`vllm_context.mla_cache`) and every token has a slot; else the Triton rope
-    and vLLM's write."""
+    one irfuse knows (`vllm_context.mla_cache`: the model dtype or vLLM's FP8, scaled by the
+    call's k_scale) and every token has a slot; else the Triton rope and vLLM's write."""
     ctx = vllm_context.attention_context(c.layer_name)
     slots = None if ctx.slot_mapping is None else ctx.slot_mapping.flatten()
     cache = None
@@ -137,7 +137,8 @@ def _vllm_cuda(c: Call) -> tuple[Tensor, Tensor, Tensor]:
     rows, lq, lk = _rows(c)
     q_out, k_out = kernels("mla_rope_cache").rope_mla_kv_cache_write(
         rows.q_pe, rows.k_pe, c.kv_c, rows.cos, rows.sin, rows.positions, rows.cos_sin_cache,
-        cache, slots, is_neox=c.is_neox, rotary_dim=c.rotary_dim, rope_f32=c.rope_f32)
+        cache, slots, is_neox=c.is_neox, rotary_dim=c.rotary_dim, rope_f32=c.rope_f32,
+        k_scale=c.k_scale if c.kv_cache_dtype != "auto" else None)
     return lq.restore(q_out), lk.restore(k_out), c.kv_c.new_empty(0)
 
 
