@@ -26,8 +26,9 @@ FUSION = Fusion(
     note="vLLM 0.32; on from O2 on sm90 (measured faster than Inductor at every size there), "
     "as vLLM on CUDA and ROCm where the KV-cache update is inside the compiled graph "
     "(splitting_ops without it, or Inductor's graph partition); opt-in elsewhere until "
-    "measured; irfuse's own latent-cache write in the model dtype only, vLLM's in any cache "
-    "dtype",
+    "measured; irfuse's own latent-cache write in the model dtype only; vLLM's in any cache "
+    "dtype, in one launch for the model dtype and per-tensor FP8 (else vLLM's write after "
+    "the rope)",
     patterns=("RopeMlaKvCachePattern",),
     candidate="latent_cache_write_of_rotated_k_pe",
 )
