@@ -12,8 +12,10 @@ available; vLLM's CUDA `concat_and_cache_mla_rope_fused` is not installed on the
 irfuse: one Triton launch. Floor: an SM copy of the same bytes. CUDA-graph replay, medians of
 interleaved rounds (`bench_norm_act_quant.py`'s helpers); every candidate is checked against
 eager first (each element within 2 bf16 ulps of its pair's magnitude; the cache likewise).
+`--fp8`: vLLM's FP8 latent cache (kv_cache_dtype "fp8"): rows stored as `clamp(row / k_scale)`
+in e4m3, checked within 2 e4m3 steps.
 
-    PYTHONPATH=. python3 benchmarks/bench_mla_rope_cache.py --rounds 3 --out table.md
+    PYTHONPATH=. python3 benchmarks/bench_mla_rope_cache.py --rounds 3 --out table.md [--fp8]
 """
 
 from __future__ import annotations
@@ -38,7 +40,10 @@ MAX_POS = 163840
 DEFAULT_TOKENS = (1, 16, 64, 256, 1024, 4096)
 
 
-def make(t: int, heads: int) -> dict:
+FP8 = torch.float8_e4m3fn
+
+
+def make(t: int, heads: int, fp8: bool = False) -> dict:
     q = torch.randn(t, heads, NOPE + ROPE, device="cuda", dtype=torch.bfloat16)
     inv_freq = 1.0 / (1e4 ** (torch.arange(0, ROPE, 2, device="cuda").float() / ROPE))
     f = torch.arange(MAX_POS, device="cuda").float()[:, None] * inv_freq[None, :]
@@ -49,7 +54,8 @@ def make(t: int, heads: int) -> dict:
             "pos": torch.randint(0, MAX_POS, (t,), device="cuda"),
             "table": torch.cat([f.cos(), f.sin()], dim=-1).to(torch.bfloat16),
             "cache": torch.zeros(blocks, BLOCK, LATENT + ROPE, device="cuda",
-                                 dtype=torch.bfloat16),
+                                 dtype=FP8 if fp8 else torch.bfloat16),
+            "scale": torch.tensor([0.5], device="cuda") if fp8 else None,
             "slots": torch.randperm(blocks * BLOCK, device="cuda")[:t]}
 
 
@@ -58,13 +64,17 @@ def _deepseek_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tor
     return x * cos + rotated * sin
 
 
-def unfused(q_pe, k_pe, kv_c, pos, table, cache, slots):
-    """DeepSeek's native rope of q_pe and k_pe, then the latent-cache write."""
+def unfused(q_pe, k_pe, kv_c, pos, table, cache, slots, scale=None):
+    """DeepSeek's native rope of q_pe and k_pe, then the latent-cache write (into an FP8 cache:
+    `clamp(row / scale)`, vLLM's `concat_and_cache_mla`)."""
     cos, sin = table[pos].chunk(2, dim=-1)
     cos = cos.repeat_interleave(2, dim=-1).unsqueeze(-2)
     sin = sin.repeat_interleave(2, dim=-1).unsqueeze(-2)
     q_rot, k_rot = _deepseek_rope(q_pe, cos, sin), _deepseek_rope(k_pe, cos, sin)
-    cache.view(-1, LATENT + ROPE)[slots] = torch.cat([kv_c, k_rot[:, 0]], dim=-1)
+    rows = torch.cat([kv_c, k_rot[:, 0]], dim=-1)
+    if scale is not None:
+        rows = (rows.float() / scale).clamp(-448.0, 448.0).to(FP8)
+    cache.view(-1, LATENT + ROPE)[slots] = rows
     return q_rot, k_rot
 
 
@@ -77,48 +87,52 @@ SWEEP = tuple(RopeConfig(*c) for c in (
 def irfuse(d: dict, config: RopeConfig | None = None):
     return mla_rope_cache.rope_mla_kv_cache_write(
         d["q_pe"], d["k_pe"], d["kv_c"], None, None, d["pos"], d["table"], d["cache"],
-        d["slots"], is_neox=False, rotary_dim=ROPE, config=config)
+        d["slots"], is_neox=False, rotary_dim=ROPE, k_scale=d["scale"], config=config)
 
 
-def nbytes(t: int, heads: int) -> int:
-    """q_pe and k_pe read and written, kv_c read, the cache rows written, the table rows,
-    positions and slots read (bf16 values, int64 indices)."""
-    return 2 * (2 * t * (heads + 1) * ROPE + t * LATENT + t * (LATENT + ROPE) + t * ROPE) + 16 * t
+def nbytes(t: int, heads: int, fp8: bool = False) -> int:
+    """q_pe and k_pe read and written, kv_c read, the cache rows written (1 byte a value in
+    FP8), the table rows, positions and slots read (bf16 values, int64 indices)."""
+    return (2 * (2 * t * (heads + 1) * ROPE + t * LATENT + t * ROPE)
+            + (1 if fp8 else 2) * t * (LATENT + ROPE) + 16 * t)
 
 
-def _close(a: torch.Tensor, b: torch.Tensor) -> str | None:
+def _close(a: torch.Tensor, b: torch.Tensor, step: float = 2 * 2.0**-7) -> str | None:
     """None where a agrees with b: each element within 2 bf16 ulps of its GPT-J pair's
     magnitude (a rotated value near zero is the difference of two products: Inductor, which
     rounds once, and eager, which rounds each product, differ there by an ulp of the
     products; they differ so in about a third of the elements)."""
     a, b = a.float(), b.float()
     mag = b.unflatten(-1, (-1, 2)).norm(dim=-1).repeat_interleave(2, dim=-1)
-    step = 2 * 2.0**-7
     far = ((a - b).abs() > step * (torch.maximum(a.abs(), b.abs()) + mag) * (1 + 1e-6)).any()
     off = (a != b).float().mean().item()
     return None if not far.item() else f"{off:.2%} off, some beyond 2 ulps"
 
 
 def measure(t: int, heads: int, compiled, bw: float, args) -> dict:
-    d = make(t, heads)
+    d = make(t, heads, args.fp8)
     eager = d["cache"].clone()
-    ref = unfused(d["q_pe"], d["k_pe"], d["kv_c"], d["pos"], d["table"], eager, d["slots"])
+    ref = unfused(d["q_pe"], d["k_pe"], d["kv_c"], d["pos"], d["table"], eager, d["slots"],
+                  d["scale"])
+    cache_step = 2 * 2.0**-3 if args.fp8 else 2 * 2.0**-7
 
     def check(fn) -> str:
         d["cache"].zero_()
         out = fn()
-        for name, a, b in (("q", out[0], ref[0]), ("k", out[1], ref[1]),
-                           ("cache", d["cache"], eager)):
-            problem = _close(a, b)
+        for name, a, b, step in (("q", out[0], ref[0], 2 * 2.0**-7),
+                                 ("k", out[1], ref[1], 2 * 2.0**-7),
+                                 ("cache", d["cache"], eager, cache_step)):
+            problem = _close(a, b, step)
             if problem:
                 return f"MISMATCH {name}: {problem}"
         return "ok"
 
     def ind():
         return compiled(d["q_pe"], d["k_pe"], d["kv_c"], d["pos"], d["table"], d["cache"],
-                        d["slots"])
+                        d["slots"], d["scale"])
 
-    row = {"T": t, "heads": heads, "bytes": nbytes(t, heads), "check": check(lambda: irfuse(d)),
+    row = {"T": t, "heads": heads, "bytes": nbytes(t, heads, args.fp8),
+           "check": check(lambda: irfuse(d)),
            "inductor_check": check(ind)}
     timed = {"inductor": ind, "irfuse": lambda: irfuse(d)}
     for c in SWEEP if args.sweep else ():
@@ -167,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median)")
     p.add_argument("--sweep", action="store_true", help="also time the launch shapes of SWEEP")
     p.add_argument("--out", help="write the markdown table here")
+    p.add_argument("--fp8", action="store_true", help="vLLM's FP8 latent cache (k_scale 0.5)")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)

@@ -169,11 +169,13 @@ def _rope_call(q, k, kv_c, positions, cache, kv_cache_dtype="auto", k_scale=1.0)
                  "rope_f32": False})
 
 
-def test_in_place_path_writes_where_vllms_write_does(monkeypatch):
+@pytest.mark.parametrize("kv_cache_dtype", ["auto", "fp8"])
+def test_in_place_path_writes_where_vllms_write_does(monkeypatch, kv_cache_dtype):
     """The GPU path's one launch (its torch reference standing in for the Triton kernel) writes
     `[kv_c | rotated k_pe]` into vLLM's `[B, 1, N, C]` latent cache where vLLM's own write puts
-    it, bit for bit; an FP8 cache (`kv_cache_dtype` not "auto") and a step without slots go to
-    vLLM's write."""
+    it, bit for bit: in the model dtype, or into vLLM's FP8 cache (uint8, kv_cache_dtype "fp8")
+    the bytes vLLM's write stores, the row / k_scale saturated to e4m3. A step without slots and
+    an FP8 write into a cache that is not vLLM's FP8 go to vLLM's write."""
     monkeypatch.setattr(mla_ops, "kernels", lambda name: SimpleNamespace(
         rope_mla_kv_cache_write=mla_rope_cache_ref.rope_mla_kv_cache_write,
         qk_norm_rope=qk_norm_rope_ref.qk_norm_rope))
@@ -181,16 +183,18 @@ def test_in_place_path_writes_where_vllms_write_does(monkeypatch):
     real = mla_rope_cache_ref.rope_mla_kv_cache_write
     monkeypatch.setattr(mla_rope_cache_ref, "rope_mla_kv_cache_write",
                         lambda *a, **kw: launched.append("one launch") or real(*a, **kw))
-    layer = _layer()
+    fp8 = kv_cache_dtype == "fp8"
+    layer = _layer(kv_cache_dtype=kv_cache_dtype)
     meta, slots = VA.decode_batch([5, 3, 7], 4, 16)
     g = torch.Generator().manual_seed(8)
-    layer.kv_cache.copy_(torch.randn(layer.kv_cache.shape, generator=g).to(BF16))
+    values = torch.randn(layer.kv_cache.shape, generator=g)
+    layer.kv_cache.copy_(values.to(VA.FP8).view(torch.uint8) if fp8 else values.to(BF16))
     start = layer.kv_cache.clone()
     q = torch.randn(3, HEADS, ROPE, generator=g).to(BF16)
     k = torch.randn(3, 1, ROPE, generator=g).to(BF16)
     kv_c = torch.randn(3, LATENT, generator=g).to(BF16)
     positions, cache = torch.tensor([4, 2, 6]), V.rope_cache(ROPE, 64)
-    call = _rope_call(q, k, kv_c, positions, cache)
+    call = _rope_call(q, k, kv_c, positions, cache, kv_cache_dtype, 0.0625)
     with VA.forward_context({NAME: meta}, {NAME: slots}):
         got = mla_ops._vllm_cuda(call)
         written = layer.kv_cache.clone()
@@ -199,42 +203,14 @@ def test_in_place_path_writes_where_vllms_write_does(monkeypatch):
     assert launched == ["one launch"]
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
     assert torch.equal(written, layer.kv_cache) and not torch.equal(written, start)
+    if fp8:
+        return
     with VA.forward_context({NAME: meta}, {}):  # no slots: vLLM writes nothing
         mla_ops._vllm_cuda(call)
     with pytest.raises(NotImplementedError, match="model dtype"):  # vLLM's own write runs
         with VA.forward_context({NAME: meta}, {NAME: slots}):
             mla_ops._vllm_cuda(_rope_call(q, k, kv_c, positions, cache, "fp8"))
     assert launched == ["one launch"]
-
-
-def test_in_place_path_writes_vllms_fp8_latent_cache(monkeypatch):
-    """vLLM's FP8 latent cache (uint8, kv_cache_dtype "fp8"): the one launch stores the bytes
-    vLLM's write stores, `[kv_c | rotated k_pe] / k_scale` saturated to e4m3."""
-    monkeypatch.setattr(mla_ops, "kernels", lambda name: SimpleNamespace(
-        rope_mla_kv_cache_write=mla_rope_cache_ref.rope_mla_kv_cache_write,
-        qk_norm_rope=qk_norm_rope_ref.qk_norm_rope))
-    launched: list[str] = []
-    real = mla_rope_cache_ref.rope_mla_kv_cache_write
-    monkeypatch.setattr(mla_rope_cache_ref, "rope_mla_kv_cache_write",
-                        lambda *a, **kw: launched.append("one launch") or real(*a, **kw))
-    layer = _layer(kv_cache_dtype="fp8")
-    meta, slots = VA.decode_batch([5, 3, 7], 4, 16)
-    g = torch.Generator().manual_seed(9)
-    layer.kv_cache.copy_(torch.randn(layer.kv_cache.shape, generator=g).to(VA.FP8)
-                         .view(torch.uint8))
-    start = layer.kv_cache.clone()
-    q = torch.randn(3, HEADS, ROPE, generator=g).to(BF16)
-    k = torch.randn(3, 1, ROPE, generator=g).to(BF16)
-    kv_c = torch.randn(3, LATENT, generator=g).to(BF16)
-    call = _rope_call(q, k, kv_c, torch.tensor([4, 2, 6]), V.rope_cache(ROPE, 64), "fp8", 0.0625)
-    with VA.forward_context({NAME: meta}, {NAME: slots}):
-        got = mla_ops._vllm_cuda(call)
-        written = layer.kv_cache.clone()
-        layer.kv_cache.copy_(start)
-        want = mla_ops.rope_vllm_mla_kv_cache_update(**call)
-    assert launched == ["one launch"]
-    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
-    assert torch.equal(written, layer.kv_cache) and not torch.equal(written, start)
 
 
 class _OwnWriteImpl(VA.MLAAttentionImpl):
