@@ -36,6 +36,7 @@ EXPECTED = {
     ("ar_norm_fp8", "ar"): 4, ("ar_norm_fp8", "sp"): 4, ("ar_norm_fp8", "sp_quant"): 4,
     ("mm_rs", "async_tp"): 1, ("ag_mm", "async_tp"): 1, ("scaled_mm_rs", "async_tp"): 1,
     ("ag_scaled_mm", "async_tp"): 1, ("cutlass_mm_rs", "async_tp"): 1,
+    ("ag_cutlass_mm", "async_tp"): 1,
     ("decoder", "ar"): 5, ("decoder", "sp"): 5, ("decoder", "async_tp"): 8,
 }
 """The fused count of the config's pass per compile where it runs (vLLM's asserted counts)."""
@@ -121,6 +122,7 @@ def test_async_tp_op_counts(runs):
         ("ag_mm", "vllm.all_gather", "irfuse.all_gather_gemm"),
         ("ag_scaled_mm", "vllm.all_gather", "irfuse.all_gather_gemm"),
         ("cutlass_mm_rs", "vllm.reduce_scatter", "irfuse.gemm_reduce_scatter"),
+        ("ag_cutlass_mm", "vllm.all_gather", "irfuse.all_gather_gemm"),
     ]:
         for mode in ("static", "dynamic"):
             assert _ops(runs, f"{model}/async_tp/{mode}") == ({before: 1}, {after: 1}), model

@@ -19,11 +19,10 @@ Models (written here, each in the shape of a vLLM compile test; `MODELS`):
 - `mm_rs`, `ag_mm`, `scaled_mm_rs`, `ag_scaled_mm`: vLLM's async-TP test models
   (test_async_tp.py: a GEMM into vLLM's reduce-scatter, vLLM's all-gather into a GEMM, and their
   FP8 forms with row-wise scale_a `ones(M, 1)` and scale_b `ones(1, N)`; 1 match each).
-- `cutlass_mm_rs`: the GEMM into a reduce-scatter with vLLM's CUDA FP8 GEMM,
-  `_C.cutlass_scaled_mm` (test_async_tp.py's CUTLASS model; `vllm_ops.py`'s stand-in, which
-  vLLM's CPU build lacks), a per-tensor activation scale beside a channel-wise weight scale
-  `[N, 1]`, as vLLM's FP8 linears pass them. The all-gather form runs over gloo in
-  `tests/fusions/test_vllm_cutlass_async_tp.py`.
+- `cutlass_mm_rs`, `ag_cutlass_mm`: the same with vLLM's CUDA FP8 GEMM, `_C.cutlass_scaled_mm`
+  (test_async_tp.py's CUTLASS models; `vllm_ops.py`'s stand-in, which vLLM's CPU build lacks),
+  with the scale layouts of vLLM's FP8 linears: a per-tensor activation scale beside a
+  channel-wise weight scale `[N, 1]`, a per-token one beside a per-tensor one.
 - `decoder`: vLLM's decoder layer pieces: VocabParallelEmbedding (its all-reduce), RMSNorm,
   ColumnParallelLinear (an elementwise stand-in for attention), RowParallelLinear (all-reduce),
   MergedColumnParallelLinear + SiluAndMul + RowParallelLinear, 2 layers and a final norm: 5
@@ -92,7 +91,7 @@ CASES = [
     ("ar_norm_fp8", "sp_quant", "dynamic"),
     *(("ar_norm_custom", c, "dynamic") for c in ("ar", "sp")),
     *((m, "async_tp", mode) for m in ("mm_rs", "ag_mm", "scaled_mm_rs", "ag_scaled_mm",
-                                      "cutlass_mm_rs")
+                                      "cutlass_mm_rs", "ag_cutlass_mm")
       for mode in ("static", "dynamic")),
     *((m, "async_tp", "ranges") for m in ("mm_rs", "ag_scaled_mm")),
     *(("decoder", c, mode) for c in ("ar", "sp", "async_tp") for mode in MODES),
@@ -229,6 +228,24 @@ def _models() -> dict:
                                            None)
             return tensor_model_parallel_reduce_scatter(out, dim=0)
 
+    class AGCutlassMM(nn.Module):
+        """All-gather into the CUTLASS GEMM: the gathered rows' per-token scales beside a
+        per-tensor weight scale."""
+
+        def __init__(self):
+            super().__init__()
+            self.w = rand(HIDDEN, HIDDEN).to(FP8).t()
+            self.scale_b = torch.tensor([0.5])
+
+        def forward(self, x):
+            # FP8 moves as bytes, as in AGScaledMM.
+            gathered = tensor_model_parallel_all_gather(x.to(FP8).view(torch.uint8), dim=0)
+            a = gathered.view(FP8)
+            out = torch.empty(a.shape[0], HIDDEN, dtype=BF16)
+            torch.ops._C.cutlass_scaled_mm(out, a, self.w, torch.full((a.shape[0], 1), 0.75),
+                                           self.scale_b, None)
+            return out
+
     class Layer(nn.Module):
         def __init__(self, i: int):
             super().__init__()
@@ -288,7 +305,8 @@ def _models() -> dict:
     return {"ar_norm": init(ARNorm()), "ar_norm_fp8": init(ARNorm(fp8=True)),
             "mm_rs": MMRS(), "ag_mm": AGMM(), "scaled_mm_rs": ScaledMMRS(),
             "ag_scaled_mm": AGScaledMM(), "decoder": init(Decoder()),
-            "cutlass_mm_rs": CutlassMMRS()}  # last: the others' weights as before it
+            "cutlass_mm_rs": CutlassMMRS(), "ag_cutlass_mm": AGCutlassMM()}
+    # (the CUTLASS models last: the others' weights as before them)
 
 
 def _inputs(model: str, tokens: int) -> torch.Tensor:
