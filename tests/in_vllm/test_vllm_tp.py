@@ -8,7 +8,8 @@ AR + RMSNorm pass and of sequence parallelism on its all-reduce + RMSNorm test m
 (tests/compile/distributed/test_fusion_all_reduce.py, test_sequence_parallelism.py), 1 per
 async-TP test model (test_async_tp.py), and 2n + 1 / 2n + 1 / 4n (n = 2 layers) on a decoder of
 vLLM's own layers (its end-to-end counts for Llama). Every fused graph runs, on both ranks, and
-gives the unfused graph's output bit for bit (Inductor's kernels round differently: 1e-2).
+gives the unfused graph's output bit for bit (Inductor's kernels round differently: within vLLM's
+bf16 tolerance, atol = rtol = 1e-2, elementwise).
 """
 
 from __future__ import annotations
@@ -89,8 +90,10 @@ def test_fused_counts_are_vllms_and_the_graph_runs(runs, key):
             assert counts == [want], compiles
         if config == "sp_quant":
             assert [c["fused"].get("fuse-norm-quant", 0) for c in compiles] == [3]
-        tolerance = 1e-2 if mode == "inductor" else 0.0
-        assert run["max_diff"] <= tolerance, (key, run["max_diff"])
+        if mode == "inductor":  # Inductor's kernels round differently: vLLM's bf16 tolerance
+            assert run["within_vllm_tol"], (key, run["max_diff"])
+        else:
+            assert run["max_diff"] == 0.0, (key, run["max_diff"])
 
 
 def _ops(runs: list[dict], key: str) -> tuple[dict, dict]:
