@@ -98,10 +98,10 @@ def nbytes(t: int, heads: int, fp8: bool = False) -> int:
 
 
 def _close(a: torch.Tensor, b: torch.Tensor, step: float = 2 * 2.0**-7) -> str | None:
-    """None where a agrees with b: each element within 2 bf16 ulps of its GPT-J pair's
-    magnitude (a rotated value near zero is the difference of two products: Inductor, which
-    rounds once, and eager, which rounds each product, differ there by an ulp of the
-    products; they differ so in about a third of the elements)."""
+    """None where a agrees with b: each element within `step` (2 bf16 ulps; 2 e4m3 steps for an
+    FP8 cache) of its GPT-J pair's magnitude (a rotated value near zero is the difference of two
+    products: Inductor, which rounds once, and eager, which rounds each product, differ there by
+    an ulp of the products; they differ so in about a third of the elements)."""
     a, b = a.float(), b.float()
     mag = b.unflatten(-1, (-1, 2)).norm(dim=-1).repeat_interleave(2, dim=-1)
     far = ((a - b).abs() > step * (torch.maximum(a.abs(), b.abs()) + mag) * (1 + 1e-6)).any()

@@ -12,8 +12,9 @@ file and run as vLLM's, since vLLM does not install on the GPU machine), else
 - `inductor`: the graph under `torch.compile` (Inductor: the norms and the gather compiled, the
   user kernel launched as it is).
 - `irfuse`: the same graph under `torch.compile(backend="irfuse")` at O2 with
-  enable_qk_norm_rope_fusion: the fused QK norm + RoPE kernel, which reads the gathered tables
-  `[3, T, 64]` by section (the gather itself is the model's, compiled by Inductor).
+  enable_qk_norm_rope_fusion: one launch, the fused QK norm + RoPE kernel reading the cache at the
+  three position rows by section (the raise reads back through the model's gather, which is then
+  dropped).
 
 CUDA-graph replay, median of interleaved rounds (`bench_norm_act_quant.py`'s helpers); each
 candidate checked against eager first by `bench_qk_norm_rope.py`'s rule (at most 1% of values

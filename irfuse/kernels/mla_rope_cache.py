@@ -4,10 +4,10 @@
 Grid `(token blocks, q head blocks + 1)`: programs of the first head blocks rotate their q_pe
 heads into q_out; the last program of each token block rotates k_pe (one head) into k_out and into
 the tail of each token's cache row, and copies kv_c into the row's head, at the token's slot
-(slots < 0 skipped), as `clamp(x / k_scale, -448, 448)` into an FP8 cache (`FP8`). The rotation
-is `qk_norm_rope`'s `_rope_block` (no norm), so the numerics
-are `mla_rope_cache_ref`'s bit for bit: the kernel is compiled without floating-point
-contraction, and every product and sum rounds as torch rounds it. q_pe may be a strided view
+(slots < 0 skipped), as `clamp(x / k_scale, -448, 448)` into an FP8 cache (`FP8`). The
+rotation is `qk_norm_rope`'s `_rope_block` (no norm), so the numerics are `mla_rope_cache_ref`'s
+bit for bit: the kernel is compiled without floating-point contraction, and every product and
+sum rounds as torch rounds it. q_pe may be a strided view
 (vLLM slices it out of q); k_pe and kv_c are read with their strides. Launch shape:
 `MLA_ROPE_CONFIG`.
 """
@@ -31,7 +31,8 @@ from irfuse.kernels.triton_support import (
 @triton.jit(do_not_specialize=["T"])
 def _mla_rope_cache_kernel(
     q_ptr, k_ptr, kvc_ptr, cos_ptr, sin_ptr, pos_ptr, q_out_ptr, k_out_ptr, cache_ptr, slot_ptr,
-    scale_ptr, T, sq0, sq1, sq2, sk0, sk2, skv0, skv1, sc0, sc1, ss0, ss1, sca0, sca1, sca2, block_size,
+    scale_ptr, T, sq0, sq1, sq2, sk0, sk2, skv0, skv1, sc0, sc1, ss0, ss1, sca0, sca1, sca2,
+    block_size,
     H: tl.constexpr, D: tl.constexpr, L: tl.constexpr, R: tl.constexpr,
     IS_NEOX: tl.constexpr, FULL_TABLE: tl.constexpr, HAS_POS: tl.constexpr,
     ROPE_F32: tl.constexpr, FP8: tl.constexpr, TOKENS: tl.constexpr, HEADS: tl.constexpr,
@@ -123,7 +124,8 @@ def rope_mla_kv_cache_write(q_pe, k_pe, kv_c, cos, sin, positions, cos_sin_cache
     grid = (triton.cdiv(tokens, cfg.tokens), -(-heads // cfg.heads) + 1)
     _mla_rope_cache_kernel[grid](
         q_pe, k_pe, kv_c, cos_t, sin_t, pos, q_out, k_out, kv_cache, slot_mapping,
-        k_scale if fp8 else slot_mapping, tokens, *q_pe.stride(), k_pe.stride(0), k_pe.stride(2), *kv_c.stride(),
+        k_scale if fp8 else slot_mapping,  # (an unread pointer where the cache is not FP8)
+        tokens, *q_pe.stride(), k_pe.stride(0), k_pe.stride(2), *kv_c.stride(),
         cos_t.stride(0), cos_t.stride(1), sin_t.stride(0), sin_t.stride(1),
         *kv_cache.stride(), kv_cache.shape[1],
         H=heads, D=d, L=latent, R=rotary_dim, IS_NEOX=bool(is_neox),

@@ -435,9 +435,6 @@ def _cutlass_scaled_mm(fn: Functionalized) -> tuple[Operation, list[SSAValue]]:
     return raised, [y]
 
 
-# --- rotary_embedding: q and k as views, rebuilt around the raised op ----------------------------
-
-
 BUILDERS = {
     VLLM_RMS_NORM: _rms_norm,
     VLLM_FUSED_ADD_RMS_NORM: _fused_add_rms_norm,

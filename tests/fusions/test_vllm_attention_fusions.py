@@ -273,7 +273,8 @@ def test_in_place_write_lands_where_vllms_write_does(kv_cache_dtype):
     start = layer.kv_cache.clone()
     with VA.forward_context({layer.layer_name: meta}, {layer.layer_name: slots}):
         got = rope_ops.write_in_place(q, k, v, None, None, positions, None, None, cache,
-                                      layer.layer_name, qk_norm_rope_ref.qk_norm_rope_kv, readings)
+                                      layer.layer_name, qk_norm_rope_ref.qk_norm_rope_kv,
+                                      readings)
         written = layer.kv_cache.clone()
         layer.kv_cache.copy_(start)
         want = rope_ops.rope_vllm_kv_cache_update(q, k, v, None, None, positions, cache, None,
@@ -283,7 +284,8 @@ def test_in_place_write_lands_where_vllms_write_does(kv_cache_dtype):
     assert torch.equal(written, layer.kv_cache) and not torch.equal(written, start)
     with VA.forward_context({layer.layer_name: meta}, {}):  # no slots: vLLM writes nothing
         assert rope_ops.write_in_place(q, k, v, None, None, positions, None, None, cache,
-                                       layer.layer_name, qk_norm_rope_ref.qk_norm_rope_kv, readings) is None
+                                       layer.layer_name, qk_norm_rope_ref.qk_norm_rope_kv,
+                                       readings) is None
 
 
 # --- the kernels as torch ops ---------------------------------------------------------------------

@@ -306,7 +306,8 @@ def _models() -> dict:
             "mm_rs": MMRS(), "ag_mm": AGMM(), "scaled_mm_rs": ScaledMMRS(),
             "ag_scaled_mm": AGScaledMM(), "decoder": init(Decoder()),
             "cutlass_mm_rs": CutlassMMRS(), "ag_cutlass_mm": AGCutlassMM()}
-    # (the CUTLASS models last: the others' weights as before them)
+    # (in this order: the models draw their weights from one generator, and the CUTLASS ones,
+    # last, leave the others' weights independent of them)
 
 
 def _inputs(model: str, tokens: int) -> torch.Tensor:

@@ -547,8 +547,8 @@ def check_case(c: dict, device: str) -> dict:
 
 
 def check_keep_k_vllm_layout(device: str) -> dict:
-    """`qk_norm_rope_kv` returning k on vLLM 0.32's cache (`[blocks, kv_heads, block_size, 2 * D]`,
-    HND or NHD strides, k and v halves split on the last dim as its FlashAttention backend
+    """`qk_norm_rope_kv` returning k on vLLM 0.32's cache (`[blocks, kv_heads, block_size,
+    2 * D]`, HND or NHD strides, k and v halves split on the last dim as its FlashAttention backend
     splits them): q_out, k_out and the cache as the references give them (rope only: exact;
     with the norms: within the kernel's usual agreement), and an FP8 cache's bytes exactly."""
     from irfuse.kernels import qk_norm_rope as kern
