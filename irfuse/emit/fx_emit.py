@@ -2,7 +2,10 @@
 
 `aten.call` and `kernel.call` become `call_function` nodes with their arguments rebuilt from the
 templates; a raised op that was not fused is replaced by its decomposition region, inlined, so
-the ATen code it came from runs unchanged; `func.return` becomes the output node. Nodes of
+the ATen code it came from runs unchanged; `func.return` becomes the output node. A pure call
+that nothing reads once the decompositions are inlined (a view of an operand that only the raised
+op read: the `[1, N]` weight scale of an unfused CUTLASS GEMM) is left out, by cse-pure's purity
+rule. Nodes of
 imported ops get the FX metadata their original node had. Nodes of new ops (kernel calls, the
 reshapes fusions add) carry none: Inductor re-traces the graph with fake tensors (aot_autograd
 inside `compile_fx`), which runs the custom ops' fake implementations, so computing fake values
@@ -25,6 +28,7 @@ from irfuse.dialects.irfuse import YieldOp
 from irfuse.emit import custom_ops  # noqa: F401  (registers the irfuse:: ops kernel calls name)
 from irfuse.ir import call_args, call_syntax
 from irfuse.raising.fx_import import decode_outputs
+from irfuse.raising.purity import PURE, target_info
 
 
 class EmitError(RuntimeError):
@@ -40,6 +44,13 @@ class _Emitter:
         self.graph = graph
         self.meta = meta
         self.nodes: dict[SSAValue, Any] = {}
+        self.pure: list[torch.fx.Node] = []  # nodes of pure calls, in emission order
+
+    def drop_unread_pure(self) -> None:
+        """Erase the pure calls' nodes that nothing reads, last first (a chain goes whole)."""
+        for node in reversed(self.pure):
+            if not node.users:
+                self.graph.erase_node(node)
 
     def emit_block(self, block: Block) -> list[Any] | None:
         """Emit the ops of a block; return the values its terminator yields or returns."""
@@ -85,6 +96,8 @@ class _Emitter:
         node = self.graph.create_node("call_function", target, args, kwargs, name=hint)
         self._set_meta(node, op)
         if single:
+            if type(op) is aten.CallOp and target_info(op.target.data).kind == PURE:
+                self.pure.append(node)
             if op.results:
                 self.nodes[op.results[0]] = node
             return
@@ -127,6 +140,7 @@ def emit_graph(
     returned = emitter.emit_block(block)
     assert returned is not None, "func.func without func.return"
     graph.output(decode_outputs(func, returned))
+    emitter.drop_unread_pure()
     # Lazy: the Python code of the graph is generated at its first call (or when Inductor
     # traces it), not on irfuse's compile path.
     return _LazyGraphModule(source, graph)

@@ -7,6 +7,7 @@ layers call them (`forward_cuda` of RMSNorm, QuantFP8, SiluAndMul, RotaryEmbeddi
 from __future__ import annotations
 
 import operator
+import re
 
 import pytest
 import torch
@@ -248,6 +249,20 @@ def test_cutlass_scaled_mm_raises(per_token, w_scale, bias, v2) -> None:
     assert {k: n for k, n in compiled.raised().items() if n} == {"quant_fp8": 1,
                                                                  "scaled_gemm": 1}
     assert _missed(compiled) == []
+
+
+def test_unfused_cutlass_gemm_leaves_no_unread_node(tmp_path) -> None:
+    """Unfused, the raised GEMM runs as its decomposition, which reads the `[N, 1]` weight scale
+    as stored: the `[1, N]` view made for gemm.scaled_matmul is not in the emitted graph."""
+    module = _Wrap(lambda m, x: _linear(x, m.w8, m.ws), w8=W8, ws=CHANNEL)
+    _run(module, _x(), options={"dump_dir": str(tmp_path)})
+    (emitted,) = tmp_path.rglob("*-emitted.py")
+    code = emitted.read_text()
+    assert "cutlass_scaled_mm" in code and "aten.view.default(arg1_1, [1, 32])" not in code
+    # FX frees a node's name on its own line when nothing reads it.
+    unread = [line for line in code.splitlines()
+              if re.match(r"\s*(\w+) = [^;]*;\s+(?:\w+ = )*\1 = None", line)]
+    assert unread == []
 
 
 def test_cutlass_scaled_mm_near_misses() -> None:
