@@ -63,9 +63,11 @@ def page_list(table: torch.Tensor, lens: torch.Tensor, page: int
 
 def flashinfer_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                       table: torch.Tensor, lens: torch.Tensor, softmax_scale: float,
-                      tensor_cores: bool) -> tuple[Callable[[], torch.Tensor], str]:
-    """FlashInfer's paged decode of q [B, Hq, D] over the caches; returns (call -> [B, Hq, D],
-    the backend it planned)."""
+                      tensor_cores: bool, k_scale: float | None = None,
+                      v_scale: float | None = None) -> tuple[Callable[[], torch.Tensor], str]:
+    """FlashInfer's paged decode of q [B, Hq, D] over the caches (FP8 ones with `k_scale` and
+    `v_scale`, as vLLM's FlashInfer backend passes them); returns (call -> [B, Hq, D], the
+    backend it planned)."""
     fi = _flashinfer()
     b, hq, d = q.shape
     page, hk = k_cache.shape[1], k_cache.shape[2]
@@ -80,7 +82,7 @@ def flashinfer_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
         out = torch.empty_like(q)
 
         def call() -> torch.Tensor:
-            return w.run(q, (k_cache, v_cache), out=out)
+            return w.run(q, (k_cache, v_cache), out=out, k_scale=k_scale, v_scale=v_scale)
 
         call()
         torch.cuda.synchronize()

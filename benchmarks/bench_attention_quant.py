@@ -397,6 +397,19 @@ def paged_case(hq: int, hk: int, b: int, ctx: int, ragged: bool, device: str = "
     return q, kc, vc, table.to(device, torch.int32), lens.to(device)
 
 
+def fp8_caches(kc: torch.Tensor, vc: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """The caches as vLLM's per-tensor FP8 cache holds them (`x / scale` saturated to e4m3, each
+    scale putting the cache's largest value at 224) and the scales, by the names the kernel
+    takes."""
+    out, scales = [], {}
+    for name, c in (("k_scale", kc), ("v_scale", vc)):
+        scale = (c.float().abs().amax() / 224.0).reshape(1)
+        out.append((c.float() / scale).clamp(-448.0, 448.0).to(FP8))
+        scales[name] = scale
+    return out[0], out[1], scales
+
+
 def _cfg_name(c: Any) -> str:
     fields = [str(c.block_n), str(c.num_warps), str(c.num_stages)]
     if c.splits is not None:
@@ -424,25 +437,38 @@ def lib_decode_row(shape: str, item: str, compiled: dict, args, copy_bw: float,
     b, ctx = (int(x) for x in dims.split("x"))
     ragged, nv = "r" in flags, "n" in flags
     q, kc, vc, table, lens = paged_case(hq, hk, b, ctx, ragged, device, seed=b * ctx + hq)
+    scales: dict[str, torch.Tensor] = {}
+    if getattr(args, "fp8_cache", False):
+        if nv:
+            raise ValueError("the NVFP4 rows read a bf16 cache: no 'n' with --fp8-cache")
+        kc, vc, scales = fp8_caches(kc, vc)
     tokens = int(lens.long().clamp(max=ctx).sum())
     kv_bytes = 2 * tokens * hk * D * kc.element_size()
-    o = masked_decode(q, kc, vc, table, lens)  # [B, Hq * D] bf16
+    if scales:  # the reference over the values the FP8 caches stand for
+        o = masked_decode(q, *(c.float().mul(s).bfloat16() for c, s in (
+            (kc, scales["k_scale"]), (vc, scales["v_scale"]))), table, lens)
+    else:
+        o = masked_decode(q, kc, vc, table, lens)  # [B, Hq * D] bf16
     s = (o.float().abs().amax() / 300.0).reshape(1)
     ref = quant(o, s)
     q4 = q[:, :, None, :]
 
-    def entry():
-        return decl.PAGED_QUANT.run_cuda(q4, kc, vc, table, lens, s, SM_SCALE, FP8, True)
-
     def fused(c):
         return attention_quant.paged_decode_fp8(q, kc, vc, table, lens, s,
-                                                softmax_scale=SM_SCALE, config=c).reshape(b, -1)
+                                                softmax_scale=SM_SCALE, config=c,
+                                                **scales).reshape(b, -1)
+
+    def entry():
+        if scales:  # the in-vLLM op's path (`paged_decode_in_place`): the default shape
+            return fused(None)
+        return decl.PAGED_QUANT.run_cuda(q4, kc, vc, table, lens, s, SM_SCALE, FP8, True)
 
     sms = attention_quant.device_sms(kc.device)
     default = attention_quant.decode_config(b, hk, ctx, D, sms)
     splits = default.splits or attention_quant.decode_splits(b * hk, ctx, default.block_n, sms)
     row: dict[str, Any] = {
         "case": "lib-decode", "shape": shape, "B": b, "ctx": ctx, "ragged": ragged,
+        "kv_cache": "fp8" if scales else "bf16",
         "kv_bytes": kv_bytes, "floor_us": kv_bytes / copy_bw * 1e6,
         "l2": kv_bytes < _l2_bytes(kc.device), "default_cfg": _cfg_name(replace(default, splits=splits)),
         "check": check(entry(), ref, s), "dropped": {}, "failed": {}}
@@ -450,7 +476,8 @@ def lib_decode_row(shape: str, item: str, compiled: dict, args, copy_bw: float,
     for tc in (False, True):
         name = "fi_tc" if tc else "fi_cc"
         try:
-            run, backend = flashinfer_decode(q, kc, vc, table, lens, SM_SCALE, tc)
+            run, backend = flashinfer_decode(q, kc, vc, table, lens, SM_SCALE, tc,
+                                             *(float(x) for x in scales.values()))
         except Unavailable as e:
             row["dropped"][name] = str(e)
             print(f"  {shape} {item}: {name} dropped: {e}", flush=True)
@@ -696,6 +723,10 @@ def lib_markdown(rows: list[dict], command: str, copy_bw: float,
               "prefetched][, pdl]); the default's split count is the policy's; earlier shape: "
               f"({EARLIER}) at the policy's split count, the kernel's earlier default. L2: the "
               "K and V bytes fit the L2, so replays read them from it."]
+    if any(r.get("kv_cache") == "fp8" for r in dec):
+        lines += ["", "KV caches: vLLM's per-tensor FP8 (e4m3, `x / scale`), read by irfuse's "
+                  "kernel and by FlashInfer with the k and v scales; the check is against the "
+                  "decode over the values they stand for."]
     if dropped:
         lines += ["", "Dropped: " + "; ".join(f"{k}: {v}" for k, v in dropped.items())]
     return "\n".join(lines) + "\n"
@@ -772,6 +803,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lib-configs", nargs="*", default=[],
                    help="with --lib-sweep light: also time the fused decode at these launch "
                    "shapes (block_n:warps:stages:splits[:even][:prefetch])")
+    p.add_argument("--fp8-cache", action="store_true",
+                   help="decode rows against FlashInfer: vLLM's per-tensor FP8 caches (k_scale, "
+                   "v_scale) for both")
     p.add_argument("--lib-out", help="write the library table here")
     p.add_argument("--rep", type=int, default=10, help="ms of replays per measurement")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median)")

@@ -5,8 +5,8 @@
 # against FlashInfer with irfuse's launch-shape sweep; prefill against FlashInfer and SDPA's
 # backends). Outputs in $OUT. LIB_DECODE / LIB_PREFILL: the grids ('default' or a grid spec; ''
 # skips); LIB_SWEEP: full or light (--lib-sweep); LIB_CONFIGS: launch shapes the light sweep
-# also times (--lib-configs); T_TESTS, T_LIB: timeouts (s); TEST_JOBS:
-# pytest-xdist workers; GPU_TESTS: test paths.
+# also times (--lib-configs); LIB_FLAGS: more flags of the table (--fp8-cache: vLLM's FP8
+# caches); T_TESTS, T_LIB: timeouts (s); TEST_JOBS: pytest-xdist workers; GPU_TESTS: test paths.
 set -u
 # shellcheck source=benchmarks/gpu_env.sh
 source "$(dirname "$0")/gpu_env.sh"
@@ -36,6 +36,6 @@ step "attention: library table"
 timeout "${T_LIB:-270}" python3 benchmarks/bench_attention_quant.py --tokens '' --mla-tokens '' \
   --nvfp4-tokens '' --decode '' --lib-decode "${LIB_DECODE-default}" \
   --lib-prefill "${LIB_PREFILL-default}" --lib-sweep "${LIB_SWEEP:-full}" \
-  --rounds "${ROUNDS:-2}" --rep "${REP:-6}" --lib-configs ${LIB_CONFIGS:-} \
+  --rounds "${ROUNDS:-2}" --rep "${REP:-6}" ${LIB_FLAGS:-} --lib-configs ${LIB_CONFIGS:-} \
   --lib-out "$OUT/lib.md" --json "$OUT/lib.json" 2>&1 | tee "$OUT/lib.log" | tail -n 60
 step "done"

@@ -214,7 +214,9 @@ class Kernel:
     (`cuda`) that follow from the kernel itself; measured choices are data (`measured`).
     `flashinfer`: its CUDA implementation has a FlashInfer launcher (the choice may select it).
     `examples(shape)`: calls (argument tuples, or mappings by name) for an input x of `shape`,
-    that the custom-op tests run through `torch.library.opcheck` and compare with the fake."""
+    that the custom-op tests run through `torch.library.opcheck` and compare with the fake.
+    `variants`: run-time paths of the CUDA implementation that only a measured entry turns on
+    (`runs_variant`)."""
 
     reference: Callable[..., Any]
     fake: Callable[[Call], Any]
@@ -222,6 +224,7 @@ class Kernel:
     rules: Mapping[str, Steps] = field(default_factory=dict, hash=False)
     flashinfer: bool = False
     examples: Callable[[tuple[int, ...]], Sequence[tuple | Mapping[str, Any]]] | None = None
+    variants: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -304,6 +307,19 @@ class Kernel:
             if rule is not None or data is not None:
                 return rule or data
         return measured(family).get(DEFAULT)
+
+    def runs_variant(self, variant: str, platform: str) -> bool:
+        """Whether the CUDA implementation takes its run-time path `variant` on `platform`: where
+        the measured entry `<name>.<variant>` (of the exact platform, else of its family) chose
+        irfuse's kernel; unmeasured, the path stays off."""
+        if variant not in self.variants:
+            raise ValueError(f"irfuse: {self.name} has no variant {variant!r}")
+        family = platform.split(":", 1)[0]
+        for key in dict.fromkeys((platform, family)):
+            steps = measured(key).get(f"{self.name}.{variant}")
+            if steps is not None:
+                return steps[0][1].impl not in ("inductor", "reference")
+        return False
 
     def choose(self, platform: str, num_tokens: int | None = None) -> Choice:
         """The implementation on `platform`; where it splits by size, `num_tokens` (the top of

@@ -533,11 +533,12 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, softmax_scal
 @triton.jit
 def _paged_decode_kernel(
     q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, scale_ptr, o_ptr, op_ptr, lse_ptr, sf_ptr,
+    ks_ptr, vs_ptr,
     sqb, sqh, skb, skt, skh, svb, svt, svh, sbt, qk_scale, KP4, max_ctx, splits, chunk,
     HQ: tl.constexpr, GROUP: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_G: tl.constexpr, PAGE: tl.constexpr, BLOCK_N: tl.constexpr, ONE_SPLIT: tl.constexpr,
     EVEN: tl.constexpr, PREFETCH: tl.constexpr, OUT_FP8: tl.constexpr, DOT_F32: tl.constexpr,
-    OUT_NVFP4: tl.constexpr = False, PDL: tl.constexpr = False,
+    OUT_NVFP4: tl.constexpr = False, PDL: tl.constexpr = False, KV_FP8: tl.constexpr = False,
 ):
     """Sequence b, KV head kvh (program 0 = b * HK + kvh), split s (program 1): its GROUP
     query heads against its context, the first min(seq_lens[b], max_ctx) tokens (max_ctx the
@@ -549,7 +550,9 @@ def _paged_decode_kernel(
     empty split) and its base-2 log-sum-exp (lse [B, HQ, splits], -inf for an empty split).
     The GROUP heads are the BLOCK_G (at least 16) rows of one `tl.dot`, so each key and value
     is read once for the group; keys are gathered through the block table a BLOCK_N tile at a
-    time, whatever the page size PAGE."""
+    time, whatever the page size PAGE. With KV_FP8 the caches are vLLM's per-tensor FP8: each
+    e4m3 value widened exactly to q's dtype, the scales (ks_ptr, vs_ptr) applied in float32, k's
+    to the logits' scale and v's to the accumulator."""
     await_previous_kernel(PDL)
     pid = tl.program_id(0)
     split = tl.program_id(1)
@@ -569,6 +572,8 @@ def _paged_decode_kernel(
     dmask = offs_d < D
     q_ptrs = q_ptr + b.to(tl.int64) * sqb + heads[:, None] * sqh + offs_d[None, :]
     q = tl.load(q_ptrs, mask=gmask[:, None] & dmask[None, :], other=0.0)
+    if KV_FP8:
+        qk_scale = qk_scale * tl.load(ks_ptr).to(tl.float32)
     offs_n = tl.arange(0, BLOCK_N)
     bt_row = bt_ptr + b.to(tl.int64) * sbt
     m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
@@ -595,6 +600,9 @@ def _paged_decode_kernel(
                     mask=tmask[None, :] & dmask[:, None], other=0.0)
         v = tl.load(v_ptr + v_rows[:, None] + offs_d[None, :],
                     mask=tmask[:, None] & dmask[None, :], other=0.0)
+        if KV_FP8:
+            k = k.to(q.dtype)
+            v = v.to(q.dtype)
         qk = _dot(q, k, tl.zeros([BLOCK_G, BLOCK_N], tl.float32), DOT_F32) * qk_scale
         qk = tl.where(tmask[None, :], qk, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(qk, 1))
@@ -604,6 +612,8 @@ def _paged_decode_kernel(
         acc = acc * alpha[:, None]
         acc = _dot(p.to(v.dtype), v, acc, DOT_F32)
         m_i = m_new
+    if KV_FP8:
+        acc = acc * tl.load(vs_ptr).to(tl.float32)
     out_rows = b.to(tl.int64) * HQ + heads
     omask = gmask[:, None] & dmask[None, :]
     # An empty context or split has l = 0, acc = 0 and m = -inf.
@@ -679,15 +689,18 @@ def _paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                   block_table: torch.Tensor, seq_lens: torch.Tensor,
                   scale_out: torch.Tensor | None, softmax_scale: float,
                   config: DecodeConfig | None, nvfp4: bool = False,
+                  k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None,
                   ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """The decode launch: the model dtype (no scale), FP8 (`scale_out`), or with `nvfp4`
-    (`scale_out` the global scale) the codes `[B, Hq * D / 2]` and swizzled block scales."""
+    (`scale_out` the global scale) the codes `[B, Hq * D / 2]` and swizzled block scales; with
+    `k_scale` / `v_scale`, from vLLM's per-tensor FP8 caches."""
     b, hq, d = q.shape
     page, hk = k_cache.shape[1], k_cache.shape[2]
     if d > MAX_HEAD_DIM:
         raise ValueError(f"irfuse: head size {d} exceeds the kernel's {MAX_HEAD_DIM}")
     check_device(q, k_cache, v_cache, block_table, seq_lens,
-                 *(() if scale_out is None else (scale_out,)))
+                 *(() if scale_out is None else (scale_out,)),
+                 *(() if k_scale is None or v_scale is None else (k_scale, v_scale)))
     q, k_cache, v_cache = _last_contiguous(q), _last_contiguous(k_cache), _last_contiguous(v_cache)
     block_table = _last_contiguous(block_table)
     if nvfp4:
@@ -712,15 +725,17 @@ def _paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     out_fp8 = scale_out is not None and not nvfp4
     kp4 = sf.shape[-1] // 4 if nvfp4 else 0
     pdl = pdl_launch(cfg.pdl, q.device)
+    kv_fp8 = k_scale is not None
     _paged_decode_kernel[(b * hk, splits)](
         q, k_cache, v_cache, block_table, seq_lens, scale, out, op, lse, sf,
+        k_scale if kv_fp8 else scale, v_scale if kv_fp8 else scale,
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_table.stride(0),
         softmax_scale * LOG2E, kp4, max_ctx, splits, decode_chunk(max_ctx, splits, cfg.block_n),
         HQ=hq, GROUP=group, D=d, BLOCK_D=block_d, BLOCK_G=max(16, next_pow2(group)),
         PAGE=page, BLOCK_N=cfg.block_n, ONE_SPLIT=splits == 1, EVEN=cfg.even,
         PREFETCH=cfg.prefetch, OUT_FP8=out_fp8, DOT_F32=interpreting(), OUT_NVFP4=nvfp4,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **pdl,
+        KV_FP8=kv_fp8, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **pdl,
     )
     if splits > 1:
         _combine_splits_kernel[(b * hq,)](
@@ -732,14 +747,18 @@ def _paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
 
 def paged_decode_fp8(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                      block_table: torch.Tensor, seq_lens: torch.Tensor, scale_out: torch.Tensor,
-                     *, softmax_scale: float, config: DecodeConfig | None = None) -> torch.Tensor:
+                     *, softmax_scale: float, config: DecodeConfig | None = None,
+                     k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None,
+                     ) -> torch.Tensor:
     """Paged decode attention with the FP8 quant fused: float8_e4m3fn [B, Hq, D], contiguous;
-    arguments as `attention_quant_ref.paged_decode_fp8`, but any `seq_lens[b]` (not checked,
-    that would need a device sync): a length of 0 stores 0 and a length beyond the table row's
-    capacity attends over the whole row, as the graph's mask of positions below it does."""
-    attention_quant_ref.check_decode_args(q, k_cache, v_cache, block_table, seq_lens, scale_out)
+    arguments as `attention_quant_ref.paged_decode_fp8` (FP8 caches with `k_scale` /
+    `v_scale`), but any `seq_lens[b]` (not checked, that would need a device sync): a length of
+    0 stores 0 and a length beyond the table row's capacity attends over the whole row, as the
+    graph's mask of positions below it does."""
+    attention_quant_ref.check_decode_args(q, k_cache, v_cache, block_table, seq_lens, scale_out,
+                                          k_scale, v_scale)
     out = _paged_decode(q, k_cache, v_cache, block_table, seq_lens, scale_out, softmax_scale,
-                        config)
+                        config, k_scale=k_scale, v_scale=v_scale)
     assert isinstance(out, torch.Tensor)
     return out
 

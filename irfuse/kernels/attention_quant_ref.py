@@ -20,6 +20,8 @@ from irfuse.kernels import quant_ref
 
 ATTN_DTYPES: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float16)
 OUT_DTYPE = torch.float8_e4m3fn
+CACHE_FP8 = torch.float8_e4m3fn
+"""vLLM's per-tensor FP8 KV cache, read as e4m3 (its uint8 allocation viewed)."""
 INDEX_DTYPES = (torch.int32, torch.int64)
 """The block table's and the sequence lengths' dtypes (vLLM's are int32)."""
 # The Triton kernels' head-size bound (`attention_quant.MAX_HEAD_DIM`), here so that dispatch
@@ -43,7 +45,8 @@ def check_attention_args(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 def check_decode_args(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                       block_table: torch.Tensor, seq_lens: torch.Tensor,
-                      scale_out: torch.Tensor) -> None:
+                      scale_out: torch.Tensor, k_scale: torch.Tensor | None = None,
+                      v_scale: torch.Tensor | None = None) -> None:
     """The argument errors of `paged_decode_fp8` (ValueError)."""
     if q.dim() != 3 or k_cache.dim() != 4 or k_cache.shape[1:] != v_cache.shape[1:]:
         raise ValueError("irfuse: paged_decode_fp8 takes q [B, Hq, D] and caches "
@@ -57,7 +60,16 @@ def check_decode_args(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
         raise ValueError("irfuse: block_table must be int32 or int64 [B, max_blocks]")
     if seq_lens.shape != (b,) or seq_lens.dtype not in INDEX_DTYPES:
         raise ValueError("irfuse: seq_lens must be int32 or int64 [B]")
-    _check_common(q, k_cache, v_cache, hq, k_cache.shape[2], scale_out)
+    if (k_scale is None) != (v_scale is None):
+        raise ValueError("irfuse: k_scale and v_scale go together")
+    if k_scale is not None:  # vLLM's per-tensor FP8 cache
+        if k_cache.dtype != CACHE_FP8 or v_cache.dtype != CACHE_FP8:
+            raise ValueError(f"irfuse: with k_scale / v_scale the caches hold {CACHE_FP8}, got "
+                             f"{k_cache.dtype}, {v_cache.dtype}")
+        if k_scale.numel() != 1 or v_scale.numel() != 1:
+            raise ValueError("irfuse: k_scale and v_scale must have one element each")
+    _check_common(q, q if k_scale is not None else k_cache,
+                  q if k_scale is not None else v_cache, hq, k_cache.shape[2], scale_out)
 
 
 def _check_common(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, hq: int, hk: int,
@@ -122,7 +134,8 @@ def gather_kv(cache: torch.Tensor, blocks: torch.Tensor, length: int) -> torch.T
 
 def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                  block_table: torch.Tensor, seq_lens: torch.Tensor, scale_out: torch.Tensor,
-                 *, softmax_scale: float) -> torch.Tensor:
+                 *, softmax_scale: float, k_scale: torch.Tensor | None = None,
+                 v_scale: torch.Tensor | None = None) -> torch.Tensor:
     """Attention of each sequence's new token over its cached context, in the model dtype
     [B, Hq, D] (`scale_out` only checked). Each `seq_lens[b]` must fit the block table's row; a
     sequence of length 0 gets zeros, as SDPA gives a row whose mask keeps nothing.
@@ -130,8 +143,10 @@ def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     q [B, Hq, D] is one new query token per sequence; the caches are [num_blocks, block_size,
     Hk, D], sequence b's token t in block `block_table[b, t // block_size]`, row
     `t % block_size`; its first `seq_lens[b]` tokens are gathered and attended (no mask: the
-    new token sees its whole context)."""
-    check_decode_args(q, k_cache, v_cache, block_table, seq_lens, scale_out)
+    new token sees its whole context). With `k_scale` and `v_scale` the caches are vLLM's
+    per-tensor FP8 (e4m3), read back as `cache.float() * scale` and attended in float32, the
+    result rounded to q's dtype."""
+    check_decode_args(q, k_cache, v_cache, block_table, seq_lens, scale_out, k_scale, v_scale)
     outs = []
     for b, length in enumerate(seq_lens.tolist()):
         if length < 0 or length > block_table.shape[1] * k_cache.shape[1]:
@@ -142,19 +157,25 @@ def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
             continue
         k = gather_kv(k_cache, block_table[b], length)
         v = gather_kv(v_cache, block_table[b], length)
-        o = F.scaled_dot_product_attention(q[b, None, :, None, :], k[None], v[None],
-                                           scale=softmax_scale, enable_gqa=True)
-        outs.append(o[0, :, 0, :])
+        qb = q[b, None, :, None, :]
+        if k_scale is not None and v_scale is not None:
+            k, v = k.float() * k_scale.float(), v.float() * v_scale.float()
+            qb = qb.float()
+        o = F.scaled_dot_product_attention(qb, k[None], v[None], scale=softmax_scale,
+                                           enable_gqa=True)
+        outs.append(o[0, :, 0, :].to(q.dtype))
     return torch.stack(outs)
 
 
 def paged_decode_fp8(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                      block_table: torch.Tensor, seq_lens: torch.Tensor, scale_out: torch.Tensor,
-                     *, softmax_scale: float) -> torch.Tensor:
+                     *, softmax_scale: float, k_scale: torch.Tensor | None = None,
+                     v_scale: torch.Tensor | None = None) -> torch.Tensor:
     """quant(attention of each sequence's new token over its cached context): float8_e4m3fn
     [B, Hq, D]; arguments as `paged_decode`."""
     return quant_out(paged_decode(q, k_cache, v_cache, block_table, seq_lens, scale_out,
-                                  softmax_scale=softmax_scale), scale_out)
+                                  softmax_scale=softmax_scale, k_scale=k_scale,
+                                  v_scale=v_scale), scale_out)
 
 
 def paged_decode_nvfp4(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,

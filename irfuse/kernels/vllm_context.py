@@ -5,9 +5,9 @@ on vLLM's ops) get the layer name, as vLLM's own fused ops do
 (`fused_rope_and_unified_kv_cache_update`), and find the rest where vLLM keeps it:
 `attention_context(layer_name)` is vLLM's `get_attention_context` (attention metadata, the
 layer, its KV cache, its slot mapping), or the provider a test installs (`set_provider`, the
-stand-ins of `tests/vllm_ops.py` when vLLM is not installed). `split_kv_cache` gives the key and
-value caches of the backends whose layout irfuse knows (`writable_kv_cache` with an FP8 cache's
-scales), `mla_cache` an MLA layer's latent cache;
+stand-ins of `tests/vllm_ops.py` when vLLM is not installed). `paged_kv_cache` gives the key
+and value caches of the backends whose layout irfuse knows (with an FP8 cache's scales), where
+irfuse's kernels write and read them, `mla_cache` an MLA layer's latent cache;
 `layer_name_type()` is the schema type of the layer-name argument, `LayerName` or `str`.
 """
 
@@ -97,9 +97,9 @@ FP8_CACHE_DTYPES = ("fp8", "fp8_e4m3")
 left to vLLM."""
 
 
-class KvWrite(NamedTuple):
-    """Where a paged write of k and v goes: the caches (`split_kv_cache`'s views) and, for an
-    FP8 cache, the layer's scales (None for a cache in the model dtype)."""
+class PagedKv(NamedTuple):
+    """A layer's paged k and v caches (`split_kv_cache`'s views) and, for an FP8 cache, the
+    layer's scales (None for a cache in the model dtype)."""
 
     k_cache: torch.Tensor
     v_cache: torch.Tensor
@@ -141,26 +141,27 @@ def split_kv_cache(layer: Any, kv_cache: torch.Tensor, head_size: int, dtype: to
     `kv_cache.transpose(1, 2).split(head_size, -1)`, and irfuse's kernels write and read these
     views in place with their strides. Other backends (the CPU one, whose blocks hold k
     column-major or in AMX tiles depending on the ISA) and NVFP4, per-head-quantized or FP8
-    caches are left to vLLM (`writable_kv_cache` takes FP8 ones for a write)."""
+    caches are left to vLLM (`paged_kv_cache` takes FP8 ones)."""
     if getattr(layer, "kv_cache_dtype", "auto") != "auto" or kv_cache.dtype != dtype:
         return None
     return _split(layer, kv_cache, head_size)
 
 
-def writable_kv_cache(layer: Any, kv_cache: torch.Tensor, head_size: int, dtype: torch.dtype
-                      ) -> KvWrite | None:
-    """Where irfuse's kernels write the layer's new k and v: `split_kv_cache`'s views of a cache
-    in `dtype`, or of an FP8 one (`fp8_cache`) with the layer's `_k_scale` and `_v_scale`, as
-    vLLM's `do_kv_cache_update` passes them; None where vLLM's own write must run."""
+def paged_kv_cache(layer: Any, kv_cache: torch.Tensor, head_size: int, dtype: torch.dtype
+                   ) -> PagedKv | None:
+    """Where irfuse's kernels write the layer's new k and v and read its context:
+    `split_kv_cache`'s views of a cache in `dtype`, or of an FP8 one (`fp8_cache`) with the
+    layer's `_k_scale` and `_v_scale`, as vLLM's `do_kv_cache_update` passes them; None where
+    vLLM's own write and attention must run."""
     kind = getattr(layer, "kv_cache_dtype", "auto")
     if kind == "auto":
         caches = split_kv_cache(layer, kv_cache, head_size, dtype)
-        return None if caches is None else KvWrite(*caches, None, None)
+        return None if caches is None else PagedKv(*caches, None, None)
     cache = fp8_cache(kv_cache, kind)
     caches = None if cache is None else _split(layer, cache, head_size)
     if caches is None:
         return None
-    return KvWrite(*caches, layer._k_scale, layer._v_scale)
+    return PagedKv(*caches, layer._k_scale, layer._v_scale)
 
 
 def mla_cache(layer: Any, kv_cache: torch.Tensor, width: int, dtype: torch.dtype,

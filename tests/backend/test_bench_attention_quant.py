@@ -90,11 +90,18 @@ def _worker() -> None:
     lib_light = bench.lib_decode_row("llama70b-tp8", "2x64r", compiled, light, 1e12,
                                      device="cpu")
     light_table = bench.lib_markdown([lib_light], "cmd", 1e12, tuple(light.lib_configs))
+    fp8 = types.SimpleNamespace(sweep=False, rep=1, rounds=1, lib_sweep="light", lib_configs=[],
+                                fp8_cache=True)
+    called.clear()
+    lib_fp8 = bench.lib_decode_row("llama70b-tp8", "2x64r", compiled, fp8, 1e12, device="cpu")
+    fp8_table = bench.lib_markdown([lib_fp8], "cmd", 1e12)
     print(json.dumps({"row": first, "called": first_called, "bad": bad, "table": table,
                       "decode": {k: dec[k] for k in decode_keys}, "decode_called": decode_called,
                       "kernel_calls": kernel_calls, "lib_table": lib_table,
                       "lib_called": lib_called, "light_table": light_table,
                       "light_variants": lib_light["variants"],
+                      "fp8": {k: lib_fp8[k] for k in ("check", "failed", "kv_cache", "dropped")},
+                      "fp8_called": list(called), "fp8_table": fp8_table,
                       "lib_decode": {k: lib_dec[k] for k in ("check", "failed", "dropped",
                                                              "nvfp4_check", "variants")},
                       "lib_prefill": {k: lib_pre[k] for k in ("check", "dropped")}}))
@@ -162,3 +169,13 @@ def test_a_bad_launch_shape_spec_is_refused():
 
 if __name__ == "__main__" and "--worker" in sys.argv:
     _worker()
+
+
+def test_lib_decode_row_reads_fp8_caches(result):
+    """`--fp8-cache`: the fused decode reads vLLM's per-tensor FP8 caches (its check against the
+    decode over the values they stand for passes for the entry and every shape timed); FlashInfer
+    is dropped on the CPU; the table says which caches."""
+    fp8 = result["fp8"]
+    assert fp8["kv_cache"] == "fp8" and fp8["check"] == "ok" and fp8["failed"] == {}
+    assert "irfuse" in result["fp8_called"] and set(fp8["dropped"]) == {"fi_cc", "fi_tc"}
+    assert "KV caches: vLLM's per-tensor FP8" in result["fp8_table"]

@@ -233,18 +233,24 @@ def _decode_context(layer: VA.Layer, seq_lens: list[int]):
     return meta, slots
 
 
-def test_paged_decode_reads_vllms_cache_in_place():
+@pytest.mark.parametrize("kv_cache_dtype", ["auto", "fp8"])
+def test_paged_decode_reads_vllms_cache_in_place(kv_cache_dtype):
     """The CUDA path's views of the cache (`[B, H, N, 2D]` split as the FlashAttention backend
-    splits it) and metadata, run with the paged decode kernel's torch reference: the same
-    attention as vLLM's (within the FP8 step), for a decode batch; None for a prefill batch."""
-    layer = _layer()
+    splits it; vLLM's FP8 cache with the layer's scales) and metadata, run with the paged decode
+    kernel's torch reference: the same attention as vLLM's (within the FP8 step), for a decode
+    batch; None for a prefill batch, and for an FP8 cache where that path is not on."""
+    layer = _layer(kv_cache_dtype=kv_cache_dtype, kv_scales=(0.05, 0.125))
     meta, slots = _decode_context(layer, [5, 3, 7])
     g = torch.Generator().manual_seed(4)
     q = torch.randn(3, HEADS, HEAD, generator=g).to(BF16)
     scale = torch.tensor([0.02])
+    fp8 = kv_cache_dtype == "fp8"
     with VA.forward_context({layer.layer_name: meta}, {layer.layer_name: slots}):
         got = attn_ops.paged_decode_in_place(q, layer.layer_name, scale,
-                                             attention_quant_ref.paged_decode_fp8)
+                                             attention_quant_ref.paged_decode_fp8, fp8_cache=fp8)
+        if fp8:
+            assert attn_ops.paged_decode_in_place(q, layer.layer_name, scale,
+                                                  attention_quant_ref.paged_decode_fp8) is None
         want = attn_ops.vllm_attention_quant_fp8_static(
             q, q[:, :KV_HEADS], q[:, :KV_HEADS], None, layer.layer_name, scale, [HEADS, HEAD],
             False, FP8)

@@ -24,6 +24,7 @@ from torch import nn
 
 from irfuse import backend
 from irfuse.fusions import kernel_decl
+from irfuse.fusions.fuse_attn_quant import ops as attn_ops
 from irfuse.fusions.kernel_decl import Choice
 from irfuse.kernels import dispatch
 from irfuse.testing import Compiled
@@ -271,3 +272,47 @@ def test_ops_match_their_cpu_references(layout):
         assert _rel(a, b) < 2e-2
     _fp8_close(got[2], want[2])
     assert _rel(got[3], want[3]) < 2e-2
+
+
+@pytest.mark.parametrize("fp8_cache_path", [True, False], ids=["in_place", "vllm_attention"])
+def test_attention_quant_reads_vllms_fp8_cache_on_gpu(monkeypatch, irfuse_kernels,
+                                                      fp8_cache_path):
+    """vLLM's per-tensor FP8 cache (uint8, the layer's k and v scales): with the `.fp8_cache`
+    path on, `irfuse::vllm_attention_quant_fp8_static` reads it in place with the paged decode
+    kernel; off (unmeasured), vLLM's attention then irfuse's quant. Either against the CPU call
+    (the stand-in's attention over the dequantized cache, then the quant reference)."""
+    name = f"vllm_attention_quant_fp8_static.{attn_ops.FP8_CACHE}"
+    impl = "triton" if fp8_cache_path else "inductor"
+    monkeypatch.setitem(kernel_decl.measured(irfuse_kernels), name,
+                        ((1, Choice(impl, "test: the FP8-cache path")),))
+    seq_lens = [37, 5, 20, 1]
+    layer = VA.Layer(NAME, HEADS, KV_HEADS, HEAD, num_blocks=BLOCKS, block_size=BLOCK,
+                     backend="FLASHINFER", device=DEVICE, kv_cache_dtype="fp8",
+                     kv_scales=(0.05, 0.125))
+    meta_cpu, _ = VA.decode_batch(seq_lens, BLOCK, BLOCKS)
+    g = torch.Generator().manual_seed(8)
+    cache_cpu = torch.randn(layer.kv_cache.shape, generator=g).to(FP8).view(torch.uint8)
+    layer.kv_cache.copy_(cache_cpu)
+    q, k = (torch.randn(len(seq_lens), h, HEAD, generator=g).to(BF16) for h in (HEADS, KV_HEADS))
+    scale = torch.tensor([0.02])
+    ran = []
+    in_place = attn_ops.paged_decode_in_place
+
+    def counted(*args, **kwargs):
+        out = in_place(*args, **kwargs)
+        ran.append(out is not None)
+        return out
+
+    monkeypatch.setattr(attn_ops, "paged_decode_in_place", counted)
+
+    def run(dev, cache, meta):
+        layer.kv_cache = cache
+        with VA.forward_context({NAME: meta}, {}):
+            return torch.ops.irfuse.vllm_attention_quant_fp8_static(
+                q.to(dev), k.to(dev), k.to(dev), None, NAME, scale.to(dev), [HEADS, HEAD], False,
+                FP8).cpu()
+
+    got = run(DEVICE, layer.kv_cache, _on(meta_cpu, DEVICE))
+    assert ran == [fp8_cache_path]
+    want = run(torch.device("cpu"), cache_cpu.clone(), meta_cpu)
+    _fp8_close(got, want)

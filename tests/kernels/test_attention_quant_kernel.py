@@ -140,6 +140,29 @@ def test_paged_reference_is_the_dense_graph_per_sequence():
         assert torch.equal(ref[b].view(torch.uint8), want.view(torch.uint8))
 
 
+def test_paged_reference_reads_an_fp8_cache_back_scaled():
+    """With k_scale / v_scale the caches are e4m3, read back as `cache.float() * scale`: the
+    reference is the same decode over those values, attended in float32."""
+    lens = [37, 5]
+    q, kc, vc, table, seq_lens = _paged(2, 8, 2, 64, 16, lens, torch.bfloat16, seed=4)
+    k8, v8, ks, vs = _fp8_caches(kc, vc)
+    got = attention_quant_ref.paged_decode(q, k8, v8, table, seq_lens, torch.ones(1),
+                                           softmax_scale=0.125, k_scale=ks, v_scale=vs)
+    for b, n in enumerate(lens):
+        k = torch.cat([k8[table[b, j]] for j in range(-(-n // 16))])[:n].float() * ks
+        v = torch.cat([v8[table[b, j]] for j in range(-(-n // 16))])[:n].float() * vs
+        o = F.scaled_dot_product_attention(q[b].float()[None, :, None], k.permute(1, 0, 2)[None],
+                                           v.permute(1, 0, 2)[None], scale=0.125,
+                                           enable_gqa=True)[0, :, 0]
+        assert torch.equal(got[b], o.to(torch.bfloat16))
+    with pytest.raises(ValueError, match="go together"):
+        attention_quant_ref.paged_decode(q, k8, v8, table, seq_lens, torch.ones(1),
+                                         softmax_scale=0.125, k_scale=ks)
+    with pytest.raises(ValueError, match="hold torch.float8_e4m3fn"):
+        attention_quant_ref.paged_decode(q, kc, vc, table, seq_lens, torch.ones(1),
+                                         softmax_scale=0.125, k_scale=ks, v_scale=vs)
+
+
 _BF = torch.bfloat16
 
 
@@ -274,6 +297,39 @@ def check_decode(case, device: str, prefetch: bool = False) -> dict:
     return judge(out, ref, scale, DTYPES[dtype])
 
 
+KV_SCALES = (0.02, 0.03)
+"""vLLM's per-tensor FP8 cache scales of the FP8-cache cases (k, v): randn / 0.02 spans e4m3."""
+
+
+def _fp8_caches(kc: torch.Tensor, vc: torch.Tensor):
+    """The caches as vLLM's FP8 write stores them (`x / scale` saturated to e4m3), and the
+    scales."""
+    ks, vs = (torch.tensor([s], device=kc.device) for s in KV_SCALES)
+    return ((kc.float() / ks).clamp(-448, 448).to(FP8), (vc.float() / vs).clamp(-448, 448).to(FP8),
+            ks, vs)
+
+
+def check_decode_fp8_cache(case, device: str, prefetch: bool = False) -> dict:
+    """The kernel reading vLLM's per-tensor FP8 caches (`k_scale`, `v_scale`) against the
+    reference, which reads them back as `cache.float() * scale` and attends in float32."""
+    from irfuse.kernels import attention_quant
+
+    b, hq, hk, d, bs, lens, dtype, splits, even = case
+    q, kc, vc, table, seq_lens = _paged(b, hq, hk, d, bs, list(lens), DTYPES[dtype], device,
+                                        seed=sum(lens) + 2)
+    kc, vc, ks, vs = _fp8_caches(kc, vc)
+    sm = d ** -0.5
+    ref_bf = attention_quant_ref.paged_decode(q, kc, vc, table, seq_lens, torch.ones(1),
+                                              softmax_scale=sm, k_scale=ks, v_scale=vs)
+    scale = _scale_for(ref_bf).to(device)
+    out = attention_quant.paged_decode_fp8(q, kc, vc, table, seq_lens, scale, softmax_scale=sm,
+                                           config=_decode_config(device, splits, even, prefetch),
+                                           k_scale=ks, v_scale=vs)
+    ref = attention_quant_ref.paged_decode_fp8(q, kc, vc, table, seq_lens, scale,
+                                               softmax_scale=sm, k_scale=ks, v_scale=vs)
+    return judge(out, ref, scale, DTYPES[dtype])
+
+
 def check_decode_graph(case, device: str, prefetch: bool = False) -> dict:
     """The paged kernel against what fuse-attn-quant replaces with it
     (`paged_decode_quant_fp8_static`: the pages gathered, the length mask, SDPA, the quant),
@@ -317,6 +373,10 @@ DECODE_GRAPH_CASES = [(2, 4, 2, 64, 16, (37, 5), "bf16", "default", False),
 # as the reference does (it wrote -448, 0 * inf through the quant).
 EMPTY_SEQUENCE_CASES = [(3, 4, 2, 64, 16, (37, 0, 5), "bf16", None, False),
                         (3, 4, 2, 64, 16, (37, 0, 5), "bf16", 3, False)]
+# vLLM's FP8 caches: one split and several (the partials carry v's scale into the combine),
+# GQA 4, fp16, an empty sequence.
+FP8_CACHE_CASES = [DECODE_CASES[1], DECODE_CASES[3], DECODE_CASES[4], DECODE_CASES[5],
+                   EMPTY_SEQUENCE_CASES[1]]
 
 
 def _worker() -> None:
@@ -336,6 +396,8 @@ def _worker() -> None:
         results["graph-pf-" + _decode_id(case)] = guard(check_decode_graph, case, "cpu", True)
     for case in EMPTY_SEQUENCE_CASES:
         results["empty-" + _decode_id(case)] = guard(check_decode, case, "cpu")
+    for case in FP8_CACHE_CASES:
+        results["fp8kv-" + _decode_id(case)] = guard(check_decode_fp8_cache, case, "cpu")
     print(json.dumps(results))
 
 
@@ -373,6 +435,12 @@ def test_decode_kernel_is_the_graph_it_replaces_interpreted(interpreted, case, p
 @pytest.mark.parametrize("case", EMPTY_SEQUENCE_CASES, ids=_decode_id)
 def test_decode_kernel_writes_zeros_for_an_empty_sequence_interpreted(interpreted, case):
     r = interpreted["empty-" + _decode_id(case)]
+    assert r["ok"], r["detail"]
+
+
+@pytest.mark.parametrize("case", FP8_CACHE_CASES, ids=_decode_id)
+def test_decode_kernel_reads_vllms_fp8_cache_interpreted(interpreted, case):
+    r = interpreted["fp8kv-" + _decode_id(case)]
     assert r["ok"], r["detail"]
 
 
@@ -422,6 +490,14 @@ def test_decode_kernel_is_the_graph_it_replaces_on_gpu(case, prefetch):
 @pytest.mark.parametrize("prefetch", [False, True], ids=["plain", "prefetch"])
 def test_decode_kernel_matches_reference_on_gpu(case, prefetch):
     r = check_decode(case, "cuda", prefetch)
+    assert r["ok"], r["detail"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", GPU_DECODE[:5] + GPU_DECODE[-4:], ids=_decode_id)
+@pytest.mark.parametrize("prefetch", [False, True], ids=["plain", "prefetch"])
+def test_decode_kernel_reads_vllms_fp8_cache_on_gpu(case, prefetch):
+    r = check_decode_fp8_cache(case, "cuda", prefetch)
     assert r["ok"], r["detail"]
 
 

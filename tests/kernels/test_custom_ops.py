@@ -451,12 +451,31 @@ def test_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     assert kernel_choice.choose(op, "cuda:sm80", 8192).impl == "triton"  # sm90 only
 
 
+def test_a_run_time_variant_is_off_until_measured(monkeypatch) -> None:
+    """`vllm_attention_quant_fp8_static` reads vLLM's FP8 cache in place only where its
+    `.fp8_cache` entry chose irfuse's kernel (the exact platform, else the family)."""
+    k = kernel_choice.kernel("vllm_attention_quant_fp8_static")
+    assert k.variants == ("fp8_cache",)
+    assert not k.runs_variant("fp8_cache", "cuda:sm90")
+    monkeypatch.setitem(kernel_decl.measured("cuda"), f"{k.name}.fp8_cache",
+                        ((1, kernel_choice.Choice("triton", "measured faster")),))
+    assert k.runs_variant("fp8_cache", "cuda:sm90") and k.runs_variant("fp8_cache", "cuda:sm80")
+    monkeypatch.setitem(kernel_decl.measured("cuda:sm90"), f"{k.name}.fp8_cache",
+                        ((1, kernel_choice.Choice("inductor", "measured slower")),))
+    assert not k.runs_variant("fp8_cache", "cuda:sm90") and k.runs_variant("fp8_cache", "cuda:sm80")
+    with pytest.raises(ValueError, match="no variant"):
+        k.runs_variant("e5m2_cache", "cuda:sm90")
+
+
 def test_every_measured_choice_names_a_kernel() -> None:
-    """A choices file's entries are `default` or kernels that exist (a typo would be ignored),
-    and every kernel's choice on every platform a file or rule names loads."""
+    """A choices file's entries are `default`, kernels that exist or their declared variants
+    (`<kernel>.<variant>`; a typo would be ignored), and every kernel's choice on every platform
+    a file or rule names loads."""
     names = set(kernel_choice.kernels())
+    variants = {f"{k.name}.{v}" for k in kernel_choice.kernels().values() for v in k.variants}
     for platform in kernel_choice.platforms():
-        assert set(kernel_decl.measured(platform)) - {kernel_decl.DEFAULT} <= names, platform
+        assert set(kernel_decl.measured(platform)) - {kernel_decl.DEFAULT} <= names | variants, \
+            platform
     table = kernel_choice.table()
     assert set(table) == names and all(table[n]["cpu"] for n in names)
 

@@ -34,7 +34,7 @@ from irfuse.kernels import (
     quant_ref,
     vllm_context,
 )
-from irfuse.kernels.dispatch import check_fp8, empty, fake_nvfp4, kernels
+from irfuse.kernels.dispatch import check_fp8, empty, fake_nvfp4, kernels, platform_of
 
 _token_major = attention_quant_ref.token_major
 NVFP4_GLOBAL = 448.0 * 6 / 4  # an NVFP4 global scale for the examples
@@ -389,19 +389,22 @@ def vllm_attention_quant_fp8_static(q: Tensor, k: Tensor, v: Tensor, kv_cache_de
 
 
 def paged_decode_in_place(q: Tensor, layer_name: Any, scale: Tensor,
-                          paged_decode_fp8: Callable[..., Tensor]) -> Tensor | None:
+                          paged_decode_fp8: Callable[..., Tensor],
+                          fp8_cache: bool = False) -> Tensor | None:
     """The FP8 attention of a decode-only step, read from the layer's paged cache in place by
     `paged_decode_fp8` (irfuse's kernel, or its reference in tests): `[T, H * D]`, or None where
     this step or layer is not that (prefill tokens, a backend cache or attention variant irfuse
-    does not know, a KV connector): the caller then runs the reference."""
+    does not know, a KV connector; vLLM's per-tensor FP8 cache unless `fp8_cache`): the caller
+    then runs the reference."""
     if vllm_context.transfers_kv():
         return None
     ctx = vllm_context.attention_context(layer_name)
     meta, layer = ctx.metadata, ctx.layer
     impl = getattr(layer, "impl", None)
     d = q.shape[-1]
-    caches = vllm_context.split_kv_cache(layer, ctx.kv_cache, d, q.dtype)
-    if caches is None or meta is None or impl is None:
+    caches = vllm_context.paged_kv_cache(layer, ctx.kv_cache, d, q.dtype)
+    if caches is None or meta is None or impl is None or (
+            caches.k_scale is not None and not fp8_cache):
         return None
     if getattr(meta, "max_query_len", None) != 1 or not all(
             hasattr(meta, f) for f in ("block_table", "seq_lens", "num_actual_tokens")):
@@ -410,23 +413,30 @@ def paged_decode_in_place(q: Tensor, layer_name: Any, scale: Tensor,
            for f in ("alibi_slopes", "sinks", "logits_soft_cap", "sliding_window")):
         return None
     n = int(meta.num_actual_tokens)
+    kv = {} if caches.k_scale is None else {"k_scale": caches.k_scale, "v_scale": caches.v_scale}
     if 0 < n == q.shape[0]:  # no padding rows: the kernel's output is the result
-        o = paged_decode_fp8(q, caches[0], caches[1], meta.block_table[:n], meta.seq_lens[:n],
-                             scale, softmax_scale=float(impl.scale))
+        o = paged_decode_fp8(q, caches.k_cache, caches.v_cache, meta.block_table[:n],
+                             meta.seq_lens[:n], scale, softmax_scale=float(impl.scale), **kv)
         return o.view(n, -1)
     out = q.new_empty((q.shape[0], q.shape[1] * d), dtype=torch.float8_e4m3fn)
     if n:
-        o = paged_decode_fp8(q[:n], caches[0], caches[1], meta.block_table[:n],
-                             meta.seq_lens[:n], scale, softmax_scale=float(impl.scale))
+        o = paged_decode_fp8(q[:n], caches.k_cache, caches.v_cache, meta.block_table[:n],
+                             meta.seq_lens[:n], scale, softmax_scale=float(impl.scale), **kv)
         out[:n] = o.reshape(n, -1)
     return out
+
+
+FP8_CACHE = "fp8_cache"
+"""`vllm_attention_quant_fp8_static`'s run-time path that reads vLLM's per-tensor FP8 cache in
+place: on only where `<kernel>.fp8_cache` is measured (`Kernel.runs_variant`)."""
 
 
 def _vllm_cuda(c: Call) -> Tensor:
     if (not c.mla and c.out_dtype == torch.float8_e4m3fn
             and tuple(c.out_tail) == tuple(c.q.shape[1:])):
-        out = paged_decode_in_place(c.q, c.layer_name, c.scale,
-                                    kernels("attention_quant").paged_decode_fp8)
+        out = paged_decode_in_place(
+            c.q, c.layer_name, c.scale, kernels("attention_quant").paged_decode_fp8,
+            VLLM_ATTN_QUANT.runs_variant(FP8_CACHE, platform_of(c.q.device)))
         if out is not None:
             return out
     # Any other step: vLLM's attention, then irfuse's Triton quant (one launch, as Inductor's
@@ -441,7 +451,8 @@ def _vllm_fake(c: Call) -> Tensor:
     return empty(c.q, (c.q.shape[0], math.prod(c.out_tail)), c.out_dtype)
 
 
-VLLM_ATTN_QUANT = Kernel(vllm_attention_quant_fp8_static, _vllm_fake, _vllm_cuda)
+VLLM_ATTN_QUANT = Kernel(vllm_attention_quant_fp8_static, _vllm_fake, _vllm_cuda,
+                         variants=(FP8_CACHE,))
 
 
 def vllm_attention_quant_nvfp4(q: Tensor, k: Tensor, v: Tensor, kv_cache_dep: Tensor | None,

@@ -214,12 +214,12 @@ def write_in_place(q, k, v, q_weight, k_weight, positions, cos, sin, cos_sin_cac
     """Rotate q and k and write k and v into the layer's cache with `rope_kv` (irfuse's Triton
     launch `qk_norm_rope_kv` returning k, or its reference in tests), where the context's cache
     is one irfuse knows, in the model dtype or FP8 with the layer's scales
-    (`vllm_context.writable_kv_cache`); (q_out, k_out), or None where it is not (the caller then
+    (`vllm_context.paged_kv_cache`); (q_out, k_out), or None where it is not (the caller then
     rotates and lets vLLM write)."""
     ctx = vllm_context.attention_context(layer_name)
     if ctx.slot_mapping is None or ctx.slot_mapping.numel() != k.shape[0]:
         return None  # no write, or slots for fewer tokens than k (vLLM's write reads that)
-    caches = vllm_context.writable_kv_cache(ctx.layer, ctx.kv_cache, k.shape[-1], k.dtype)
+    caches = vllm_context.paged_kv_cache(ctx.layer, ctx.kv_cache, k.shape[-1], k.dtype)
     if caches is None or v.shape[-1] != k.shape[-1]:
         return None
     return rope_kv(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache, *caches[:2],
