@@ -96,6 +96,11 @@ FP8_CACHE_DTYPES = ("fp8", "fp8_e4m3")
 `concat_and_cache_mla` store it. fp8_e5m2, per-token-head scales and DeepSeek's fp8_ds_mla are
 left to vLLM."""
 
+FP8_CACHE = "fp8_cache"
+"""The run-time variant (`Kernel.variants`) of irfuse's ops on vLLM's calls that writes or reads
+a per-tensor FP8 cache in place: on only where the platform's choices hold a measured
+`<kernel>.fp8_cache` entry; otherwise vLLM's own write or attention runs."""
+
 
 class PagedKv(NamedTuple):
     """A layer's paged k and v caches (`split_kv_cache`'s views) and, for an FP8 cache, the

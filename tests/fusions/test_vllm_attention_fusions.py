@@ -267,7 +267,8 @@ def test_in_place_write_lands_where_vllms_write_does(kv_cache_dtype):
     """The CUDA path writes the rotated k and v into the strided halves of vLLM's cache: the
     same cache, bit for bit, as rotating and calling vLLM's own write (the stand-in's
     FlashAttention-layout `do_kv_cache_update`); an FP8 cache (uint8, vLLM's "fp8") holds the
-    same bytes, scaled by the layer's k and v scales."""
+    same bytes, scaled by the layer's k and v scales, where that path is on (`fp8_cache`)."""
+    fp8 = kv_cache_dtype == "fp8"
     layer = _layer(kv_cache_dtype=kv_cache_dtype, kv_scales=(0.05, 0.125))
     meta, slots = _decode_context(layer, [5, 3, 7])
     g = torch.Generator().manual_seed(6)
@@ -278,9 +279,13 @@ def test_in_place_write_lands_where_vllms_write_does(kv_cache_dtype):
                 "weight_f32": False, "rope_f32": False}
     start = layer.kv_cache.clone()
     with VA.forward_context({layer.layer_name: meta}, {layer.layer_name: slots}):
+        if fp8:  # off: vLLM's own write runs
+            assert rope_ops.write_in_place(q, k, v, None, None, positions, None, None, cache,
+                                           layer.layer_name, qk_norm_rope_ref.qk_norm_rope_kv,
+                                           readings) is None
         got = rope_ops.write_in_place(q, k, v, None, None, positions, None, None, cache,
                                       layer.layer_name, qk_norm_rope_ref.qk_norm_rope_kv,
-                                      readings)
+                                      readings, fp8_cache=fp8)
         written = layer.kv_cache.clone()
         layer.kv_cache.copy_(start)
         want = rope_ops.rope_vllm_kv_cache_update(q, k, v, None, None, positions, cache, None,

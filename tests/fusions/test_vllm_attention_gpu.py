@@ -26,7 +26,7 @@ from irfuse import backend
 from irfuse.fusions import kernel_decl
 from irfuse.fusions.fuse_attn_quant import ops as attn_ops
 from irfuse.fusions.kernel_decl import Choice
-from irfuse.kernels import dispatch
+from irfuse.kernels import dispatch, vllm_context
 from irfuse.testing import Compiled
 
 pytestmark = [pytest.mark.gpu,
@@ -45,12 +45,16 @@ DEVICE = torch.device("cuda")
 
 @pytest.fixture(autouse=True)
 def irfuse_kernels(monkeypatch):
-    """irfuse's kernels for both ops on this GPU's platform, for the test."""
+    """irfuse's kernels for both ops on this GPU's platform (and the FP8-cache write), for the
+    test."""
     platform = dispatch.platform_of(DEVICE)
     on = Choice("triton", "test: irfuse's kernel")
     entries = kernel_decl.measured(platform)
     for name in ("vllm_attention_quant_fp8_static", "rope_vllm_kv_cache_update"):
         monkeypatch.setitem(entries, name, ((1, on),))
+    # vLLM's FP8 cache written in the one launch (the tests of reading it set their own).
+    monkeypatch.setitem(entries, f"rope_vllm_kv_cache_update.{vllm_context.FP8_CACHE}",
+                        ((1, on),))
     return platform
 
 
@@ -281,7 +285,7 @@ def test_attention_quant_reads_vllms_fp8_cache_on_gpu(monkeypatch, irfuse_kernel
     path on, `irfuse::vllm_attention_quant_fp8_static` reads it in place with the paged decode
     kernel; off (unmeasured), vLLM's attention then irfuse's quant. Either against the CPU call
     (the stand-in's attention over the dequantized cache, then the quant reference)."""
-    name = f"vllm_attention_quant_fp8_static.{attn_ops.FP8_CACHE}"
+    name = f"vllm_attention_quant_fp8_static.{vllm_context.FP8_CACHE}"
     impl = "triton" if fp8_cache_path else "inductor"
     monkeypatch.setitem(kernel_decl.measured(irfuse_kernels), name,
                         ((1, Choice(impl, "test: the FP8-cache path")),))

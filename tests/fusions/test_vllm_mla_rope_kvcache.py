@@ -19,9 +19,10 @@ import vllm_attention as VA
 import vllm_ops as V
 from torch import nn
 
+from irfuse.fusions import kernel_decl
 from irfuse.fusions.fuse_rope_kvcache_cat_mla import ops as mla_ops
-from irfuse.fusions.kernel_decl import Call
-from irfuse.kernels import mla_rope_cache_ref, qk_norm_rope_ref
+from irfuse.fusions.kernel_decl import Call, Choice
+from irfuse.kernels import dispatch, mla_rope_cache_ref, qk_norm_rope_ref, vllm_context
 from irfuse.models.layers import RotaryEmbedding
 from irfuse.testing import Compiled, assert_bit_exact, compile_and_run
 
@@ -174,8 +175,9 @@ def test_in_place_path_writes_where_vllms_write_does(monkeypatch, kv_cache_dtype
     """The GPU path's one launch (its torch reference standing in for the Triton kernel) writes
     `[kv_c | rotated k_pe]` into vLLM's `[B, 1, N, C]` latent cache where vLLM's own write puts
     it, bit for bit: in the model dtype, or into vLLM's FP8 cache (uint8, kv_cache_dtype "fp8")
-    the bytes vLLM's write stores, the row / k_scale saturated to e4m3. A step without slots and
-    an FP8 write into a cache that is not vLLM's FP8 go to vLLM's write."""
+    the bytes vLLM's write stores, the row / k_scale saturated to e4m3, where that path is on
+    (its measured variant; off, vLLM's write). A step without slots and an FP8 write into a cache
+    that is not vLLM's FP8 go to vLLM's write."""
     monkeypatch.setattr(mla_ops, "kernels", lambda name: SimpleNamespace(
         rope_mla_kv_cache_write=mla_rope_cache_ref.rope_mla_kv_cache_write,
         qk_norm_rope=qk_norm_rope_ref.qk_norm_rope))
@@ -195,6 +197,12 @@ def test_in_place_path_writes_where_vllms_write_does(monkeypatch, kv_cache_dtype
     kv_c = torch.randn(3, LATENT, generator=g).to(BF16)
     positions, cache = torch.tensor([4, 2, 6]), V.rope_cache(ROPE, 64)
     call = _rope_call(q, k, kv_c, positions, cache, kv_cache_dtype, 0.0625)
+    if fp8:
+        with VA.forward_context({NAME: meta}, {NAME: slots}):
+            mla_ops._vllm_cuda(call)  # the FP8 path off: vLLM's write
+        assert launched == []
+        layer.kv_cache.copy_(start)
+        _fp8_cache_path_on(monkeypatch, "cpu")
     with VA.forward_context({NAME: meta}, {NAME: slots}):
         got = mla_ops._vllm_cuda(call)
         written = layer.kv_cache.clone()
@@ -213,6 +221,13 @@ def test_in_place_path_writes_where_vllms_write_does(monkeypatch, kv_cache_dtype
     assert launched == ["one launch"]
 
 
+def _fp8_cache_path_on(monkeypatch, platform: str) -> None:
+    """Turn on the one launch into vLLM's FP8 latent cache on `platform` (its measured variant)."""
+    monkeypatch.setitem(kernel_decl.measured(platform),
+                        f"rope_vllm_mla_kv_cache_update.{vllm_context.FP8_CACHE}",
+                        ((1, Choice("triton", "test: the FP8-cache path")),))
+
+
 class _OwnWriteImpl(VA.MLAAttentionImpl):
     """A backend with a cache write of its own (as vLLM's CPU and AMX MLA backends have): irfuse
     does not write its cache."""
@@ -225,12 +240,14 @@ class _OwnWriteImpl(VA.MLAAttentionImpl):
 @pytest.mark.parametrize("own_write", [False, True], ids=["in-place", "vllms-write"])
 @pytest.mark.parametrize("is_neox", [False, True], ids=["gptj", "neox"])
 @pytest.mark.parametrize("kv_cache_dtype", ["auto", "fp8"])
-def test_cuda_one_launch_writes_vllms_latent_cache(is_neox, own_write, kv_cache_dtype):
+def test_cuda_one_launch_writes_vllms_latent_cache(monkeypatch, is_neox, own_write,
+                                                   kv_cache_dtype):
     """On CUDA irfuse's Triton launch rotates q_pe (a slice of q) and k_pe and writes
     `[kv_c | k_pe]` into the layer's `[B, 1, N, C]` cache in place, padded slots (-1) skipped;
     where the backend writes its cache its own way, the Triton rope runs and then vLLM's write.
     Either way the rotated values and the cache equal irfuse's reference rope followed by vLLM's
     (stand-in) write, bit for bit, an FP8 cache (uint8, scaled by k_scale) too."""
+    _fp8_cache_path_on(monkeypatch, dispatch.platform_of("cuda"))
     layer = VA.Layer(NAME, HEADS, 1, LATENT + ROPE, num_blocks=16, block_size=4,
                      mla_v_dim=V_DIM, device="cuda", kv_cache_dtype=kv_cache_dtype)
     if own_write:

@@ -426,17 +426,12 @@ def paged_decode_in_place(q: Tensor, layer_name: Any, scale: Tensor,
     return out
 
 
-FP8_CACHE = "fp8_cache"
-"""`vllm_attention_quant_fp8_static`'s run-time path that reads vLLM's per-tensor FP8 cache in
-place: on only where `<kernel>.fp8_cache` is measured (`Kernel.runs_variant`)."""
-
-
 def _vllm_cuda(c: Call) -> Tensor:
     if (not c.mla and c.out_dtype == torch.float8_e4m3fn
             and tuple(c.out_tail) == tuple(c.q.shape[1:])):
         out = paged_decode_in_place(
             c.q, c.layer_name, c.scale, kernels("attention_quant").paged_decode_fp8,
-            VLLM_ATTN_QUANT.runs_variant(FP8_CACHE, platform_of(c.q.device)))
+            VLLM_ATTN_QUANT.runs_variant(vllm_context.FP8_CACHE, platform_of(c.q.device)))
         if out is not None:
             return out
     # Any other step: vLLM's attention, then irfuse's Triton quant (one launch, as Inductor's
@@ -452,7 +447,7 @@ def _vllm_fake(c: Call) -> Tensor:
 
 
 VLLM_ATTN_QUANT = Kernel(vllm_attention_quant_fp8_static, _vllm_fake, _vllm_cuda,
-                         variants=(FP8_CACHE,))
+                         variants=(vllm_context.FP8_CACHE,))
 
 
 def vllm_attention_quant_nvfp4(q: Tensor, k: Tensor, v: Tensor, kv_cache_dep: Tensor | None,

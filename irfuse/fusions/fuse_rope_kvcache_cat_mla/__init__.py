@@ -27,8 +27,8 @@ FUSION = Fusion(
     "as vLLM on CUDA and ROCm where the KV-cache update is inside the compiled graph "
     "(splitting_ops without it, or Inductor's graph partition); opt-in elsewhere until "
     "measured; irfuse's own latent-cache write in the model dtype only; vLLM's in any cache "
-    "dtype, in one launch for the model dtype and per-tensor FP8 (else vLLM's write after "
-    "the rope)",
+    "dtype, in one launch for the model dtype (per-tensor FP8 too once measured; else "
+    "vLLM's write after the rope)",
     patterns=("RopeMlaKvCachePattern",),
     candidate="latent_cache_write_of_rotated_k_pe",
 )

@@ -121,12 +121,15 @@ def rope_vllm_mla_kv_cache_update(q_pe: Tensor, k_pe: Tensor, kv_c: Tensor,
 
 def _vllm_cuda(c: Call) -> tuple[Tensor, Tensor, Tensor]:
     """One Triton launch that rotates and writes the cache in place where the layer's cache is
-    one irfuse knows (`vllm_context.mla_cache`: the model dtype or vLLM's FP8, scaled by the
-    call's k_scale) and every token has a slot; else the Triton rope and vLLM's write."""
+    one irfuse knows (`vllm_context.mla_cache`: the model dtype, or vLLM's FP8 scaled by the
+    call's k_scale where its variant is measured on) and every token has a slot; else the Triton
+    rope and vLLM's write."""
     ctx = vllm_context.attention_context(c.layer_name)
     slots = None if ctx.slot_mapping is None else ctx.slot_mapping.flatten()
     cache = None
-    if slots is not None and slots.numel() == c.kv_c.shape[0]:
+    fp8_off = c.kv_cache_dtype != "auto" and not ROPE_VLLM_MLA_KV.runs_variant(
+        vllm_context.FP8_CACHE, dispatch.platform_of(c.q_pe.device))
+    if slots is not None and slots.numel() == c.kv_c.shape[0] and not fp8_off:
         cache = vllm_context.mla_cache(ctx.layer, ctx.kv_cache,
                                        c.kv_c.shape[-1] + c.k_pe.shape[-1], c.q_pe.dtype,
                                        c.kv_cache_dtype)
@@ -147,7 +150,8 @@ def _vllm_fake(c: Call) -> tuple[Tensor, Tensor, Tensor]:
     return lq.empty(c.q_pe), lk.empty(c.k_pe), c.kv_c.new_empty(0)
 
 
-ROPE_VLLM_MLA_KV = Kernel(rope_vllm_mla_kv_cache_update, _vllm_fake, _vllm_cuda)
+ROPE_VLLM_MLA_KV = Kernel(rope_vllm_mla_kv_cache_update, _vllm_fake, _vllm_cuda,
+                          variants=(vllm_context.FP8_CACHE,))
 
 KERNELS = (ROPE_MLA_KV, ROPE_VLLM_MLA_KV)
 
