@@ -439,8 +439,7 @@ def lib_decode_row(shape: str, item: str, compiled: dict, args, copy_bw: float,
     q, kc, vc, table, lens = paged_case(hq, hk, b, ctx, ragged, device, seed=b * ctx + hq)
     scales: dict[str, torch.Tensor] = {}
     if getattr(args, "fp8_cache", False):
-        if nv:
-            raise ValueError("the NVFP4 rows read a bf16 cache: no 'n' with --fp8-cache")
+        nv = False  # the NVFP4 columns are of the bf16 cache's rows
         kc, vc, scales = fp8_caches(kc, vc)
     tokens = int(lens.long().clamp(max=ctx).sum())
     kv_bytes = 2 * tokens * hk * D * kc.element_size()
