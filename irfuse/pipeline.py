@@ -100,15 +100,24 @@ def count_raised(module: ModuleOp) -> dict[str, int]:
 
 
 def kernel_records(module: ModuleOp, platform: str) -> list[KernelRecord]:
-    """Each `irfuse::` op the module calls: the implementation chosen and the declared reason."""
+    """Each `irfuse::` op the module calls: the implementation chosen and the declared reason
+    (with the state of its run-time variants where irfuse's kernel runs)."""
     calls: dict[tuple[str, str], int] = {}
     for op in module.walk():
         if isinstance(op, kernel.CallOp):
             key = (op.target.data.removeprefix("irfuse::").removesuffix(".default"),
                    op.impl.data)
             calls[key] = calls.get(key, 0) + 1
-    return [KernelRecord(name, impl, kernel_choice.choose(name, platform).reason, n)
+    return [KernelRecord(name, impl, _reason(name, impl, platform), n)
             for (name, impl), n in calls.items()]
+
+
+def _reason(name: str, impl: str, platform: str) -> str:
+    """The choice's reason, and where irfuse's kernel runs, what its run-time variants do."""
+    reason = kernel_choice.choose(name, platform).reason
+    if impl in ("reference", "inductor"):
+        return reason
+    return reason + kernel_choice.kernel(name).variants_note(platform)
 
 
 def verify_once(module: ModuleOp) -> None:

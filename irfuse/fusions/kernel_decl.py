@@ -321,6 +321,13 @@ class Kernel:
                 return steps[0][1].impl not in ("inductor", "reference")
         return False
 
+    def variants_note(self, platform: str) -> str:
+        """The report's words on the run-time variants on `platform` ('' without any)."""
+        return "".join(
+            f"; run-time path {v}: "
+            + ("on" if self.runs_variant(v, platform) else f"off (not measured on {platform})")
+            for v in self.variants)
+
     def choose(self, platform: str, num_tokens: int | None = None) -> Choice:
         """The implementation on `platform`; where it splits by size, `num_tokens` (the top of
         the compile range) picks the step, and without it the choice for few tokens is given,

@@ -457,9 +457,12 @@ def test_a_run_time_variant_is_off_until_measured(monkeypatch) -> None:
     k = kernel_choice.kernel("vllm_attention_quant_fp8_static")
     assert k.variants == ("fp8_cache",)
     assert not k.runs_variant("fp8_cache", "cuda:sm90")
+    assert k.variants_note("cuda:sm90") == "; run-time path fp8_cache: off (not measured on " \
+        "cuda:sm90)"
     monkeypatch.setitem(kernel_decl.measured("cuda"), f"{k.name}.fp8_cache",
                         ((1, kernel_choice.Choice("triton", "measured faster")),))
     assert k.runs_variant("fp8_cache", "cuda:sm90") and k.runs_variant("fp8_cache", "cuda:sm80")
+    assert k.variants_note("cuda:sm90") == "; run-time path fp8_cache: on"
     monkeypatch.setitem(kernel_decl.measured("cuda:sm90"), f"{k.name}.fp8_cache",
                         ((1, kernel_choice.Choice("inductor", "measured slower")),))
     assert not k.runs_variant("fp8_cache", "cuda:sm90") and k.runs_variant("fp8_cache", "cuda:sm80")
