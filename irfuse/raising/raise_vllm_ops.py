@@ -1,22 +1,15 @@
-"""raise-vllm-ops: vLLM's own custom ops (`torch.ops._C.*`, and FlashInfer's rotary as
-`torch.ops.vllm.*`), as functionalized, raised whole.
+"""raise-vllm-ops: vLLM's own custom ops (`torch.ops._C.*`, FlashInfer's rotary as
+`torch.ops.vllm.*`), functionalized, raised whole to the semantic op that means the same.
 
-vLLM's out-variant ops (`_C.rms_norm(result, input, weight, eps)`, ...) reach the graph as
-`auto_functionalized[_v2]` calls with the written tensors as extra results
-(`vllm_functionalized` reads them). Anchored at each such call of `rms_norm`,
-`fused_add_rms_norm`, the three FP8 quants and CUDA's group quant (`per_token_group_fp8_quant`,
-its scales row-major, column-major or TMA-aligned), `silu_and_mul` (and GeGLU's `gelu_and_mul`,
-`gelu_tanh_and_mul`), the rotary ops (`raise_vllm_rotary`: `_C.rotary_embedding`, FlashInfer's,
-and the multimodal rope, ROCm's op or CUDA's Triton kernel) and the FP8 linear's
-`cutlass_scaled_mm`, the pass produces the semantic op that means the same (`norm.*`,
-`quant.fp8`, `act.silu_mul`, `attn.rope`, `gemm.scaled_matmul`), taking along the fresh
-output buffers only the call uses, so the fusions see vLLM's ops as they see torch's. vLLM IR's
-functional norms (`vllm_ir.rms_norm`, `vllm_ir.fused_add_rms_norm`, in the graph when vLLM's
-`compilation_config.ir_enable_torch_wrap` is on) become `norm.rms_norm` / `norm.add_rms_norm`
-alike. The call stays in the decomposition region (no result bit changes). The ops in UNRAISED
-(CUDA's NVFP4 quant, DeepGEMM's packed group quant) are named in a remark where they appear.
-`filecheck/raise/raise-vllm-ops.mlir`, `raise-vllm-group-quant.mlir`,
-`raise-vllm-flashinfer-rope.mlir` and `raise-vllm-mrope.mlir` show each op.
+vLLM's out-variant ops reach the graph as `auto_functionalized[_v2]` calls with the written
+tensors as extra results (`vllm_functionalized` reads them). The ops this pass knows are MUTABLE's
+(norms, the FP8 quants and CUDA's group quant, SiLU·Mul and GeGLU, the rotary ops through
+`raise_vllm_rotary`, the FP8 linear's `cutlass_scaled_mm`); each becomes `norm.*`, `quant.fp8`,
+`act.silu_mul`, `attn.rope` or `gemm.scaled_matmul`, taking along the fresh output buffers only
+the call uses, so the fusions see vLLM's ops as they see torch's. vLLM IR's functional norms
+(`vllm_ir.*`, with `ir_enable_torch_wrap`) become `norm.rms_norm` / `norm.add_rms_norm` alike. The
+call stays in the decomposition region (no result bit changes); UNRAISED's ops are named in a
+remark where they appear. `filecheck/raise/raise-vllm-*.mlir` show each op.
 """
 from __future__ import annotations
 

@@ -1,28 +1,16 @@
-"""MLA's RoPE of q_pe and k_pe -> the latent-cache write of `[kv_c | rotated k_pe]` -> one
-fused op, for both writes the IR knows:
-
-    %qr, %kr = attn.rope %q_pe, k %k_pe, positions %pos, cos_sin_cache %cs {...}
-    %kr2 = aten.call "aten::view.default"(%kr, [-1, 64])          (a view to [T, rope_dim])
-    %c2 = attn.mla_kv_cache_write %kv_c, %kr2, %cache, %slots
-  ->
-    %qr, %kr, %c2 = fused.rope_mla_kv_cache_write %q_pe, %k_pe, %kv_c, positions %pos,
-        cos_sin_cache %cs, %cache, %slots {...}
-
-and vLLM's own write, the layer's cache found through vLLM's forward context at run time:
-
-    %dep = attn.vllm_mla_kv_cache_update %kv_c, %kr, %k_scale, layer %ln {...}
-  ->
-    %qr, %kr, %dep = fused.rope_vllm_mla_kv_cache_update %q_pe, %k_pe, %kv_c, positions %pos,
-        cos_sin_cache %cs, %k_scale, layer %ln {...}
+"""MLA's RoPE of q_pe and k_pe -> the latent-cache write of `[kv_c | rotated k_pe]` -> one fused
+op: `attn.rope` and `attn.mla_kv_cache_write` become `fused.rope_mla_kv_cache_write`; `attn.rope`
+and vLLM's own write (`attn.vllm_mla_kv_cache_update`, the layer's cache found through vLLM's
+forward context at run time) become `fused.rope_vllm_mla_kv_cache_update`
+(`filecheck/rewrites/fuse-rope-kvcache-cat-mla.mlir` shows both).
 
 Anchored at the write whose k_pe is a rope's rotated k, seen through views that keep its elements
 in order (reshape, view, squeeze, alias) or, where vLLM's rotary ran in place on views of one
 buffer (MLA's `q[..., nope:]` and k_pe), through the read of the rebuilt buffer
-(`irfuse.fusions.scattered`). The rotated q_pe and k_pe stay results (MLA's attention
-reads both), so they may have other readers; the fused op goes where the write was, or where the
-rope was when something reads a rotated value before the write (then the write's other operands
-must already be defined there). A write of an unrotated k_pe is no candidate; one of a value
-computed from the rotated k_pe is a remark.
+(`irfuse.fusions.scattered`). The rotated q_pe and k_pe stay results (MLA's attention reads
+both); the fused op goes where the write was, or where the rope was when something reads a
+rotated value before the write (the write's other operands then defined there). A write of an
+unrotated k_pe is no candidate; one of a value computed from the rotated k_pe is a remark.
 """
 
 from __future__ import annotations
