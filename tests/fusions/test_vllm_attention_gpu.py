@@ -309,8 +309,11 @@ def test_attention_quant_reads_vllms_fp8_cache_on_gpu(monkeypatch, irfuse_kernel
 
     monkeypatch.setattr(attn_ops, "paged_decode_in_place", counted)
 
+    scales = (layer._k_scale, layer._v_scale)
+
     def run(dev, cache, meta):
         layer.kv_cache = cache
+        layer._k_scale, layer._v_scale = (x.to(dev) for x in scales)
         with VA.forward_context({NAME: meta}, {}):
             return torch.ops.irfuse.vllm_attention_quant_fp8_static(
                 q.to(dev), k.to(dev), k.to(dev), None, NAME, scale.to(dev), [HEADS, HEAD], False,
