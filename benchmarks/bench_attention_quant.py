@@ -94,6 +94,7 @@ from irfuse.kernels import (  # noqa: E402
 )
 from irfuse.kernels import mla_attention_quant_ref as mla_ref  # noqa: E402
 from irfuse.kernels.compare import agreement  # noqa: E402
+from irfuse.kernels.qk_norm_rope_ref import to_cache  # noqa: E402
 
 FP8 = torch.float8_e4m3fn
 HQ, HK, D, PAGE = 32, 8, 128, 16
@@ -405,7 +406,7 @@ def fp8_caches(kc: torch.Tensor, vc: torch.Tensor
     out, scales = [], {}
     for name, c in (("k_scale", kc), ("v_scale", vc)):
         scale = (c.float().abs().amax() / 224.0).reshape(1)
-        out.append((c.float() / scale).clamp(-448.0, 448.0).to(FP8))
+        out.append(to_cache(c, FP8, scale))
         scales[name] = scale
     return out[0], out[1], scales
 

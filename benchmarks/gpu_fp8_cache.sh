@@ -5,7 +5,7 @@
 # cache, the one-launch writes into vLLM's paged and latent FP8 caches); then the tables that
 # would turn each run-time variant on (`<kernel>.fp8_cache` in choices/cuda_sm90.toml): the
 # paged decode against FlashInfer's FP8-cache decode + the quant, QK norm + RoPE + the FP8 write,
-# MLA's RoPE + the FP8 latent write; and the multimodal RoPE against vLLM's own kernel (MRoPE.py
+# MLA's RoPE + the FP8 latent write; and the multimodal RoPE against vLLM's own kernel (mrope.py
 # carried from .venv-vllm). Outputs in $OUT. T_TESTS, T_FI, T_BENCH, T_LIB: timeouts (s);
 # LIB_DECODE: the decode grid (bench_attention_quant.py's --lib-decode).
 set -u

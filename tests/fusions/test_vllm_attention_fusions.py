@@ -249,9 +249,16 @@ def test_paged_decode_reads_vllms_cache_in_place(kv_cache_dtype):
     q = torch.randn(3, HEADS, HEAD, generator=g).to(BF16)
     scale = torch.tensor([0.02])
     fp8 = kv_cache_dtype == "fp8"
+    asked: list[bool] = []  # the run-time variant is looked up for an FP8 cache only
+
+    def fp8_cache_on() -> bool:
+        asked.append(fp8)
+        return fp8
+
     with VA.forward_context({layer.layer_name: meta}, {layer.layer_name: slots}):
         got = attn_ops.paged_decode_in_place(q, layer.layer_name, scale,
-                                             attention_quant_ref.paged_decode_fp8, fp8_cache=fp8)
+                                             attention_quant_ref.paged_decode_fp8, fp8_cache_on)
+        assert asked == ([True] if fp8 else [])
         if fp8:
             assert attn_ops.paged_decode_in_place(q, layer.layer_name, scale,
                                                   attention_quant_ref.paged_decode_fp8) is None
@@ -271,7 +278,7 @@ def test_in_place_write_lands_where_vllms_write_does(kv_cache_dtype):
     """The CUDA path writes the rotated k and v into the strided halves of vLLM's cache: the
     same cache, bit for bit, as rotating and calling vLLM's own write (the stand-in's
     FlashAttention-layout `do_kv_cache_update`); an FP8 cache (uint8, vLLM's "fp8") holds the
-    same bytes, scaled by the layer's k and v scales, where that path is on (`fp8_cache`)."""
+    same bytes, scaled by the layer's k and v scales, where that path is on (`fp8_cache_on`)."""
     fp8 = kv_cache_dtype == "fp8"
     layer = _layer(kv_cache_dtype=kv_cache_dtype, kv_scales=(0.05, 0.125))
     meta, slots = _decode_context(layer, [5, 3, 7])
@@ -289,7 +296,7 @@ def test_in_place_write_lands_where_vllms_write_does(kv_cache_dtype):
                                            readings) is None
         got = rope_ops.write_in_place(q, k, v, None, None, positions, None, None, cache,
                                       layer.layer_name, qk_norm_rope_ref.qk_norm_rope_kv,
-                                      readings, fp8_cache=fp8)
+                                      readings, fp8_cache_on=lambda: fp8)
         written = layer.kv_cache.clone()
         layer.kv_cache.copy_(start)
         want = rope_ops.rope_vllm_kv_cache_update(q, k, v, None, None, positions, cache, None,

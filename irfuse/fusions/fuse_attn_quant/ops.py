@@ -390,12 +390,12 @@ def vllm_attention_quant_fp8_static(q: Tensor, k: Tensor, v: Tensor, kv_cache_de
 
 def paged_decode_in_place(q: Tensor, layer_name: Any, scale: Tensor,
                           paged_decode_fp8: Callable[..., Tensor],
-                          fp8_cache: bool = False) -> Tensor | None:
+                          fp8_cache_on: Callable[[], bool] = lambda: False) -> Tensor | None:
     """The FP8 attention of a decode-only step, read from the layer's paged cache in place by
     `paged_decode_fp8` (irfuse's kernel, or its reference in tests): `[T, H * D]`, or None where
     this step or layer is not that (prefill tokens, a backend cache or attention variant irfuse
-    does not know, a KV connector; vLLM's per-tensor FP8 cache unless `fp8_cache`): the caller
-    then runs the reference."""
+    does not know, a KV connector; vLLM's per-tensor FP8 cache unless `fp8_cache_on()`, asked
+    only for such a cache): the caller then runs the reference."""
     if vllm_context.transfers_kv():
         return None
     ctx = vllm_context.attention_context(layer_name)
@@ -404,7 +404,7 @@ def paged_decode_in_place(q: Tensor, layer_name: Any, scale: Tensor,
     d = q.shape[-1]
     caches = vllm_context.paged_kv_cache(layer, ctx.kv_cache, d, q.dtype)
     if caches is None or meta is None or impl is None or (
-            caches.k_scale is not None and not fp8_cache):
+            caches.k_scale is not None and not fp8_cache_on()):
         return None
     if getattr(meta, "max_query_len", None) != 1 or not all(
             hasattr(meta, f) for f in ("block_table", "seq_lens", "num_actual_tokens")):
@@ -431,7 +431,7 @@ def _vllm_cuda(c: Call) -> Tensor:
             and tuple(c.out_tail) == tuple(c.q.shape[1:])):
         out = paged_decode_in_place(
             c.q, c.layer_name, c.scale, kernels("attention_quant").paged_decode_fp8,
-            VLLM_ATTN_QUANT.runs_variant(vllm_context.FP8_CACHE, platform_of(c.q.device)))
+            lambda: VLLM_ATTN_QUANT.runs_variant(vllm_context.FP8_CACHE, platform_of(c.q.device)))
         if out is not None:
             return out
     # Any other step: vLLM's attention, then irfuse's Triton quant (one launch, as Inductor's

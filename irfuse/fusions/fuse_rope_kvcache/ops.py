@@ -210,19 +210,19 @@ def rope_vllm_kv_cache_update(q: Tensor, k: Tensor, v: Tensor, q_weight: Tensor 
 
 
 def write_in_place(q, k, v, q_weight, k_weight, positions, cos, sin, cos_sin_cache, layer_name,
-                   rope_kv, readings: dict, fp8_cache: bool = False
+                   rope_kv, readings: dict, fp8_cache_on: Callable[[], bool] = lambda: False
                    ) -> tuple[Tensor, Tensor] | None:
     """Rotate q and k and write k and v into the layer's cache with `rope_kv` (irfuse's Triton
     launch `qk_norm_rope_kv` returning k, or its reference in tests), where the context's cache
-    is one irfuse knows, in the model dtype or, with `fp8_cache`, FP8 with the layer's scales
-    (`vllm_context.paged_kv_cache`); (q_out, k_out), or None where it is not (the caller then
-    rotates and lets vLLM write)."""
+    is one irfuse knows, in the model dtype or, where `fp8_cache_on()` (asked only for such a
+    cache), FP8 with the layer's scales (`vllm_context.paged_kv_cache`); (q_out, k_out), or None
+    where it is not (the caller then rotates and lets vLLM write)."""
     ctx = vllm_context.attention_context(layer_name)
     if ctx.slot_mapping is None or ctx.slot_mapping.numel() != k.shape[0]:
         return None  # no write, or slots for fewer tokens than k (vLLM's write reads that)
     caches = vllm_context.paged_kv_cache(ctx.layer, ctx.kv_cache, k.shape[-1], k.dtype)
     if caches is None or v.shape[-1] != k.shape[-1] or (
-            caches.k_scale is not None and not fp8_cache):
+            caches.k_scale is not None and not fp8_cache_on()):
         return None
     return rope_kv(q, k, v, q_weight, k_weight, cos, sin, positions, cos_sin_cache, *caches[:2],
                    ctx.slot_mapping, *caches[2:], return_k=True, **readings)
@@ -235,8 +235,8 @@ def _vllm_cuda(c: Call) -> tuple[Tensor, Tensor, Tensor]:
     triton = kernels("qk_norm_rope")
     done = write_in_place(c.q, c.k, c.v, c.q_weight, c.k_weight, positions, cos, sin,
                           c.cos_sin_cache, c.layer_name, triton.qk_norm_rope_kv, readings,
-                          ROPE_VLLM_KV.runs_variant(vllm_context.FP8_CACHE,
-                                                    dispatch.platform_of(c.q.device)))
+                          lambda: ROPE_VLLM_KV.runs_variant(vllm_context.FP8_CACHE,
+                                                            dispatch.platform_of(c.q.device)))
     if done is not None:
         return (*done, c.q.new_empty(0))
     q_out, k_out = triton.qk_norm_rope(c.q, c.k, c.q_weight, c.k_weight, cos, sin, positions,
