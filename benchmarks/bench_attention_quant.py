@@ -444,9 +444,11 @@ def lib_decode_row(shape: str, item: str, compiled: dict, args, copy_bw: float,
         kc, vc, scales = fp8_caches(kc, vc)
     tokens = int(lens.long().clamp(max=ctx).sum())
     kv_bytes = 2 * tokens * hk * D * kc.element_size()
-    if scales:  # the reference over the values the FP8 caches stand for
-        o = masked_decode(q, *(c.float().mul(s).bfloat16() for c, s in (
-            (kc, scales["k_scale"]), (vc, scales["v_scale"]))), table, lens)
+    if scales:  # the reference over the values the FP8 caches stand for, attended in float32
+        # as `attention_quant_ref.paged_decode` reads an FP8 cache (`x * scale` rounded to bf16
+        # first would move about a tenth of the output codes, FlashInfer's and irfuse's alike)
+        o = masked_decode(q.float(), *(c.float().mul(s) for c, s in (
+            (kc, scales["k_scale"]), (vc, scales["v_scale"]))), table, lens).to(q.dtype)
     else:
         o = masked_decode(q, kc, vc, table, lens)  # [B, Hq * D] bf16
     s = (o.float().abs().amax() / 300.0).reshape(1)
