@@ -452,9 +452,13 @@ def test_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_run_time_variant_is_off_until_measured(monkeypatch) -> None:
-    """`vllm_attention_quant_fp8_static` reads vLLM's FP8 cache in place only where its
-    `.fp8_cache` entry chose irfuse's kernel (the exact platform, else the family)."""
-    k = kernel_choice.kernel("vllm_attention_quant_fp8_static")
+    """`rope_vllm_mla_kv_cache_update` writes vLLM's FP8 latent cache in its launch only where
+    its `.fp8_cache` entry chose irfuse's kernel (the exact platform, else the family); sm90's
+    file has none for it, and has entries that turn the paged write's and the decode's on."""
+    for name in ("rope_vllm_kv_cache_update", "vllm_attention_quant_fp8_static"):
+        assert kernel_choice.kernel(name).runs_variant("fp8_cache", "cuda:sm90")
+        assert not kernel_choice.kernel(name).runs_variant("fp8_cache", "cuda:sm80")
+    k = kernel_choice.kernel("rope_vllm_mla_kv_cache_update")
     assert k.variants == ("fp8_cache",)
     assert not k.runs_variant("fp8_cache", "cuda:sm90")
     assert k.variants_note("cuda:sm90") == "; run-time path fp8_cache: off (not measured on " \
