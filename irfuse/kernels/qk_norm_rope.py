@@ -24,6 +24,7 @@ import triton
 import triton.language as tl
 
 from irfuse.kernels import qk_norm_rope_ref
+from irfuse.kernels.norm_quant import div_rn_by
 from irfuse.kernels.triton_support import (
     await_previous_kernel,
     check_device,
@@ -78,11 +79,14 @@ def _round(x, DT: tl.constexpr):
 
 @triton.jit
 def _to_store(x, scale, FP8: tl.constexpr, DST: tl.constexpr):
-    """x (model dtype) as the destination stores it: itself, or `clamp(x / scale)` in FP8.
-    Both paths return DST: Triton refuses a function whose returns differ in type."""
+    """x (model dtype) as the destination stores it: itself, or `clamp(x / scale)` in FP8, the
+    quotient rounded as torch's division rounds it (`norm_quant.div_rn_by`: an IEEE division of
+    each element made the FP8 writes 3.4-3.7 µs slower than the bf16 ones on an H100). Both
+    paths return DST: Triton refuses a function whose returns differ in type."""
     y = x
     if FP8:
-        y = tl.minimum(tl.maximum(tl.math.div_rn(x.to(tl.float32), scale), -448.0), 448.0)
+        q = div_rn_by(x.to(tl.float32), scale, tl.math.div_rn(1.0, scale), True)
+        y = tl.minimum(tl.maximum(q, -448.0), 448.0)
     return y.to(DST)
 
 
