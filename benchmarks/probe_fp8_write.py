@@ -1,7 +1,9 @@
 """Why a cache write into vLLM's FP8 cache costs more than into a bf16 one: MLA's RoPE + latent
 write and QK norm + RoPE + paged write, each timed over a bf16 and an FP8 cache in one process
 (CUDA-graph replay and plain launches, PDL on and off), with the compiled kernels' registers,
-spills and the PTX instructions an FP8 store adds.
+spills and the PTX instructions an FP8 store adds; beside each, the split the one launch replaces
+inside vLLM (the paged write: irfuse's norm + RoPE kernel, then a one-launch write stand-in; MLA:
+the Triton rope alone, to which vLLM's `concat_and_cache_mla` would add a launch).
 
     PYTHONPATH=. python3 benchmarks/probe_fp8_write.py
 """
@@ -59,7 +61,8 @@ def describe(jit) -> None:
 def main() -> int:
     print(torch.cuda.get_device_name(), torch.__version__, triton.__version__, flush=True)
     print("MLA RoPE + latent write (µs): heads T | bf16 graph / plain | fp8 graph / plain "
-          "| fp8 no-PDL graph", flush=True)
+          "| fp8 no-PDL graph | the Triton rope alone (graph: the split's first launch, before "
+          "vLLM's concat_and_cache_mla)", flush=True)
     for heads in (16, 128):
         for t in (1, 256, 4096):
             row = []
@@ -69,6 +72,9 @@ def main() -> int:
             d = mla.make(t, heads, True)
             no_pdl = RopeConfig(2, 16, 4, pdl=False)
             row.append(graph_us(lambda d=d, c=no_pdl: mla.irfuse(d, c)))
+            row.append(graph_us(lambda d=d: qk_norm_rope.qk_norm_rope(
+                d["q_pe"], d["k_pe"], None, None, None, None, d["pos"], d["table"], eps=0.0,
+                is_neox=False, rotary_dim=mla.ROPE)))
             print(f"  {heads} {t} | " + " | ".join(f"{x:.1f}" for x in row), flush=True)
     describe(mla_rope_cache._mla_rope_cache_kernel)
     print("QK norm + RoPE + paged write (µs): T | bf16 graph / plain | fp8 graph / plain | "
