@@ -37,10 +37,13 @@ read in place (`fuse_attn_quant.ops.paged_decode_in_place`, what the fused op ru
 graphs, interleaved. `--check` first compares the stand-in's FlashInfer calls and Triton cache
 write with torch references. `--device cpu --tiny` runs the same code on the CPU at a tiny size
 (torch reference attention, plain calls; a smoke path, its figures mean nothing).
+`--kv-cache-dtype fp8`: every layer's cache is vLLM's per-tensor FP8 (`vllm_standin.KV_SCALES`),
+written and read with the scales, FlashInfer's decode and prefill reading the e4m3 pages.
 
     python benchmarks/bench_e2e_vllm.py [--layers 4] [--batches 16 64] [--contexts 2048 8192]
         [--prefill 4096] [--variants irfuse irfuse-vllm-kernels] [--rounds 15] [--profile]
         [--attn-table [--decode-configs 64:4:3:1:prefetch ...]] [--check] [--out FILE.md]
+        [--kv-cache-dtype fp8]
 """
 
 from __future__ import annotations
@@ -148,7 +151,8 @@ def plan(args, cfg, device: torch.device, *, batch: int = 0, context: int = 0,
     return S.plan_step(list(S.LAYERS), batch=batch, context=context, prefill=prefill,
                        num_heads=cfg.num_heads, num_kv_heads=cfg.num_kv_heads,
                        head_dim=cfg.head_dim, block_size=args.block_size, dtype=torch.bfloat16,
-                       device=device, layout=args.layout, ragged=args.ragged)
+                       device=device, layout=args.layout, ragged=args.ragged,
+                       kv_cache_dtype=args.kv_cache_dtype)
 
 
 def make_inputs(cfg, meta: S.Metadata, device: torch.device, seed: int = 1):
@@ -210,13 +214,13 @@ def check_standin(cfg, args, device: torch.device) -> list[str]:
         dep = torch.ops.vllm.unified_kv_cache_update(k, v, name)
         written = layer.kv_cache.clone()
         layer.kv_cache.copy_(before)
-        kc, vc = layer.kv_cache.transpose(1, 2).split(cfg.head_dim, -1)
-        S.write_kv(k, v, kc, vc, meta.slot_mapping, triton_kernel=False)
+        kc, vc = S.as_stored(layer.kv_cache).transpose(1, 2).split(cfg.head_dim, -1)
+        S.write_kv(k, v, kc, vc, meta.slot_mapping, triton_kernel=False, **S.kv_scales(layer))
         same = torch.equal(written, layer.kv_cache)
         out = torch.empty(t, cfg.num_heads, cfg.head_dim, dtype=torch.bfloat16, device=device)
         torch.ops.vllm.unified_attention_with_output(q, k, v, out, name, kv_cache_dummy_dep=dep)
         want = S.reference_attention(q, layer.kv_cache, meta, cfg.head_dim,
-                                     cfg.head_dim ** -0.5)
+                                     cfg.head_dim ** -0.5, **S.kv_scales(layer))
         rel = ((out.float() - want.float()).abs().max() / want.float().abs().max()).item()
         what = (f"prefill {prefill}" if prefill else
                 f"decode b{batch} ctx{'<=' if args.ragged else ''}{context}")
@@ -244,6 +248,9 @@ def attention_table(cfg, args, device: torch.device, steps: list) -> list[str]:
     from irfuse.kernels.dispatch import kernels
 
     fused_kernel = kernels("attention_quant").paged_decode_fp8
+
+    def fp8_cache_on() -> bool:  # an FP8 cache (--kv-cache-dtype fp8) read in place
+        return True
     others = decode_configs(args.decode_configs)
     quant = torch.compile(lambda x, s: (x.float() / s).clamp(-448.0, 448.0)
                           .to(torch.float8_e4m3fn))
@@ -265,12 +272,12 @@ def attention_table(cfg, args, device: torch.device, steps: list) -> list[str]:
             return quant(out.view(out.shape[0], -1), scale)
 
         def fused(q=q):
-            return attn_q.paged_decode_in_place(q, name, scale, fused_kernel)
+            return attn_q.paged_decode_in_place(q, name, scale, fused_kernel, fp8_cache_on)
 
         fns = {"lib": library, "fused": fused}
         for spec, config in others.items():
             fns[spec] = (lambda q=q, c=config: attn_q.paged_decode_in_place(
-                q, name, scale, functools.partial(fused_kernel, config=c)))
+                q, name, scale, functools.partial(fused_kernel, config=c), fp8_cache_on))
         want = library().float()
         times = _time(fns, args.rounds, device.type == "cuda")
         lib, med = times["lib"], e2e._median
@@ -360,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="decode contexts drawn in [C/2, C] (the first at C) instead of all C")
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--layout", choices=("NHD", "HND"), default="NHD")
+    parser.add_argument("--kv-cache-dtype", choices=("auto", "fp8"), default="auto",
+                        help="the layers' KV cache: the model dtype, or vLLM's per-tensor FP8")
     parser.add_argument("--variants", nargs="+", choices=sorted(VARIANTS), default=["irfuse"])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--profile", action="store_true",
@@ -389,7 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     head = [
         f"Qwen3-8B-shaped FP8 step as vLLM 0.32 traces it ({'tiny' if args.tiny else 'hidden 4096, 32 q / 8 kv heads, D 128'}), "
         f"{args.layers} layers, attention through vLLM's opaque ops backed by "
-        f"{'FlashInfer' if cuda else 'a torch reference'} (cache {args.layout}, block "
+        f"{'FlashInfer' if cuda else 'a torch reference'} (cache {args.layout}"
+        f"{', FP8 (per-tensor scales)' if args.kv_cache_dtype == 'fp8' else ''}, block "
         f"{args.block_size}), {card} ({platform}), torch {torch.__version__}, "
         f"{'CUDA-graph replay' if cuda else 'plain calls'}, {args.rounds} interleaved rounds; "
         "median µs per forward (min-max); speed-up = Inductor / variant.", ""]

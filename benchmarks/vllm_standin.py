@@ -18,6 +18,9 @@ what vLLM's FlashInfer backend does on sm90:
   "auto") over the cache's k and v views, each planned once per step outside the graph
   (`plan_step`); no fused output quant (`fused_output_quant_supported` is False, as FlashInfer's
   is on sm90). On the CPU (the smoke path) a torch reference: pages gathered, masked SDPA.
+- `kv_cache_dtype="fp8"` (`plan_step`): vLLM's per-tensor FP8 cache, allocated as uint8 and read
+  as e4m3; the write stores `clamp(x / scale)` with the layer's `_k_scale` / `_v_scale`
+  (`KV_SCALES`), FlashInfer reads the pages with those scales, and the reference dequantizes.
 
 The forward context is this module's: `plan_step` builds one step's metadata (block table,
 sequence lengths, slot mapping, the planned wrapper) for every layer, `set_step` makes it
@@ -36,6 +39,7 @@ import torch
 import torch.nn.functional as F
 
 from irfuse.kernels import vllm_context
+from irfuse.kernels.triton_support import check_device
 from irfuse.raising import vllm_layers
 
 LAYER_NAME = vllm_context.layer_name_type()
@@ -48,6 +52,9 @@ SCHEMAS = {
         "Tensor(a6!)? output_block_scale=None, Tensor? kv_cache_dummy_dep=None) -> ()"),
 }
 BACKEND = "FLASHINFER"
+KV_SCALES = (0.05, 0.125)
+"""The k and v scales of an FP8 cache (vLLM's `_k_scale`, `_v_scale`)."""
+FP8 = torch.float8_e4m3fn
 
 
 # --- layers and the forward context ----------------------------------------------------------
@@ -78,8 +85,8 @@ class Impl:
 
     def do_kv_cache_update(self, layer: Layer, key: torch.Tensor, value: torch.Tensor,
                            kv_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
-        k_cache, v_cache = kv_cache.transpose(1, 2).split(self.head_size, dim=-1)
-        write_kv(key, value, k_cache, v_cache, slot_mapping)
+        k_cache, v_cache = as_stored(kv_cache).transpose(1, 2).split(self.head_size, dim=-1)
+        write_kv(key, value, k_cache, v_cache, slot_mapping, **kv_scales(layer))
 
     def forward(self, layer: Layer, query, key, value, kv_cache, meta: Metadata, *, output,
                 output_scale=None, output_block_scale=None) -> torch.Tensor:
@@ -89,10 +96,14 @@ class Impl:
         q = query[:n]
         if meta.wrapper is not None:
             out = output[:n]
+            scales = ({} if layer.kv_cache_dtype == "auto" else
+                      {"k_scale": layer._k_scale_float, "v_scale": layer._v_scale_float})
             meta.wrapper.run(q if q.is_contiguous() else q.contiguous(),
-                             flashinfer_views(kv_cache, self.head_size, meta.layout), out=out)
+                             flashinfer_views(kv_cache, self.head_size, meta.layout), out=out,
+                             **scales)
         else:
-            output[:n] = reference_attention(q, kv_cache, meta, self.head_size, self.scale)
+            output[:n] = reference_attention(q, kv_cache, meta, self.head_size, self.scale,
+                                             **kv_scales(layer))
         return output
 
 
@@ -104,6 +115,8 @@ class Layer:
         self.num_heads, self.num_kv_heads, self.head_size = num_heads, num_kv_heads, head_size
         self.kv_cache = torch.empty(0)
         self.kv_cache_dtype = "auto"
+        self._k_scale = self._v_scale = None  # float32 [1] tensors for an FP8 cache
+        self._k_scale_float = self._v_scale_float = 1.0
         self.kv_sharing_target_layer_name = None
         self.attn_backend = _Backend()
         self.impl = Impl(self)
@@ -123,6 +136,7 @@ class Metadata:
     layout: str = "NHD"
     wrapper: Any = None  # the planned FlashInfer wrapper (None: the torch reference)
     caches: dict[str, torch.Tensor] = field(default_factory=dict)
+    kv_cache_dtype: str = "auto"  # or "fp8": vLLM's per-tensor FP8 cache
 
 
 LAYERS: dict[str, Layer] = {}
@@ -146,11 +160,31 @@ def describe(layer_name: str):
 
 
 def set_step(meta: Metadata | None) -> None:
-    """Make `meta` the current forward context and point every layer at its caches."""
+    """Make `meta` the current forward context and point every layer at its caches (and its
+    cache kind and scales)."""
     _CURRENT[0] = meta
     if meta is not None:
         for name, cache in meta.caches.items():
-            LAYERS[name].kv_cache = cache
+            layer = LAYERS[name]
+            layer.kv_cache = cache
+            layer.kv_cache_dtype = meta.kv_cache_dtype
+            fp8 = meta.kv_cache_dtype != "auto"
+            layer._k_scale, layer._v_scale = (
+                (torch.tensor([s], device=cache.device) for s in KV_SCALES) if fp8
+                else (None, None))
+            layer._k_scale_float, layer._v_scale_float = KV_SCALES if fp8 else (1.0, 1.0)
+
+
+def as_stored(kv_cache: torch.Tensor) -> torch.Tensor:
+    """The cache as its values are stored: vLLM's uint8 FP8 cache viewed as e4m3."""
+    return kv_cache.view(FP8) if kv_cache.dtype == torch.uint8 else kv_cache
+
+
+def kv_scales(layer: Layer) -> dict[str, torch.Tensor]:
+    """The layer's k_scale and v_scale where its cache is FP8 ({} in the model dtype)."""
+    if layer.kv_cache_dtype == "auto":
+        return {}
+    return {"k_scale": layer._k_scale, "v_scale": layer._v_scale}
 
 
 # --- the cache write ---------------------------------------------------------------------------
@@ -161,11 +195,12 @@ def _write_kv_kernel_fn():
     import triton.language as tl
 
     @triton.jit
-    def _write_kv_kernel(k_ptr, v_ptr, kc_ptr, vc_ptr, slot_ptr, skt, skh, svt, svh,
-                         kcb, kcn, kch, vcb, vcn, vch, block_size,
+    def _write_kv_kernel(k_ptr, v_ptr, kc_ptr, vc_ptr, slot_ptr, ks_ptr, vs_ptr, skt, skh, svt,
+                         svh, kcb, kcn, kch, vcb, vcn, vch, block_size,
                          H: tl.constexpr, D: tl.constexpr, BLOCK_H: tl.constexpr,
-                         BLOCK_D: tl.constexpr):
-        """Token t's k and v `[H, D]` into the caches at slot_mapping[t] (skipped below 0)."""
+                         BLOCK_D: tl.constexpr, SCALED: tl.constexpr):
+        """Token t's k and v `[H, D]` into the caches at slot_mapping[t] (skipped below 0);
+        SCALED: into FP8 caches as `clamp(x / scale)`, divided as torch divides."""
         t = tl.program_id(0)
         slot = tl.load(slot_ptr + t).to(tl.int64)
         if slot >= 0:
@@ -177,6 +212,11 @@ def _write_kv_kernel_fn():
             t64 = t.to(tl.int64)
             k = tl.load(k_ptr + t64 * skt + h * skh + d, mask=mask)
             v = tl.load(v_ptr + t64 * svt + h * svh + d, mask=mask)
+            if SCALED:
+                k = tl.clamp(tl.math.div_rn(k.to(tl.float32), tl.load(ks_ptr)), -448.0, 448.0)
+                v = tl.clamp(tl.math.div_rn(v.to(tl.float32), tl.load(vs_ptr)), -448.0, 448.0)
+            k = k.to(kc_ptr.dtype.element_ty)
+            v = v.to(vc_ptr.dtype.element_ty)
             tl.store(kc_ptr + blk * kcb + off * kcn + h * kch + d, k, mask=mask)
             tl.store(vc_ptr + blk * vcb + off * vcn + h * vch + d, v, mask=mask)
 
@@ -187,36 +227,43 @@ _KERNEL: list[Any] = []
 
 
 def write_kv(key: torch.Tensor, value: torch.Tensor, k_cache: torch.Tensor,
-             v_cache: torch.Tensor, slot_mapping: torch.Tensor, triton_kernel: bool | None = None
-             ) -> None:
+             v_cache: torch.Tensor, slot_mapping: torch.Tensor, triton_kernel: bool | None = None,
+             k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None) -> None:
     """`reshape_and_cache_flash`: key / value `[>= n, H, D]` into the caches `[blocks,
-    block_size, H, D]` (any strides, last dim contiguous) at the n slots; one Triton launch on
-    CUDA and under Triton's interpreter (or with `triton_kernel`), torch indexing otherwise."""
+    block_size, H, D]` (any strides, last dim contiguous) at the n slots; e4m3 caches with
+    `k_scale` / `v_scale` as `clamp(x / scale, -448, 448)`. One Triton launch on CUDA and under
+    Triton's interpreter (or with `triton_kernel`), torch indexing otherwise."""
     n = slot_mapping.shape[0]
+    scaled = k_scale is not None
     if triton_kernel is None:
         triton_kernel = key.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
     if not triton_kernel:
         keep = slot_mapping >= 0
         slots = slot_mapping[keep].long()
         bs = k_cache.shape[1]
-        k_cache[slots // bs, slots % bs] = key[:n][keep]
-        v_cache[slots // bs, slots % bs] = value[:n][keep]
+        for x, cache, s in ((key, k_cache, k_scale), (value, v_cache, v_scale)):
+            x = x[:n][keep]
+            if scaled:
+                x = (x.float() / s).clamp(-448.0, 448.0)
+            cache[slots // bs, slots % bs] = x.to(cache.dtype)
         return
     import triton
 
     if not _KERNEL:
         _KERNEL.append(_write_kv_kernel_fn())
+    check_device(key, value, k_cache, v_cache, slot_mapping)  # interpreted: torch's casts
     for x in (key, value, k_cache, v_cache):
         if x.stride(-1) != 1:
             raise ValueError("write_kv: the last dim must be contiguous")
     h, d = key.shape[1], key.shape[2]
     if n:
         _KERNEL[0][(n,)](key, value, k_cache, v_cache, slot_mapping,
+                         k_scale if scaled else slot_mapping, v_scale if scaled else slot_mapping,
                          key.stride(0), key.stride(1), value.stride(0), value.stride(1),
                          k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
                          v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
                          k_cache.shape[1], H=h, D=d, BLOCK_H=triton.next_power_of_2(h),
-                         BLOCK_D=triton.next_power_of_2(d), num_warps=4)
+                         BLOCK_D=triton.next_power_of_2(d), SCALED=scaled, num_warps=4)
 
 
 # --- the attention -----------------------------------------------------------------------------
@@ -226,7 +273,8 @@ def new_cache(num_blocks: int, kv_heads: int, block_size: int, head_dim: int, la
               dtype: torch.dtype, device: torch.device, gen: torch.Generator | None = None
               ) -> torch.Tensor:
     """A layer's cache, logically `[num_blocks, kv_heads, block_size, 2 * head_dim]`, stored
-    per `layout` (NHD: `[blocks, block_size, heads, 2D]` in memory), random normal values."""
+    per `layout` (NHD: `[blocks, block_size, heads, 2D]` in memory), random normal values
+    (`dtype` uint8: vLLM's FP8 cache, e4m3 codes of those values)."""
     if layout == "NHD":
         shape = (num_blocks, block_size, kv_heads, 2 * head_dim)
     elif layout == "HND":
@@ -234,10 +282,9 @@ def new_cache(num_blocks: int, kv_heads: int, block_size: int, head_dim: int, la
     else:
         raise ValueError(f"unknown layout {layout!r}")
     phys = torch.empty(shape, dtype=dtype, device=device)
-    if gen is None:
-        phys.normal_()
-    else:
-        phys.copy_(torch.randn(shape, generator=gen).to(dtype))
+    values = torch.randn(shape, generator=gen) if gen is not None else torch.randn(
+        shape, device=device)
+    as_stored(phys).copy_(values.to(as_stored(phys).dtype))
     return phys.permute(0, 2, 1, 3) if layout == "NHD" else phys
 
 
@@ -245,16 +292,18 @@ def flashinfer_views(kv_cache: torch.Tensor, head_dim: int, layout: str
                      ) -> tuple[torch.Tensor, torch.Tensor]:
     """The (k, v) FlashInfer reads in `layout` (NHD `[blocks, block_size, heads, D]`, HND
     `[blocks, heads, block_size, D]`), views of the cache as vLLM's backend makes them."""
-    phys = kv_cache.permute(0, 2, 1, 3) if layout == "NHD" else kv_cache
+    phys = as_stored(kv_cache).permute(0, 2, 1, 3) if layout == "NHD" else as_stored(kv_cache)
     k, v = phys.split(head_dim, dim=-1)
     return k, v
 
 
 def reference_attention(q: torch.Tensor, kv_cache: torch.Tensor, meta: Metadata,
-                        head_dim: int, scale: float) -> torch.Tensor:
+                        head_dim: int, scale: float, k_scale: torch.Tensor | None = None,
+                        v_scale: torch.Tensor | None = None) -> torch.Tensor:
     """Causal attention of each sequence's new tokens over its pages, in f32, `[n, H, D]` in
-    q's dtype (torch: the CPU smoke path and the checks)."""
-    k_cache, v_cache = kv_cache.transpose(1, 2).split(head_dim, dim=-1)
+    q's dtype (torch: the CPU smoke path and the checks); an FP8 cache read as `x * scale`."""
+    k_cache, v_cache = as_stored(kv_cache).transpose(1, 2).split(head_dim, dim=-1)
+    ks, vs = (1.0, 1.0) if k_scale is None else (k_scale.float(), v_scale.float())
     bs = kv_cache.shape[2]
     out = torch.empty_like(q)
     starts = meta.query_start_loc.tolist()
@@ -262,8 +311,8 @@ def reference_attention(q: torch.Tensor, kv_cache: torch.Tensor, meta: Metadata,
         qs, qe = starts[b], starts[b + 1]
         pos = torch.arange(length, device=q.device)
         blocks = meta.block_table[b].long()[pos // bs]
-        keys = k_cache[blocks, pos % bs].transpose(0, 1).float()
-        values = v_cache[blocks, pos % bs].transpose(0, 1).float()
+        keys = k_cache[blocks, pos % bs].transpose(0, 1).float() * ks
+        values = v_cache[blocks, pos % bs].transpose(0, 1).float() * vs
         queries = q[qs:qe].transpose(0, 1).float()
         qpos = torch.arange(length - (qe - qs), length, device=q.device)
         mask = pos[None, :] <= qpos[:, None]
@@ -274,7 +323,7 @@ def reference_attention(q: torch.Tensor, kv_cache: torch.Tensor, meta: Metadata,
 
 
 def _plan(meta: Metadata, num_heads: int, num_kv_heads: int, head_dim: int, block_size: int,
-          dtype: torch.dtype, decode: bool) -> Any:
+          dtype: torch.dtype, decode: bool, kv_dtype: torch.dtype) -> Any:
     """FlashInfer's wrapper for the step, planned once (decode: tensor cores, CUDA-graph
     buffers, as vLLM's FlashInfer backend builds it; prefill: causal, backend "auto")."""
     import attention_libs as libs
@@ -289,11 +338,12 @@ def _plan(meta: Metadata, num_heads: int, num_kv_heads: int, head_dim: int, bloc
             paged_kv_indptr_buffer=indptr, paged_kv_indices_buffer=indices,
             paged_kv_last_page_len_buffer=last)
         w.plan(indptr, indices, last, num_heads, num_kv_heads, head_dim, block_size,
-               q_data_type=dtype, kv_data_type=dtype, sm_scale=scale)
+               q_data_type=dtype, kv_data_type=kv_dtype, sm_scale=scale)
     else:
         w = flashinfer.BatchPrefillWithPagedKVCacheWrapper(ws, meta.layout, backend="auto")
         w.plan(meta.query_start_loc, indptr, indices, last, num_heads, num_kv_heads, head_dim,
-               block_size, causal=True, sm_scale=scale, q_data_type=dtype, kv_data_type=dtype)
+               block_size, causal=True, sm_scale=scale, q_data_type=dtype,
+               kv_data_type=kv_dtype)
     meta.plan_buffers = (indptr, indices, last)  # type: ignore[attr-defined]
     return w
 
@@ -301,11 +351,16 @@ def _plan(meta: Metadata, num_heads: int, num_kv_heads: int, head_dim: int, bloc
 def plan_step(layer_names: list[str], *, batch: int, context: int, prefill: int,
               num_heads: int, num_kv_heads: int, head_dim: int, block_size: int,
               dtype: torch.dtype, device: torch.device, layout: str = "NHD",
-              flashinfer: bool | None = None, seed: int = 0, ragged: bool = False) -> Metadata:
+              flashinfer: bool | None = None, seed: int = 0, ragged: bool = False,
+              kv_cache_dtype: str = "auto") -> Metadata:
     """One step's metadata and caches: a decode step (`batch` sequences of `context` cached
     tokens, one new token each; `ragged`: cached lengths drawn in [context / 2, context], the
     first at `context`, as a serving batch mixes them) when `prefill` is 0, else one sequence of
-    `prefill` new tokens; pages of each sequence at random places; random cache contents."""
+    `prefill` new tokens; pages of each sequence at random places; random cache contents, in
+    `dtype` or, with `kv_cache_dtype` "fp8", vLLM's FP8 cache."""
+    if kv_cache_dtype not in ("auto", "fp8"):
+        raise ValueError(f"kv_cache_dtype must be 'auto' or 'fp8', got {kv_cache_dtype!r}")
+    cache_dtype = dtype if kv_cache_dtype == "auto" else torch.uint8
     gen = torch.Generator().manual_seed(seed)
     if prefill:
         seq_lens, query_lens = [prefill], [prefill]
@@ -328,15 +383,16 @@ def plan_step(layer_names: list[str], *, batch: int, context: int, prefill: int,
     meta = Metadata(starts.to(device), torch.tensor(seq_lens, dtype=torch.int32, device=device),
                     table.to(device), torch.tensor(slots, dtype=torch.int64, device=device),
                     torch.tensor(positions, dtype=torch.int64, device=device),
-                    sum(query_lens), max(query_lens), layout)
+                    sum(query_lens), max(query_lens), layout, kv_cache_dtype=kv_cache_dtype)
     for name in layer_names:
         meta.caches[name] = new_cache(num_blocks, num_kv_heads, block_size, head_dim, layout,
-                                      dtype, device, gen if device.type == "cpu" else None)
+                                      cache_dtype, device, gen if device.type == "cpu" else None)
     if flashinfer is None:
         flashinfer = device.type == "cuda"
     if flashinfer:
         meta.wrapper = _plan(meta, num_heads, num_kv_heads, head_dim, block_size, dtype,
-                             decode=not prefill)
+                             decode=not prefill, kv_dtype=dtype if kv_cache_dtype == "auto"
+                             else FP8)
     return meta
 
 
