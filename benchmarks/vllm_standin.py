@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 
 from irfuse.kernels import vllm_context
+from irfuse.kernels.norm_quant import div_rn_by
 from irfuse.kernels.triton_support import check_device
 from irfuse.raising import vllm_layers
 
@@ -212,9 +213,13 @@ def _write_kv_kernel_fn():
             t64 = t.to(tl.int64)
             k = tl.load(k_ptr + t64 * skt + h * skh + d, mask=mask)
             v = tl.load(v_ptr + t64 * svt + h * svh + d, mask=mask)
-            if SCALED:
-                k = tl.clamp(tl.math.div_rn(k.to(tl.float32), tl.load(ks_ptr)), -448.0, 448.0)
-                v = tl.clamp(tl.math.div_rn(v.to(tl.float32), tl.load(vs_ptr)), -448.0, 448.0)
+            if SCALED:  # (div_rn_by: torch's quotient without a division per element)
+                ks = tl.load(ks_ptr)
+                vs = tl.load(vs_ptr)
+                k = tl.clamp(div_rn_by(k.to(tl.float32), ks, tl.math.div_rn(1.0, ks), True),
+                             -448.0, 448.0)
+                v = tl.clamp(div_rn_by(v.to(tl.float32), vs, tl.math.div_rn(1.0, vs), True),
+                             -448.0, 448.0)
             k = k.to(kc_ptr.dtype.element_ty)
             v = v.to(vc_ptr.dtype.element_ty)
             tl.store(kc_ptr + blk * kcb + off * kcn + h * kch + d, k, mask=mask)
