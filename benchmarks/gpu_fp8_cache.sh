@@ -31,7 +31,9 @@ step "MLA RoPE + the FP8 latent-cache write"
 timeout "$T" python3 benchmarks/bench_mla_rope_cache.py --fp8 --out "$OUT/mla_fp8.md" 2>&1 \
   | tail -n 20
 step "the FP8 writes against bf16 ones and the split they replace"
-timeout "$T" python3 benchmarks/probe_fp8_write.py 2>&1 | tail -n 30
+for div in rn_by rn; do  # the kernels' division, then the per-element one they replaced
+  timeout "$T" python3 benchmarks/probe_fp8_write.py --div "$div" 2>&1 | tail -n 30
+done
 MROPE=.venv-vllm/lib/python3.11/site-packages/vllm/model_executor/layers/rotary_embedding/mrope.py
 if [ -f "$MROPE" ]; then
   step "multimodal RoPE against vLLM's kernel"

@@ -5,15 +5,23 @@ spills and the PTX instructions an FP8 store adds; beside each, the split the on
 inside vLLM (the paged write: irfuse's norm + RoPE kernel, then a one-launch write stand-in; MLA:
 the Triton rope alone, to which vLLM's `concat_and_cache_mla` would add a launch).
 
-    PYTHONPATH=. python3 benchmarks/probe_fp8_write.py
+`--div` picks how the kernels divide by the FP8 scale: `rn_by` (theirs, `norm_quant.div_rn_by`),
+`rn` (an IEEE division of each element, `tl.math.div_rn`: the same bits, what the kernels did
+first) or `mul` (`x * (1 / scale)`: not torch's bits, a floor for the timing); the kernels'
+`_to_store` is replaced before anything compiles.
+
+    PYTHONPATH=. python3 benchmarks/probe_fp8_write.py [--div rn_by|rn|mul]
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 
 import torch
+import triton
+import triton.language as tl
 import triton.testing
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
@@ -23,6 +31,26 @@ import vllm_standin  # noqa: E402
 
 from irfuse.kernels import mla_rope_cache, qk_norm_rope  # noqa: E402
 from irfuse.kernels.qk_norm_rope import RopeConfig  # noqa: E402
+
+
+@triton.jit
+def _to_store_div_rn(x, scale, FP8: tl.constexpr, DST: tl.constexpr):
+    y = x
+    if FP8:
+        y = tl.minimum(tl.maximum(tl.math.div_rn(x.to(tl.float32), scale), -448.0), 448.0)
+    return y.to(DST)
+
+
+@triton.jit
+def _to_store_mul(x, scale, FP8: tl.constexpr, DST: tl.constexpr):
+    y = x
+    if FP8:
+        y = tl.minimum(tl.maximum(x.to(tl.float32) * (1.0 / scale), -448.0), 448.0)
+    return y.to(DST)
+
+
+DIVISIONS = {"rn_by": None, "rn": _to_store_div_rn, "mul": _to_store_mul}
+"""`--div`: the `_to_store` the kernels compile with (None: their own)."""
 
 
 def graph_us(fn) -> float:
@@ -58,8 +86,15 @@ def describe(jit) -> None:
               f"{'fp8' if fp8 else 'bf16'} ptx lines {ptx.count(chr(10))} {ops}", flush=True)
 
 
-def main() -> int:
-    print(torch.cuda.get_device_name(), torch.__version__, triton.__version__, flush=True)
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--div", choices=sorted(DIVISIONS), default="rn_by")
+    args = parser.parse_args(argv)
+    store = DIVISIONS[args.div]
+    if store is not None:  # both modules' kernels look `_to_store` up when they first compile
+        qk_norm_rope._to_store = mla_rope_cache._to_store = store
+    print(torch.cuda.get_device_name(), torch.__version__, triton.__version__,
+          f"division by the FP8 scale: {args.div}", flush=True)
     print("MLA RoPE + latent write (µs): heads T | bf16 graph / plain | fp8 graph / plain "
           "| fp8 no-PDL graph | the Triton rope alone (graph: the split's first launch, before "
           "vLLM's concat_and_cache_mla)", flush=True)

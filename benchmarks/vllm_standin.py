@@ -38,7 +38,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from irfuse.kernels import vllm_context
+from irfuse.kernels import qk_norm_rope_ref, vllm_context
 from irfuse.kernels.norm_quant import div_rn_by
 from irfuse.kernels.triton_support import check_device
 from irfuse.raising import vllm_layers
@@ -243,14 +243,8 @@ def write_kv(key: torch.Tensor, value: torch.Tensor, k_cache: torch.Tensor,
     if triton_kernel is None:
         triton_kernel = key.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
     if not triton_kernel:
-        keep = slot_mapping >= 0
-        slots = slot_mapping[keep].long()
-        bs = k_cache.shape[1]
-        for x, cache, s in ((key, k_cache, k_scale), (value, v_cache, v_scale)):
-            x = x[:n][keep]
-            if scaled:
-                x = (x.float() / s).clamp(-448.0, 448.0)
-            cache[slots // bs, slots % bs] = x.to(cache.dtype)
+        qk_norm_rope_ref.write_cache(k_cache, key[:n], slot_mapping, k_scale)
+        qk_norm_rope_ref.write_cache(v_cache, value[:n], slot_mapping, v_scale)
         return
     import triton
 
